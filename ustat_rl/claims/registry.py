@@ -1,0 +1,267 @@
+"""The claims registry: one entry per claim of THEORY.md, each with a check.
+
+A check is a function ``check(ctx) -> list[Check]`` that computes its evidence afresh on every
+call; :func:`run_claim` times it and folds the sub-checks into one :class:`ClaimResult`.
+Nothing here stores a verdict: verdicts come from comparing a measurement with a prediction
+under a tolerance derived from standard errors (or rounding error, for exact identities).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import numpy as np
+
+__all__ = [
+    "Z_CHECK",
+    "Check",
+    "ClaimResult",
+    "Claim",
+    "VerifyContext",
+    "register",
+    "registry",
+    "run_claim",
+    "check_close",
+    "check_exact",
+    "check_interval",
+    "check_true",
+]
+
+#: Number of standard errors allowed between a Monte Carlo estimate and its prediction.
+#: Two-sided normal tail: P(|N(0,1)| > 4) = 6.3e-5 false failures per comparison; a full
+#: ``ustat-rl verify --quick`` makes fewer than 200 such comparisons, so fewer than 1.3% of
+#: honest runs would show one spurious failure (union bound).
+Z_CHECK = 4.0
+
+#: Relative tolerance for exact identities computed in double precision.
+EXACT_RTOL = 1e-10
+
+EVIDENCE_KINDS = ("symbolic", "exact-numeric", "monte-carlo")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One comparison inside a claim's check.
+
+    Attributes
+    ----------
+    name : str
+        What is compared, e.g. ``"G*MSE_oracle slope, G in 2..256"``.
+    predicted : float
+        The value the claim predicts.
+    measured : float
+        The value the toolkit measured (exactly or by Monte Carlo).
+    ci_low, ci_high : float
+        Interval for ``measured`` (``Z_CHECK`` standard errors, or the rounding tolerance).
+    passed : bool
+        Whether the prediction is inside the interval (or the stated condition holds).
+    evidence : str
+        One of ``"symbolic"``, ``"exact-numeric"``, ``"monte-carlo"``.
+    note : str
+        The tolerance and anything a reader needs to interpret the comparison.
+    """
+
+    name: str
+    predicted: float
+    measured: float
+    ci_low: float
+    ci_high: float
+    passed: bool
+    evidence: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """Outcome of one claim's check (the row ``ustat-rl verify`` prints).
+
+    The headline numbers (``predicted``, ``measured``, ``ci_low``, ``ci_high``) are those of the
+    first sub-check; ``checks`` holds them all. ``verdict`` is ``"pass"`` when every sub-check
+    passes, ``"fail"`` when one does not, and ``"error"`` when the check raised.
+    """
+
+    claim_id: str
+    statement: str
+    source: str
+    method: str
+    predicted: float
+    measured: float
+    ci_low: float
+    ci_high: float
+    verdict: str
+    seconds: float
+    evidence: tuple[str, ...]
+    checks: tuple[Check, ...] = field(default_factory=tuple)
+    error: str = ""
+
+    def to_dict(self) -> dict:
+        """JSON-ready dictionary (non-finite floats become strings)."""
+        return _jsonable(asdict(self))
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (np.floating, float)):
+        value = float(obj)
+        return value if math.isfinite(value) else str(value)
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    return obj
+
+
+@dataclass(frozen=True)
+class VerifyContext:
+    """Settings handed to every check.
+
+    Attributes
+    ----------
+    seed : int
+        Root seed; each check derives its own stream from ``(seed, claim number)``.
+    quick : bool
+        Smaller Monte Carlo sizes (the ``--quick`` budget of about 3 minutes in total).
+    n_jobs : int
+        Worker threads for the Monte Carlo engine.
+    """
+
+    seed: int = 20260301
+    quick: bool = True
+    n_jobs: int = 1
+
+    def seed_for(self, claim_id: str, *extra: int) -> np.random.SeedSequence:
+        """Independent, reproducible seed sequence for one claim (and optional sub-stream)."""
+        number = int("".join(ch for ch in claim_id if ch.isdigit()) or 0)
+        return np.random.SeedSequence(entropy=self.seed, spawn_key=(number, *extra))
+
+    def reps(self, quick: int, full: int) -> int:
+        return quick if self.quick else full
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A registered claim: its THEORY.md ID, statement, source and check."""
+
+    claim_id: str
+    statement: str
+    source: str
+    method: str
+    check: Callable[[VerifyContext], list[Check]]
+
+
+_REGISTRY: dict[str, Claim] = {}
+
+
+def register(claim_id: str, statement: str, source: str, method: str):
+    """Decorator registering ``check(ctx) -> list[Check]`` under ``claim_id``."""
+
+    def decorator(func):
+        if claim_id in _REGISTRY:
+            raise ValueError(f"claim {claim_id} is registered twice")
+        _REGISTRY[claim_id] = Claim(claim_id, statement, source, method, func)
+        return func
+
+    return decorator
+
+
+def _claim_key(claim_id: str):
+    digits = "".join(ch for ch in claim_id if ch.isdigit())
+    return (int(digits) if digits else 10**6, claim_id)
+
+
+def registry() -> dict[str, Claim]:
+    """All registered claims, ordered by ID number (imports the check modules)."""
+    from . import load_checks
+
+    load_checks()
+    return {cid: _REGISTRY[cid] for cid in sorted(_REGISTRY, key=_claim_key)}
+
+
+def run_claim(claim: Claim, ctx: VerifyContext) -> ClaimResult:
+    """Run one claim's check, timing it and turning an exception into an ``error`` verdict."""
+    start = time.perf_counter()
+    try:
+        checks = list(claim.check(ctx))
+        if not checks:
+            raise RuntimeError("check returned no comparisons")
+        error = ""
+    except Exception:  # a crashing check is reported, never hidden
+        checks = []
+        error = traceback.format_exc(limit=5)
+    seconds = time.perf_counter() - start
+    if error:
+        nan = float("nan")
+        return ClaimResult(claim.claim_id, claim.statement, claim.source, claim.method,
+                           nan, nan, nan, nan, "error", seconds, (), (), error)
+    head = checks[0]
+    verdict = "pass" if all(c.passed for c in checks) else "fail"
+    evidence = tuple(k for k in EVIDENCE_KINDS if any(c.evidence == k for c in checks))
+    return ClaimResult(claim.claim_id, claim.statement, claim.source, claim.method,
+                       head.predicted, head.measured, head.ci_low, head.ci_high,
+                       verdict, seconds, evidence, tuple(checks))
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparators shared by every check (and by the negative controls in the tests)
+# ---------------------------------------------------------------------------------------------
+
+
+def check_close(name: str, predicted: float, measured: float, std_error: float,
+                z: float = Z_CHECK, note: str = "") -> Check:
+    """Monte Carlo comparison: pass iff ``|measured - predicted| <= z * std_error``."""
+    predicted, measured, std_error = float(predicted), float(measured), float(std_error)
+    if not (math.isfinite(measured) and math.isfinite(std_error)):
+        return Check(name, predicted, measured, float("nan"), float("nan"), False, "monte-carlo",
+                     "non-finite estimate")
+    low, high = measured - z * std_error, measured + z * std_error
+    tol = f"|measured - predicted| <= {z:g} se (se = {std_error:.3g}; {_false_rate(z)})"
+    return Check(name, predicted, measured, low, high, bool(low <= predicted <= high),
+                 "monte-carlo", f"{tol}. {note}".strip())
+
+
+def check_exact(name: str, predicted, measured, rtol: float = EXACT_RTOL, atol: float = 1e-12,
+                evidence: str = "exact-numeric", note: str = "") -> Check:
+    """Exact comparison of arrays: pass iff ``|measured - predicted| <= atol + rtol |predicted|``.
+
+    The headline ``measured`` is the largest absolute deviation found.
+    """
+    predicted = np.asarray(predicted, dtype=np.float64)
+    measured = np.asarray(measured, dtype=np.float64)
+    deviation = np.abs(measured - predicted)
+    allowed = atol + rtol * np.abs(predicted)
+    passed = bool(np.all(np.isfinite(measured)) and np.all(deviation <= allowed))
+    head_pred = float(np.ravel(predicted)[0]) if predicted.size == 1 else 0.0
+    head_meas = (float(np.ravel(measured)[0]) if measured.size == 1
+                 else float(np.max(deviation)))
+    tol = float(np.max(allowed))
+    return Check(name, head_pred, head_meas, head_meas - tol, head_meas + tol, passed, evidence,
+                 f"max |deviation| = {float(np.max(deviation)):.2e} <= {atol:g} + {rtol:g}|pred|. "
+                 f"{note}".strip())
+
+
+def check_interval(name: str, predicted: float, measured: float, ci_low: float, ci_high: float,
+                   evidence: str = "monte-carlo", note: str = "") -> Check:
+    """Pass iff ``predicted`` lies in the interval ``[ci_low, ci_high]``."""
+    passed = bool(math.isfinite(ci_low) and math.isfinite(ci_high) and ci_low <= predicted <= ci_high)
+    return Check(name, float(predicted), float(measured), float(ci_low), float(ci_high), passed,
+                 evidence, note)
+
+
+def check_true(name: str, condition: bool, measured: float = float("nan"),
+               evidence: str = "exact-numeric", note: str = "") -> Check:
+    """A yes/no condition (for example an ordering); ``predicted`` is 1 for 'holds'."""
+    return Check(name, 1.0, float(measured), float("nan"), float("nan"), bool(condition),
+                 evidence, note)
+
+
+def _false_rate(z: float) -> str:
+    from scipy.stats import norm
+
+    return f"two-sided false-failure rate {2 * norm.sf(z):.1e}"
