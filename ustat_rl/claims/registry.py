@@ -63,6 +63,11 @@ class Check:
         One of ``"symbolic"``, ``"exact-numeric"``, ``"monte-carlo"``.
     note : str
         The tolerance and anything a reader needs to interpret the comparison.
+    required : bool
+        ``True`` for consequences of the paper's theorems, which must hold. ``False`` for an
+        empirical pattern of the paper's LLM experiments checked on an analogue: when it does
+        not reproduce, the claim's verdict is ``"differs"`` (reported, explained in ``note``,
+        and not a failure of the toolkit).
     """
 
     name: str
@@ -73,6 +78,7 @@ class Check:
     passed: bool
     evidence: str
     note: str = ""
+    required: bool = True
 
 
 @dataclass(frozen=True)
@@ -81,7 +87,8 @@ class ClaimResult:
 
     The headline numbers (``predicted``, ``measured``, ``ci_low``, ``ci_high``) are those of the
     first sub-check; ``checks`` holds them all. ``verdict`` is ``"pass"`` when every sub-check
-    passes, ``"fail"`` when one does not, and ``"error"`` when the check raised.
+    passes, ``"fail"`` when a required one does not, ``"differs"`` when only empirical
+    patterns (``required=False``) do not reproduce, and ``"error"`` when the check raised.
     """
 
     claim_id: str
@@ -201,7 +208,12 @@ def run_claim(claim: Claim, ctx: VerifyContext) -> ClaimResult:
         return ClaimResult(claim.claim_id, claim.statement, claim.source, claim.method,
                            nan, nan, nan, nan, "error", seconds, (), (), error)
     head = checks[0]
-    verdict = "pass" if all(c.passed for c in checks) else "fail"
+    if not all(c.passed for c in checks if c.required):
+        verdict = "fail"
+    elif not all(c.passed for c in checks):
+        verdict = "differs"
+    else:
+        verdict = "pass"
     evidence = tuple(k for k in EVIDENCE_KINDS if any(c.evidence == k for c in checks))
     return ClaimResult(claim.claim_id, claim.statement, claim.source, claim.method,
                        head.predicted, head.measured, head.ci_low, head.ci_high,
@@ -255,10 +267,10 @@ def check_interval(name: str, predicted: float, measured: float, ci_low: float, 
 
 
 def check_true(name: str, condition: bool, measured: float = float("nan"),
-               evidence: str = "exact-numeric", note: str = "") -> Check:
+               evidence: str = "exact-numeric", note: str = "", required: bool = True) -> Check:
     """A yes/no condition (for example an ordering); ``predicted`` is 1 for 'holds'."""
     return Check(name, 1.0, float(measured), float("nan"), float("nan"), bool(condition),
-                 evidence, note)
+                 evidence, note, required)
 
 
 def _false_rate(z: float) -> str:

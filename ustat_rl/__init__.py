@@ -1,0 +1,70 @@
+"""ustat-rl: the executable theory companion to "Demystifying Group Relative Policy Optimization:
+Its Policy Gradient is a U-Statistic" (arXiv:2603.01162).
+
+The public API: estimators, U-statistic tools, the exact softmax bandit, the Monte Carlo engine,
+rate fits and the claims registry behind ``ustat-rl verify``.
+"""
+
+from .bandit import GroupSample, HoeffdingComponents, ScalingConstants, SoftmaxBandit
+from .estimators import (
+    ESTIMATORS,
+    baseline_gradient,
+    fullmean_gradient,
+    grpo_gradient,
+    grpo_gradient_pairwise,
+    grpo_kernel,
+    leave_one_out_baseline,
+    oracle_gradient,
+    vanilla_gradient,
+)
+from .montecarlo import (
+    MonteCarloEstimate,
+    bandit_estimates,
+    bandit_squared_errors,
+    per_sample_squared_errors,
+    run_monte_carlo,
+)
+from .rates import RateFit, SlopeFit, fit_mse_rate, loglog_slope
+from .ustatistics import (
+    HoeffdingParts,
+    ZetaEstimate,
+    estimate_zetas,
+    hoeffding_parts,
+    pairwise_kernel_matrix,
+    u_statistic,
+    ustat_variance,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ESTIMATORS",
+    "GroupSample",
+    "HoeffdingComponents",
+    "HoeffdingParts",
+    "MonteCarloEstimate",
+    "RateFit",
+    "ScalingConstants",
+    "SlopeFit",
+    "SoftmaxBandit",
+    "ZetaEstimate",
+    "bandit_estimates",
+    "bandit_squared_errors",
+    "baseline_gradient",
+    "estimate_zetas",
+    "fit_mse_rate",
+    "fullmean_gradient",
+    "grpo_gradient",
+    "grpo_gradient_pairwise",
+    "grpo_kernel",
+    "hoeffding_parts",
+    "leave_one_out_baseline",
+    "loglog_slope",
+    "oracle_gradient",
+    "pairwise_kernel_matrix",
+    "per_sample_squared_errors",
+    "run_monte_carlo",
+    "u_statistic",
+    "ustat_variance",
+    "vanilla_gradient",
+]

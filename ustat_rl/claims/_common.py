@@ -1,0 +1,110 @@
+"""Helpers shared by the bandit checks: Monte Carlo runs, enumeration and slope comparisons."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..bandit import SoftmaxBandit
+from ..estimators import ESTIMATORS
+from ..montecarlo import MonteCarloEstimate, bandit_estimates, run_monte_carlo
+from ..rates import loglog_slope
+from .registry import Check, VerifyContext, check_interval
+
+SLOPE_LEVEL = 0.9999  # interval level for slopes: two-sided false-failure rate 1e-4
+
+
+def mc_errors(ctx: VerifyContext, claim_id: str, bandit: SoftmaxBandit, sizes, n_reps: int,
+              *, estimators=("vanilla", "grpo", "oracle"), batch_size=1, prompt=None,
+              stream: int = 0) -> MonteCarloEstimate:
+    """Squared errors of each (estimator, G), plus ``("degenerate", G)``: ``||g_grpo - g_oracle||^2``.
+
+    The degenerate column estimates ``MSE_grpo - MSE_oracle`` directly (the Hoeffding parts are
+    uncorrelated), with far smaller variance than the difference of the two MSE columns.
+    Groups are nested across ``sizes`` (common random numbers).
+    """
+    names = tuple(dict.fromkeys(tuple(estimators) + ("grpo", "oracle")))
+    sizes = np.asarray(sorted(sizes), dtype=np.int64)
+    estimates = bandit_estimates(bandit, names, sizes, batch_size, prompt)
+    if prompt is None:
+        target = bandit.grad
+    else:
+        target = np.zeros(bandit.dim)
+        k = bandit.n_actions
+        target[prompt * k:(prompt + 1) * k] = bandit.grad_per_prompt[prompt]
+    shape = (len(names), len(sizes), bandit.dim)
+    gi, oi = names.index("grpo"), names.index("oracle")
+    keep = [names.index(e) for e in estimators]
+
+    def statistic(rng, n):
+        est = estimates(rng, n).reshape((n,) + shape)
+        sq = np.sum((est - target) ** 2, axis=-1)[:, keep, :].reshape(n, -1)
+        deg = np.sum((est[:, gi] - est[:, oi]) ** 2, axis=-1)
+        return np.concatenate([sq, deg], axis=1)
+
+    labels = tuple((e, int(g)) for e in estimators for g in sizes)
+    labels += tuple(("degenerate", int(g)) for g in sizes)
+    return run_monte_carlo(statistic, n_reps, ctx.seed_for(claim_id, stream),
+                           n_jobs=ctx.n_jobs, labels=labels)
+
+
+def exact_curve(bandit: SoftmaxBandit, estimator: str, sizes, per_prompt_avg: bool,
+                prompt=None, batch_size: int = 1) -> np.ndarray:
+    """Exact MSE over ``sizes`` (per prompt, prompt-averaged, or minibatch)."""
+    out = []
+    for g in sizes:
+        if estimator == "degenerate":
+            value = (bandit.exact_mse_per_prompt("grpo", g) - bandit.exact_mse_per_prompt("oracle", g))
+            value = value / batch_size
+        else:
+            value = bandit.exact_mse_per_prompt(estimator, g)
+        if prompt is not None:
+            out.append(float(value[prompt]))
+        elif per_prompt_avg:
+            out.append(float(bandit.prompt_prob @ value))
+        else:
+            out.append(bandit.exact_mse(estimator, g, batch_size))
+    return np.asarray(out)
+
+
+def slope_check(name: str, sizes, est: MonteCarloEstimate, labels, exact_values,
+                asymptotic: float, note: str = "") -> Check:
+    """Log-log slope of Monte Carlo values against the slope of the exact curve.
+
+    The prediction is the slope of the exact finite-G curve fitted with the same weights
+    (equal to ``asymptotic`` up to finite-G curvature, reported in the note); the check passes
+    when it lies in the Monte Carlo slope's 99.99% interval.
+    """
+    sub = est.subset(labels)
+    sizes = np.asarray(sizes, dtype=np.float64)
+    fit = loglog_slope(sizes, sub.mean, cov=sub.cov, level=SLOPE_LEVEL)
+    exact_fit = loglog_slope(sizes, np.asarray(exact_values), cov=sub.cov * (
+        np.outer(exact_values, exact_values) / np.outer(sub.mean, sub.mean)), level=SLOPE_LEVEL)
+    text = (f"99.99% GLS interval (two-sided false-failure rate 1e-4); exact-curve slope "
+            f"{exact_fit.slope:.4f} vs asymptotic {asymptotic:g}. {note}")
+    return check_interval(name, exact_fit.slope, fit.slope, fit.ci_low, fit.ci_high,
+                          note=text.strip())
+
+
+def enumerate_prompt_estimates(bandit: SoftmaxBandit, prompt: int, group_size: int, estimator):
+    """All per-prompt estimates (M, K) and their probabilities (M,), by enumerating outcomes."""
+    from .. import estimators as est_mod
+
+    action, reward, prob = bandit.enumerate_groups(prompt, group_size)
+    prompts = np.full(len(prob), prompt)
+    score = bandit.scores(prompts, action)
+    if estimator == "oracle":
+        values = est_mod.oracle_gradient(score, reward, bandit.value[prompts], per_prompt=True)
+    elif estimator in ESTIMATORS:
+        values = getattr(est_mod, f"{estimator}_gradient")(score, reward, per_prompt=True)
+    else:
+        values = estimator(score, reward)
+    return values, prob
+
+
+def symbolic_checks(claim_id: str) -> list[Check]:
+    """Symbolic evidence for ``claim_id`` from :mod:`proofs_check`, when it provides some."""
+    try:
+        from proofs_check import symbolic_evidence
+    except ImportError:
+        return []
+    return list(symbolic_evidence(claim_id))

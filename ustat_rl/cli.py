@@ -1,0 +1,145 @@
+"""The ``ustat-rl`` command: ``verify`` the paper's claims, ``list`` them, run ``proofs``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+from . import __version__
+
+EPILOG = """examples:
+  ustat-rl verify --quick                 all claims, small Monte Carlo sizes (about 3 minutes)
+  ustat-rl verify --full --json out.json  all claims, large sizes, results as JSON
+  ustat-rl verify --only C5,C6 --seed 7   two claims with another seed
+  ustat-rl list                           the registered claims
+"""
+
+
+def _parse_args(argv):
+    parser = argparse.ArgumentParser(
+        prog="ustat-rl",
+        description="Executable theory companion to 'Demystifying Group Relative Policy "
+                    "Optimization: Its Policy Gradient is a U-Statistic' (arXiv:2603.01162).",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"ustat-rl {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    verify = sub.add_parser(
+        "verify", help="check the paper's claims and print a verdict table",
+        description="Run each registered claim's check afresh and print predicted vs measured "
+                    "values, intervals and verdicts. Exits 1 if any claim fails or errors. "
+                    "Verdicts: pass; fail (a theorem's consequence contradicted); differs (an "
+                    "empirical pattern of the paper's LLM runs that the bandit analogue does not "
+                    "reproduce, with the reason); error (the check crashed).")
+    size = verify.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="small Monte Carlo sizes (default)")
+    size.add_argument("--full", action="store_true", help="large Monte Carlo sizes")
+    verify.add_argument("--only", default="", help="comma-separated claim IDs, e.g. C5,C6")
+    verify.add_argument("--seed", type=int, default=20260301, help="root seed (default 20260301)")
+    verify.add_argument("--json", type=Path, default=None, help="write results as JSON to PATH")
+    verify.add_argument("--n-jobs", type=int, default=1, help="Monte Carlo worker threads")
+    verify.add_argument("--details", action="store_true", help="print every sub-check")
+    verify.add_argument("--errata", action="store_true",
+                        help="print the errata report (paper slips with computed evidence)")
+
+    sub.add_parser("list", help="list the registered claims")
+    proofs = sub.add_parser("proofs", help="run the symbolic derivations (proofs_check)")
+    proofs.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for proofs_check")
+    return parser.parse_args(argv)
+
+
+def _fmt(value: float) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.4g}"
+
+
+def _print_table(results, details: bool, stream) -> None:
+    header = f"{'claim':<10} {'verdict':<8} {'predicted':>11} {'measured':>11} {'interval':>25} " \
+             f"{'evidence':<30} {'s':>6}"
+    print(header, file=stream)
+    print("-" * len(header), file=stream)
+    for r in results:
+        interval = f"[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]"
+        print(f"{r.claim_id:<10} {r.verdict:<8} {_fmt(r.predicted):>11} {_fmt(r.measured):>11} "
+              f"{interval:>25} {','.join(r.evidence):<30} {r.seconds:6.1f}", file=stream)
+        shown = r.checks if details else [c for c in r.checks if not c.passed]
+        for c in shown:
+            flag = "ok " if c.passed else ("FAIL" if c.required else "DIFF")
+            print(f"    {flag} {c.name}: predicted {_fmt(c.predicted)}, measured "
+                  f"{_fmt(c.measured)} [{_fmt(c.ci_low)}, {_fmt(c.ci_high)}]  {c.note}",
+                  file=stream)
+        if r.error:
+            print("    " + r.error.strip().replace("\n", "\n    "), file=stream)
+
+
+def _verify(args) -> int:
+    from .claims import VerifyContext, registry, run_claim
+
+    claims = registry()
+    wanted = [c.strip() for c in args.only.split(",") if c.strip()]
+    unknown = [c for c in wanted if c not in claims]
+    if unknown:
+        print(f"ustat-rl: unknown claim ID(s) {', '.join(unknown)}; known: "
+              f"{', '.join(claims)}", file=sys.stderr)
+        return 2
+    if args.n_jobs < 1:
+        print("ustat-rl: --n-jobs must be >= 1", file=sys.stderr)
+        return 2
+    selected = [claims[c] for c in (wanted or claims)]
+    ctx = VerifyContext(seed=args.seed, quick=not args.full, n_jobs=args.n_jobs)
+    mode = "quick" if ctx.quick else "full"
+    print(f"ustat-rl verify ({mode}, seed {ctx.seed}): {len(selected)} claims", flush=True)
+    start = time.perf_counter()
+    results = []
+    for claim in selected:
+        print(f"  {claim.claim_id}: {claim.statement[:90]}...", file=sys.stderr, flush=True)
+        results.append(run_claim(claim, ctx))
+    total = time.perf_counter() - start
+    print()
+    _print_table(results, args.details, sys.stdout)
+    counts = {v: sum(r.verdict == v for r in results) for v in ("pass", "differs", "fail", "error")}
+    print(f"\nsummary: {counts['pass']} pass, {counts['differs']} differs, {counts['fail']} fail, "
+          f"{counts['error']} error, in {total:.1f} s")
+    if args.json is not None:
+        payload = {"mode": mode, "seed": ctx.seed, "n_jobs": ctx.n_jobs,
+                   "version": __version__, "summary": counts,
+                   "results": [r.to_dict() for r in results]}
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(payload, indent=2))
+        print(f"wrote {args.json}")
+    if args.errata:
+        print(_errata())
+    return 0 if counts["fail"] == 0 and counts["error"] == 0 else 1
+
+
+def _errata() -> str:
+    try:
+        from proofs_check import errata_report
+    except ImportError:
+        return "errata report unavailable: proofs_check is not installed"
+    return errata_report()
+
+
+def main(argv=None) -> int:
+    args = _parse_args(sys.argv[1:] if argv is None else argv)
+    if args.command == "list":
+        from .claims import registry
+
+        for claim in registry().values():
+            print(f"{claim.claim_id:<10} [{claim.source}] {claim.statement}\n"
+                  f"{'':<10} method: {claim.method}")
+        return 0
+    if args.command == "proofs":
+        import proofs_check
+
+        return int(proofs_check.main(args.rest))
+    return _verify(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""Named bandits used by ``ustat-rl verify``, the simulations and the notebooks.
+
+Each is built for one claim and documented with why it fits; their parameters are fixed so
+every run checks the same instance.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._validation import as_float
+from .bandit import SoftmaxBandit
+
+__all__ = [
+    "POLICY_STRENGTHS",
+    "arithmetic_bandit",
+    "assumption2_bandit",
+    "one_answer_bandit",
+    "baseline_counterexample_bandit",
+    "reversal_bandit",
+    "interior_optimum_bandit",
+    "small_bandit",
+]
+
+#: Logit boosts of the correct answer for the three policies of the Fig. 4 analogue
+#: (base, instruct, instruct with few-shot examples).
+POLICY_STRENGTHS = {"base": 2.0, "instruct": 2.8, "few-shot": 3.7}
+
+
+def small_bandit() -> SoftmaxBandit:
+    """Two prompts, three actions, generic parameters: small enough to enumerate groups."""
+    return SoftmaxBandit([[0.3, -0.2, 0.5], [1.0, 0.0, -1.0]],
+                         [[0.9, 0.2, 0.5], [0.1, 0.6, 0.3]], [0.3, 0.7])
+
+
+def arithmetic_bandit(strength: float, n_prompts: int = 40, n_actions: int = 32,
+                      seed: int = 0) -> SoftmaxBandit:
+    """Analogue of the paper's Fig. 4 task: ``K`` candidate answers per prompt, some correct.
+
+    Each prompt has between 2 and 6 correct answers (reward 1; the others 0) and fixed random
+    logits (scale 0.3, seeded by ``seed``); ``strength`` is added to the logits of the correct
+    answers, so a larger strength is a stronger policy. With many candidates and a flat policy
+    ``||W||^2`` varies little between answers, so Assumption 2 holds approximately, as it does
+    for long sequences whose score norm is dominated by many tokens. The three strengths of
+    :data:`POLICY_STRENGTHS` give mean success probabilities of about 0.5, 0.7 and 0.85.
+    """
+    strength = as_float(strength, "strength")
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(0.0, 0.3, size=(n_prompts, n_actions))
+    reward = np.zeros((n_prompts, n_actions))
+    for x in range(n_prompts):
+        correct = rng.choice(n_actions, size=rng.integers(2, 7), replace=False)
+        reward[x, correct] = 1.0
+    logits = logits + strength * reward
+    return SoftmaxBandit(logits, reward)
+
+
+def one_answer_bandit(strength: float, n_prompts: int = 40, n_actions: int = 8,
+                      seed: int = 0) -> SoftmaxBandit:
+    """One correct answer per prompt and a policy that concentrates on it as it improves.
+
+    A contrast to :func:`arithmetic_bandit`: the likely correct answer has a small score norm,
+    so ``Cov(||W||^2, Z | x) < 0`` (Assumption 2 fails) and, by C9, baselines below ``V`` do
+    better; at high success probability plain REINFORCE beats both GRPO and the oracle.
+    """
+    strength = as_float(strength, "strength")
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(0.0, 0.3, size=(n_prompts, n_actions))
+    correct = rng.integers(0, n_actions, size=n_prompts)
+    reward = np.zeros((n_prompts, n_actions))
+    reward[np.arange(n_prompts), correct] = 1.0
+    return SoftmaxBandit(logits + strength * reward, reward)
+
+
+def assumption2_bandit() -> SoftmaxBandit:
+    """A bandit where Assumption 2 (``Cov(||W||^2, Z | x) = 0``) holds exactly (C8).
+
+    Prompt 0: ``pi = (0.4, 0.4, 0.1, 0.1)``, so actions 0, 1 share ``||W||^2`` and so do 2, 3,
+    and the success probabilities ``(0.9, 0.1, 0.7, 0.3)`` give both classes mean 0.5.
+    Prompt 1: a uniform policy, for which ``||W||^2`` is constant.
+    """
+    logits = np.log([[0.4, 0.4, 0.1, 0.1], [0.25, 0.25, 0.25, 0.25]])
+    return SoftmaxBandit(logits, [[0.9, 0.1, 0.7, 0.3], [0.2, 0.5, 0.3, 0.8]])
+
+
+def baseline_counterexample_bandit() -> SoftmaxBandit:
+    """Assumption 2 fails: the rare action has both a large score and a high reward (C9).
+
+    ``pi = (0.9, 0.1)``, success probabilities ``(0.2, 0.9)``: ``||W||^2`` is 0.02 on the common
+    action and 1.62 on the rare one, so ``b* = E[||W||^2 Z]/E||W||^2 = 0.83`` is far from
+    ``V = 0.27`` and the constant ``b*`` beats the value baseline.
+    """
+    return SoftmaxBandit(np.log([[0.9, 0.1]]), [[0.2, 0.9]])
+
+
+def reversal_bandit(success_prob: float, gap: float = 0.5) -> SoftmaxBandit:
+    """Uniform two-action policy with mean success probability ``p`` (C10).
+
+    The actions succeed with ``p (1 + gap)`` and ``p (1 - gap)`` (``p`` replaced by ``1 - p``
+    above 1/2 so both stay in [0, 1]); the uniform policy makes ``||W||^2`` constant, so
+    Assumption 2 holds and the reversal condition of C10 is exact.
+    """
+    p = as_float(success_prob, "success_prob", low=0.0, high=1.0)
+    gap = as_float(gap, "gap", low=0.0, high=1.0)
+    spread = gap * min(p, 1.0 - p)
+    return SoftmaxBandit([[0.0, 0.0]], [[p + spread, p - spread]])
+
+
+def interior_optimum_bandit() -> SoftmaxBandit:
+    """Eight prompts with small reward gaps, so the optimal group size is interior (C17).
+
+    Reward gaps of 0.1 between actions keep ``g(x)`` (hence ``c1``) small next to the noise
+    constant ``c3'``, which puts ``G* = 1 + sqrt(c3'/c1)`` near 10.
+    """
+    rng = np.random.default_rng(7)
+    logits = rng.normal(0.0, 0.5, size=(8, 4))
+    base = np.linspace(0.2, 0.8, 8)[:, None]
+    reward = np.clip(base + np.array([0.15, 0.05, -0.05, -0.15])[None, :], 0.0, 1.0)
+    return SoftmaxBandit(logits, reward)

@@ -1,0 +1,385 @@
+"""Monte Carlo engine: streaming means and covariances with reproducible, chunk-free seeding.
+
+Randomness is fixed per *block* of ``block_size`` replicates: block ``j`` draws from
+``SeedSequence(seed, spawn_key=(j,))``. Blocks are merged in block order with Chan's pairwise
+update, so the result is the same whatever the number of worker threads, and memory stays at one
+block per worker. For the softmax bandit, :func:`bandit_squared_errors` samples groups through
+their sufficient statistics (per-action counts and reward sums), which have exactly the law of
+the per-sample route, and nests the groups of every size in one draw (common random numbers).
+"""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numba
+import numpy as np
+from tqdm.auto import tqdm
+
+from ._validation import as_group_sizes, as_int
+from .bandit import SoftmaxBandit
+from .estimators import (
+    ESTIMATORS,
+    baseline_gradient,
+    fullmean_gradient,
+    grpo_gradient,
+    vanilla_gradient,
+)
+
+__all__ = [
+    "MonteCarloEstimate",
+    "run_monte_carlo",
+    "bandit_squared_errors",
+    "bandit_estimates",
+    "per_sample_squared_errors",
+]
+
+Statistic = Callable[[np.random.Generator, int], np.ndarray]
+
+
+@dataclass(frozen=True)
+class MonteCarloEstimate:
+    """Mean of ``m`` per-replicate statistics with their joint sampling covariance.
+
+    Attributes
+    ----------
+    mean : ndarray (m,)
+        Sample means.
+    std_error : ndarray (m,)
+        Standard errors of the means, ``sqrt(diag(cov))``.
+    cov : ndarray (m, m)
+        Covariance matrix of the means (sample covariance / ``n_reps``); off-diagonal terms are
+        non-zero under common random numbers and make paired differences precise.
+    n_reps : int
+        Number of replicates.
+    labels : tuple
+        One label per statistic.
+    """
+
+    mean: np.ndarray
+    std_error: np.ndarray
+    cov: np.ndarray
+    n_reps: int
+    labels: tuple
+
+    def index(self, label) -> int:
+        """Position of ``label`` among the statistics."""
+        try:
+            return self.labels.index(label)
+        except ValueError:
+            raise KeyError(f"no statistic labelled {label!r}; have {self.labels}") from None
+
+    def get(self, label) -> tuple[float, float]:
+        """``(mean, std_error)`` of one statistic."""
+        i = self.index(label)
+        return float(self.mean[i]), float(self.std_error[i])
+
+    def contrast(self, weights) -> tuple[float, float]:
+        """``(value, std_error)`` of a linear combination ``sum_i weights[i] * mean[i]``.
+
+        ``weights`` is an array of length ``m`` or a dict ``{label: weight}``.
+        """
+        if isinstance(weights, dict):
+            vec = np.zeros(len(self.labels))
+            for label, w in weights.items():
+                vec[self.index(label)] = w
+        else:
+            vec = np.asarray(weights, dtype=np.float64)
+        value = float(vec @ self.mean)
+        var = float(vec @ self.cov @ vec)
+        return value, math.sqrt(max(var, 0.0))
+
+    def subset(self, labels: Sequence) -> "MonteCarloEstimate":
+        """The estimate restricted to ``labels`` (in that order)."""
+        idx = [self.index(lab) for lab in labels]
+        cov = self.cov[np.ix_(idx, idx)]
+        return MonteCarloEstimate(self.mean[idx], self.std_error[idx], cov, self.n_reps, tuple(labels))
+
+
+def _block_moments(values: np.ndarray):
+    mean = values.mean(axis=0)
+    centred = values - mean
+    return values.shape[0], mean, centred.T @ centred
+
+
+def _merge(a, b):
+    # Chan et al. pairwise update of (count, mean, sum of centred outer products)
+    na, ma, sa = a
+    nb, mb, sb = b
+    n = na + nb
+    delta = mb - ma
+    return n, ma + delta * (nb / n), sa + sb + np.outer(delta, delta) * (na * nb / n)
+
+
+def _block_seed(seed, block: int) -> np.random.SeedSequence:
+    root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    return np.random.SeedSequence(entropy=root.entropy, spawn_key=tuple(root.spawn_key) + (block,))
+
+
+def run_monte_carlo(statistic: Statistic, n_reps, seed, *, block_size=4096, n_jobs=1,
+                    progress: bool = False, labels=None, desc: str = "Monte Carlo"
+                    ) -> MonteCarloEstimate:
+    """Estimate the means of ``statistic`` by ``n_reps`` independent replicates.
+
+    Parameters
+    ----------
+    statistic : callable
+        ``statistic(rng, n) -> ndarray (n, m)``: ``n`` independent replicates of ``m`` values.
+    n_reps : int
+        Number of replicates (at least 2).
+    seed : int or numpy.random.SeedSequence
+        Root of the per-block seeds.
+    block_size : int
+        Replicates per block: the unit of randomness and of memory.
+    n_jobs : int
+        Worker threads; the result does not depend on it.
+    progress : bool
+        Show a progress bar over blocks.
+    labels : sequence, optional
+        Names of the ``m`` statistics.
+
+    Returns
+    -------
+    MonteCarloEstimate
+
+    Examples
+    --------
+    >>> est = run_monte_carlo(lambda rng, n: rng.normal(size=(n, 1)), 10_000, seed=1)
+    >>> abs(est.mean[0]) < 4 * est.std_error[0]
+    True
+    """
+    n_reps = as_int(n_reps, "n_reps", 2)
+    block_size = as_int(block_size, "block_size", 1)
+    n_jobs = as_int(n_jobs, "n_jobs", 1)
+    n_blocks = -(-n_reps // block_size)
+    sizes = [min(block_size, n_reps - j * block_size) for j in range(n_blocks)]
+
+    def run_block(j: int):
+        rng = np.random.default_rng(_block_seed(seed, j))
+        values = np.asarray(statistic(rng, sizes[j]), dtype=np.float64)
+        if values.ndim == 1:
+            values = values[:, None]
+        if values.shape[0] != sizes[j]:
+            raise ValueError(f"`statistic` returned {values.shape[0]} rows for a block of {sizes[j]}")
+        if not np.all(np.isfinite(values)):
+            raise FloatingPointError("`statistic` returned non-finite values")
+        return _block_moments(values)
+
+    total = None
+    bar = tqdm(total=n_blocks, desc=desc, disable=not progress, leave=False)
+    with ThreadPoolExecutor(max_workers=n_jobs) if n_jobs > 1 else _Serial() as pool:
+        for moments in pool.map(run_block, range(n_blocks)):  # map keeps block order
+            total = moments if total is None else _merge(total, moments)
+            bar.update(1)
+    bar.close()
+    n, mean, m2 = total
+    cov = m2 / (n - 1) / n
+    if labels is None:
+        labels = tuple(range(mean.shape[0]))
+    labels = tuple(labels)
+    if len(labels) != mean.shape[0]:
+        raise ValueError(f"`labels` has {len(labels)} entries for {mean.shape[0]} statistics")
+    return MonteCarloEstimate(mean, np.sqrt(np.diag(cov)), cov, int(n), labels)
+
+
+class _Serial:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    @staticmethod
+    def map(func, items):
+        return map(func, items)
+
+
+# ---------------------------------------------------------------------------------------------
+# Fast bandit kernel: groups through sufficient statistics, nested across group sizes
+# ---------------------------------------------------------------------------------------------
+
+_CODES = {name: i for i, name in enumerate(ESTIMATORS)}
+
+
+@numba.njit(cache=True, nogil=True)
+def _draw_prompt(rng, cum_prompt):
+    u = rng.random()
+    for x in range(cum_prompt.shape[0] - 1):
+        if u < cum_prompt[x]:
+            return x
+    return cum_prompt.shape[0] - 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _add_to_group(rng, pi_x, r_x, lo, hi, increment, counts, sums):
+    # Multinomial(increment, pi_x) by sequential binomials, then Binomial successes per action:
+    # exactly the law of the per-action counts and reward sums of `increment` new samples.
+    remaining = increment
+    rest = 1.0
+    k = pi_x.shape[0]
+    for a in range(k):
+        if remaining == 0:
+            break
+        if a == k - 1:
+            n_a = remaining
+        else:
+            p = pi_x[a] / rest if rest > 0.0 else 1.0
+            n_a = rng.binomial(remaining, min(max(p, 0.0), 1.0))
+        if n_a > 0:
+            success = rng.binomial(n_a, r_x[a])
+            counts[a] += n_a
+            sums[a] += lo * n_a + (hi - lo) * success
+        remaining -= n_a
+        rest -= pi_x[a]
+
+
+@numba.njit(cache=True, nogil=True)
+def _bandit_kernel(rng, n, pi, r, lo, hi, value, cum_prompt, fixed_prompt, batch_size,
+                   group_sizes, codes, out_est):
+    # out_est: (n, E, L, P*K) minibatch estimates in the full parameter space
+    n_prompts, k = pi.shape
+    n_sizes = group_sizes.shape[0]
+    counts = np.zeros(k)
+    sums = np.zeros(k)
+    for rep in range(n):
+        for _b in range(batch_size):
+            x = fixed_prompt if fixed_prompt >= 0 else _draw_prompt(rng, cum_prompt)
+            counts[:] = 0.0
+            sums[:] = 0.0
+            previous = 0
+            for ell in range(n_sizes):
+                g = group_sizes[ell]
+                _add_to_group(rng, pi[x], r[x], lo, hi, g - previous, counts, sums)
+                previous = g
+                total = sums.sum()
+                for e in range(codes.shape[0]):
+                    code = codes[e]
+                    for a in range(k):
+                        if code == 0:  # vanilla: c_g = z_g
+                            s_a = sums[a] - pi[x, a] * total
+                        elif code == 1:  # grpo: c_g = (G z_g - T)/(G - 1), sum_g c_g = 0
+                            s_a = (g * sums[a] - counts[a] * total) / (g - 1.0)
+                        elif code == 2:  # oracle: c_g = z_g - V(x)
+                            s_a = (sums[a] - counts[a] * value[x]) - pi[x, a] * (total - g * value[x])
+                        else:  # fullmean: c_g = z_g - T/G, sum_g c_g = 0
+                            s_a = sums[a] - counts[a] * total / g
+                        out_est[rep, e, ell, x * k + a] += s_a / (g * batch_size)
+
+
+def bandit_estimates(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_sizes=(2,),
+                     batch_size=1, prompt=None) -> Statistic:
+    """Statistic returning flattened estimates ``(n, E*L*P*K)`` for every estimator and size.
+
+    Groups of the sizes in ``group_sizes`` are nested (the first ``G_1`` samples of the group of
+    size ``G_2``), which gives common random numbers across sizes. Minibatches of
+    ``batch_size`` prompts are drawn from ``f``, or all equal ``prompt`` when given.
+    """
+    est_codes, sizes, batch_size, fixed = _bandit_setup(bandit, estimators, group_sizes,
+                                                        batch_size, prompt)
+    pi, r = bandit.policy, bandit.reward_prob
+    lo, hi = bandit.reward_values
+    cum_prompt = np.cumsum(bandit.prompt_prob)
+
+    def statistic(rng, n):
+        out = np.zeros((n, len(est_codes), len(sizes), bandit.dim))
+        _bandit_kernel(rng, n, pi, r, lo, hi, bandit.value, cum_prompt, fixed, batch_size,
+                       sizes, est_codes, out)
+        return out.reshape(n, -1)
+
+    return statistic
+
+
+def bandit_squared_errors(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_sizes=(2,),
+                          batch_size=1, prompt=None):
+    """Statistic of squared errors ``||g_hat - target||^2`` for each (estimator, G).
+
+    The target is ``g`` for minibatches drawn from ``f`` and ``g(x)`` when ``prompt = x`` is
+    fixed, so the mean is the MSE of :meth:`SoftmaxBandit.exact_mse` or
+    :meth:`SoftmaxBandit.exact_mse_per_prompt`.
+
+    Returns
+    -------
+    statistic : callable
+        For :func:`run_monte_carlo`; columns ordered estimator-major.
+    labels : tuple of (str, int)
+        ``(estimator, group_size)`` per column.
+    """
+    est_codes, sizes, batch_size, fixed = _bandit_setup(bandit, estimators, group_sizes,
+                                                        batch_size, prompt)
+    estimates = bandit_estimates(bandit, estimators, sizes, batch_size, prompt)
+    if fixed >= 0:
+        target = np.zeros(bandit.dim)
+        k = bandit.n_actions
+        target[fixed * k:(fixed + 1) * k] = bandit.grad_per_prompt[fixed]
+    else:
+        target = bandit.grad
+    shape = (len(est_codes), len(sizes), bandit.dim)
+
+    def statistic(rng, n):
+        est = estimates(rng, n).reshape((n,) + shape)
+        return np.sum((est - target) ** 2, axis=-1).reshape(n, -1)
+
+    labels = tuple((name, int(g)) for name in estimators for g in sizes)
+    return statistic, labels
+
+
+def _bandit_setup(bandit, estimators, group_sizes, batch_size, prompt):
+    if isinstance(estimators, str):
+        estimators = (estimators,)
+    for name in estimators:
+        if name not in _CODES:
+            raise ValueError(f"`estimators` entries must be in {ESTIMATORS}, got {name!r}")
+    needs_two = any(name in ("grpo", "fullmean") for name in estimators)
+    sizes = as_group_sizes(group_sizes, "group_sizes", 2 if needs_two else 1)
+    batch_size = as_int(batch_size, "batch_size", 1)
+    fixed = -1
+    if prompt is not None:
+        fixed = as_int(prompt, "prompt", 0)
+        if fixed >= bandit.n_prompts:
+            raise ValueError(f"`prompt` must be in [0, {bandit.n_prompts - 1}], got {fixed}")
+    codes = np.array([_CODES[name] for name in estimators], dtype=np.int64)
+    return codes, sizes, batch_size, fixed
+
+
+# ---------------------------------------------------------------------------------------------
+# The literal per-sample route (independent check of the fast kernel; benchmark baseline)
+# ---------------------------------------------------------------------------------------------
+
+
+def per_sample_squared_errors(bandit: SoftmaxBandit, estimator: str, group_size, batch_size=1,
+                              prompt=None) -> Statistic:
+    """Squared errors computed sample by sample: sample actions and rewards, build every score
+    ``W_g`` and apply the public estimator functions. Slow but literal."""
+    if estimator not in _CODES:
+        raise ValueError(f"`estimator` must be one of {ESTIMATORS}, got {estimator!r}")
+    group_size = as_int(group_size, "group_size", 2 if estimator in ("grpo", "fullmean") else 1)
+    batch_size = as_int(batch_size, "batch_size", 1)
+    k = bandit.n_actions
+
+    def statistic(rng, n):
+        sample = bandit.sample_groups(group_size, n * batch_size, rng, prompt)
+        score = bandit.scores(sample.prompt, sample.action)  # (n*B, G, K)
+        if estimator == "vanilla":
+            est = vanilla_gradient(score, sample.reward, per_prompt=True)
+        elif estimator == "grpo":
+            est = grpo_gradient(score, sample.reward, per_prompt=True)
+        elif estimator == "fullmean":
+            est = fullmean_gradient(score, sample.reward, per_prompt=True)
+        else:
+            est = baseline_gradient(score, sample.reward, bandit.value[sample.prompt],
+                                    per_prompt=True)
+        full = np.zeros((n * batch_size, bandit.dim))  # (n*B, P*K)
+        cols = sample.prompt[:, None] * k + np.arange(k)
+        np.put_along_axis(full, cols, est, axis=1)
+        batch_mean = full.reshape(n, batch_size, bandit.dim).mean(axis=1)
+        if prompt is None:
+            target = bandit.grad
+        else:
+            target = np.zeros(bandit.dim)
+            target[int(prompt) * k:(int(prompt) + 1) * k] = bandit.grad_per_prompt[int(prompt)]
+        return np.sum((batch_mean - target) ** 2, axis=1)[:, None]
+
+    return statistic
