@@ -19,7 +19,7 @@ from .estimators import (
 )
 from .montecarlo import (
     MonteCarloEstimate,
-    bandit_estimates,
+    bandit_statistics,
     bandit_squared_errors,
     per_sample_squared_errors,
     run_monte_carlo,
@@ -48,7 +48,7 @@ __all__ = [
     "SlopeFit",
     "SoftmaxBandit",
     "ZetaEstimate",
-    "bandit_estimates",
+    "bandit_statistics",
     "bandit_squared_errors",
     "baseline_gradient",
     "estimate_zetas",

@@ -33,7 +33,7 @@ __all__ = [
     "MonteCarloEstimate",
     "run_monte_carlo",
     "bandit_squared_errors",
-    "bandit_estimates",
+    "bandit_statistics",
     "per_sample_squared_errors",
 ]
 
@@ -238,15 +238,27 @@ def _add_to_group(rng, pi_x, r_x, lo, hi, increment, counts, sums):
 
 @numba.njit(cache=True, nogil=True)
 def _bandit_kernel(rng, n, pi, r, lo, hi, value, cum_prompt, fixed_prompt, batch_size,
-                   group_sizes, codes, out_est):
-    # out_est: (n, E, L, P*K) minibatch estimates in the full parameter space
+                   group_sizes, codes, target, direction, deg_pair, out_sq, out_proj, out_deg):
+    # Per replicate: the minibatch estimate of every (estimator, G) lives only on the blocks of
+    # the drawn prompts, so it is accumulated in a dense scratch and only those blocks are read
+    # and reset; untouched coordinates contribute ||target||^2 to every squared error.
     n_prompts, k = pi.shape
     n_sizes = group_sizes.shape[0]
+    n_est = codes.shape[0]
+    scratch = np.zeros((n_est, n_sizes, n_prompts * k))
+    touched = np.zeros(n_prompts, dtype=np.bool_)
+    order = np.zeros(batch_size, dtype=np.int64)
     counts = np.zeros(k)
     sums = np.zeros(k)
+    target_sq = np.sum(target**2)
     for rep in range(n):
+        n_touched = 0
         for _b in range(batch_size):
             x = fixed_prompt if fixed_prompt >= 0 else _draw_prompt(rng, cum_prompt)
+            if not touched[x]:
+                touched[x] = True
+                order[n_touched] = x
+                n_touched += 1
             counts[:] = 0.0
             sums[:] = 0.0
             previous = 0
@@ -255,7 +267,7 @@ def _bandit_kernel(rng, n, pi, r, lo, hi, value, cum_prompt, fixed_prompt, batch
                 _add_to_group(rng, pi[x], r[x], lo, hi, g - previous, counts, sums)
                 previous = g
                 total = sums.sum()
-                for e in range(codes.shape[0]):
+                for e in range(n_est):
                     code = codes[e]
                     for a in range(k):
                         if code == 0:  # vanilla: c_g = z_g
@@ -266,39 +278,105 @@ def _bandit_kernel(rng, n, pi, r, lo, hi, value, cum_prompt, fixed_prompt, batch
                             s_a = (sums[a] - counts[a] * value[x]) - pi[x, a] * (total - g * value[x])
                         else:  # fullmean: c_g = z_g - T/G, sum_g c_g = 0
                             s_a = sums[a] - counts[a] * total / g
-                        out_est[rep, e, ell, x * k + a] += s_a / (g * batch_size)
+                        scratch[e, ell, x * k + a] += s_a / (g * batch_size)
+        for e in range(n_est):
+            for ell in range(n_sizes):
+                sq = target_sq
+                proj = 0.0
+                for t in range(n_touched):
+                    x = order[t]
+                    for j in range(x * k, (x + 1) * k):
+                        est = scratch[e, ell, j]
+                        sq += (est - target[j]) ** 2 - target[j] ** 2
+                        proj += est * direction[j]
+                out_sq[rep, e, ell] = sq
+                out_proj[rep, e, ell] = proj
+        if deg_pair[0] >= 0:
+            for ell in range(n_sizes):
+                d = 0.0
+                for t in range(n_touched):
+                    x = order[t]
+                    for j in range(x * k, (x + 1) * k):
+                        d += (scratch[deg_pair[0], ell, j] - scratch[deg_pair[1], ell, j]) ** 2
+                out_deg[rep, ell] = d
+        for t in range(n_touched):
+            x = order[t]
+            touched[x] = False
+            for e in range(n_est):
+                for ell in range(n_sizes):
+                    for j in range(x * k, (x + 1) * k):
+                        scratch[e, ell, j] = 0.0
 
 
-def bandit_estimates(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_sizes=(2,),
-                     batch_size=1, prompt=None) -> Statistic:
-    """Statistic returning flattened estimates ``(n, E*L*P*K)`` for every estimator and size.
+def bandit_statistics(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_sizes=(2,),
+                      batch_size=1, prompt=None, *, direction=None, degenerate: bool = False):
+    """Per-replicate statistics of every (estimator, G) on the bandit, for :func:`run_monte_carlo`.
 
-    Groups of the sizes in ``group_sizes`` are nested (the first ``G_1`` samples of the group of
-    size ``G_2``), which gives common random numbers across sizes. Minibatches of
-    ``batch_size`` prompts are drawn from ``f``, or all equal ``prompt`` when given.
+    Columns, in order: squared errors ``||g_hat - target||^2`` labelled ``("sq", est, G)``;
+    if ``direction`` (shape ``(P*K,)``) is given, projections ``<g_hat, direction>`` labelled
+    ``("proj", est, G)``; if ``degenerate``, ``||g_grpo - g_oracle||^2`` labelled
+    ``("degenerate", G)``, which estimates ``MSE_grpo - MSE_oracle`` with far smaller variance
+    than the difference of two MSEs (the Hoeffding parts are uncorrelated, C4).
+
+    The target is ``g`` for minibatches of ``batch_size`` prompts drawn from ``f``, and
+    ``g(x)`` (in block ``x``) when every prompt equals ``prompt = x``. Groups of the sizes in
+    ``group_sizes`` are nested (the first ``G_1`` samples of the group of size ``G_2``): common
+    random numbers across sizes.
     """
-    est_codes, sizes, batch_size, fixed = _bandit_setup(bandit, estimators, group_sizes,
-                                                        batch_size, prompt)
+    codes, sizes, batch_size, fixed = _bandit_setup(bandit, estimators, group_sizes,
+                                                    batch_size, prompt)
+    names = tuple(ESTIMATORS[c] for c in codes)
+    if fixed >= 0:
+        target = np.zeros(bandit.dim)
+        k = bandit.n_actions
+        target[fixed * k:(fixed + 1) * k] = bandit.grad_per_prompt[fixed]
+    else:
+        target = bandit.grad.copy()
+    use_dir = direction is not None
+    if use_dir:
+        direction = np.asarray(direction, dtype=np.float64)
+        if direction.shape != (bandit.dim,) or not np.all(np.isfinite(direction)):
+            raise ValueError(f"`direction` must be a finite vector of shape ({bandit.dim},)")
+    else:
+        direction = np.zeros(bandit.dim)
+    deg_pair = np.array([-1, -1], dtype=np.int64)
+    if degenerate:
+        if "grpo" not in names or "oracle" not in names:
+            raise ValueError("`degenerate=True` needs both 'grpo' and 'oracle' in `estimators`")
+        deg_pair[:] = names.index("grpo"), names.index("oracle")
     pi, r = bandit.policy, bandit.reward_prob
     lo, hi = bandit.reward_values
     cum_prompt = np.cumsum(bandit.prompt_prob)
+    n_est, n_sizes = len(codes), len(sizes)
 
     def statistic(rng, n):
-        out = np.zeros((n, len(est_codes), len(sizes), bandit.dim))
+        out_sq = np.empty((n, n_est, n_sizes))
+        out_proj = np.empty((n, n_est, n_sizes))
+        out_deg = np.empty((n, n_sizes))
         _bandit_kernel(rng, n, pi, r, lo, hi, bandit.value, cum_prompt, fixed, batch_size,
-                       sizes, est_codes, out)
-        return out.reshape(n, -1)
+                       sizes, codes, target, direction, deg_pair, out_sq, out_proj, out_deg)
+        parts = [out_sq.reshape(n, -1)]
+        if use_dir:
+            parts.append(out_proj.reshape(n, -1))
+        if degenerate:
+            parts.append(out_deg)
+        return np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
 
-    return statistic
+    labels = tuple(("sq", e, int(g)) for e in names for g in sizes)
+    if use_dir:
+        labels += tuple(("proj", e, int(g)) for e in names for g in sizes)
+    if degenerate:
+        labels += tuple(("degenerate", int(g)) for g in sizes)
+    return statistic, labels
 
 
 def bandit_squared_errors(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_sizes=(2,),
                           batch_size=1, prompt=None):
     """Statistic of squared errors ``||g_hat - target||^2`` for each (estimator, G).
 
-    The target is ``g`` for minibatches drawn from ``f`` and ``g(x)`` when ``prompt = x`` is
-    fixed, so the mean is the MSE of :meth:`SoftmaxBandit.exact_mse` or
-    :meth:`SoftmaxBandit.exact_mse_per_prompt`.
+    The mean is the MSE of :meth:`SoftmaxBandit.exact_mse` (minibatches from ``f``) or of
+    :meth:`SoftmaxBandit.exact_mse_per_prompt` (``prompt = x`` fixed). See
+    :func:`bandit_statistics`.
 
     Returns
     -------
@@ -307,23 +385,8 @@ def bandit_squared_errors(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_si
     labels : tuple of (str, int)
         ``(estimator, group_size)`` per column.
     """
-    est_codes, sizes, batch_size, fixed = _bandit_setup(bandit, estimators, group_sizes,
-                                                        batch_size, prompt)
-    estimates = bandit_estimates(bandit, estimators, sizes, batch_size, prompt)
-    if fixed >= 0:
-        target = np.zeros(bandit.dim)
-        k = bandit.n_actions
-        target[fixed * k:(fixed + 1) * k] = bandit.grad_per_prompt[fixed]
-    else:
-        target = bandit.grad
-    shape = (len(est_codes), len(sizes), bandit.dim)
-
-    def statistic(rng, n):
-        est = estimates(rng, n).reshape((n,) + shape)
-        return np.sum((est - target) ** 2, axis=-1).reshape(n, -1)
-
-    labels = tuple((name, int(g)) for name in estimators for g in sizes)
-    return statistic, labels
+    statistic, labels = bandit_statistics(bandit, estimators, group_sizes, batch_size, prompt)
+    return statistic, tuple(label[1:] for label in labels)
 
 
 def _bandit_setup(bandit, estimators, group_sizes, batch_size, prompt):

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..bandit import SoftmaxBandit
 from ..estimators import ESTIMATORS
-from ..montecarlo import MonteCarloEstimate, bandit_estimates, run_monte_carlo
+from ..montecarlo import MonteCarloEstimate, bandit_statistics, run_monte_carlo
 from ..rates import loglog_slope
 from .registry import Check, VerifyContext, check_interval
 
@@ -16,35 +16,27 @@ SLOPE_LEVEL = 0.9999  # interval level for slopes: two-sided false-failure rate 
 def mc_errors(ctx: VerifyContext, claim_id: str, bandit: SoftmaxBandit, sizes, n_reps: int,
               *, estimators=("vanilla", "grpo", "oracle"), batch_size=1, prompt=None,
               stream: int = 0) -> MonteCarloEstimate:
-    """Squared errors of each (estimator, G), plus ``("degenerate", G)``: ``||g_grpo - g_oracle||^2``.
+    """Squared errors of each (estimator, G), labelled ``(est, G)``, plus ``("degenerate", G)``.
 
-    The degenerate column estimates ``MSE_grpo - MSE_oracle`` directly (the Hoeffding parts are
-    uncorrelated), with far smaller variance than the difference of the two MSE columns.
-    Groups are nested across ``sizes`` (common random numbers).
+    The degenerate column ``||g_grpo - g_oracle||^2`` estimates ``MSE_grpo - MSE_oracle``
+    directly. Groups are nested across ``sizes`` (common random numbers).
     """
     names = tuple(dict.fromkeys(tuple(estimators) + ("grpo", "oracle")))
-    sizes = np.asarray(sorted(sizes), dtype=np.int64)
-    estimates = bandit_estimates(bandit, names, sizes, batch_size, prompt)
-    if prompt is None:
-        target = bandit.grad
-    else:
-        target = np.zeros(bandit.dim)
-        k = bandit.n_actions
-        target[prompt * k:(prompt + 1) * k] = bandit.grad_per_prompt[prompt]
-    shape = (len(names), len(sizes), bandit.dim)
-    gi, oi = names.index("grpo"), names.index("oracle")
-    keep = [names.index(e) for e in estimators]
+    statistic, labels = bandit_statistics(bandit, names, sizes, batch_size, prompt,
+                                          degenerate=True)
+    labels = tuple(lab[1:] if lab[0] == "sq" else lab for lab in labels)
+    est = run_monte_carlo(statistic, n_reps, ctx.seed_for(claim_id, stream), n_jobs=ctx.n_jobs,
+                          labels=labels)
+    keep = [lab for lab in labels if lab[0] in estimators or lab[0] == "degenerate"]
+    return est.subset(keep)
 
-    def statistic(rng, n):
-        est = estimates(rng, n).reshape((n,) + shape)
-        sq = np.sum((est - target) ** 2, axis=-1)[:, keep, :].reshape(n, -1)
-        deg = np.sum((est[:, gi] - est[:, oi]) ** 2, axis=-1)
-        return np.concatenate([sq, deg], axis=1)
 
-    labels = tuple((e, int(g)) for e in estimators for g in sizes)
-    labels += tuple(("degenerate", int(g)) for g in sizes)
-    return run_monte_carlo(statistic, n_reps, ctx.seed_for(claim_id, stream),
-                           n_jobs=ctx.n_jobs, labels=labels)
+def embed(bandit: SoftmaxBandit, prompt: int, block) -> np.ndarray:
+    """A ``K``-vector of prompt ``prompt`` placed in its block of the ``P*K`` parameter space."""
+    out = np.zeros(bandit.dim)
+    k = bandit.n_actions
+    out[prompt * k:(prompt + 1) * k] = block
+    return out
 
 
 def exact_curve(bandit: SoftmaxBandit, estimator: str, sizes, per_prompt_avg: bool,

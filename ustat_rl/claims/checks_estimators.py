@@ -7,9 +7,9 @@ from scipy import stats
 
 from ..estimators import fullmean_gradient, grpo_gradient, grpo_gradient_pairwise
 from ..examples import arithmetic_bandit, small_bandit
-from ..montecarlo import bandit_estimates, run_monte_carlo
+from ..montecarlo import bandit_statistics, run_monte_carlo
 from ..ustatistics import hoeffding_parts, ustat_variance
-from ._common import enumerate_prompt_estimates, mc_errors, slope_check, symbolic_checks
+from ._common import embed, enumerate_prompt_estimates, mc_errors, slope_check, symbolic_checks
 from .registry import Z_CHECK, check_close, check_exact, check_true, register
 
 #: Level of the normality test in C28: rejects a true normal law with probability 1e-4.
@@ -63,17 +63,15 @@ def unbiasedness_checks(ctx, claim_id: str, estimator: str, n_reps: int, group_s
                                       bandit.grad_per_prompt[x], prob @ values))
     big = arithmetic_bandit(2.8)
     x = 0
-    k = big.n_actions
     g_x = big.grad_per_prompt[x]
-    direction = g_x / np.linalg.norm(g_x)
-    stat = bandit_estimates(big, (estimator,), (group_size,), prompt=x)
-
-    def projection(rng, n):
-        return stat(rng, n)[:, x * k:(x + 1) * k] @ direction
-
-    est = run_monte_carlo(projection, n_reps, ctx.seed_for(claim_id, 1), n_jobs=ctx.n_jobs)
+    direction = embed(big, x, g_x / np.linalg.norm(g_x))
+    stat, labels = bandit_statistics(big, (estimator,), (group_size,), prompt=x,
+                                     direction=direction)
+    est = run_monte_carlo(stat, n_reps, ctx.seed_for(claim_id, 1), n_jobs=ctx.n_jobs,
+                          labels=labels)
+    mean, se = est.get(("proj", estimator, group_size))
     checks.insert(0, check_close(f"E<{estimator}, g/|g|> == |g(x)|, G={group_size}, MC",
-                                 np.linalg.norm(g_x), est.mean[0], est.std_error[0]))
+                                 np.linalg.norm(g_x), mean, se))
     return checks
 
 
@@ -167,7 +165,6 @@ def check_c28(ctx):
 
 def normality_pvalue(ctx, bandit, prompt: int, group_size: int, n_reps: int) -> float:
     """KS p-value of the standardised projection of sqrt(G)(U - g) onto g/|g| (C28)."""
-    k = bandit.n_actions
     g_x = bandit.grad_per_prompt[prompt]
     u = g_x / np.linalg.norm(g_x)
     comp = bandit.hoeffding(prompt)
@@ -177,9 +174,10 @@ def normality_pvalue(ctx, bandit, prompt: int, group_size: int, n_reps: int) -> 
     zeta1 = float(comp.outcome_prob @ h1c**2)
     zeta2 = float(comp.outcome_prob @ hc**2 @ comp.outcome_prob)
     sd = np.sqrt(ustat_variance(zeta1, zeta2, group_size))
-    stat = bandit_estimates(bandit, ("grpo",), (group_size,), prompt=prompt)
+    stat, _ = bandit_statistics(bandit, ("grpo",), (group_size,), prompt=prompt,
+                                direction=embed(bandit, prompt, u))
     rng = np.random.default_rng(ctx.seed_for("C28", group_size))
-    values = (stat(rng, n_reps)[:, prompt * k:(prompt + 1) * k] - g_x) @ u / sd
+    values = (stat(rng, n_reps)[:, 1] - np.linalg.norm(g_x)) / sd
     return float(stats.kstest(values, "norm").pvalue)
 
 
