@@ -1,0 +1,287 @@
+"""Gradient MSE against group size on bandits: the analogue of the paper's Fig. 4 (THEORY.md C11).
+
+Config -> simulate -> tidy CSV -> figure.
+
+For each bandit family and policy strength (a *cell*), the prompt-averaged per-prompt MSE
+``E_X MSE(X) = sum_x f(x) E||g_hat(x) - g(x)||^2`` of the vanilla, GRPO and oracle estimators is
+estimated by Monte Carlo for G in {2, ..., 256} and set against the exact theory of Theorem 2
+(C5), ``bandit.prompt_prob @ bandit.exact_mse_per_prompt(estimator, G)``.
+
+Monte Carlo design. The per-prompt estimator only involves ``pi(.|x)`` and ``r(x, .)``, so prompt
+``x`` is simulated on the one-prompt bandit made of row ``x`` (same law, ``K``-dimensional
+gradient instead of ``P*K``). Each prompt gets ``--reps`` replicates from
+:func:`ustat_rl.montecarlo.bandit_squared_errors`, which nests the groups of all sizes (common
+random numbers across G and estimators); the prompt means are combined with the exact weights
+``f(x)`` (stratified sampling), and their covariances with weights ``f(x)^2`` since prompts are
+simulated independently. Intervals are normal 95% intervals, ``mse_mc +- 1.96 se``.
+
+Families: ``arithmetic`` (:func:`ustat_rl.examples.arithmetic_bandit`, Assumption 2 holds
+approximately, the paper's pattern vanilla > GRPO > oracle) and, as a contrast, ``one_answer``
+(:func:`ustat_rl.examples.one_answer_bandit`, Assumption 2 fails and vanilla can win).
+
+Each finished cell is appended to ``<out>/gradient_mse.csv`` at once (atomically); a rerun skips
+the cells already there, so an interrupted run resumes where it stopped. Seeds are per
+(cell, prompt), so a resumed run gives the same numbers as an uninterrupted one.
+
+Usage::
+
+    python simulations/gradient_mse.py                 # full run (a few minutes on one core)
+    python simulations/gradient_mse.py --quick         # a few seconds
+    python simulations/gradient_mse.py --n-jobs 2 --out results/gradient_mse
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+from tqdm.auto import tqdm
+
+from ustat_rl.bandit import SoftmaxBandit
+from ustat_rl.examples import POLICY_STRENGTHS, arithmetic_bandit, one_answer_bandit
+from ustat_rl.montecarlo import bandit_squared_errors, run_monte_carlo
+from ustat_rl.plotting import plot_mse_grid, save_figure
+
+FAMILIES = {"arithmetic": arithmetic_bandit, "one_answer": one_answer_bandit}
+ESTIMATORS = ("vanilla", "grpo", "oracle")
+GROUP_SIZES = (2, 4, 8, 16, 32, 64, 128, 256)
+FULL_REPS = 20_000  # per prompt: relative se of the prompt-averaged MSE about 0.2-0.4%
+QUICK_REPS = 200  # per prompt: relative se about 2-4%, enough for the smoke test
+BLOCK_SIZE = 1024  # unit of randomness of run_monte_carlo; fixed so results do not depend on it
+DEFAULT_SEED = 2603  # arbitrary fixed root seed (the arXiv number of the paper)
+LEVEL = 0.95
+Z_CI = float(norm.ppf(0.5 + LEVEL / 2.0))  # 1.96: half-width of the 95% interval in se
+CSV_NAME = "gradient_mse.csv"
+EXACT_NAME = "gradient_mse_exact.csv"
+FIGURE_STEM = "gradient_mse"
+COLUMNS = ["family", "policy", "strength", "mean_success", "estimator", "group_size", "mse_mc",
+           "se", "ci_low", "ci_high", "mse_exact", "z_score", "n_prompts", "n_reps", "seed"]
+
+
+@dataclass(frozen=True)
+class Config:
+    """What one run simulates; ``n_reps`` counts replicates per prompt."""
+
+    n_reps: int = FULL_REPS
+    seed: int = DEFAULT_SEED
+    families: tuple = tuple(FAMILIES)
+    policies: tuple = tuple(POLICY_STRENGTHS)
+    estimators: tuple = ESTIMATORS
+    group_sizes: tuple = GROUP_SIZES
+
+    def cells(self) -> list[tuple[int, int, str, str]]:
+        """``(family_index, policy_index, family, policy)`` in run order."""
+        return [(i, j, fam, pol) for i, fam in enumerate(self.families)
+                for j, pol in enumerate(self.policies)]
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a call of :func:`main` did.
+
+    Attributes
+    ----------
+    computed : tuple of (family, policy)
+        Cells simulated by this call.
+    skipped : tuple of (family, policy)
+        Cells found in the CSV and not redone.
+    csv_path, exact_path : Path
+    figures : tuple of Path
+    seconds : float
+    """
+
+    computed: tuple
+    skipped: tuple
+    csv_path: Path
+    exact_path: Path
+    figures: tuple = field(default_factory=tuple)
+    seconds: float = 0.0
+
+
+# ------------------------------------------------------------------------------ simulate
+def one_prompt_bandit(bandit: SoftmaxBandit, prompt: int) -> SoftmaxBandit:
+    """Row ``prompt`` of ``bandit`` as a bandit of its own: same per-prompt law, ``K`` dims."""
+    return SoftmaxBandit(bandit.logits[[prompt]], bandit.reward_prob[[prompt]],
+                         reward_values=bandit.reward_values)
+
+
+def simulate_cell(bandit: SoftmaxBandit, config: Config, cell_key: tuple[int, int],
+                  n_jobs: int = 1, bar=None) -> tuple[np.ndarray, np.ndarray, tuple]:
+    """Prompt-averaged per-prompt MSE of each (estimator, G): ``(mean (m,), cov (m, m), labels)``.
+
+    ``mean = sum_x f(x) mean_x`` and ``cov = sum_x f(x)^2 cov_x`` (prompts simulated independently).
+    """
+    weights = bandit.prompt_prob  # (P,)
+
+    def run_prompt(x: int):
+        stat, labels = bandit_squared_errors(one_prompt_bandit(bandit, x), config.estimators,
+                                             config.group_sizes, prompt=0)
+        seed = np.random.SeedSequence(config.seed, spawn_key=cell_key + (x,))
+        est = run_monte_carlo(stat, config.n_reps, seed, block_size=BLOCK_SIZE, labels=labels)
+        return est
+
+    mean, cov, labels = 0.0, 0.0, None
+    with ThreadPoolExecutor(max_workers=n_jobs) as pool:
+        for x, est in enumerate(pool.map(run_prompt, range(bandit.n_prompts))):
+            if labels is not None and est.labels != labels:
+                raise RuntimeError("statistic labels differ between prompts")
+            labels = est.labels
+            mean = mean + weights[x] * est.mean
+            cov = cov + weights[x] ** 2 * est.cov  # independent prompts
+            if bar is not None:
+                bar.update(1)
+    return np.asarray(mean), np.asarray(cov), labels
+
+
+def exact_prompt_averaged(bandit: SoftmaxBandit, estimator: str, group_size: int) -> float:
+    """Exact ``E_X MSE(X)`` (Theorem 2, THEORY.md C5), averaged with the prompt weights."""
+    return float(bandit.prompt_prob @ bandit.exact_mse_per_prompt(estimator, group_size))
+
+
+def cell_table(family: str, policy: str, bandit: SoftmaxBandit, mean, cov, labels,
+               config: Config) -> pd.DataFrame:
+    """Tidy rows of one cell: Monte Carlo estimate, interval and exact value per (estimator, G)."""
+    se = np.sqrt(np.diag(cov))
+    rows = []
+    for i, (est, g) in enumerate(labels):
+        exact = exact_prompt_averaged(bandit, est, int(g))
+        rows.append({
+            "family": family, "policy": policy, "strength": POLICY_STRENGTHS[policy],
+            "mean_success": float(bandit.prompt_prob @ bandit.value), "estimator": est,
+            "group_size": int(g), "mse_mc": mean[i], "se": se[i],
+            "ci_low": mean[i] - Z_CI * se[i], "ci_high": mean[i] + Z_CI * se[i],
+            "mse_exact": exact, "z_score": (mean[i] - exact) / se[i],
+            "n_prompts": bandit.n_prompts, "n_reps": config.n_reps, "seed": config.seed,
+        })
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def exact_curves(config: Config) -> pd.DataFrame:
+    """Exact prompt-averaged MSE on a dense integer grid of G, for the figure's lines."""
+    grid = np.unique(np.geomspace(2, max(config.group_sizes), 64).round().astype(int))
+    rows = []
+    for fam in config.families:
+        for pol in config.policies:
+            bandit = FAMILIES[fam](POLICY_STRENGTHS[pol])
+            for est in config.estimators:
+                for g in grid:
+                    rows.append({"family": fam, "policy": pol, "estimator": est,
+                                 "group_size": int(g),
+                                 "mse_exact": exact_prompt_averaged(bandit, est, int(g))})
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------ CSV, resume
+def read_done(csv_path: Path, config: Config) -> pd.DataFrame:
+    """Rows already on disk; refuses a CSV written with another seed, reps or grid."""
+    if not csv_path.exists():
+        return pd.DataFrame(columns=COLUMNS)
+    done = pd.read_csv(csv_path)
+    if list(done.columns) != COLUMNS:
+        raise SystemExit(f"{csv_path} has columns {list(done.columns)}, expected {COLUMNS}; "
+                         "use --overwrite or another --out")
+    other = done[(done["n_reps"] != config.n_reps) | (done["seed"] != config.seed)]
+    if len(other):
+        raise SystemExit(f"{csv_path} holds results for another n_reps/seed "
+                         f"({sorted(set(zip(other['n_reps'], other['seed'], strict=True)))}); "
+                         "use --overwrite or another --out")
+    for (fam, pol), cell in done.groupby(["family", "policy"]):
+        found = set(zip(cell["estimator"], cell["group_size"], strict=True))
+        wanted = {(e, g) for e in config.estimators for g in config.group_sizes}
+        if found != wanted:
+            raise SystemExit(f"{csv_path}: cell ({fam}, {pol}) has another estimator/G grid; "
+                             "use --overwrite or another --out")
+    return done
+
+
+def write_atomic(table: pd.DataFrame, path: Path) -> None:
+    """Replace ``path`` by ``table`` in one step, so an interruption never leaves half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    table.to_csv(tmp, index=False)
+    os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------------------ figure
+def make_figure(table: pd.DataFrame, exact: pd.DataFrame, config: Config, out: Path) -> list[Path]:
+    """Log-log panels (rows: family, columns: policy), MC points with 95% bars, exact lines."""
+    def title(fam, pol, cell):
+        success = cell["mean_success"].iloc[0] if len(cell) else float("nan")
+        return f"{fam}, {pol} (E V = {success:.2f})"
+
+    fig = plot_mse_grid(table, exact, row="family", col="policy", estimators=config.estimators,
+                        row_order=config.families, col_order=config.policies, title=title)
+    fig.suptitle("Prompt-averaged gradient MSE vs group size: Monte Carlo (95% CI) and exact "
+                 "theory (C5, C11)", fontsize=10)
+    return save_figure(fig, out / FIGURE_STEM)
+
+
+# ------------------------------------------------------------------------------ main
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help=f"tiny run: {QUICK_REPS} replicates per prompt (a few seconds)")
+    parser.add_argument("--reps", type=int, default=None,
+                        help=f"Monte Carlo replicates per prompt (default {FULL_REPS})")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="root seed")
+    parser.add_argument("--out", type=Path, default=Path("results/gradient_mse"),
+                        help="output folder for the CSVs and figures")
+    parser.add_argument("--n-jobs", type=int, default=1, help="worker threads (over prompts)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="discard results already in --out instead of resuming")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    args = parser.parse_args(argv)
+    if args.reps is None:
+        args.reps = QUICK_REPS if args.quick else FULL_REPS
+    if args.reps < 2:
+        parser.error(f"--reps must be an integer >= 2, got {args.reps}")
+    if args.n_jobs < 1:
+        parser.error(f"--n-jobs must be an integer >= 1, got {args.n_jobs}")
+    return args
+
+
+def main(argv=None) -> RunSummary:
+    args = parse_args(argv)
+    start = time.perf_counter()
+    config = Config(n_reps=args.reps, seed=args.seed)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path, exact_path = out / CSV_NAME, out / EXACT_NAME
+    if args.overwrite and csv_path.exists():
+        csv_path.unlink()
+    table = read_done(csv_path, config)
+    done = set(zip(table["family"], table["policy"], strict=True))
+
+    todo = [c for c in config.cells() if (c[2], c[3]) not in done]
+    skipped = tuple((fam, pol) for _, _, fam, pol in config.cells() if (fam, pol) in done)
+    bandits = {(fam, pol): FAMILIES[fam](POLICY_STRENGTHS[pol]) for _, _, fam, pol in todo}
+    total = sum(b.n_prompts for b in bandits.values())
+    computed = []
+    with tqdm(total=total, desc="prompts", unit="prompt", disable=args.no_progress) as bar:
+        for i, j, fam, pol in todo:
+            bar.set_postfix_str(f"{fam}/{pol}")
+            bandit = bandits[(fam, pol)]
+            mean, cov, labels = simulate_cell(bandit, config, (i, j), args.n_jobs, bar)
+            new = cell_table(fam, pol, bandit, mean, cov, labels, config)
+            table = new if table.empty else pd.concat([table, new], ignore_index=True)
+            write_atomic(table, csv_path)
+            computed.append((fam, pol))
+
+    exact = exact_curves(config)
+    write_atomic(exact, exact_path)
+    figures = tuple(make_figure(table, exact, config, out))
+    seconds = time.perf_counter() - start
+    print(f"{len(computed)} cell(s) simulated, {len(skipped)} already done; "
+          f"{csv_path}, {', '.join(str(p) for p in figures)} ({seconds:.1f} s)")
+    return RunSummary(tuple(computed), skipped, csv_path, exact_path, figures, seconds)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
