@@ -7,13 +7,12 @@ For each bandit family and policy strength (a *cell*), the prompt-averaged per-p
 estimated by Monte Carlo for G in {2, ..., 256} and set against the exact theory of Theorem 2
 (C5), ``bandit.prompt_prob @ bandit.exact_mse_per_prompt(estimator, G)``.
 
-Monte Carlo design. The per-prompt estimator only involves ``pi(.|x)`` and ``r(x, .)``, so prompt
-``x`` is simulated on the one-prompt bandit made of row ``x`` (same law, ``K``-dimensional
-gradient instead of ``P*K``). Each prompt gets ``--reps`` replicates from
-:func:`ustat_rl.montecarlo.bandit_squared_errors`, which nests the groups of all sizes (common
-random numbers across G and estimators); the prompt means are combined with the exact weights
-``f(x)`` (stratified sampling), and their covariances with weights ``f(x)^2`` since prompts are
-simulated independently. Intervals are normal 95% intervals, ``mse_mc +- 1.96 se``.
+Monte Carlo design. Each prompt ``x`` gets ``--reps`` replicates of
+:func:`ustat_rl.montecarlo.bandit_squared_errors` with ``prompt=x`` (squared errors against
+``g(x)``), which nests the groups of all sizes (common random numbers across G and estimators);
+the prompt means are combined with the exact weights ``f(x)`` (stratified sampling), and their
+covariances with weights ``f(x)^2`` since prompts are simulated independently. Intervals are
+normal 95% intervals, ``mse_mc +- 1.96 se``.
 
 Families: ``arithmetic`` (:func:`ustat_rl.examples.arithmetic_bandit`, Assumption 2 holds
 approximately, the paper's pattern vanilla > GRPO > oracle) and, as a contrast, ``one_answer``
@@ -107,12 +106,6 @@ class RunSummary:
 
 
 # ------------------------------------------------------------------------------ simulate
-def one_prompt_bandit(bandit: SoftmaxBandit, prompt: int) -> SoftmaxBandit:
-    """Row ``prompt`` of ``bandit`` as a bandit of its own: same per-prompt law, ``K`` dims."""
-    return SoftmaxBandit(bandit.logits[[prompt]], bandit.reward_prob[[prompt]],
-                         reward_values=bandit.reward_values)
-
-
 def simulate_cell(bandit: SoftmaxBandit, config: Config, cell_key: tuple[int, int],
                   n_jobs: int = 1, bar=None) -> tuple[np.ndarray, np.ndarray, tuple]:
     """Prompt-averaged per-prompt MSE of each (estimator, G): ``(mean (m,), cov (m, m), labels)``.
@@ -122,8 +115,8 @@ def simulate_cell(bandit: SoftmaxBandit, config: Config, cell_key: tuple[int, in
     weights = bandit.prompt_prob  # (P,)
 
     def run_prompt(x: int):
-        stat, labels = bandit_squared_errors(one_prompt_bandit(bandit, x), config.estimators,
-                                             config.group_sizes, prompt=0)
+        stat, labels = bandit_squared_errors(bandit, config.estimators, config.group_sizes,
+                                             prompt=x)
         seed = np.random.SeedSequence(config.seed, spawn_key=cell_key + (x,))
         est = run_monte_carlo(stat, config.n_reps, seed, block_size=BLOCK_SIZE, labels=labels)
         return est

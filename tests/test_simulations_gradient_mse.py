@@ -151,14 +151,17 @@ def test_refuses_to_mix_configurations(script, quick_run):
     assert (out / script.CSV_NAME).read_bytes() == before
 
 
-def test_one_prompt_bandit_has_the_row_law(script):
-    # the per-prompt simulation runs on row x alone: its exact moments are those of row x
-    from ustat_rl.examples import arithmetic_bandit
+def test_prompt_weights_of_simulate_cell(script):
+    # small_bandit has f = (0.3, 0.7): the stratified combination must give f @ MSE(x), and the
+    # same check must reject the unweighted mean of the prompts (negative control)
+    from ustat_rl.examples import small_bandit
 
-    bandit = arithmetic_bandit(2.8)
-    for x in (0, 17):
-        sub = script.one_prompt_bandit(bandit, x)
-        for est in ("vanilla", "grpo", "oracle"):
-            np.testing.assert_allclose(sub.exact_mse_per_prompt(est, 8)[0],
-                                       bandit.exact_mse_per_prompt(est, 8)[x], rtol=1e-12)
-        np.testing.assert_allclose(sub.grad_per_prompt[0], bandit.grad_per_prompt[x], rtol=1e-12)
+    bandit = small_bandit()
+    config = script.Config(n_reps=4000, seed=11, estimators=("vanilla", "grpo"),
+                           group_sizes=(2, 8, 32))
+    mean, cov, labels = script.simulate_cell(bandit, config, (0, 0))
+    se = np.sqrt(np.diag(cov))
+    exact = np.array([script.exact_prompt_averaged(bandit, e, g) for e, g in labels])
+    unweighted = np.array([bandit.exact_mse_per_prompt(e, g).mean() for e, g in labels])
+    assert np.all(np.abs(mean - exact) <= Z * se)  # union over 6 values: 3.8e-4
+    assert np.any(np.abs(mean - unweighted) > Z * se)
