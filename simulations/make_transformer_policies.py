@@ -1,0 +1,63 @@
+"""Make the three transformer policies of the Fig. 4 / Fig. 5 analogues (THEORY.md C11, C18).
+
+One tiny causal transformer (about 1e5 parameters) is warmed up by maximum likelihood on the
+training split of the arithmetic task; snapshots after increasing numbers of steps are the
+analogues of the paper's three policies of increasing strength:
+
+=========  ========================================  ==================
+name       paper analogue                            warm-up steps
+=========  ========================================  ==================
+weak       Qwen2.5-0.5B base                         400
+medium     Qwen2.5-0.5B instruct                     1200
+strong     Qwen2.5-0.5B instruct, five-shot prompt   3000
+=========  ========================================  ==================
+
+Weights are saved in float32 (about 0.4 MB each) under ``ustat_rl/data/transformer_policies``
+together with their exact expected test accuracy. Run (about 2 minutes on one CPU core)::
+
+    python simulations/make_transformer_policies.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+
+from ustat_rl.arithmetic import ArithmeticTask, make_splits
+from ustat_rl.transformer import new_policy, resolve_device, save_policy
+from ustat_rl.transformer_train import expected_accuracy, supervised_warmup
+
+STAGES = (("weak", 400), ("medium", 1200), ("strong", 3000))
+OUT = Path(__file__).resolve().parents[1] / "ustat_rl" / "data" / "transformer_policies"
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seed", type=int, default=0, help="model initialisation and minibatch seed")
+    parser.add_argument("--split-seed", type=int, default=0, help="seed of the train/test split")
+    parser.add_argument("--out", type=Path, default=OUT, help="directory for the .pt files")
+    parser.add_argument("--device", default=None, help="torch device (default: CUDA if available)")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    device = resolve_device(args.device)
+    task = ArithmeticTask()
+    splits = make_splits(task, seed=args.split_seed)
+    policy = new_policy(task, args.seed, device=device)
+    gen = torch.Generator(device="cpu").manual_seed(args.seed)
+    done, start = 0, time.perf_counter()
+    for name, steps in STAGES:
+        losses = supervised_warmup(policy, splits.train, steps - done, gen)
+        done = steps
+        acc = expected_accuracy(policy, splits.test)
+        save_policy(policy, args.out / f"{name}.pt", name=name, warmup_steps=steps,
+                    test_accuracy=acc, final_loss=float(losses[-100:].mean()),
+                    seed=args.seed, split_seed=args.split_seed, n_params=policy.dim)
+        print(f"{name}: {steps} steps, expected test accuracy {acc:.3f}, "
+              f"{time.perf_counter() - start:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
