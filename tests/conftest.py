@@ -1,0 +1,6 @@
+"""Shared test settings (tolerances live in stat_tolerances.py)."""
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MPLBACKEND", "Agg")

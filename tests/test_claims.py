@@ -1,0 +1,119 @@
+"""Every bandit claim passes its check, and each check rejects a deliberately wrong input
+(negative controls run through the same comparison code)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from ustat_rl.claims import VerifyContext, registry, run_claim
+from ustat_rl.claims.checks_baselines import _mc_argmin
+from ustat_rl.claims.checks_estimators import unbiasedness_checks
+from ustat_rl.claims.checks_mse import exact_vs_enumeration, rate_checks
+from ustat_rl.claims.registry import check_close
+from ustat_rl.claims._common import mc_errors
+from ustat_rl.cli import main
+from ustat_rl.examples import arithmetic_bandit, interior_optimum_bandit, small_bandit
+
+CTX = VerifyContext(seed=123, quick=True)
+BANDIT_CLAIMS = ["C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "C10", "C11", "C17",
+                 "C28", "C30"]
+
+
+@pytest.mark.parametrize("claim_id", BANDIT_CLAIMS)
+def test_claim_verdict(claim_id):
+    result = run_claim(registry()[claim_id], CTX)
+    failed = [c.name for c in result.checks if c.required and not c.passed]
+    assert result.verdict in ("pass", "differs"), (result.error, failed)
+    assert not failed
+
+
+def test_c11_reports_vanilla_pattern_as_differs_not_pass():
+    result = run_claim(registry()["C11"], CTX)
+    diffs = [c for c in result.checks if not c.passed]
+    assert result.verdict == "differs"
+    assert all(not c.required for c in diffs)
+    assert any("vanilla" in c.name for c in diffs)
+
+
+def test_negative_control_fullmean_treated_as_unbiased():
+    checks = unbiasedness_checks(CTX, "C3", "fullmean", 200_000)
+    assert not all(c.passed for c in checks)
+    assert not checks[0].passed  # the Monte Carlo comparison itself rejects it
+
+
+@pytest.mark.parametrize("kwargs", [dict(oracle_exponent=-2.0), dict(degenerate_exponent=-1.0)])
+def test_negative_control_wrong_exponent(kwargs):
+    checks = rate_checks(CTX, "C5", arithmetic_bandit(2.8), 5, 30_000, **kwargs)
+    assert not all(c.passed for c in checks[:2])
+
+
+def test_negative_control_perturbed_mse_formula():
+    bandit = small_bandit()
+
+    def dropped_term(est, g):  # drops the 1/(G(G-1)) term of Theorem 2's exact form
+        return bandit.exact_mse_per_prompt("oracle" if est == "grpo" else est, g)
+
+    assert not all(c.passed for c in exact_vs_enumeration(bandit, dropped_term))
+    assert all(c.passed for c in exact_vs_enumeration(bandit, bandit.exact_mse_per_prompt))
+
+
+def test_negative_control_prompt_variance_from_wrong_estimator():
+    bandit = arithmetic_bandit(2.8)
+    c1 = bandit.scaling_constants().c1
+    est = mc_errors(CTX, "C6", bandit, (4,), 20_000, batch_size=2)
+    m, se = est.get(("grpo", 4))
+    within = bandit.prompt_prob @ bandit.exact_mse_per_prompt("grpo", 4)
+    assert check_close("right", c1, 2 * m - within, 2 * se).passed
+    wrong = bandit.prompt_prob @ bandit.exact_mse_per_prompt("vanilla", 4)
+    assert not check_close("wrong", c1, 2 * m - wrong, 2 * se).passed
+
+
+def test_negative_control_wrong_optimal_group_size():
+    bandit = interior_optimum_bandit()
+    assert all(c.passed for c in _mc_argmin(CTX, bandit, 48, bandit.optimal_group_size()))
+    assert not _mc_argmin(CTX, bandit, 48, 40.0)[0].passed
+
+
+def test_cli_json_is_reproducible_apart_from_timings(tmp_path, capsys):
+    paths = [tmp_path / "a.json", tmp_path / "b.json"]
+    for path in paths:
+        assert main(["verify", "--quick", "--only", "C1,C9", "--seed", "5", "--json", str(path)]) == 0
+    a, b = (json.loads(p.read_text()) for p in paths)
+    for doc in (a, b):
+        for r in doc["results"]:
+            r.pop("seconds")
+    assert a == b
+    assert [r["claim_id"] for r in a["results"]] == ["C1", "C9"]
+    out = capsys.readouterr().out
+    assert "summary: 2 pass" in out
+
+
+def test_cli_rejects_unknown_claim(capsys):
+    assert main(["verify", "--only", "C99"]) == 2
+    assert "unknown claim" in capsys.readouterr().err
+
+
+def test_cli_list(capsys):
+    assert main(["list"]) == 0
+    assert "C17" in capsys.readouterr().out
+
+
+def test_failing_check_makes_verify_exit_nonzero(monkeypatch, capsys):
+    import ustat_rl.claims as claims_pkg
+    from ustat_rl.claims.registry import Claim, check_true
+
+    claims = dict(registry())
+    claims["C1"] = Claim("C1", "forced failure", "test", "test",
+                         lambda ctx: [check_true("always false", False)])
+    monkeypatch.setattr(claims_pkg, "registry", lambda: claims)
+    assert main(["verify", "--only", "C1"]) == 1
+    assert "FAIL always false" in capsys.readouterr().out
+
+
+def test_result_json_has_no_nan_literals(tmp_path):
+    path = tmp_path / "r.json"
+    main(["verify", "--only", "C11", "--json", str(path)])
+    text = path.read_text()
+    assert "NaN" not in text
+    assert np.isfinite(json.loads(text)["results"][0]["seconds"])

@@ -1,0 +1,73 @@
+import numpy as np
+import pytest
+
+from ustat_rl import estimate_zetas, hoeffding_parts, run_monte_carlo, u_statistic, ustat_variance
+from ustat_rl.examples import small_bandit
+
+from stat_tolerances import Z_TEST
+
+
+def _kernel(a, b):
+    return 0.5 * (a[..., :-1] - b[..., :-1]) * (a[..., -1:] - b[..., -1:])
+
+
+def _data(bandit, x, g, rng):
+    s = bandit.sample_groups(g, 1, rng, prompt=x)
+    return np.column_stack([bandit.scores(s.prompt, s.action)[0], s.reward[0]])
+
+
+def test_u_statistic_of_variance_kernel_is_unbiased_sample_variance():
+    x = np.random.default_rng(0).normal(size=(7, 1))
+    np.testing.assert_allclose(u_statistic(lambda a, b: 0.5 * (a - b) ** 2, x)[0], np.var(x, ddof=1))
+
+
+def test_hoeffding_parts_identity_and_orthogonality():
+    bandit = small_bandit()
+    comp = bandit.hoeffding(0)
+
+    def h1(d):
+        return 0.5 * (d[:, :-1] * (d[:, -1:] - bandit.value[0]) + comp.h0)
+
+    def statistic(rng, n):
+        out = np.empty((n, 1))
+        for i in range(n):
+            p = hoeffding_parts(_kernel, _data(bandit, 0, 6, rng), comp.h0, h1)
+            np.testing.assert_allclose(p.u, p.h0 + p.linear + p.degenerate, atol=1e-14)
+            out[i] = p.linear @ p.degenerate
+        return out
+
+    est = run_monte_carlo(statistic, 4000, seed=5)
+    assert abs(est.mean[0]) <= Z_TEST * est.std_error[0]
+
+
+def test_zeta_estimates_are_unbiased_and_variance_formula_holds():
+    bandit = small_bandit()
+    comp = bandit.hoeffding(1)
+    g = 6
+
+    def statistic(rng, n):
+        out = np.empty((n, 4))
+        for i in range(n):
+            d = _data(bandit, 1, g, rng)
+            z = estimate_zetas(_kernel, d)
+            u = u_statistic(_kernel, d)
+            # last column: the naive mean of ||h_ij||^2, which forgets to subtract ||h0||^2
+            out[i] = z.zeta1, z.zeta2, np.sum((u - comp.h0) ** 2), z.zeta2 + z.h0_sq
+        return out
+
+    est = run_monte_carlo(statistic, 6000, seed=6)
+    truth = [comp.zeta1, comp.zeta2, ustat_variance(comp.zeta1, comp.zeta2, g)]
+    assert np.all(np.abs(est.mean[:3] - truth) <= Z_TEST * est.std_error[:3])
+    # negative control: the naive estimate is rejected by the same tolerance
+    assert abs(est.mean[3] - comp.zeta2) > Z_TEST * est.std_error[3]
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="sample"):
+        estimate_zetas(_kernel, np.ones((3, 2)))
+    with pytest.raises(ValueError, match="n"):
+        ustat_variance(0.1, 0.2, 1)
+    with pytest.raises(ValueError, match="zeta1"):
+        ustat_variance(-0.1, 0.2, 5)
+    with pytest.raises(ValueError, match="non-finite"):
+        u_statistic(lambda a, b: np.full(np.broadcast(a, b).shape, np.nan), np.ones((3, 1)))
