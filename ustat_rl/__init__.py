@@ -19,8 +19,8 @@ from .estimators import (
 )
 from .montecarlo import (
     MonteCarloEstimate,
-    bandit_statistics,
     bandit_squared_errors,
+    bandit_statistics,
     per_sample_squared_errors,
     run_monte_carlo,
 )
