@@ -104,11 +104,16 @@ class SoftmaxBandit:
 
     Examples
     --------
+    With deterministic rewards the oracle baseline removes all noise, while GRPO keeps its
+    ``1/(G(G-1))`` term:
+
     >>> bandit = SoftmaxBandit([[0.0, 0.0]], [[1.0, 0.0]])
     >>> float(bandit.value[0])
     0.5
     >>> round(bandit.exact_mse("oracle", group_size=4), 6)
-    0.015625
+    0.0
+    >>> round(bandit.exact_mse("grpo", group_size=4), 6)
+    0.020833
     """
 
     def __init__(self, logits, reward_prob, prompt_prob=None, reward_values=(0.0, 1.0)):

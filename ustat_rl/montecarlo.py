@@ -148,7 +148,7 @@ def run_monte_carlo(statistic: Statistic, n_reps, seed, *, block_size=4096, n_jo
     Examples
     --------
     >>> est = run_monte_carlo(lambda rng, n: rng.normal(size=(n, 1)), 10_000, seed=1)
-    >>> abs(est.mean[0]) < 4 * est.std_error[0]
+    >>> bool(abs(est.mean[0]) < 4 * est.std_error[0])
     True
     """
     n_reps = as_int(n_reps, "n_reps", 2)

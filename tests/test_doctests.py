@@ -1,0 +1,16 @@
+"""Run the Examples blocks of the public modules as doctests."""
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = ["ustat_rl.estimators", "ustat_rl.bandit", "ustat_rl.montecarlo", "ustat_rl.rates",
+           "ustat_rl.ustatistics"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_doctests(name):
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0, f"{name} has no examples"
+    assert result.failed == 0
