@@ -21,9 +21,17 @@ import numpy as np
 import torch
 
 from ._validation import as_float, as_int
+from .estimators import leave_one_out_baseline
 from .transformer import TransformerPolicy
 
-__all__ = ["supervised_warmup", "expected_accuracy", "grpo_train", "GRPORun"]
+__all__ = [
+    "supervised_warmup",
+    "expected_accuracy",
+    "question_values",
+    "grpo_step_gradient",
+    "grpo_train",
+    "GRPORun",
+]
 
 
 def _check_policy(policy) -> None:
@@ -103,6 +111,26 @@ class GRPORun:
     batch_size: int
 
 
+def grpo_step_gradient(policy: TransformerPolicy, prompts: torch.Tensor, answers: torch.Tensor,
+                       reward: np.ndarray) -> tuple[torch.Tensor, ...]:
+    """Leave-one-out GRPO gradient ``g_hat`` of one batch, per parameter (Algorithm 1, C1).
+
+    ``prompts`` and ``answers`` have ``B*G`` rows, grouped prompt by prompt; ``reward`` is
+    ``(B, G)``. The surrogate ``mean(A * log pi)`` with fixed advantages
+    ``A_bg = Z_bg - Zbar_{-g}`` has gradient ``(1/B) sum_b (1/G) sum_g A_bg W_bg = g_hat``.
+    """
+    reward = np.asarray(reward, dtype=np.float64)
+    if reward.ndim != 2 or reward.shape[1] < 2:
+        raise ValueError(f"`reward` must have shape (B, G) with G >= 2, got {reward.shape}")
+    if reward.size != prompts.shape[0]:
+        raise ValueError(f"`reward` has {reward.size} entries for {prompts.shape[0]} sequences")
+    loo = leave_one_out_baseline(reward)  # (B, G) Zbar_{-g}
+    advantage = torch.as_tensor((reward - loo).reshape(-1), dtype=policy.dtype,
+                                device=policy.device)  # (B*G,) held fixed
+    surrogate = (advantage * policy.log_prob(prompts, answers)).mean()
+    return torch.autograd.grad(surrogate, list(policy.model.parameters()))
+
+
 def grpo_train(policy: TransformerPolicy, train_questions, test_questions, group_size: int,
                budget: int, n_iter: int, lr: float, generator: torch.Generator,
                eval_at=None) -> GRPORun:
@@ -153,13 +181,9 @@ def grpo_train(policy: TransformerPolicy, train_questions, test_questions, group
         chosen = [train_questions[i] for i in idx.tolist() for _ in range(group_size)]
         reward = policy.rewards(chosen, answers).reshape(batch_size, group_size)  # (B, G)
         rewards_seen[it - 1] = reward.mean()
-        loo = (reward.sum(axis=1, keepdims=True) - reward) / (group_size - 1)
-        advantage = torch.as_tensor((reward - loo).reshape(-1), dtype=policy.dtype,
-                                    device=policy.device)  # (B*G,) held fixed
-        surrogate = (advantage * policy.log_prob(prompts, answers)).mean()
-        grads = torch.autograd.grad(surrogate, params)
+        step = grpo_step_gradient(policy, prompts, answers, reward)
         with torch.no_grad():
-            for p, g in zip(params, grads):
+            for p, g in zip(params, step):
                 p.add_(g, alpha=lr)  # ascent: theta <- theta + eta g_hat
         if it in checkpoints:
             accuracy[it] = expected_accuracy(policy, test_questions)
