@@ -8,7 +8,7 @@ from ..bandit import SoftmaxBandit
 from ..estimators import baseline_gradient
 from ..examples import arithmetic_bandit, assumption2_bandit, small_bandit
 from ..montecarlo import bandit_squared_errors, run_monte_carlo
-from ..rates import loglog_slope
+from ..rates import fit_mse_rate, loglog_slope
 from ._common import (
     SLOPE_LEVEL,
     enumerate_prompt_estimates,
@@ -17,10 +17,11 @@ from ._common import (
     slope_check,
     symbolic_checks,
 )
-from .registry import check_close, check_exact, check_interval, check_true, register
+from .registry import Z_CHECK, check_close, check_exact, check_interval, check_true, register
 
 ESTS = ("vanilla", "grpo", "oracle")
 RATE_SIZES = np.array([2, 4, 8, 16, 32, 64, 128, 256])
+LARGE = RATE_SIZES[RATE_SIZES >= 8]  # where 1/(G(G-1)) is close to its 1/G^2 asymptote
 
 
 def exact_vs_enumeration(bandit: SoftmaxBandit, mse_formula, sizes=(2, 3, 4)):
@@ -51,11 +52,21 @@ def rate_checks(ctx, claim_id: str, bandit: SoftmaxBandit, prompt: int, n_reps: 
                     [("oracle", int(g)) for g in RATE_SIZES],
                     exact_curve(bandit, "oracle", RATE_SIZES, True, prompt) *
                     RATE_SIZES ** (oracle_exponent + 1.0), oracle_exponent),
-        slope_check("log-log slope of MSE_grpo - MSE_oracle (rate 1/G^2)", RATE_SIZES, est,
-                    [("degenerate", int(g)) for g in RATE_SIZES],
-                    exact_curve(bandit, "degenerate", RATE_SIZES, True, prompt) *
-                    RATE_SIZES ** (degenerate_exponent + 2.0), degenerate_exponent),
+        slope_check("log-log slope of MSE_grpo - MSE_oracle (rate 1/G^2), G >= 8", LARGE, est,
+                    [("degenerate", int(g)) for g in LARGE],
+                    exact_curve(bandit, "degenerate", LARGE, True, prompt) *
+                    LARGE ** (degenerate_exponent + 2.0), degenerate_exponent),
     ]
+    labels = [("grpo", int(g)) for g in RATE_SIZES]
+    sub = est.subset(labels)
+    fit = fit_mse_rate(RATE_SIZES, sub.mean, cov=sub.cov)
+    exact_fit = fit_mse_rate(RATE_SIZES, exact_curve(bandit, "grpo", RATE_SIZES, True, prompt),
+                             cov=sub.cov)
+    checks.append(check_interval(
+        "GLS fit MSE_grpo = a/G + b/G^2: leading coefficient a", exact_fit.a, fit.a,
+        fit.a - Z_CHECK * fit.a_se, fit.a + Z_CHECK * fit.a_se,
+        note=f"predicted a = same fit of the exact curve (tr Sigma_oracle = "
+             f"{bandit.trace_sigma_oracle[prompt]:.4g}); {Z_CHECK:g} se"))
     for name in ESTS:
         exact = exact_curve(bandit, name, RATE_SIZES, True, prompt)
         for g, value in zip(RATE_SIZES, exact):
