@@ -21,6 +21,7 @@ __all__ = [
     "plot_mse_curve",
     "plot_mse_grid",
     "save_figure",
+    "set_group_size_ticks",
 ]
 
 #: Colour, marker and legend label per estimator name (names of ``estimators.ESTIMATORS``).
@@ -159,8 +160,7 @@ def plot_mse_grid(mc, exact=None, *, row: str, col: str, estimators: Sequence[st
                     plot_mse_curve(ax, est, label=(i == 0 and j == 0), **kw)
             ax.set_title(title(r, c, cell) if title is not None else f"{r}, {c}", fontsize=9)
             ax.grid(True, which="major", alpha=0.3)
-            ax.set_xticks(ticks, [str(t) for t in ticks], minor=False)
-            ax.set_xticks([], minor=True)
+            set_group_size_ticks(ax, ticks)
             if i == len(rows) - 1:
                 ax.set_xlabel("group size G")
             if j == 0:
@@ -169,6 +169,14 @@ def plot_mse_grid(mc, exact=None, *, row: str, col: str, estimators: Sequence[st
         fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside lower center",
                    ncol=len(estimators), fontsize=8, frameon=False)
     return fig
+
+
+def set_group_size_ticks(ax, group_sizes) -> None:
+    """Log base-2 x axis with one plain integer tick per group size (no minor ticks)."""
+    ticks = np.unique(np.asarray(group_sizes, dtype=int))
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ticks, [str(t) for t in ticks], minor=False)
+    ax.set_xticks([], minor=True)
 
 
 def save_figure(fig: Figure, stem, formats: Sequence[str] = ("png", "pdf"), dpi: int = 150
