@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -36,10 +37,13 @@ from ._validation import as_group_sizes, as_int, as_rng
 from .bandit import ScalingConstants
 from .estimators import grpo_gradient, oracle_gradient, vanilla_gradient
 from .montecarlo import MonteCarloEstimate
-from .transformer import TransformerPolicy
+from .transformer import TransformerPolicy, load_policy
 from .transformer_train import question_values
 
 __all__ = [
+    "POLICY_NAMES",
+    "load_study_policy",
+    "moderate_questions",
     "PromptMoments",
     "ConstantsInterval",
     "exact_moments",
@@ -53,6 +57,26 @@ __all__ = [
 ]
 
 _MC_ESTIMATORS = ("vanilla", "grpo", "oracle")
+
+#: The committed warm-up checkpoints, weakest first (made by
+#: ``simulations/make_transformer_policies.py``; analogues of base, instruct, few-shot instruct).
+POLICY_NAMES = ("weak", "medium", "strong")
+_CHECKPOINTS = Path(__file__).resolve().parent / "data" / "transformer_policies"
+
+
+def load_study_policy(name: str, device=None, dtype: torch.dtype = torch.float32):
+    """Load one of :data:`POLICY_NAMES`; returns ``(policy, metadata)``."""
+    if name not in POLICY_NAMES:
+        raise ValueError(f"`name` must be one of {POLICY_NAMES}, got {name!r}")
+    return load_policy(_CHECKPOINTS / f"{name}.pt", device=device, dtype=dtype)
+
+
+def moderate_questions(policy: TransformerPolicy, questions, low: float = 0.2,
+                       high: float = 0.8, limit: int | None = None) -> list:
+    """The questions with ``low <= V(x) <= high`` (moderate success probability), in order."""
+    values = question_values(policy, questions)
+    chosen = [q for q, v in zip(questions, values) if low <= v <= high]
+    return chosen if limit is None else chosen[:limit]
 
 
 @dataclass(frozen=True)
@@ -232,8 +256,8 @@ def bootstrap_constants(moments: PromptMoments, rng, n_boot: int = 2000,
         c = ScalingConstants(*_constants(moments, weight))
         draws[b] = (c.c1, c.c2, c.c3, optimal_group_size(c))
     tail = (1.0 - level) / 2.0
-    lo = np.quantile(draws, tail, axis=0)
-    hi = np.quantile(draws, 1.0 - tail, axis=0)
+    lo = np.quantile(draws, tail, axis=0, method="inverted_cdf")  # no inf - inf interpolation
+    hi = np.quantile(draws, 1.0 - tail, axis=0, method="inverted_cdf")
     keys = ("c1", "c2", "c3", "g_star")
     constants = scaling_constants(moments)
     return ConstantsInterval(constants, optimal_group_size(constants), dict(zip(keys, lo)),
@@ -285,7 +309,10 @@ def mc_squared_errors(policy: TransformerPolicy, questions, group_sizes, n_reps:
 
     Every prompt gets ``n_reps`` independent draws of ``max(group_sizes)`` answers; the groups of
     smaller sizes are their first ``G`` answers. The result estimates
-    ``(1/P) sum_x E||g_hat(x) - g(x)||^2`` with labels ``(estimator, G)``; its covariance is the
+    ``(1/P) sum_x E||g_hat(x) - g(x)||^2`` with labels ``(estimator, G)``, and under the label
+    ``("grpo-oracle", G)`` the mean of ``||g_grpo - g_oracle||^2``, the degenerate Hoeffding part,
+    whose expectation is ``MSE_grpo - MSE_oracle`` exactly (C4) and which is positive in every
+    replicate (so it can be fitted on a log scale). The covariance is the
     stratified one, ``(1/P^2) sum_x Cov_x / n_reps``, so prompts are fixed, not sampled.
     """
     sizes = as_group_sizes(group_sizes, "group_sizes", 2)
@@ -293,7 +320,7 @@ def mc_squared_errors(policy: TransformerPolicy, questions, group_sizes, n_reps:
     questions = list(questions)
     g_max = int(sizes[-1])
     values = question_values(policy, questions)  # (P,) exact V(x)
-    labels = tuple((e, int(g)) for e in _MC_ESTIMATORS for g in sizes)
+    labels = tuple((e, int(g)) for e in _MC_ESTIMATORS + ("grpo-oracle",) for g in sizes)
     per_prompt_mean = np.empty((len(questions), len(labels)))
     per_prompt_cov = np.zeros((len(labels), len(labels)))
     for i in tqdm(range(len(questions)), desc="Monte Carlo prompts", disable=not progress,
@@ -307,7 +334,11 @@ def mc_squared_errors(policy: TransformerPolicy, questions, group_sizes, n_reps:
             coef = torch.as_tensor(_estimator_weights(reward, sizes, values[i]))  # (labels, G_max)
             _, g_hat = policy.score_moments(prompt, answers, coef, chunk_size)  # (labels, d)
             diff = g_hat - grad_x  # (labels, d)
-            errors[r] = (diff * diff).sum(dim=1).cpu().numpy()
+            n_g = len(sizes)
+            # degenerate Hoeffding part g_grpo - g_oracle: E||.||^2 = MSE_grpo - MSE_oracle (C4)
+            degenerate = g_hat[n_g:2 * n_g] - g_hat[2 * n_g:]
+            errors[r] = torch.cat([(diff * diff).sum(dim=1),
+                                   (degenerate * degenerate).sum(dim=1)]).cpu().numpy()
         per_prompt_mean[i] = errors.mean(axis=0)
         per_prompt_cov += np.cov(errors, rowvar=False) / n_reps
     n_prompts = len(questions)
