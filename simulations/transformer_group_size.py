@@ -1,0 +1,174 @@
+"""Fixed-budget group-size sweep with GRPO on a transformer: Fig. 5 / Table 2 analogue (THEORY.md C17, C18).
+
+Config -> simulate -> tidy CSV -> figure.
+
+Starting from the committed ``weak`` warm-up policy, Algorithm 1 (leave-one-out GRPO, plain SGD,
+constant learning rate; :func:`ustat_rl.transformer_train.grpo_train`) is run at a fixed budget
+``N = B G`` samples per iteration for every G that divides N, several budgets and seeds. The exact
+expected test accuracy ``J = mean_x pi(y*(x)|x)`` on the 500-question test split is recorded after
+each iteration count in ``--iters`` (one run per cell, evaluated along the way: with a constant
+learning rate this equals separate runs of each length).
+
+The prediction: ``G* = 1 + sqrt(c3'/c1)`` from the exact scaling constants of the starting policy
+over training prompts, with a 95% bootstrap interval over prompts
+(:func:`ustat_rl.transformer_study.bootstrap_constants`); Theorem 7 says G* does not depend on N,
+n or the schedule. The summary compares the argmax of mean accuracy over G with it.
+
+A *cell* is (N, G, seed). Each finished cell is appended at once (atomically) to
+``<out>/transformer_group_size.csv`` (one row per iteration count); a rerun skips finished cells.
+The ``device`` column records where each cell ran.
+
+Usage::
+
+    python simulations/transformer_group_size.py --quick                 # about 30 s on one CPU core
+    python simulations/transformer_group_size.py --device cuda           # full sweep, sized for a GPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy.stats import t as student_t
+from tqdm.auto import tqdm
+
+from ustat_rl.arithmetic import ArithmeticTask, make_splits
+from ustat_rl.plotting import new_figure, save_figure
+from ustat_rl.transformer import resolve_device
+from ustat_rl.transformer_study import bootstrap_constants, exact_moments, load_study_policy
+from ustat_rl.transformer_train import grpo_train
+
+DEFAULT_SEED = 2603
+START_POLICY = "weak"
+CONFIGS = {
+    "full": {"budgets": (256, 512, 1024), "groups": (2, 4, 8, 16, 32, 64, 128), "seeds": 5,
+             "iters": (100, 200, 400), "lr": 0.01, "prediction_prompts": 300},
+    "quick": {"budgets": (32, 64), "groups": (2, 4, 8, 16, 32), "seeds": 2,
+              "iters": (5, 10), "lr": 0.01, "prediction_prompts": 8},
+}
+CSV_NAME = "transformer_group_size.csv"
+PREDICTION_NAME = "transformer_group_size_prediction.csv"
+SUMMARY_NAME = "transformer_group_size_summary.csv"
+
+
+def write_atomic(table: pd.DataFrame, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    table.to_csv(tmp, index=False)
+    os.replace(tmp, path)
+
+
+def run_cell(budget: int, group_size: int, seed: int, cfg: dict, splits, device) -> pd.DataFrame:
+    """Train one (N, G, seed) cell; one row per evaluated iteration count."""
+    policy, _ = load_study_policy(START_POLICY, device=device)
+    gen = torch.Generator(device=policy.device).manual_seed(seed)
+    start = time.perf_counter()
+    run = grpo_train(policy, splits.train, splits.test, group_size, budget, max(cfg["iters"]),
+                     cfg["lr"], gen, eval_at=cfg["iters"])
+    seconds = time.perf_counter() - start
+    keep = np.isin(run.iterations, (0,) + tuple(cfg["iters"]))
+    return pd.DataFrame({
+        "budget": budget, "group_size": group_size, "batch_size": run.batch_size, "seed": seed,
+        "n_iter": run.iterations[keep], "test_accuracy": run.test_accuracy[keep],
+        "lr": cfg["lr"], "start_policy": START_POLICY, "device": str(policy.device),
+        "seconds": seconds})
+
+
+def predict(cfg: dict, splits, device, seed: int) -> pd.DataFrame:
+    policy, _ = load_study_policy(START_POLICY, device=device)
+    moments = exact_moments(policy, list(splits.train[: cfg["prediction_prompts"]]), progress=True)
+    ci = bootstrap_constants(moments, np.random.default_rng(seed), 2000)
+    row = {"start_policy": START_POLICY, "n_prompts": moments.n_prompts, "device": str(policy.device)}
+    for name, value in (("c1", ci.constants.c1), ("c2", ci.constants.c2), ("c3", ci.constants.c3),
+                        ("g_star", ci.g_star)):
+        row.update({name: value, f"{name}_low": ci.low[name], f"{name}_high": ci.high[name]})
+    return pd.DataFrame([row])
+
+
+def summarise(table: pd.DataFrame) -> pd.DataFrame:
+    """Mean accuracy with 95% t intervals over seeds, per (N, n, G), and the argmax flag."""
+    grouped = table[table["n_iter"] > 0].groupby(["budget", "n_iter", "group_size"])["test_accuracy"]
+    out = grouped.agg(["mean", "std", "count"]).reset_index()
+    half = student_t.ppf(0.975, np.maximum(out["count"] - 1, 1)) * out["std"] / np.sqrt(out["count"])
+    out["ci_low"], out["ci_high"] = out["mean"] - half, out["mean"] + half
+    best = out.groupby(["budget", "n_iter"])["mean"].transform("max")
+    out["is_best"] = out["mean"] == best
+    return out
+
+
+def make_figure(summary: pd.DataFrame, prediction: pd.DataFrame, out: Path) -> list[Path]:
+    iters = sorted(summary["n_iter"].unique())
+    fig, axes = new_figure(1, len(iters), sharex=True, sharey=False)
+    g_star = float(prediction["g_star"].iloc[0])
+    for ax, n in zip(axes[0], iters):
+        for budget, cell in summary[summary["n_iter"] == n].groupby("budget"):
+            cell = cell.sort_values("group_size")
+            ax.errorbar(cell["group_size"], cell["mean"],
+                        yerr=[cell["mean"] - cell["ci_low"], cell["ci_high"] - cell["mean"]],
+                        marker="o", ms=4, capsize=2, label=f"N = {budget}")
+        ax.axvspan(float(prediction["g_star_low"].iloc[0]), float(prediction["g_star_high"].iloc[0]),
+                   color="0.85", zorder=0)
+        ax.axvline(g_star, color="0.3", ls="--", lw=1, label=f"predicted G* = {g_star:.1f}")
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"after n = {n} iterations", fontsize=9)
+        ax.set_xlabel("group size G")
+        ax.grid(True, alpha=0.3)
+    axes[0, 0].set_ylabel("expected test accuracy")
+    axes[0, 0].legend(fontsize=7)
+    return save_figure(fig, out / "transformer_group_size")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="tiny sweep for smoke tests")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="root seed")
+    parser.add_argument("--out", type=Path, default=Path("results"), help="output directory")
+    parser.add_argument("--device", default=None, help="torch device (default: CUDA if available)")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    start = time.perf_counter()
+    cfg = CONFIGS["quick" if args.quick else "full"]
+    device = resolve_device(args.device)
+    args.out.mkdir(parents=True, exist_ok=True)
+    csv_path = args.out / CSV_NAME
+    splits = make_splits(ArithmeticTask(), seed=0)
+    pred_path = args.out / PREDICTION_NAME
+    if not pred_path.exists():
+        write_atomic(predict(cfg, splits, device, args.seed), pred_path)
+    prediction = pd.read_csv(pred_path)
+    table = pd.read_csv(csv_path) if csv_path.exists() else None
+    done = set() if table is None else set(zip(table["budget"], table["group_size"], table["seed"]))
+    cells = [(n, g, s) for n in cfg["budgets"] for g in cfg["groups"] if n % g == 0 and n // g >= 1
+             for s in range(cfg["seeds"])]
+    computed = 0
+    for budget, group_size, s in tqdm(cells, desc="cells"):
+        if (budget, group_size, s) in done:
+            continue
+        seed = int(np.random.SeedSequence(args.seed, spawn_key=(budget, group_size, s)).generate_state(1)[0])
+        rows = run_cell(budget, group_size, seed, cfg, splits, device)
+        rows["seed"] = s
+        table = rows if table is None else pd.concat([table, rows], ignore_index=True)
+        write_atomic(table, csv_path)
+        computed += 1
+    summary = summarise(table)
+    write_atomic(summary, args.out / SUMMARY_NAME)
+    figures = make_figure(summary, prediction, args.out)
+    best = summary[summary["is_best"]][["budget", "n_iter", "group_size", "mean"]]
+    print(f"predicted G* = {prediction['g_star'].iloc[0]:.2f} "
+          f"[{prediction['g_star_low'].iloc[0]:.2f}, {prediction['g_star_high'].iloc[0]:.2f}]")
+    print("best G per (N, n):\n" + best.to_string(index=False))
+    print(f"{computed} cells computed, {len(cells) - computed} skipped; wrote {csv_path}, "
+          f"{pred_path}, {', '.join(map(str, figures))} ({time.perf_counter() - start:.1f} s)")
+    return {"computed": computed, "csv": csv_path, "figures": figures, "summary": summary}
+
+
+if __name__ == "__main__":
+    main()
