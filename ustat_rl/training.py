@@ -1,0 +1,318 @@
+"""Algorithm 1 (plain SGD ascent, last iterate) for many independent runs at once (C14-C23).
+
+``theta_{i+1} = theta_i + eta_{i+1} g_hat(theta_i)`` with ``eta_i = beta`` (constant) or
+``eta_i = beta / i``. The ``R`` runs form one ``(R, d)`` array and advance together; each step
+draws its randomness as uniforms from one generator *per run*, seeded by
+``SeedSequence(seed, spawn_key=(run,))``, so a run's trajectory does not depend on how many runs
+share the array, how they are split across workers (``run_offset``) or on the memory chunking.
+
+Problems implement ``draws_per_step(estimator, G, B)``, ``sample_gradient(theta (R, d), uniforms
+(R, m), estimator, G, B) -> (R, d)`` and ``objective_many(theta (R, d)) -> (R,)``:
+:class:`ustat_rl.policy.LogLinearBandit` and :class:`NoisyQuadratic` here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import ndtri
+from tqdm.auto import tqdm
+
+from ._validation import as_finite_array, as_float, as_int
+
+__all__ = ["NoisyQuadratic", "TrainingResult", "train", "run_generators", "learning_rates",
+           "quadratic_expected_gap", "loglinear_gradient", "SCHEDULES"]
+
+SCHEDULES = ("constant", "inverse")
+_CHUNK_DOUBLES = 2_000_000  # uniforms held at once (16 MB); results do not depend on it
+
+
+@dataclass(frozen=True)
+class TrainingResult:
+    """Iterates of ``R`` runs of Algorithm 1 at the requested checkpoints.
+
+    Attributes
+    ----------
+    checkpoints : ndarray (C,)
+        Iteration counts ``n`` (``0`` is the start).
+    theta : ndarray (R, C, d)
+        ``theta_n`` of every run at every checkpoint.
+    objective : ndarray (R, C)
+        ``J(theta_n)``.
+    run_ids : ndarray (R,)
+        Global run indices (their seeds' spawn keys).
+    """
+
+    checkpoints: np.ndarray
+    theta: np.ndarray
+    objective: np.ndarray
+    run_ids: np.ndarray
+
+    def gap(self, optimum_value: float) -> np.ndarray:
+        """``Delta_n = J* - J(theta_n)``, shape ``(R, C)``."""
+        return float(optimum_value) - self.objective
+
+
+class NoisyQuadratic:
+    """PL test objective ``J = J* - (theta - theta*)^T A (theta - theta*)/2`` with a null space.
+
+    The gradient oracle returns ``g(theta) + xi`` with ``xi ~ N(0, Gamma)`` independent across
+    steps, so ``M = sup MSE = tr Gamma`` (Lemma 6, THEORY.md C14, C15). With ``A`` positive
+    semi-definite, ``J`` is ``L``-smooth with ``L = lambda_max(A)`` and PL with
+    ``mu = lambda_min^+(A)`` (C12, C13); the maximisers form ``theta* + null(A)``.
+
+    Parameters
+    ----------
+    curvature : array_like (d, d)
+        ``A``, symmetric positive semi-definite and not zero.
+    optimum : array_like (d,)
+        One maximiser ``theta*``.
+    noise_cov : array_like (d, d)
+        ``Gamma``, symmetric positive semi-definite.
+    value : float
+        ``J*``.
+
+    Examples
+    --------
+    >>> q = NoisyQuadratic([[2.0, 0.0], [0.0, 0.0]], [0.0, 0.0], [[1.0, 0.0], [0.0, 0.0]])
+    >>> q.smoothness, q.pl_constant, q.rank
+    (2.0, 2.0, 1)
+    """
+
+    def __init__(self, curvature, optimum, noise_cov, value=0.0):
+        a = as_finite_array(curvature, "curvature", ndim=(2,))
+        d = a.shape[0]
+        if a.shape != (d, d) or not np.allclose(a, a.T, atol=1e-12):
+            raise ValueError(f"`curvature` must be a symmetric square matrix, got shape {a.shape}")
+        eig, vec = np.linalg.eigh(a)
+        tol = 1e-10 * max(1.0, abs(eig).max())
+        if eig.min() < -tol or eig.max() <= tol:
+            raise ValueError("`curvature` must be positive semi-definite and not zero")
+        opt = as_finite_array(optimum, "optimum", ndim=(1,))
+        gam = as_finite_array(noise_cov, "noise_cov", ndim=(2,))
+        if opt.shape != (d,) or gam.shape != (d, d):
+            raise ValueError(f"`optimum` must have shape ({d},) and `noise_cov` ({d}, {d})")
+        geig, gvec = np.linalg.eigh((gam + gam.T) / 2)
+        if geig.min() < -1e-10 * max(1.0, abs(geig).max()):
+            raise ValueError("`noise_cov` must be positive semi-definite")
+        self.curvature, self.optimum, self.noise_cov = a, opt, gam
+        self.value = as_float(value, "value")
+        self.dim = d
+        keep = eig > tol
+        self.identifiable_basis = vec[:, keep]  # (d, r)  Q
+        self.null_basis = vec[:, ~keep]
+        self.rank = int(keep.sum())
+        self.smoothness = float(eig.max())
+        self.pl_constant = float(eig[keep].min())
+        self._noise_root = gvec * np.sqrt(np.clip(geig, 0.0, None))  # (d, d)  Gamma = R R^T
+
+    def objective(self, theta) -> float:
+        u = np.asarray(theta, dtype=np.float64) - self.optimum
+        return float(self.value - 0.5 * u @ self.curvature @ u)
+
+    def objective_many(self, theta) -> np.ndarray:
+        u = np.asarray(theta, dtype=np.float64) - self.optimum  # (R, d)
+        return self.value - 0.5 * np.einsum("rd,de,re->r", u, self.curvature, u)
+
+    def grad(self, theta) -> np.ndarray:
+        return -self.curvature @ (np.asarray(theta, dtype=np.float64) - self.optimum)
+
+    def draws_per_step(self, estimator=None, group_size=None, batch_size=None) -> int:
+        return self.dim
+
+    def sample_gradient(self, theta, uniforms, estimator=None, group_size=None,
+                        batch_size=None) -> np.ndarray:
+        # 2^-54 floor: Generator.random can return exactly 0, where ndtri is -inf
+        normal = ndtri(np.maximum(uniforms, 2.0**-54))  # (R, d)
+        return -(theta - self.optimum) @ self.curvature + normal @ self._noise_root.T
+
+
+# ---------------------------------------------------------------------- log-linear sampler
+def loglinear_gradient(bandit, theta, uniforms, estimator, group_size, batch_size):
+    """Algorithm 1's minibatch estimate on a :class:`~ustat_rl.policy.LogLinearBandit`.
+
+    Per run: ``B`` prompts from ``f`` and, per prompt, ``G`` actions from ``pi_theta`` and
+    rewards, all by inverse-CDF from the uniforms; then ``g_hat = (1/(BG)) sum W (Z~ - C)``
+    with ``C`` = 0 (vanilla), the leave-one-out mean (GRPO), ``V(x)`` (oracle) or the group
+    mean (full-mean). Per-sample contributions are summed into per-(prompt, action)
+    coefficients with one ``bincount`` and mapped through the features once.
+    """
+    n_runs = theta.shape[0]
+    P, K, B, G = bandit.n_prompts, bandit.n_actions, batch_size, group_size
+    lo, hi = bandit.reward_values
+    logits = np.einsum("pkd,rd->rpk", bandit.features, theta)  # (R, P, K)
+    logits -= logits.max(axis=2, keepdims=True)
+    pi = np.exp(logits)
+    pi /= pi.sum(axis=2, keepdims=True)
+    u_prompt = uniforms[:, :B]  # (R, B)
+    u_action = uniforms[:, B:B + B * G].reshape(n_runs, B, G)
+    u_reward = uniforms[:, B + B * G:].reshape(n_runs, B, G)
+    cum_f = np.cumsum(bandit.prompt_prob)[:-1]
+    prompt = np.searchsorted(cum_f, u_prompt, side="right")  # (R, B)
+    rows = np.arange(n_runs)[:, None]
+    cum_pi = np.cumsum(pi, axis=2)[rows, prompt, :-1]  # (R, B, K-1)
+    action = np.sum(u_action[..., None] >= cum_pi[:, :, None, :], axis=3)  # (R, B, G)
+    cell = prompt[:, :, None] * K + action  # (R, B, G)  flat (prompt, action)
+    success = u_reward < bandit.reward_prob.ravel()[cell]
+    reward = lo + (hi - lo) * success  # (R, B, G)
+    if bandit.kl_weight:
+        log_ratio = np.log(pi) - bandit.ref_log_policy  # (R, P, K)
+        reward = reward - bandit.kl_weight * log_ratio.reshape(n_runs, -1)[rows[:, :, None], cell]
+    if estimator == "vanilla":
+        centred = reward
+    elif estimator == "oracle":
+        shaped = bandit.reward_mean - (bandit.kl_weight * log_ratio if bandit.kl_weight else 0.0)
+        value = np.sum(pi * shaped, axis=2)  # (R, P)
+        centred = reward - value[rows, prompt][:, :, None]
+    elif estimator == "grpo":
+        total = reward.sum(axis=2, keepdims=True)
+        centred = reward - (total - reward) / (G - 1)
+    elif estimator == "fullmean":
+        centred = reward - reward.mean(axis=2, keepdims=True)
+    else:
+        raise ValueError(f"`estimator` must be one of ('vanilla', 'grpo', 'oracle', 'fullmean'), "
+                         f"got {estimator!r}")
+    index = (np.arange(n_runs)[:, None, None] * (P * K) + cell).ravel()
+    coef = np.bincount(index, weights=centred.ravel() / (B * G),
+                       minlength=n_runs * P * K).reshape(n_runs, P, K)  # sum of (Z~ - C)/(BG)
+    coef -= pi * coef.sum(axis=2, keepdims=True)  # score centring: e_a - pi(x)
+    return np.einsum("rpk,pkd->rd", coef, bandit.features)
+
+
+# ---------------------------------------------------------------------- Algorithm 1
+def run_generators(seed, n_runs: int, run_offset: int = 0) -> list[np.random.Generator]:
+    """One generator per run: run ``j`` uses ``SeedSequence(seed, spawn_key=(run_offset + j,))``."""
+    root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    return [np.random.default_rng(np.random.SeedSequence(
+        entropy=root.entropy, spawn_key=tuple(root.spawn_key) + (run_offset + j,)))
+        for j in range(n_runs)]
+
+
+def learning_rates(learning_rate: float, schedule: str, n_iter: int) -> np.ndarray:
+    """``eta_1..eta_n``: ``beta`` (constant) or ``beta / i`` (inverse), shape ``(n,)``."""
+    i = np.arange(1, n_iter + 1, dtype=np.float64)
+    return np.full(n_iter, learning_rate) if schedule == "constant" else learning_rate / i
+
+
+def train(problem, theta0, n_iter, *, learning_rate, schedule="inverse", n_runs=1, seed=0,
+          estimator="grpo", group_size=8, batch_size=1, checkpoints=None, run_offset=0,
+          progress=False, chunk_doubles=_CHUNK_DOUBLES) -> TrainingResult:
+    """Run Algorithm 1 ``n_runs`` times in one vectorised array (THEORY.md section 2).
+
+    Parameters
+    ----------
+    problem : LogLinearBandit or NoisyQuadratic
+    theta0 : array_like, shape (d,) or (R, d)
+        Start, shared by all runs or one per run.
+    n_iter : int
+        Iterations ``n``.
+    learning_rate : float
+        ``beta > 0``.
+    schedule : {"constant", "inverse"}
+        ``eta_i = beta`` or ``eta_i = beta / i``.
+    n_runs : int
+        ``R``, independent runs.
+    seed : int or SeedSequence
+        Root of the per-run seeds.
+    estimator : {"vanilla", "grpo", "oracle", "fullmean"}
+    group_size, batch_size : int
+        ``G`` and ``B``.
+    checkpoints : sequence of int, optional
+        Iterations at which to record ``theta`` (default: ``[0, n_iter]``).
+    run_offset : int
+        Global index of the first run (to split runs across workers).
+    progress : bool
+        Show a progress bar over iterations.
+    chunk_doubles : int
+        Memory bound for the uniforms drawn ahead; results do not depend on it.
+
+    Returns
+    -------
+    TrainingResult
+
+    Examples
+    --------
+    >>> q = NoisyQuadratic([[1.0]], [0.0], [[1.0]])
+    >>> res = train(q, [3.0], 100, learning_rate=2.0, n_runs=4, seed=1)
+    >>> res.theta.shape
+    (4, 2, 1)
+    """
+    n_iter = as_int(n_iter, "n_iter", 1)
+    n_runs = as_int(n_runs, "n_runs", 1)
+    run_offset = as_int(run_offset, "run_offset", 0)
+    learning_rate = as_float(learning_rate, "learning_rate", low=0.0)
+    if learning_rate == 0.0:
+        raise ValueError("`learning_rate` must be > 0")
+    if schedule not in SCHEDULES:
+        raise ValueError(f"`schedule` must be one of {SCHEDULES}, got {schedule!r}")
+    minimum = 2 if estimator in ("grpo", "fullmean") else 1
+    group_size = as_int(group_size, "group_size", minimum,
+                        "for the leave-one-out baseline" if minimum == 2 else "")
+    batch_size = as_int(batch_size, "batch_size", 1)
+    theta = as_finite_array(theta0, "theta0", ndim=(1, 2))
+    if theta.shape[-1] != problem.dim or (theta.ndim == 2 and theta.shape[0] != n_runs):
+        raise ValueError(f"`theta0` must have shape ({problem.dim},) or ({n_runs}, {problem.dim}),"
+                         f" got {theta.shape}")
+    theta = np.array(np.broadcast_to(theta, (n_runs, problem.dim)), dtype=np.float64)
+    marks = np.array(sorted({0, n_iter} if checkpoints is None else
+                            {as_int(c, "checkpoints", 0) for c in checkpoints}), dtype=np.int64)
+    if marks.size == 0 or marks[-1] > n_iter:
+        raise ValueError(f"`checkpoints` must be non-empty integers in [0, {n_iter}]")
+
+    rates = learning_rates(learning_rate, schedule, n_iter)
+    draws = problem.draws_per_step(estimator, group_size, batch_size)
+    gens = run_generators(seed, n_runs, run_offset)
+    chunk = max(1, int(chunk_doubles) // (draws * n_runs))
+    saved = np.empty((n_runs, marks.size, problem.dim))
+    next_mark = 0
+    if marks[0] == 0:
+        saved[:, 0] = theta
+        next_mark = 1
+    bar = tqdm(total=n_iter, desc="Algorithm 1", unit="it", disable=not progress)
+    with bar:
+        for start in range(0, n_iter, chunk):
+            steps = min(chunk, n_iter - start)
+            uniforms = np.stack([g.random((steps, draws)) for g in gens], axis=1)  # (T, R, m)
+            for t in range(steps):
+                grad = problem.sample_gradient(theta, uniforms[t], estimator, group_size,
+                                               batch_size)
+                theta += rates[start + t] * grad
+                if next_mark < marks.size and marks[next_mark] == start + t + 1:
+                    saved[:, next_mark] = theta
+                    next_mark += 1
+            bar.update(steps)
+    objective = np.stack([problem.objective_many(saved[:, c]) for c in range(marks.size)], axis=1)
+    return TrainingResult(marks, saved, objective, np.arange(run_offset, run_offset + n_runs))
+
+
+# ---------------------------------------------------------------------- exact quadratic theory
+def quadratic_expected_gap(problem: NoisyQuadratic, theta0, n_iter, *, learning_rate,
+                           schedule="inverse") -> tuple[np.ndarray, np.ndarray]:
+    """Exact ``E Delta_n`` and ``Cov(theta_n)`` of Algorithm 1 on a :class:`NoisyQuadratic`.
+
+    The iteration is linear with additive noise: ``u_{i+1} = (I - eta A) u_i + eta xi``, so the
+    mean ``m`` and covariance ``S`` of ``u = theta - theta*`` follow
+    ``m <- (I - eta A) m`` and ``S <- (I - eta A) S (I - eta A) + eta^2 Gamma``, and
+    ``E Delta = tr(A (S + m m^T)) / 2``.
+
+    Returns
+    -------
+    gap : ndarray (n + 1,)
+        ``E Delta_0, ..., E Delta_n``.
+    cov : ndarray (d, d)
+        ``Cov(theta_n)``.
+    """
+    n_iter = as_int(n_iter, "n_iter", 0)
+    a, gam = problem.curvature, problem.noise_cov
+    mean = as_finite_array(theta0, "theta0", ndim=(1,)) - problem.optimum
+    cov = np.zeros_like(a)
+    eye = np.eye(problem.dim)
+    gap = np.empty(n_iter + 1)
+    gap[0] = 0.5 * mean @ a @ mean
+    for i, eta in enumerate(learning_rates(learning_rate, schedule, n_iter), start=1):
+        step = eye - eta * a
+        mean = step @ mean
+        cov = step @ cov @ step.T + eta**2 * gam
+        gap[i] = 0.5 * (np.trace(a @ cov) + mean @ a @ mean)
+    return gap, cov
