@@ -1,0 +1,100 @@
+"""Smoke test of benchmarks/bench_montecarlo.py.
+
+Throughput targets are not asserted (they depend on the machine and its load); what is asserted
+is that the run completes, reports consistent ratios and memory, that every engine estimates the
+same exact MSE (so the comparison is like for like), and that the README section is replaced
+without touching other sections.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+from scipy.stats import norm
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_montecarlo.py"
+
+Z = 4.5  # per engine two-sided 6.8e-6; union over the 3 engines: 2.0e-5
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("bench_montecarlo_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return _load()
+
+
+@pytest.fixture(scope="module")
+def quick(bench, tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    results = bench.main(["--quick", "--readme", str(out / "README.md"),
+                          "--json", str(out / "bench.json")])
+    return out, results
+
+
+def test_false_failure_rate_stated():
+    assert 3 * 2 * norm.sf(Z) < 2.1e-5
+
+
+def test_quick_reports_every_engine(bench, quick):
+    out, results = quick
+    assert [r.engine for r in results] == list(bench.ENGINES)
+    data = json.loads((out / "bench.json").read_text())
+    assert len(data["results"]) == 3
+    base = next(r for r in results if r.engine == bench.BASELINE)
+    assert base.ratio_to_baseline == pytest.approx(1.0)
+    for r in results:
+        assert math.isfinite(r.best_groups_per_s) and r.best_groups_per_s > 0
+        assert r.median_groups_per_s <= r.best_groups_per_s
+        assert math.isfinite(r.ratio_to_baseline) and r.ratio_to_baseline > 0
+        assert r.block_peak_bytes > 0
+    # the per-sample route materialises (block, G, K) scores; the engine does not
+    engine = next(r for r in results if r.engine == "engine n_jobs=1")
+    assert engine.block_peak_bytes < base.block_peak_bytes
+
+
+def _agrees(results, exact):
+    return all(abs(r.mse - exact) <= Z * r.std_error for r in results)
+
+
+def test_engines_estimate_the_exact_mse(bench, quick):
+    _, results = quick
+    exact = float(bench.benchmark_bandit().exact_mse_per_prompt("grpo", bench.GROUP_SIZE)[0])
+    assert _agrees(results, exact)
+    # negative control: the exact MSE of another group size is rejected by the same check
+    wrong = float(bench.benchmark_bandit().exact_mse_per_prompt("grpo", bench.GROUP_SIZE // 2)[0])
+    assert not _agrees(results, wrong)
+
+
+def test_readme_section_written(bench, quick):
+    out, _ = quick
+    text = (out / "README.md").read_text()
+    assert text.startswith("# Benchmarks")
+    assert text.count("## Monte Carlo engine") == 1
+    assert "2-core" in text and "bench_montecarlo.py --quick" in text
+    for engine in bench.ENGINES:
+        assert f"| {engine} |" in text
+
+
+def test_update_readme_keeps_other_sections(bench, tmp_path):
+    path = tmp_path / "README.md"
+    path.write_text("# Benchmarks\n\nintro\n\n## Other\n\nkeep me\n\n## Monte Carlo engine\n\n"
+                    "old figures\n\n## Later\n\nkeep me too\n")
+    bench.update_readme(path, "## Monte Carlo engine\n\nnew figures\n")
+    text = path.read_text()
+    assert "old figures" not in text and "new figures" in text
+    assert "keep me\n" in text and "keep me too" in text
+    assert text.index("## Other") < text.index("new figures") < text.index("## Later")
+    bench.update_readme(path, "## Monte Carlo engine\n\nnewer\n")
+    assert path.read_text().count("## Monte Carlo engine") == 1
