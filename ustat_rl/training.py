@@ -304,15 +304,16 @@ def quadratic_expected_gap(problem: NoisyQuadratic, theta0, n_iter, *, learning_
         ``Cov(theta_n)``.
     """
     n_iter = as_int(n_iter, "n_iter", 0)
-    a, gam = problem.curvature, problem.noise_cov
-    mean = as_finite_array(theta0, "theta0", ndim=(1,)) - problem.optimum
-    cov = np.zeros_like(a)
-    eye = np.eye(problem.dim)
+    # In the eigenbasis of A every step matrix I - eta A is diagonal: elementwise updates.
+    lam, vec = np.linalg.eigh(problem.curvature)
+    mean = vec.T @ (as_finite_array(theta0, "theta0", ndim=(1,)) - problem.optimum)  # (d,)
+    gam = vec.T @ problem.noise_cov @ vec  # (d, d)
+    cov = np.zeros_like(gam)
     gap = np.empty(n_iter + 1)
-    gap[0] = 0.5 * mean @ a @ mean
+    gap[0] = 0.5 * lam @ mean**2
     for i, eta in enumerate(learning_rates(learning_rate, schedule, n_iter), start=1):
-        step = eye - eta * a
-        mean = step @ mean
-        cov = step @ cov @ step.T + eta**2 * gam
-        gap[i] = 0.5 * (np.trace(a @ cov) + mean @ a @ mean)
-    return gap, cov
+        step = 1.0 - eta * lam  # (d,)
+        mean = step * mean
+        cov = np.outer(step, step) * cov + eta**2 * gam
+        gap[i] = 0.5 * (lam @ np.diag(cov) + lam @ mean**2)
+    return gap, vec @ cov @ vec.T
