@@ -129,13 +129,24 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="root seed")
     parser.add_argument("--out", type=Path, default=Path("results"), help="output directory")
     parser.add_argument("--device", default=None, help="torch device (default: CUDA if available)")
+    parser.add_argument("--budgets", type=int, nargs="+", default=None, help="override N values")
+    parser.add_argument("--groups", type=int, nargs="+", default=None, help="override G values")
+    parser.add_argument("--seeds", type=int, default=None, help="override the number of seeds")
+    parser.add_argument("--iters", type=int, nargs="+", default=None,
+                        help="override the iteration counts evaluated")
+    parser.add_argument("--lr", type=float, default=None, help="override the learning rate")
     return parser.parse_args(argv)
 
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
     start = time.perf_counter()
-    cfg = CONFIGS["quick" if args.quick else "full"]
+    cfg = dict(CONFIGS["quick" if args.quick else "full"])
+    for key in ("budgets", "groups", "seeds", "iters", "lr"):
+        if getattr(args, key) is not None:
+            cfg[key] = getattr(args, key)
+    if min(cfg["groups"]) < 2:
+        raise SystemExit("--groups: every group size must be >= 2 for the leave-one-out baseline")
     device = resolve_device(args.device)
     args.out.mkdir(parents=True, exist_ok=True)
     csv_path = args.out / CSV_NAME

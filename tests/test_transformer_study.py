@@ -41,6 +41,12 @@ def setup():
     return policy, questions, exact_moments(policy, questions)
 
 
+@pytest.fixture(scope="module")
+def sampled(setup):
+    policy, questions, _ = setup
+    return mc_squared_errors(policy, questions, GROUPS, 150, torch.Generator().manual_seed(2))
+
+
 def test_moments_sanity(setup):
     policy, questions, m = setup
     assert np.allclose(m.prob_total, 1.0, atol=1e-12)
@@ -76,10 +82,10 @@ def test_estimator_weights_reproduce_estimators():
     assert np.allclose(coef[5] @ score, oracle_gradient(score, reward, 0.3))
 
 
-def test_mc_mse_matches_exact_formulas(setup):
+def test_mc_mse_matches_exact_formulas(setup, sampled):
     """Theorem 2 (C5) on a transformer: sampled MSEs agree with the exact formulas."""
-    policy, questions, m = setup
-    mc = mc_squared_errors(policy, questions, GROUPS, 150, torch.Generator().manual_seed(2))
+    _, _, m = setup
+    mc = sampled
     for est in ("vanilla", "grpo", "oracle"):
         exact = exact_mse(m, est, GROUPS)
         for g, value in zip(GROUPS, exact):
@@ -100,3 +106,27 @@ def test_exact_mse_validation(setup):
         exact_mse(m, "grpo", [1, 2])
     with pytest.raises(ValueError, match="estimator"):
         exact_mse(m, "ppo", [2])
+
+
+def test_degenerate_slope_rejects_wrong_exponent(setup, sampled):
+    """The GLS slope of ||g_GRPO - g_oracle||^2 is near -2 (C5) and rejects -1 (negative control)."""
+    from ustat_rl.rates import loglog_slope
+
+    _, _, m = setup
+    sizes = GROUPS
+    sub = sampled.subset([("grpo-oracle", g) for g in sizes])
+    fit = loglog_slope(np.array(sizes, float), sub.mean, cov=sub.cov)  # 99.99% interval
+    gap = exact_mse(m, "grpo", sizes) - exact_mse(m, "oracle", sizes)  # proportional to 1/(G(G-1))
+    local = loglog_slope(np.array(sizes, float), gap, std_error=1e-9 * gap).slope  # about -2.1
+    assert fit.contains(local)
+    assert not fit.contains(-1.0)
+
+
+def test_registered_transformer_claims():
+    from ustat_rl.claims import VerifyContext, registry, run_claim
+
+    ctx = VerifyContext(seed=123, quick=True)
+    for claim_id in ("C11.tf", "C5.tf"):
+        result = run_claim(registry()[claim_id], ctx)
+        failed = [c.name for c in result.checks if c.required and not c.passed]
+        assert result.verdict in ("pass", "differs") and not failed, (claim_id, result.error, failed)

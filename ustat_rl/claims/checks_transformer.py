@@ -4,10 +4,15 @@ The policies are the three committed warm-up checkpoints (``weak``, ``medium``, 
 the synthetic arithmetic task. Their constrained output space is small, so per-prompt MSEs are
 exact (enumeration); Monte Carlo runs the real pipeline (autoregressive sampling, vmap scores).
 Quick versions use a handful of prompts; ``ctx.quick = False`` uses the whole 500-question test
-split and many more replicates.
+split and many more replicates. Consequences of the theorems (GRPO above oracle, the exact MSE
+formulas, the rates) are required; the paper's empirical patterns (the vanilla > GRPO ordering,
+MSE falling with policy strength, the trained argmax near G*) are ``required=False``: when they
+do not reproduce on this analogue the verdict is ``"differs"``, with the reason in the note.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -68,7 +73,7 @@ def check_c11_tf(ctx):
             float((mse["vanilla"] / mse["grpo"]).min()),
             note=f"min vanilla/GRPO ratio shown; holds at G = "
                  f"{[g for g, o in zip(GROUPS, ordering) if o]}; mean E[|W|^2 Z]/E|W|^2 / mean V = "
-                 f"{b_star:.2f} (1 under Assumption 2)"))
+                 f"{b_star:.2f} (1 under Assumption 2)", required=False))
         checks.append(check_true(f"{name}: every MSE falls with G",
                                  all(np.all(np.diff(v) < 0) for v in mse.values())))
         common[name] = exact_mse(exact_moments(policy, test[:n_prompts]), "grpo", [16])[0]
@@ -76,7 +81,8 @@ def check_c11_tf(ctx):
     checks.append(check_true(
         "GRPO MSE at G = 16 falls as the policy gets stronger (weak > medium > strong)",
         bool(values[0] > values[1] > values[2]), float(values[2] / values[0]),
-        note=f"same {n_prompts} test prompts; MSEs {np.round(values, 1).tolist()}"))
+        note=f"same {n_prompts} test prompts; MSEs {np.round(values, 1).tolist()}",
+        required=False))
     return checks
 
 
@@ -139,14 +145,14 @@ def check_c18_tf(ctx):
     m = exact_moments(start, list(splits.train[: ctx.reps(20, 300)]))
     ci = bootstrap_constants(m, np.random.default_rng(ctx.seed_for("C18.tf", 1)), 500)
     groups = (2, 4, 8, 16, 32) if ctx.quick else (2, 4, 8, 16, 32, 64, 128)
-    budget, n_iter = (64, 15) if ctx.quick else (256, 150)
+    budget, n_iter = (64, 10) if ctx.quick else (256, 200)
     seeds = ctx.reps(2, 5)
     acc = np.empty((len(groups), seeds))
     for a, g in enumerate(groups):
         for s in range(seeds):
             policy, _ = load_study_policy("weak", device="cpu")
             gen = torch.Generator().manual_seed(_torch_seed(ctx, "C18.tf", 2, s))
-            run = grpo_train(policy, splits.train, splits.test, g, budget, n_iter, 0.05, gen)
+            run = grpo_train(policy, splits.train, splits.test, g, budget, n_iter, 0.01, gen)
             acc[a, s] = run.test_accuracy[-1]
     mean = acc.mean(axis=1)
     se = acc.std(axis=1, ddof=1) / np.sqrt(seeds)
@@ -159,11 +165,11 @@ def check_c18_tf(ctx):
                    groups[0] <= ci.g_star <= groups[-1], ci.g_star,
                    note=f"G* = {ci.g_star:.2f}, 95% bootstrap [{ci.low['g_star']:.2f}, "
                         f"{ci.high['g_star']:.2f}]; c1 = {ci.constants.c1:.3g}, "
-                        f"c2 = {ci.constants.c2:.3g}, c3' = {ci.constants.c3:.3g}"),
-        check_interval(
+                        f"c2 = {ci.constants.c2:.3g}, c3' = {ci.constants.c3:.3g}", required=False),
+        replace(check_interval(
             "accuracy(best G) - accuracy(G nearest G*) within noise", 0.0, gap,
             gap - Z_CHECK * gap_se, gap + Z_CHECK * gap_se,
             note=f"best G = {groups[best]}, nearest G* = {groups[near]}; N = {budget}, "
                  f"n = {n_iter}, {seeds} seeds; mean accuracy by G {np.round(mean, 3).tolist()}; "
-                 f"low power in quick mode"),
+                 f"low power in quick mode"), required=False),
     ]
