@@ -35,7 +35,6 @@ import argparse
 import os
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,7 +45,7 @@ from tqdm.auto import tqdm
 
 from ustat_rl.bandit import SoftmaxBandit
 from ustat_rl.examples import POLICY_STRENGTHS, arithmetic_bandit, one_answer_bandit
-from ustat_rl.montecarlo import bandit_squared_errors, run_monte_carlo
+from ustat_rl.montecarlo import prompt_averaged_squared_errors
 from ustat_rl.plotting import plot_mse_grid, save_figure
 
 FAMILIES = {"arithmetic": arithmetic_bandit, "one_answer": one_answer_bandit}
@@ -107,36 +106,13 @@ class RunSummary:
 
 # ------------------------------------------------------------------------------ simulate
 def simulate_cell(bandit: SoftmaxBandit, config: Config, cell_key: tuple[int, int],
-                  n_jobs: int = 1, bar=None) -> tuple[np.ndarray, np.ndarray, tuple]:
-    """Prompt-averaged per-prompt MSE of each (estimator, G): ``(mean (m,), cov (m, m), labels)``.
-
-    ``mean = sum_x f(x) mean_x`` and ``cov = sum_x f(x)^2 cov_x`` (prompts simulated independently).
-    """
-    weights = bandit.prompt_prob  # (P,)
-
-    def run_prompt(x: int):
-        stat, labels = bandit_squared_errors(bandit, config.estimators, config.group_sizes,
-                                             prompt=x)
-        seed = np.random.SeedSequence(config.seed, spawn_key=cell_key + (x,))
-        est = run_monte_carlo(stat, config.n_reps, seed, block_size=BLOCK_SIZE, labels=labels)
-        return est
-
-    mean, cov, labels = 0.0, 0.0, None
-    with ThreadPoolExecutor(max_workers=n_jobs) as pool:
-        for x, est in enumerate(pool.map(run_prompt, range(bandit.n_prompts))):
-            if labels is not None and est.labels != labels:
-                raise RuntimeError("statistic labels differ between prompts")
-            labels = est.labels
-            mean = mean + weights[x] * est.mean
-            cov = cov + weights[x] ** 2 * est.cov  # independent prompts
-            if bar is not None:
-                bar.update(1)
-    return np.asarray(mean), np.asarray(cov), labels
-
-
-def exact_prompt_averaged(bandit: SoftmaxBandit, estimator: str, group_size: int) -> float:
-    """Exact ``E_X MSE(X)`` (Theorem 2, THEORY.md C5), averaged with the prompt weights."""
-    return float(bandit.prompt_prob @ bandit.exact_mse_per_prompt(estimator, group_size))
+                  n_jobs: int = 1, progress: bool = False) -> tuple[np.ndarray, np.ndarray, tuple]:
+    """Prompt-averaged per-prompt MSE of each (estimator, G): ``(mean (m,), cov (m, m), labels)``."""
+    seed = np.random.SeedSequence(config.seed, spawn_key=cell_key)
+    est = prompt_averaged_squared_errors(bandit, config.estimators, config.group_sizes,
+                                         config.n_reps, seed, block_size=BLOCK_SIZE,
+                                         n_jobs=n_jobs, progress=progress)
+    return est.mean, est.cov, est.labels
 
 
 def cell_table(family: str, policy: str, bandit: SoftmaxBandit, mean, cov, labels,
@@ -145,7 +121,7 @@ def cell_table(family: str, policy: str, bandit: SoftmaxBandit, mean, cov, label
     se = np.sqrt(np.diag(cov))
     rows = []
     for i, (est, g) in enumerate(labels):
-        exact = exact_prompt_averaged(bandit, est, int(g))
+        exact = bandit.prompt_averaged_mse(est, int(g))
         rows.append({
             "family": family, "policy": policy, "strength": POLICY_STRENGTHS[policy],
             "mean_success": float(bandit.prompt_prob @ bandit.value), "estimator": est,
@@ -168,7 +144,7 @@ def exact_curves(config: Config) -> pd.DataFrame:
                 for g in grid:
                     rows.append({"family": fam, "policy": pol, "estimator": est,
                                  "group_size": int(g),
-                                 "mse_exact": exact_prompt_averaged(bandit, est, int(g))})
+                                 "mse_exact": bandit.prompt_averaged_mse(est, int(g))})
     return pd.DataFrame(rows)
 
 
@@ -255,13 +231,14 @@ def main(argv=None) -> RunSummary:
     todo = [c for c in config.cells() if (c[2], c[3]) not in done]
     skipped = tuple((fam, pol) for _, _, fam, pol in config.cells() if (fam, pol) in done)
     bandits = {(fam, pol): FAMILIES[fam](POLICY_STRENGTHS[pol]) for _, _, fam, pol in todo}
-    total = sum(b.n_prompts for b in bandits.values())
     computed = []
-    with tqdm(total=total, desc="prompts", unit="prompt", disable=args.no_progress) as bar:
+    with tqdm(total=len(todo), desc="cells", unit="cell", disable=args.no_progress) as bar:
         for i, j, fam, pol in todo:
             bar.set_postfix_str(f"{fam}/{pol}")
             bandit = bandits[(fam, pol)]
-            mean, cov, labels = simulate_cell(bandit, config, (i, j), args.n_jobs, bar)
+            mean, cov, labels = simulate_cell(bandit, config, (i, j), args.n_jobs,
+                                              progress=not args.no_progress)
+            bar.update(1)
             new = cell_table(fam, pol, bandit, mean, cov, labels, config)
             table = new if table.empty else pd.concat([table, new], ignore_index=True)
             write_atomic(table, csv_path)

@@ -161,7 +161,7 @@ def test_prompt_weights_of_simulate_cell(script):
                            group_sizes=(2, 8, 32))
     mean, cov, labels = script.simulate_cell(bandit, config, (0, 0))
     se = np.sqrt(np.diag(cov))
-    exact = np.array([script.exact_prompt_averaged(bandit, e, g) for e, g in labels])
+    exact = np.array([bandit.prompt_averaged_mse(e, g) for e, g in labels])
     unweighted = np.array([bandit.exact_mse_per_prompt(e, g).mean() for e, g in labels])
     assert np.all(np.abs(mean - exact) <= Z * se)  # union over 6 values: 3.8e-4
     assert np.any(np.abs(mean - unweighted) > Z * se)

@@ -22,6 +22,7 @@ from .montecarlo import (
     bandit_squared_errors,
     bandit_statistics,
     per_sample_squared_errors,
+    prompt_averaged_squared_errors,
     run_monte_carlo,
 )
 from .rates import RateFit, SlopeFit, fit_mse_rate, loglog_slope
@@ -63,6 +64,7 @@ __all__ = [
     "oracle_gradient",
     "pairwise_kernel_matrix",
     "per_sample_squared_errors",
+    "prompt_averaged_squared_errors",
     "run_monte_carlo",
     "u_statistic",
     "ustat_variance",

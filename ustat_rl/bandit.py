@@ -243,6 +243,10 @@ class SoftmaxBandit:
             mse = shrink**2 * mse + (1.0 - shrink) ** 2 * float(self.grad @ self.grad)
         return float(mse)
 
+    def prompt_averaged_mse(self, estimator: str, group_size) -> float:
+        """``E_X MSE(X)``: the per-prompt MSE averaged over ``f``, without prompt variance (C5)."""
+        return float(self.prompt_prob @ self.exact_mse_per_prompt(estimator, group_size))
+
     def baseline_mse_per_prompt(self, baseline, group_size) -> np.ndarray:
         """Exact MSE with a prompt-only baseline b(x) (Corollary 5, THEORY.md C8, C9).
 

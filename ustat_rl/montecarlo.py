@@ -35,6 +35,7 @@ __all__ = [
     "bandit_squared_errors",
     "bandit_statistics",
     "per_sample_squared_errors",
+    "prompt_averaged_squared_errors",
 ]
 
 Statistic = Callable[[np.random.Generator, int], np.ndarray]
@@ -387,6 +388,32 @@ def bandit_squared_errors(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_si
     """
     statistic, labels = bandit_statistics(bandit, estimators, group_sizes, batch_size, prompt)
     return statistic, tuple(label[1:] for label in labels)
+
+
+def prompt_averaged_squared_errors(bandit: SoftmaxBandit, estimators=ESTIMATORS,
+                                   group_sizes=(2,), n_reps=10_000, seed=0, *,
+                                   block_size=4096, n_jobs=1, progress: bool = False
+                                   ) -> MonteCarloEstimate:
+    """``E_X MSE(X)``, the prompt-averaged per-prompt MSE, by stratified Monte Carlo (C5, C11).
+
+    Each prompt ``x`` is simulated on its own (``n_reps`` replicates, seed
+    ``SeedSequence(seed, spawn_key=(..., x))``) and the results are combined with the weights
+    ``f(x)``: ``mean = sum_x f(x) mean_x`` and, the prompts being independent,
+    ``cov = sum_x f(x)^2 cov_x``. The exact counterpart is
+    :meth:`SoftmaxBandit.prompt_averaged_mse`. Labels are ``(estimator, G)``.
+    """
+    root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    weights = bandit.prompt_prob
+    mean = cov = labels = None
+    for x in tqdm(range(bandit.n_prompts), desc="prompts", disable=not progress, leave=False):
+        stat, labels = bandit_squared_errors(bandit, estimators, group_sizes, prompt=x)
+        child = np.random.SeedSequence(root.entropy, spawn_key=tuple(root.spawn_key) + (x,))
+        est = run_monte_carlo(stat, n_reps, child, block_size=block_size, n_jobs=n_jobs,
+                              labels=labels)
+        mean = weights[x] * est.mean if mean is None else mean + weights[x] * est.mean
+        cov = weights[x] ** 2 * est.cov if cov is None else cov + weights[x] ** 2 * est.cov
+    return MonteCarloEstimate(mean, np.sqrt(np.diag(cov)), cov, n_reps * bandit.n_prompts,
+                              tuple(labels))
 
 
 def _bandit_setup(bandit, estimators, group_sizes, batch_size, prompt):
