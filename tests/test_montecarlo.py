@@ -90,3 +90,14 @@ def test_bad_input():
         run_monte_carlo(lambda rng, n: np.full((n, 1), np.nan), 10, seed=0)
     with pytest.raises(ValueError, match="direction"):
         bandit_statistics(bandit, ("grpo",), (4,), direction=np.ones(2))
+
+
+def test_prompt_averaged_matches_exact_and_rejects_unweighted_average():
+    from ustat_rl import prompt_averaged_squared_errors
+
+    bandit = small_bandit()  # unequal prompt weights (0.3, 0.7)
+    est = prompt_averaged_squared_errors(bandit, ("grpo", "oracle"), (4,), 30_000, seed=8)
+    for i, (name, g) in enumerate(est.labels):
+        assert abs(est.mean[i] - bandit.prompt_averaged_mse(name, g)) <= Z_TEST * est.std_error[i]
+    unweighted = bandit.exact_mse_per_prompt("grpo", 4).mean()
+    assert abs(est.get(("grpo", 4))[0] - unweighted) > Z_TEST * est.get(("grpo", 4))[1]
