@@ -112,7 +112,7 @@ for est in ("vanilla", "grpo", "oracle"):
 axes[0, 0].set_xlabel("group size G")
 axes[0, 0].set_ylabel("MSE")
 axes[0, 0].legend(fontsize=7)
-fig
+fig  # noqa: B018 - display the figure
 
 # %% [markdown]
 # ## 4. Scaling constants and the predicted group size (C17)

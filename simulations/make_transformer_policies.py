@@ -27,7 +27,8 @@ from pathlib import Path
 import torch
 
 from ustat_rl.arithmetic import ArithmeticTask, make_splits
-from ustat_rl.transformer import new_policy, resolve_device, save_policy
+from ustat_rl.transformer import resolve_device
+from ustat_rl.transformer_io import new_policy, save_policy
 from ustat_rl.transformer_train import expected_accuracy, supervised_warmup
 
 STAGES = (("weak", 400), ("medium", 1200), ("strong", 3000))

@@ -157,7 +157,7 @@ def main(argv=None) -> dict:
     test = make_splits(ArithmeticTask(), seed=0).test
     cells = [(p, s) for p in args.policies for s in prompt_sets]
     computed = []
-    for i, (pol, pset) in enumerate(tqdm(cells, desc="cells")):
+    for pol, pset in tqdm(cells, desc="cells"):
         if (pol, pset) in done:
             continue
         seed = int(np.random.SeedSequence(args.seed, spawn_key=(POLICY_NAMES.index(pol),

@@ -104,4 +104,5 @@ def test_invalid_task_arguments():
     with pytest.raises(TypeError, match="max_answer"):
         ArithmeticTask(max_answer=9.5)
     with pytest.raises(ValueError, match="n_test"):
-        make_splits(ArithmeticTask(max_operand=1, max_factor=1, max_answer=1), n_test=400, n_train=5)
+        # only 136 distinct questions exist at this difficulty
+        make_splits(ArithmeticTask(max_operand=1, max_factor=1, max_answer=1), n_test=150, n_train=5)

@@ -8,7 +8,8 @@ import torch
 
 from ustat_rl.arithmetic import EOS, PAD, ArithmeticTask, CharTokenizer, make_splits
 from ustat_rl.estimators import grpo_gradient
-from ustat_rl.transformer import load_policy, new_policy, resolve_device, save_policy
+from ustat_rl.transformer import resolve_device
+from ustat_rl.transformer_io import load_policy, new_policy, save_policy
 from ustat_rl.transformer_train import (
     expected_accuracy,
     grpo_step_gradient,

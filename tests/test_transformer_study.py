@@ -8,7 +8,7 @@ import torch
 
 from ustat_rl.arithmetic import ArithmeticTask, make_splits
 from ustat_rl.estimators import grpo_gradient, oracle_gradient, vanilla_gradient
-from ustat_rl.transformer import new_policy
+from ustat_rl.transformer_io import new_policy
 from ustat_rl.transformer_study import (
     _estimator_weights,
     bootstrap_constants,
