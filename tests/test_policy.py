@@ -159,3 +159,22 @@ def test_bad_input_is_rejected(kl):
         LogLinearBandit(np.zeros((1, 2, 1)), [[0.5, 0.5, 0.5]])
     with pytest.raises(ValueError, match="kl_weight > 0"):
         conflicting_prompts_bandit(kl_weight=0.0).optimum()
+
+
+@pytest.mark.parametrize("batch", [3, 8, 10])
+def test_finite_prompt_set_sampler_matches_exact_covariance(batch):
+    bandit = conflicting_prompts_bandit(strength=3.0, prompt_sampling="stratified")
+    rng = np.random.default_rng(5)
+    theta = rng.normal(0, 2.0, size=bandit.dim)
+    reps, group = 20_000, 16  # large G: the prompt term dominates the noise
+    u = rng.random((reps, bandit.draws_per_step("oracle", group, batch)))
+    est = bandit.sample_gradient(np.tile(theta, (reps, 1)), u, "oracle", group, batch)
+    sq = np.sum((est - bandit.grad(theta)) ** 2, axis=1)
+    se = sq.std(ddof=1) / np.sqrt(reps)
+    exact = np.trace(bandit.noise_covariance(theta, "oracle", group, batch))
+    assert abs(sq.mean() - exact) <= Z_TEST * se
+    # negative control: the i.i.d. formula (no finite-population correction) is rejected
+    iid = conflicting_prompts_bandit(strength=3.0)
+    assert abs(sq.mean() - np.trace(iid.noise_covariance(theta, "oracle", group, batch))) > (
+        Z_TEST * se)
+    assert bandit.prompt_variance_factor(16) == 0.0

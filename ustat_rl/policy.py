@@ -124,6 +124,10 @@ class LogLinearBandit:
         ``tau >= 0``; ``0`` gives the plain objective ``E[Z]`` of THEORY.md section 1.
     ref_theta : array_like, shape (d,), optional
         Parameters of the reference policy; zeros by default.
+    prompt_sampling : {"iid", "stratified"}
+        How Algorithm 1 draws the ``B`` prompts of a batch: i.i.d. from ``f`` (the theory's
+        model), or from a *finite prompt set* (uniform ``f``): ``B // P`` full passes over the
+        ``P`` prompts plus ``B mod P`` drawn without replacement, as a shuffled dataset does.
 
     Examples
     --------
@@ -136,7 +140,7 @@ class LogLinearBandit:
     """
 
     def __init__(self, features, reward_prob, prompt_prob=None, reward_values=(0.0, 1.0),
-                 kl_weight=0.0, ref_theta=None):
+                 kl_weight=0.0, ref_theta=None, prompt_sampling="iid"):
         features = as_finite_array(features, "features", ndim=(3,))
         n_prompts, n_actions, dim = features.shape
         if n_actions < 2:
@@ -164,6 +168,12 @@ class LogLinearBandit:
         self.prompt_prob = prompt_prob
         self.reward_values = (lo, hi)
         self.ref_theta = ref
+        if prompt_sampling not in ("iid", "stratified"):
+            raise ValueError(f"`prompt_sampling` must be 'iid' or 'stratified', got "
+                             f"{prompt_sampling!r}")
+        if prompt_sampling == "stratified" and np.ptp(prompt_prob) > 1e-12:
+            raise ValueError("`prompt_sampling='stratified'` needs a uniform `prompt_prob`")
+        self.prompt_sampling = prompt_sampling
         self.n_prompts, self.n_actions, self.dim = n_prompts, n_actions, dim
         self.reward_mean = lo + (hi - lo) * reward_prob  # (P, K)
         self.reward_var_table = (hi - lo) ** 2 * reward_prob * (1.0 - reward_prob)  # (P, K)
@@ -320,7 +330,20 @@ class LogLinearBandit:
             grpo = self.noise_covariance(theta, "grpo", group_size, batch_size)
             return ((args[1] - 1.0) / args[1]) ** 2 * grpo
         within = np.einsum("p,pkl->kl", f, self._prompt_covariance(m, *args))
-        return (between + within) / batch_size
+        return between * self.prompt_variance_factor(batch_size) + within / batch_size
+
+    def prompt_variance_factor(self, batch_size) -> float:
+        """Factor of ``Cov_X g(X)`` in the minibatch covariance: ``1/B`` for i.i.d. prompts.
+
+        For a finite prompt set (``prompt_sampling='stratified'``) with ``m = B mod P`` prompts
+        drawn without replacement it is ``m (P - m) / ((P - 1) B^2)`` (finite-population
+        correction): zero whenever ``B`` is a multiple of ``P``.
+        """
+        batch_size = as_int(batch_size, "batch_size", 1)
+        if self.prompt_sampling == "iid":
+            return 1.0 / batch_size
+        P, m = self.n_prompts, batch_size % self.n_prompts
+        return m * (P - m) / ((P - 1) * batch_size**2) if P > 1 else 0.0
 
     def exact_mse(self, theta, estimator: str, group_size, batch_size=1, baseline=None) -> float:
         """``E||g_hat - g||^2``: the trace of :meth:`noise_covariance` plus the squared bias.
@@ -405,7 +428,8 @@ class LogLinearBandit:
     # ------------------------------------------------------------------ training protocol
     def draws_per_step(self, estimator: str, group_size: int, batch_size: int) -> int:
         """Uniforms one step of Algorithm 1 consumes: ``B`` prompts, ``2 B G`` actions/rewards."""
-        return batch_size * (1 + 2 * group_size)
+        prompts = self.n_prompts if self.prompt_sampling == "stratified" else batch_size
+        return prompts + 2 * batch_size * group_size
 
     def sample_gradient(self, theta, uniforms, estimator: str, group_size: int,
                         batch_size: int) -> np.ndarray:

@@ -56,13 +56,16 @@ def realisable_kl_bandit(kl_weight: float = 4.0, n_prompts: int = 4, n_actions: 
     return bandit, ref + np.concatenate([delta, np.zeros(n_prompts)])
 
 
-def conflicting_prompts_bandit(kl_weight: float = 0.05, strength: float = 1.0,
-                               seed: int = 3) -> LogLinearBandit:
+def conflicting_prompts_bandit(kl_weight: float = 0.5, strength: float = 0.5, seed: int = 3,
+                               prompt_sampling: str = "iid") -> LogLinearBandit:
     """Prompts that pull shared parameters apart, so ``c1 > 0`` at the optimum (C17, C18).
 
     Eight prompts, four actions, three shared features plus prompt indicators. The tabular
     optimum of each prompt is not in the family, so the per-prompt gradients ``g(x; theta*)``
     do not vanish although their average does; ``strength`` scales the reward contrasts.
+    The defaults put the exact optimal group size ``1 + sqrt(c3'/c1)`` near 18 both at
+    ``theta = 0`` and at ``theta*``. ``prompt_sampling='stratified'`` gives the finite-prompt-set
+    variant (batches sweep the 8 prompts; see :class:`~ustat_rl.policy.LogLinearBandit`).
     """
     strength = as_float(strength, "strength", low=0.0)
     rng = np.random.default_rng(seed)
@@ -71,4 +74,4 @@ def conflicting_prompts_bandit(kl_weight: float = 0.05, strength: float = 1.0,
     features = np.concatenate([shared, _prompt_indicators(n_prompts, n_actions)], axis=2)
     contrast = rng.uniform(-0.3, 0.3, size=(n_prompts, n_actions)) * strength
     reward = np.clip(0.5 + contrast, 0.02, 0.98)
-    return LogLinearBandit(features, reward, kl_weight=kl_weight)
+    return LogLinearBandit(features, reward, kl_weight=kl_weight, prompt_sampling=prompt_sampling)

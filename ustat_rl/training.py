@@ -145,11 +145,18 @@ def loglinear_gradient(bandit, theta, uniforms, estimator, group_size, batch_siz
     logits -= logits.max(axis=2, keepdims=True)
     pi = np.exp(logits)
     pi /= pi.sum(axis=2, keepdims=True)
-    u_prompt = uniforms[:, :B]  # (R, B)
-    u_action = uniforms[:, B:B + B * G].reshape(n_runs, B, G)
-    u_reward = uniforms[:, B + B * G:].reshape(n_runs, B, G)
-    cum_f = np.cumsum(bandit.prompt_prob)[:-1]
-    prompt = np.searchsorted(cum_f, u_prompt, side="right")  # (R, B)
+    if bandit.prompt_sampling == "stratified":
+        # B // P full passes, then the first B mod P prompts of a uniform random permutation
+        order = np.argsort(uniforms[:, :P], axis=1)  # (R, P)
+        passes = np.broadcast_to(np.arange(P), (n_runs, P))
+        prompt = np.concatenate([passes] * (B // P) + [order[:, :B % P]], axis=1)  # (R, B)
+        used = P
+    else:
+        cum_f = np.cumsum(bandit.prompt_prob)[:-1]
+        prompt = np.searchsorted(cum_f, uniforms[:, :B], side="right")  # (R, B)
+        used = B
+    u_action = uniforms[:, used:used + B * G].reshape(n_runs, B, G)
+    u_reward = uniforms[:, used + B * G:].reshape(n_runs, B, G)
     rows = np.arange(n_runs)[:, None]
     cum_pi = np.cumsum(pi, axis=2)[rows, prompt, :-1]  # (R, B, K-1)
     action = np.sum(u_action[..., None] >= cum_pi[:, :, None, :], axis=3)  # (R, B, G)
