@@ -1,0 +1,152 @@
+"""Fixed-budget training sweeps over the group size: Theorem 7 after training (THEORY.md C17, C18).
+
+At a fixed budget ``N = B G`` per iteration, Algorithm 1 is run for each ``G`` (``B = N / G``)
+and the expected final gap ``E Delta_n`` is estimated over independent runs. The predictions:
+
+- ``G* = 1 + sqrt(c3'/c1)`` from the exact constants at ``theta_0``, at ``theta*``, averaged
+  along the deterministic path, and the paper's sup form ``sqrt(sup c3 / sup c1)``;
+- the linearised stationary gap at ``theta*`` for a constant rate ``beta``:
+  ``E Delta ~ (beta/2) sum_k Gamma~_kk / (2 - beta lambda_k)`` (``Gamma~`` the noise covariance
+  in the eigenbasis of ``-H*``), whose argmin over the grid includes every effect of ``G`` on
+  the noise, the finite prompt set included.
+
+Near stationarity the last iterate's expected gap equals the mean gap over the final iterations,
+so the sweep also records that *tail mean* (lower variance, same expectation).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._validation import as_int
+from .training import train
+
+__all__ = ["GroupSizePredictions", "predicted_group_sizes", "linearised_gap", "sweep_cell",
+           "bootstrap_argmin", "CellResult"]
+
+
+@dataclass(frozen=True)
+class GroupSizePredictions:
+    """Predicted optimal group sizes (Theorem 7, THEORY.md C17).
+
+    Attributes
+    ----------
+    at_start, at_optimum, path_average : float
+        ``1 + sqrt(c3'/c1)`` with the constants at ``theta_0``, at ``theta*``, and averaged over
+        the deterministic gradient-ascent path of ``n_iter`` steps.
+    sup_form : float
+        The paper's ``sqrt(sup c3 / sup c1)`` over that path.
+    """
+
+    at_start: float
+    at_optimum: float
+    path_average: float
+    sup_form: float
+
+
+def _g_star(c1: float, c3: float) -> float:
+    return 1.0 + math.sqrt(c3 / c1) if c1 > 0 else math.inf
+
+
+def predicted_group_sizes(bandit, optimum, theta0, learning_rate, n_iter) -> GroupSizePredictions:
+    """``G*`` from exact constants at the start, the optimum, along the path and in sup form."""
+    theta = np.asarray(theta0, dtype=np.float64).copy()
+    c1s, c3s = [], []
+    for _ in range(as_int(n_iter, "n_iter", 1)):
+        c = bandit.scaling_constants(theta)
+        c1s.append(c.c1)
+        c3s.append(c.c3)
+        theta = theta + learning_rate * bandit.grad(theta)
+    start = bandit.scaling_constants(theta0)
+    opt = bandit.scaling_constants(optimum.theta)
+    return GroupSizePredictions(_g_star(start.c1, start.c3), _g_star(opt.c1, opt.c3),
+                                _g_star(float(np.mean(c1s)), float(np.mean(c3s))),
+                                math.sqrt(max(c3s) / max(c1s)))
+
+
+def linearised_gap(bandit, optimum, learning_rate, group_size, batch_size,
+                   estimator="grpo") -> float:
+    """Stationary ``E Delta`` of constant-rate SGD linearised at ``theta*``.
+
+    For ``u = Q^T(theta - theta*)``, ``u <- (I - beta Lambda) u + beta xi`` has stationary
+    covariance ``S_kl = beta Gamma~_kl / (lambda_k + lambda_l - beta lambda_k lambda_l)`` in the
+    eigenbasis, so ``E Delta = tr(Lambda S)/2 = (beta/2) sum_k Gamma~_kk / (2 - beta lambda_k)``.
+    """
+    lam, vec = np.linalg.eigh(-optimum.hessian)
+    gam = bandit.noise_covariance(optimum.theta, estimator, group_size, batch_size)
+    rot = optimum.basis @ vec  # (d, r)
+    diag = np.einsum("dk,de,ek->k", rot, gam, rot)
+    return float(0.5 * learning_rate * np.sum(diag / (2.0 - learning_rate * lam)))
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """Per-run gaps of one (budget, group size) cell.
+
+    Attributes
+    ----------
+    n_iters : ndarray (m,)
+        Iteration counts ``n`` at which the gap is reported.
+    last : ndarray (R, m)
+        ``Delta_n`` of the last iterate.
+    tail : ndarray (R, m)
+        Mean of ``Delta_i`` over ``i`` in ``(n - n tail_frac, n]``.
+    """
+
+    n_iters: np.ndarray
+    last: np.ndarray
+    tail: np.ndarray
+
+
+def sweep_cell(bandit, optimum, budget, group_size, n_iters, n_runs, seed, learning_rate,
+               schedule="constant", estimator="grpo", tail_frac=0.25, theta0=None,
+               progress=False) -> CellResult:
+    """Run Algorithm 1 at ``G = group_size``, ``B = budget / G`` and collect final gaps."""
+    budget, group_size = as_int(budget, "budget", 2), as_int(group_size, "group_size", 2)
+    if budget % group_size:
+        raise ValueError(f"`group_size` {group_size} must divide `budget` {budget}")
+    n_iters = np.array(sorted({as_int(n, "n_iters", 1) for n in n_iters}))
+    windows = [np.arange(n - max(1, int(n * tail_frac)) + 1, n + 1) for n in n_iters]
+    marks = np.unique(np.concatenate(windows))
+    start = bandit.ref_theta if theta0 is None else theta0
+    res = train(bandit, start, int(n_iters[-1]), learning_rate=learning_rate, schedule=schedule,
+                n_runs=n_runs, seed=seed, estimator=estimator, group_size=group_size,
+                batch_size=budget // group_size, checkpoints=marks, progress=progress)
+    gap = res.gap(optimum.value)  # (R, C)
+    pos = {int(m): j for j, m in enumerate(marks)}
+    last = np.stack([gap[:, pos[int(n)]] for n in n_iters], axis=1)
+    tail = np.stack([gap[:, [pos[int(i)] for i in w]].mean(axis=1) for w in windows], axis=1)
+    return CellResult(n_iters, last, tail)
+
+
+def bootstrap_argmin(group_sizes, samples, n_boot, rng, level=0.95):
+    """Bootstrap distribution of ``argmin_G mean(samples[G])``, runs resampled within each G.
+
+    Parameters
+    ----------
+    group_sizes : sequence of int
+    samples : list of ndarray
+        Per-run values for each group size (independent runs across group sizes).
+
+    Returns
+    -------
+    argmin : int
+        Group size with the smallest sample mean.
+    interval : tuple of int
+        The ``(1 - level)/2`` and ``(1 + level)/2`` quantiles of the bootstrap argmins.
+    frequency : ndarray
+        Share of bootstrap replicates choosing each group size.
+    """
+    sizes = np.asarray(group_sizes)
+    means = np.array([np.mean(s) for s in samples])
+    boot = np.empty((n_boot, sizes.size))
+    for j, s in enumerate(samples):
+        idx = rng.integers(0, len(s), size=(n_boot, len(s)))
+        boot[:, j] = np.asarray(s)[idx].mean(axis=1)
+    choice = sizes[np.argmin(boot, axis=1)]
+    lo, hi = np.quantile(choice, [(1 - level) / 2, (1 + level) / 2], method="inverted_cdf")
+    freq = np.array([np.mean(choice == g) for g in sizes])
+    return int(sizes[np.argmin(means)]), (int(lo), int(hi)), freq
