@@ -41,6 +41,7 @@ __all__ = [
     "derivation",
     "is_zero",
     "domain_sampler",
+    "decide_nonnegative",
 ]
 
 PROVED = "proved"
@@ -54,6 +55,9 @@ STATUSES = (PROVED, PROVED_CASES, DISPROVED, FAILED)
 SEARCH_SEED = 20260301
 #: Rational points tried by the counterexample search before giving up with ``failed``.
 SEARCH_POINTS = 12
+#: A transcendental difference counts as non-zero at a point only if its 60-digit value exceeds
+#: this in magnitude (evalf's error is far below it), so rounding cannot fake a counterexample.
+NONZERO_FLOOR = 1e-30
 
 
 @dataclass(frozen=True)
@@ -167,7 +171,7 @@ def _as_exact_scalars(expr) -> list[sp.Basic]:
 
 def decide(difference, *, variables=None, samplers: Mapping[sp.Symbol, Sampler] | None = None,
            constraint: Callable[[dict], bool] | None = None, evaluate=None,
-           general: bool = True, cases: Iterable[str] = ()) -> Verdict:
+           general: bool = True, cases: Iterable[str] = (), try_proof: bool = True) -> Verdict:
     """Decide whether ``difference`` (scalar, matrix or list) vanishes identically.
 
     Parameters
@@ -189,9 +193,18 @@ def decide(difference, *, variables=None, samplers: Mapping[sp.Symbol, Sampler] 
         ``cases`` (``proved-for-listed-cases``).
     cases : iterable of str
         The finite cases, for the record.
+    try_proof : bool
+        Skip the (possibly slow) zero test and search for a counterexample at once; for
+        statements that two expressions *differ*. Without a counterexample the verdict is
+        ``failed``, never ``proved``.
     """
     parts = _as_exact_scalars(difference)
-    nonzero = [p for p in parts if not is_zero(p)]
+    if not try_proof:
+        nonzero = [p for p in parts if p != 0]
+        if not nonzero:
+            return Verdict(PROVED if general else PROVED_CASES, "")
+    else:
+        nonzero = [p for p in parts if not is_zero(p)]
     if not nonzero:
         return Verdict(PROVED if general else PROVED_CASES, "")
     rng = np.random.default_rng(SEARCH_SEED)
@@ -206,8 +219,11 @@ def decide(difference, *, variables=None, samplers: Mapping[sp.Symbol, Sampler] 
             continue
         tried += 1
         for part in nonzero:
-            value = evaluate(part, point) if evaluate else part.subs(point)
-            value = sp.nsimplify(value) if value.has(sp.Float) else sp.simplify(value)
+            value = sp.sympify(evaluate(part, point) if evaluate else part.subs(point))
+            if value.is_number and not value.is_Rational:
+                # transcendental value: 60 significant digits, non-zero only if far from 0
+                approx = value.evalf(60)
+                value = approx if approx.is_finite and abs(approx) > NONZERO_FLOOR else sp.Integer(0)
             if value.is_number and value != 0 and value.is_finite:
                 where = ", ".join(f"{s}={v}" for s, v in point.items())
                 return Verdict(DISPROVED, f"non-zero difference {value} at {where}")
@@ -244,3 +260,40 @@ def derivation(claim_id: str, name: str, statement: str, method: str,
     cases = tuple(cases) if status == PROVED_CASES else ()
     return Derivation(claim_id, name, statement, method, status, expression,
                       sp.latex(expression), seconds, cases, detail)
+
+
+def _all_coeffs_nonnegative(poly_expr, variables) -> bool:
+    poly = sp.Poly(sp.expand(poly_expr), *variables)
+    return all(c.is_nonnegative for c in poly.coeffs())
+
+
+def decide_nonnegative(expr, variables, *, search=None, samplers=None,
+                       constraint=None) -> Verdict:
+    """Decide ``expr >= 0`` for non-negative ``variables`` (an inequality, not an identity).
+
+    ``proved`` when ``expr`` is a ratio of polynomials whose coefficients are all non-negative
+    (a certificate, since every variable is non-negative). Otherwise a counterexample is looked
+    for in ``search`` (an expression over a *realisable* family, default ``expr`` itself): a
+    point where it is negative gives ``disproved``; none gives ``failed``.
+    """
+    num, den = sp.fraction(sp.together(sp.expand(expr)))
+    if (_all_coeffs_nonnegative(num, variables) and _all_coeffs_nonnegative(den, variables)) or \
+            (_all_coeffs_nonnegative(-num, variables) and _all_coeffs_nonnegative(-den, variables)):
+        return Verdict(PROVED)
+    target = expr if search is None else search
+    rng = np.random.default_rng(SEARCH_SEED)
+    samplers = dict(samplers or {})
+    symbols = sorted(target.free_symbols, key=str)
+    tried = 0
+    for _ in range(SEARCH_POINTS * 20):
+        point = {s: samplers.get(s, domain_sampler(s))(rng) for s in symbols}
+        if constraint is not None and not constraint(point):
+            continue
+        tried += 1
+        value = sp.simplify(target.subs(point))
+        if value.is_negative:
+            where = ", ".join(f"{s}={v}" for s, v in point.items())
+            return Verdict(DISPROVED, f"negative value {value} at {where}")
+        if tried >= SEARCH_POINTS * 4:
+            break
+    return Verdict(FAILED, f"no non-negativity certificate and no negative value in {tried} points")

@@ -60,8 +60,9 @@ class SymbolicBandit:
     logits : tuple of sympy.Symbol
         ``theta_1..theta_K`` (real).
     symbols : tuple of sympy.Symbol
-        Generators ``pi_1..pi_{K-1}, p_1..p_K, lo, hi, G, epsilon``; ``pi`` and ``p`` positive,
-        ``G`` a positive integer, ``epsilon`` (``1/G`` in series) positive.
+        Generators ``pi_1..pi_{K-1}, p_1..p_K, lo, hi, G, epsilon, b``; ``pi`` and ``p``
+        positive, ``G`` a positive integer, ``epsilon`` (``1/G`` in series) positive, ``b`` a
+        real prompt-only baseline.
     field : sympy FracField
         The field the quantities live in.
     pi_gens, prob_gens : tuple
@@ -70,6 +71,8 @@ class SymbolicBandit:
         Reward values.
     group_size, eps : field elements
         ``G`` and ``epsilon``.
+    baseline : polynomial generator
+        ``b``, a constant (prompt-only) baseline.
     policy : tuple
         ``pi_1..pi_K`` with ``pi_K = 1 - sum_{a<K} pi_a``.
     scores : tuple of ndarray (K,)
@@ -90,6 +93,7 @@ class SymbolicBandit:
     hi: object
     group_size: object
     eps: object
+    baseline: object
     policy: tuple
     scores: tuple
     outcomes: tuple
@@ -217,12 +221,14 @@ def symbolic_bandit(n_actions: int) -> SymbolicBandit:
     logits = sp.symbols(f"theta1:{k + 1}", real=True)
     symbols = (sp.symbols(f"pi1:{k}", positive=True) + sp.symbols(f"p1:{k + 1}", positive=True)
                + sp.symbols("lo hi", real=True) + (sp.Symbol("G", integer=True, positive=True),
-                                                   sp.Symbol("epsilon", positive=True)))
+                                                   sp.Symbol("epsilon", positive=True),
+                                                   sp.Symbol("b", real=True)))
     field, *field_gens = sp.field(symbols, sp.QQ)
     gens = field.ring.gens  # polynomial arithmetic (no gcds) wherever no division is needed
     pi_gens, prob_gens = tuple(gens[: k - 1]), tuple(gens[k - 1: 2 * k - 1])
     lo, hi = gens[2 * k - 1: 2 * k + 1]
-    group_size, eps = field_gens[2 * k + 1:]
+    group_size, eps = field_gens[2 * k + 1: 2 * k + 3]
+    baseline = gens[2 * k + 3]
     policy = pi_gens + (1 - sum(pi_gens),)
     pi_vec = np.array(policy, dtype=object)
     scores = []
@@ -235,7 +241,7 @@ def symbolic_bandit(n_actions: int) -> SymbolicBandit:
         outcomes += [(a, lo), (a, hi)]
         outcome_prob += [policy[a] * (1 - prob_gens[a]), policy[a] * prob_gens[a]]
     return SymbolicBandit(k, tuple(logits), symbols, field, pi_gens, prob_gens, lo, hi,
-                          group_size, eps, policy, tuple(scores), tuple(outcomes),
+                          group_size, eps, baseline, policy, tuple(scores), tuple(outcomes),
                           tuple(outcome_prob))
 
 
