@@ -4,7 +4,9 @@
 ``eta_i = beta / i``. The ``R`` runs form one ``(R, d)`` array and advance together; each step
 draws its randomness as uniforms from one generator *per run*, seeded by
 ``SeedSequence(seed, spawn_key=(run,))``, so a run's trajectory does not depend on how many runs
-share the array, how they are split across workers (``run_offset``) or on the memory chunking.
+share the array, how they are split across workers (``run_offset``) or on the memory chunking
+(exactly; an array of a single run may differ by rounding, ~1e-16, where numpy sums in
+another order).
 
 Problems implement ``draws_per_step(estimator, G, B)``, ``sample_gradient(theta (R, d), uniforms
 (R, m), estimator, G, B) -> (R, d)`` and ``objective_many(theta (R, d)) -> (R,)``:

@@ -1,0 +1,239 @@
+"""Fixed-budget training sweeps over the group size: universality of G* (C17, C18, Table 2).
+
+Config -> simulate -> tidy CSV -> figure.
+
+For each prompt-sampling variant (``iid``: the theory's model; ``finite``: batches sweep a finite
+set of 8 prompts, the rest without replacement), budget ``N`` and group size ``G`` (``B = N/G``),
+Algorithm 1 (GRPO, constant rate 0.5) runs ``R`` times on
+:func:`ustat_rl.policy_examples.conflicting_prompts_bandit`, where prompts pull shared parameters
+apart so ``c1 > 0`` at the optimum and ``G* = 1 + sqrt(c3'/c1)`` is about 18. For several ``n``
+the script records the last-iterate gap and the *tail mean* (mean gap over the last 25% of the
+iterations; same expectation near stationarity, less noise) and compares the empirical argmin
+over ``G`` (bootstrap interval) with the predictions: ``G*`` at ``theta_0``, at ``theta*``, along
+the path and in the paper's sup form, and the argmin of the linearised stationary gap computed
+from the exact noise covariance (which also accounts for the finite prompt set).
+
+Each finished (variant, N, G) cell is appended to ``<out>/group_size_runs.csv`` at once; a rerun
+skips finished cells. Outputs: ``group_size_summary.csv`` (mean, se, prediction per cell and n),
+``group_size_argmin.csv`` (argmin, bootstrap interval, predictions), ``group_size_table.csv``
+(Table 2 analogue: rows N, columns G) and the figure ``group_size.png``.
+
+Usage::
+
+    python simulations/optimal_group_size.py           # full sweep (tens of minutes)
+    python simulations/optimal_group_size.py --quick   # seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from ustat_rl.group_size import (
+    bootstrap_argmin,
+    linearised_gap,
+    predicted_group_sizes,
+    sweep_cell,
+)
+from ustat_rl.plotting_training import new_figure, plot_gap_vs_group_size, save_figure, star_legend
+from ustat_rl.policy_examples import conflicting_prompts_bandit
+
+BETA = 0.5
+VARIANTS = {"iid": "iid", "finite": "stratified"}
+FULL = dict(budgets=(128, 256, 512), sizes=(2, 4, 8, 16, 32, 64, 128), n_iters=(50, 100, 200),
+            n_runs=300)
+QUICK = dict(budgets=(64,), sizes=(4, 16, 64), n_iters=(10, 20), n_runs=20)
+DEFAULT_SEED = 2603
+N_BOOT, LEVEL = 2000, 0.95
+STAR_COLUMNS = {"at_start": "g_star_start", "at_optimum": "g_star_optimum",
+                "path_average": "g_star_path", "sup_form": "g_star_sup"}
+RUN_COLUMNS = ["variant", "budget", "group_size", "batch_size", "n", "run", "gap_last",
+               "gap_tail", "seed", "n_runs"]
+
+
+@dataclass(frozen=True)
+class Config:
+    budgets: tuple
+    sizes: tuple
+    n_iters: tuple
+    n_runs: int
+    seed: int = DEFAULT_SEED
+    variants: tuple = tuple(VARIANTS)
+
+    def cells(self) -> list[tuple[int, int, int, str, int, int]]:
+        """``(variant index, budget index, size index, variant, N, G)`` with ``G | N``."""
+        return [(v, a, j, var, n, g) for v, var in enumerate(self.variants)
+                for a, n in enumerate(self.budgets)
+                for j, g in enumerate(self.sizes) if g <= n and n % g == 0]
+
+
+def _bandit(variant: str):
+    bandit = conflicting_prompts_bandit(prompt_sampling=VARIANTS[variant])
+    return bandit, bandit.optimum()
+
+
+def simulate_cell(config: Config, key, variant: str, budget: int, group_size: int,
+                  progress: bool) -> pd.DataFrame:
+    bandit, opt = _bandit(variant)
+    seed = np.random.SeedSequence(config.seed, spawn_key=tuple(key))
+    cell = sweep_cell(bandit, opt, budget, group_size, config.n_iters, config.n_runs, seed, BETA,
+                      progress=progress)
+    n_iters = cell.n_iters
+    rows = pd.DataFrame({
+        "variant": variant, "budget": budget, "group_size": group_size,
+        "batch_size": budget // group_size, "n": np.tile(n_iters, config.n_runs),
+        "run": np.repeat(np.arange(config.n_runs), n_iters.size),
+        "gap_last": cell.last.ravel(), "gap_tail": cell.tail.ravel()})
+    rows["seed"], rows["n_runs"] = config.seed, config.n_runs
+    return rows[RUN_COLUMNS]
+
+
+def summarise(runs: pd.DataFrame, config: Config):
+    """Per-cell means with predictions, argmins with bootstrap intervals, the Table 2 analogue."""
+    rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=(999,)))
+    summary, argmins = [], []
+    for variant in config.variants:
+        bandit, opt = _bandit(variant)
+        pred = predicted_group_sizes(bandit, opt, bandit.ref_theta, BETA, 200)
+        for budget in config.budgets:
+            grid = [g for g in config.sizes if g <= budget and budget % g == 0]
+            lin = {g: linearised_gap(bandit, opt, BETA, g, budget // g) for g in grid}
+            for n in config.n_iters:
+                block = runs[(runs["variant"] == variant) & (runs["budget"] == budget)
+                             & (runs["n"] == n)]
+                if sorted(block["group_size"].unique()) != grid:
+                    continue  # cell not finished
+                samples = [block.loc[block["group_size"] == g, "gap_tail"].to_numpy() for g in grid]
+                for g, s in zip(grid, samples):
+                    last = block.loc[block["group_size"] == g, "gap_last"].to_numpy()
+                    summary.append({"variant": variant, "budget": budget, "n": n, "group_size": g,
+                                    "gap_tail": s.mean(), "se_tail": s.std(ddof=1) / np.sqrt(s.size),
+                                    "gap_last": last.mean(),
+                                    "se_last": last.std(ddof=1) / np.sqrt(last.size),
+                                    "gap_linearised": lin[g]})
+                arg, (lo, hi), freq = bootstrap_argmin(grid, samples, N_BOOT, rng, LEVEL)
+                argmins.append({"variant": variant, "budget": budget, "n": n, "argmin": arg,
+                                "boot_low": lo, "boot_high": hi,
+                                "boot_share_argmin": float(freq[grid.index(arg)]),
+                                "linearised_argmin": min(lin, key=lin.get),
+                                "g_star_start": pred.at_start, "g_star_optimum": pred.at_optimum,
+                                "g_star_path": pred.path_average, "g_star_sup": pred.sup_form})
+    summary, argmins = pd.DataFrame(summary), pd.DataFrame(argmins)
+    table = (summary[summary["n"] == max(config.n_iters)]
+             .pivot_table(index=["variant", "budget"], columns="group_size", values="gap_tail")
+             if len(summary) else pd.DataFrame())
+    return summary, argmins, table
+
+
+def make_figure(summary: pd.DataFrame, argmins: pd.DataFrame, config: Config, out: Path):
+    fig, axes = new_figure(len(config.variants), len(config.n_iters), panel_size=(3.6, 3.0),
+                           sharex=True)
+    colors = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a"]
+    for i, variant in enumerate(config.variants):
+        for j, n in enumerate(config.n_iters):
+            ax = axes[i, j]
+            for k, budget in enumerate(config.budgets):
+                cell = summary[(summary["variant"] == variant) & (summary["budget"] == budget)
+                               & (summary["n"] == n)].sort_values("group_size")
+                if cell.empty:
+                    continue
+                half = 1.96 * cell["se_tail"]
+                plot_gap_vs_group_size(ax, cell["group_size"], cell["gap_tail"],
+                                       cell["gap_tail"] - half, cell["gap_tail"] + half,
+                                       predicted=cell["gap_linearised"], label=f"N = {budget}",
+                                       color=colors[k % len(colors)])
+            row = argmins[argmins["variant"] == variant]
+            if len(row):
+                stars = {k: float(row.iloc[0][col]) for k, col in STAR_COLUMNS.items()}
+                for value in stars.values():
+                    ax.axvline(value, color="0.6", lw=0.6)
+                if j == 0:
+                    star_legend(ax, stars, loc="lower left")
+            ax.set_title(f"{variant} prompts, n = {n}", fontsize=9)
+            if i == 0 and j == len(config.n_iters) - 1:
+                ax.legend(fontsize=7, frameon=False)
+    fig.suptitle("Final gap vs G at fixed budget (tail mean, 95% CI; dotted: linearised "
+                 "prediction; grey: predicted G*)", fontsize=9)
+    return save_figure(fig, out / "group_size")
+
+
+def write_atomic(table: pd.DataFrame, path: Path, index: bool = False) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    table.to_csv(tmp, index=index)
+    os.replace(tmp, path)
+
+
+def read_done(path: Path, config: Config) -> pd.DataFrame:
+    if not path.exists():
+        return pd.DataFrame(columns=RUN_COLUMNS)
+    done = pd.read_csv(path)
+    if (list(done.columns) != RUN_COLUMNS or set(done["seed"]) - {config.seed}
+            or set(done["n_runs"]) - {config.n_runs} or set(done["n"]) - set(config.n_iters)):
+        raise SystemExit(f"{path} was written with another seed, runs or n; use --overwrite or "
+                         "another --out")
+    return done
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="one budget, 3 sizes, 30 runs")
+    parser.add_argument("--runs", type=int, default=None, help="runs per cell")
+    parser.add_argument("--budgets", type=int, nargs="+", default=None, help="budgets N = BG")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="root seed")
+    parser.add_argument("--out", type=Path, default=Path("results/optimal_group_size"))
+    parser.add_argument("--overwrite", action="store_true", help="discard finished cells")
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    parser.add_argument("--no-figure", action="store_true", help="write the CSVs only")
+    args = parser.parse_args(argv)
+    if args.runs is not None and args.runs < 2:
+        parser.error(f"--runs must be an integer >= 2, got {args.runs}")
+    if args.budgets is not None and min(args.budgets) < 2:
+        parser.error("--budgets must be integers >= 2")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    start = time.perf_counter()
+    base = dict(QUICK if args.quick else FULL)
+    if args.runs:
+        base["n_runs"] = args.runs
+    if args.budgets:
+        base["budgets"] = tuple(args.budgets)
+    config = Config(tuple(base["budgets"]), tuple(base["sizes"]), tuple(base["n_iters"]),
+                    base["n_runs"], args.seed)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    runs_path = out / "group_size_runs.csv"
+    if args.overwrite and runs_path.exists():
+        runs_path.unlink()
+    runs = read_done(runs_path, config)
+    done = set(zip(runs["variant"], runs["budget"], runs["group_size"]))
+    todo = [c for c in config.cells() if (c[3], c[4], c[5]) not in done]
+    for v, _a, _j, variant, budget, g in tqdm(todo, desc="cells", disable=args.no_progress):
+        new = simulate_cell(config, (v, budget, g), variant, budget, g, False)
+        runs = new if runs.empty else pd.concat([runs, new], ignore_index=True)
+        write_atomic(runs, runs_path)
+    summary, argmins, table = summarise(runs, config)
+    write_atomic(summary, out / "group_size_summary.csv")
+    write_atomic(argmins, out / "group_size_argmin.csv")
+    write_atomic(table, out / "group_size_table.csv", index=True)
+    figures = [] if args.no_figure else make_figure(summary, argmins, config, out)
+    with pd.option_context("display.width", 160, "display.max_columns", 20):
+        print(argmins.to_string(index=False, float_format="%.3g"))
+        print(table.to_string(float_format="%.3g"))
+    print(f"{len(todo)} cell(s) simulated, {len(config.cells()) - len(todo)} already done; "
+          f"{', '.join(map(str, figures))} ({time.perf_counter() - start:.1f} s)")
+    return argmins
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
