@@ -150,6 +150,9 @@ def is_zero(expr: sp.Basic) -> bool:
         return True
     if not expanded.has(sp.Sum, sp.Function, sp.Pow) or expanded.is_polynomial():
         return False
+    if not expanded.has(sp.Sum) and expanded.is_rational_function():
+        # cancellation to lowest terms is a complete zero test for rational functions
+        return sp.cancel(sp.together(expanded)) == 0
     try:
         if sp.cancel(sp.together(expanded)) == 0:
             return True

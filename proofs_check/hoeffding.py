@@ -315,7 +315,7 @@ def exact_mse_general(cases: Sequence[int] = CASES, kernel=grpo_kernel_symbolic,
                       lambda: _run_cases(cases, per_case), _cases(cases))
 
 
-ENUMERATED_CASES = ((2, (2, 3, 4)), (3, (2, 3)))
+ENUMERATED_CASES = ((2, (2, 3, 4)), (3, (2,)))
 
 
 def exact_mse_enumerated(cases=ENUMERATED_CASES, claimed: Callable = claimed_mse) -> Derivation:

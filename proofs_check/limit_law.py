@@ -55,15 +55,24 @@ def lyapunov_weight_1d(omega) -> sp.Basic:
     return sp.simplify(lam * solution / 2)
 
 
-def recursion_limit_1d() -> tuple[sp.Basic, Verdict]:
-    """``lim n E Delta_n`` from the exact second-moment recursion, by matching the 1/n term."""
+def recursion_limit_1d(increment_power: int = 1) -> tuple[sp.Basic, Verdict]:
+    """``lim n E Delta_n`` from the exact second-moment recursion, by matching the 1/n term.
+
+    The noise enters as ``beta xi_n / n^increment_power``: 1 is the recursion of Algorithm 1
+    (increment ``Delta M_n / n``); 0 is an increment without ``1/n``, for which ``n E Delta_n``
+    has no finite limit (the drift of ``u_n`` then has a non-vanishing term of order ``n``).
+    """
     v_n = u / n
-    v_next = (1 - beta * lam / n) ** 2 * v_n + beta**2 * gamma / n**2
+    v_next = (1 - beta * lam / n) ** 2 * v_n + beta**2 * gamma / n ** (2 * increment_power)
     drift = sp.expand((n + 1) * v_next - u)  # u_{n+1} - u_n when u_n = u
     series = sp.series(drift.subs(n, 1 / sp.Symbol("h", positive=True)),
                        sp.Symbol("h", positive=True), 0, 2).removeO()
     lead = sp.expand(series.coeff(sp.Symbol("h", positive=True), 1))
     constant = sp.simplify(series.coeff(sp.Symbol("h", positive=True), 0))
+    growing = sp.simplify(drift.subs(n, 1 / sp.Symbol("h", positive=True))
+                          * sp.Symbol("h", positive=True))
+    if sp.limit(growing, sp.Symbol("h", positive=True), 0) != 0:
+        return sp.oo, Verdict("disproved", "u_{n+1} - u_n grows like n: n E Delta_n diverges")
     roots = sp.solve(lead, u)
     if constant != 0 or len(roots) != 1:
         return sp.nan, Verdict("failed", f"drift expansion {series}")
@@ -74,7 +83,7 @@ def recursion_limit_1d() -> tuple[sp.Basic, Verdict]:
     return sp.simplify(lam * roots[0] / 2), Verdict(PROVED)
 
 
-def limit_weight_1d(omega=None) -> Derivation:
+def limit_weight_1d(omega=None, increment_power: int = 1) -> Derivation:
     """The Lyapunov weight with ``Omega`` equals the recursion limit ``lim n E Delta_n`` (C20, C15).
 
     Default ``Omega = beta^2 gamma`` (corrected); ``omega=gamma`` is the paper's printed form.
@@ -83,7 +92,9 @@ def limit_weight_1d(omega=None) -> Derivation:
 
     def body():
         weight = lyapunov_weight_1d(omega)
-        limit, verdict = recursion_limit_1d()
+        limit, verdict = recursion_limit_1d(increment_power)
+        if verdict.status != PROVED:
+            return weight, verdict
         return weight, combine([verdict, decide(sp.simplify(weight - limit),
                                                 constraint=_stable)])
 

@@ -30,6 +30,7 @@ __all__ = [
     "ustat_identity_expanded",
     "fullmean_identity_general",
     "fullmean_identity_expanded",
+    "eq4_as_printed",
 ]
 
 G = sp.Symbol("G", integer=True, positive=True)
@@ -239,4 +240,31 @@ def fullmean_identity_expanded(sizes=range(2, 9), factor=None) -> Derivation:
     return derivation("C2", "C2 full-mean identity, G=2..8 expanded",
                       "full-mean = ((G-1)/G) leave-one-out for explicit vectors, each listed G",
                       "polynomial expansion, componentwise", body,
+                      cases=tuple(f"G={s}" for s in sizes))
+
+
+def eq4_as_printed(sizes=range(2, 6)) -> Derivation:
+    """Eq. (4) as printed sums ``Z^{(b,g)}`` over ``k != g``: the baseline is then ``Z_g`` itself
+    and the estimator vanishes identically; compared here with Lemma 1's U-statistic."""
+    sizes = tuple(int(s) for s in sizes)
+
+    def body():
+        verdicts, printed = [], None
+        for size in sizes:
+            scores, rewards = _vector_group(size)
+            printed = sp.zeros(*scores[0].shape)
+            for w, z in zip(scores, rewards):
+                baseline = sum(z for _ in range(size - 1)) / (size - 1)  # Z_g summed over k != g
+                printed += w * (z - baseline) / size
+            pair_sum = sp.zeros(*scores[0].shape)
+            for i in range(size):
+                for j in range(i + 1, size):
+                    pair_sum += grpo_kernel_symbolic(scores[i], rewards[i], scores[j], rewards[j])
+            verdicts.append(decide(sp.expand(printed - pair_sum * sp.Rational(2, size * (size - 1))),
+                                   general=False))
+        return sp.expand(printed), combine(verdicts)
+
+    return derivation("C1", "Eq. (4) as printed vs Lemma 1",
+                      "printed Eq. (4) (Z^(b,g) inside the sum) equals the U-statistic",
+                      "explicit expansion for each listed G", body,
                       cases=tuple(f"G={s}" for s in sizes))
