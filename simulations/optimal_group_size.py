@@ -156,7 +156,7 @@ def make_figure(summary: pd.DataFrame, argmins: pd.DataFrame, config: Config, ou
                 for value in stars.values():
                     ax.axvline(value, color="0.6", lw=0.6)
                 if j == 0:
-                    star_legend(ax, stars, loc="lower left")
+                    star_legend(ax, stars, loc="upper center")
             ax.set_title(f"{variant} prompts, n = {n}", fontsize=9)
             if i == 0 and j == len(config.n_iters) - 1:
                 ax.legend(fontsize=7, frameon=False)
