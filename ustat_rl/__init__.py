@@ -35,11 +35,13 @@ from .ustatistics import (
     u_statistic,
     ustat_variance,
 )
+from .weighted_chi2 import GofResult, WeightedChiSquare, goodness_of_fit_tests
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ESTIMATORS",
+    "GofResult",
     "GroupSample",
     "HoeffdingComponents",
     "HoeffdingParts",
@@ -69,4 +71,6 @@ __all__ = [
     "u_statistic",
     "ustat_variance",
     "vanilla_gradient",
+    "WeightedChiSquare",
+    "goodness_of_fit_tests",
 ]

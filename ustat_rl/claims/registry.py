@@ -8,6 +8,7 @@ under a tolerance derived from standard errors (or rounding error, for exact ide
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 import traceback
@@ -145,7 +146,8 @@ class VerifyContext:
 
     def seed_for(self, claim_id: str, *extra: int) -> np.random.SeedSequence:
         """Independent, reproducible seed sequence for one claim (and optional sub-stream)."""
-        number = int("".join(ch for ch in claim_id if ch.isdigit()) or 0)
+        # A stable hash of the whole ID, so "C20" and "C20.dist" get unrelated streams.
+        number = int.from_bytes(hashlib.sha256(claim_id.encode()).digest()[:4], "little")
         return np.random.SeedSequence(entropy=self.seed, spawn_key=(number, *extra))
 
     def reps(self, quick: int, full: int) -> int:
