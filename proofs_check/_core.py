@@ -174,7 +174,7 @@ def _as_exact_scalars(expr) -> list[sp.Basic]:
 
 def decide(difference, *, variables=None, samplers: Mapping[sp.Symbol, Sampler] | None = None,
            constraint: Callable[[dict], bool] | None = None, evaluate=None,
-           general: bool = True, cases: Iterable[str] = (), try_proof: bool = True) -> Verdict:
+           general: bool = True, try_proof: bool = True) -> Verdict:
     """Decide whether ``difference`` (scalar, matrix or list) vanishes identically.
 
     Parameters
@@ -192,10 +192,8 @@ def decide(difference, *, variables=None, samplers: Mapping[sp.Symbol, Sampler] 
         ``evaluate(expr, point) -> sympy number``; defaults to ``expr.subs(point)``. Needed for
         expressions holding symbolic sums (see :mod:`proofs_check.ustatistic`).
     general : bool
-        Whether a symbolic zero is a general proof (``proved``) or covers only the listed
-        ``cases`` (``proved-for-listed-cases``).
-    cases : iterable of str
-        The finite cases, for the record.
+        Whether a symbolic zero is a general proof (``proved``) or covers only a finite list
+        of cases recorded by the caller (``proved-for-listed-cases``).
     try_proof : bool
         Skip the (possibly slow) zero test and search for a counterexample at once; for
         statements that two expressions *differ*. Without a counterexample the verdict is

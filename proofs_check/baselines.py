@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-import numpy as np
 import sympy as sp
 
 from ._core import PROVED, PROVED_CASES, Derivation, Verdict, combine, decide, derivation
@@ -138,7 +137,7 @@ def baseline_mse_bandit(cases: Sequence[int] = (2, 3), claimed: Callable | None 
         verdicts, last = [], None
         for k in cases:
             bd = symbolic_bandit(k)
-            derived, mean = _iid_mse(bd, lambda a, z, w: w * (z - bd.baseline))
+            derived, mean = _iid_mse(bd, lambda a, z, w, base=bd.baseline: w * (z - base))
             verdicts.append(combine([compare(derived, claimed(bd), bd),
                                      compare(mean, bd.grad, bd)]))
             last = bd.to_sympy(derived)

@@ -14,7 +14,7 @@ import re
 from ustat_rl.claims.registry import Check, check_true
 
 from ._core import Derivation
-from .catalogue import CATALOGUE, Entry, entries_for, run_entry
+from .catalogue import CATALOGUE, entries_for, run_entry
 
 __all__ = ["symbolic_evidence", "derivation_check", "SUPPORTED_CLAIMS"]
 
@@ -25,7 +25,7 @@ SUPPORTED_CLAIMS = tuple(sorted({c for e in CATALOGUE for c in e.evidence_for},
 _CLAIM_ID = re.compile(r"^C\d+(\.[A-Za-z0-9_]+)?$")
 
 
-def derivation_check(result: Derivation, entry: Entry | None = None) -> Check:
+def derivation_check(result: Derivation) -> Check:
     """One registry ``Check`` from a derivation (``passed`` iff it holds, for a claim entry)."""
     cases = f" for {', '.join(result.cases)}" if result.cases else ""
     note = (f"{result.status}{cases} in {result.seconds:.2f} s; {result.method}. "
@@ -58,5 +58,5 @@ def symbolic_evidence(claim_id: str, include_printed: bool = False) -> list[Chec
     for entry in entries_for(claim_id):
         if entry.role != "claim" and not include_printed:
             continue
-        checks.append(derivation_check(run_entry(entry), entry))
+        checks.append(derivation_check(run_entry(entry)))
     return checks

@@ -396,7 +396,7 @@ def mse_expansion(cases: Sequence[int] = CASES, claimed_leading: Callable | None
                       lambda: _run_cases(cases, per_case), _cases(cases))
 
 
-def oracle_ratio_limit(cases: Sequence[int] = CASES, claimed=sp.Integer(1)) -> Derivation:
+def oracle_ratio_limit(cases: Sequence[int] = CASES, claimed=1) -> Derivation:
     """``MSE_GRPO / MSE_oracle -> 1`` as ``G -> infinity`` (Corollary 4, C7)."""
     tr, res = sp.Symbol("trS", positive=True), sp.Symbol("c", nonnegative=True)
     structured = tr / G + res / (G * (G - 1))

@@ -94,7 +94,7 @@ def limit_weight_1d(omega=None, increment_power: int = 1) -> Derivation:
         weight = lyapunov_weight_1d(omega)
         limit, verdict = recursion_limit_1d(increment_power)
         if verdict.status != PROVED:
-            return weight, verdict
+            return limit, verdict
         return weight, combine([verdict, decide(sp.simplify(weight - limit),
                                                 constraint=_stable)])
 

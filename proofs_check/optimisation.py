@@ -38,7 +38,7 @@ mu, L, beta, M = sp.symbols("mu L beta M", positive=True)
 t1, t2, t = sp.symbols("theta1 theta2 t", real=True)
 
 
-def pl_example(claimed_mu_max=sp.Integer(2)) -> Derivation:
+def pl_example(claimed_mu_max=2) -> Derivation:
     """``J = -theta_1^2`` on R^2: PL exactly for ``mu <= 2``, Hessian singular (C12)."""
 
     def body():

@@ -41,7 +41,11 @@ def _as_listed(verdict: Verdict) -> Verdict:
     return Verdict(PROVED_CASES, verdict.detail) if verdict.status == PROVED else verdict
 
 
-def arcsin_derivative(claimed=1 / sp.sqrt(V * (1 - V))) -> Derivation:
+#: THEORY.md C26: d/dV 2 arcsin sqrt V.
+ARCSIN_DERIVATIVE = 1 / sp.sqrt(V * (1 - V))
+
+
+def arcsin_derivative(claimed=ARCSIN_DERIVATIVE) -> Derivation:
     """``d/dV 2 arcsin(sqrt V) = 1/sqrt(V (1 - V))`` on ``0 < V < 1`` (C26)."""
 
     def body():

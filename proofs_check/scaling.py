@@ -63,8 +63,15 @@ def _independence(objective, root, domain_low) -> Verdict:
     return combine(checks)
 
 
-def optimal_group_size(claimed_argmin=sp.sqrt(c3 / c1),
-                       claimed_minimum=(c2 + 2 * sp.sqrt(c1 * c3)) / N) -> Derivation:
+#: The paper's minimiser and minimum of the fixed-budget bound (THEORY.md C17).
+PAPER_ARGMIN = sp.sqrt(c3 / c1)
+PAPER_MINIMUM = (c2 + 2 * sp.sqrt(c1 * c3)) / N
+#: The minimiser and minimum of the exact fixed-budget MSE (derived for this project).
+EXACT_ARGMIN = 1 + sp.sqrt(c3e / c1)
+EXACT_MINIMUM = (c1 + c2 + 2 * sp.sqrt(c1 * c3e)) / N
+
+
+def optimal_group_size(claimed_argmin=PAPER_ARGMIN, claimed_minimum=PAPER_MINIMUM) -> Derivation:
     """``argmin_G (c1 G + c2 + c3/G)/N = sqrt(c3/c1)``, minimum ``(c2 + 2 sqrt(c1 c3))/N`` (C17)."""
 
     def body():
@@ -81,9 +88,8 @@ def optimal_group_size(claimed_argmin=sp.sqrt(c3 / c1),
                       "unique positive stationary point, curvature > 0 on G > 0", body)
 
 
-def optimal_group_size_exact(claimed_argmin=1 + sp.sqrt(c3e / c1),
-                             claimed_minimum=(c1 + c2 + 2 * sp.sqrt(c1 * c3e)) / N
-                             ) -> Derivation:
+def optimal_group_size_exact(claimed_argmin=EXACT_ARGMIN,
+                             claimed_minimum=EXACT_MINIMUM) -> Derivation:
     """``argmin_{G>1} (c1 G + c2 + c3'/(G-1))/N = 1 + sqrt(c3'/c1)`` (C17, exact form)."""
 
     def body():
