@@ -49,6 +49,11 @@ def symbolic_evidence(claim_id: str, include_printed: bool = False) -> list[Chec
     -------
     list of Check
         Empty when no derivation supports the claim.
+
+    Examples
+    --------
+    >>> [(c.passed, c.evidence) for c in symbolic_evidence("C12")]
+    [(True, 'symbolic')]
     """
     if not isinstance(claim_id, str):
         raise TypeError(f"`claim_id` must be a string like 'C4', got {claim_id!r}")

@@ -149,15 +149,22 @@ def lyapunov_diagonal(r: int = 3, claimed_weight=None) -> Derivation:
                       "Sigma^1/2 / 2", body)
 
 
-def lyapunov_offdiagonal(r: int = 2) -> Derivation:
+def lyapunov_offdiagonal(r: int = 2, claimed_entry=None) -> Derivation:
     """Eigenbasis formula ``Sigma_kl = beta^2 Omega_kl/(beta(lambda_k + lambda_l) - 1)`` solves
-    the Lyapunov equation for a general symmetric ``Omega`` (C20)."""
+    the Lyapunov equation for a general symmetric ``Omega`` (C20).
+
+    ``claimed_entry(omega_kl, lambda_k, lambda_l)`` gives the claimed ``Sigma_kl`` for the
+    right-hand side ``beta^2 Omega``.
+    """
     lams = sp.symbols(f"lambda1:{r + 1}", positive=True)
+    if claimed_entry is None:
+        def claimed_entry(omega_kl, lk, ll):
+            return beta**2 * omega_kl / (beta * (lk + ll) - 1)
 
     def body():
         omega = sp.Matrix(r, r, lambda i, j: sp.Symbol(f"O{min(i, j) + 1}{max(i, j) + 1}"))
         scaled = beta**2 * omega
-        sigma = sp.Matrix(r, r, lambda i, j: scaled[i, j] / (beta * (lams[i] + lams[j]) - 1))
+        sigma = sp.Matrix(r, r, lambda i, j: claimed_entry(omega[i, j], lams[i], lams[j]))
         return sigma, decide(_lyapunov_residual(lams, sigma, scaled))
 
     return derivation("C20", f"C20 Lyapunov eigenbasis formula, r={r}",

@@ -144,6 +144,13 @@ def ustat_identity_general(kernel: Kernel = grpo_kernel_symbolic,
         Claimed kernel; default ``(w_i - w_j)(z_i - z_j)/2``.
     normaliser : sympy expression in ``G``
         Claimed factor in front of the pair sum; default ``1/C(G, 2)``.
+
+    Examples
+    --------
+    >>> ustat_identity_general().status
+    'proved'
+    >>> ustat_identity_general(normaliser=1 / (G * (G - 1))).status  # factor 2 dropped
+    'disproved'
     """
 
     def body():

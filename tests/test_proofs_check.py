@@ -205,6 +205,8 @@ def test_limit_law_and_controls():
     _rejected(limit_law.omega_erratum(limit_law.beta))
     _rejected(limit_law.lyapunov_diagonal(
         r=2, claimed_weight=lambda lk, gk: lk * limit_law.beta**2 * gk / (2 * limit_law.beta * lk - 1)))
+    _rejected(limit_law.lyapunov_offdiagonal(
+        claimed_entry=lambda o, lk, ll: limit_law.beta**2 * o / (limit_law.beta * (lk + ll) - 2)))
     w = sp.symbols("w1:3", positive=True)
     _rejected(limit_law.chi2_mixture_moments(r=2, claimed_var=sum(w)))
 
@@ -219,6 +221,10 @@ def test_practical_and_controls():
     _rejected(practical.k3_unbiased((2,), estimator=lambda r: sp.log(r) ** 2 / 2))
     _rejected(practical.k3_nonnegative(lambda r: r - sp.log(r) - 2))
     _rejected(practical.k3_gradient(2, claimed_factor=practical.paper_k3_factor))
+    _holds(practical.k3_expected_gradient(2))
+    swapped = practical.k3_expected_gradient(2, claimed=practical._forward_kl,
+                                             other=practical._reverse_kl)
+    _rejected(swapped)
 
 
 # ---------------------------------------------------------------------------- numeric bridge
