@@ -32,9 +32,11 @@ def _parse_args(argv):
         "verify", help="check the paper's claims and print a verdict table",
         description="Run each registered claim's check afresh and print predicted vs measured "
                     "values, intervals and verdicts. Exits 1 if any claim fails or errors. "
-                    "Verdicts: pass; fail (a theorem's consequence contradicted); differs (an "
-                    "empirical pattern of the paper's LLM runs that the bandit analogue does not "
-                    "reproduce, with the reason); error (the check crashed).")
+                    "Verdicts: pass; fail (a prediction contradicted by the evidence); refuted "
+                    "(the toolkit's own counterexample shows the claim as stated is false: a "
+                    "finding, listed in --errata); differs (an empirical pattern of the paper's "
+                    "LLM runs that the analogue does not reproduce, with the reason); error (the "
+                    "check crashed).")
     size = verify.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="small Monte Carlo sizes (default)")
     size.add_argument("--full", action="store_true", help="large Monte Carlo sizes")
@@ -67,9 +69,13 @@ def _print_table(results, details: bool, stream) -> None:
         interval = f"[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]"
         print(f"{r.claim_id:<10} {r.verdict:<8} {_fmt(r.predicted):>11} {_fmt(r.measured):>11} "
               f"{interval:>25} {','.join(r.evidence):<30} {r.seconds:6.1f}", file=stream)
-        shown = r.checks if details else [c for c in r.checks if not c.passed]
+        shown = r.checks if details else [c for c in r.checks
+                                          if not c.passed or c.refutes]
         for c in shown:
-            flag = "ok " if c.passed else ("FAIL" if c.required else "DIFF")
+            if c.refutes:
+                flag = "REFUTES" if c.passed else "FAIL"
+            else:
+                flag = "ok " if c.passed else ("FAIL" if c.required else "DIFF")
             print(f"    {flag} {c.name}: predicted {_fmt(c.predicted)}, measured "
                   f"{_fmt(c.measured)} [{_fmt(c.ci_low)}, {_fmt(c.ci_high)}]  {c.note}",
                   file=stream)
@@ -102,9 +108,10 @@ def _verify(args) -> int:
     total = time.perf_counter() - start
     print()
     _print_table(results, args.details, sys.stdout)
-    counts = {v: sum(r.verdict == v for r in results) for v in ("pass", "differs", "fail", "error")}
-    print(f"\nsummary: {counts['pass']} pass, {counts['differs']} differs, {counts['fail']} fail, "
-          f"{counts['error']} error, in {total:.1f} s")
+    verdicts = ("pass", "refuted", "differs", "fail", "error")
+    counts = {v: sum(r.verdict == v for r in results) for v in verdicts}
+    print(f"\nsummary: {counts['pass']} pass, {counts['refuted']} refuted, {counts['differs']} "
+          f"differs, {counts['fail']} fail, {counts['error']} error, in {total:.1f} s")
     if args.json is not None:
         payload = {"mode": mode, "seed": ctx.seed, "n_jobs": ctx.n_jobs,
                    "version": __version__, "summary": counts,

@@ -48,8 +48,8 @@ def check_c16(ctx) -> list[Check]:
     (entry,) = [e for e in CATALOGUE if e.name == "Lemma 14 as transcribed (C16)"]
     result = run_entry(entry)
     checks.append(check_true(
-        "Lemma 14 as transcribed holds on an exact witness sequence", result.holds,
-        measured=1.0 if result.holds else 0.0, evidence="symbolic",
+        "exact witness sequence violates Lemma 14 as transcribed", not result.holds,
+        measured=1.0 if result.holds else 0.0, evidence="symbolic", refutes=True,
         note=f"{result.status}: {result.detail}. The statement needs 1 - A/n + B/n^2 >= 0 for "
              f"n >= n0 (e.g. n0 >= A); with it the induction step above is proved."))
     return checks

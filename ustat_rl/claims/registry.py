@@ -69,6 +69,10 @@ class Check:
         empirical pattern of the paper's LLM experiments checked on an analogue: when it does
         not reproduce, the claim's verdict is ``"differs"`` (reported, explained in ``note``,
         and not a failure of the toolkit).
+    refutes : bool
+        ``True`` for a check whose passing *demonstrates that the claim as stated is false*
+        (an exact counterexample, say). When it passes and every required check passes, the
+        claim's verdict is ``"refuted"``: a finding recorded in the errata, not a failure.
     """
 
     name: str
@@ -80,6 +84,7 @@ class Check:
     evidence: str
     note: str = ""
     required: bool = True
+    refutes: bool = False
 
 
 @dataclass(frozen=True)
@@ -88,8 +93,10 @@ class ClaimResult:
 
     The headline numbers (``predicted``, ``measured``, ``ci_low``, ``ci_high``) are those of the
     first sub-check; ``checks`` holds them all. ``verdict`` is ``"pass"`` when every sub-check
-    passes, ``"fail"`` when a required one does not, ``"differs"`` when only empirical
-    patterns (``required=False``) do not reproduce, and ``"error"`` when the check raised.
+    passes, ``"fail"`` when a required one does not, ``"refuted"`` when the toolkit's own
+    evidence shows the claim as stated to be false (a passing ``refutes`` check),
+    ``"differs"`` when only empirical patterns (``required=False``) do not reproduce, and
+    ``"error"`` when the check raised.
     """
 
     claim_id: str
@@ -212,6 +219,8 @@ def run_claim(claim: Claim, ctx: VerifyContext) -> ClaimResult:
     head = checks[0]
     if not all(c.passed for c in checks if c.required):
         verdict = "fail"
+    elif any(c.passed and c.refutes for c in checks):
+        verdict = "refuted"
     elif not all(c.passed for c in checks):
         verdict = "differs"
     else:
@@ -269,10 +278,14 @@ def check_interval(name: str, predicted: float, measured: float, ci_low: float, 
 
 
 def check_true(name: str, condition: bool, measured: float = float("nan"),
-               evidence: str = "exact-numeric", note: str = "", required: bool = True) -> Check:
-    """A yes/no condition (for example an ordering); ``predicted`` is 1 for 'holds'."""
+               evidence: str = "exact-numeric", note: str = "", required: bool = True,
+               refutes: bool = False) -> Check:
+    """A yes/no condition (for example an ordering); ``predicted`` is 1 for 'holds'.
+
+    With ``refutes=True`` the condition is a counterexample to the claim as stated.
+    """
     return Check(name, 1.0, float(measured), float("nan"), float("nan"), bool(condition),
-                 evidence, note, required)
+                 evidence, note, required, refutes)
 
 
 def _false_rate(z: float) -> str:
