@@ -13,7 +13,8 @@ For each *cell* (policy in weak / medium / strong, prompt set in all / moderate)
 * the scaling constants c1, c2, c3' and ``G* = 1 + sqrt(c3'/c1)`` with 95% bootstrap intervals
   over prompts, and GLS log-log slopes (:func:`ustat_rl.rates.loglog_slope`) of the Monte Carlo
   MSE_oracle (predicted -1) and of ``||g_GRPO - g_oracle||^2`` (= MSE_GRPO - MSE_oracle,
-  predicted -2 asymptotically).
+  predicted -2 asymptotically in G; exactly -2 against ``x = sqrt(G(G-1))``, since the exact gap
+  is proportional to ``1/(G(G-1))``; both fits are written).
 
 ``moderate`` keeps the prompts with 0.2 <= V(x) <= 0.8 under that policy ("moderate p" in C11).
 Each finished cell is written at once (atomically) to ``<out>/transformer_gradient_mse.csv``
@@ -110,12 +111,16 @@ def simulate_cell(policy_name: str, prompt_set: str, test, sizes, seed: int, dev
                         ("g_star", ci.g_star)):
         const.update({name: value, f"{name}_low": ci.low[name], f"{name}_high": ci.high[name]})
     fits = []
-    for label, predicted in (("oracle", -1.0), ("grpo-oracle", -2.0)):
+    sizes = np.array(GROUP_SIZES, float)
+    scales = {"G": sizes, "sqrt(G(G-1))": np.sqrt(sizes * (sizes - 1))}
+    for label, scale, predicted in (("oracle", "G", -1.0), ("grpo-oracle", "G", -2.0),
+                                    ("grpo-oracle", "sqrt(G(G-1))", -2.0)):
         sub = mc.subset([(label, g) for g in GROUP_SIZES])
         if np.all(sub.mean > 0):
-            fit = loglog_slope(np.array(GROUP_SIZES, float), sub.mean, cov=sub.cov, level=0.95)
-            fits.append({**key, "quantity": label, "predicted": predicted, "slope": fit.slope,
-                         "ci_low": fit.ci_low, "ci_high": fit.ci_high, "level": 0.95})
+            fit = loglog_slope(scales[scale], sub.mean, cov=sub.cov, level=0.95)
+            fits.append({**key, "quantity": label, "x": scale, "predicted": predicted,
+                         "slope": fit.slope, "ci_low": fit.ci_low, "ci_high": fit.ci_high,
+                         "level": 0.95})
     return {"mc": pd.DataFrame(rows), "exact": pd.DataFrame(exact_rows),
             "constants": pd.DataFrame([const]), "fits": pd.DataFrame(fits)}
 
