@@ -86,7 +86,7 @@ def test_cli_json_is_reproducible_apart_from_timings(tmp_path, capsys):
     assert a == b
     assert [r["claim_id"] for r in a["results"]] == ["C1", "C9"]
     out = capsys.readouterr().out
-    assert "summary: 2 pass" in out
+    assert "summary: 2 pass, 0 refuted, 0 differs, 0 fail, 0 error" in out
 
 
 def test_cli_rejects_unknown_claim(capsys):

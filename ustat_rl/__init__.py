@@ -17,6 +17,7 @@ from .estimators import (
     oracle_gradient,
     vanilla_gradient,
 )
+from .limit_law import LimitLaw, bandit_limit_law, quadratic_limit_law
 from .montecarlo import (
     MonteCarloEstimate,
     bandit_squared_errors,
@@ -25,7 +26,9 @@ from .montecarlo import (
     prompt_averaged_squared_errors,
     run_monte_carlo,
 )
+from .policy import LogLinearBandit, Optimum, PolicyMoments
 from .rates import RateFit, SlopeFit, fit_mse_rate, loglog_slope
+from .training import NoisyQuadratic, TrainingResult, train
 from .ustatistics import (
     HoeffdingParts,
     ZetaEstimate,
@@ -45,6 +48,12 @@ __all__ = [
     "GroupSample",
     "HoeffdingComponents",
     "HoeffdingParts",
+    "LimitLaw",
+    "LogLinearBandit",
+    "NoisyQuadratic",
+    "Optimum",
+    "PolicyMoments",
+    "TrainingResult",
     "MonteCarloEstimate",
     "RateFit",
     "ScalingConstants",
@@ -71,6 +80,9 @@ __all__ = [
     "u_statistic",
     "ustat_variance",
     "vanilla_gradient",
+    "bandit_limit_law",
+    "quadratic_limit_law",
+    "train",
     "WeightedChiSquare",
     "goodness_of_fit_tests",
 ]

@@ -214,11 +214,11 @@ def check_c16_num(ctx):
     n0 = math.ceil(B * (1 + eps) / (eps * (A - 1))) + 1
     bound6 = max((1 + eps) * C / ((A - 1) * 6), a * n0 / 6)
     checks.append(check_true(
-        f"as stated (B < A^2/4 allowed) the lemma fails: A={A}, B={B}, C={C}, a={a}, eps={eps}, "
-        f"sequence 0,0,0,0,0,{C / 25:g},0,... is admissible ({admissible}) but a_6 = {seq[5]:.4f} > "
-        f"bound {bound6:.4f}", not (admissible and seq[5] > bound6), seq[5] / bound6,
+        f"counterexample to the lemma as stated (B < A^2/4 allowed): A={A}, B={B}, C={C}, a={a}, "
+        f"eps={eps}, sequence 0,0,0,0,0,{C / 25:g},0,... is admissible ({admissible}) and "
+        f"a_6 = {seq[5]:.4f} > bound {bound6:.4f}", admissible and seq[5] > bound6, seq[5] / bound6,
         note="the proof needs 1 - A/n + B/n^2 >= 0 for n >= n0; Lemma 6 satisfies it since "
-             "B = L mu beta^2 >= mu^2 beta^2 = A^2/4", required=False))
+             "B = L mu beta^2 >= mu^2 beta^2 = A^2/4", refutes=True))
     return checks
 
 
