@@ -270,7 +270,7 @@ class TransformerPolicy:
         return self._seq_logp(params, prompts, answers)
 
     def scores(self, prompts: torch.Tensor, answers: torch.Tensor,
-               chunk_size: int = 64) -> torch.Tensor:
+               chunk_size: int = 128) -> torch.Tensor:
         """Per-sample scores ``W_i = grad log pi(Y_i | x_i)``, shape ``(n, d)``, by vmap.
 
         Parameters are flattened in ``model.named_parameters()`` order. ``chunk_size`` rows are
@@ -303,7 +303,7 @@ class TransformerPolicy:
             yield start, stop, list(grads.values())
 
     def score_moments(self, prompts: torch.Tensor, answers: torch.Tensor, weights: torch.Tensor,
-                      chunk_size: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+                      chunk_size: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
         """Squared score norms and weighted score sums without storing the ``(n, d)`` scores.
 
         Parameters

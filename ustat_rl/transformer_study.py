@@ -124,7 +124,7 @@ class PromptMoments:
         return int(self.value.shape[0])
 
 
-def exact_moments(policy: TransformerPolicy, questions, chunk_size: int = 64,
+def exact_moments(policy: TransformerPolicy, questions, chunk_size: int = 128,
                   progress: bool = False) -> PromptMoments:
     """Per-prompt moments by enumerating every output of a constrained policy (C5, C11).
 
@@ -273,7 +273,7 @@ def fixed_budget_mse(constants: ScalingConstants, group_sizes, budget: int) -> n
     return (c.c1 * sizes + c.c2 + c.c3 / (sizes - 1)) / budget
 
 
-def value_gradients(policy: TransformerPolicy, questions, chunk_size: int = 64) -> torch.Tensor:
+def value_gradients(policy: TransformerPolicy, questions, chunk_size: int = 128) -> torch.Tensor:
     """``g(x) = grad V(x) = pi(y*|x) W(y*)`` for each question, ``(P, d)`` (direct route)."""
     prompts = policy.encode_prompts(questions)
     answers = policy.answer_tokens(questions)
@@ -304,7 +304,7 @@ def _estimator_weights(reward: np.ndarray, sizes: np.ndarray, value: float) -> n
 
 
 def mc_squared_errors(policy: TransformerPolicy, questions, group_sizes, n_reps: int,
-                      generator: torch.Generator, chunk_size: int = 64,
+                      generator: torch.Generator, chunk_size: int = 128,
                       progress: bool = False) -> MonteCarloEstimate:
     """Monte Carlo prompt-averaged MSE of vanilla, GRPO and oracle by sampling (C5, C11).
 
