@@ -38,7 +38,7 @@ from scipy.stats import t as student_t
 from tqdm.auto import tqdm
 
 from ustat_rl.arithmetic import ArithmeticTask, make_splits
-from ustat_rl.plotting import new_figure, save_figure
+from ustat_rl.plotting import new_figure, save_figure, set_group_size_ticks
 from ustat_rl.transformer import resolve_device
 from ustat_rl.transformer_study import bootstrap_constants, exact_moments, load_study_policy
 from ustat_rl.transformer_train import grpo_train
@@ -100,7 +100,8 @@ def summarise(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def make_figure(summary: pd.DataFrame, prediction: pd.DataFrame, out: Path) -> list[Path]:
+def make_figure(summary: pd.DataFrame, prediction: pd.DataFrame, start_accuracy: float,
+                out: Path) -> list[Path]:
     iters = sorted(summary["n_iter"].unique())
     fig, axes = new_figure(1, len(iters), sharex=True, sharey=False)
     g_star = float(prediction["g_star"].iloc[0])
@@ -113,7 +114,9 @@ def make_figure(summary: pd.DataFrame, prediction: pd.DataFrame, out: Path) -> l
         ax.axvspan(float(prediction["g_star_low"].iloc[0]), float(prediction["g_star_high"].iloc[0]),
                    color="0.85", zorder=0)
         ax.axvline(g_star, color="0.3", ls="--", lw=1, label=f"predicted G* = {g_star:.1f}")
+        ax.axhline(start_accuracy, color="0.5", lw=0.8, ls=":", label="start")
         ax.set_xscale("log", base=2)
+        set_group_size_ticks(ax, sorted(summary["group_size"].unique()))
         ax.set_title(f"after n = {n} iterations", fontsize=9)
         ax.set_xlabel("group size G")
         ax.grid(True, alpha=0.3)
@@ -171,7 +174,8 @@ def main(argv=None) -> dict:
         computed += 1
     summary = summarise(table)
     write_atomic(summary, args.out / SUMMARY_NAME)
-    figures = make_figure(summary, prediction, args.out)
+    start_accuracy = float(table.loc[table["n_iter"] == 0, "test_accuracy"].mean())
+    figures = make_figure(summary, prediction, start_accuracy, args.out)
     best = summary[summary["is_best"]][["budget", "n_iter", "group_size", "mean"]]
     print(f"predicted G* = {prediction['g_star'].iloc[0]:.2f} "
           f"[{prediction['g_star_low'].iloc[0]:.2f}, {prediction['g_star_high'].iloc[0]:.2f}]")
