@@ -233,8 +233,8 @@ def markdown_section(results: list[EngineResult], command: str, exact_mse: float
         "",
         f"Measured on the 2-core shared development machine ({platform.machine()}, "
         f"Python {platform.python_version()}, numpy {np.__version__}), "
-        f"{time.strftime('%Y-%m-%d %H:%M %Z')}, while other jobs were running, so the figures are "
-        "lower bounds and vary from run to run. Command:",
+        f"{time.strftime('%Y-%m-%d %H:%M %Z')}, 1-minute load average {LOAD_AT_START:.2f} when the "
+        "run started (other jobs slow both sides; figures vary from run to run). Command:",
         "",
         "```",
         command,
@@ -273,6 +273,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.repeats < 1:
         parser.error(f"--repeats must be an integer >= 1, got {args.repeats}")
     return args
+
+
+LOAD_AT_START = os.getloadavg()[0]
 
 
 def main(argv=None) -> list[EngineResult] | None:
