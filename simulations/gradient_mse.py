@@ -32,7 +32,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -47,6 +46,7 @@ from ustat_rl.bandit import SoftmaxBandit
 from ustat_rl.examples import POLICY_STRENGTHS, arithmetic_bandit, one_answer_bandit
 from ustat_rl.montecarlo import prompt_averaged_squared_errors
 from ustat_rl.plotting import plot_mse_grid, save_figure
+from ustat_rl.sweeps import write_csv_atomic
 
 FAMILIES = {"arithmetic": arithmetic_bandit, "one_answer": one_answer_bandit}
 ESTIMATORS = ("vanilla", "grpo", "oracle")
@@ -171,11 +171,6 @@ def read_done(csv_path: Path, config: Config) -> pd.DataFrame:
     return done
 
 
-def write_atomic(table: pd.DataFrame, path: Path) -> None:
-    """Replace ``path`` by ``table`` in one step, so an interruption never leaves half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    table.to_csv(tmp, index=False)
-    os.replace(tmp, path)
 
 
 # ------------------------------------------------------------------------------ figure
@@ -241,11 +236,11 @@ def main(argv=None) -> RunSummary:
             bar.update(1)
             new = cell_table(fam, pol, bandit, mean, cov, labels, config)
             table = new if table.empty else pd.concat([table, new], ignore_index=True)
-            write_atomic(table, csv_path)
+            write_csv_atomic(table, csv_path)
             computed.append((fam, pol))
 
     exact = exact_curves(config)
-    write_atomic(exact, exact_path)
+    write_csv_atomic(exact, exact_path)
     figures = tuple(make_figure(table, exact, config, out))
     seconds = time.perf_counter() - start
     print(f"{len(computed)} cell(s) simulated, {len(skipped)} already done; "

@@ -24,7 +24,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from ustat_rl.plotting_training import (
     tidy_axes,
 )
 from ustat_rl.policy_examples import realisable_kl_bandit
+from ustat_rl.sweeps import write_csv_atomic
 from ustat_rl.training import train
 from ustat_rl.weighted_chi2 import WeightedChiSquare, goodness_of_fit_tests
 
@@ -124,10 +124,6 @@ def make_figure(runs: pd.DataFrame, laws: dict, out: Path) -> list[Path]:
     return save_figure(fig, out / FIGURE_STEM)
 
 
-def write_atomic(table: pd.DataFrame, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    table.to_csv(tmp, index=False)
-    os.replace(tmp, path)
 
 
 def read_done(path: Path, config: Config) -> pd.DataFrame:
@@ -175,10 +171,10 @@ def main(argv=None) -> pd.DataFrame:
     for first, count in tqdm(todo, desc="chunks", disable=args.no_progress):
         new = simulate_chunk(config, first, count, progress=not args.no_progress)
         runs = new if runs.empty else pd.concat([runs[~runs["run"].isin(new["run"])], new])
-        write_atomic(runs.sort_values(["run", "n"]), runs_path)
+        write_csv_atomic(runs.sort_values(["run", "n"]), runs_path)
     runs = runs[runs["run"] < config.n_runs]
     summary, laws = summarise(runs)
-    write_atomic(summary, out / SUMMARY_CSV)
+    write_csv_atomic(summary, out / SUMMARY_CSV)
     figures = [] if args.no_figure else make_figure(runs, laws, out)
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print(summary[["n", "omega", "n_runs", "mean", "mean_theory", "var", "var_theory",

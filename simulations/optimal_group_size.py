@@ -27,7 +27,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ from ustat_rl.group_size import (
 )
 from ustat_rl.plotting_training import new_figure, plot_gap_vs_group_size, save_figure, star_legend
 from ustat_rl.policy_examples import conflicting_prompts_bandit
+from ustat_rl.sweeps import write_csv_atomic
 
 BETA = 0.5
 VARIANTS = {"iid": "iid", "finite": "stratified"}
@@ -165,10 +165,6 @@ def make_figure(summary: pd.DataFrame, argmins: pd.DataFrame, config: Config, ou
     return save_figure(fig, out / "group_size")
 
 
-def write_atomic(table: pd.DataFrame, path: Path, index: bool = False) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    table.to_csv(tmp, index=index)
-    os.replace(tmp, path)
 
 
 def read_done(path: Path, config: Config) -> pd.DataFrame:
@@ -221,11 +217,11 @@ def main(argv=None):
     for v, _a, _j, variant, budget, g in tqdm(todo, desc="cells", disable=args.no_progress):
         new = simulate_cell(config, (v, budget, g), variant, budget, g, False)
         runs = new if runs.empty else pd.concat([runs, new], ignore_index=True)
-        write_atomic(runs, runs_path)
+        write_csv_atomic(runs, runs_path)
     summary, argmins, table = summarise(runs, config)
-    write_atomic(summary, out / "group_size_summary.csv")
-    write_atomic(argmins, out / "group_size_argmin.csv")
-    write_atomic(table, out / "group_size_table.csv", index=True)
+    write_csv_atomic(summary, out / "group_size_summary.csv")
+    write_csv_atomic(argmins, out / "group_size_argmin.csv")
+    write_csv_atomic(table, out / "group_size_table.csv", index=True)
     figures = [] if args.no_figure else make_figure(summary, argmins, config, out)
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print(argmins.to_string(index=False, float_format="%.3g"))

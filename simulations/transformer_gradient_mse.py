@@ -31,7 +31,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
@@ -44,6 +43,7 @@ from tqdm.auto import tqdm
 from ustat_rl.arithmetic import ArithmeticTask, make_splits
 from ustat_rl.plotting import plot_mse_grid, save_figure
 from ustat_rl.rates import loglog_slope
+from ustat_rl.sweeps import write_csv_atomic
 from ustat_rl.transformer import resolve_device
 from ustat_rl.transformer_study import (
     POLICY_NAMES,
@@ -68,15 +68,11 @@ SIZES = {  # (exact prompts, Monte Carlo prompts, replicates per prompt)
 }
 
 
-def write_atomic(table: pd.DataFrame, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    table.to_csv(tmp, index=False)
-    os.replace(tmp, path)
 
 
 def append(path: Path, rows: pd.DataFrame) -> None:
     old = pd.read_csv(path) if path.exists() else None
-    write_atomic(rows if old is None else pd.concat([old, rows], ignore_index=True), path)
+    write_csv_atomic(rows if old is None else pd.concat([old, rows], ignore_index=True), path)
 
 
 def simulate_cell(policy_name: str, prompt_set: str, test, sizes, seed: int, device) -> dict:

@@ -27,7 +27,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
@@ -39,6 +38,7 @@ from tqdm.auto import tqdm
 
 from ustat_rl.arithmetic import ArithmeticTask, make_splits
 from ustat_rl.plotting import new_figure, save_figure, set_group_size_ticks
+from ustat_rl.sweeps import write_csv_atomic
 from ustat_rl.transformer import resolve_device
 from ustat_rl.transformer_study import bootstrap_constants, exact_moments, load_study_policy
 from ustat_rl.transformer_train import grpo_train
@@ -56,10 +56,6 @@ PREDICTION_NAME = "transformer_group_size_prediction.csv"
 SUMMARY_NAME = "transformer_group_size_summary.csv"
 
 
-def write_atomic(table: pd.DataFrame, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    table.to_csv(tmp, index=False)
-    os.replace(tmp, path)
 
 
 def run_cell(budget: int, group_size: int, seed: int, cfg: dict, splits, device) -> pd.DataFrame:
@@ -156,7 +152,7 @@ def main(argv=None) -> dict:
     splits = make_splits(ArithmeticTask(), seed=0)
     pred_path = args.out / PREDICTION_NAME
     if not pred_path.exists():
-        write_atomic(predict(cfg, splits, device, args.seed), pred_path)
+        write_csv_atomic(predict(cfg, splits, device, args.seed), pred_path)
     prediction = pd.read_csv(pred_path)
     table = pd.read_csv(csv_path) if csv_path.exists() else None
     done = set() if table is None else set(zip(table["budget"], table["group_size"], table["seed"]))
@@ -170,10 +166,10 @@ def main(argv=None) -> dict:
         rows = run_cell(budget, group_size, seed, cfg, splits, device)
         rows["seed"] = s
         table = rows if table is None else pd.concat([table, rows], ignore_index=True)
-        write_atomic(table, csv_path)
+        write_csv_atomic(table, csv_path)
         computed += 1
     summary = summarise(table)
-    write_atomic(summary, args.out / SUMMARY_NAME)
+    write_csv_atomic(summary, args.out / SUMMARY_NAME)
     start_accuracy = float(table.loc[table["n_iter"] == 0, "test_accuracy"].mean())
     figures = make_figure(summary, prediction, start_accuracy, args.out)
     best = summary[summary["is_best"]][["budget", "n_iter", "group_size", "mean"]]
