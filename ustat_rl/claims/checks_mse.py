@@ -132,14 +132,12 @@ def _enumerated_minibatch_mse(bandit: SoftmaxBandit, estimator: str, group_size:
         values.append(full)
         probs.append(prob * bandit.prompt_prob[x])
     values, probs = np.concatenate(values), np.concatenate(probs)
-    total = np.zeros(1)
     mean_vec = np.zeros((1, bandit.dim))
     weight = np.ones(1)
     for _ in range(batch_size):  # build the B-fold product distribution of the batch mean
         mean_vec = (mean_vec[:, None, :] + values[None, :, :] / batch_size).reshape(-1, bandit.dim)
         weight = (weight[:, None] * probs[None, :]).ravel()
-    total = weight @ np.sum((mean_vec - bandit.grad) ** 2, axis=1)
-    return float(total)
+    return float(weight @ np.sum((mean_vec - bandit.grad) ** 2, axis=1))
 
 
 @register("C7", "Oracle property: MSE_GRPO / MSE_oracle -> 1 as G -> infinity, per prompt and "
