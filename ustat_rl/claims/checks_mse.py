@@ -108,7 +108,7 @@ def check_c6(ctx):
         for name in ESTS:
             for g in (4, 16):
                 m, se = est.get((name, g))
-                within = float(bandit.prompt_prob @ bandit.exact_mse_per_prompt(name, g))
+                within = bandit.prompt_averaged_mse(name, g)
                 checks.append(check_close(f"B x MSE - E_X MSE(X) == c1, {name}, G={g}, B={b}",
                                           c.c1, b * m - within, b * se))
     means = np.array([e.get(("grpo", 16))[0] for e in per_b])
