@@ -12,8 +12,9 @@ from pathlib import Path
 from . import __version__
 
 EPILOG = """examples:
-  ustat-rl verify --quick                 all claims, small Monte Carlo sizes (about 3 minutes)
-  ustat-rl verify --full --json out.json  all claims, large sizes, results as JSON
+  ustat-rl verify --quick                 all claims, small Monte Carlo sizes (under a minute)
+  ustat-rl verify --errata                the paper's slips, with evidence computed in this run
+  ustat-rl verify --full --json out.json  all claims, large sizes (tens of minutes on a CPU)
   ustat-rl verify --only C5,C6 --seed 7   two claims with another seed
   ustat-rl list                           the registered claims
 """
