@@ -8,31 +8,19 @@ without touching other sections.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
-from pathlib import Path
 
 import pytest
 from scipy.stats import norm
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_montecarlo.py"
+from script_loader import load_script
 
 Z = 4.5  # per engine two-sided 6.8e-6; union over the 3 engines: 2.0e-5
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("bench_montecarlo_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def bench():
-    return _load()
+    return load_script("benchmarks/bench_montecarlo.py", "bench_montecarlo_script")
 
 
 @pytest.fixture(scope="module")

@@ -6,17 +6,13 @@ exact theory of Theorem 2 row by row, and the same check must reject two wrong f
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from scipy.stats import norm
-
-SCRIPT = Path(__file__).resolve().parents[1] / "simulations" / "gradient_mse.py"
+from script_loader import load_script
 
 Z = 4.0  # per-row two-sided false-failure rate 2*(1 - Phi(4)) = 6.3e-5
 MAX_OUTSIDE = 0.05  # at most 5% of rows beyond Z se
@@ -26,17 +22,9 @@ MAX_OUTSIDE = 0.05  # at most 5% of rows beyond Z se
 Z_ALL = 6.0  # every row: union bound 144 * 2*(1 - Phi(6)) = 2.8e-7
 
 
-def _load_script():
-    spec = importlib.util.spec_from_file_location("gradient_mse_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def script():
-    return _load_script()
+    return load_script("simulations/gradient_mse.py", "gradient_mse_script")
 
 
 @pytest.fixture(scope="module")

@@ -7,28 +7,15 @@ allow a statistical statement.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
+from script_loader import load_script
 from stat_tolerances import Z_TEST
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load(relpath: str, name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / relpath)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_limit_law_quick_resumes_and_does_not_depend_on_chunking(tmp_path):
-    script = _load("simulations/limit_law.py", "limit_law_script")
+    script = load_script("simulations/limit_law.py", "limit_law_script")
     out = tmp_path / "a"
     summary = script.main(["--quick", "--runs", "60", "--chunk", "25", "--out", str(out),
                            "--no-progress"])
@@ -53,7 +40,7 @@ def test_limit_law_quick_resumes_and_does_not_depend_on_chunking(tmp_path):
 
 
 def test_limit_law_refuses_a_foreign_csv(tmp_path):
-    script = _load("simulations/limit_law.py", "limit_law_script2")
+    script = load_script("simulations/limit_law.py", "limit_law_script2")
     script.main(["--quick", "--runs", "10", "--out", str(tmp_path), "--no-progress",
                  "--no-figure"])
     with pytest.raises(SystemExit):
@@ -62,7 +49,7 @@ def test_limit_law_refuses_a_foreign_csv(tmp_path):
 
 
 def test_optimal_group_size_quick_and_resume(tmp_path):
-    script = _load("simulations/optimal_group_size.py", "group_size_script")
+    script = load_script("simulations/optimal_group_size.py", "group_size_script")
     argmins = script.main(["--quick", "--out", str(tmp_path), "--no-progress"])
     runs = pd.read_csv(tmp_path / "group_size_runs.csv")
     assert len(runs) == 2 * 3 * 20 * 2  # variants x sizes x runs x n
@@ -80,7 +67,7 @@ def test_optimal_group_size_quick_and_resume(tmp_path):
 
 
 def test_training_benchmark_quick():
-    bench = _load("benchmarks/bench_training.py", "bench_training_script")
+    bench = load_script("benchmarks/bench_training.py", "bench_training_script")
     res = bench.main(["--quick"])
     assert res["identical"]
     assert res["ratio"] > 1.0  # vectorising over runs must at least beat the loop

@@ -2,28 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load(relative: str):
-    path = ROOT / relative
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
-    return module
+from script_loader import load_script
 
 
 def test_gradient_mse_quick_and_resume(tmp_path):
-    script = _load("simulations/transformer_gradient_mse.py")
+    script = load_script("simulations/transformer_gradient_mse.py")
     first = script.main(["--quick", "--policies", "strong", "--out", str(tmp_path), "--device", "cpu"])
     assert first["computed"] == [("strong", "moderate")]
     table = pd.read_csv(tmp_path / "transformer_gradient_mse.csv")
@@ -40,7 +26,7 @@ def test_gradient_mse_quick_and_resume(tmp_path):
 
 
 def test_group_size_quick_and_resume(tmp_path):
-    script = _load("simulations/transformer_group_size.py")
+    script = load_script("simulations/transformer_group_size.py")
     args = ["--quick", "--budgets", "16", "--groups", "2", "8", "--seeds", "2", "--iters", "2",
             "--out", str(tmp_path), "--device", "cpu"]
     first = script.main(args)
@@ -54,7 +40,7 @@ def test_group_size_quick_and_resume(tmp_path):
 
 
 def test_benchmark_quick(tmp_path):
-    bench = _load("benchmarks/bench_transformer.py")
+    bench = load_script("benchmarks/bench_transformer.py")
     result = bench.main(["--quick", "--n", "16", "--no-rss", "--readme", str(tmp_path / "R.md")])
     assert result["max_abs_diff"] < 1e-4  # float32 rounding between vmap and the loop
     text = (tmp_path / "R.md").read_text()
