@@ -71,16 +71,22 @@ EXACT_ARGMIN = 1 + sp.sqrt(c3e / c1)
 EXACT_MINIMUM = (c1 + c2 + 2 * sp.sqrt(c1 * c3e)) / N
 
 
+def _argmin_and_minimum(objective, lower, claimed_argmin, claimed_minimum):
+    """Stationary point above ``lower``, checked against the claimed argmin, minimum and
+    independence from N: ``(root, verdict)`` for a derivation body."""
+    objective = sp.expand(objective)
+    root, verdict = _argmin(objective, lower)
+    value = sp.simplify(objective.subs(G, root))
+    return root, combine([verdict, decide(sp.simplify(root - claimed_argmin)),
+                          decide(sp.simplify(value - claimed_minimum)),
+                          _independence(objective, root, lower)])
+
+
 def optimal_group_size(claimed_argmin=PAPER_ARGMIN, claimed_minimum=PAPER_MINIMUM) -> Derivation:
     """``argmin_G (c1 G + c2 + c3/G)/N = sqrt(c3/c1)``, minimum ``(c2 + 2 sqrt(c1 c3))/N`` (C17)."""
 
     def body():
-        objective = sp.expand(fixed_budget_bound())
-        root, verdict = _argmin(objective, 0)
-        value = sp.simplify(objective.subs(G, root))
-        return root, combine([verdict, decide(sp.simplify(root - claimed_argmin)),
-                              decide(sp.simplify(value - claimed_minimum)),
-                              _independence(objective, root, 0)])
+        return _argmin_and_minimum(fixed_budget_bound(), 0, claimed_argmin, claimed_minimum)
 
     return derivation("C17", "C17 G* = sqrt(c3/c1) (paper's bound)",
                       "argmin over G at fixed N of c1/B + c2/(BG) + c3/(BG^2) is sqrt(c3/c1), "
@@ -93,12 +99,7 @@ def optimal_group_size_exact(claimed_argmin=EXACT_ARGMIN,
     """``argmin_{G>1} (c1 G + c2 + c3'/(G-1))/N = 1 + sqrt(c3'/c1)`` (C17, exact form)."""
 
     def body():
-        objective = sp.expand(exact_fixed_budget_mse())
-        root, verdict = _argmin(objective, 1)
-        value = sp.simplify(objective.subs(G, root))
-        return root, combine([verdict, decide(sp.simplify(root - claimed_argmin)),
-                              decide(sp.simplify(value - claimed_minimum)),
-                              _independence(objective, root, 1)])
+        return _argmin_and_minimum(exact_fixed_budget_mse(), 1, claimed_argmin, claimed_minimum)
 
     return derivation("C17", "C17 G* = 1 + sqrt(c3'/c1) (exact MSE)",
                       "argmin over G > 1 at fixed N of (c1 G + c2 + c3'/(G-1))/N is 1 + "
