@@ -369,6 +369,20 @@ class SoftmaxBandit:
             cols[:, None, :]] = within
         return out
 
+    def embed(self, prompt: int, block) -> np.ndarray:
+        """A ``K``-vector of prompt ``prompt`` placed in its block of the ``P*K`` parameter space."""
+        out = np.zeros(self.dim)
+        k = self.n_actions
+        out[prompt * k:(prompt + 1) * k] = block
+        return out
+
+    def target_gradient(self, prompt=None) -> np.ndarray:
+        """What an estimator aims at: ``g`` for prompts drawn from ``f``, ``g(x)`` embedded for a
+        fixed ``prompt = x``."""
+        if prompt is None:
+            return self.grad.copy()
+        return self.embed(int(prompt), self.grad_per_prompt[int(prompt)])
+
     def enumerate_groups(self, prompt, group_size):
         """All ``(2K)^G`` outcomes of a group at ``prompt``: ``(action, reward, prob)``.
 

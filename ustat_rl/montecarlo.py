@@ -327,12 +327,7 @@ def bandit_statistics(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_sizes=
     codes, sizes, batch_size, fixed = _bandit_setup(bandit, estimators, group_sizes,
                                                     batch_size, prompt)
     names = tuple(ESTIMATORS[c] for c in codes)
-    if fixed >= 0:
-        target = np.zeros(bandit.dim)
-        k = bandit.n_actions
-        target[fixed * k:(fixed + 1) * k] = bandit.grad_per_prompt[fixed]
-    else:
-        target = bandit.grad.copy()
+    target = bandit.target_gradient(fixed if fixed >= 0 else None)
     use_dir = direction is not None
     if use_dir:
         direction = np.asarray(direction, dtype=np.float64)
@@ -448,6 +443,7 @@ def per_sample_squared_errors(bandit: SoftmaxBandit, estimator: str, group_size,
     group_size = as_int(group_size, "group_size", 2 if estimator in ("grpo", "fullmean") else 1)
     batch_size = as_int(batch_size, "batch_size", 1)
     k = bandit.n_actions
+    target = bandit.target_gradient(prompt)
 
     def statistic(rng, n):
         sample = bandit.sample_groups(group_size, n * batch_size, rng, prompt)
@@ -465,11 +461,6 @@ def per_sample_squared_errors(bandit: SoftmaxBandit, estimator: str, group_size,
         cols = sample.prompt[:, None] * k + np.arange(k)
         np.put_along_axis(full, cols, est, axis=1)
         batch_mean = full.reshape(n, batch_size, bandit.dim).mean(axis=1)
-        if prompt is None:
-            target = bandit.grad
-        else:
-            target = np.zeros(bandit.dim)
-            target[int(prompt) * k:(int(prompt) + 1) * k] = bandit.grad_per_prompt[int(prompt)]
         return np.sum((batch_mean - target) ** 2, axis=1)[:, None]
 
     return statistic

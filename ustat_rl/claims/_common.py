@@ -31,14 +31,6 @@ def mc_errors(ctx: VerifyContext, claim_id: str, bandit: SoftmaxBandit, sizes, n
     return est.subset(keep)
 
 
-def embed(bandit: SoftmaxBandit, prompt: int, block) -> np.ndarray:
-    """A ``K``-vector of prompt ``prompt`` placed in its block of the ``P*K`` parameter space."""
-    out = np.zeros(bandit.dim)
-    k = bandit.n_actions
-    out[prompt * k:(prompt + 1) * k] = block
-    return out
-
-
 def exact_curve(bandit: SoftmaxBandit, estimator: str, sizes, per_prompt_avg: bool,
                 prompt=None, batch_size: int = 1) -> np.ndarray:
     """Exact MSE over ``sizes`` (per prompt, prompt-averaged, or minibatch)."""

@@ -9,7 +9,7 @@ from ..estimators import fullmean_gradient, grpo_gradient, grpo_gradient_pairwis
 from ..examples import arithmetic_bandit, small_bandit
 from ..montecarlo import bandit_statistics, run_monte_carlo
 from ..ustatistics import hoeffding_parts, ustat_variance
-from ._common import embed, enumerate_prompt_estimates, mc_errors, slope_check, symbolic_checks
+from ._common import enumerate_prompt_estimates, mc_errors, slope_check, symbolic_checks
 from .registry import Z_CHECK, check_close, check_exact, check_true, register
 
 #: Level of the normality test in C28: rejects a true normal law with probability 1e-4.
@@ -64,7 +64,7 @@ def unbiasedness_checks(ctx, claim_id: str, estimator: str, n_reps: int, group_s
     big = arithmetic_bandit(2.8)
     x = 0
     g_x = big.grad_per_prompt[x]
-    direction = embed(big, x, g_x / np.linalg.norm(g_x))
+    direction = big.embed(x, g_x / np.linalg.norm(g_x))
     stat, labels = bandit_statistics(big, (estimator,), (group_size,), prompt=x,
                                      direction=direction)
     est = run_monte_carlo(stat, n_reps, ctx.seed_for(claim_id, 1), n_jobs=ctx.n_jobs,
@@ -175,7 +175,7 @@ def normality_pvalue(ctx, bandit, prompt: int, group_size: int, n_reps: int) -> 
     zeta2 = float(comp.outcome_prob @ hc**2 @ comp.outcome_prob)
     sd = np.sqrt(ustat_variance(zeta1, zeta2, group_size))
     stat, _ = bandit_statistics(bandit, ("grpo",), (group_size,), prompt=prompt,
-                                direction=embed(bandit, prompt, u))
+                                direction=bandit.embed(prompt, u))
     rng = np.random.default_rng(ctx.seed_for("C28", group_size))
     values = (stat(rng, n_reps)[:, 1] - np.linalg.norm(g_x)) / sd
     return float(stats.kstest(values, "norm").pvalue)
