@@ -42,8 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ustat_rl.bandit import SoftmaxBandit
 from ustat_rl.montecarlo import bandit_squared_errors, per_sample_squared_errors, run_monte_carlo
+from ustat_rl.policies.softmax import SoftmaxBandit
 
 N_ACTIONS = 10
 GROUP_SIZE = 64

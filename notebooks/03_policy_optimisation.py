@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from ustat_rl.group_size import linearised_gap, predicted_group_sizes, sweep_cell
-from ustat_rl.limit_law import bandit_limit_law
+from ustat_rl.theory.limit_law import bandit_limit_law
 from ustat_rl.claims.checks_pl import lemma6_constant_bound, pl_quadratic, START
 from ustat_rl.plotting_training import (
     new_figure,
@@ -46,7 +46,7 @@ from ustat_rl.plotting_training import (
     plot_limit_qq,
     tidy_axes,
 )
-from ustat_rl.policy_examples import conflicting_prompts_bandit, realisable_kl_bandit
+from ustat_rl.examples import conflicting_prompts_bandit, realisable_kl_bandit
 from ustat_rl.training import quadratic_expected_gap, train
 from ustat_rl.weighted_chi2 import WeightedChiSquare, goodness_of_fit_tests
 

@@ -14,7 +14,6 @@ from functools import lru_cache
 import numpy as np
 import sympy as sp
 
-from ustat_rl.bandit import SoftmaxBandit
 from ustat_rl.claims.registry import Check, check_close, check_exact
 from ustat_rl.estimators import (
     fullmean_gradient,
@@ -23,6 +22,7 @@ from ustat_rl.estimators import (
     oracle_gradient,
     vanilla_gradient,
 )
+from ustat_rl.policies.softmax import SoftmaxBandit
 
 from . import baselines, hoeffding, scaling, ustatistic
 from .bandit_model import symbolic_bandit

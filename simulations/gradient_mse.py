@@ -42,10 +42,10 @@ import pandas as pd
 from scipy.stats import norm
 from tqdm.auto import tqdm
 
-from ustat_rl.bandit import SoftmaxBandit
 from ustat_rl.examples import POLICY_STRENGTHS, arithmetic_bandit, one_answer_bandit
 from ustat_rl.montecarlo import prompt_averaged_squared_errors
 from ustat_rl.plotting import plot_mse_grid, save_figure
+from ustat_rl.policies.softmax import SoftmaxBandit
 from ustat_rl.sweeps import write_csv_atomic
 
 FAMILIES = {"arithmetic": arithmetic_bandit, "one_answer": one_answer_bandit}

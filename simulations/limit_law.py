@@ -3,7 +3,7 @@
 Config -> simulate -> tidy CSV -> figure.
 
 Algorithm 1 (GRPO, rate beta/i, G = 4, B = 2) runs on the KL-regularised shared-parameter bandit
-:func:`ustat_rl.policy_examples.realisable_kl_bandit`, whose maximisers form an affine set with
+:func:`ustat_rl.examples.realisable_kl_bandit`, whose maximisers form an affine set with
 known ``Q``, ``H*`` and noise covariance ``Gamma``. For each run and each checkpoint ``n`` the
 script records ``n Delta_n`` and ``n d^2(theta_n, Theta*)``. It then compares the ``R`` values
 of ``n Delta_n`` at each ``n`` with ``WeightedChiSquare(w)`` for the weights from the Lyapunov
@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ustat_rl.limit_law import bandit_limit_law
+from ustat_rl.examples import realisable_kl_bandit
 from ustat_rl.plotting_training import (
     new_figure,
     plot_limit_histogram,
@@ -41,8 +41,8 @@ from ustat_rl.plotting_training import (
     save_figure,
     tidy_axes,
 )
-from ustat_rl.policy_examples import realisable_kl_bandit
 from ustat_rl.sweeps import write_csv_atomic
+from ustat_rl.theory.limit_law import bandit_limit_law
 from ustat_rl.training import train
 from ustat_rl.weighted_chi2 import WeightedChiSquare, goodness_of_fit_tests
 

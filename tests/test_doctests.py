@@ -5,8 +5,8 @@ import importlib
 
 import pytest
 
-MODULES = ["ustat_rl.estimators", "ustat_rl.bandit", "ustat_rl.montecarlo", "ustat_rl.rates",
-           "ustat_rl.ustatistics", "ustat_rl.policy", "ustat_rl.training"]
+MODULES = ["ustat_rl.estimators", "ustat_rl.policies.softmax", "ustat_rl.montecarlo", "ustat_rl.rates",
+           "ustat_rl.ustatistics", "ustat_rl.policies.loglinear", "ustat_rl.training"]
 
 
 @pytest.mark.parametrize("name", MODULES)

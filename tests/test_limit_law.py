@@ -6,15 +6,15 @@ from stat_tolerances import Z_TEST
 
 from ustat_rl.claims import VerifyContext, registry, run_claim
 from ustat_rl.claims.checks_pl import _lemma14_worst
+from ustat_rl.examples import conflicting_prompts_bandit
 from ustat_rl.group_size import bootstrap_argmin, linearised_gap
-from ustat_rl.limit_law import (
+from ustat_rl.theory.limit_law import (
     eigenbasis_covariance,
     limit_weights,
     lyapunov_covariance,
     quadratic_limit_law,
     scalar_limit_weight,
 )
-from ustat_rl.policy_examples import conflicting_prompts_bandit
 from ustat_rl.training import NoisyQuadratic, quadratic_expected_gap, train
 
 CTX = VerifyContext(seed=321, quick=True)

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from stat_tolerances import Z_TEST
 
-from ustat_rl.bandit import SoftmaxBandit
-from ustat_rl.policy import LogLinearBandit
-from ustat_rl.policy_examples import conflicting_prompts_bandit, realisable_kl_bandit
+from ustat_rl.examples import conflicting_prompts_bandit, realisable_kl_bandit
+from ustat_rl.policies.loglinear import LogLinearBandit
+from ustat_rl.policies.softmax import SoftmaxBandit
 
 FD_STEP = 1e-6
 FD_TOL = 1e-7  # central differences: error O(h^2) ~ 1e-12 plus rounding O(eps/h) ~ 1e-10
@@ -65,7 +65,7 @@ def test_prompt_covariance_equals_enumeration(estimator):
     group = 3
     baseline = 0.2 if estimator == "baseline" else None
     formula = bandit.prompt_covariance(theta, estimator, group, baseline=baseline)
-    m = bandit.moments(theta)
+    m = bandit.state(theta)
     lo, hi = bandit.reward_values
     enumerated = np.zeros_like(formula)
     for x in range(bandit.n_prompts):
@@ -99,7 +99,7 @@ def test_realisable_optimum_closed_form(kl):
         bandit.ref_log_policy + bandit.reward_mean / tau), axis=1))
     assert opt.value == pytest.approx(free_energy, rel=1e-13)
     # -H* = tau * Fisher information on the identifiable directions
-    m = bandit.moments(theta_star)
+    m = bandit.state(theta_star)
     fisher = np.einsum("p,pk,pkd,pke->de", bandit.prompt_prob, m.policy, m.score, m.score)
     np.testing.assert_allclose(-opt.hessian, tau * opt.basis.T @ fisher @ opt.basis, atol=1e-13)
     # per-prompt gradients vanish at a realisable optimum
@@ -138,7 +138,7 @@ def test_sampler_matches_exact_moments(kl, estimator):
     se = sq.std(ddof=1) / np.sqrt(reps)
     assert abs(sq.mean() - np.trace(cov)) <= Z_TEST * se
     # negative control: dropping the prompt-variance term c1/B (Proposition 3) is rejected
-    m = bandit.moments(theta)
+    m = bandit.state(theta)
     c1 = bandit.prompt_prob @ np.sum(m.grad_per_prompt**2, axis=1) - m.grad @ m.grad
     assert abs(sq.mean() - (np.trace(cov) - shrink**2 * c1 / batch)) > Z_TEST * se
 

@@ -23,7 +23,7 @@ from proofs_check._core import (
     derivation,
 )
 from proofs_check.bandit_model import score_derivation
-from ustat_rl.bandit import SoftmaxBandit
+from ustat_rl.policies.softmax import SoftmaxBandit
 
 K2 = (2,)  # the negative controls run on K = 2 to stay fast; the positive runs cover K = 2, 3
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from stat_tolerances import Z_TEST
 
-from ustat_rl.policy_examples import realisable_kl_bandit
+from ustat_rl.examples import realisable_kl_bandit
 from ustat_rl.training import NoisyQuadratic, quadratic_expected_gap, train
 
 
@@ -20,7 +20,7 @@ def quad():
     return NoisyQuadratic(a, [1.0, -1.0, 0.5], gam, value=2.0)
 
 
-@pytest.mark.parametrize("name", ["ustat_rl.policy", "ustat_rl.training", "ustat_rl.limit_law"])
+@pytest.mark.parametrize("name", ["ustat_rl.policies.loglinear", "ustat_rl.training", "ustat_rl.theory.limit_law"])
 def test_doctests(name):
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)

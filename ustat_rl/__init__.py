@@ -1,11 +1,11 @@
 """ustat-rl: the executable theory companion to "Demystifying Group Relative Policy Optimization:
 Its Policy Gradient is a U-Statistic" (arXiv:2603.01162).
 
-The public API: estimators, U-statistic tools, the exact softmax bandit, the Monte Carlo engine,
-rate fits and the claims registry behind ``ustat-rl verify``.
+The public API: estimators, U-statistic tools, the moments contract and the theory built on it
+(:mod:`ustat_rl.theory`), policies with exact moments (:mod:`ustat_rl.policies`), the Monte Carlo
+engine, rate fits and the claims registry behind ``ustat-rl verify``.
 """
 
-from .bandit import GroupSample, HoeffdingComponents, ScalingConstants, SoftmaxBandit
 from .estimators import (
     ESTIMATORS,
     baseline_gradient,
@@ -17,7 +17,6 @@ from .estimators import (
     oracle_gradient,
     vanilla_gradient,
 )
-from .limit_law import LimitLaw, bandit_limit_law, quadratic_limit_law
 from .montecarlo import (
     MonteCarloEstimate,
     bandit_squared_errors,
@@ -26,8 +25,19 @@ from .montecarlo import (
     prompt_averaged_squared_errors,
     run_monte_carlo,
 )
-from .policy import LogLinearBandit, Optimum, PolicyMoments
+from .policies import (
+    GroupSample,
+    HoeffdingComponents,
+    LogLinearBandit,
+    Optimum,
+    PolicyMoments,
+    PolicyState,
+    SoftmaxBandit,
+)
 from .rates import RateFit, SlopeFit, fit_mse_rate, loglog_slope
+from .seeding import child_seed
+from .theory import PromptMoments, ScalingConstants
+from .theory.limit_law import LimitLaw, bandit_limit_law, quadratic_limit_law
 from .training import NoisyQuadratic, TrainingResult, train
 from .ustatistics import (
     HoeffdingParts,
@@ -53,6 +63,8 @@ __all__ = [
     "NoisyQuadratic",
     "Optimum",
     "PolicyMoments",
+    "PolicyState",
+    "PromptMoments",
     "TrainingResult",
     "MonteCarloEstimate",
     "RateFit",
@@ -61,6 +73,7 @@ __all__ = [
     "SoftmaxBandit",
     "ZetaEstimate",
     "bandit_statistics",
+    "child_seed",
     "bandit_squared_errors",
     "baseline_gradient",
     "estimate_zetas",

@@ -50,6 +50,14 @@ def _parse_args(argv):
                         help="print the errata report (paper slips with computed evidence)")
 
     sub.add_parser("list", help="list the registered claims")
+    compare = sub.add_parser(
+        "compare", help="compare two `verify --json` runs (claims, verdicts, exact values)",
+        description="Check that two verify runs with the same seed agree: the same claim IDs "
+                    "and verdicts, and every prediction and exact value equal to a relative "
+                    "tolerance. Exits 1 on any mismatch; Monte Carlo changes are listed only.")
+    compare.add_argument("before", type=Path, help="verify --json file of the reference run")
+    compare.add_argument("after", type=Path, help="verify --json file of the new run")
+    compare.add_argument("--rtol", type=float, default=1e-12, help="relative tolerance (1e-12)")
     proofs = sub.add_parser("proofs", help="run the symbolic derivations (proofs_check)")
     proofs.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for proofs_check")
     return parser.parse_args(argv)
@@ -133,6 +141,23 @@ def _errata() -> str:
     return errata_report()
 
 
+def _compare(args) -> int:
+    from .claims.compare import compare_runs, load_run
+
+    try:
+        result = compare_runs(load_run(args.before), load_run(args.after), args.rtol)
+    except ValueError as exc:
+        print(f"ustat-rl compare: error: {exc}", file=sys.stderr)
+        return 2
+    for line in result.mismatches:
+        print(f"MISMATCH {line}")
+    for line in result.notes:
+        print(f"moved    {line}")
+    print(f"{result.n_values} values compared at rtol {args.rtol:g}: "
+          f"{len(result.mismatches)} mismatches, {len(result.notes)} Monte Carlo values moved")
+    return 0 if result.ok else 1
+
+
 def main(argv=None) -> int:
     args = _parse_args(sys.argv[1:] if argv is None else argv)
     if args.command == "list":
@@ -142,6 +167,8 @@ def main(argv=None) -> int:
             print(f"{claim.claim_id:<10} [{claim.source}] {claim.statement}\n"
                   f"{'':<10} method: {claim.method}")
         return 0
+    if args.command == "compare":
+        return _compare(args)
     if args.command == "proofs":
         import proofs_check
 

@@ -20,7 +20,6 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ._validation import as_group_sizes, as_int
-from .bandit import SoftmaxBandit
 from .estimators import (
     ESTIMATORS,
     baseline_gradient,
@@ -28,6 +27,7 @@ from .estimators import (
     grpo_gradient,
     vanilla_gradient,
 )
+from .policies.softmax import SoftmaxBandit
 
 __all__ = [
     "MonteCarloEstimate",

@@ -34,9 +34,9 @@ import torch
 from tqdm.auto import tqdm
 
 from ._validation import as_group_sizes, as_int, as_rng
-from .bandit import ScalingConstants
 from .estimators import grpo_gradient, oracle_gradient, vanilla_gradient
 from .montecarlo import MonteCarloEstimate
+from .theory import ScalingConstants
 from .transformer import TransformerPolicy
 from .transformer_io import load_policy
 from .transformer_train import question_values

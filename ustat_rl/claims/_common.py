@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..bandit import SoftmaxBandit
 from ..estimators import ESTIMATORS
 from ..montecarlo import MonteCarloEstimate, bandit_statistics, run_monte_carlo
+from ..policies.softmax import SoftmaxBandit
 from ..rates import loglog_slope
 from .registry import Check, VerifyContext, check_interval
 

@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 
-from ..limit_law import bandit_limit_law, lyapunov_covariance, noise_omega
-from ..policy_examples import realisable_kl_bandit
+from ..examples import realisable_kl_bandit
 from ..rates import loglog_slope
+from ..theory.limit_law import bandit_limit_law, lyapunov_covariance, noise_omega
 from ..training import run_generators, train
 from .registry import check_close, check_exact, check_interval, check_true, register
 
@@ -213,7 +213,7 @@ def check_c23(ctx):
     # negative control: away from theta* E[W W^T (Z~ - V) | x] != 0 and a baseline next to V
     # can beat the oracle along some direction, so the order needs the optimum's structure
     theta = bandit.ref_theta
-    m = bandit.moments(theta)
+    m = bandit.state(theta)
     orc = bandit.noise_covariance(theta, "oracle", 8, LIMIT_B)
     lows = [float(np.linalg.eigvalsh(opt.basis.T @ (bandit.noise_covariance(
         theta, "baseline", 8, LIMIT_B, baseline=m.value + s) - orc) @ opt.basis).min())

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..bandit import SoftmaxBandit
 from ..estimators import baseline_gradient
 from ..examples import arithmetic_bandit, assumption2_bandit, small_bandit
 from ..montecarlo import bandit_squared_errors, run_monte_carlo
+from ..policies.softmax import SoftmaxBandit
 from ..rates import fit_mse_rate, loglog_slope
 from ._common import (
     SLOPE_LEVEL,
@@ -149,8 +149,8 @@ def check_c7(ctx):
     sizes = np.arange(2, 513)
     ratio = np.array([bandit.exact_mse_per_prompt("grpo", g)[x] / bandit.exact_mse_per_prompt(
         "oracle", g)[x] for g in sizes])
-    const = ((bandit.score_sq_norm[x] * bandit.reward_var[x] + bandit._grad_sq_per_prompt[x])
-             / bandit.trace_sigma_oracle[x])
+    m = bandit.moments()
+    const = (m.score_sq_reward_var[x] + m.grad_sq[x]) / m.trace_sigma_oracle[x]
     checks = [
         check_exact("(ratio - 1)(G - 1) == (E||W||^2 Var Z + ||g||^2)/tr Sigma, G=2..512",
                     np.full(sizes.size, const), (ratio - 1) * (sizes - 1)),

@@ -7,8 +7,8 @@ import math
 import numpy as np
 from scipy.optimize import linprog
 
-from ..limit_law import scalar_limit_weight
-from ..policy_examples import realisable_kl_bandit
+from ..examples import realisable_kl_bandit
+from ..theory.limit_law import scalar_limit_weight
 from ..training import NoisyQuadratic, quadratic_expected_gap, train
 from .registry import check_close, check_exact, check_true, register
 

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
+from ..examples import conflicting_prompts_bandit
 from ..group_size import bootstrap_argmin, linearised_gap, predicted_group_sizes, sweep_cell
-from ..policy_examples import conflicting_prompts_bandit
 from .registry import check_true, register
 
 SWEEP_BETA = 0.5  # constant rate below 1/(2L) (L = lambda_max(-H*) = 0.66 on the bandit)

@@ -2,7 +2,7 @@
 
 A policy ``pi(a|x) = softmax_a(phi(x, a)^T theta)`` shares ``theta`` (shape ``(d,)``) across
 prompts, so prompts interact through common parameters as they do in a language model; the
-tabular bandit of :class:`ustat_rl.bandit.SoftmaxBandit` is the special case of one-hot features
+tabular bandit of :class:`ustat_rl.policies.softmax.SoftmaxBandit` is the special case of one-hot features
 (:meth:`LogLinearBandit.tabular`). The objective is
 
     J(theta) = E[Z] - tau * E_X KL(pi_theta(.|X) || pi_ref(.|X)),
@@ -24,18 +24,21 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import log_softmax
 
-from ._validation import as_finite_array, as_float, as_int, as_probabilities
-from .bandit import ScalingConstants, SoftmaxBandit
-from .estimators import ESTIMATORS
+from .. import theory
+from .._validation import as_finite_array, as_float, as_int, as_probabilities
+from ..estimators import ESTIMATORS
+from ..theory import PromptMoments, ScalingConstants
+from ._loglinear_sampler import sample_gradient as _sample_gradient
+from .softmax import SoftmaxBandit
 
-__all__ = ["LogLinearBandit", "PolicyMoments", "Optimum"]
+__all__ = ["LogLinearBandit", "PolicyState", "PolicyMoments", "Optimum"]
 
 _RANK_TOL = 1e-10
 
 
 @dataclass(frozen=True)
-class PolicyMoments:
-    """Exact moments of a :class:`LogLinearBandit` at one ``theta``.
+class PolicyState:
+    """Exact tables of a :class:`LogLinearBandit` at one ``theta`` (policy, scores, values).
 
     Attributes
     ----------
@@ -70,6 +73,10 @@ class PolicyMoments:
     grad_per_prompt: np.ndarray
     grad: np.ndarray
     objective: float
+
+
+#: The former name of :class:`PolicyState`, kept importable.
+PolicyMoments = PolicyState
 
 
 @dataclass(frozen=True)
@@ -207,11 +214,37 @@ class LogLinearBandit:
         return theta
 
     # ------------------------------------------------------------------ exact moments
-    def moments(self, theta) -> PolicyMoments:
+    def state(self, theta) -> PolicyState:
         """Exact policy, scores, shaped rewards, values and gradients at ``theta`` (C19-C23)."""
-        return self._moments(self._theta(theta))
+        return self._state(self._theta(theta))
 
-    def _moments(self, theta: np.ndarray) -> PolicyMoments:
+    def moments(self, theta, matrices: bool = True) -> PromptMoments:
+        """The moments contract at ``theta``, for the shaped reward ``Z~`` (docs/theory.md section 1).
+
+        ``matrices=True`` also fills ``g(x)`` and ``E[W W^T Z~^q]`` (``P d^2`` floats), which the
+        noise covariance of Theorem 8 needs.
+        """
+        m = self.state(theta)
+        pi, w = m.policy, m.score  # (P, K), (P, K, d)
+        second = m.reward_var + m.shaped_mean**2  # E[Z~^2 | x, a]
+        centred = m.reward_var + (m.shaped_mean - m.value[:, None]) ** 2  # E[(Z~ - V)^2 | x, a]
+        sq = np.einsum("pkd,pkd->pk", w, w)  # (P, K) ||w(x, a)||^2
+        grad_sq = np.einsum("pd,pd->p", m.grad_per_prompt, m.grad_per_prompt)
+        fields = dict(
+            prompt_prob=self.prompt_prob, value=m.value,
+            reward_var=np.sum(pi * centred, axis=1),  # no cancellation when Z~ is large
+            score_sq=np.sum(pi * sq, axis=1), score_sq_reward=np.sum(pi * sq * m.shaped_mean, axis=1),
+            score_sq_reward_sq=np.sum(pi * sq * second, axis=1),
+            score_sq_centred=np.sum(pi * sq * centred, axis=1), grad_sq=grad_sq,
+            grad_gram=m.grad_per_prompt @ m.grad_per_prompt.T, grad_norm_sq=float(m.grad @ m.grad))
+        if matrices:
+            def outer(q):  # E[W W^T q | x], q of shape (P, K)
+                return np.einsum("pa,pak,pal->pkl", pi * q, w, w)
+            fields.update(grad_per_prompt=m.grad_per_prompt, score_outer=outer(np.ones_like(pi)),
+                          score_outer_reward=outer(m.shaped_mean), score_outer_reward_sq=outer(second))
+        return PromptMoments(**fields)
+
+    def _state(self, theta: np.ndarray) -> PolicyState:
         log_pi = log_softmax(self.features @ theta, axis=1)  # (P, K)
         pi = np.exp(log_pi)
         log_ratio = log_pi - self.ref_log_policy  # (P, K)
@@ -221,12 +254,12 @@ class LogLinearBandit:
         value = np.sum(pi * shaped, axis=1)  # (P,)
         grad_x = np.einsum("pk,pkd->pd", pi * shaped, score)  # (P, d)
         grad = self.prompt_prob @ grad_x
-        return PolicyMoments(theta, pi, score, shaped, self.reward_var_table, value, kl, grad_x,
-                             grad, float(self.prompt_prob @ value))
+        return PolicyState(theta, pi, score, shaped, self.reward_var_table, value, kl, grad_x,
+                           grad, float(self.prompt_prob @ value))
 
     def objective(self, theta) -> float:
         """``J(theta) = E[Z] - tau E_X KL(pi_theta || pi_ref)``."""
-        return self.moments(theta).objective
+        return self.state(theta).objective
 
     def objective_many(self, theta) -> np.ndarray:
         """``J`` at each row of ``theta`` (shape ``(R, d)``), vectorised over runs."""
@@ -238,7 +271,7 @@ class LogLinearBandit:
 
     def grad(self, theta) -> np.ndarray:
         """``g(theta) = E[W Z~]``, shape ``(d,)``."""
-        return self.moments(theta).grad
+        return self.state(theta).grad
 
     def hessian(self, theta) -> np.ndarray:
         """Exact Hessian of ``J`` (shape ``(d, d)``), the ``-nabla g`` of Lemma 16 with a sign.
@@ -249,7 +282,7 @@ class LogLinearBandit:
         ``d^2 J_x / dl^2 = diag(u) - u pi^T - pi u^T - tau (diag(pi) - pi pi^T)``; then
         ``H = sum_x f(x) Phi_x^T (d^2 J_x / dl^2) Phi_x``.
         """
-        m = self.moments(theta)
+        m = self.state(theta)
         pi = m.policy
         u = pi * (m.shaped_mean - m.value[:, None])  # (P, K)
         outer = np.einsum("pk,pl->pkl", u, pi)
@@ -264,21 +297,12 @@ class LogLinearBandit:
     def prompt_covariance(self, theta, estimator: str, group_size, baseline=None) -> np.ndarray:
         """``Cov(g_hat(x) | x)`` of the per-prompt estimator, shape ``(P, d, d)`` (C5, C22, C23).
 
-        Parameters
-        ----------
-        estimator : {"vanilla", "grpo", "oracle", "fullmean", "baseline"}
-            ``"baseline"`` uses the prompt-only baseline ``baseline`` (scalar or ``(P,)``).
-        group_size : int
-
-        Notes
-        -----
-        With ``S(q) = E[W W^T q(A) | x]``, ``Sigma = S((Z~ - V)^2) - g g^T``:
-        baseline ``b``: ``(S((Z~ - b)^2) - g g^T)/G`` (vanilla: ``b = 0``; oracle: ``b = V``);
-        GRPO: ``Sigma/G + (S(1) Var(Z~|x) + g g^T)/(G(G-1))``, the matrix form of Theorem 2;
-        full-mean: ``((G-1)/G)^2`` times GRPO.
+        ``estimator`` in ``{"vanilla", "grpo", "oracle", "fullmean", "baseline"}`` (``"baseline"``
+        with the prompt-only ``baseline``, scalar or ``(P,)``): the matrix form of Theorem 2,
+        :func:`ustat_rl.theory.per_prompt_covariance`, for the shaped reward.
         """
-        m = self.moments(theta)
-        return self._prompt_covariance(m, *self._check_estimator(estimator, group_size, baseline))
+        args = self._check_estimator(estimator, group_size, baseline)
+        return theory.per_prompt_covariance(self.moments(theta), *args)
 
     def _check_estimator(self, estimator, group_size, baseline):
         if estimator not in ESTIMATORS + ("baseline",):
@@ -287,50 +311,23 @@ class LogLinearBandit:
         minimum = 2 if estimator in ("grpo", "fullmean") else 1
         group_size = as_int(group_size, "group_size", minimum,
                             "for the leave-one-out baseline" if minimum == 2 else "")
-        if estimator == "baseline":
-            if baseline is None:
-                raise ValueError("`baseline` is required when `estimator` is 'baseline'")
-            baseline = np.broadcast_to(as_finite_array(baseline, "baseline", ndim=(0, 1)),
-                                       (self.n_prompts,))
-        elif baseline is not None:
+        if estimator == "baseline" and baseline is None:
+            raise ValueError("`baseline` is required when `estimator` is 'baseline'")
+        if estimator != "baseline" and baseline is not None:
             raise ValueError("`baseline` is only used with `estimator='baseline'`")
         return estimator, group_size, baseline
-
-    def _prompt_covariance(self, m: PolicyMoments, estimator, group_size, baseline):
-        G = float(group_size)
-        gg = np.einsum("pk,pl->pkl", m.grad_per_prompt, m.grad_per_prompt)  # (P, d, d)
-
-        def second(q):  # E[W W^T q(A) | x], q of shape (P, K)
-            return np.einsum("pa,pak,pal->pkl", m.policy * q, m.score, m.score)
-
-        if estimator in ("vanilla", "oracle", "baseline"):
-            b = {"vanilla": np.zeros(self.n_prompts), "oracle": m.value}.get(estimator, baseline)
-            resid = m.reward_var + (m.shaped_mean - np.asarray(b)[:, None]) ** 2
-            return (second(resid) - gg) / G
-        resid = m.reward_var + (m.shaped_mean - m.value[:, None]) ** 2
-        sigma = second(resid) - gg
-        shaped_var = np.sum(m.policy * resid, axis=1)  # Var(Z~ | x)
-        cov = sigma / G + (second(np.ones_like(resid)) * shaped_var[:, None, None] + gg) / (
-            G * (G - 1.0))
-        return cov if estimator == "grpo" else ((G - 1.0) / G) ** 2 * cov
 
     def noise_covariance(self, theta, estimator: str, group_size, batch_size=1,
                          baseline=None) -> np.ndarray:
         """Covariance ``Gamma`` of the minibatch estimator, shape ``(d, d)`` (Prop. 3, Thm. 8).
 
-        ``Cov(g_hat) = (Cov_X g(X) + E_X Cov(g_hat(X) | X)) / B`` for ``B`` i.i.d. prompts.
+        ``k Cov_X g(X) + E_X Cov(g_hat(X) | X) / B`` with ``k`` from
+        :meth:`prompt_variance_factor` (:func:`ustat_rl.theory.minibatch_covariance`).
         """
-        m = self.moments(theta)
         args = self._check_estimator(estimator, group_size, baseline)
         batch_size = as_int(batch_size, "batch_size", 1)
-        f = self.prompt_prob
-        between = np.einsum("p,pk,pl->kl", f, m.grad_per_prompt, m.grad_per_prompt) - np.outer(
-            m.grad, m.grad)
-        if estimator == "fullmean":  # (G-1)/G times the GRPO estimate, prompt term included
-            grpo = self.noise_covariance(theta, "grpo", group_size, batch_size)
-            return ((args[1] - 1.0) / args[1]) ** 2 * grpo
-        within = np.einsum("p,pkl->kl", f, self._prompt_covariance(m, *args))
-        return between * self.prompt_variance_factor(batch_size) + within / batch_size
+        return theory.minibatch_covariance(self.moments(theta), args[0], args[1], batch_size,
+                                           args[2], self.prompt_variance_factor(batch_size))
 
     def prompt_variance_factor(self, batch_size) -> float:
         """Factor of ``Cov_X g(X)`` in the minibatch covariance: ``1/B`` for i.i.d. prompts.
@@ -346,28 +343,18 @@ class LogLinearBandit:
         return m * (P - m) / ((P - 1) * batch_size**2) if P > 1 else 0.0
 
     def exact_mse(self, theta, estimator: str, group_size, batch_size=1, baseline=None) -> float:
-        """``E||g_hat - g||^2``: the trace of :meth:`noise_covariance` plus the squared bias.
+        """``E||g_hat - g||^2`` (Proposition 3, C6): :func:`ustat_rl.theory.minibatch_mse`.
 
-        Only the full-mean estimator is biased, by ``-g/G`` (THEORY.md C2).
+        Only the full-mean estimator is biased, by ``-g/G`` (docs/theory.md C2).
         """
-        cov = self.noise_covariance(theta, estimator, group_size, batch_size, baseline)
-        bias_sq = 0.0
-        if estimator == "fullmean":
-            bias_sq = float(np.sum(self.grad(theta) ** 2)) / float(group_size) ** 2
-        return float(np.trace(cov)) + bias_sq
+        args = self._check_estimator(estimator, group_size, baseline)
+        batch_size = as_int(batch_size, "batch_size", 1)
+        return theory.minibatch_mse(self.moments(theta, matrices=False), args[0], args[1],
+                                    batch_size, args[2], self.prompt_variance_factor(batch_size))
 
     def scaling_constants(self, theta) -> ScalingConstants:
-        """``c1, c2, c3'`` of Theorem 7 at ``theta`` (THEORY.md C17), for the shaped reward."""
-        m = self.moments(theta)
-        f = self.prompt_prob
-        resid = m.reward_var + (m.shaped_mean - m.value[:, None]) ** 2  # (P, K)
-        sq_norm = np.einsum("pkd,pkd->pk", m.score, m.score)  # (P, K)
-        grad_sq = np.sum(m.grad_per_prompt ** 2, axis=1)  # (P,)
-        c1 = float(f @ grad_sq - m.grad @ m.grad)
-        c2 = float(f @ (np.sum(m.policy * resid * sq_norm, axis=1) - grad_sq))
-        shaped_var = np.sum(m.policy * resid, axis=1)
-        c3 = float(f @ (np.sum(m.policy * sq_norm, axis=1) * shaped_var + grad_sq))
-        return ScalingConstants(c1, c2, c3)
+        """``c1, c2, c3'`` of Theorem 7 at ``theta`` (C17), for the shaped reward."""
+        return theory.scaling_constants(self.moments(theta, matrices=False))
 
     def as_softmax_bandit(self, theta) -> SoftmaxBandit:
         """The tabular :class:`SoftmaxBandit` with this policy (only when ``tau = 0``).
@@ -446,6 +433,4 @@ class LogLinearBandit:
         -------
         ndarray (R, d)
         """
-        from .training import loglinear_gradient
-
-        return loglinear_gradient(self, theta, uniforms, estimator, group_size, batch_size)
+        return _sample_gradient(self, theta, uniforms, estimator, group_size, batch_size)

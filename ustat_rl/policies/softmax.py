@@ -1,47 +1,31 @@
-"""Tabular contextual softmax bandit with exact gradient-estimator theory (THEORY.md C3-C10, C17).
+"""Tabular contextual softmax bandit whose every moment is exact (docs/theory.md C3-C10, C17).
 
 Prompts ``x`` in ``{0..P-1}`` are drawn from ``f``, an action ``a`` in ``{0..K-1}`` from
 ``pi(.|x) = softmax(logits[x])``, and a two-point reward ``Z = lo + (hi - lo) * Bernoulli(r[x, a])``.
 The parameter is ``theta = logits`` flattened to ``P*K``, so the score of prompt ``x`` is
 ``W = e_a - pi(x)`` in block ``x`` of a ``P*K`` vector and zero elsewhere. Every expectation
-below is a finite sum over actions, so all quantities are exact.
+below is a finite sum over actions, so all quantities are exact. The bandit supplies its
+moments (:meth:`SoftmaxBandit.moments`); the MSEs, constants and ``G*`` come from
+:mod:`ustat_rl.theory`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
-import math
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import softmax
 
-from ._validation import as_finite_array, as_float, as_int, as_probabilities, as_rng
-from .estimators import ESTIMATORS
+from .. import theory
+from .._validation import as_finite_array, as_float, as_int, as_probabilities, as_rng
+from ..estimators import ESTIMATORS
+from ..theory import PromptMoments, ScalingConstants
 
-__all__ = ["SoftmaxBandit", "ScalingConstants", "HoeffdingComponents", "GroupSample"]
+__all__ = ["SoftmaxBandit", "HoeffdingComponents", "GroupSample"]
 
 _MAX_ENUMERATION = 2_000_000
-
-
-@dataclass(frozen=True)
-class ScalingConstants:
-    """Constants of the scaling law c1/B + c2/(BG) + c3/(BG(G-1)) (Theorem 7, THEORY.md C17).
-
-    Attributes
-    ----------
-    c1 : float
-        Prompt heterogeneity ``E||g(X) - g||^2``.
-    c2 : float
-        ``E tr Sigma_oracle(X)``.
-    c3 : float
-        The exact third constant ``c3' = E_X[E||W||^2 Var(Z|X) + ||g(X)||^2]``, which multiplies
-        ``1/(BG(G-1))`` exactly and ``1/(BG^2)`` to leading order.
-    """
-
-    c1: float
-    c2: float
-    c3: float
 
 
 @dataclass(frozen=True)
@@ -173,126 +157,95 @@ class SoftmaxBandit:
         self.score_sq_norm = np.sum(pi * sq_norm, axis=1)
         self.grad_per_prompt = np.einsum("pa,pak->pk", pi * mean_z, score)
         grad_sq = np.sum(self.grad_per_prompt**2, axis=1)
-        self._grad_sq_per_prompt = grad_sq
         self.grad = (self.prompt_prob[:, None] * self.grad_per_prompt).ravel()
         self.sigma_oracle = (np.einsum("pa,pak,pal->pkl", pi * resid_sq, score, score)
                              - np.einsum("pk,pl->pkl", self.grad_per_prompt, self.grad_per_prompt))
-        self.trace_sigma_oracle = np.sum(pi * resid_sq * sq_norm, axis=1) - grad_sq
-        self._sq_score_reward = np.sum(pi * sq_norm * second_z, axis=1)  # E||W Z||^2
-        self._sq_score_times_reward = np.sum(pi * sq_norm * mean_z, axis=1)  # E[||W||^2 Z]
-        self.prompt_variance = float(np.sum(self.prompt_prob * grad_sq) - self.grad @ self.grad)
+        # blocks of different prompts are disjoint, so the Gram matrix of g(x) is diagonal
+        self._prompt_moments = PromptMoments(
+            prompt_prob=self.prompt_prob, value=value, reward_var=self.reward_var,
+            score_sq=self.score_sq_norm, score_sq_reward=np.sum(pi * sq_norm * mean_z, axis=1),
+            score_sq_reward_sq=np.sum(pi * sq_norm * second_z, axis=1),
+            score_sq_centred=np.sum(pi * resid_sq * sq_norm, axis=1), grad_sq=grad_sq,
+            grad_gram=np.diag(grad_sq), grad_norm_sq=float(self.grad @ self.grad))
+        self.trace_sigma_oracle = self._prompt_moments.trace_sigma_oracle
+        self.prompt_variance = theory.prompt_heterogeneity(self._prompt_moments)
 
-    # ------------------------------------------------------------------ exact MSEs
-    def exact_mse_per_prompt(self, estimator: str, group_size) -> np.ndarray:
-        """Exact MSE of the per-prompt estimator against ``g(x)`` (Theorem 2, THEORY.md C5).
+    def moments(self, matrices: bool = False) -> PromptMoments:
+        """The exact moments contract of this bandit (docs/theory.md section 1).
 
         Parameters
         ----------
-        estimator : {"vanilla", "grpo", "oracle", "fullmean"}
-        group_size : int
-            ``G``; at least 2 for ``"grpo"`` and ``"fullmean"``.
-
-        Returns
-        -------
-        ndarray, shape (P,)
-
-        Notes
-        -----
-        With ``Sigma = Cov(W(Z - V) | x)``, ``m2 = E||W||^2`` and ``s2 = Var(Z | x)``:
-        oracle ``tr Sigma / G``; vanilla ``(E||WZ||^2 - ||g||^2)/G``;
-        GRPO ``tr Sigma / G + (m2 s2 + ||g||^2)/(G(G-1))``; full-mean ``c^2 MSE_GRPO +
-        (1 - c)^2 ||g||^2`` with ``c = (G-1)/G`` (its bias included).
+        matrices : bool
+            Also fill the matrix forms in the full ``P*K``-dimensional parameter space
+            (``grad_per_prompt`` and ``E[W W^T Z^q]``): ``P (PK)^2`` floats, so only for small
+            bandits.
         """
-        estimator = _check_estimator(estimator)
-        minimum = 2 if estimator in ("grpo", "fullmean") else 1
-        group_size = as_int(group_size, "group_size", minimum,
-                            "for the leave-one-out baseline" if minimum == 2 else "")
-        return self._mse_per_prompt(estimator, group_size)
+        if not matrices:
+            return self._prompt_moments
+        P, K, d = self.n_prompts, self.n_actions, self.dim
+        if P * d * d > 50_000_000:
+            raise ValueError(f"matrix moments need {P * d * d} floats for P={P}, d={d}; use "
+                             "matrices=False")
+        outer = np.zeros((3, P, d, d))
+        grads = np.zeros((P, d))
+        pi = self.policy
+        for x in range(P):
+            block = slice(x * K, (x + 1) * K)
+            w = self.score_table[x]  # (K, K) row a: w(x, a)
+            for q, weight in enumerate((pi[x], pi[x] * self.reward_mean[x],
+                                        pi[x] * self.reward_second_moment[x])):
+                outer[q, x, block, block] = np.einsum("a,ak,al->kl", weight, w, w)
+            grads[x, block] = self.grad_per_prompt[x]
+        return dataclasses.replace(self._prompt_moments, grad_per_prompt=grads,
+                                   score_outer=outer[0], score_outer_reward=outer[1],
+                                   score_outer_reward_sq=outer[2])
 
-    def _mse_per_prompt(self, estimator: str, group_size: int) -> np.ndarray:
-        G = float(group_size)
-        grad_sq = self._grad_sq_per_prompt
-        if estimator == "oracle":
-            return self.trace_sigma_oracle / G
-        if estimator == "vanilla":
-            return (self._sq_score_reward - grad_sq) / G
-        grpo = (self.trace_sigma_oracle / G
-                + (self.score_sq_norm * self.reward_var + grad_sq) / (G * (G - 1.0)))
-        if estimator == "grpo":
-            return grpo
-        shrink = (G - 1.0) / G
-        return shrink**2 * grpo + (1.0 - shrink) ** 2 * grad_sq
+    # ------------------------------------------------------------------ exact MSEs
+    def exact_mse_per_prompt(self, estimator: str, group_size) -> np.ndarray:
+        """Exact MSE of the per-prompt estimator against ``g(x)``, shape ``(P,)`` (C5).
+
+        ``estimator`` in ``{"vanilla", "grpo", "oracle", "fullmean"}``; the formula is
+        :func:`ustat_rl.theory.per_prompt_mse` (Theorem 2) on :meth:`moments`.
+        """
+        return theory.per_prompt_mse(self._prompt_moments, _check_estimator(estimator),
+                                     _scalar_size(group_size))
 
     def exact_mse(self, estimator: str, group_size, batch_size=1) -> float:
-        """Exact minibatch MSE against the full gradient ``g`` (Proposition 3, THEORY.md C6).
+        """Exact minibatch MSE against the full gradient ``g`` (Proposition 3, C6).
 
-        For the unbiased estimators ``E||g_hat - g||^2 = (c1 + E_X MSE(X)) / B`` with
-        ``c1 = E||g(X) - g||^2``; the full-mean estimator is ``c`` times the GRPO one, so its MSE is
-        ``c^2 MSE_GRPO + (1 - c)^2 ||g||^2`` with ``c = (G-1)/G``.
+        :func:`ustat_rl.theory.minibatch_mse` on :meth:`moments`.
         """
-        estimator = _check_estimator(estimator)
-        minimum = 2 if estimator in ("grpo", "fullmean") else 1
-        group_size = as_int(group_size, "group_size", minimum,
-                            "for the leave-one-out baseline" if minimum == 2 else "")
-        batch_size = as_int(batch_size, "batch_size", 1)
-        unbiased = "grpo" if estimator == "fullmean" else estimator
-        per_prompt = self._mse_per_prompt(unbiased, group_size)
-        mse = (self.prompt_variance + float(self.prompt_prob @ per_prompt)) / batch_size
-        if estimator == "fullmean":
-            shrink = (group_size - 1.0) / group_size
-            mse = shrink**2 * mse + (1.0 - shrink) ** 2 * float(self.grad @ self.grad)
-        return float(mse)
+        return theory.minibatch_mse(self._prompt_moments, _check_estimator(estimator),
+                                    _scalar_size(group_size), batch_size)
 
     def prompt_averaged_mse(self, estimator: str, group_size) -> float:
         """``E_X MSE(X)``: the per-prompt MSE averaged over ``f``, without prompt variance (C5)."""
-        return float(self.prompt_prob @ self.exact_mse_per_prompt(estimator, group_size))
+        return theory.prompt_averaged_mse(self._prompt_moments, _check_estimator(estimator),
+                                          _scalar_size(group_size))
 
     def baseline_mse_per_prompt(self, baseline, group_size) -> np.ndarray:
-        """Exact MSE with a prompt-only baseline b(x) (Corollary 5, THEORY.md C8, C9).
-
-        ``MSE(b) = (E||W||^2 (Z - b)^2 - ||g||^2) / G``, for ``baseline`` scalar or shape (P,).
-        """
-        group_size = as_int(group_size, "group_size", 1)
-        baseline = as_finite_array(baseline, "baseline", ndim=(0, 1))
-        baseline = np.broadcast_to(baseline, (self.n_prompts,)) if baseline.ndim == 0 else baseline
-        if baseline.shape != (self.n_prompts,):
-            raise ValueError(f"`baseline` must be a scalar or shape ({self.n_prompts},), got {baseline.shape}")
-        pi, sq = self.policy, self.score_sq_norm_table
-        second = (self.reward_second_moment - 2.0 * self.reward_mean * baseline[:, None]
-                  + baseline[:, None] ** 2)
-        return (np.sum(pi * sq * second, axis=1) - self._grad_sq_per_prompt) / group_size
+        """Exact MSE with a prompt-only baseline ``b(x)``, scalar or ``(P,)`` (Corollary 5, C8, C9)."""
+        return theory.per_prompt_mse(self._prompt_moments, "baseline", _scalar_size(group_size),
+                                     baseline=baseline)
 
     @property
     def optimal_constant_baseline(self) -> np.ndarray:
-        """MSE-optimal prompt-only baseline ``b*(x) = E[||W||^2 Z] / E||W||^2`` (THEORY.md C9)."""
-        return self._sq_score_times_reward / self.score_sq_norm
+        """MSE-optimal prompt-only baseline ``b*(x) = E[||W||^2 Z] / E||W||^2`` (C9)."""
+        return theory.optimal_constant_baseline(self._prompt_moments)
 
     @property
     def score_reward_covariance(self) -> np.ndarray:
         """``Cov(||W||^2, Z | x)``; zero for every prompt iff Assumption 2 holds (C8)."""
-        return self._sq_score_times_reward - self.score_sq_norm * self.value
+        return theory.score_reward_covariance(self._prompt_moments)
 
     # ------------------------------------------------------------------ scaling law
     def scaling_constants(self) -> ScalingConstants:
-        """``c1``, ``c2`` and the exact ``c3'`` of the scaling law (Theorem 7, THEORY.md C17)."""
-        f = self.prompt_prob
-        c2 = float(f @ self.trace_sigma_oracle)
-        c3 = float(f @ (self.score_sq_norm * self.reward_var + self._grad_sq_per_prompt))
-        return ScalingConstants(self.prompt_variance, c2, c3)
+        """``c1``, ``c2`` and the exact ``c3'`` of the scaling law (Theorem 7, C17)."""
+        return theory.scaling_constants(self._prompt_moments)
 
     def optimal_group_size(self, exact: bool = True) -> float:
-        """Group size minimising the fixed-budget MSE (Theorem 7, THEORY.md C17).
-
-        ``exact=True``: ``1 + sqrt(c3'/c1)``, the minimiser of ``(c1 G + c2 + c3'/(G-1))/N``;
-        ``exact=False``: the paper's ``sqrt(c3/c1)`` for the bound with ``1/G^2``.
-        Returns ``inf`` when ``c1 = 0`` (one prompt, or prompts with equal gradients), where the
-        fixed-budget MSE decreases in ``G`` without end.
-        """
-        const = self.scaling_constants()
-        if const.c1 <= 0.0:
-            return math.inf
-        root = math.sqrt(const.c3 / const.c1)
-        return 1.0 + root if exact else root
+        """``G* = 1 + sqrt(c3'/c1)`` (or the paper's ``sqrt(c3/c1)``; ``inf`` if ``c1 = 0``) (C17)."""
+        return self.scaling_constants().optimal_group_size(exact)
 
     # ------------------------------------------------------------------ Hoeffding parts
     def hoeffding(self, prompt) -> HoeffdingComponents:
@@ -398,6 +351,12 @@ class SoftmaxBandit:
         index = np.array(list(itertools.product(range(2 * self.n_actions), repeat=group_size)))
         return (comp.outcome_action[index], comp.outcome_reward[index],
                 np.prod(comp.outcome_prob[index], axis=1))
+
+
+def _scalar_size(group_size) -> int:
+    if np.ndim(group_size) != 0:
+        raise ValueError(f"`group_size` must be one integer, got shape {np.shape(group_size)}")
+    return as_int(group_size, "group_size", 1)
 
 
 def _check_estimator(estimator) -> str:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import solve_continuous_lyapunov
 
-from ._validation import as_finite_array, as_float
+from .._validation import as_finite_array, as_float
 
 __all__ = ["LimitLaw", "lyapunov_covariance", "limit_weights", "noise_omega", "bandit_limit_law",
            "quadratic_limit_law", "scalar_limit_weight", "eigenbasis_covariance"]

@@ -1,0 +1,86 @@
+"""The paper's finite-G theory as functions of one moments contract (docs/theory.md).
+
+A policy supplies :class:`PromptMoments` (exactly, or estimated from rollouts); everything here
+turns them into results, each stated once:
+
+* :mod:`.mse`: exact per-prompt and minibatch MSE of every estimator (Theorem 2, Proposition 3,
+  Corollaries 4-5), the reversal condition (C10) and the matrix forms;
+* :mod:`.hoeffding`: the Hoeffding variances of the GRPO kernel (Lemma 1);
+* :mod:`.scaling`: :class:`ScalingConstants`, the fixed-budget MSE and ``G*`` (Theorem 7);
+* :mod:`.optimisation`: Lemma 6's bounds (C14, C15);
+* :mod:`.limit_law`: Theorem 8's weighted chi-square weights (C20).
+"""
+
+from .hoeffding import KernelZetas, kernel_zetas
+from .limit_law import (
+    LimitLaw,
+    bandit_limit_law,
+    eigenbasis_covariance,
+    limit_weights,
+    lyapunov_covariance,
+    noise_omega,
+    quadratic_limit_law,
+    scalar_limit_weight,
+)
+from .moments import MOMENT_KINDS, PromptMoments, validate_moments
+from .mse import (
+    ESTIMATOR_NAMES,
+    assumption2_baseline_mse,
+    between_prompt_covariance,
+    grpo_vanilla_margin,
+    minibatch_covariance,
+    minibatch_mse,
+    optimal_constant_baseline,
+    per_prompt_covariance,
+    per_prompt_mse,
+    prompt_averaged_mse,
+    prompt_heterogeneity,
+    reversal_condition,
+    score_reward_covariance,
+    shrink_factor,
+)
+from .optimisation import (
+    contraction_factor,
+    lemma6_constant_bound,
+    lemma6_inverse_bound,
+    lemma14_start,
+)
+from .scaling import C1_RTOL, ScalingConstants, admissible_group_sizes, scaling_constants
+
+__all__ = [
+    "C1_RTOL",
+    "ESTIMATOR_NAMES",
+    "MOMENT_KINDS",
+    "KernelZetas",
+    "LimitLaw",
+    "PromptMoments",
+    "ScalingConstants",
+    "admissible_group_sizes",
+    "assumption2_baseline_mse",
+    "bandit_limit_law",
+    "between_prompt_covariance",
+    "contraction_factor",
+    "eigenbasis_covariance",
+    "grpo_vanilla_margin",
+    "kernel_zetas",
+    "lemma14_start",
+    "lemma6_constant_bound",
+    "lemma6_inverse_bound",
+    "limit_weights",
+    "lyapunov_covariance",
+    "minibatch_covariance",
+    "minibatch_mse",
+    "noise_omega",
+    "optimal_constant_baseline",
+    "per_prompt_covariance",
+    "per_prompt_mse",
+    "prompt_averaged_mse",
+    "prompt_heterogeneity",
+    "quadratic_limit_law",
+    "reversal_condition",
+    "scalar_limit_weight",
+    "scaling_constants",
+    "score_reward_covariance",
+    "shrink_factor",
+    "validate_moments",
+]

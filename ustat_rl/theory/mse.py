@@ -1,0 +1,291 @@
+"""Exact finite-G MSE of every group estimator, as functions of :class:`PromptMoments`.
+
+Each formula of the paper's finite-G theory is stated here once (docs/theory.md C5-C10):
+per-prompt MSE against ``g(x)`` (Theorem 2 and its exact form), the minibatch MSE against ``g``
+(Proposition 3), prompt-only baselines (Corollary 5), the reversal condition (C10) and the
+matrix forms of the same results (the noise covariance of Theorem 8).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._validation import as_finite_array, as_int
+from .moments import PromptMoments
+
+__all__ = [
+    "ESTIMATOR_NAMES",
+    "shrink_factor",
+    "per_prompt_mse",
+    "prompt_averaged_mse",
+    "minibatch_mse",
+    "prompt_heterogeneity",
+    "optimal_constant_baseline",
+    "score_reward_covariance",
+    "assumption2_baseline_mse",
+    "grpo_vanilla_margin",
+    "reversal_condition",
+    "per_prompt_covariance",
+    "between_prompt_covariance",
+    "minibatch_covariance",
+]
+
+#: Estimators with a closed-form MSE: the four of Algorithm 1 and a prompt-only baseline.
+ESTIMATOR_NAMES = ("vanilla", "grpo", "oracle", "fullmean", "baseline")
+_LEAVE_ONE_OUT = ("grpo", "fullmean")
+
+
+def _check_moments(moments) -> PromptMoments:
+    if not isinstance(moments, PromptMoments):
+        raise TypeError(f"`moments` must be a PromptMoments, got {type(moments).__name__}")
+    return moments
+
+
+def _check_sizes(estimator: str, group_size) -> np.ndarray:
+    """``group_size`` as a float array (0-d or 1-d), validated for ``estimator``."""
+    minimum = 2 if estimator in _LEAVE_ONE_OUT else 1
+    reason = "for the leave-one-out baseline" if minimum == 2 else ""
+    raw = np.asarray(group_size)
+    if raw.ndim > 1:
+        raise ValueError(f"`group_size` must be an integer or a 1-D array of integers, got shape "
+                         f"{raw.shape}")
+    sizes = [as_int(v.item() if hasattr(v, "item") else v, "group_size", minimum, reason)
+             for v in np.atleast_1d(raw)]
+    return np.array(sizes, dtype=np.float64).reshape(raw.shape)
+
+
+def _check_estimator(estimator, baseline, n_prompts: int):
+    if estimator not in ESTIMATOR_NAMES:
+        raise ValueError(f"`estimator` must be one of {ESTIMATOR_NAMES}, got {estimator!r}")
+    if estimator == "baseline":
+        if baseline is None:
+            raise ValueError("`baseline` is required when `estimator` is 'baseline'")
+        baseline = as_finite_array(baseline, "baseline", ndim=(0, 1))
+        if baseline.ndim == 1 and baseline.shape != (n_prompts,):
+            raise ValueError(f"`baseline` must be a scalar or shape ({n_prompts},), got "
+                             f"{baseline.shape}")
+        return np.broadcast_to(baseline, (n_prompts,))
+    if baseline is not None:
+        raise ValueError("`baseline` is only used with `estimator='baseline'`")
+    return None
+
+
+def shrink_factor(group_size):
+    """``c = (G - 1)/G``: the full-mean estimator is ``c`` times leave-one-out GRPO (C2)."""
+    G = np.asarray(group_size, dtype=np.float64)
+    return (G - 1.0) / G
+
+
+def per_prompt_mse(moments: PromptMoments, estimator: str, group_size,
+                   baseline=None) -> np.ndarray:
+    """Exact MSE of the per-prompt estimator against ``g(x)`` (Theorem 2, docs/theory.md C5).
+
+    Parameters
+    ----------
+    moments : PromptMoments
+    estimator : {"vanilla", "grpo", "oracle", "fullmean", "baseline"}
+    group_size : int or 1-D array of int
+        ``G``; at least 2 for ``"grpo"`` and ``"fullmean"``.
+    baseline : float or ndarray (P,), optional
+        The prompt-only baseline ``b(x)`` for ``estimator="baseline"`` (Corollary 5, C8).
+
+    Returns
+    -------
+    ndarray
+        ``(P,)`` for a scalar ``group_size``, ``(P, n_G)`` for an array.
+
+    Notes
+    -----
+    With ``S = E||W||^2``, ``tr Sigma = E||W(Z - V)||^2 - ||g||^2`` (all given ``x``):
+
+    * oracle: ``tr Sigma / G``;
+    * baseline ``b``: ``(E||W(Z - b)||^2 - ||g||^2)/G`` (vanilla: ``b = 0``);
+    * GRPO: ``tr Sigma / G + (S Var(Z|x) + ||g||^2)/(G(G - 1))``, exact for every ``G >= 2``;
+    * full-mean: ``c^2 MSE_GRPO + (1 - c)^2 ||g||^2`` with ``c = (G - 1)/G``, its bias included.
+
+    Examples
+    --------
+    >>> from ustat_rl.policies.softmax import SoftmaxBandit
+    >>> m = SoftmaxBandit([[0.0, 0.0]], [[1.0, 0.0]]).moments()
+    >>> [round(float(v), 6) for v in per_prompt_mse(m, "grpo", [2, 4])[0]]
+    [0.125, 0.020833]
+    """
+    m = _check_moments(moments)
+    b = _check_estimator(estimator, baseline, m.n_prompts)
+    G = _check_sizes(estimator, group_size)
+    return _per_prompt_mse(m, estimator, G, b)
+
+
+def _per_prompt_mse(m: PromptMoments, estimator: str, G: np.ndarray, b) -> np.ndarray:
+    if G.ndim == 1:
+        G = G[None, :]
+        col = (slice(None), None)
+    else:
+        col = (slice(None),)
+    gsq = m.grad_sq[col]
+    if estimator == "oracle":
+        return m.trace_sigma_oracle[col] / G
+    if estimator == "vanilla":
+        return (m.score_sq_reward_sq[col] - gsq) / G
+    if estimator == "baseline":
+        second = m.score_sq_reward_sq - 2.0 * b * m.score_sq_reward + b**2 * m.score_sq
+        return (second[col] - gsq) / G
+    grpo = m.trace_sigma_oracle[col] / G + (m.score_sq_reward_var[col] + gsq) / (G * (G - 1.0))
+    if estimator == "grpo":
+        return grpo
+    c = shrink_factor(G)
+    return c**2 * grpo + (1.0 - c) ** 2 * gsq
+
+
+def prompt_averaged_mse(moments: PromptMoments, estimator: str, group_size, baseline=None):
+    """``E_X MSE(X)``: the per-prompt MSE averaged over ``f``, without prompt variance (C5).
+
+    A float for a scalar ``group_size``, an ``(n_G,)`` array for an array of sizes.
+    """
+    per = per_prompt_mse(moments, estimator, group_size, baseline)
+    out = moments.prompt_prob @ per
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def prompt_heterogeneity(moments: PromptMoments) -> float:
+    """``c1 = E_X||g(X) - g||^2 = E_X||g(X)||^2 - ||g||^2`` (Proposition 3, C6)."""
+    m = _check_moments(moments)
+    return float(m.prompt_prob @ m.grad_sq) - float(m.grad_norm_sq)
+
+
+def minibatch_mse(moments: PromptMoments, estimator: str, group_size, batch_size=1,
+                  baseline=None, prompt_variance_factor=None):
+    """Exact MSE of the minibatch estimator against ``g`` (Proposition 3, docs/theory.md C6).
+
+    For the unbiased estimators ``E||g_hat - g||^2 = k c1 + E_X MSE(X) / B`` with ``k = 1/B``
+    for ``B`` i.i.d. prompts (``prompt_variance_factor`` overrides ``k``, e.g. for a finite
+    prompt set sampled without replacement). The full-mean estimator is ``c = (G-1)/G`` times
+    GRPO's, so its MSE is ``c^2 MSE_GRPO + (1 - c)^2 ||g||^2``.
+
+    Returns a float for a scalar ``group_size``, an ``(n_G,)`` array otherwise.
+    """
+    m = _check_moments(moments)
+    batch_size = as_int(batch_size, "batch_size", 1)
+    factor = 1.0 / batch_size if prompt_variance_factor is None else float(prompt_variance_factor)
+    unbiased = "grpo" if estimator == "fullmean" else estimator
+    b = _check_estimator(estimator, baseline, m.n_prompts)
+    G = _check_sizes(estimator, group_size)
+    within = m.prompt_prob @ _per_prompt_mse(m, unbiased, G, b)
+    mse = prompt_heterogeneity(m) * factor + within / batch_size
+    if estimator == "fullmean":
+        c = shrink_factor(G)
+        mse = c**2 * mse + (1.0 - c) ** 2 * float(m.grad_norm_sq)
+    return float(mse) if np.ndim(mse) == 0 else mse
+
+
+# ---------------------------------------------------------------------- baselines (C8-C10)
+def optimal_constant_baseline(moments: PromptMoments) -> np.ndarray:
+    """MSE-optimal prompt-only baseline ``b*(x) = E[||W||^2 Z] / E||W||^2`` (docs/theory.md C9).
+
+    ``inf``-free: prompts with ``E||W||^2 = 0`` (a deterministic policy) have no score noise,
+    every baseline is optimal there, and ``b* = V(x)`` is returned for them.
+    """
+    m = _check_moments(moments)
+    safe = np.where(m.score_sq > 0, m.score_sq, 1.0)
+    return np.where(m.score_sq > 0, m.score_sq_reward / safe, m.value)
+
+
+def score_reward_covariance(moments: PromptMoments) -> np.ndarray:
+    """``Cov(||W||^2, Z | x)``; zero for every prompt iff Assumption 2 holds (C8)."""
+    m = _check_moments(moments)
+    return m.score_sq_reward - m.score_sq * m.value
+
+
+def assumption2_baseline_mse(moments: PromptMoments, baseline, group_size) -> np.ndarray:
+    """Corollary 5's form ``(tr Sigma + E||W||^2 (V - b)^2)/G``, shape ``(P,)`` (C8).
+
+    Equal to :func:`per_prompt_mse` with ``estimator="baseline"`` exactly when Assumption 2
+    (``Cov(||W||^2, Z | x) = 0``) holds; the difference is ``2 (V - b) Cov(||W||^2, Z)/G``.
+    """
+    m = _check_moments(moments)
+    b = _check_estimator("baseline", baseline, m.n_prompts)
+    G = as_int(group_size, "group_size", 1)
+    return (m.trace_sigma_oracle + m.score_sq * (m.value - b) ** 2) / G
+
+
+def grpo_vanilla_margin(moments: PromptMoments, group_size) -> np.ndarray:
+    """``MSE_vanilla(x) - MSE_GRPO(x)``: positive where GRPO wins (C10), ``(P,)`` or ``(P, n_G)``."""
+    return (per_prompt_mse(moments, "vanilla", group_size)
+            - per_prompt_mse(moments, "grpo", group_size))
+
+
+def reversal_condition(moments: PromptMoments, group_size) -> np.ndarray:
+    """C10's closed form: GRPO beats vanilla iff ``(S Var Z + ||g||^2)/(G-1) < S V^2``.
+
+    Exact under Assumption 2, when ``E||WZ||^2 - E||W(Z-V)||^2 = E||W||^2 V^2``; returns a
+    boolean array ``(P,)`` or ``(P, n_G)``.
+    """
+    m = _check_moments(moments)
+    G = _check_sizes("grpo", group_size)
+    col = (slice(None), None) if G.ndim == 1 else (slice(None),)
+    return ((m.score_sq_reward_var + m.grad_sq)[col] / (G - 1.0)
+            < (m.score_sq * m.value**2)[col])
+
+
+# ---------------------------------------------------------------------- matrix forms
+def _require_matrices(m: PromptMoments) -> None:
+    if not m.has_matrices:
+        raise ValueError("these `moments` carry no matrix forms (grad_per_prompt, score_outer*); "
+                         "ask the policy for moments with matrices")
+
+
+def per_prompt_covariance(moments: PromptMoments, estimator: str, group_size,
+                          baseline=None) -> np.ndarray:
+    """``Cov(g_hat(x) | x)``, shape ``(P, d, d)``: the matrix form of Theorem 2 (C5, C22, C23).
+
+    Notes
+    -----
+    With ``S(q) = E[W W^T q(Z) | x]`` and ``Sigma = S((Z - V)^2) - g g^T``: baseline ``b``:
+    ``(S((Z - b)^2) - g g^T)/G`` (vanilla ``b = 0``, oracle ``b = V``); GRPO:
+    ``Sigma/G + (S(1) Var(Z|x) + g g^T)/(G(G-1))``; full-mean ``((G-1)/G)^2`` times GRPO. The
+    traces are :func:`per_prompt_mse` (plus the full-mean bias, which a covariance omits).
+    """
+    m = _check_moments(moments)
+    _require_matrices(m)
+    b = _check_estimator(estimator, baseline, m.n_prompts)
+    G = float(as_int(group_size, "group_size", 2 if estimator in _LEAVE_ONE_OUT else 1))
+    gg = np.einsum("pk,pl->pkl", m.grad_per_prompt, m.grad_per_prompt)  # (P, d, d)
+
+    def centred(c):  # E[W W^T (Z - c)^2 | x] for c of shape (P,)
+        c = c[:, None, None]
+        return m.score_outer_reward_sq - 2.0 * c * m.score_outer_reward + c**2 * m.score_outer
+
+    if estimator in ("vanilla", "oracle", "baseline"):
+        c = {"vanilla": np.zeros(m.n_prompts), "oracle": m.value}.get(estimator, b)
+        return (centred(c) - gg) / G
+    sigma = centred(m.value) - gg
+    cov = sigma / G + (m.score_outer * m.reward_var[:, None, None] + gg) / (G * (G - 1.0))
+    return cov if estimator == "grpo" else shrink_factor(G) ** 2 * cov
+
+
+def between_prompt_covariance(moments: PromptMoments) -> np.ndarray:
+    """``Cov_X g(X) = sum_x f(x) g(x) g(x)^T - g g^T``, shape ``(d, d)`` (Proposition 3)."""
+    m = _check_moments(moments)
+    _require_matrices(m)
+    f, gx = m.prompt_prob, m.grad_per_prompt
+    mean = f @ gx
+    return np.einsum("p,pk,pl->kl", f, gx, gx) - np.outer(mean, mean)
+
+
+def minibatch_covariance(moments: PromptMoments, estimator: str, group_size, batch_size=1,
+                         baseline=None, prompt_variance_factor=None) -> np.ndarray:
+    """Covariance ``Gamma`` of the minibatch estimator, ``(d, d)`` (Proposition 3, Theorem 8).
+
+    ``k Cov_X g(X) + E_X Cov(g_hat(X) | X) / B`` with ``k = 1/B`` for i.i.d. prompts
+    (``prompt_variance_factor`` overrides it); the full-mean estimator's is ``((G-1)/G)^2``
+    times GRPO's, prompt term included.
+    """
+    m = _check_moments(moments)
+    batch_size = as_int(batch_size, "batch_size", 1)
+    factor = 1.0 / batch_size if prompt_variance_factor is None else float(prompt_variance_factor)
+    if estimator == "fullmean":
+        grpo = minibatch_covariance(m, "grpo", group_size, batch_size, None, factor)
+        return shrink_factor(float(group_size)) ** 2 * grpo
+    within = np.einsum("p,pkl->kl", m.prompt_prob,
+                       per_prompt_covariance(m, estimator, group_size, baseline))
+    return between_prompt_covariance(m) * factor + within / batch_size

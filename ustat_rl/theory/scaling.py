@@ -1,0 +1,118 @@
+"""The scaling law and the optimal group size at a fixed budget (Theorem 7, docs/theory.md C17).
+
+The minibatch GRPO MSE at ``B`` prompts of ``G`` samples is exactly
+``c1/B + c2/(BG) + c3'/(BG(G-1))``; at a fixed budget ``N = BG`` it is
+``(c1 G + c2 + c3'/(G-1))/N``, minimised over real ``G > 1`` at ``G* = 1 + sqrt(c3'/c1)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._validation import as_int
+from .moments import PromptMoments
+from .mse import _check_sizes, prompt_heterogeneity
+
+__all__ = ["C1_RTOL", "ScalingConstants", "scaling_constants", "admissible_group_sizes"]
+
+#: ``c1 = E||g(X)||^2 - ||g||^2`` is a difference of two nearly equal sums when prompts barely
+#: differ; below this fraction of ``E||g(X)||^2`` it is indistinguishable from rounding error, so
+#: it is set to zero and ``G* = inf`` (the fixed-budget MSE then falls in ``G`` without end).
+C1_RTOL = 1e-10
+
+
+@dataclass(frozen=True)
+class ScalingConstants:
+    """Constants of the scaling law ``c1/B + c2/(BG) + c3/(BG(G-1))`` (Theorem 7, C17).
+
+    Attributes
+    ----------
+    c1 : float
+        Prompt heterogeneity ``E||g(X) - g||^2``.
+    c2 : float
+        ``E tr Sigma_oracle(X)``.
+    c3 : float
+        The exact third constant ``c3' = E_X[E||W||^2 Var(Z|X) + ||g(X)||^2]``, which multiplies
+        ``1/(BG(G-1))`` exactly and ``1/(BG^2)`` to leading order.
+
+    Examples
+    --------
+    >>> c = ScalingConstants(c1=1.0, c2=2.0, c3=16.0)
+    >>> c.optimal_group_size()
+    5.0
+    >>> round(c.fixed_budget_mse(5, budget=40), 6)
+    0.25
+    """
+
+    c1: float
+    c2: float
+    c3: float
+
+    def fixed_budget_mse(self, group_size, budget):
+        """Minibatch GRPO MSE at ``N = B G``: ``(c1 G + c2 + c3'/(G-1))/N`` (Proposition 3, C17).
+
+        ``group_size`` may be a scalar or an array (each ``>= 2``); ``G`` need not divide ``N``
+        (the formula is the continuous relaxation in ``B = N/G``).
+        """
+        budget = as_int(budget, "budget", 2)
+        G = _check_sizes("grpo", group_size)
+        out = (self.c1 * G + self.c2 + self.c3 / (G - 1.0)) / budget
+        return float(out) if np.ndim(out) == 0 else out
+
+    def fixed_budget_minimum(self, budget) -> float:
+        """``(c1 + c2 + 2 sqrt(c1 c3'))/N``: the minimum over real ``G > 1`` (C17)."""
+        budget = as_int(budget, "budget", 2)
+        c1 = max(self.c1, 0.0)
+        return (c1 + self.c2 + 2.0 * math.sqrt(c1 * max(self.c3, 0.0))) / budget
+
+    def optimal_group_size(self, exact: bool = True) -> float:
+        """``G* = 1 + sqrt(c3'/c1)`` (``exact=True``), or the paper's ``sqrt(c3/c1)`` (C17).
+
+        Returns ``inf`` when ``c1 <= 0`` (one prompt, prompts with equal gradients, or an
+        estimate of ``c1`` at or below zero): the fixed-budget MSE then decreases in ``G``
+        without end. :func:`scaling_constants` sets ``c1`` to zero when it is below
+        :data:`C1_RTOL` of ``E||g(X)||^2``.
+        """
+        if not self.c1 > 0.0:
+            return math.inf
+        if self.c3 < 0.0:
+            raise ValueError(f"`c3` must be >= 0 for G*, got {self.c3!r}")
+        root = math.sqrt(self.c3 / self.c1)
+        return 1.0 + root if exact else root
+
+    def best_group_size(self, budget, divisors_only: bool = True) -> int:
+        """The admissible integer ``G`` with the smallest fixed-budget MSE at ``N = budget``.
+
+        ``divisors_only=True`` searches the divisors ``G >= 2`` of ``N`` (whole batches);
+        otherwise every integer in ``2..N``.
+        """
+        sizes = admissible_group_sizes(budget, divisors_only)
+        return int(sizes[np.argmin(self.fixed_budget_mse(sizes, budget))])
+
+
+def admissible_group_sizes(budget, divisors_only: bool = True) -> np.ndarray:
+    """Group sizes ``G >= 2`` usable at budget ``N``: its divisors, or all of ``2..N``."""
+    budget = as_int(budget, "budget", 2, "(a budget needs at least one group of 2)")
+    sizes = np.arange(2, budget + 1)
+    return sizes[budget % sizes == 0] if divisors_only else sizes
+
+
+def scaling_constants(moments: PromptMoments) -> ScalingConstants:
+    """``c1 = E||g(X) - g||^2``, ``c2 = E tr Sigma_oracle``, ``c3' = E[S Var + ||g(X)||^2]`` (C17).
+
+    ``c1`` is set to zero when it is within :data:`C1_RTOL` of ``E||g(X)||^2`` (rounding), so
+    ``G*`` is ``inf`` for a single prompt or a zero gradient, not a huge finite number.
+    """
+    if not isinstance(moments, PromptMoments):
+        raise TypeError(f"`moments` must be a PromptMoments, got {type(moments).__name__}")
+    f = moments.prompt_prob
+    c1 = prompt_heterogeneity(moments)
+    scale = float(f @ moments.grad_sq)
+    if abs(c1) <= C1_RTOL * abs(scale):
+        c1 = 0.0
+    c2 = float(f @ moments.trace_sigma_oracle)
+    c3 = float(f @ (moments.score_sq_reward_var + moments.grad_sq))
+    return ScalingConstants(c1, c2, c3)
