@@ -1,4 +1,4 @@
-"""Tabular contextual softmax bandit with exact gradient-estimator theory (THEORY.md C3-C10, C17).
+"""Tabular contextual softmax bandit with exact gradient-estimator theory (docs/theory.md C3-C10, C17).
 
 Prompts ``x`` in ``{0..P-1}`` are drawn from ``f``, an action ``a`` in ``{0..K-1}`` from
 ``pi(.|x) = softmax(logits[x])``, and a two-point reward ``Z = lo + (hi - lo) * Bernoulli(r[x, a])``.
@@ -26,7 +26,7 @@ _MAX_ENUMERATION = 2_000_000
 
 @dataclass(frozen=True)
 class ScalingConstants:
-    """Constants of the scaling law c1/B + c2/(BG) + c3/(BG(G-1)) (Theorem 7, THEORY.md C17).
+    """Constants of the scaling law c1/B + c2/(BG) + c3/(BG(G-1)) (Theorem 7, docs/theory.md C17).
 
     Attributes
     ----------
@@ -46,7 +46,7 @@ class ScalingConstants:
 
 @dataclass(frozen=True)
 class HoeffdingComponents:
-    """Hoeffding decomposition of the GRPO kernel at one prompt (THEORY.md C4).
+    """Hoeffding decomposition of the GRPO kernel at one prompt (docs/theory.md C4).
 
     An outcome ``o = (a, z)`` is an action and a reward value; there are ``2K`` of them.
 
@@ -184,7 +184,7 @@ class SoftmaxBandit:
 
     # ------------------------------------------------------------------ exact MSEs
     def exact_mse_per_prompt(self, estimator: str, group_size) -> np.ndarray:
-        """Exact MSE of the per-prompt estimator against ``g(x)`` (Theorem 2, THEORY.md C5).
+        """Exact MSE of the per-prompt estimator against ``g(x)`` (Theorem 2, docs/theory.md C5).
 
         Parameters
         ----------
@@ -224,7 +224,7 @@ class SoftmaxBandit:
         return shrink**2 * grpo + (1.0 - shrink) ** 2 * grad_sq
 
     def exact_mse(self, estimator: str, group_size, batch_size=1) -> float:
-        """Exact minibatch MSE against the full gradient ``g`` (Proposition 3, THEORY.md C6).
+        """Exact minibatch MSE against the full gradient ``g`` (Proposition 3, docs/theory.md C6).
 
         For the unbiased estimators ``E||g_hat - g||^2 = (c1 + E_X MSE(X)) / B`` with
         ``c1 = E||g(X) - g||^2``; the full-mean estimator is ``c`` times the GRPO one, so its MSE is
@@ -248,7 +248,7 @@ class SoftmaxBandit:
         return float(self.prompt_prob @ self.exact_mse_per_prompt(estimator, group_size))
 
     def baseline_mse_per_prompt(self, baseline, group_size) -> np.ndarray:
-        """Exact MSE with a prompt-only baseline b(x) (Corollary 5, THEORY.md C8, C9).
+        """Exact MSE with a prompt-only baseline b(x) (Corollary 5, docs/theory.md C8, C9).
 
         ``MSE(b) = (E||W||^2 (Z - b)^2 - ||g||^2) / G``, for ``baseline`` scalar or shape (P,).
         """
@@ -264,7 +264,7 @@ class SoftmaxBandit:
 
     @property
     def optimal_constant_baseline(self) -> np.ndarray:
-        """MSE-optimal prompt-only baseline ``b*(x) = E[||W||^2 Z] / E||W||^2`` (THEORY.md C9)."""
+        """MSE-optimal prompt-only baseline ``b*(x) = E[||W||^2 Z] / E||W||^2`` (docs/theory.md C9)."""
         return self._sq_score_times_reward / self.score_sq_norm
 
     @property
@@ -274,14 +274,14 @@ class SoftmaxBandit:
 
     # ------------------------------------------------------------------ scaling law
     def scaling_constants(self) -> ScalingConstants:
-        """``c1``, ``c2`` and the exact ``c3'`` of the scaling law (Theorem 7, THEORY.md C17)."""
+        """``c1``, ``c2`` and the exact ``c3'`` of the scaling law (Theorem 7, docs/theory.md C17)."""
         f = self.prompt_prob
         c2 = float(f @ self.trace_sigma_oracle)
         c3 = float(f @ (self.score_sq_norm * self.reward_var + self._grad_sq_per_prompt))
         return ScalingConstants(self.prompt_variance, c2, c3)
 
     def optimal_group_size(self, exact: bool = True) -> float:
-        """Group size minimising the fixed-budget MSE (Theorem 7, THEORY.md C17).
+        """Group size minimising the fixed-budget MSE (Theorem 7, docs/theory.md C17).
 
         ``exact=True``: ``1 + sqrt(c3'/c1)``, the minimiser of ``(c1 G + c2 + c3'/(G-1))/N``;
         ``exact=False``: the paper's ``sqrt(c3/c1)`` for the bound with ``1/G^2``.

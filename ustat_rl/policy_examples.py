@@ -1,4 +1,4 @@
-"""Named log-linear bandits for the policy-optimisation claims (THEORY.md C17-C23).
+"""Named log-linear bandits for the policy-optimisation claims (docs/theory.md C17-C23).
 
 Each is built for one purpose and documented with why it fits; parameters are fixed so every
 run checks the same instance.
