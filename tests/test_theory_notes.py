@@ -6,6 +6,7 @@ section a heading ``## k. ...``. The notes replaced a file kept outside the repo
 file may point there any more.
 """
 
+import importlib
 import re
 import subprocess
 from pathlib import Path
@@ -121,7 +122,65 @@ def test_every_registered_claim_has_a_heading(notes):
     assert not missing, f"registered claims without a heading in docs/theory.md: {missing}"
 
 
+def missing_code(notes: str) -> list[str]:
+    """Backticked paths, tests, check functions and dotted names of ``notes`` that do not exist."""
+    checks = {claim.check.__name__ for claim in registry().values()}
+    missing = []
+    for token in re.findall(r"`([^`\s]+)`", notes):
+        if re.fullmatch(r"C\d+(\.\w+)?", token):
+            continue
+        if "::" in token:
+            path, test = token.split("::")
+            ok = (ROOT / path).is_file() and f"def {test}(" in (ROOT / path).read_text()
+        elif "/" in token:
+            ok = (ROOT / token).exists()
+        elif token.endswith(".py"):  # a check module (or a pattern), named without its folder
+            ok = any((ROOT / "ustat_rl" / "claims").glob(token))
+        elif token.startswith("check_"):
+            ok = token in checks
+        elif "." in token:
+            ok = _resolves(token)
+        else:
+            continue
+        if not ok and token not in missing:
+            missing.append(token)
+    return missing
+
+
+def _resolves(dotted: str) -> bool:
+    parts = dotted.split(".")
+    if parts[0] not in ("ustat_rl", "proofs_check"):
+        parts = ["ustat_rl"] + parts  # a public name such as SoftmaxBandit.exact_mse
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        try:
+            for name in parts[cut:]:
+                obj = getattr(obj, name)
+        except AttributeError:
+            return False
+        return True
+    return False
+
+
+def test_code_named_in_the_notes_exists(notes):
+    missing = missing_code(notes)
+    assert not missing, f"docs/theory.md names code that does not exist (renamed?): {missing}"
+
+
 # ----------------------------------------------------------------------------- negative controls
+
+
+def test_missing_code_is_reported():
+    text = ("`ustat_rl/nowhere.py`, `tests/test_estimators.py::test_nothing`, `check_c99`, "
+            "`proofs_check.hoeffding.no_such_derivation`, `SoftmaxBandit.no_method`, "
+            "`checks_nowhere.py`, `ustat_rl/bandit.py`, `SoftmaxBandit.exact_mse`, `C5.tf`, `gap`, "
+            "`checks_mse.py`")
+    assert missing_code(text) == ["ustat_rl/nowhere.py", "tests/test_estimators.py::test_nothing",
+                                  "check_c99", "proofs_check.hoeffding.no_such_derivation",
+                                  "SoftmaxBandit.no_method", "checks_nowhere.py"]
 
 
 def test_resolver_reports_missing_headings(notes):
