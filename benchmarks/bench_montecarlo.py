@@ -1,7 +1,7 @@
 """Throughput and memory of the Monte Carlo engine against the per-sample numpy route.
 
 Workload: one prompt of a softmax bandit with K = 10 actions, groups of G = 64, squared error of
-the leave-one-out GRPO gradient against g(x) (THEORY.md C5). Engines, timed in the same run:
+the leave-one-out GRPO gradient against g(x) (docs/theory.md C5). Engines, timed in the same run:
 
 * ``per-sample numpy`` (the baseline): :func:`ustat_rl.montecarlo.per_sample_squared_errors`,
   which samples every action and reward, builds every score ``W_g`` and applies

@@ -2,7 +2,7 @@
 
 Workload: :func:`ustat_rl.examples.realisable_kl_bandit` (4 prompts, 3 actions, d = 7),
 GRPO with G = 4, B = 2, rate beta/i (beta = 0.75), ``n`` iterations from ``theta_ref``: the
-setting of the limit-law check (THEORY.md C20). Engines, timed in the same process:
+setting of the limit-law check (docs/theory.md C20). Engines, timed in the same process:
 
 * ``loop of single runs`` (the baseline): ``train(..., n_runs=1, run_offset=r)`` for each run
   ``r``, i.e. the same code with an array of one run, called once per run;

@@ -2,7 +2,7 @@
 
 Workload: the committed ``strong`` policy (d = 103,508 parameters, float32), prompts from the
 arithmetic test split, answers sampled from the policy; the quantity is the score matrix
-``W = grad log pi(Y_i | x_i)``, shape ``(n, d)`` (THEORY.md section 1). Routes, timed in the
+``W = grad log pi(Y_i | x_i)``, shape ``(n, d)`` (docs/theory.md section 1). Routes, timed in the
 same run on the same sequences:
 
 * ``loop`` (the baseline): :meth:`TransformerPolicy.scores_by_loop`, one ``autograd.grad`` call

@@ -1,4 +1,4 @@
-"""Speed and accuracy of ``WeightedChiSquare`` against named baselines (THEORY.md C20).
+"""Speed and accuracy of ``WeightedChiSquare`` against named baselines (docs/theory.md C20).
 
 Baselines, all run in the same process:
 

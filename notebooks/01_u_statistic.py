@@ -15,7 +15,7 @@
 # # The GRPO gradient is a U-statistic
 #
 # This notebook walks through what the U-statistic view of GRPO says and shows each statement
-# with the `ustat_rl` package (claims refer to `THEORY.md`):
+# with the `ustat_rl` package (claims refer to `docs/theory.md`):
 #
 # * **C1 (Lemma 1).** The leave-one-out GRPO gradient of one prompt,
 #   $\hat g(x) = \frac1G\sum_g W_g (Z_g - \bar Z_{-g})$, equals the order-2 U-statistic

@@ -14,7 +14,7 @@
 # %% [markdown]
 # # The weighted chi-square law of Theorem 8, to the last digit of its tails
 #
-# Theorem 8 (THEORY.md C20) says that $n\,\Delta(\pi_{\theta_n})$ converges to
+# Theorem 8 (docs/theory.md C20) says that $n\,\Delta(\pi_{\theta_n})$ converges to
 # $Q=\sum_k w_k\chi^2_{1,k}$. Checking that claim in the tails needs the law of $Q$ with
 # *relative* accuracy where probabilities are $10^{-15}$. `WeightedChiSquare` computes it with
 # Ruben's mixture series written as sums of positive terms (the lower tail, the upper tail and

@@ -17,7 +17,7 @@
 # The paper's second half is about the *learned policy*. This notebook shows, with the
 # `ustat_rl` package, what its results say on a contextual bandit whose policy
 # $\pi_\theta(a\mid x) \propto \exp(\phi(x,a)^\top\theta)$ shares $\theta$ across prompts
-# (claims refer to `THEORY.md`):
+# (claims refer to `docs/theory.md`):
 #
 # * **Lemma 6 (C14, C15).** On a PL objective, SGD with a constant rate reaches a noise floor
 #   $L\beta^2M/(4\mu\beta - 2L\mu\beta^2)$; with rate $\beta/i$ the gap falls like $1/n$.

@@ -17,7 +17,7 @@
 # The bandit notebooks give exact answers for tabular policies. Here the policy is a tiny
 # causal transformer (about $10^5$ parameters) that answers integer-arithmetic questions from
 # the paper's five categories (two-step $\pm$, three-step $\pm$, one-step $\times$, integer
-# division, $\pm$ with parentheses). Claims refer to `THEORY.md`:
+# division, $\pm$ with parentheses). Claims refer to `docs/theory.md`:
 #
 # * **C5 (Theorem 2)** on a transformer: the exact MSE formulas of the vanilla, GRPO and oracle
 #   estimators, checked against Monte Carlo with real autoregressive sampling and

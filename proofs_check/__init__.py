@@ -1,4 +1,4 @@
-"""Symbolic derivations of the claims of THEORY.md, cross-checked against ``ustat_rl``.
+"""Symbolic derivations of the claims of docs/theory.md, cross-checked against ``ustat_rl``.
 
 One module per result, one function per derivation, each returning a frozen
 :class:`Derivation` (claim ID, statement, method, status, the derived sympy expression and its

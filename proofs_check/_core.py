@@ -67,7 +67,7 @@ class Derivation:
     Attributes
     ----------
     claim_id : str
-        THEORY.md claim ID (``"C4"``, ``"C20"``, ...).
+        docs/theory.md claim ID (``"C4"``, ``"C20"``, ...).
     name : str
         Short label of the derivation, unique within the catalogue.
     statement : str

@@ -7,7 +7,7 @@ The score ``w(a) = d log pi_a / d theta`` is *derived* by differentiating the lo
 the policy coordinates ``pi_1..pi_{K-1}`` (with ``pi_K = 1 - sum``), ``p_a``, ``lo`` and ``hi``,
 so identities are decided exactly by polynomial expansion. A polynomial identity in free
 ``pi_1..pi_{K-1}`` holds on the whole simplex, hence for every logit vector; :meth:`in_logits`
-rewrites any result in terms of ``theta``. (THEORY.md C3-C10, C26.)
+rewrites any result in terms of ``theta``. (docs/theory.md C3-C10, C26.)
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class SymbolicBandit:
-    """Symbolic one-prompt softmax bandit (THEORY.md section 1 notation).
+    """Symbolic one-prompt softmax bandit (docs/theory.md section 1 notation).
 
     Quantities are polynomials in ``QQ[pi, p, lo, hi, G, eps]``, promoted to the rational
     function field of the same generators where ``G`` divides (``sympy.polys``): exact,
@@ -258,7 +258,7 @@ def softmax_score(n_actions: int) -> sp.Matrix:
 
 
 def score_derivation(n_actions: int = 3, claimed=None) -> Derivation:
-    """The softmax score is ``w(a) = e_a - pi`` (THEORY.md section 1; used by C4-C10).
+    """The softmax score is ``w(a) = e_a - pi`` (docs/theory.md section 1; used by C4-C10).
 
     ``claimed(a, b, pi)`` gives the claimed entry ``[w(a)]_b``; default ``[a == b] - pi_b``.
     """

@@ -73,13 +73,13 @@ def derived_baseline_mse(baseline=b, group_size=G) -> sp.Basic:
 
 
 def claimed_baseline_mse(baseline=b, group_size=G, cross_factor=2) -> sp.Basic:
-    """THEORY.md C8: ``[tr S + 2(V - b) Cov(||W||^2, Z) + (V - b)^2 m0]/G``."""
+    """docs/theory.md C8: ``[tr S + 2(V - b) Cov(||W||^2, Z) + (V - b)^2 m0]/G``."""
     return (trace_sigma_oracle() + cross_factor * (V - baseline) * covariance()
             + (V - baseline) ** 2 * m0) / group_size
 
 
 def paper_second_moment(baseline=b, group_size=G) -> sp.Basic:
-    """The second moment as the proof of Corollary 5 has it (THEORY.md section 6): the cross
+    """The second moment as the proof of Corollary 5 has it (docs/theory.md section 6): the cross
     term without its factor 2 and without the ``(1 - 1/G)||g||^2`` term."""
     return (trace_sigma_oracle() + gsq + (V - baseline) * covariance()
             + (V - baseline) ** 2 * m0) / group_size

@@ -1,10 +1,10 @@
 """The list of derivations run by ``python -m proofs_check`` and by the claims registry.
 
-Each entry has a *role*: ``"claim"`` entries derive a statement of THEORY.md and must hold
+Each entry has a *role*: ``"claim"`` entries derive a statement of docs/theory.md and must hold
 (``proved`` or ``proved-for-listed-cases``); ``"printed"`` entries run the *same* derivation with
 the form printed in the paper (or a statement as transcribed that the toolkit tests), and feed
 the errata report. The verdicts are computed at run time; the role only says which outcome a
-reader of THEORY.md should expect, so that a change in either direction is flagged.
+reader of docs/theory.md should expect, so that a change in either direction is flagged.
 """
 
 from __future__ import annotations

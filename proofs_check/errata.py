@@ -1,4 +1,4 @@
-"""Errata report: each slip of the paper (THEORY.md section 6, the beta^2 erratum, and statements
+"""Errata report: each slip of the paper (docs/theory.md section 6, the beta^2 erratum, and statements
 the toolkit finds false), with the evidence computed when the report is generated.
 
 Nothing here stores a verdict: every status, counterexample and derived expression in the
@@ -109,11 +109,11 @@ ERRATA: tuple[Erratum, ...] = (
              practical.k3_expected_gradient), _k3_ratio,
             note="the printed kernel is read with mu = pi_theta/pi_ref; with mu the ratio to "
                  "pi_old it is a different quantity altogether"),
-    Erratum("Lemma 14 (as transcribed in THEORY.md C16)",
+    Erratum("Lemma 14 (as transcribed in docs/theory.md C16)",
             "n0 = ceil(B(1+eps)/(eps(A-1))) + 1",
             "also require 1 - A/n + B/n^2 >= 0 for n >= n0, e.g. n0 >= A",
             (_printed("Lemma 14 as transcribed (C16)"), optimisation.lemma14_step),
-            note="found by this toolkit (not in THEORY.md section 6); check the paper's own "
+            note="found by this toolkit (not in docs/theory.md section 6); check the paper's own "
                  "hypotheses before citing"),
     Erratum("Notation", "mu, eps and B each used with two meanings",
             "distinct symbols (e.g. mu_t for the importance ratio, B for batch size only)",

@@ -41,7 +41,7 @@ def symbolic_evidence(claim_id: str, include_printed: bool = False) -> list[Chec
     Parameters
     ----------
     claim_id : str
-        A THEORY.md claim ID such as ``"C4"`` (a suffix as in ``"C20.sym"`` is ignored).
+        A docs/theory.md claim ID such as ``"C4"`` (a suffix as in ``"C20.sym"`` is ignored).
     include_printed : bool
         Also return the checks of printed forms / statements as transcribed; their ``passed``
         is whether they *hold* (so a disproved printed form gives ``passed=False``).

@@ -1,4 +1,4 @@
-"""Hoeffding decomposition of the GRPO kernel on a symbolic softmax bandit (THEORY.md C3-C5, C7).
+"""Hoeffding decomposition of the GRPO kernel on a symbolic softmax bandit (docs/theory.md C3-C5, C7).
 
 Everything is derived from the kernel ``h(o, o') = (w_a - w_a')(z - z')/2`` alone, by exact
 expectation over the ``2K`` outcomes: ``h0 = E h``, ``h1(o) = E h(o, O')``,
@@ -86,12 +86,12 @@ def _components(n_actions: int, kernel: Callable) -> dict:
 
 
 def claimed_h1(b: SymbolicBandit, a: int, z) -> np.ndarray:
-    """THEORY.md C4: ``h1(a, z) = (w(a)(z - V) + g)/2``."""
+    """docs/theory.md C4: ``h1(a, z) = (w(a)(z - V) + g)/2``."""
     return (b.scores[a] * (z - b.value) + b.grad) / 2
 
 
 def claimed_h2(b: SymbolicBandit, o1, o2) -> np.ndarray:
-    """THEORY.md C4: ``h2 = -(w(a)(z' - V) + w(a')(z - V))/2``."""
+    """docs/theory.md C4: ``h2 = -(w(a)(z' - V) + w(a')(z - V))/2``."""
     (a1, z1), (a2, z2) = o1, o2
     return -(b.scores[a1] * (z2 - b.value) + b.scores[a2] * (z1 - b.value)) / 2
 
@@ -227,7 +227,7 @@ def hoeffding_zetas(cases: Sequence[int] = CASES, kernel=grpo_kernel_symbolic,
 
 
 def claimed_mse(b: SymbolicBandit, estimator: str, group_size=None):
-    """THEORY.md C5 closed forms of the per-prompt MSE (``group_size`` defaults to symbolic G)."""
+    """docs/theory.md C5 closed forms of the per-prompt MSE (``group_size`` defaults to symbolic G)."""
     group_size = b.group_size if group_size is None else group_size
     if estimator == "oracle":
         return b.trace_sigma_oracle / group_size

@@ -1,4 +1,4 @@
-"""Optimisation lemmas that reduce to algebra (THEORY.md C12, C13, C14, C16, C21).
+"""Optimisation lemmas that reduce to algebra (docs/theory.md C12, C13, C14, C16, C21).
 
 Inequalities are decided by :func:`decide_nonnegative`: a certificate (a ratio of polynomials
 with non-negative coefficients in non-negative variables) proves them; a negative value on a
@@ -163,7 +163,7 @@ def _lemma14_bound(step, A_, B_, C_, eps_, a_):
     return max((1 + eps_) * C_ / ((A_ - 1) * step), a_ * n0 / step), n0
 
 
-#: A sequence meeting Lemma 14's hypotheses as THEORY.md states them, found by a linear program
+#: A sequence meeting Lemma 14's hypotheses as docs/theory.md states them, found by a linear program
 #: that maximises a_4 (A = 6, B = 1/10, C = 1, eps = 1/2, a = 1/10): zero except a_4 = a.
 WITNESS14 = {"A": Fraction(6), "B": Fraction(1, 10), "C": Fraction(1), "eps": Fraction(1, 2),
              "a": Fraction(1, 10), "spike": 4}

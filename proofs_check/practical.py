@@ -1,4 +1,4 @@
-"""Practical GRPO: the arcsin objective and the K3 KL estimator (THEORY.md C26, C27).
+"""Practical GRPO: the arcsin objective and the K3 KL estimator (docs/theory.md C26, C27).
 
 Softmax policies are written with ``u_a = exp(theta_a) > 0`` so that every quantity is a
 rational function of positive symbols (exact cancellation); ``d/d theta_b = u_b d/d u_b``.
@@ -41,7 +41,7 @@ def _as_listed(verdict: Verdict) -> Verdict:
     return Verdict(PROVED_CASES, verdict.detail) if verdict.status == PROVED else verdict
 
 
-#: THEORY.md C26: d/dV 2 arcsin sqrt V.
+#: docs/theory.md C26: d/dV 2 arcsin sqrt V.
 ARCSIN_DERIVATIVE = 1 / sp.sqrt(V * (1 - V))
 
 

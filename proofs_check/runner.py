@@ -46,7 +46,7 @@ def format_table(rows) -> str:
 def main(argv=None) -> int:
     """Entry point: ``proofs_check.main(argv) -> int`` (used by ``ustat-rl proofs``)."""
     parser = argparse.ArgumentParser(prog="python -m proofs_check",
-                                     description="Symbolic derivations of THEORY.md claims, "
+                                     description="Symbolic derivations of docs/theory.md claims, "
                                                  "cross-checked against ustat_rl.")
     parser.add_argument("--errata", action="store_true", help="print the errata report (Markdown)")
     parser.add_argument("--claim", help="only derivations for this claim ID, e.g. C4")

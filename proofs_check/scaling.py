@@ -1,4 +1,4 @@
-"""Fixed-budget optimal group size (Theorem 7, THEORY.md C17).
+"""Fixed-budget optimal group size (Theorem 7, docs/theory.md C17).
 
 With ``N = B G`` samples per iteration the bound ``c1/B + c2/(BG) + c3/(BG^2)`` becomes
 ``(c1 G + c2 + c3/G)/N``; with the exact third term ``c3'/(BG(G-1))`` it is
@@ -63,7 +63,7 @@ def _independence(objective, root, domain_low) -> Verdict:
     return combine(checks)
 
 
-#: The paper's minimiser and minimum of the fixed-budget bound (THEORY.md C17).
+#: The paper's minimiser and minimum of the fixed-budget bound (docs/theory.md C17).
 PAPER_ARGMIN = sp.sqrt(c3 / c1)
 PAPER_MINIMUM = (c2 + 2 * sp.sqrt(c1 * c3)) / N
 #: The minimiser and minimum of the exact fixed-budget MSE (derived for this project).

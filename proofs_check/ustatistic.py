@@ -1,4 +1,4 @@
-"""Lemma 1 and the full-mean identity for a general group size (THEORY.md C1, C2).
+"""Lemma 1 and the full-mean identity for a general group size (docs/theory.md C1, C2).
 
 General ``G`` is handled with indexed symbols ``W[i]``, ``Z[i]`` and sums over ``1..G``. Sums
 over a product of full ranges are evaluated by distributivity (:func:`full_sum`): a monomial
@@ -46,7 +46,7 @@ Kernel = Callable[[sp.Basic, sp.Basic, sp.Basic, sp.Basic], sp.Basic]
 
 
 def grpo_kernel_symbolic(w_i, z_i, w_j, z_j):
-    """The GRPO kernel ``h = (w_i - w_j)(z_i - z_j)/2`` of Lemma 1 (THEORY.md C1)."""
+    """The GRPO kernel ``h = (w_i - w_j)(z_i - z_j)/2`` of Lemma 1 (docs/theory.md C1)."""
     return (w_i - w_j) * (z_i - z_j) / 2
 
 
@@ -136,7 +136,7 @@ def _grpo_general(kernel: Kernel, normaliser) -> tuple[sp.Basic, sp.Basic, Verdi
 
 def ustat_identity_general(kernel: Kernel = grpo_kernel_symbolic,
                            normaliser: sp.Basic = 2 / (G * (G - 1))) -> Derivation:
-    """Lemma 1 for symbolic ``G``: ``g_GRPO = normaliser * sum_{i<j} kernel`` (THEORY.md C1).
+    """Lemma 1 for symbolic ``G``: ``g_GRPO = normaliser * sum_{i<j} kernel`` (docs/theory.md C1).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Gradient MSE against group size on bandits: the analogue of the paper's Fig. 4 (THEORY.md C11).
+"""Gradient MSE against group size on bandits: the analogue of the paper's Fig. 4 (docs/theory.md C11).
 
 Config -> simulate -> tidy CSV -> figure.
 

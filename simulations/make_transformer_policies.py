@@ -1,4 +1,4 @@
-"""Make the three transformer policies of the Fig. 4 / Fig. 5 analogues (THEORY.md C11, C18).
+"""Make the three transformer policies of the Fig. 4 / Fig. 5 analogues (docs/theory.md C11, C18).
 
 One tiny causal transformer (about 1e5 parameters) is warmed up by maximum likelihood on the
 training split of the arithmetic task; snapshots after increasing numbers of steps are the

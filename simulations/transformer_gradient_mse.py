@@ -1,4 +1,4 @@
-"""Gradient MSE against group size for transformer policies: the Fig. 4 analogue (THEORY.md C5, C7, C11).
+"""Gradient MSE against group size for transformer policies: the Fig. 4 analogue (docs/theory.md C5, C7, C11).
 
 Config -> simulate -> tidy CSV -> figure.
 

@@ -1,4 +1,4 @@
-"""Fixed-budget group-size sweep with GRPO on a transformer: Fig. 5 / Table 2 analogue (THEORY.md C17, C18).
+"""Fixed-budget group-size sweep with GRPO on a transformer: Fig. 5 / Table 2 analogue (docs/theory.md C17, C18).
 
 Config -> simulate -> tidy CSV -> figure.
 

@@ -1,4 +1,4 @@
-"""Tests for the synthetic arithmetic task, tokenizer and verifier (THEORY.md section 5, C11)."""
+"""Tests for the synthetic arithmetic task, tokenizer and verifier (docs/theory.md section 5, C11)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Smoke and accuracy test of simulations/gradient_mse.py (THEORY.md C5, C11).
+"""Smoke and accuracy test of simulations/gradient_mse.py (docs/theory.md C5, C11).
 
 The quick run (200 replicates per prompt, 40 prompts, 6 cells, 144 rows) must agree with the
 exact theory of Theorem 2 row by row, and the same check must reject two wrong formulas.

@@ -1,4 +1,4 @@
-"""Exact vs Monte Carlo gradient MSE on a tiny transformer policy (THEORY.md C5, C11, C17)."""
+"""Exact vs Monte Carlo gradient MSE on a tiny transformer policy (docs/theory.md C5, C11, C17)."""
 
 from __future__ import annotations
 

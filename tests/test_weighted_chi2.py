@@ -1,4 +1,4 @@
-"""Tests for ustat_rl.weighted_chi2 (THEORY.md C20: the limit law sum_k w_k chi2_1).
+"""Tests for ustat_rl.weighted_chi2 (docs/theory.md C20: the limit law sum_k w_k chi2_1).
 
 Accuracy is measured against mpmath references computed here at 25 digits (cached for the
 session): the Gil-Pelaez integral on a contour drawn differently from the engine's, the

@@ -1,7 +1,7 @@
 """Synthetic integer-arithmetic task: questions, a character tokenizer and a binary verifier.
 
 This is the small-scale analogue of the 500-question task behind the paper's Fig. 4
-(THEORY.md section 5, C11): questions drawn uniformly over five categories,
+(docs/theory.md section 5, C11): questions drawn uniformly over five categories,
 
 =================  ==========================  ==========
 category           form                        example
@@ -43,7 +43,7 @@ __all__ = [
     "verify_answer",
 ]
 
-#: The paper's five question categories (THEORY.md section 5).
+#: The paper's five question categories (docs/theory.md section 5).
 CATEGORIES = ("two_step", "three_step", "multiply", "divide", "parentheses")
 
 #: Special token ids: padding, beginning of sequence, end of sequence.

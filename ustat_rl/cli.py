@@ -49,7 +49,10 @@ def _parse_args(argv):
     verify.add_argument("--errata", action="store_true",
                         help="print the errata report (paper slips with computed evidence)")
 
-    sub.add_parser("list", help="list the registered claims")
+    listing = sub.add_parser("list", help="list the registered claims")
+    listing.add_argument("--markdown", action="store_true",
+                         help="a Markdown table linked to docs/theory.md (docs/claims.md)")
+    listing.add_argument("--out", type=Path, default=None, help="write the list to PATH")
     compare = sub.add_parser(
         "compare", help="compare two `verify --json` runs (claims, verdicts, exact values)",
         description="Check that two verify runs with the same seed agree: the same claim IDs "
@@ -158,15 +161,35 @@ def _compare(args) -> int:
     return 0 if result.ok else 1
 
 
+def _list(args) -> int:
+    """``ustat-rl list``: plain text, or with ``--markdown`` the table of docs/claims.md."""
+    from .claims import registry
+
+    claims = registry()
+    if args.markdown:
+        from .claims.markdown import THEORY_NOTES, claims_table
+
+        if not THEORY_NOTES.is_file():
+            print(f"ustat-rl: --markdown needs the theory notes of a source checkout; "
+                  f"{THEORY_NOTES} not found", file=sys.stderr)
+            return 2
+        text = claims_table(claims, THEORY_NOTES.read_text(encoding="utf-8"))
+    else:
+        text = "".join(f"{c.claim_id:<10} [{c.source}] {c.statement}\n{'':<10} method: {c.method}\n"
+                       for c in claims.values())
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text, encoding="utf-8")
+        print(f"wrote {args.out}")
+    return 0
+
+
 def main(argv=None) -> int:
     args = _parse_args(sys.argv[1:] if argv is None else argv)
     if args.command == "list":
-        from .claims import registry
-
-        for claim in registry().values():
-            print(f"{claim.claim_id:<10} [{claim.source}] {claim.statement}\n"
-                  f"{'':<10} method: {claim.method}")
-        return 0
+        return _list(args)
     if args.command == "compare":
         return _compare(args)
     if args.command == "proofs":

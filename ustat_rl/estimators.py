@@ -1,4 +1,4 @@
-"""Group policy-gradient estimators (Algorithm 1 and Table 1 of the paper; THEORY.md section 2).
+"""Group policy-gradient estimators (Algorithm 1 and Table 1 of the paper; docs/theory.md section 2).
 
 All estimators share one form: for one prompt with ``G`` samples ``(W_g, Z_g)``,
 
@@ -63,7 +63,7 @@ def _weighted_score_mean(score: np.ndarray, weight: np.ndarray) -> np.ndarray:
 
 
 def leave_one_out_baseline(reward) -> np.ndarray:
-    """Leave-one-out mean of the other rewards, Z_bar_{-g} (THEORY.md section 2).
+    """Leave-one-out mean of the other rewards, Z_bar_{-g} (docs/theory.md section 2).
 
     The paper's Eq. (4) prints ``Z^{(b,g)}`` inside the sum; the intended baseline, used here,
     sums ``Z^{(b,k)}`` over ``k != g``.
@@ -79,7 +79,7 @@ def leave_one_out_baseline(reward) -> np.ndarray:
 
 
 def vanilla_gradient(score, reward, *, per_prompt: bool = False) -> np.ndarray:
-    """REINFORCE estimator, baseline 0 (Table 1, THEORY.md section 2).
+    """REINFORCE estimator, baseline 0 (Table 1, docs/theory.md section 2).
 
     Parameters
     ----------
@@ -105,7 +105,7 @@ def vanilla_gradient(score, reward, *, per_prompt: bool = False) -> np.ndarray:
 
 
 def grpo_gradient(score, reward, *, per_prompt: bool = False) -> np.ndarray:
-    """Leave-one-out GRPO estimator, baseline Z_bar_{-g} (Lemma 1, THEORY.md C1).
+    """Leave-one-out GRPO estimator, baseline Z_bar_{-g} (Lemma 1, docs/theory.md C1).
 
     Computed in O(G d). Equal to the order-2 U-statistic with kernel
     ``h_ij = (W_i - W_j)(Z_i - Z_j)/2`` (see :func:`grpo_gradient_pairwise`).
@@ -132,7 +132,7 @@ def _grpo_core(score: np.ndarray, reward: np.ndarray) -> np.ndarray:
 
 
 def oracle_gradient(score, reward, value, *, per_prompt: bool = False) -> np.ndarray:
-    """Oracle estimator with the true value V(x) as baseline (Table 1, THEORY.md C4).
+    """Oracle estimator with the true value V(x) as baseline (Table 1, docs/theory.md C4).
 
     ``value`` is a scalar for one prompt, or shape ``(B,)`` for a minibatch.
     Not implementable in practice; it is the first-order Hoeffding part of GRPO plus g.
@@ -141,7 +141,7 @@ def oracle_gradient(score, reward, value, *, per_prompt: bool = False) -> np.nda
 
 
 def baseline_gradient(score, reward, baseline, *, per_prompt: bool = False) -> np.ndarray:
-    """Estimator with a prompt-only baseline b(x) (Corollary 5, THEORY.md C8, C9).
+    """Estimator with a prompt-only baseline b(x) (Corollary 5, docs/theory.md C8, C9).
 
     ``baseline`` is a scalar, or shape ``(B,)`` with one value per prompt.
     """
@@ -155,7 +155,7 @@ def baseline_gradient(score, reward, baseline, *, per_prompt: bool = False) -> n
 
 
 def fullmean_gradient(score, reward, *, per_prompt: bool = False) -> np.ndarray:
-    """Full-mean baseline Z_bar, the TRL/verl/OpenRLHF convention without std (THEORY.md C2).
+    """Full-mean baseline Z_bar, the TRL/verl/OpenRLHF convention without std (docs/theory.md C2).
 
     Equals ``(G-1)/G`` times the leave-one-out estimator exactly, so it is biased towards zero
     by the factor ``(G-1)/G``.
@@ -166,7 +166,7 @@ def fullmean_gradient(score, reward, *, per_prompt: bool = False) -> np.ndarray:
 
 
 def grpo_kernel(score_i, reward_i, score_j, reward_j) -> np.ndarray:
-    """Pairwise GRPO kernel h((w, z), (w', z')) = (w - w')(z - z')/2 (Lemma 1, THEORY.md C1).
+    """Pairwise GRPO kernel h((w, z), (w', z')) = (w - w')(z - z')/2 (Lemma 1, docs/theory.md C1).
 
     Symmetric in its two arguments. Broadcasts over leading axes.
     """

@@ -1,4 +1,4 @@
-"""Fixed-budget training sweeps over the group size: Theorem 7 after training (THEORY.md C17, C18).
+"""Fixed-budget training sweeps over the group size: Theorem 7 after training (docs/theory.md C17, C18).
 
 At a fixed budget ``N = B G`` per iteration, Algorithm 1 is run for each ``G`` (``B = N / G``)
 and the expected final gap ``E Delta_n`` is estimated over independent runs. The predictions:
@@ -30,7 +30,7 @@ __all__ = ["GroupSizePredictions", "predicted_group_sizes", "linearised_gap", "s
 
 @dataclass(frozen=True)
 class GroupSizePredictions:
-    """Predicted optimal group sizes (Theorem 7, THEORY.md C17).
+    """Predicted optimal group sizes (Theorem 7, docs/theory.md C17).
 
     Attributes
     ----------

@@ -1,4 +1,4 @@
-"""Rates in the group size: MSE(G) = a/G + b/G^2 fits and log-log slopes (THEORY.md C5, C7).
+"""Rates in the group size: MSE(G) = a/G + b/G^2 fits and log-log slopes (docs/theory.md C5, C7).
 
 Both fits weight by the Monte Carlo uncertainty: independent standard errors give weighted
 least squares; a full covariance (common random numbers across G) gives generalised least

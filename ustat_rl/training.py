@@ -61,7 +61,7 @@ class NoisyQuadratic:
     """PL test objective ``J = J* - (theta - theta*)^T A (theta - theta*)/2`` with a null space.
 
     The gradient oracle returns ``g(theta) + xi`` with ``xi ~ N(0, Gamma)`` independent across
-    steps, so ``M = sup MSE = tr Gamma`` (Lemma 6, THEORY.md C14, C15). With ``A`` positive
+    steps, so ``M = sup MSE = tr Gamma`` (Lemma 6, docs/theory.md C14, C15). With ``A`` positive
     semi-definite, ``J`` is ``L``-smooth with ``L = lambda_max(A)`` and PL with
     ``mu = lambda_min^+(A)`` (C12, C13); the maximisers form ``theta* + null(A)``.
 
@@ -146,7 +146,7 @@ def learning_rates(learning_rate: float, schedule: str, n_iter: int) -> np.ndarr
 def train(problem, theta0, n_iter, *, learning_rate, schedule="inverse", n_runs=1, seed=0,
           estimator="grpo", group_size=8, batch_size=1, checkpoints=None, run_offset=0,
           progress=False, chunk_doubles=_CHUNK_DOUBLES) -> TrainingResult:
-    """Run Algorithm 1 ``n_runs`` times in one vectorised array (THEORY.md section 2).
+    """Run Algorithm 1 ``n_runs`` times in one vectorised array (docs/theory.md section 2).
 
     Parameters
     ----------

@@ -1,7 +1,7 @@
 """A tiny causal transformer policy with exact sequence log-probabilities and per-sample scores.
 
 The policy ``pi_theta(Y | x)`` generates an answer ``Y`` token by token after the prompt ``x``
-(THEORY.md section 1: ``Y`` is the whole output sequence). Its score is the gradient of the
+(docs/theory.md section 1: ``Y`` is the whole output sequence). Its score is the gradient of the
 sequence log-probability, summed over tokens with no length normalisation,
 
     W = grad_theta log pi_theta(Y | x) = sum_t grad_theta log pi_theta(y_t | x, y_<t),

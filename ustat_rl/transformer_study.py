@@ -1,4 +1,4 @@
-"""Exact ground truth and Monte Carlo gradient-MSE study for transformer policies (THEORY.md C5, C11, C17).
+"""Exact ground truth and Monte Carlo gradient-MSE study for transformer policies (docs/theory.md C5, C11, C17).
 
 Two independent routes to the MSE of the group estimators at a transformer policy:
 
@@ -82,7 +82,7 @@ def moderate_questions(policy: TransformerPolicy, questions, low: float = 0.2,
 
 @dataclass(frozen=True)
 class PromptMoments:
-    """Exact per-prompt moments of a constrained policy over a prompt set (THEORY.md C5).
+    """Exact per-prompt moments of a constrained policy over a prompt set (docs/theory.md C5).
 
     Attributes
     ----------

@@ -2,8 +2,8 @@
 
 * :func:`supervised_warmup` fits the canonical answers by maximum likelihood (teacher forcing).
   Stopping it after different numbers of steps gives policies of increasing strength, the
-  analogues of the paper's base, instruct and few-shot instruct models (THEORY.md section 5).
-* :func:`grpo_train` is Algorithm 1 of the paper (THEORY.md section 2): per iteration, ``B``
+  analogues of the paper's base, instruct and few-shot instruct models (docs/theory.md section 5).
+* :func:`grpo_train` is Algorithm 1 of the paper (docs/theory.md section 2): per iteration, ``B``
   prompts drawn uniformly from the training questions, ``G`` answers each, the leave-one-out
   GRPO gradient ``g_hat = (1/B) sum_b (1/G) sum_g W_bg (Z_bg - Zbar_{-g})`` and plain SGD ascent
   ``theta <- theta + eta g_hat`` at a constant learning rate. The gradient is formed through the
@@ -72,7 +72,7 @@ def supervised_warmup(policy: TransformerPolicy, questions, n_steps: int, genera
 
 
 def expected_accuracy(policy: TransformerPolicy, questions, chunk_size: int = 1024) -> float:
-    """Exact expected accuracy ``mean_x pi(y*(x) | x)`` over ``questions`` (THEORY.md J)."""
+    """Exact expected accuracy ``mean_x pi(y*(x) | x)`` over ``questions`` (docs/theory.md section 1)."""
     return float(np.mean(question_values(policy, questions, chunk_size)))
 
 

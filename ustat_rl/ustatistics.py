@@ -1,4 +1,4 @@
-"""Order-2 U-statistics and their Hoeffding decomposition (THEORY.md section 3, C4, C28).
+"""Order-2 U-statistics and their Hoeffding decomposition (docs/theory.md section 3, C4, C28).
 
 For a symmetric kernel ``h`` and an i.i.d. sample ``X_1..X_n``,
 ``U = (n(n-1))^{-1} sum_{i != j} h(X_i, X_j)`` decomposes as
@@ -53,7 +53,7 @@ def pairwise_kernel_matrix(kernel: Kernel, sample) -> np.ndarray:
 
 
 def u_statistic(kernel: Kernel, sample) -> np.ndarray:
-    """Order-2 U-statistic ``C(n,2)^{-1} sum_{i<j} h(X_i, X_j)`` (THEORY.md section 3).
+    """Order-2 U-statistic ``C(n,2)^{-1} sum_{i<j} h(X_i, X_j)`` (docs/theory.md section 3).
 
     Examples
     --------
@@ -69,7 +69,7 @@ def u_statistic(kernel: Kernel, sample) -> np.ndarray:
 def ustat_variance(zeta1, zeta2, n) -> float:
     """Exact variance ``(4(n-2) zeta1 + 2 zeta2) / (n(n-1))`` of an order-2 U-statistic.
 
-    ``zeta1 = tr Cov h1(X)`` and ``zeta2 = tr Cov h(X, Y)`` (Hoeffding 1948; THEORY.md section 3).
+    ``zeta1 = tr Cov h1(X)`` and ``zeta2 = tr Cov h(X, Y)`` (Hoeffding 1948; docs/theory.md section 3).
     """
     zeta1 = as_float(zeta1, "zeta1", low=0.0)
     zeta2 = as_float(zeta2, "zeta2", low=0.0)

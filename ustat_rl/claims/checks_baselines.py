@@ -22,7 +22,7 @@ REVERSAL_G = np.arange(2, 65)
 
 
 @register("C9", "Without Assumption 2 the MSE-optimal constant baseline is b* = E[||W||^2 Z]/"
-          "E||W||^2, which can beat the value baseline V.", "THEORY.md C9 [derived]",
+          "E||W||^2, which can beat the value baseline V.", "docs/theory.md C9 [derived]",
           "counterexample bandit: exact and paired Monte Carlo")
 def check_c9(ctx):
     bandit = baseline_counterexample_bandit()
@@ -91,7 +91,7 @@ def reversal_map(p_values=REVERSAL_P, sizes=REVERSAL_G):
 
 @register("C10", "Finite-G reversal: GRPO beats vanilla iff (E||W||^2 Var Z + ||g||^2)/(G-1) < "
           "E||W||^2 V^2 (under Assumption 2); for binary rewards roughly G - 1 > (1-p)/p.",
-          "THEORY.md C10 [derived]", "exact map over p x G, rough rule, Monte Carlo at cells")
+          "docs/theory.md C10 [derived]", "exact map over p x G, rough rule, Monte Carlo at cells")
 def check_c10(ctx):
     exact, condition, rule = reversal_map()
     agree = float(np.mean(rule == exact))

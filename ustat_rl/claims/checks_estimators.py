@@ -36,7 +36,7 @@ def check_c1(ctx):
 
 
 @register("C2", "The full-mean estimator (TRL/verl/OpenRLHF without std) equals (G-1)/G times "
-          "the leave-one-out estimator.", "THEORY.md C2 [derived]",
+          "the leave-one-out estimator.", "docs/theory.md C2 [derived]",
           "identity on random vectors")
 def check_c2(ctx):
     rng = np.random.default_rng(ctx.seed_for("C2"))

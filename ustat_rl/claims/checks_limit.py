@@ -91,7 +91,7 @@ def gof_tests(sample, weights):
 
 @register("C20", "Theorem 8 limit law: n Delta(pi_theta_n) -> sum_k w_k chi^2_{1,k}, w = eig(Sigma^"
           "{1/2} Lambda Sigma^{1/2}/2), Sigma from the Lyapunov equation with Omega = beta^2 Q^T "
-          "Gamma Q (erratum: the paper prints Omega = Q^T Gamma Q).", "Theorem 8, THEORY.md C20",
+          "Gamma Q (erratum: the paper prints Omega = Q^T Gamma Q).", "Theorem 8, docs/theory.md C20",
           "R independent runs of Algorithm 1 on the KL bandit: KS, CvM, AD; mean and variance")
 def check_c20(ctx):
     n = 1000 if ctx.quick else 8000

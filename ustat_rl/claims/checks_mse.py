@@ -214,7 +214,7 @@ def check_c8(ctx):
 
 @register("C30", "MSE scales with the square of the reward range: rescaling Z by a multiplies "
           "every MSE by a^2 (and a shift leaves GRPO and oracle unchanged, not vanilla).",
-          "THEORY.md C30", "exact formulas and Monte Carlo with rewards in {0, 3}")
+          "docs/theory.md C30", "exact formulas and Monte Carlo with rewards in {0, 3}")
 def check_c30(ctx):
     base = arithmetic_bandit(2.8)
     checks = []

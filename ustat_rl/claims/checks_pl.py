@@ -95,7 +95,7 @@ def check_c14(ctx):
 
 @register("C15", "Lemma 6 (rate beta/i, beta > 1/(2 mu)): E Delta_n <= max{(1+eps) L beta^2 M/"
           "((4 mu beta - 2) n), c/n}; in 1-D n E Delta_n -> lambda beta^2 gamma/(2(2 beta lambda - 1)), "
-          "so the bound is tight.", "Lemma 6, THEORY.md C15 [derived]",
+          "so the bound is tight.", "Lemma 6, docs/theory.md C15 [derived]",
           "noisy PL quadratic: exact recursion, Monte Carlo runs; 1-D limit by exact recursion")
 def check_c15(ctx):
     problem, beta = pl_quadratic(), 1.5

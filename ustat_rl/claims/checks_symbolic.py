@@ -3,7 +3,7 @@
 Registers C12, C13, C16, C21, C26, C27 and ``C20.sym`` (the symbolic half of the limit law;
 the numeric/Monte Carlo C20 lives elsewhere). Each check runs the derivations afresh; C20.sym
 and C27 add a small Monte Carlo twin (``Z_CHECK`` standard errors), and C16 also reports the
-exact witness against Lemma 14 as THEORY.md transcribes it.
+exact witness against Lemma 14 as docs/theory.md transcribes it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 
 from .registry import Check, check_true, register
 
-SOURCE = "proofs_check (sympy), THEORY.md"
+SOURCE = "proofs_check (sympy), docs/theory.md"
 
 
 def _evidence(claim_id: str) -> list[Check]:

@@ -1,4 +1,4 @@
-"""Checks of C11, C5/C7 and C18 on small transformer policies (THEORY.md C5, C7, C11, C17, C18).
+"""Checks of C11, C5/C7 and C18 on small transformer policies (docs/theory.md C5, C7, C11, C17, C18).
 
 The policies are the three committed warm-up checkpoints (``weak``, ``medium``, ``strong``) on
 the synthetic arithmetic task. Their constrained output space is small, so per-prompt MSEs are

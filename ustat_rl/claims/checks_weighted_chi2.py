@@ -1,6 +1,6 @@
 """Check for claim C20.dist: the weighted chi-square law used to test Theorem 8 is exact.
 
-Theorem 8's limit law (THEORY.md C20) is ``sum_k w_k chi2_1``; every comparison of a simulated
+Theorem 8's limit law (docs/theory.md C20) is ``sum_k w_k chi2_1``; every comparison of a simulated
 ``n * gap`` with it relies on ``WeightedChiSquare``. This check re-derives the law's tails from a
 25-digit mpmath reference (exact-numeric) and tests samples built directly as
 ``sum_k w_k Z_k^2`` against it (monte-carlo), so an engine regression fails ``ustat-rl verify``.
@@ -16,7 +16,7 @@ from .registry import check_close, check_exact, check_true, register
 
 STATEMENT = ("WeightedChiSquare sf/cdf match a high-precision reference to 1e-10 relative down "
              "to 1e-15, and samples of sum_k w_k chi2_1 pass KS/CvM/AD")
-SOURCE = "THEORY.md C20 (Theorem 8 limit law); Ruben (1962), Farebrother (1984, AS 204)"
+SOURCE = "docs/theory.md C20 (Theorem 8 limit law); Ruben (1962), Farebrother (1984, AS 204)"
 METHOD = ("25-digit Gil-Pelaez contour reference at p = 1e-15 (both tails) and the centre; "
           "KS/CvM/AD and moment checks on samples of sum w_k Z_k^2 drawn from normals")
 

@@ -1,4 +1,4 @@
-"""The claims registry: one entry per claim of THEORY.md, each with a check.
+"""The claims registry: one entry per claim of docs/theory.md, each with a check.
 
 A check is a function ``check(ctx) -> list[Check]`` that computes its evidence afresh on every
 call; :func:`run_claim` times it and folds the sub-checks into one :class:`ClaimResult`.
@@ -163,7 +163,7 @@ class VerifyContext:
 
 @dataclass(frozen=True)
 class Claim:
-    """A registered claim: its THEORY.md ID, statement, source and check."""
+    """A registered claim: its docs/theory.md ID, statement, source and check."""
 
     claim_id: str
     statement: str

@@ -11,7 +11,7 @@ with ``pi_ref = pi_{theta_ref}``. Its gradient is ``E[W Z~]`` with the *shaped r
 ``Z~ = Z - tau (log pi_theta(A|X) - log pi_ref(A|X))`` (because ``E[W | x] = 0``), so every group
 estimator of Algorithm 1 (vanilla, GRPO, oracle, full-mean) applies unchanged with ``Z~`` in
 place of ``Z``. Features constant across the actions of a prompt do not change the policy, so the
-maximisers of ``J`` form an affine set ``theta* + N`` (Assumption 7, Theorem 8, THEORY.md C19-C23)
+maximisers of ``J`` form an affine set ``theta* + N`` (Assumption 7, Theorem 8, docs/theory.md C19-C23)
 with ``N = {v : phi(x, .)^T v constant in a, for every x}``.
 
 Everything is a finite sum over prompts, actions and the two reward values, hence exact.
@@ -128,7 +128,7 @@ class LogLinearBandit:
     reward_values : tuple of float
         ``(lo, hi)``.
     kl_weight : float
-        ``tau >= 0``; ``0`` gives the plain objective ``E[Z]`` of THEORY.md section 1.
+        ``tau >= 0``; ``0`` gives the plain objective ``E[Z]`` of docs/theory.md section 1.
     ref_theta : array_like, shape (d,), optional
         Parameters of the reference policy; zeros by default.
     prompt_sampling : {"iid", "stratified"}

@@ -30,7 +30,7 @@ _MAX_ENUMERATION = 2_000_000
 
 @dataclass(frozen=True)
 class HoeffdingComponents:
-    """Hoeffding decomposition of the GRPO kernel at one prompt (THEORY.md C4).
+    """Hoeffding decomposition of the GRPO kernel at one prompt (docs/theory.md C4).
 
     An outcome ``o = (a, z)`` is an action and a reward value; there are ``2K`` of them.
 

@@ -1,4 +1,4 @@
-"""The limit law of Theorem 8: ``n Delta(pi_theta_n) -> sum_k w_k chi^2_{1,k}`` (THEORY.md C20).
+"""The limit law of Theorem 8: ``n Delta(pi_theta_n) -> sum_k w_k chi^2_{1,k}`` (docs/theory.md C20).
 
 With learning rate ``beta / i``, group size ``G`` and batch size ``B`` fixed, ``sqrt(n) Q^T
 (theta_n - theta*) -> N(0, Sigma)`` where ``Sigma`` solves the Lyapunov equation
@@ -30,7 +30,7 @@ __all__ = ["LimitLaw", "lyapunov_covariance", "limit_weights", "noise_omega", "b
 
 @dataclass(frozen=True)
 class LimitLaw:
-    """Weights of the weighted chi-square limit of ``n Delta_n`` (Theorem 8, THEORY.md C20).
+    """Weights of the weighted chi-square limit of ``n Delta_n`` (Theorem 8, docs/theory.md C20).
 
     Attributes
     ----------
@@ -99,7 +99,7 @@ def lyapunov_covariance(curvature, omega, learning_rate) -> np.ndarray:
 def eigenbasis_covariance(curvature_eigenvalues, omega_eigenbasis, learning_rate) -> np.ndarray:
     """The closed form in the eigenbasis: ``Sigma_kl = Omega_kl / (beta (lambda_k + lambda_l) - 1)``.
 
-    An independent route to :func:`lyapunov_covariance` (THEORY.md C20).
+    An independent route to :func:`lyapunov_covariance` (docs/theory.md C20).
     """
     lam = np.asarray(curvature_eigenvalues, dtype=np.float64)
     beta = float(learning_rate)
@@ -151,7 +151,7 @@ def quadratic_limit_law(problem, learning_rate) -> LimitLaw:
 
 
 def scalar_limit_weight(curvature: float, noise_var: float, learning_rate: float) -> float:
-    """1-D weight ``lambda beta^2 gamma / (2 (2 beta lambda - 1))`` (THEORY.md C15, C20).
+    """1-D weight ``lambda beta^2 gamma / (2 (2 beta lambda - 1))`` (docs/theory.md C15, C20).
 
     Also the limit of ``n E Delta_n`` for ``J = -lambda theta^2 / 2`` with noise variance
     ``gamma``: the 1/i bound of Lemma 6 is tight there.

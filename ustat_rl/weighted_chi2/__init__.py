@@ -1,4 +1,4 @@
-"""Weighted chi-square law of Theorem 8 (THEORY.md C20), with goodness-of-fit tests.
+"""Weighted chi-square law of Theorem 8 (docs/theory.md C20), with goodness-of-fit tests.
 
 ``WeightedChiSquare(weights)`` is the law of ``sum_k w_k Z_k^2``; ``goodness_of_fit_tests``
 compares a sample with it (Kolmogorov-Smirnov, Cramer-von Mises, Anderson-Darling).

@@ -45,7 +45,7 @@ class GofResult:
 
 
 def goodness_of_fit_tests(sample, dist) -> GofResult:
-    """Test whether ``sample`` was drawn from ``dist`` (used for THEORY.md C20's limit law).
+    """Test whether ``sample`` was drawn from ``dist`` (used for docs/theory.md C20's limit law).
 
     Parameters
     ----------
