@@ -55,9 +55,9 @@ def _parse_args(argv):
     listing.add_argument("--out", type=Path, default=None, help="write the list to PATH")
     compare = sub.add_parser(
         "compare", help="compare two `verify --json` runs (claims, verdicts, exact values)",
-        description="Check that two verify runs with the same seed agree: the same claim IDs "
-                    "and verdicts, and every prediction and exact value equal to a relative "
-                    "tolerance. Exits 1 on any mismatch; Monte Carlo changes are listed only.")
+        description="Check that two verify runs with the same seed agree: the same claim IDs, "
+                    "verdicts and sub-check outcomes, and every prediction equal to a relative "
+                    "tolerance. Exits 1 on any mismatch; measurements that moved are listed.")
     compare.add_argument("before", type=Path, help="verify --json file of the reference run")
     compare.add_argument("after", type=Path, help="verify --json file of the new run")
     compare.add_argument("--rtol", type=float, default=1e-12, help="relative tolerance (1e-12)")
@@ -156,8 +156,9 @@ def _compare(args) -> int:
         print(f"MISMATCH {line}")
     for line in result.notes:
         print(f"moved    {line}")
-    print(f"{result.n_values} values compared at rtol {args.rtol:g}: "
-          f"{len(result.mismatches)} mismatches, {len(result.notes)} Monte Carlo values moved")
+    print(f"{result.n_values} predictions compared at rtol {args.rtol:g}: "
+          f"{len(result.mismatches)} mismatches; {len(result.notes)} measurements moved "
+          f"with their outcome unchanged")
     return 0 if result.ok else 1
 
 

@@ -16,12 +16,12 @@ so the sweep also records that *tail mean* (lower variance, same expectation).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from ._validation import as_int
+from .theory import ScalingConstants
 from .training import train
 
 __all__ = ["GroupSizePredictions", "predicted_group_sizes", "linearised_gap", "sweep_cell",
@@ -47,24 +47,22 @@ class GroupSizePredictions:
     sup_form: float
 
 
-def _g_star(c1: float, c3: float) -> float:
-    return 1.0 + math.sqrt(c3 / c1) if c1 > 0 else math.inf
-
-
 def predicted_group_sizes(bandit, optimum, theta0, learning_rate, n_iter) -> GroupSizePredictions:
     """``G*`` from exact constants at the start, the optimum, along the path and in sup form."""
     theta = np.asarray(theta0, dtype=np.float64).copy()
-    c1s, c3s = [], []
+    c1s, c2s, c3s = [], [], []
     for _ in range(as_int(n_iter, "n_iter", 1)):
         c = bandit.scaling_constants(theta)
         c1s.append(c.c1)
+        c2s.append(c.c2)
         c3s.append(c.c3)
         theta = theta + learning_rate * bandit.grad(theta)
-    start = bandit.scaling_constants(theta0)
-    opt = bandit.scaling_constants(optimum.theta)
-    return GroupSizePredictions(_g_star(start.c1, start.c3), _g_star(opt.c1, opt.c3),
-                                _g_star(float(np.mean(c1s)), float(np.mean(c3s))),
-                                math.sqrt(max(c3s) / max(c1s)))
+    start = bandit.scaling_constants(theta0).optimal_group_size()
+    opt = bandit.scaling_constants(optimum.theta).optimal_group_size()
+    average = ScalingConstants(float(np.mean(c1s)), float(np.mean(c2s)), float(np.mean(c3s)))
+    sup = ScalingConstants(max(c1s), max(c2s), max(c3s))
+    return GroupSizePredictions(start, opt, average.optimal_group_size(),
+                                sup.optimal_group_size(exact=False))
 
 
 def linearised_gap(bandit, optimum, learning_rate, group_size, batch_size,
