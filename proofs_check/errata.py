@@ -18,7 +18,7 @@ import sympy as sp
 
 from . import baselines, limit_law, optimisation, practical, ustatistic
 from ._core import Derivation
-from .catalogue import CATALOGUE, run_entry
+from .catalogue import entry_named, run_entry
 
 __all__ = ["Erratum", "ERRATA", "errata_report"]
 
@@ -36,8 +36,7 @@ class Erratum:
 
 
 def _printed(name: str) -> Callable[[], Derivation]:
-    (entry,) = [e for e in CATALOGUE if e.name == name]
-    return partial(run_entry, entry)
+    return partial(run_entry, entry_named(name))
 
 
 def _cor5_difference() -> str:
