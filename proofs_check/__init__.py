@@ -11,19 +11,24 @@ main(argv) -> int
     The command line (``ustat-rl proofs`` calls it).
 errata_report() -> str
     Markdown errata with evidence computed at call time.
-symbolic_evidence(claim_id) -> list[Check]
-    Registry checks (``evidence="symbolic"``) for one claim.
+claim_derivations(claim_id) -> list[Derivation]
+    The derivations supporting one claim of the registry.
+
+The package depends on ``ustat_rl``'s maths (the numeric bridge), never on its claims registry:
+``ustat_rl.claims.symbolic`` turns derivations and bridge comparisons into registry checks.
 """
 
 from __future__ import annotations
 
 from ._core import DISPROVED, FAILED, PROVED, PROVED_CASES, STATUSES, Derivation
+from .comparison import Comparison
 from .errata import errata_report
-from .evidence import SUPPORTED_CLAIMS, symbolic_evidence
+from .evidence import SUPPORTED_CLAIMS, claim_derivations
 from .runner import main
 
 __all__ = [
     "Derivation",
+    "Comparison",
     "STATUSES",
     "PROVED",
     "PROVED_CASES",
@@ -32,5 +37,5 @@ __all__ = [
     "SUPPORTED_CLAIMS",
     "main",
     "errata_report",
-    "symbolic_evidence",
+    "claim_derivations",
 ]

@@ -2,9 +2,10 @@
 
 Exact twins (``SoftmaxBandit`` quantities, the estimators) must agree within ``RTOL`` relative
 error at random parameter points; stochastic twins must agree with a Monte Carlo estimate within
-``Z_CHECK`` standard errors (the default of ``check_close``: two-sided false-failure rate
-6.3e-5 per comparison). Symbolic bandit results are lambdified *through the logits*
-(``pi = softmax(theta)`` substituted symbolically), so the softmax map is exercised too.
+``Z`` standard errors (two-sided false-failure rate 6.3e-5 per comparison). Symbolic bandit
+results are lambdified *through the logits* (``pi = softmax(theta)`` substituted symbolically),
+so the softmax map is exercised too. Every function returns :class:`~proofs_check.comparison.
+Comparison` objects; ``ustat_rl.claims.symbolic`` turns them into registry checks.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from functools import lru_cache
 import numpy as np
 import sympy as sp
 
-from ustat_rl.claims.registry import Check, check_close, check_exact
 from ustat_rl.estimators import (
     fullmean_gradient,
     grpo_gradient,
@@ -26,6 +26,7 @@ from ustat_rl.policies.softmax import SoftmaxBandit
 
 from . import baselines, hoeffding, scaling, ustatistic
 from .bandit_model import symbolic_bandit
+from .comparison import Comparison
 
 __all__ = ["RTOL", "random_bandit", "bandit_function", "exact_checks", "monte_carlo_checks",
            "mse_monte_carlo", "sgd_limit_monte_carlo", "k3_monte_carlo"]
@@ -88,7 +89,7 @@ def _baseline_mse(bd):
     return hoeffding._iid_mse(bd, lambda a, z, w: w * (z - bd.baseline))[0]
 
 
-def exact_checks(seed: int = 0, n_points: int = 3) -> list[Check]:
+def exact_checks(seed: int = 0, n_points: int = 3) -> list[Comparison]:
     """Lambdified symbolic results vs ``SoftmaxBandit`` and the estimators, exact to ``RTOL``."""
     rng = np.random.default_rng(seed)
     checks = []
@@ -110,24 +111,25 @@ def exact_checks(seed: int = 0, n_points: int = 3) -> list[Check]:
             pairs = comp.h2.reshape(-1, k)
             for name, numeric in (("h0", comp.h0), ("h1", comp.h1), ("h2", pairs),
                                   ("zeta1", comp.zeta1), ("zeta2", comp.zeta2)):
-                checks.append(check_exact(f"C4 {name} symbolic vs SoftmaxBandit.hoeffding, K={k}",
-                                          numeric, funcs[name](bandit), rtol=RTOL))
+                checks.append(Comparison.exact(
+                    f"C4 {name} symbolic vs SoftmaxBandit.hoeffding, K={k}",
+                    numeric, funcs[name](bandit), rtol=RTOL))
             for size in (2, 3, 7, 40):
                 for name in ("grpo", "vanilla", "oracle"):
-                    checks.append(check_exact(
+                    checks.append(Comparison.exact(
                         f"C5 MSE_{name}(G={size}) symbolic vs exact_mse_per_prompt, K={k}",
                         bandit.exact_mse_per_prompt(name, size)[0],
                         funcs[name](bandit, group_size=size), rtol=RTOL))
             base = float(rng.normal())
-            checks.append(check_exact(f"C8 MSE(b) symbolic vs baseline_mse_per_prompt, K={k}",
-                                      bandit.baseline_mse_per_prompt(base, 5)[0],
-                                      funcs["baseline"](bandit, group_size=5, baseline=base),
-                                      rtol=RTOL))
+            checks.append(Comparison.exact(
+                f"C8 MSE(b) symbolic vs baseline_mse_per_prompt, K={k}",
+                bandit.baseline_mse_per_prompt(base, 5)[0],
+                funcs["baseline"](bandit, group_size=5, baseline=base), rtol=RTOL))
     checks += _estimator_checks(rng) + _scaling_checks(rng) + _witness_checks()
     return checks
 
 
-def _estimator_checks(rng) -> list[Check]:
+def _estimator_checks(rng) -> list[Comparison]:
     """C1 and C2 at G = 2..8: the symbolic group expressions vs the library's estimators."""
     checks = []
     for size in range(2, 9):
@@ -137,17 +139,18 @@ def _estimator_checks(rng) -> list[Check]:
         score = rng.normal(size=(size, 2))
         reward = rng.normal(size=size)
         value = np.ravel(lhs(*score.ravel(), *reward))
-        checks.append(check_exact(f"C1 symbolic GRPO (G={size}) vs grpo_gradient",
-                                  grpo_gradient(score, reward), value, rtol=RTOL))
-        checks.append(check_exact(f"C1 symbolic GRPO (G={size}) vs grpo_gradient_pairwise",
-                                  grpo_gradient_pairwise(score, reward), value, rtol=RTOL))
+        checks.append(Comparison.exact(f"C1 symbolic GRPO (G={size}) vs grpo_gradient",
+                                       grpo_gradient(score, reward), value, rtol=RTOL))
+        checks.append(Comparison.exact(f"C1 symbolic GRPO (G={size}) vs grpo_gradient_pairwise",
+                                       grpo_gradient_pairwise(score, reward), value, rtol=RTOL))
         factor = float(((ustatistic.G - 1) / ustatistic.G).subs(ustatistic.G, size))
-        checks.append(check_exact(f"C2 (G-1)/G x symbolic GRPO (G={size}) vs fullmean_gradient",
-                                  fullmean_gradient(score, reward), factor * value, rtol=RTOL))
+        checks.append(Comparison.exact(
+            f"C2 (G-1)/G x symbolic GRPO (G={size}) vs fullmean_gradient",
+            fullmean_gradient(score, reward), factor * value, rtol=RTOL))
     return checks
 
 
-def _scaling_checks(rng) -> list[Check]:
+def _scaling_checks(rng) -> list[Comparison]:
     """C17: the symbolic minimisers and exact fixed-budget MSE vs the bandit's scaling law."""
     bandit = random_bandit(rng, 3, n_prompts=4)
     const = bandit.scaling_constants()
@@ -156,18 +159,18 @@ def _scaling_checks(rng) -> list[Check]:
     exact_root = float(sp.N((1 + sp.sqrt(scaling.c3e / scaling.c1)).subs(values), 30))
     paper_root = float(sp.N(sp.sqrt(scaling.c3 / scaling.c1).subs(values), 30))
     mse = sp.lambdify([scaling.G, scaling.N], scaling.exact_fixed_budget_mse().subs(values))
-    checks = [check_exact("C17 symbolic 1 + sqrt(c3'/c1) vs optimal_group_size(exact=True)",
-                          bandit.optimal_group_size(exact=True), exact_root, rtol=RTOL),
-              check_exact("C17 symbolic sqrt(c3/c1) vs optimal_group_size(exact=False)",
-                          bandit.optimal_group_size(exact=False), paper_root, rtol=RTOL)]
+    checks = [Comparison.exact("C17 symbolic 1 + sqrt(c3'/c1) vs optimal_group_size(exact=True)",
+                               bandit.optimal_group_size(exact=True), exact_root, rtol=RTOL),
+              Comparison.exact("C17 symbolic sqrt(c3/c1) vs optimal_group_size(exact=False)",
+                               bandit.optimal_group_size(exact=False), paper_root, rtol=RTOL)]
     for size, batch in ((2, 8), (4, 3), (16, 1)):
-        checks.append(check_exact(f"C17 exact fixed-budget MSE (G={size}, B={batch}) vs exact_mse",
-                                  bandit.exact_mse("grpo", size, batch), mse(size, size * batch),
-                                  rtol=RTOL))
+        checks.append(Comparison.exact(
+            f"C17 exact fixed-budget MSE (G={size}, B={batch}) vs exact_mse",
+            bandit.exact_mse("grpo", size, batch), mse(size, size * batch), rtol=RTOL))
     return checks
 
 
-def _witness_checks() -> list[Check]:
+def _witness_checks() -> list[Comparison]:
     """C9: the exact witness gap vs the library, evaluated at the witness bandit."""
     w = baselines.WITNESS
     pi1 = float(w["pi1"])
@@ -176,13 +179,13 @@ def _witness_checks() -> list[Check]:
     gap = (bandit.baseline_mse_per_prompt(bandit.value, 4)
            - bandit.baseline_mse_per_prompt(bandit.optimal_constant_baseline, 4))[0]
     symbolic = float(baselines.value_baseline_counterexample().expression)
-    return [check_exact("C9 witness gap MSE(V) - MSE(b*) symbolic vs SoftmaxBandit", gap,
-                        symbolic, rtol=RTOL)]
+    return [Comparison.exact("C9 witness gap MSE(V) - MSE(b*) symbolic vs SoftmaxBandit", gap,
+                             symbolic, rtol=RTOL)]
 
 
 # ------------------------------------------------------------------------------ Monte Carlo
 def mse_monte_carlo(bandit: SoftmaxBandit, group_size: int, n_groups: int, rng,
-                    formula=None) -> list[Check]:
+                    formula=None) -> list[Comparison]:
     """MC squared errors of GRPO / vanilla / oracle (``ustat_rl.estimators``) vs symbolic MSE.
 
     ``formula(name, G) -> float`` defaults to the lambdified symbolic exact MSE; pass a wrong
@@ -206,17 +209,17 @@ def mse_monte_carlo(bandit: SoftmaxBandit, group_size: int, n_groups: int, rng,
     checks = []
     for name, est in estimates.items():
         err = np.sum((est - g) ** 2, axis=1)  # (n,)
-        checks.append(check_close(f"C5 MC MSE_{name}(G={group_size}), K={k}, n={n_groups}",
-                                  formula(name, group_size), err.mean(),
-                                  err.std(ddof=1) / np.sqrt(n_groups)))
+        checks.append(Comparison.monte_carlo(
+            f"C5 MC MSE_{name}(G={group_size}), K={k}, n={n_groups}",
+            formula(name, group_size), err.mean(), err.std(ddof=1) / np.sqrt(n_groups)))
     return checks
 
 
 def sgd_limit_monte_carlo(rng, n_iter: int = 2000, n_reps: int = 20000, beta=0.5, lam=3.0,
-                          noise=1.0, weight=None) -> list[Check]:
+                          noise=1.0, weight=None) -> list[Comparison]:
     """C20 in 1-D: simulate ``theta_{i+1} = theta_i + (beta/i)(-lam theta_i + xi_i)``.
 
-    The MC mean of ``n Delta_n`` is compared (``Z_CHECK`` se) with the *exact* finite-n value
+    The MC mean of ``n Delta_n`` is compared (``Z`` se) with the *exact* finite-n value
     from the second-moment recursion; that value is compared with the limit weight ``w``
     (default: the symbolic corrected ``lam beta^2 gamma/(2(2 beta lam - 1))``) within the
     recursion's own O(1/n) distance, computed, not assumed.
@@ -239,12 +242,12 @@ def sgd_limit_monte_carlo(rng, n_iter: int = 2000, n_reps: int = 20000, beta=0.5
     # distance of the exact sequence from its limit: |u_n - u| shrinks like 1/n (2 beta lam > 2)
     halfway = _exact_scaled_gap(n_iter // 2, beta, lam, noise)
     drift = 2 * abs(exact - halfway)
-    return [check_close(f"C20 MC n E Delta_n vs exact recursion (n={n_iter})", exact,
-                        scaled_gap.mean(), scaled_gap.std(ddof=1) / np.sqrt(n_reps)),
-            Check(f"C20 exact n E Delta_n vs limit weight (n={n_iter})", weight, exact,
-                  exact - drift, exact + drift, bool(abs(exact - weight) <= drift),
-                  "exact-numeric", "tolerance: twice the change of n E Delta_n from n/2 to n "
-                                   "(the O(1/n) approach to the limit)")]
+    return [Comparison.monte_carlo(f"C20 MC n E Delta_n vs exact recursion (n={n_iter})", exact,
+                                   scaled_gap.mean(), scaled_gap.std(ddof=1) / np.sqrt(n_reps)),
+            Comparison.interval(f"C20 exact n E Delta_n vs limit weight (n={n_iter})", weight,
+                                exact, exact - drift, exact + drift,
+                                "tolerance: twice the change of n E Delta_n from n/2 to n "
+                                "(the O(1/n) approach to the limit)")]
 
 
 def _exact_scaled_gap(n_iter, beta, lam, noise) -> float:
@@ -255,7 +258,7 @@ def _exact_scaled_gap(n_iter, beta, lam, noise) -> float:
     return n_iter * lam * v / 2
 
 
-def k3_monte_carlo(rng, n_samples: int = 200000, estimator=None) -> list[Check]:
+def k3_monte_carlo(rng, n_samples: int = 200000, estimator=None) -> list[Comparison]:
     """C27: the MC mean of K3 under ``pi`` vs the exact KL(pi || pi_ref)."""
     pi = np.array([0.5, 0.3, 0.2])
     ref = np.array([0.2, 0.3, 0.5])
@@ -263,11 +266,11 @@ def k3_monte_carlo(rng, n_samples: int = 200000, estimator=None) -> list[Check]:
     draws = rng.choice(3, size=n_samples, p=pi)
     values = estimator(ref[draws] / pi[draws])
     kl = float(np.sum(pi * np.log(pi / ref)))
-    return [check_close("C27 MC mean of K3 vs KL(pi||pi_ref)", kl, values.mean(),
-                        values.std(ddof=1) / np.sqrt(n_samples))]
+    return [Comparison.monte_carlo("C27 MC mean of K3 vs KL(pi||pi_ref)", kl, values.mean(),
+                                   values.std(ddof=1) / np.sqrt(n_samples))]
 
 
-def monte_carlo_checks(seed: int = 0, quick: bool = True) -> list[Check]:
+def monte_carlo_checks(seed: int = 0, quick: bool = True) -> list[Comparison]:
     """All Monte Carlo checks, with sizes for the quick or the full run."""
     rng = np.random.default_rng(seed)
     n_groups = 20000 if quick else 200000

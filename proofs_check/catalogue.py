@@ -18,7 +18,7 @@ from . import baselines, hoeffding, limit_law, optimisation, practical, scaling,
 from ._core import DISPROVED, Derivation
 from .bandit_model import score_derivation
 
-__all__ = ["Entry", "CATALOGUE", "run_entry", "entries_for"]
+__all__ = ["Entry", "CATALOGUE", "run_entry", "entries_for", "entry_named"]
 
 
 @dataclass(frozen=True)
@@ -117,3 +117,12 @@ def entries_for(claim_id: str) -> list[Entry]:
     """Catalogue entries supporting ``claim_id`` (``"C20.sym"`` maps to ``"C20"``)."""
     base = claim_id.split(".")[0]
     return [e for e in CATALOGUE if base in e.evidence_for]
+
+
+def entry_named(name: str) -> Entry:
+    """The one catalogue entry labelled ``name`` (printed forms are looked up this way)."""
+    found = [e for e in CATALOGUE if e.name == name]
+    if len(found) != 1:
+        raise ValueError(f"`name` must label exactly one catalogue entry, got {name!r} "
+                         f"({len(found)} matches)")
+    return found[0]

@@ -18,7 +18,7 @@ import sympy as sp
 
 from . import baselines, limit_law, optimisation, practical, ustatistic
 from ._core import Derivation
-from .catalogue import CATALOGUE, run_entry
+from .catalogue import entry_named, run_entry
 
 __all__ = ["Erratum", "ERRATA", "errata_report"]
 
@@ -36,8 +36,7 @@ class Erratum:
 
 
 def _printed(name: str) -> Callable[[], Derivation]:
-    (entry,) = [e for e in CATALOGUE if e.name == name]
-    return partial(run_entry, entry)
+    return partial(run_entry, entry_named(name))
 
 
 def _cor5_difference() -> str:
@@ -64,10 +63,10 @@ def _omega_numeric() -> str:
     right, wrong = (sgd_limit_monte_carlo(rng, n_reps=10000),
                     sgd_limit_monte_carlo(rng, n_reps=10000, weight=paper))
     return (f"SGD simulation (beta={beta}, lambda={lam}, gamma={noise}): exact n E Delta_n = "
-            f"{right[1].measured:.5f}; corrected weight {right[1].predicted:.5f} "
-            f"({'accepted' if right[1].passed else 'rejected'}), printed weight {paper:.5f} "
-            f"({'accepted' if wrong[1].passed else 'rejected'}); Monte Carlo mean "
-            f"{right[0].measured:.5f} +/- {(right[0].ci_high - right[0].measured) / 4:.5f}")
+            f"{right[1].actual:.5f}; corrected weight {right[1].expected:.5f} "
+            f"({'accepted' if right[1].ok else 'rejected'}), printed weight {paper:.5f} "
+            f"({'accepted' if wrong[1].ok else 'rejected'}); Monte Carlo mean "
+            f"{right[0].actual:.5f} +/- {right[0].std_error:.5f}")
 
 
 def _k3_ratio() -> str:

@@ -78,10 +78,10 @@ def main(argv=None) -> int:
         exact = exact_checks(seed=args.seed)
         mc = monte_carlo_checks(seed=args.seed + 1, quick=not args.full)
         for label, checks in (("exact numeric (rtol 1e-12)", exact), ("Monte Carlo", mc)):
-            bad = [c for c in checks if not c.passed]
+            bad = [c for c in checks if not c.ok]
             print(f"bridge, {label}: {len(checks) - len(bad)}/{len(checks)} agree")
             for c in bad:
-                print(f"  FAIL {c.name}: predicted {c.predicted!r}, measured {c.measured!r}; {c.note}")
+                print(f"  FAIL {c.name}: {c.describe()}")
             ok = ok and not bad
     print(f"total {time.perf_counter() - start:.1f} s")
     return 0 if ok else 1

@@ -1,7 +1,7 @@
 """Tests of proofs_check: every derivation proves the stated result, and a perturbed kernel,
 a dropped factor or a wrong exponent passed through the *same* function is reported as
-disproved (or failed). Statistical checks use ``Z_CHECK`` = 4 standard errors (two-sided
-false-failure rate 6.3e-5 each)."""
+disproved (or failed). Statistical checks use ``proofs_check.comparison.Z`` = 4 standard
+errors (two-sided false-failure rate 6.3e-5 each)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from proofs_check._core import (
     derivation,
 )
 from proofs_check.bandit_model import score_derivation
+from proofs_check.comparison import Comparison
 from ustat_rl.policies.softmax import SoftmaxBandit
 
 K2 = (2,)  # the negative controls run on K = 2 to stay fast; the positive runs cover K = 2, 3
@@ -230,7 +231,7 @@ def test_practical_and_controls():
 # ---------------------------------------------------------------------------- numeric bridge
 def test_bridge_exact_agreement():
     checks = bridge.exact_checks(seed=1, n_points=1)
-    failed = [c.name for c in checks if not c.passed]
+    failed = [c.name for c in checks if not c.ok]
     assert not failed and len(checks) > 50
 
 
@@ -241,42 +242,59 @@ def test_bridge_rejects_wrong_formula():
                                    / bd.group_size**2)
     right = bridge.bandit_function(2, "grpo", bridge._mse("grpo"))
     numeric = bandit.exact_mse_per_prompt("grpo", 3)[0]
-    assert bridge.check_exact("right", numeric, right(bandit, group_size=3)).passed
-    assert not bridge.check_exact("wrong", numeric, wrong(bandit, group_size=3)).passed
+    assert Comparison.exact("right", numeric, right(bandit, group_size=3), rtol=bridge.RTOL).ok
+    assert not Comparison.exact("wrong", numeric, wrong(bandit, group_size=3), rtol=bridge.RTOL).ok
 
 
 def test_monte_carlo_twin_and_controls():
     rng = np.random.default_rng(7)
     bandit = SoftmaxBandit([[0.0, 0.5]], [[0.3, 0.7]])
-    assert all(c.passed for c in bridge.mse_monte_carlo(bandit, 2, 20000, rng))
+    assert all(c.ok for c in bridge.mse_monte_carlo(bandit, 2, 20000, rng))
     # wrong formula: the oracle MSE in place of GRPO's at G = 2 (drops c/(G(G-1)))
     oracle = bridge.bandit_function(2, "oracle", bridge._mse("oracle"))
     wrong = bridge.mse_monte_carlo(bandit, 2, 20000, rng,
                                    formula=lambda name, g: float(oracle(bandit, group_size=g)))
-    assert not wrong[0].passed  # the GRPO row
+    assert not wrong[0].ok  # the GRPO row
 
 
 def test_sgd_limit_and_k3_monte_carlo_controls():
     rng = np.random.default_rng(11)
     right = bridge.sgd_limit_monte_carlo(rng, n_iter=1000, n_reps=5000)
-    assert all(c.passed for c in right)
+    assert all(c.ok for c in right)
     paper = float(limit_law.lyapunov_weight_1d(limit_law.paper_omega()).subs(
         {limit_law.beta: 0.5, limit_law.lam: 3.0, limit_law.gamma: 1.0}))
-    assert not bridge.sgd_limit_monte_carlo(rng, n_iter=1000, n_reps=2000, weight=paper)[1].passed
-    assert bridge.k3_monte_carlo(rng, 100000)[0].passed
+    assert not bridge.sgd_limit_monte_carlo(rng, n_iter=1000, n_reps=2000, weight=paper)[1].ok
+    assert bridge.k3_monte_carlo(rng, 100000)[0].ok
     k2 = bridge.k3_monte_carlo(rng, 100000, estimator=lambda r: np.log(r) ** 2 / 2)
-    assert not k2[0].passed
+    assert not k2[0].ok
 
 
 # ---------------------------------------------------------------------------- public API
-def test_symbolic_evidence():
-    checks = proofs_check.symbolic_evidence("C17")
-    assert checks and all(c.passed and c.evidence == "symbolic" for c in checks)
-    assert proofs_check.symbolic_evidence("C6") == []
+def test_claim_derivations():
+    results = proofs_check.claim_derivations("C17")
+    assert results and all(isinstance(r, Derivation) and r.holds for r in results)
+    assert proofs_check.claim_derivations("C6") == []
+    # the transcribed Lemma 14 names C16 but is a printed form: only returned on request
+    assert all(r.holds for r in proofs_check.claim_derivations("C16"))
+    printed = proofs_check.claim_derivations("C16", include_printed=True)
+    assert [r.status for r in printed if not r.holds] == [DISPROVED]
     with pytest.raises(ValueError, match="claim_id"):
-        proofs_check.symbolic_evidence("seventeen")
+        proofs_check.claim_derivations("seventeen")
     with pytest.raises(TypeError, match="claim_id"):
-        proofs_check.symbolic_evidence(17)
+        proofs_check.claim_derivations(17)
+
+
+def test_comparison_rules_and_controls():
+    assert Comparison.exact("x", [1.0, 2.0], [1.0, 2.0 + 1e-13], rtol=1e-12).ok
+    assert not Comparison.exact("x", [1.0, 2.0], [1.0, 2.0 + 1e-9], rtol=1e-12).ok
+    assert not Comparison.exact("x", 1.0, np.nan, rtol=1e-12).ok
+    assert Comparison.monte_carlo("x", 1.0, 1.3, 0.1).ok  # 3 se
+    assert not Comparison.monte_carlo("x", 1.0, 1.5, 0.1).ok  # 5 se
+    assert not Comparison.monte_carlo("x", 1.0, 1.0, np.nan).ok
+    assert Comparison.interval("x", 1.0, 1.1, 0.9, 1.3).ok
+    assert not Comparison.interval("x", 1.0, 1.5, 1.2, 1.8).ok
+    with pytest.raises(ValueError, match="kind"):
+        Comparison("x", "approximate", 1.0, 1.0, True)
 
 
 def test_main_table_and_usage(capsys):

@@ -83,12 +83,3 @@ def enumerate_prompt_estimates(bandit: SoftmaxBandit, prompt: int, group_size: i
     else:
         values = estimator(score, reward)
     return values, prob
-
-
-def symbolic_checks(claim_id: str) -> list[Check]:
-    """Symbolic evidence for ``claim_id`` from :mod:`proofs_check`, when it provides some."""
-    try:
-        from proofs_check import symbolic_evidence
-    except ImportError:
-        return []
-    return list(symbolic_evidence(claim_id))

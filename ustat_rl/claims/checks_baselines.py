@@ -14,8 +14,9 @@ from ..examples import (
     reversal_bandit,
 )
 from ..montecarlo import bandit_squared_errors, run_monte_carlo
-from ._common import mc_errors, symbolic_checks
+from ._common import mc_errors
 from .registry import Z_CHECK, check_close, check_exact, check_true, register
+from .symbolic import symbolic_checks
 
 REVERSAL_P = np.round(np.arange(0.05, 0.96, 0.05), 2)
 REVERSAL_G = np.arange(2, 65)

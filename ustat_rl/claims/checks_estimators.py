@@ -9,8 +9,9 @@ from ..estimators import fullmean_gradient, grpo_gradient, grpo_gradient_pairwis
 from ..examples import arithmetic_bandit, small_bandit
 from ..montecarlo import bandit_statistics, run_monte_carlo
 from ..ustatistics import hoeffding_parts, ustat_variance
-from ._common import enumerate_prompt_estimates, mc_errors, slope_check, symbolic_checks
+from ._common import enumerate_prompt_estimates, mc_errors, slope_check
 from .registry import Z_CHECK, check_close, check_exact, check_true, register
+from .symbolic import symbolic_checks
 
 #: Level of the normality test in C28: rejects a true normal law with probability 1e-4.
 NORMALITY_ALPHA = 1e-4

@@ -15,9 +15,9 @@ from ._common import (
     exact_curve,
     mc_errors,
     slope_check,
-    symbolic_checks,
 )
 from .registry import Z_CHECK, check_close, check_exact, check_interval, check_true, register
+from .symbolic import symbolic_checks
 
 ESTS = ("vanilla", "grpo", "oracle")
 RATE_SIZES = np.array([2, 4, 8, 16, 32, 64, 128, 256])

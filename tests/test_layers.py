@@ -1,0 +1,170 @@
+"""The layers point one way: ``ustat_rl.claims`` imports ``proofs_check``, never the reverse.
+
+``proofs_check`` returns derivations and comparisons of its own; the adapter
+``ustat_rl.claims.symbolic`` turns them into registry checks under the same decision rules.
+Every detector here has a negative control that feeds it a case it must flag.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import doctest
+import importlib
+import inspect
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import proofs_check
+from proofs_check import bridge, limit_law
+from proofs_check.catalogue import entry_named, run_entry
+from proofs_check.comparison import ATOL, Comparison, Z
+from ustat_rl.claims.registry import Z_CHECK, check_exact
+from ustat_rl.claims.symbolic import comparison_check, derivation_check, symbolic_checks
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "proofs_check"
+
+#: Imports every proofs_check module in a fresh interpreter (``__main__`` would run the CLI;
+#: it imports nothing but ``runner``).
+IMPORT_ALL = (
+    "import proofs_check, sys; import proofs_check.runner, proofs_check.errata, "
+    "proofs_check.bridge, proofs_check.catalogue, proofs_check.evidence; "
+    "import importlib, pkgutil; "
+    "[importlib.import_module('proofs_check.' + m.name) "
+    "for m in pkgutil.iter_modules(proofs_check.__path__) if m.name != '__main__']"
+)
+#: Fails (AssertionError naming the culprits) when any ``ustat_rl.claims`` module was loaded.
+DETECTOR = (
+    "assert not any(m.startswith('ustat_rl.claims') for m in sys.modules), "
+    "sorted(m for m in sys.modules if m.startswith('ustat_rl.claims'))"
+)
+
+
+def _python(code: str) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter that resolves imports to this checkout."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, PYTHONPATH=path)
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+# ---------------------------------------------------------------------------- import direction
+def test_proofs_check_never_loads_the_claims_package():
+    proc = _python(f"{IMPORT_ALL}; {DETECTOR}; print(proofs_check.__file__)")
+    assert proc.returncode == 0, proc.stderr
+    # the modules checked are this checkout's, not an installed copy
+    assert Path(proc.stdout.strip()).resolve().is_relative_to(PACKAGE)
+
+
+def test_detector_flags_a_module_list_with_the_claims_package():
+    # negative control: the same imports and detector, plus one claims module
+    proc = _python(f"{IMPORT_ALL}; import ustat_rl.claims.symbolic; {DETECTOR}")
+    assert proc.returncode != 0
+    assert "AssertionError" in proc.stderr and "ustat_rl.claims.symbolic" in proc.stderr
+
+
+def _claims_imports(source: str) -> list[str]:
+    """Modules of ``ustat_rl.claims`` imported anywhere in ``source`` (function bodies too)."""
+    names = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            # "from ustat_rl import claims" names the package as ustat_rl.claims
+            names += [f"{node.module}.{alias.name}" for alias in node.names]
+    return [n for n in names if n == "ustat_rl.claims" or n.startswith("ustat_rl.claims.")]
+
+
+def test_no_deferred_import_of_the_claims_package():
+    # the subprocess test sees import-time loads; a lazy import inside a function needs the AST
+    offenders = {path.name: _claims_imports(path.read_text())
+                 for path in sorted(PACKAGE.glob("*.py"))}
+    assert len(offenders) >= 10
+    assert not {name: found for name, found in offenders.items() if found}
+
+
+@pytest.mark.parametrize("source", [
+    "from ustat_rl.claims.registry import Check",
+    "def f():\n    import ustat_rl.claims\n",
+    "from ustat_rl import claims",
+])
+def test_static_detector_flags_claims_imports(source):
+    assert _claims_imports(source)
+
+
+def test_static_detector_allows_the_maths_modules():
+    assert not _claims_imports("from ustat_rl.policies.softmax import SoftmaxBandit\n"
+                               "import ustat_rl.estimators\nfrom . import claims_like\n")
+
+
+# ---------------------------------------------------------------------------- the adapter
+def test_symbolic_checks_come_from_derivations():
+    checks = symbolic_checks("C17")
+    derived = proofs_check.claim_derivations("C17")
+    assert [c.name for c in checks] == [f"{d.name}: {d.statement}" for d in derived]
+    assert all(c.passed and c.evidence == "symbolic" and c.measured == 1.0 for c in checks)
+    assert symbolic_checks("C6") == []
+
+
+def test_derivation_check_fails_for_a_disproved_form():
+    # negative control: the transcribed Lemma 14 is disproved, so as a claim it cannot pass
+    result = run_entry(entry_named("Lemma 14 as transcribed (C16)"))
+    check = derivation_check(result)
+    assert not result.holds and not check.passed and check.measured == 0.0
+    assert check.note.startswith("disproved")
+
+
+def _comparisons() -> list[Comparison]:
+    """Comparisons of every kind, agreeing and not (the bridge's own negative controls)."""
+    rng = np.random.default_rng(3)
+    # Theorem 8's printed weight (no beta^2), rejected by the interval rule
+    paper_weight = float(limit_law.lyapunov_weight_1d(limit_law.paper_omega()).subs(
+        {limit_law.beta: 0.5, limit_law.lam: 3.0, limit_law.gamma: 1.0}))
+    return [
+        Comparison.exact("exact, equal", [1.0, -2.0], [1.0, -2.0], rtol=bridge.RTOL),
+        Comparison.exact("exact, off by 1e-9", [1.0, -2.0], [1.0, -2.0 + 1e-9], rtol=bridge.RTOL),
+        *bridge.k3_monte_carlo(rng, 20000),
+        *bridge.k3_monte_carlo(rng, 20000, estimator=lambda r: np.log(r) ** 2 / 2),
+        *bridge.sgd_limit_monte_carlo(rng, n_iter=500, n_reps=2000),
+        *bridge.sgd_limit_monte_carlo(rng, n_iter=500, n_reps=2000, weight=paper_weight),
+    ]
+
+
+def test_comparison_check_keeps_the_bridge_verdict():
+    comparisons = _comparisons()
+    checks = [comparison_check(c) for c in comparisons]
+    assert {c.kind for c in comparisons} == {"exact", "monte-carlo", "interval"}
+    assert {c.ok for c in comparisons} == {True, False}  # both outcomes are exercised
+    for comp, check in zip(comparisons, checks):
+        assert (check.name, check.passed) == (comp.name, comp.ok)
+        expected_kind = "monte-carlo" if comp.kind == "monte-carlo" else "exact-numeric"
+        assert check.evidence == expected_kind
+        if comp.kind != "exact":  # an exact check's headline is the largest deviation
+            assert (check.predicted, check.measured) == (comp.expected, comp.actual)
+
+
+def test_comparison_check_rejects_a_verdict_the_registry_does_not_reproduce():
+    # negative control for the guard: flip the bridge's verdict and the adapter must object
+    for comp in _comparisons():
+        if comp.kind == "interval":
+            continue  # the interval verdict is carried over, not recomputed
+        with pytest.raises(RuntimeError, match="differs"):
+            comparison_check(dataclasses.replace(comp, ok=not comp.ok))
+
+
+def test_bridge_tolerances_match_the_registry():
+    assert Z == Z_CHECK
+    assert ATOL == inspect.signature(check_exact).parameters["atol"].default
+
+
+@pytest.mark.parametrize("name", ["proofs_check.evidence", "ustat_rl.claims.symbolic"])
+def test_doctests(name):
+    result = doctest.testmod(importlib.import_module(name),
+                             optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
