@@ -38,7 +38,6 @@ import pandas as pd
 
 from ustat_rl.group_size import linearised_gap, predicted_group_sizes, sweep_cell
 from ustat_rl.theory.limit_law import bandit_limit_law
-from ustat_rl.claims.checks_pl import lemma6_constant_bound, pl_quadratic, START
 from ustat_rl.plotting_training import (
     new_figure,
     plot_gap_vs_group_size,
@@ -46,7 +45,13 @@ from ustat_rl.plotting_training import (
     plot_limit_qq,
     tidy_axes,
 )
-from ustat_rl.examples import conflicting_prompts_bandit, realisable_kl_bandit
+from ustat_rl.examples import (
+    PL_START,
+    conflicting_prompts_bandit,
+    pl_quadratic,
+    realisable_kl_bandit,
+)
+from ustat_rl.theory import lemma6_constant_bound
 from ustat_rl.training import quadratic_expected_gap, train
 from ustat_rl.weighted_chi2 import WeightedChiSquare, goodness_of_fit_tests
 
@@ -61,12 +66,14 @@ from ustat_rl.weighted_chi2 import WeightedChiSquare, goodness_of_fit_tests
 # %%
 quad, beta = pl_quadratic(), 0.2
 marks = [0, 1, 2, 5, 10, 20, 50, 100, 200]
-exact, _ = quadratic_expected_gap(quad, START, 200, learning_rate=beta, schedule="constant")
-runs = train(quad, START, 200, learning_rate=beta, schedule="constant", n_runs=2000, seed=1,
+exact, _ = quadratic_expected_gap(quad, PL_START, 200, learning_rate=beta, schedule="constant")
+runs = train(quad, PL_START, 200, learning_rate=beta, schedule="constant", n_runs=2000, seed=1,
              checkpoints=marks)
 gap = runs.gap(quad.value)
 pd.DataFrame({"n": marks, "MC mean": gap.mean(0), "MC se": gap.std(0) / np.sqrt(2000),
-              "exact": exact[marks], "Lemma 6 bound": lemma6_constant_bound(quad, beta, marks)})
+              "exact": exact[marks], "Lemma 6 bound": lemma6_constant_bound(
+                  quad.smoothness, quad.pl_constant, np.trace(quad.noise_cov), beta,
+                  quad.value - quad.objective(PL_START), marks)})
 
 # %% [markdown]
 # The Monte Carlo means match the exact recursion, and both stay below the bound, whose noise

@@ -8,9 +8,8 @@ import pytest
 
 from ustat_rl.claims import VerifyContext, registry, run_claim
 from ustat_rl.claims._common import mc_errors
-from ustat_rl.claims.checks_baselines import _mc_argmin
-from ustat_rl.claims.checks_estimators import unbiasedness_checks
-from ustat_rl.claims.checks_mse import exact_vs_enumeration, rate_checks
+from ustat_rl.claims.checks_group_size import _mc_argmin
+from ustat_rl.claims.checks_ustatistic import exact_vs_enumeration, rate_checks, unbiasedness_checks
 from ustat_rl.claims.registry import check_close
 from ustat_rl.cli import main
 from ustat_rl.examples import arithmetic_bandit, interior_optimum_bandit, small_bandit

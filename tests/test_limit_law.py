@@ -5,7 +5,7 @@ import pytest
 from stat_tolerances import Z_TEST
 
 from ustat_rl.claims import VerifyContext, registry, run_claim
-from ustat_rl.claims.checks_pl import _lemma14_worst
+from ustat_rl.claims.checks_optimisation import _lemma14_worst
 from ustat_rl.examples import conflicting_prompts_bandit
 from ustat_rl.group_size import bootstrap_argmin, linearised_gap
 from ustat_rl.theory.limit_law import (

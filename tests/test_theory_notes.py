@@ -177,7 +177,7 @@ def test_missing_code_is_reported():
     text = ("`ustat_rl/nowhere.py`, `tests/test_estimators.py::test_nothing`, `check_c99`, "
             "`proofs_check.hoeffding.no_such_derivation`, `SoftmaxBandit.no_method`, "
             "`checks_nowhere.py`, `ustat_rl/policies/softmax.py`, `SoftmaxBandit.exact_mse`, `C5.tf`, `gap`, "
-            "`checks_mse.py`")
+            "`checks_ustatistic.py`")
     assert missing_code(text) == ["ustat_rl/nowhere.py", "tests/test_estimators.py::test_nothing",
                                   "check_c99", "proofs_check.hoeffding.no_such_derivation",
                                   "SoftmaxBandit.no_method", "checks_nowhere.py"]

@@ -12,6 +12,7 @@ import numpy as np
 from ._validation import as_float
 from .policies.loglinear import LogLinearBandit
 from .policies.softmax import SoftmaxBandit
+from .training import NoisyQuadratic
 
 __all__ = [
     "POLICY_STRENGTHS",
@@ -24,6 +25,8 @@ __all__ = [
     "small_bandit",
     "realisable_kl_bandit",
     "conflicting_prompts_bandit",
+    "pl_quadratic",
+    "PL_START",
 ]
 
 #: Logit boosts of the correct answer for the three policies of the Fig. 4 analogue
@@ -184,3 +187,19 @@ def conflicting_prompts_bandit(kl_weight: float = 0.5, strength: float = 0.5, se
     contrast = rng.uniform(-0.3, 0.3, size=(n_prompts, n_actions)) * strength
     reward = np.clip(0.5 + contrast, 0.02, 0.98)
     return LogLinearBandit(features, reward, kl_weight=kl_weight, prompt_sampling=prompt_sampling)
+
+
+def pl_quadratic() -> NoisyQuadratic:
+    """A noisy PL quadratic for Lemma 6 (C14, C15).
+
+    ``d = 3``: curvatures ``mu = 0.5`` and ``L = 2`` plus a null direction (the maximisers form a
+    line, as for softmax policies), with correlated gradient noise; :data:`PL_START` is the
+    starting point of the checks.
+    """
+    rot = np.linalg.qr(np.random.default_rng(0).normal(size=(3, 3)))[0]
+    a = rot @ np.diag([0.5, 2.0, 0.0]) @ rot.T
+    gam = np.array([[1.0, 0.3, 0.1], [0.3, 0.5, 0.0], [0.1, 0.0, 0.2]])
+    return NoisyQuadratic(a, [1.0, -1.0, 0.5], gam)
+
+
+PL_START = np.array([4.0, 3.0, -2.0])

@@ -1,24 +1,69 @@
-"""Checks on baselines: the b* counterexample, the finite-G reversal map and the Fig. 4 pattern
-(C9, C10, C11), and the optimal group size at a fixed budget (C17)."""
+"""Corollary 5 and its finite-G consequences: prompt-only baselines under Assumption 2 (C8),
+the optimal constant baseline (C9), the reversal map (C10) and the Fig. 4 pattern (C11).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
+from .. import theory
+from ..estimators import baseline_gradient
 from ..examples import (
     POLICY_STRENGTHS,
     arithmetic_bandit,
+    assumption2_bandit,
     baseline_counterexample_bandit,
-    interior_optimum_bandit,
     one_answer_bandit,
     reversal_bandit,
 )
 from ..montecarlo import bandit_squared_errors, run_monte_carlo
-from ._common import mc_errors
+from ._common import (
+    mc_errors,
+)
 from .registry import Z_CHECK, check_close, check_exact, check_true, register
 from .symbolic import symbolic_checks
 
+
+@register("C8", "Under Assumption 2 (Cov(||W||^2, Z | x) = 0), any prompt-only baseline b has "
+          "MSE(b) = [tr Sigma_oracle + E||W||^2 (V - b)^2]/G >= tr Sigma_oracle/G: GRPO is "
+          "asymptotically MSE-optimal in that class and beats vanilla when V != 0.",
+          "Corollary 5", "a bandit where Assumption 2 holds exactly; enumeration and Monte Carlo")
+def check_c8(ctx):
+    bandit = assumption2_bandit()
+    g = 8
+    checks = [check_exact("Cov(||W||^2, Z | x) == 0", np.zeros(bandit.n_prompts),
+                          bandit.score_reward_covariance, atol=1e-14)]
+    for b in (0.0, 0.25, 0.9):
+        closed = theory.assumption2_baseline_mse(bandit.moments(), b, g)
+        checks.append(check_exact(f"MSE(b={b}) == [tr Sigma + E||W||^2 (V-b)^2]/G, G={g}", closed,
+                                  bandit.baseline_mse_per_prompt(b, g)))
+    grid = np.linspace(0.0, 1.0, 2001)
+    best = [grid[np.argmin([bandit.baseline_mse_per_prompt(b, g)[x] for b in grid])]
+            for x in range(bandit.n_prompts)]
+    checks.append(check_exact("argmin over constant baselines == V(x) (grid step 5e-4)",
+                              bandit.value, best, rtol=0.0, atol=5e-4))
+    big = 256
+    checks.append(check_true(f"GRPO beats vanilla at G={big} (V != 0)", bool(np.all(
+        bandit.exact_mse_per_prompt("grpo", big) < bandit.exact_mse_per_prompt("vanilla", big)))))
+    # Monte Carlo for a non-value baseline, through the literal per-sample route
+    x, b = 0, 0.25
+
+    def statistic(rng, n):
+        sample = bandit.sample_groups(g, n, rng, prompt=x)
+        score = bandit.scores(sample.prompt, sample.action)
+        est = baseline_gradient(score, sample.reward, b, per_prompt=True)
+        return np.sum((est - bandit.grad_per_prompt[x]) ** 2, axis=1)[:, None]
+
+    mc = run_monte_carlo(statistic, ctx.reps(40_000, 400_000), ctx.seed_for("C8"))
+    closed = theory.assumption2_baseline_mse(bandit.moments(), b, g)[x]
+    checks.append(check_close(f"MC MSE(b={b}) == closed form, prompt {x}, G={g}", closed,
+                              mc.mean[0], mc.std_error[0]))
+    return checks + symbolic_checks("C8")
+
+
 REVERSAL_P = np.round(np.arange(0.05, 0.96, 0.05), 2)
+
+
 REVERSAL_G = np.arange(2, 65)
 
 
@@ -78,14 +123,9 @@ def reversal_map(p_values=REVERSAL_P, sizes=REVERSAL_G):
     exact = np.zeros((len(p_values), len(sizes)), dtype=bool)
     condition = np.zeros_like(exact)
     for i, p in enumerate(p_values):
-        bandit = reversal_bandit(p)
-        m2, s2 = bandit.score_sq_norm[0], bandit.reward_var[0]
-        g_sq = float(bandit.grad_per_prompt[0] @ bandit.grad_per_prompt[0])
-        v = bandit.value[0]
-        for j, g in enumerate(sizes):
-            exact[i, j] = (bandit.exact_mse_per_prompt("grpo", g)[0]
-                           < bandit.exact_mse_per_prompt("vanilla", g)[0])
-            condition[i, j] = (m2 * s2 + g_sq) / (g - 1) < m2 * v**2
+        moments = reversal_bandit(p).moments()
+        exact[i] = theory.grpo_vanilla_margin(moments, sizes)[0] > 0
+        condition[i] = theory.reversal_condition(moments, sizes)[0]
     rule = (sizes[None, :] - 1) > (1 - p_values[:, None]) / p_values[:, None]
     return exact, condition, rule
 
@@ -164,66 +204,3 @@ def check_c11(ctx):
     return checks
 
 
-@register("C17", "At a fixed budget N = BG the MSE c1/B + c2/(BG) + c3/(BG^2) is minimised at "
-          "G* = sqrt(c3/c1), exactly at 1 + sqrt(c3'/c1) with the 1/(G(G-1)) term, with minimum "
-          "(c1 + c2 + 2 sqrt(c1 c3'))/N; G* does not depend on N.", "Theorem 7",
-          "exact argmin over divisors of N, Monte Carlo argmin at N = 48")
-def check_c17(ctx):
-    bandit = interior_optimum_bandit()
-    c = bandit.scaling_constants()
-    g_star = bandit.optimal_group_size()
-    checks = []
-    for n_total in (48, 480, 4800):
-        divisors = np.array([g for g in range(2, n_total + 1) if n_total % g == 0])
-        mse = np.array([bandit.exact_mse("grpo", g, n_total // g) for g in divisors])
-        best = divisors[np.argmin(mse)]
-        lower = divisors[divisors <= g_star].max()
-        upper = divisors[divisors >= g_star].min()
-        checks.append(check_true(f"N={n_total}: exact argmin over divisors G={best} is a neighbour "
-                                 f"of G*={g_star:.2f} ({lower} or {upper})",
-                                 best in (lower, upper), best))
-        minimum = (c.c1 + c.c2 + 2 * np.sqrt(c.c1 * c.c3)) / n_total
-        checks.append(check_true(f"N={n_total}: exact min {mse.min():.4g} >= continuous min "
-                                 f"{minimum:.4g}, within 1%", minimum <= mse.min() <= 1.01 * minimum,
-                                 mse.min() / minimum))
-    checks.insert(0, check_exact("G* = 1 + sqrt(c3'/c1) minimises (c1 G + c2 + c3'/(G-1)) on a "
-                                 "fine grid", g_star, _grid_argmin(c), rtol=1e-3))
-    checks.append(check_exact("paper's form sqrt(c3/c1) == exact G* - 1", g_star - 1,
-                              bandit.optimal_group_size(exact=False)))
-    checks += _mc_argmin(ctx, bandit, 48, g_star)
-    return checks + symbolic_checks("C17")
-
-
-def _grid_argmin(c) -> float:
-    grid = np.linspace(1.01, 200.0, 400_000)
-    return float(grid[np.argmin(c.c1 * grid + c.c2 + c.c3 / (grid - 1))])
-
-
-def _mc_argmin(ctx, bandit, n_total: int, g_star: float):
-    sizes = [g for g in (2, 4, 6, 8, 12, 16, 24, 48) if n_total % g == 0]
-    means, ses = [], []
-    for i, g in enumerate(sizes):
-        stat, labels = bandit_squared_errors(bandit, ("grpo",), (g,), batch_size=n_total // g)
-        est = run_monte_carlo(stat, ctx.reps(20_000, 200_000), ctx.seed_for("C17", i),
-                              n_jobs=ctx.n_jobs)
-        means.append(est.mean[0])
-        ses.append(est.std_error[0])
-    means, ses = np.array(means), np.array(ses)
-    i_min = int(np.argmin(means))
-    # sizes whose MSE is within Z_CHECK standard errors (of the difference) of the MC minimum
-    near = [g for g, m, s in zip(sizes, means, ses)
-            if m - means[i_min] <= Z_CHECK * np.hypot(s, ses[i_min])]
-    lower = max(g for g in sizes if g <= g_star)
-    upper = min(g for g in sizes if g >= g_star)
-    checks = [check_true(f"MC near-argmin set {near} (within {Z_CHECK:g} se of the MC min) "
-                         f"contains a neighbour of G*={g_star:.2f}", lower in near or upper in near,
-                         sizes[i_min], "monte-carlo")]
-    for g in (sizes[0], sizes[-1]):
-        j = sizes.index(g)
-        gap = means[j] - means[i_min]
-        checks.append(check_true(f"MC MSE at G={g} exceeds the MC minimum by {gap / np.hypot(ses[j], ses[i_min]):.1f} se",
-                                 gap > Z_CHECK * np.hypot(ses[j], ses[i_min]), gap, "monte-carlo"))
-    for g, m, s in zip(sizes, means, ses):
-        checks.append(check_close(f"MC MSE == exact at N={n_total}, G={g}",
-                                  bandit.exact_mse("grpo", g, n_total // g), m, s))
-    return checks

@@ -26,6 +26,9 @@ __all__ = [
     "k3_checks",
 ]
 
+#: Source string of the claims whose evidence is a derivation of :mod:`proofs_check`.
+SYMBOLIC_SOURCE = "proofs_check (sympy), docs/theory.md"
+
 
 def derivation_check(result) -> Check:
     """One registry ``Check`` from a ``proofs_check`` derivation: passed iff it holds."""

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import as_int
+from .._validation import as_finite_array, as_int
 from .moments import PromptMoments
-from .mse import _check_sizes, prompt_heterogeneity
+from .mse import prompt_heterogeneity
 
 __all__ = ["C1_RTOL", "ScalingConstants", "scaling_constants", "admissible_group_sizes"]
 
@@ -54,13 +54,16 @@ class ScalingConstants:
     def fixed_budget_mse(self, group_size, budget):
         """Minibatch GRPO MSE at ``N = B G``: ``(c1 G + c2 + c3'/(G-1))/N`` (Proposition 3, C17).
 
-        ``group_size`` may be a scalar or an array (each ``>= 2``); ``G`` need not divide ``N``
-        (the formula is the continuous relaxation in ``B = N/G``).
+        ``group_size`` is a scalar or an array of real ``G > 1``: the formula is the continuous
+        relaxation in ``B = N/G`` (exact at integers ``G`` that divide ``N``).
         """
         budget = as_int(budget, "budget", 2)
-        G = _check_sizes("grpo", group_size)
+        G = as_finite_array(group_size, "group_size", ndim=(0, 1))
+        if np.any(G <= 1.0):
+            raise ValueError(f"`group_size` must be > 1 (the leave-one-out baseline needs two "
+                             f"samples), got {G.min():g}")
         out = (self.c1 * G + self.c2 + self.c3 / (G - 1.0)) / budget
-        return float(out) if np.ndim(out) == 0 else out
+        return float(out) if out.ndim == 0 else out
 
     def fixed_budget_minimum(self, budget) -> float:
         """``(c1 + c2 + 2 sqrt(c1 c3'))/N``: the minimum over real ``G > 1`` (C17)."""

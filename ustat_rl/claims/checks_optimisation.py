@@ -1,4 +1,6 @@
-"""Claims C12-C16 and C21 numerically: PL geometry, Lemma 6's bounds and Lemma 14 (Lemma 15)."""
+"""Lemma 6 and the PL lemmas behind it: the PL example and Hessian bound (C12, C13), the
+constant and 1/i rates (C14, C15), Lemma 14 (C16) and Lemma 15 (C21), symbolically and numerically.
+"""
 
 from __future__ import annotations
 
@@ -7,49 +9,35 @@ import math
 import numpy as np
 from scipy.optimize import linprog
 
-from ..examples import realisable_kl_bandit
+from .. import theory
+from ..examples import PL_START, pl_quadratic, realisable_kl_bandit
 from ..theory.limit_law import scalar_limit_weight
+from ..tolerances import Z_ONE_SIDED
 from ..training import NoisyQuadratic, quadratic_expected_gap, train
-from .registry import check_close, check_exact, check_true, register
-
-Z_BOUND = 4.0  # one-sided: P(N(0,1) > 4) = 3.2e-5 false failures per checkpoint compared
-
-
-def pl_quadratic() -> NoisyQuadratic:
-    """d = 3, curvatures mu = 0.5 and L = 2 plus a null direction, correlated noise (C14, C15)."""
-    rot = np.linalg.qr(np.random.default_rng(0).normal(size=(3, 3)))[0]
-    a = rot @ np.diag([0.5, 2.0, 0.0]) @ rot.T
-    gam = np.array([[1.0, 0.3, 0.1], [0.3, 0.5, 0.0], [0.1, 0.0, 0.2]])
-    return NoisyQuadratic(a, [1.0, -1.0, 0.5], gam)
+from .registry import Check, check_close, check_exact, check_true, register
+from .symbolic import SYMBOLIC_SOURCE, counterexample_check, symbolic_checks
 
 
-START = np.array([4.0, 3.0, -2.0])
+def _constants(problem):
+    """``L``, ``mu`` and the noise bound ``M = tr Gamma`` of a noisy PL quadratic."""
+    return problem.smoothness, problem.pl_constant, float(np.trace(problem.noise_cov))
 
 
-def lemma6_constant_bound(problem, beta, n) -> np.ndarray:
-    """``rho^n E Delta_0 + L beta^2 M / (4 mu beta - 2 L mu beta^2)`` (Lemma 6, C14)."""
-    L, mu, M = problem.smoothness, problem.pl_constant, float(np.trace(problem.noise_cov))
-    rho = 1 - 2 * mu * beta + L * mu * beta**2
-    gap0 = problem.value - problem.objective(START)
-    return rho ** np.asarray(n, dtype=float) * gap0 + L * beta**2 * M / (4 * mu * beta - 2 * L * mu * beta**2)
+def constant_rate_bound(problem, beta, n) -> np.ndarray:
+    """Lemma 6's constant-rate bound on ``problem`` from ``PL_START`` (C14)."""
+    gap0 = problem.value - problem.objective(PL_START)
+    return theory.lemma6_constant_bound(*_constants(problem), beta, gap0, n)
 
 
-def lemma6_inverse_bound(problem, beta, n, sup_gap: float, eps: float = 1.0) -> np.ndarray:
-    """``max{(1+eps) L beta^2 M / ((4 mu beta - 2) n), a n0 / n}`` via Lemma 14 (C15).
-
-    ``A = 2 mu beta``, ``B = L mu beta^2``, ``C = L beta^2 M / 2`` and ``a = sup_n E Delta_n``.
-    """
-    L, mu, M = problem.smoothness, problem.pl_constant, float(np.trace(problem.noise_cov))
-    A, B = 2 * mu * beta, L * mu * beta**2
-    n0 = math.ceil(B * (1 + eps) / (eps * (A - 1))) + 1
-    n = np.asarray(n, dtype=float)
-    return np.maximum((1 + eps) * L * beta**2 * M / ((4 * mu * beta - 2) * n), sup_gap * n0 / n)
+def inverse_rate_bound(problem, beta, n, sup_gap: float) -> np.ndarray:
+    """Lemma 6's 1/i bound on ``problem`` with ``a = sup_n E Delta_n`` (C15)."""
+    return theory.lemma6_inverse_bound(*_constants(problem), beta, sup_gap, n)
 
 
 def _bound_checks(ctx, claim, problem, beta, schedule, marks, bound, n_runs):
     n_max = int(marks[-1])
-    exact, _ = quadratic_expected_gap(problem, START, n_max, learning_rate=beta, schedule=schedule)
-    res = train(problem, START, n_max, learning_rate=beta, schedule=schedule, n_runs=n_runs,
+    exact, _ = quadratic_expected_gap(problem, PL_START, n_max, learning_rate=beta, schedule=schedule)
+    res = train(problem, PL_START, n_max, learning_rate=beta, schedule=schedule, n_runs=n_runs,
                 seed=ctx.seed_for(claim, 1), checkpoints=marks)
     gap = res.gap(problem.value)
     mean = gap.mean(axis=0)
@@ -59,8 +47,8 @@ def _bound_checks(ctx, claim, problem, beta, schedule, marks, bound, n_runs):
                          bool(np.all(exact[1:] <= bound(np.arange(1, n_max + 1)) * (1 + 1e-12))),
                          float(np.max(exact[1:] / bound(np.arange(1, n_max + 1)))),
                          note="measured: max ratio exact / bound")]
-    ok = mean[1:] <= b[1:] + Z_BOUND * se[1:]
-    checks.append(check_true(f"MC E Delta_n <= bound + {Z_BOUND:g} se at checkpoints "
+    ok = mean[1:] <= b[1:] + Z_ONE_SIDED * se[1:]
+    checks.append(check_true(f"MC E Delta_n <= bound + {Z_ONE_SIDED:g} se at checkpoints "
                              f"{list(marks[1:])} ({n_runs} runs)", bool(np.all(ok)),
                              float(np.max((mean[1:] - b[1:]) / se[1:])), "monte-carlo",
                              "measured: max (MC - bound)/se; one-sided false-failure rate "
@@ -78,7 +66,7 @@ def check_c14(ctx):
     problem, beta = pl_quadratic(), 0.2
     marks = np.array([0, 1, 2, 5, 10, 20, 50, 100, 200])
     checks = _bound_checks(ctx, "C14", problem, beta, "constant", marks,
-                           lambda n: lemma6_constant_bound(problem, beta, n), ctx.reps(2000, 20000))
+                           lambda n: constant_rate_bound(problem, beta, n), ctx.reps(2000, 20000))
     # 1-D: the stationary exact E Delta equals the bound's floor (L = mu = lambda, M = gamma)
     lam, gam = 1.5, 0.8
     one = NoisyQuadratic([[lam]], [0.0], [[gam]])
@@ -100,10 +88,10 @@ def check_c14(ctx):
 def check_c15(ctx):
     problem, beta = pl_quadratic(), 1.5
     marks = np.array([0, 1, 2, 5, 10, 20, 50, 100, 200, 500])
-    exact, _ = quadratic_expected_gap(problem, START, 500, learning_rate=beta, schedule="inverse")
+    exact, _ = quadratic_expected_gap(problem, PL_START, 500, learning_rate=beta, schedule="inverse")
     sup_gap = float(exact.max())
     checks = _bound_checks(ctx, "C15", problem, beta, "inverse", marks,
-                           lambda n: lemma6_inverse_bound(problem, beta, n, sup_gap),
+                           lambda n: inverse_rate_bound(problem, beta, n, sup_gap),
                            ctx.reps(2000, 20000))
     lam, gam, b1 = 1.0, 0.8, 1.5
     one = NoisyQuadratic([[lam]], [0.0], [[gam]])
@@ -255,3 +243,32 @@ def check_c21_num(ctx):
         check_true(f"negative control: PL with mu = {wsc:.4f} itself (L dropped) fails at some "
                    "sampled point", bool(np.any(pl < wsc)), float(pl.min() / wsc)),
     ]
+
+
+@register("C12", "J = -theta1^2 on R^2 is PL exactly for mu <= 2 and has a singular Hessian",
+          "Example after Assumption 4; " + SYMBOLIC_SOURCE, "symbolic: ||g||^2/(2 Delta) and det Hessian")
+def check_c12(ctx) -> list[Check]:
+    return symbolic_checks("C12")
+
+
+@register("C13", "At maximisers every positive eigenvalue of -grad g is >= mu, and mu <= L",
+          "Lemma 16; " + SYMBOLIC_SOURCE, "symbolic: limit of ||g||^2/(2 Delta) along eigenvectors; "
+          "discriminant of rho(beta)")
+def check_c13(ctx) -> list[Check]:
+    return symbolic_checks("C13")
+
+
+@register("C16", "Lemma 14: a_n <= max{(1+eps)C/((A-1)n), a n0/n}",
+          "Lemma 14; " + SYMBOLIC_SOURCE, "symbolic induction step (premise 1 - A/n + B/n^2 >= 0) and an "
+          "exact witness sequence for the statement as transcribed")
+def check_c16(ctx) -> list[Check]:
+    return symbolic_checks("C16") + [counterexample_check(
+        "Lemma 14 as transcribed (C16)", "exact witness sequence violates Lemma 14 as transcribed",
+        "The statement needs 1 - A/n + B/n^2 >= 0 for n >= n0 (e.g. n0 >= A); with it the "
+        "induction step above is proved.")]
+
+
+@register("C21", "Weak strong concavity + L-smoothness imply PL with mu^2/L; Q^T Theta* is a point",
+          "Lemma 15; " + SYMBOLIC_SOURCE, "symbolic: non-negativity certificate; quadratic example")
+def check_c21(ctx) -> list[Check]:
+    return symbolic_checks("C21")
