@@ -203,7 +203,7 @@ class TorchBanditStatistic:
             cells = torch.zeros((n_groups, 2 * k), dtype=torch.float64, device=self.device)
             cells.scatter_add_(1, cell, torch.ones_like(u))  # exact: small integers
             cells = cells.view(n_groups, k, 2)
-            return cells.sum(dim=2), cells[:, :, 1]
+            return cells[:, :, 0] + cells[:, :, 1], cells[:, :, 1]
         # Multinomial(inc, pi(x)) as a chain of binomials: N_a ~ Bin(rest, pi_a / sum_{a'>=a} pi_a')
         conditional = self._conditional[:, x]  # (K-1, N)
         counts = torch.empty((n_groups, k), dtype=torch.float64, device=self.device)
@@ -255,27 +255,30 @@ class TorchBanditStatistic:
         out = torch.empty((n, self.n_columns), dtype=torch.float64, device=self.device)
         proj_at = n_est * n_sizes
         deg_at = proj_at * (2 if self.use_direction else 1)
-        counts = torch.zeros((n_groups, k), dtype=torch.float64, device=self.device)
-        successes = torch.zeros_like(counts)
+        counts = successes = None
         previous = 0
         for ell, g in enumerate(self.group_sizes):
             new_counts, new_successes = self._increment(gen, x, g - previous)
             previous = g
-            counts += new_counts
-            successes += new_successes
+            if counts is None:
+                counts, successes = new_counts, new_successes
+            else:
+                counts = counts + new_counts
+                successes = successes + new_successes
             sums = self._lo * counts + (self._hi - self._lo) * successes  # (N, K)
             total = sums.sum(dim=1, keepdim=True)  # (N, 1)
             per_est = []
+            scale = 1.0 / (g * b)  # this group's share of the minibatch estimate
             for e, code in enumerate(self.codes):
                 if code == 0:  # vanilla: c_g = z_g
-                    s = sums - pi_x * total
+                    s = (sums - pi_x * total) * scale
                 elif code == 1:  # grpo: c_g = (G z_g - T)/(G - 1)
-                    s = (g * sums - counts * total) / (g - 1.0)
+                    s = (g * sums - counts * total) * (scale / (g - 1.0))
                 elif code == 2:  # oracle: c_g = z_g - V(x)
-                    s = (sums - counts * value_x) - pi_x * (total - g * value_x)
+                    s = ((sums - counts * value_x) - pi_x * (total - g * value_x)) * scale
                 else:  # fullmean: c_g = z_g - T/G
-                    s = sums - counts * (total / g)
-                v = (s / (g * b)).view(n, b, k)  # (n, B, K) this group's share of the estimate
+                    s = (sums - counts * (total / g)) * scale
+                v = s.view(n, b, k)  # (n, B, K)
                 per_est.append(v)
                 col = e * n_sizes + ell
                 out[:, col] = base + pooled_sq(v - t_b)
