@@ -393,13 +393,26 @@ def markdown_section(results: list[EngineResult], command: str, exact_mse: float
     return "\n".join(lines)
 
 
-def update_readme(path: Path, section: str, title: str = SECTION) -> None:
-    """Replace the section ``title`` in ``path`` (create the file if absent); keep the rest."""
+def update_readme(path: Path, section: str, title: str = SECTION, after: str | None = None
+                  ) -> None:
+    """Replace the section ``title`` in ``path`` (create the file if absent); keep the rest.
+
+    A section not yet in the file goes right after the section ``after`` when that exists, else
+    at the end.
+    """
     path = Path(path)
     text = path.read_text() if path.exists() else INTRO
-    pattern = re.compile(rf"^## {re.escape(title)}\n.*?(?=^## |\Z)", re.M | re.S)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section, text, count=1)
+
+    def span(name):
+        return re.compile(rf"^## {re.escape(name)}\n.*?(?=^## |\Z)", re.M | re.S).search(text)
+
+    found = span(title)
+    anchor = span(after) if after is not None else None
+    if found:
+        text = text[:found.start()] + section + text[found.end():]
+    elif anchor:
+        head = text[:anchor.end()].rstrip("\n") + "\n\n"
+        text = head + section.rstrip("\n") + "\n\n" + text[anchor.end():]
     else:
         text = text.rstrip("\n") + "\n\n" + section
     path.write_text(text.rstrip("\n") + "\n")
@@ -418,11 +431,15 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="timed rounds of the backend comparison (default 1 quick, 3 full)")
     parser.add_argument("--no-backends", action="store_true",
                         help="skip the numba/torch backend comparison")
+    parser.add_argument("--backends-only", action="store_true",
+                        help="run only the backend comparison (its README section alone)")
     parser.add_argument("--rss-probe", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--groups", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.repeats is None:
         args.repeats = 1 if args.quick else 5
+    if args.no_backends and args.backends_only:
+        parser.error("--no-backends and --backends-only exclude each other")
     if args.backend_repeats is None:
         args.backend_repeats = 1 if args.quick else 3
     if args.repeats < 1 or args.backend_repeats < 1:
@@ -440,21 +457,24 @@ def main(argv=None) -> tuple[list[EngineResult], list[BackendResult]] | None:
     if args.rss_probe is not None:
         rss_probe(args.rss_probe, args.groups)
         return None
-    results = run(args.quick, args.repeats, rss=not (args.no_rss or args.quick))
-    exact = float(benchmark_bandit().exact_mse_per_prompt("grpo", GROUP_SIZE)[0])
     shown = ["python", "benchmarks/bench_montecarlo.py"] + list(argv if argv is not None
                                                                 else sys.argv[1:])
     env = "".join(f"{k}={os.environ[k]} " for k in ("OMP_NUM_THREADS",) if k in os.environ)
-    section = markdown_section(results, env + " ".join(shown), exact)
-    print(section)
+    results, exact = [], None
+    if not args.backends_only:
+        results = run(args.quick, args.repeats, rss=not (args.no_rss or args.quick))
+        exact = float(benchmark_bandit().exact_mse_per_prompt("grpo", GROUP_SIZE)[0])
+        section = markdown_section(results, env + " ".join(shown), exact)
+        print(section)
     backends = [] if args.no_backends else run_backends(args.quick, args.backend_repeats)
     if backends:
         backend_section = backend_markdown_section(backends, env + " ".join(shown))
         print(backend_section)
     if args.readme is not None:
-        update_readme(args.readme, section)
+        if results:
+            update_readme(args.readme, section)
         if backends:
-            update_readme(args.readme, backend_section, BACKEND_SECTION)
+            update_readme(args.readme, backend_section, BACKEND_SECTION, after=SECTION)
     if args.json is not None:
         args.json.write_text(json.dumps({"exact_mse": exact,
                                          "results": [asdict(r) for r in results],

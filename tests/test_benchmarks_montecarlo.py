@@ -121,3 +121,21 @@ def test_update_readme_keeps_other_sections(bench, tmp_path):
     assert text.index("## Other") < text.index("new figures") < text.index("## Later")
     bench.update_readme(path, "## Monte Carlo engine\n\nnewer\n")
     assert path.read_text().count("## Monte Carlo engine") == 1
+
+
+def test_backend_section_goes_after_the_engine_section(bench, tmp_path):
+    path = tmp_path / "README.md"
+    path.write_text("# Benchmarks\n\n## Monte Carlo engine\n\nengine\n\n## Later\n\nlater\n")
+    title = bench.BACKEND_SECTION
+    bench.update_readme(path, f"## {title}\n\nfirst\n", title, after=bench.SECTION)
+    text = path.read_text()
+    assert text.index("engine\n") < text.index("first") < text.index("## Later")
+    bench.update_readme(path, f"## {title}\n\nsecond\n", title, after=bench.SECTION)
+    text = path.read_text()
+    assert "first" not in text and text.count(f"## {title}") == 1
+    assert "later" in text and "engine\n" in text
+
+
+def test_backend_flags_exclude_each_other(bench):
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--no-backends", "--backends-only"])
