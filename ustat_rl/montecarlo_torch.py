@@ -12,11 +12,14 @@ Randomness and reproducibility
 The unit of randomness is a *sub-block* of ``sub_block_size = max(1, SUB_BLOCK_GROUPS // B)``
 replicates (``B`` the batch size), fixed by the statistic, not by the caller. Sub-block ``s``
 draws from one ``torch.Generator`` seeded from ``SeedSequence(seed, spawn_key=(..., s))``; its
-first-two moments are computed on the device and merged in sub-block order. Hence, for a given
-``seed`` and ``n_reps``:
+first two moments are computed on the device and merged in sub-block order. Hence, for a given
+``seed`` and ``n_reps``, the result (mean and covariance) is:
 
 * bitwise identical for every ``block_size`` and ``n_jobs`` of
   :func:`~ustat_rl.montecarlo.run_monte_carlo` (``block_size`` has no effect on this backend);
+* on CPU, made of bitwise the same replicates whatever torch's intra-op thread count (its random
+  kernels are serial), while the moments' reductions may round differently (about 1e-16
+  relative) for another thread count, as numpy's do for the numba backend;
 * bitwise identical between runs on the same device type with the same torch version (on CUDA:
   the same GPU model too, as torch's CUDA random kernels size their launch grid, and hence their
   Philox offsets, from the device; not measured: no GPU was available when this was written);
