@@ -191,6 +191,20 @@ def test_same_seed_same_result_for_any_block_size_and_workers():
     assert not np.array_equal(rows[:200], rows[200:400])  # sub-blocks draw distinct streams
 
 
+def test_replicates_do_not_depend_on_the_thread_count():
+    stat, _ = bandit_squared_errors(small_bandit(), ESTIMATORS, (2, 64), batch_size=3,
+                                    backend="torch", device="cpu")
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = stat(np.random.default_rng(8), 3000)
+        torch.set_num_threads(2)
+        two = stat(np.random.default_rng(8), 3000)
+    finally:
+        torch.set_num_threads(threads)
+    np.testing.assert_array_equal(one, two)
+
+
 def test_cpu_generator_gets_the_whole_seed_sequence_state():
     # manual_seed keeps 32 bits on CPU; the sub-block generator takes 624 words instead
     seq = np.random.SeedSequence(7, spawn_key=(3,))
