@@ -324,9 +324,13 @@ def backend_markdown_section(results: list[BackendResult], command: str) -> str:
         verdict = (f"CUDA >= {TARGET_CUDA_RATIO:g}x numba n_jobs=2 at G = 64: {met} "
                    f"({cuda_64.ratio_to_numba_2:.1f}x, {torch.cuda.get_device_name()}).")
     load = ", ".join(f"{x:.2f}" for x in LOAD_TRIPLE_AT_START)
+    contention = ""
+    if LOAD_TRIPLE_AT_START[0] >= (os.cpu_count() or 1):
+        contention = (" The load average was at or above the core count, so a second worker "
+                      "found no idle core: the `n_jobs=2` rows measure contention, not scaling.")
     lines += [
         "",
-        f"Target: {verdict}",
+        f"Target: {verdict}{contention}",
         "",
         f"Measured on the {os.cpu_count()}-core shared development machine "
         f"({platform.machine()}, Python {platform.python_version()}, numpy {np.__version__}, "
