@@ -30,6 +30,7 @@ Usage::
     python benchmarks/bench_montecarlo.py                      # full (about a minute)
     python benchmarks/bench_montecarlo.py --quick              # smoke run (about 15 s)
     python benchmarks/bench_montecarlo.py --readme benchmarks/README.md --json out.json
+    python benchmarks/bench_montecarlo.py --backends-only --readme benchmarks/README.md  # ~1 min
 """
 
 from __future__ import annotations
