@@ -10,7 +10,14 @@ the leave-one-out GRPO gradient against g(x) (docs/theory.md C5). Engines, timed
   (sufficient statistics, compiled kernel) run by :func:`ustat_rl.montecarlo.run_monte_carlo`.
 
 All three go through ``run_monte_carlo`` with its default block size, so the figures include the
-streaming mean/covariance merge. Throughput is groups per second of wall time: best and median
+streaming mean/covariance merge.
+
+A second table compares the backends of ``bandit_squared_errors`` on the same workload at
+G in {8, 64, 1024}: ``numba`` (the compiled kernel, ``n_jobs`` 1 and 2) and ``torch`` on CPU
+(``n_jobs`` 1 and 2, torch's intra-op threads as configured, e.g. 1 under OMP_NUM_THREADS=1),
+plus ``torch`` on CUDA when a device is present, whose ratio to the 2-core numba figure
+(``numba n_jobs=2``) at G = 64 has a target of 50x; without CUDA that row reads "not measured:
+no GPU". Ratios are again medians over rounds of per-round ratios. Throughput is groups per second of wall time: best and median
 over ``--repeats`` timed rounds after one untimed warm-up (which also compiles the kernel). The
 engines are interleaved within each round and the ratio to the baseline is the median of the
 per-round ratios, so both sides of a ratio ran under about the same machine load.
@@ -21,8 +28,9 @@ fresh process that runs one engine, minus its resident set after the imports (Li
 Usage::
 
     python benchmarks/bench_montecarlo.py                      # full (about a minute)
-    python benchmarks/bench_montecarlo.py --quick              # smoke run (a few seconds)
+    python benchmarks/bench_montecarlo.py --quick              # smoke run (about 15 s)
     python benchmarks/bench_montecarlo.py --readme benchmarks/README.md --json out.json
+    python benchmarks/bench_montecarlo.py --backends-only --readme benchmarks/README.md  # ~1 min
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from ustat_rl.montecarlo import bandit_squared_errors, per_sample_squared_errors, run_monte_carlo
 from ustat_rl.policies.softmax import SoftmaxBandit
@@ -56,6 +65,13 @@ INTRO = ("# Benchmarks\n\nSpeed and memory of the package's hot paths, each repo
          "against a named baseline measured in the same run.\n")
 ENGINES = ("per-sample numpy", "engine n_jobs=1", "engine n_jobs=2")
 BASELINE = "per-sample numpy"
+BACKEND_SECTION = "Monte Carlo backends: numba and torch"
+BACKEND_SIZES = (8, 64, 1024)
+CPU_BACKENDS = ("numba n_jobs=1", "numba n_jobs=2", "torch cpu n_jobs=1", "torch cpu n_jobs=2")
+CUDA_BACKEND = "torch cuda"
+NUMBA_1, NUMBA_2 = CPU_BACKENDS[:2]
+TARGET_CUDA_RATIO = 50.0  # torch cuda / numba n_jobs=2 at G = 64
+NO_GPU = "not measured: no GPU"
 
 
 @dataclass(frozen=True)
@@ -193,6 +209,144 @@ def run(quick: bool, repeats: int, rss: bool, engine_groups: int | None = None,
     return results
 
 
+# ------------------------------------------------------------------------------ backends
+@dataclass(frozen=True)
+class BackendResult:
+    """Measurements of one backend at one group size.
+
+    Attributes
+    ----------
+    engine : str
+    group_size : int
+    n_groups : int
+        Groups per timed run.
+    best_groups_per_s, median_groups_per_s : float
+    ratio_to_numba_1, ratio_to_numba_2 : float
+        Median over rounds of this engine's throughput over ``numba n_jobs=1`` (resp. ``=2``)'s
+        in the same round.
+    mse, std_error : float
+        The Monte Carlo MSE of the last timed run and its standard error.
+    exact_mse : float
+        Theorem 2's exact value for the workload.
+    """
+
+    engine: str
+    group_size: int
+    n_groups: int
+    best_groups_per_s: float
+    median_groups_per_s: float
+    ratio_to_numba_1: float
+    ratio_to_numba_2: float
+    mse: float
+    std_error: float
+    exact_mse: float
+
+
+def backend_statistic(engine: str, bandit: SoftmaxBandit, group_size: int):
+    """``(statistic, n_jobs)`` of one backend engine at ``group_size``."""
+    if engine == CUDA_BACKEND:
+        backend, device, n_jobs = "torch", "cuda", 1
+    else:
+        backend = engine.split()[0]
+        device = "cpu" if backend == "torch" else None
+        n_jobs = int(engine.rsplit("=", 1)[1])
+    statistic, _ = bandit_squared_errors(bandit, "grpo", (group_size,), prompt=0,
+                                         backend=backend, device=device)
+    return statistic, n_jobs
+
+
+def run_backends(quick: bool, repeats: int, cpu_groups: int | None = None,
+                 cuda_groups: int | None = None) -> list[BackendResult]:
+    """Interleaved rounds of every backend at every group size of :data:`BACKEND_SIZES`."""
+    bandit = benchmark_bandit()
+    engines = CPU_BACKENDS + ((CUDA_BACKEND,) if torch.cuda.is_available() else ())
+    n_cpu = cpu_groups or (2**17 if quick else 2**19)
+    n_cuda = cuda_groups or (2**20 if quick else 2**24)
+    results = []
+    for g in BACKEND_SIZES:
+        setups = {e: backend_statistic(e, bandit, g) for e in engines}
+        n_groups = {e: (n_cuda if e == CUDA_BACKEND else n_cpu) for e in engines}
+        for statistic, n_jobs in setups.values():  # warm-up: compilation, CUDA context
+            run_monte_carlo(statistic, 2 * BLOCK_SIZE, SEED, n_jobs=n_jobs)
+        rates = {e: [] for e in engines}
+        last = {}
+        for r in range(repeats):
+            for engine, (statistic, n_jobs) in setups.items():
+                seed = np.random.SeedSequence(SEED, spawn_key=(r,))
+                start = time.perf_counter()
+                last[engine] = run_monte_carlo(statistic, n_groups[engine], seed, n_jobs=n_jobs)
+                rates[engine].append(n_groups[engine] / (time.perf_counter() - start))
+        exact = float(bandit.exact_mse_per_prompt("grpo", g)[0])
+        for engine in engines:
+            own = np.array(rates[engine])
+            results.append(BackendResult(
+                engine=engine, group_size=g, n_groups=n_groups[engine],
+                best_groups_per_s=float(own.max()),
+                median_groups_per_s=float(np.median(own)),
+                ratio_to_numba_1=float(np.median(own / np.array(rates[NUMBA_1]))),
+                ratio_to_numba_2=float(np.median(own / np.array(rates[NUMBA_2]))),
+                mse=float(last[engine].mean[0]), std_error=float(last[engine].std_error[0]),
+                exact_mse=exact))
+    return results
+
+
+def backend_markdown_section(results: list[BackendResult], command: str) -> str:
+    """The README section of the backend comparison."""
+    lines = [
+        f"## {BACKEND_SECTION}",
+        "",
+        f"Workload: that of the engine table (one prompt, K = {N_ACTIONS}, leave-one-out GRPO, "
+        "batch size 1) at G in {" + ", ".join(str(g) for g in BACKEND_SIZES) + "}, through "
+        "`run_monte_carlo`. Engines: `bandit_squared_errors(..., backend=\"numba\")` (compiled "
+        "kernel) and `backend=\"torch\"` (sub-blocks of 65,536 groups as tensors) on CPU with "
+        f"`n_jobs` 1 and 2 (torch intra-op threads: {torch.get_num_threads()}), and torch on "
+        "CUDA when present. Ratios are medians over interleaved rounds of per-round ratios.",
+        "",
+        "| engine | G | groups per run | groups/s best | groups/s median | ratio to numba "
+        "n_jobs=1 | ratio to numba n_jobs=2 | MSE (se) | exact MSE |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    cuda_64 = None
+    for g in BACKEND_SIZES:
+        rows = [r for r in results if r.group_size == g]
+        for r in rows:
+            lines.append(f"| {r.engine} | {g} | {r.n_groups:,} | {r.best_groups_per_s:,.0f} | "
+                         f"{r.median_groups_per_s:,.0f} | {r.ratio_to_numba_1:.2f}x | "
+                         f"{r.ratio_to_numba_2:.2f}x | {r.mse:.6f} ({r.std_error:.1e}) | "
+                         f"{r.exact_mse:.6f} |")
+            if r.engine == CUDA_BACKEND and g == 64:
+                cuda_64 = r
+        if not any(r.engine == CUDA_BACKEND for r in rows):
+            lines.append(f"| {CUDA_BACKEND} | {g} | {NO_GPU} | | | | | | |")
+    if cuda_64 is None:
+        verdict = f"CUDA >= {TARGET_CUDA_RATIO:g}x numba n_jobs=2 at G = 64: {NO_GPU}."
+    else:
+        met = "met" if cuda_64.ratio_to_numba_2 >= TARGET_CUDA_RATIO else "NOT met"
+        verdict = (f"CUDA >= {TARGET_CUDA_RATIO:g}x numba n_jobs=2 at G = 64: {met} "
+                   f"({cuda_64.ratio_to_numba_2:.1f}x, {torch.cuda.get_device_name()}).")
+    load = ", ".join(f"{x:.2f}" for x in LOAD_TRIPLE_AT_START)
+    contention = ""
+    if LOAD_TRIPLE_AT_START[0] >= (os.cpu_count() or 1):
+        contention = (" The load average was at or above the core count, so a second worker "
+                      "found no idle core: the `n_jobs=2` rows measure contention, not scaling.")
+    lines += [
+        "",
+        f"Target: {verdict}{contention}",
+        "",
+        f"Measured on the {os.cpu_count()}-core shared development machine "
+        f"({platform.machine()}, Python {platform.python_version()}, numpy {np.__version__}, "
+        f"torch {torch.__version__}), {time.strftime('%Y-%m-%d %H:%M %Z')}, load average "
+        f"(1, 5, 15 min) {load} when the run started (other jobs slow every engine; figures vary "
+        "from run to run). Command:",
+        "",
+        "```",
+        command,
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
 # ------------------------------------------------------------------------------ report
 def markdown_section(results: list[EngineResult], command: str, exact_mse: float) -> str:
     """The README section: table, targets, exact command and machine."""
@@ -244,13 +398,26 @@ def markdown_section(results: list[EngineResult], command: str, exact_mse: float
     return "\n".join(lines)
 
 
-def update_readme(path: Path, section: str) -> None:
-    """Replace this benchmark's section in ``path`` (create the file if absent); keep the rest."""
+def update_readme(path: Path, section: str, title: str = SECTION, after: str | None = None
+                  ) -> None:
+    """Replace the section ``title`` in ``path`` (create the file if absent); keep the rest.
+
+    A section not yet in the file goes right after the section ``after`` when that exists, else
+    at the end.
+    """
     path = Path(path)
     text = path.read_text() if path.exists() else INTRO
-    pattern = re.compile(rf"^## {re.escape(SECTION)}\n.*?(?=^## |\Z)", re.M | re.S)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section, text, count=1)
+
+    def span(name):
+        return re.compile(rf"^## {re.escape(name)}\n.*?(?=^## |\Z)", re.M | re.S).search(text)
+
+    found = span(title)
+    anchor = span(after) if after is not None else None
+    if found:
+        text = text[:found.start()] + section + text[found.end():]
+    elif anchor:
+        head = text[:anchor.end()].rstrip("\n") + "\n\n"
+        text = head + section.rstrip("\n") + "\n\n" + text[anchor.end():]
     else:
         text = text.rstrip("\n") + "\n\n" + section
     path.write_text(text.rstrip("\n") + "\n")
@@ -265,37 +432,59 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--readme", type=Path, default=None,
                         help="write the results into this README's section")
     parser.add_argument("--json", type=Path, default=None, help="write the results as JSON")
+    parser.add_argument("--backend-repeats", type=int, default=None,
+                        help="timed rounds of the backend comparison (default 1 quick, 3 full)")
+    parser.add_argument("--no-backends", action="store_true",
+                        help="skip the numba/torch backend comparison")
+    parser.add_argument("--backends-only", action="store_true",
+                        help="run only the backend comparison (its README section alone)")
     parser.add_argument("--rss-probe", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--groups", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.repeats is None:
         args.repeats = 1 if args.quick else 5
-    if args.repeats < 1:
-        parser.error(f"--repeats must be an integer >= 1, got {args.repeats}")
+    if args.no_backends and args.backends_only:
+        parser.error("--no-backends and --backends-only exclude each other")
+    if args.backend_repeats is None:
+        args.backend_repeats = 1 if args.quick else 3
+    if args.repeats < 1 or args.backend_repeats < 1:
+        parser.error("--repeats and --backend-repeats must be integers >= 1, got "
+                     f"{args.repeats} and {args.backend_repeats}")
     return args
 
 
-LOAD_AT_START = os.getloadavg()[0]
+LOAD_TRIPLE_AT_START = os.getloadavg()
+LOAD_AT_START = LOAD_TRIPLE_AT_START[0]
 
 
-def main(argv=None) -> list[EngineResult] | None:
+def main(argv=None) -> tuple[list[EngineResult], list[BackendResult]] | None:
     args = parse_args(argv)
     if args.rss_probe is not None:
         rss_probe(args.rss_probe, args.groups)
         return None
-    results = run(args.quick, args.repeats, rss=not (args.no_rss or args.quick))
-    exact = float(benchmark_bandit().exact_mse_per_prompt("grpo", GROUP_SIZE)[0])
     shown = ["python", "benchmarks/bench_montecarlo.py"] + list(argv if argv is not None
                                                                 else sys.argv[1:])
     env = "".join(f"{k}={os.environ[k]} " for k in ("OMP_NUM_THREADS",) if k in os.environ)
-    section = markdown_section(results, env + " ".join(shown), exact)
-    print(section)
+    results, exact = [], None
+    if not args.backends_only:
+        results = run(args.quick, args.repeats, rss=not (args.no_rss or args.quick))
+        exact = float(benchmark_bandit().exact_mse_per_prompt("grpo", GROUP_SIZE)[0])
+        section = markdown_section(results, env + " ".join(shown), exact)
+        print(section)
+    backends = [] if args.no_backends else run_backends(args.quick, args.backend_repeats)
+    if backends:
+        backend_section = backend_markdown_section(backends, env + " ".join(shown))
+        print(backend_section)
     if args.readme is not None:
-        update_readme(args.readme, section)
+        if results:
+            update_readme(args.readme, section)
+        if backends:
+            update_readme(args.readme, backend_section, BACKEND_SECTION, after=SECTION)
     if args.json is not None:
         args.json.write_text(json.dumps({"exact_mse": exact,
-                                         "results": [asdict(r) for r in results]}, indent=2))
-    return results
+                                         "results": [asdict(r) for r in results],
+                                         "backends": [asdict(r) for r in backends]}, indent=2))
+    return results, backends
 
 
 if __name__ == "__main__":

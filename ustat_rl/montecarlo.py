@@ -129,6 +129,9 @@ def run_monte_carlo(statistic: Statistic, n_reps, seed, *, block_size=4096, n_jo
     ----------
     statistic : callable
         ``statistic(rng, n) -> ndarray (n, m)``: ``n`` independent replicates of ``m`` values.
+        A statistic with a ``sub_block_size`` attribute (the torch backend's) fixes its own
+        randomness per sub-block and is run by its ``monte_carlo`` method; ``block_size`` then
+        has no effect.
     n_reps : int
         Number of replicates (at least 2).
     seed : int or numpy.random.SeedSequence
@@ -155,6 +158,9 @@ def run_monte_carlo(statistic: Statistic, n_reps, seed, *, block_size=4096, n_jo
     n_reps = as_int(n_reps, "n_reps", 2)
     block_size = as_int(block_size, "block_size", 1)
     n_jobs = as_int(n_jobs, "n_jobs", 1)
+    if hasattr(statistic, "sub_block_size"):  # seeds itself per sub-block (torch backend)
+        return statistic.monte_carlo(n_reps, seed, n_jobs=n_jobs, progress=progress,
+                                     labels=labels, desc=desc)
     n_blocks = -(-n_reps // block_size)
     sizes = [min(block_size, n_reps - j * block_size) for j in range(n_blocks)]
 
@@ -310,7 +316,8 @@ def _bandit_kernel(rng, n, pi, r, lo, hi, value, cum_prompt, fixed_prompt, batch
 
 
 def bandit_statistics(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_sizes=(2,),
-                      batch_size=1, prompt=None, *, direction=None, degenerate: bool = False):
+                      batch_size=1, prompt=None, *, direction=None, degenerate: bool = False,
+                      backend: str = "numba", device=None):
     """Per-replicate statistics of every (estimator, G) on the bandit, for :func:`run_monte_carlo`.
 
     Columns, in order: squared errors ``||g_hat - target||^2`` labelled ``("sq", est, G)``;
@@ -323,7 +330,13 @@ def bandit_statistics(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_sizes=
     ``g(x)`` (in block ``x``) when every prompt equals ``prompt = x``. Groups of the sizes in
     ``group_sizes`` are nested (the first ``G_1`` samples of the group of size ``G_2``): common
     random numbers across sizes.
+
+    ``backend="numba"`` (default) runs the compiled CPU kernel; ``backend="torch"`` draws from the
+    same law with tensor operations on ``device`` (``"cpu"``, ``"cuda"``, or ``None``: CUDA when
+    available), and its randomness does not depend on ``run_monte_carlo``'s ``block_size``
+    (:mod:`ustat_rl.montecarlo_torch` states what is reproducible across devices).
     """
+    _check_backend(backend, device)
     codes, sizes, batch_size, fixed = _bandit_setup(bandit, estimators, group_sizes,
                                                     batch_size, prompt)
     names = tuple(ESTIMATORS[c] for c in codes)
@@ -340,6 +353,19 @@ def bandit_statistics(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_sizes=
         if "grpo" not in names or "oracle" not in names:
             raise ValueError("`degenerate=True` needs both 'grpo' and 'oracle' in `estimators`")
         deg_pair[:] = names.index("grpo"), names.index("oracle")
+    labels = tuple(("sq", e, int(g)) for e in names for g in sizes)
+    if use_dir:
+        labels += tuple(("proj", e, int(g)) for e in names for g in sizes)
+    if degenerate:
+        labels += tuple(("degenerate", int(g)) for g in sizes)
+    if backend == "torch":
+        from .montecarlo_torch import TorchBanditStatistic, resolve_device
+
+        statistic = TorchBanditStatistic(bandit, codes, sizes, batch_size, fixed, target,
+                                         direction if use_dir else None,
+                                         tuple(deg_pair) if degenerate else None,
+                                         resolve_device(device))
+        return statistic, labels
     pi, r = bandit.policy, bandit.reward_prob
     lo, hi = bandit.reward_values
     cum_prompt = np.cumsum(bandit.prompt_prob)
@@ -358,21 +384,16 @@ def bandit_statistics(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_sizes=
             parts.append(out_deg)
         return np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
 
-    labels = tuple(("sq", e, int(g)) for e in names for g in sizes)
-    if use_dir:
-        labels += tuple(("proj", e, int(g)) for e in names for g in sizes)
-    if degenerate:
-        labels += tuple(("degenerate", int(g)) for g in sizes)
     return statistic, labels
 
 
 def bandit_squared_errors(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_sizes=(2,),
-                          batch_size=1, prompt=None):
+                          batch_size=1, prompt=None, *, backend: str = "numba", device=None):
     """Statistic of squared errors ``||g_hat - target||^2`` for each (estimator, G).
 
     The mean is the MSE of :meth:`SoftmaxBandit.exact_mse` (minibatches from ``f``) or of
     :meth:`SoftmaxBandit.exact_mse_per_prompt` (``prompt = x`` fixed). See
-    :func:`bandit_statistics`.
+    :func:`bandit_statistics`, which also describes ``backend`` and ``device``.
 
     Returns
     -------
@@ -380,28 +401,45 @@ def bandit_squared_errors(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_si
         For :func:`run_monte_carlo`; columns ordered estimator-major.
     labels : tuple of (str, int)
         ``(estimator, group_size)`` per column.
+
+    Examples
+    --------
+    The torch backend estimates the same MSE as the exact theory (and the numba backend):
+
+    >>> from ustat_rl.examples import small_bandit
+    >>> bandit = small_bandit()
+    >>> stat, labels = bandit_squared_errors(bandit, "grpo", (4,), backend="torch", device="cpu")
+    >>> labels
+    (('grpo', 4),)
+    >>> est = run_monte_carlo(stat, 20_000, seed=1, labels=labels)
+    >>> bool(abs(est.mean[0] - bandit.exact_mse("grpo", 4)) < 4.5 * est.std_error[0])
+    True
     """
-    statistic, labels = bandit_statistics(bandit, estimators, group_sizes, batch_size, prompt)
+    statistic, labels = bandit_statistics(bandit, estimators, group_sizes, batch_size, prompt,
+                                          backend=backend, device=device)
     return statistic, tuple(label[1:] for label in labels)
 
 
 def prompt_averaged_squared_errors(bandit: SoftmaxBandit, estimators=ESTIMATORS,
                                    group_sizes=(2,), n_reps=10_000, seed=0, *,
-                                   block_size=4096, n_jobs=1, progress: bool = False
-                                   ) -> MonteCarloEstimate:
+                                   block_size=4096, n_jobs=1, progress: bool = False,
+                                   backend: str = "numba", device=None) -> MonteCarloEstimate:
     """``E_X MSE(X)``, the prompt-averaged per-prompt MSE, by stratified Monte Carlo (C5, C11).
 
     Each prompt ``x`` is simulated on its own (``n_reps`` replicates, seed
     ``SeedSequence(seed, spawn_key=(..., x))``) and the results are combined with the weights
     ``f(x)``: ``mean = sum_x f(x) mean_x`` and, the prompts being independent,
     ``cov = sum_x f(x)^2 cov_x``. The exact counterpart is
-    :meth:`SoftmaxBandit.prompt_averaged_mse`. Labels are ``(estimator, G)``.
+    :meth:`SoftmaxBandit.prompt_averaged_mse`. Labels are ``(estimator, G)``. ``backend`` and
+    ``device`` are those of :func:`bandit_statistics`.
     """
+    _check_backend(backend, device)
     root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     weights = bandit.prompt_prob
     mean = cov = labels = None
     for x in tqdm(range(bandit.n_prompts), desc="prompts", disable=not progress, leave=False):
-        stat, labels = bandit_squared_errors(bandit, estimators, group_sizes, prompt=x)
+        stat, labels = bandit_squared_errors(bandit, estimators, group_sizes, prompt=x,
+                                             backend=backend, device=device)
         child = np.random.SeedSequence(root.entropy, spawn_key=tuple(root.spawn_key) + (x,))
         est = run_monte_carlo(stat, n_reps, child, block_size=block_size, n_jobs=n_jobs,
                               labels=labels)
@@ -409,6 +447,14 @@ def prompt_averaged_squared_errors(bandit: SoftmaxBandit, estimators=ESTIMATORS,
         cov = weights[x] ** 2 * est.cov if cov is None else cov + weights[x] ** 2 * est.cov
     return MonteCarloEstimate(mean, np.sqrt(np.diag(cov)), cov, n_reps * bandit.n_prompts,
                               tuple(labels))
+
+
+def _check_backend(backend, device) -> None:
+    if backend not in ("numba", "torch"):
+        raise ValueError(f"`backend` must be 'numba' or 'torch', got {backend!r}")
+    if backend == "numba" and device is not None and str(device) != "cpu":
+        raise ValueError(f"`device` must be None or 'cpu' for the numba backend (a CPU kernel), "
+                         f"got {device!r}; use backend='torch' for CUDA")
 
 
 def _bandit_setup(bandit, estimators, group_sizes, batch_size, prompt):
