@@ -53,6 +53,7 @@ import torch
 
 from ustat_rl.montecarlo import bandit_squared_errors, per_sample_squared_errors, run_monte_carlo
 from ustat_rl.policies.softmax import SoftmaxBandit
+from ustat_rl.seeding import child_seed
 
 N_ACTIONS = 10
 GROUP_SIZE = 64
@@ -133,7 +134,7 @@ def time_engines(bandit: SoftmaxBandit, n_groups: dict, repeats: int):
     last = {}
     for r in range(repeats):
         for engine, (statistic, n_jobs) in setups.items():
-            seed = np.random.SeedSequence(SEED, spawn_key=(r,))
+            seed = child_seed(SEED, r)
             start = time.perf_counter()
             last[engine] = run_monte_carlo(statistic, n_groups[engine], seed,
                                            block_size=BLOCK_SIZE, n_jobs=n_jobs)
@@ -272,7 +273,7 @@ def run_backends(quick: bool, repeats: int, cpu_groups: int | None = None,
         last = {}
         for r in range(repeats):
             for engine, (statistic, n_jobs) in setups.items():
-                seed = np.random.SeedSequence(SEED, spawn_key=(r,))
+                seed = child_seed(SEED, r)
                 start = time.perf_counter()
                 last[engine] = run_monte_carlo(statistic, n_groups[engine], seed, n_jobs=n_jobs)
                 rates[engine].append(n_groups[engine] / (time.perf_counter() - start))

@@ -52,6 +52,7 @@ from ustat_rl.examples import (
     realisable_kl_bandit,
 )
 from ustat_rl.theory import lemma6_constant_bound
+from ustat_rl.seeding import child_seed
 from ustat_rl.training import quadratic_expected_gap, train
 from ustat_rl.weighted_chi2 import WeightedChiSquare, goodness_of_fit_tests
 
@@ -145,7 +146,7 @@ copt = conflict.optimum()
 pred = predicted_group_sizes(conflict, copt, conflict.ref_theta, 0.5, 200)
 print(pred)
 sizes = [2, 4, 8, 16, 32, 64, 128]
-mc = [sweep_cell(conflict, copt, 128, g, [60], 100, np.random.SeedSequence(3, spawn_key=(i,)),
+mc = [sweep_cell(conflict, copt, 128, g, [60], 100, child_seed(3, i),
                  0.5).tail[:, 0] for i, g in enumerate(sizes)]
 mean = np.array([m.mean() for m in mc])
 se = np.array([m.std(ddof=1) / np.sqrt(m.size) for m in mc])

@@ -46,6 +46,7 @@ from ustat_rl.examples import POLICY_STRENGTHS, arithmetic_bandit, one_answer_ba
 from ustat_rl.montecarlo import prompt_averaged_squared_errors
 from ustat_rl.plotting import plot_mse_grid, save_figure
 from ustat_rl.policies.softmax import SoftmaxBandit
+from ustat_rl.seeding import child_seed
 from ustat_rl.sweeps import write_csv_atomic
 
 FAMILIES = {"arithmetic": arithmetic_bandit, "one_answer": one_answer_bandit}
@@ -108,7 +109,7 @@ class RunSummary:
 def simulate_cell(bandit: SoftmaxBandit, config: Config, cell_key: tuple[int, int],
                   n_jobs: int = 1, progress: bool = False) -> tuple[np.ndarray, np.ndarray, tuple]:
     """Prompt-averaged per-prompt MSE of each (estimator, G): ``(mean (m,), cov (m, m), labels)``."""
-    seed = np.random.SeedSequence(config.seed, spawn_key=cell_key)
+    seed = child_seed(config.seed, *cell_key)
     est = prompt_averaged_squared_errors(bandit, config.estimators, config.group_sizes,
                                          config.n_reps, seed, block_size=BLOCK_SIZE,
                                          n_jobs=n_jobs, progress=progress)

@@ -44,6 +44,7 @@ from ustat_rl.group_size import (
     sweep_cell,
 )
 from ustat_rl.plotting_training import new_figure, plot_gap_vs_group_size, save_figure, star_legend
+from ustat_rl.seeding import child_rng, child_seed
 from ustat_rl.sweeps import write_csv_atomic
 
 BETA = 0.5
@@ -83,7 +84,7 @@ def _bandit(variant: str):
 def simulate_cell(config: Config, key, variant: str, budget: int, group_size: int,
                   progress: bool) -> pd.DataFrame:
     bandit, opt = _bandit(variant)
-    seed = np.random.SeedSequence(config.seed, spawn_key=tuple(key))
+    seed = child_seed(config.seed, *key)
     cell = sweep_cell(bandit, opt, budget, group_size, config.n_iters, config.n_runs, seed, BETA,
                       progress=progress)
     n_iters = cell.n_iters
@@ -98,7 +99,7 @@ def simulate_cell(config: Config, key, variant: str, budget: int, group_size: in
 
 def summarise(runs: pd.DataFrame, config: Config):
     """Per-cell means with predictions, argmins with bootstrap intervals, the Table 2 analogue."""
-    rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=(999,)))
+    rng = child_rng(config.seed, 999)
     summary, argmins = [], []
     for variant in config.variants:
         bandit, opt = _bandit(variant)

@@ -1,4 +1,4 @@
-"""Shared test settings (tolerances live in stat_tolerances.py)."""
+"""Shared test settings (tolerances live in ustat_rl.tolerances)."""
 
 import os
 

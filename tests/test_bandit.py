@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
-from stat_tolerances import Z_TEST
 
 from ustat_rl import SoftmaxBandit, grpo_gradient, run_monte_carlo
 from ustat_rl.examples import assumption2_bandit, small_bandit
+from ustat_rl.tolerances import Z_TEST
 
 
 @pytest.fixture

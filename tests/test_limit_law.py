@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-from stat_tolerances import Z_TEST
 
 from ustat_rl.claims import VerifyContext, registry, run_claim
 from ustat_rl.claims.checks_optimisation import _lemma14_worst
@@ -15,6 +14,7 @@ from ustat_rl.theory.limit_law import (
     quadratic_limit_law,
     scalar_limit_weight,
 )
+from ustat_rl.tolerances import Z_TEST
 from ustat_rl.training import NoisyQuadratic, quadratic_expected_gap, train
 
 CTX = VerifyContext(seed=321, quick=True)

@@ -1,6 +1,5 @@
 import numpy as np
 import pytest
-from stat_tolerances import Z_TEST
 
 from ustat_rl import (
     bandit_squared_errors,
@@ -9,6 +8,7 @@ from ustat_rl import (
     run_monte_carlo,
 )
 from ustat_rl.examples import small_bandit
+from ustat_rl.tolerances import Z_TEST
 
 
 def test_result_independent_of_workers_and_reproducible():

@@ -1,7 +1,7 @@
 """The torch backend of the bandit Monte Carlo against the exact theory and the numba backend.
 
 Every Monte Carlo comparison is ``|difference| <= Z_TEST * se`` with ``Z_TEST = 4.5`` from
-stat_tolerances (6.8e-6 false failures per comparison; the 168 comparisons that run on CPU fail
+ustat_rl.tolerances (6.8e-6 false failures per comparison; the 168 comparisons that run on CPU fail
 spuriously in fewer than 1.2e-3 of runs, union bound). ``se`` is the estimate's standard error,
 or ``hypot(se_1, se_2)`` for two independent estimates. Negative controls (a wrong reward law,
 a wrong batch factor, wrong weights) must be rejected by the same comparison. Seeds are fixed for
@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from stat_tolerances import Z_TEST
 
 from ustat_rl import (
     ESTIMATORS,
@@ -25,6 +24,7 @@ from ustat_rl import (
 )
 from ustat_rl.examples import small_bandit
 from ustat_rl.montecarlo_torch import TorchBanditStatistic, _generator, resolve_device
+from ustat_rl.tolerances import Z_TEST
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 # increments 2 and 3 are drawn sample by sample (<= 2K = 6 for K = 3), 59 and 960 by binomials

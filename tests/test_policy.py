@@ -4,11 +4,11 @@ import itertools
 
 import numpy as np
 import pytest
-from stat_tolerances import Z_TEST
 
 from ustat_rl.examples import conflicting_prompts_bandit, realisable_kl_bandit
 from ustat_rl.policies.loglinear import LogLinearBandit
 from ustat_rl.policies.softmax import SoftmaxBandit
+from ustat_rl.tolerances import Z_TEST
 
 FD_STEP = 1e-6
 FD_TOL = 1e-7  # central differences: error O(h^2) ~ 1e-12 plus rounding O(eps/h) ~ 1e-10

@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from script_loader import load_script
-from stat_tolerances import Z_TEST
+
+from ustat_rl.tolerances import Z_TEST
 
 
 def test_limit_law_quick_resumes_and_does_not_depend_on_chunking(tmp_path):

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
-from stat_tolerances import Z_TEST
 
 from ustat_rl import estimate_zetas, hoeffding_parts, run_monte_carlo, u_statistic, ustat_variance
 from ustat_rl.examples import small_bandit
+from ustat_rl.tolerances import Z_TEST
 
 
 def _kernel(a, b):

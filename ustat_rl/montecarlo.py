@@ -28,6 +28,7 @@ from .estimators import (
     vanilla_gradient,
 )
 from .policies.softmax import SoftmaxBandit
+from .seeding import child_seed
 
 __all__ = [
     "MonteCarloEstimate",
@@ -116,8 +117,7 @@ def _merge(a, b):
 
 
 def _block_seed(seed, block: int) -> np.random.SeedSequence:
-    root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-    return np.random.SeedSequence(entropy=root.entropy, spawn_key=tuple(root.spawn_key) + (block,))
+    return child_seed(seed, block)
 
 
 def run_monte_carlo(statistic: Statistic, n_reps, seed, *, block_size=4096, n_jobs=1,
@@ -434,14 +434,12 @@ def prompt_averaged_squared_errors(bandit: SoftmaxBandit, estimators=ESTIMATORS,
     ``device`` are those of :func:`bandit_statistics`.
     """
     _check_backend(backend, device)
-    root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     weights = bandit.prompt_prob
     mean = cov = labels = None
     for x in tqdm(range(bandit.n_prompts), desc="prompts", disable=not progress, leave=False):
         stat, labels = bandit_squared_errors(bandit, estimators, group_sizes, prompt=x,
                                              backend=backend, device=device)
-        child = np.random.SeedSequence(root.entropy, spawn_key=tuple(root.spawn_key) + (x,))
-        est = run_monte_carlo(stat, n_reps, child, block_size=block_size, n_jobs=n_jobs,
+        est = run_monte_carlo(stat, n_reps, child_seed(seed, x), block_size=block_size, n_jobs=n_jobs,
                               labels=labels)
         mean = weights[x] * est.mean if mean is None else mean + weights[x] * est.mean
         cov = weights[x] ** 2 * est.cov if cov is None else cov + weights[x] ** 2 * est.cov

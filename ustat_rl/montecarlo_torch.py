@@ -53,6 +53,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .montecarlo import MonteCarloEstimate, _block_seed, _merge
+from .seeding import child_seed
 
 __all__ = ["SUB_BLOCK_GROUPS", "CATEGORICAL_PER_ACTION", "TorchBanditStatistic",
            "resolve_device"]
@@ -313,7 +314,7 @@ class TorchBanditStatistic:
         computed on the device and merged in sub-block order (Chan's update), whatever
         ``n_jobs`` is. Inputs are validated by :func:`~ustat_rl.montecarlo.run_monte_carlo`.
         """
-        root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+        root = child_seed(seed)
         sizes = self._sizes(n_reps)
 
         def run(s: int):

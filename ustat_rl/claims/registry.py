@@ -17,6 +17,9 @@ from typing import Callable
 
 import numpy as np
 
+from ..seeding import child_seed
+from ..tolerances import EXACT_RTOL, Z_CHECK
+
 __all__ = [
     "Z_CHECK",
     "Check",
@@ -32,14 +35,10 @@ __all__ = [
     "check_true",
 ]
 
-#: Number of standard errors allowed between a Monte Carlo estimate and its prediction.
-#: Two-sided normal tail: P(|N(0,1)| > 4) = 6.3e-5 false failures per comparison; a full
-#: ``ustat-rl verify --quick`` makes fewer than 200 such comparisons, so fewer than 1.3% of
-#: honest runs would show one spurious failure (union bound).
-Z_CHECK = 4.0
-
-#: Relative tolerance for exact identities computed in double precision.
-EXACT_RTOL = 1e-10
+#: ``Z_CHECK`` (4 standard errors, two-sided false-failure rate 6.3e-5 per comparison) and
+#: ``EXACT_RTOL`` live in :mod:`ustat_rl.tolerances`; a full ``ustat-rl verify --quick`` makes
+#: fewer than 200 such comparisons, so fewer than 1.3% of honest runs would show one spurious
+#: failure (union bound).
 
 EVIDENCE_KINDS = ("symbolic", "exact-numeric", "monte-carlo")
 
@@ -155,7 +154,7 @@ class VerifyContext:
         """Independent, reproducible seed sequence for one claim (and optional sub-stream)."""
         # A stable hash of the whole ID, so "C20" and "C20.dist" get unrelated streams.
         number = int.from_bytes(hashlib.sha256(claim_id.encode()).digest()[:4], "little")
-        return np.random.SeedSequence(entropy=self.seed, spawn_key=(number, *extra))
+        return child_seed(self.seed, number, *extra)
 
     def reps(self, quick: int, full: int) -> int:
         return quick if self.quick else full
