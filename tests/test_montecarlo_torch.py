@@ -23,7 +23,7 @@ from ustat_rl import (
     run_monte_carlo,
 )
 from ustat_rl.examples import small_bandit
-from ustat_rl.montecarlo_torch import TorchBanditStatistic, _generator, resolve_device
+from ustat_rl.montecarlo.torch_backend import TorchBanditStatistic, _generator, resolve_device
 from ustat_rl.tolerances import Z_TEST
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

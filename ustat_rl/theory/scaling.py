@@ -43,8 +43,8 @@ class ScalingConstants:
     >>> c = ScalingConstants(c1=1.0, c2=2.0, c3=16.0)
     >>> c.optimal_group_size()
     5.0
-    >>> round(c.fixed_budget_mse(5, budget=40), 6)
-    0.25
+    >>> round(c.fixed_budget_mse(5, budget=40), 6), round(c.fixed_budget_minimum(40), 6)
+    (0.275, 0.275)
     """
 
     c1: float

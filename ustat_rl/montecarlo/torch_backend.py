@@ -52,8 +52,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .montecarlo import MonteCarloEstimate, _block_seed, _merge
-from .seeding import child_seed
+from ..seeding import child_seed
+from .engine import MonteCarloEstimate, _block_seed, _merge
 
 __all__ = ["SUB_BLOCK_GROUPS", "CATEGORICAL_PER_ACTION", "TorchBanditStatistic",
            "resolve_device"]

@@ -1,0 +1,24 @@
+"""Monte Carlo: a reproducible streaming engine and the bandit statistics built on it.
+
+* :mod:`.engine`: :func:`run_monte_carlo` and :class:`MonteCarloEstimate` for any statistic;
+* :mod:`.bandit`: the softmax bandit's squared errors (numba kernel, or ``backend="torch"``);
+* :mod:`.torch_backend`: the torch implementation of the same law, on CPU or CUDA.
+"""
+
+from .bandit import (
+    bandit_squared_errors,
+    bandit_statistics,
+    per_sample_squared_errors,
+    prompt_averaged_squared_errors,
+)
+from .engine import MonteCarloEstimate, Statistic, run_monte_carlo
+
+__all__ = [
+    "MonteCarloEstimate",
+    "Statistic",
+    "bandit_squared_errors",
+    "bandit_statistics",
+    "per_sample_squared_errors",
+    "prompt_averaged_squared_errors",
+    "run_monte_carlo",
+]
