@@ -116,3 +116,31 @@ def test_result_json_has_no_nan_literals(tmp_path):
     text = path.read_text()
     assert "NaN" not in text
     assert np.isfinite(json.loads(text)["results"][0]["seconds"])
+
+
+def test_cli_usage_errors_come_before_any_work(tmp_path, capsys, monkeypatch):
+    import ustat_rl.claims as claims_pkg
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("a claim ran although the arguments were invalid")
+
+    monkeypatch.setattr(claims_pkg, "run_claim", no_work)
+    with pytest.raises(SystemExit) as exc:
+        main(["verify", "--seed", "-1"])
+    assert exc.value.code == 2 and "--seed" in capsys.readouterr().err
+    assert main(["verify", "--only", ","]) == 2
+    assert "--only needs at least one claim ID" in capsys.readouterr().err
+    assert main(["verify", "--only", "C1", "--json", str(tmp_path)]) == 2  # a directory
+    assert "is a directory" in capsys.readouterr().err
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["verify", "--only", "C1", "--json", str(blocker / "r.json")]) == 2
+    assert "cannot create" in capsys.readouterr().err
+
+
+def test_json_writes_nan_as_null_and_inf_as_a_string():
+    from ustat_rl.claims.registry import _jsonable
+
+    out = _jsonable({"a": float("nan"), "b": float("inf"), "c": np.float64(-np.inf), "d": 1.5})
+    assert out == {"a": None, "b": "inf", "c": "-inf", "d": 1.5}
+    assert "NaN" not in json.dumps(out, allow_nan=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -41,8 +42,9 @@ def _parse_args(argv):
     size = verify.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="small Monte Carlo sizes (default)")
     size.add_argument("--full", action="store_true", help="large Monte Carlo sizes")
-    verify.add_argument("--only", default="", help="comma-separated claim IDs, e.g. C5,C6")
-    verify.add_argument("--seed", type=int, default=20260301, help="root seed (default 20260301)")
+    verify.add_argument("--only", default=None, help="comma-separated claim IDs, e.g. C5,C6")
+    verify.add_argument("--seed", type=_seed, default=20260301,
+                        help="root seed, an integer >= 0 (default 20260301)")
     verify.add_argument("--json", type=Path, default=None, help="write results as JSON to PATH")
     verify.add_argument("--n-jobs", type=int, default=1, help="Monte Carlo worker threads")
     verify.add_argument("--details", action="store_true", help="print every sub-check")
@@ -64,6 +66,36 @@ def _parse_args(argv):
     proofs = sub.add_parser("proofs", help="run the symbolic derivations (proofs_check)")
     proofs.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for proofs_check")
     return parser.parse_args(argv)
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value}")
+    return value
+
+
+def _writable_path(path: Path) -> str | None:
+    """Why ``path`` cannot be written (``None`` if it can), checked before any long work."""
+    if path.is_dir():
+        return f"{path} is a directory"
+    parent = path.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"cannot create {parent}: {exc.strerror or exc}"
+    if not os.access(parent, os.W_OK):
+        return f"{parent} is not writable"
+    return None
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def _fmt(value: float) -> str:
@@ -99,7 +131,10 @@ def _verify(args) -> int:
     from .claims import VerifyContext, registry, run_claim
 
     claims = registry()
-    wanted = [c.strip() for c in args.only.split(",") if c.strip()]
+    wanted = [] if args.only is None else [c.strip() for c in args.only.split(",") if c.strip()]
+    if args.only is not None and not wanted:
+        print(f"ustat-rl: --only needs at least one claim ID, got {args.only!r}", file=sys.stderr)
+        return 2
     unknown = [c for c in wanted if c not in claims]
     if unknown:
         print(f"ustat-rl: unknown claim ID(s) {', '.join(unknown)}; known: "
@@ -107,6 +142,9 @@ def _verify(args) -> int:
         return 2
     if args.n_jobs < 1:
         print("ustat-rl: --n-jobs must be >= 1", file=sys.stderr)
+        return 2
+    if args.json is not None and (why := _writable_path(args.json)) is not None:
+        print(f"ustat-rl: --json: {why}", file=sys.stderr)
         return 2
     selected = [claims[c] for c in (wanted or claims)]
     ctx = VerifyContext(seed=args.seed, quick=not args.full, n_jobs=args.n_jobs)
@@ -128,8 +166,7 @@ def _verify(args) -> int:
         payload = {"mode": mode, "seed": ctx.seed, "n_jobs": ctx.n_jobs,
                    "version": __version__, "summary": counts,
                    "results": [r.to_dict() for r in results]}
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(payload, indent=2))
+        _write_atomic(args.json, json.dumps(payload, indent=2, allow_nan=False))
         print(f"wrote {args.json}")
     if args.errata:
         print(_errata())

@@ -113,7 +113,8 @@ class ClaimResult:
     error: str = ""
 
     def to_dict(self) -> dict:
-        """JSON-ready dictionary (non-finite floats become strings)."""
+        """JSON-ready dictionary: NaN (nothing measured) becomes ``null``, ``±inf`` the strings
+        ``"inf"`` and ``"-inf"`` (JSON has no literal for them)."""
         return _jsonable(asdict(self))
 
 
@@ -124,6 +125,8 @@ def _jsonable(obj):
         return [_jsonable(v) for v in obj]
     if isinstance(obj, (np.floating, float)):
         value = float(obj)
+        if math.isnan(value):
+            return None
         return value if math.isfinite(value) else str(value)
     if isinstance(obj, (np.integer,)):
         return int(obj)

@@ -16,12 +16,17 @@ from .._validation import as_finite_array, as_int
 from .moments import PromptMoments
 from .mse import prompt_heterogeneity
 
-__all__ = ["C1_RTOL", "ScalingConstants", "scaling_constants", "admissible_group_sizes"]
+__all__ = ["C1_NOISE_RTOL", "C1_RTOL", "ScalingConstants", "scaling_constants", "admissible_group_sizes"]
 
 #: ``c1 = E||g(X)||^2 - ||g||^2`` is a difference of two nearly equal sums when prompts barely
 #: differ; below this fraction of ``E||g(X)||^2`` it is indistinguishable from rounding error, so
 #: it is set to zero and ``G* = inf`` (the fixed-budget MSE then falls in ``G`` without end).
 C1_RTOL = 1e-10
+
+#: When the gradients themselves are rounding noise (``||g(x)|| <= 1e-12`` of the score-reward
+#: scale ``sqrt(E||WZ||^2)``), ``c1`` is at most this fraction of ``E_X E||WZ||^2`` and is also
+#: set to zero.
+C1_NOISE_RTOL = 1e-24
 
 
 @dataclass(frozen=True)
@@ -106,15 +111,17 @@ def admissible_group_sizes(budget, divisors_only: bool = True) -> np.ndarray:
 def scaling_constants(moments: PromptMoments) -> ScalingConstants:
     """``c1 = E||g(X) - g||^2``, ``c2 = E tr Sigma_oracle``, ``c3' = E[S Var + ||g(X)||^2]`` (C17).
 
-    ``c1`` is set to zero when it is within :data:`C1_RTOL` of ``E||g(X)||^2`` (rounding), so
-    ``G*`` is ``inf`` for a single prompt or a zero gradient, not a huge finite number.
+    ``c1`` is set to zero when it is within :data:`C1_RTOL` of ``E||g(X)||^2`` (cancellation) or
+    :data:`C1_NOISE_RTOL` of ``E_X E||WZ||^2`` (gradients at rounding level), so ``G*`` is
+    ``inf`` for a single prompt or a zero gradient, not a huge finite number.
     """
     if not isinstance(moments, PromptMoments):
         raise TypeError(f"`moments` must be a PromptMoments, got {type(moments).__name__}")
     f = moments.prompt_prob
     c1 = prompt_heterogeneity(moments)
     scale = float(f @ moments.grad_sq)
-    if abs(c1) <= C1_RTOL * abs(scale):
+    noise = float(f @ np.abs(moments.score_sq_reward_sq))
+    if abs(c1) <= C1_RTOL * abs(scale) or abs(c1) <= C1_NOISE_RTOL * noise:
         c1 = 0.0
     c2 = float(f @ moments.trace_sigma_oracle)
     c3 = float(f @ (moments.score_sq_reward_var + moments.grad_sq))

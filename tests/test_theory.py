@@ -1,0 +1,138 @@
+"""The moments contract and the theory on it: validation, routes that must agree, sharp edges."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from ustat_rl import theory
+from ustat_rl.examples import conflicting_prompts_bandit, small_bandit
+from ustat_rl.policies.softmax import SoftmaxBandit
+from ustat_rl.theory import PromptMoments, ScalingConstants
+
+
+@pytest.fixture(scope="module")
+def moments():
+    return small_bandit().moments(matrices=True)
+
+
+def _fields(m: PromptMoments) -> dict:
+    return {f.name: getattr(m, f.name) for f in dataclasses.fields(m)}
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("reward_var", lambda m: m.reward_var - 1.0, "reward_var"),
+    ("score_sq_centred", lambda m: m.grad_sq * 0.5, "score_sq_centred"),
+    ("prompt_prob", lambda m: m.prompt_prob * 2, "must sum to 1"),
+    ("value", lambda m: np.append(m.value, 0.0), "shape"),
+    ("grad_sq", lambda m: np.full_like(m.grad_sq, np.nan), "finite"),
+    ("grad_gram", lambda m: m.grad_gram + np.triu(np.ones_like(m.grad_gram), 1), "symmetric"),
+    ("score_sq_reward", lambda m: m.score_sq_reward * 100, "Cauchy-Schwarz|E\\[\\|\\|W\\|\\|\\^2 Z\\]"),
+    ("kind", lambda m: "guessed", "kind"),
+])
+def test_validation_names_the_field(moments, field, value, message):
+    kwargs = _fields(moments)
+    kwargs[field] = value(moments)
+    kwargs["score_sq_reward_var"] = None
+    kwargs["grad_norm_sq"] = None
+    with pytest.raises(ValueError, match=field):
+        PromptMoments(**kwargs)
+
+
+def test_estimated_moments_skip_only_the_inequalities(moments):
+    kwargs = _fields(moments)
+    kwargs.update(kind="estimated", score_sq_centred=moments.grad_sq * 0.5)  # noisy, allowed
+    PromptMoments(**kwargs)
+    kwargs["value"] = np.full(3, 0.5)  # a wrong shape is never allowed
+    with pytest.raises(ValueError, match="value"):
+        PromptMoments(**kwargs)
+
+
+def test_matrix_and_trace_forms_agree(moments):
+    for est in ("vanilla", "grpo", "oracle", "fullmean"):
+        for g in (2, 3, 8):
+            cov = theory.per_prompt_covariance(moments, est, g)
+            trace = np.einsum("pkk->p", cov)
+            if est == "fullmean":
+                trace = trace + (1 / g) ** 2 * moments.grad_sq
+            np.testing.assert_allclose(trace, theory.per_prompt_mse(moments, est, g), rtol=1e-12)
+            total = np.trace(theory.minibatch_covariance(moments, est, g, 3))
+            if est == "fullmean":
+                total += (1 / g) ** 2 * moments.grad_norm_sq
+            assert total == pytest.approx(theory.minibatch_mse(moments, est, g, 3), rel=1e-12)
+
+
+def test_lemma1_variance_is_theorem2(moments):
+    z = theory.kernel_zetas(moments)
+    for g in (2, 5, 40):
+        lemma1 = (4 * (g - 2) * z.zeta1 + 2 * z.zeta2) / (g * (g - 1))
+        np.testing.assert_allclose(lemma1, theory.per_prompt_mse(moments, "grpo", g), rtol=1e-12)
+    # negative control: the first-order term alone misses the 1/(G(G-1)) part
+    g = 5
+    assert not np.allclose(4 * z.zeta1 / g, theory.per_prompt_mse(moments, "grpo", g), rtol=1e-3)
+
+
+def test_loglinear_moments_match_its_tables():
+    bandit = conflicting_prompts_bandit(kl_weight=0.3)
+    theta = np.random.default_rng(0).normal(0, 0.5, bandit.dim)
+    m = bandit.moments(theta)
+    for est in ("vanilla", "grpo", "oracle", "fullmean"):
+        assert theory.minibatch_mse(m, est, 4, 2, prompt_variance_factor=0.5) == pytest.approx(
+            bandit.exact_mse(theta, est, 4, 2), rel=1e-12)
+    assert m.grad_norm_sq == pytest.approx(bandit.grad(theta) @ bandit.grad(theta), rel=1e-12)
+
+
+@pytest.mark.parametrize("bandit", [
+    SoftmaxBandit([[0.3, -0.2, 0.5]], [[0.9, 0.2, 0.5]]),           # one prompt: c1 = 0
+    SoftmaxBandit([[0.3, -0.2], [1.0, 0.0]], [[0.4, 0.4], [0.7, 0.7]]),  # zero gradient
+    SoftmaxBandit([[0.3, -0.2, 0.1], [1.0, 0.0, 0.5]], [[0.2, 0.2, 0.2], [0.9, 0.9, 0.9]],
+                  reward_values=(-3.0, 5.0)),  # zero gradient, shifted rewards
+])
+def test_g_star_is_inf_when_c1_vanishes(bandit):
+    c = bandit.scaling_constants()
+    assert c.c1 == 0.0
+    assert bandit.optimal_group_size() == math.inf
+    assert c.optimal_group_size(exact=False) == math.inf
+
+
+def test_g_star_stays_finite_just_above_the_tolerance():
+    c = ScalingConstants(1e-6, 1.0, 4.0)
+    assert c.optimal_group_size() == pytest.approx(1 + 2000.0)
+    assert c.best_group_size(60) in (30, 60)
+
+
+def test_fixed_budget_curve_has_its_minimum_at_g_star():
+    c = small_bandit().scaling_constants()
+    grid = np.linspace(1.05, 60, 200_000)
+    assert grid[np.argmin(c.fixed_budget_mse(grid, 64))] == pytest.approx(
+        c.optimal_group_size(), abs=1e-3)
+    assert c.fixed_budget_minimum(64) == pytest.approx(c.fixed_budget_mse(
+        c.optimal_group_size(), 64), rel=1e-12)
+    with pytest.raises(ValueError, match="group_size"):
+        c.fixed_budget_mse(1.0, 64)
+    with pytest.raises(ValueError, match="budget"):
+        theory.admissible_group_sizes(1)
+
+
+def test_reversal_condition_matches_the_mse_sign_under_assumption2():
+    from ustat_rl.examples import reversal_bandit
+
+    for p in (0.1, 0.3, 0.7):
+        m = reversal_bandit(p).moments()
+        sizes = np.arange(2, 40)
+        exact = theory.grpo_vanilla_margin(m, sizes)[0] > 0
+        np.testing.assert_array_equal(exact, theory.reversal_condition(m, sizes)[0])
+
+
+def test_bad_arguments_name_the_parameter(moments):
+    with pytest.raises(ValueError, match="estimator"):
+        theory.per_prompt_mse(moments, "rloo", 4)
+    with pytest.raises(ValueError, match="group_size"):
+        theory.per_prompt_mse(moments, "grpo", 1)
+    with pytest.raises(ValueError, match="baseline"):
+        theory.per_prompt_mse(moments, "baseline", 4)
+    with pytest.raises(TypeError, match="moments"):
+        theory.scaling_constants({"c1": 1})
