@@ -7,14 +7,17 @@ group outcome of a small ``SoftmaxBandit`` (``(2K)^G`` outcomes: at most 4^6 = 4
 comparisons by the union bound). Seeds are fixed, never chosen.
 """
 
+import doctest
+
 import numpy as np
 import pytest
-
 from stat_tolerances import Z_TEST
+
 from ustat_rl import theory
 from ustat_rl.conventions import _grouped, get_convention
 from ustat_rl.examples import small_bandit
 from ustat_rl.policies.softmax import SoftmaxBandit
+from ustat_rl.theory import advantage as advantage_module
 from ustat_rl.theory.advantage import (
     advantage_moments,
     advantage_table,
@@ -183,3 +186,8 @@ def test_all_equal_probability_and_validation():
         per_prompt_advantage_mse(small_bandit().moments(), "grpo", 3, target="value")
     with pytest.raises(ValueError, match=">= 2"):
         advantage_table("grpo", 1)
+
+
+def test_doctests():
+    result = doctest.testmod(advantage_module)
+    assert result.attempted > 0 and result.failed == 0

@@ -10,7 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from ustat_rl.conventions import CONVENTION_NAMES, CONVENTIONS, advantages, get_convention
+from ustat_rl.conventions import (
+    CONVENTION_NAMES,
+    CONVENTIONS,
+    VERL_SINGLETON_DIVISOR,
+    advantages,
+    get_convention,
+)
 
 RTOL = ATOL = 1e-12
 
@@ -33,8 +39,7 @@ def _literal(name, z, ids):
         elif name in ("trl_none", "openrlhf_dr_grpo", "fullmean"):
             out[idx] = r - mean
         elif name == "verl_grpo":
-            mean, std = (mean, std) if n > 1 else (torch.tensor(0.0, dtype=torch.float64),
-                                                    torch.tensor(1.0, dtype=torch.float64))
+            mean, std = (mean, std) if n > 1 else (torch.tensor(0.0), torch.tensor(1.0))  # float32, as verl
             out[idx] = (r - mean) / (std + 1e-6)
         elif name == "verl_grpo_nostd":
             out[idx] = r - (mean if n > 1 else 0.0)
@@ -121,7 +126,8 @@ def test_full_mean_is_shrunk_leave_one_out(G):
 def test_singleton_rules_are_the_frameworks():
     z = np.array([0.7, 1.0, 0.0])
     ids = np.array([3, 1, 1])
-    np.testing.assert_allclose(advantages("verl_grpo", z, ids)[0], 0.7 / (1 + 1e-6), rtol=1e-15)
+    assert advantages("verl_grpo", z, ids)[0] == 0.7 / VERL_SINGLETON_DIVISOR
+    assert VERL_SINGLETON_DIVISOR == 1.0000009536743164  # float32(1) + float32(1e-6)
     assert advantages("verl_grpo_nostd", z, ids)[0] == 0.7
     assert advantages("verl_rloo", z, ids)[0] == 0.7
     one = np.array([0.7])

@@ -26,7 +26,8 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["ConventionSpec", "CONVENTIONS", "CONVENTION_NAMES", "advantages", "get_convention"]
+__all__ = ["ConventionSpec", "CONVENTIONS", "CONVENTION_NAMES", "VERL_SINGLETON_DIVISOR", "advantages",
+           "get_convention"]
 
 
 @dataclass(frozen=True)
@@ -145,10 +146,15 @@ def _mean_only(z, inverse, counts):
     return _centred(z, inverse, counts)[0]
 
 
+#: verl substitutes ``torch.tensor(1.0)`` (float32) for a one-sample group's std, so ``std + 1e-6``
+#: is rounded to float32 whatever the rewards' dtype: 1.0000009536743164, not 1.000001.
+VERL_SINGLETON_DIVISOR = float(np.float32(1.0) + np.float32(1e-6))
+
+
 def _verl_grpo(z, inverse, counts):
     dev, mean = _centred(z, inverse, counts, singleton_mean_zero=True)
     std = _group_std(z, inverse, counts, mean, 1.0)
-    return dev / (std[inverse] + 1e-6)
+    return dev / np.where(counts > 1, std + 1e-6, VERL_SINGLETON_DIVISOR)[inverse]
 
 
 def _verl_grpo_nostd(z, inverse, counts):
@@ -209,7 +215,8 @@ _SPECS = (
     _spec("verl_grpo", "verl", "adv_estimator=grpo, norm_adv_by_std_in_grpo=True (default)",
           _VERL, "(z - m_g) / (s_g + 1e-6)", _verl_grpo, epsilon=1e-6,
           placement="added to std", bessel=True,
-          singleton="z / (1 + 1e-6) (mean 0 and std 1 are substituted)",
+          singleton="z / 1.0000009537 (mean 0 and a float32 std 1 are substituted; 1 + 1e-6 "
+                    "rounds in float32)",
           project="std-normalised, full-mean numerator"),
     _spec("verl_grpo_nostd", "verl", "adv_estimator=grpo, norm_adv_by_std_in_grpo=False", _VERL,
           "z - m_g", _verl_grpo_nostd, singleton="z (mean 0 is substituted)",
