@@ -24,6 +24,7 @@ __all__ = [
     "small_bandit",
     "realisable_kl_bandit",
     "conflicting_prompts_bandit",
+    "std_normalisation_bandit",
 ]
 
 #: Logit boosts of the correct answer for the three policies of the Fig. 4 analogue
@@ -184,3 +185,13 @@ def conflicting_prompts_bandit(kl_weight: float = 0.5, strength: float = 0.5, se
     contrast = rng.uniform(-0.3, 0.3, size=(n_prompts, n_actions)) * strength
     reward = np.clip(0.5 + contrast, 0.02, 0.98)
     return LogLinearBandit(features, reward, kl_weight=kl_weight, prompt_sampling=prompt_sampling)
+
+
+def std_normalisation_bandit() -> SoftmaxBandit:
+    """One prompt, three actions, binary rewards with ``V = 0.29`` (C24).
+
+    Lemma 11's limit constant ``||g||^2 (1 - 2V)^2 / (4 V^2 (1 - V)^2)`` vanishes at ``V = 1/2``,
+    so ``V`` is kept away from it; ``p^G + (1 - p)^G`` is 0.59 at ``G = 2`` and 0.065 at ``G = 8``,
+    so all-equal groups are frequent at small ``G`` and rare at large ``G``.
+    """
+    return SoftmaxBandit([[0.8, -0.3, 0.1]], [[0.1, 0.7, 0.4]])

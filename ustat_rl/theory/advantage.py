@@ -41,6 +41,9 @@ __all__ = [
 #: What an estimator's MSE is measured against.
 TARGETS = ("grad", "arcsin")
 
+#: Largest ``(G + 1) * G`` array of representative groups built for a named convention.
+_MAX_TABLE_ENTRIES = 20_000_000
+
 #: Relative slack allowed when checking that moments describe binary rewards.
 BINARY_RTOL = 1e-8
 
@@ -126,6 +129,9 @@ def advantage_table(convention, group_size) -> AdvantageTable:
     if spec.statistics != "group":
         raise ValueError(f"convention {spec.name!r} uses batch statistics, so groups are not "
                          f"independent and the per-group formula does not apply; use Monte Carlo")
+    if (G + 1) * G > _MAX_TABLE_ENTRIES:
+        raise ValueError(f"`group_size` {G} needs a ({G + 1}, {G}) array of representative groups; "
+                         f"pass the rule as a function a(z, m, G) for groups this large")
     if G < spec.min_group_size:
         raise ValueError(f"`group_size` must be an integer >= {spec.min_group_size} for "
                          f"convention {spec.name!r}, got {G}")

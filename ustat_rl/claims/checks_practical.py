@@ -1,0 +1,175 @@
+"""Practical GRPO (Appendix A): std normalisation and the K3 penalty (docs/theory.md C24, C27).
+
+Registers ``C24`` (Lemma 11: the estimator with the group standard error in the denominator
+approaches the U-statistic normalised by the true std, and how often a group is all-equal) and
+``C27.mc`` (the expected per-sample K3 gradient under the policy is the gradient of
+KL(pi_ref || pi_theta), by Monte Carlo). The symbolic C26 and C27 live in ``checks_symbolic.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..conventions import _grouped, get_convention
+from ..examples import std_normalisation_bandit
+from ..theory.advantage import AdvantageTable, advantage_moments, all_equal_probability
+from .registry import (
+    EXACT_RTOL,
+    Z_CHECK,
+    check_close,
+    check_exact,
+    check_interval,
+    check_true,
+    register,
+)
+
+#: Group sizes of the exact limit check: G, 4G and 16G for two Richardson extrapolations.
+LIMIT_SIZES = (1024, 4096, 16384)
+MC_SIZES = (4, 16, 64)
+ALL_EQUAL_SIZES = (2, 4, 8)
+
+
+def lemma11_difference_table(value: float, group_size: int) -> AdvantageTable:
+    """``a(z, m)`` of ``g_se - g_std``: Algorithm 2's advantage minus leave-one-out over ``sigma``.
+
+    Algorithm 2 (docs/theory.md section 2): ``(z - Z_bar_{-g})/se_m`` with
+    ``se_m = sqrt(m (G - m)/(G (G - 1)))`` and all-equal groups zeroed; the limit of Lemma 11
+    divides the same leave-one-out difference by ``sigma = sqrt(V (1 - V))``. For binary rewards
+    ``z - Z_bar_{-g}`` is ``(G - m)/(G - 1)`` for a success and ``-m/(G - 1)`` for a failure
+    (docs/theory.md section 7). O(G), so usable at ``G = 16384``.
+    """
+    G = int(group_size)
+    m = np.arange(G + 1, dtype=np.float64)
+    sigma = np.sqrt(value * (1.0 - value))
+    se = np.sqrt(m * (G - m) / (G * (G - 1.0)))
+    inv_se = np.where(se > 0, 1.0 / np.where(se > 0, se, 1.0), 0.0)
+    loo_success, loo_failure = (G - m) / (G - 1.0), -m / (G - 1.0)
+    success = loo_success * (inv_se - 1.0 / sigma)
+    failure = loo_failure * (inv_se - 1.0 / sigma)
+    success[0], failure[G] = 0.0, 0.0
+    return AdvantageTable(G, success, failure)
+
+
+def lemma11_constant(moments) -> float:
+    """``lim G E||g_se - g_std||^2 = ||g||^2 (1 - 2V)^2 / (4 V^2 (1 - V)^2)`` (derived, C24).
+
+    Delta method: ``g_se - g_std = g_loo (1/se - 1/sigma)``, ``g_loo -> g`` and
+    ``G Var(se^2) -> mu_4 - sigma^4 = V (1 - V) (1 - 2V)^2`` for Bernoulli rewards, with
+    ``1/se - 1/sigma ~ -(se^2 - sigma^2)/(2 sigma^3)``.
+    """
+    V, gsq = float(moments.value[0]), float(moments.grad_sq[0])
+    return gsq * (1.0 - 2.0 * V) ** 2 / (4.0 * V**2 * (1.0 - V) ** 2)
+
+
+def limit_check(moments, constant: float, name: str) -> list:
+    """Exact ``G E||g_se - g_std||^2`` at ``LIMIT_SIZES`` against ``constant`` (C24).
+
+    The finite-G correction is O(1/G) (``G D(G)/C - 1`` falls fourfold per fourfold ``G``), so
+    the Richardson extrapolate ``R(G) = (4 x(4G) - x(G))/3`` of ``x(G) = G D(G)`` has an
+    O(1/G^2) error. The check passes when ``C`` lies within ``|R(4096) - R(1024)|`` of
+    ``R(4096)``: the extrapolate's own last change bounds its error.
+    """
+    V = float(moments.value[0])
+    x = [G * advantage_moments(moments, lemma11_difference_table(V, G)).second_moment[0]
+         for G in LIMIT_SIZES]
+    r_small, r_large = (4 * x[1] - x[0]) / 3, (4 * x[2] - x[1]) / 3
+    allowed = abs(r_large - r_small)
+    return [check_interval(f"{name}: Richardson limit of G E||g_se - g_std||^2, G = "
+                           f"{LIMIT_SIZES}", constant, r_large, r_large - allowed,
+                           r_large + allowed, evidence="exact-numeric",
+                           note=f"interval: the extrapolate's last change {allowed:.2g}; "
+                                f"G D(G) = " + ", ".join(f"{v:.6g}" for v in x))]
+
+
+def _monte_carlo(bandit, G: int, n: int, rng):
+    """Per-group ``||g_se - g_std||^2`` and all-equal indicators at prompt 0."""
+    sample = bandit.sample_groups(G, n, rng, prompt=0)
+    sigma = np.sqrt(bandit.value[0] * (1.0 - bandit.value[0]))
+    diff = (_grouped(get_convention("paper_algorithm2"), sample.reward)
+            - _grouped(get_convention("grpo"), sample.reward) / sigma)  # (n, G)
+    score = bandit.scores(sample.prompt, sample.action)  # (n, G, K)
+    sq = np.sum((np.einsum("ng,ngk->nk", diff, score) / G) ** 2, axis=1)
+    equal = np.all(sample.reward == sample.reward[:, :1], axis=1)
+    return sq, equal
+
+
+@register("C24", "Lemma 11: the estimator normalised by the group std error tends to the "
+          "U-statistic normalised by the true std; E||g_se - g_std||^2 ~ C/G with "
+          "C = ||g||^2 (1-2V)^2/(4V^2(1-V)^2); all-equal groups have probability p^G + (1-p)^G",
+          "Lemma 11, Appendix A; docs/theory.md section 7",
+          "exact O(G) moments (section 7) to G = 16384 with Richardson extrapolation; "
+          "Monte Carlo at G = 4, 16, 64")
+def check_c24(ctx) -> list:
+    bandit = std_normalisation_bandit()
+    moments = bandit.moments()
+    V = float(bandit.value[0])
+    checks = limit_check(moments, lemma11_constant(moments), "exact")
+    # the closed-form table is the named conventions' difference (second route, exact)
+    for G in (3, 8):
+        sigma = np.sqrt(V * (1.0 - V))
+        m = np.arange(G + 1)
+        groups = (np.arange(G)[None, :] < m[:, None]).astype(float)  # (G+1, G), m ones
+        diff = (_grouped(get_convention("paper_algorithm2"), groups)
+                - _grouped(get_convention("grpo"), groups) / sigma)
+        table = lemma11_difference_table(V, G)
+        checks.append(check_exact(f"closed-form a(z, m) == conventions' difference, G={G}",
+                                  np.r_[table.success[1:], table.failure[:-1]],
+                                  np.r_[diff[1:, 0], diff[:-1, -1]], rtol=EXACT_RTOL,
+                                  atol=1e-13))
+    rng = np.random.default_rng(ctx.seed_for("C24"))
+    n = ctx.reps(20000, 200000)
+    for G in sorted(set(MC_SIZES) | set(ALL_EQUAL_SIZES)):
+        sq, equal = _monte_carlo(bandit, G, n, rng)
+        if G in MC_SIZES:
+            exact = advantage_moments(moments, lemma11_difference_table(V, G)).second_moment[0]
+            checks.append(check_close(f"MC E||g_se - g_std||^2 == exact, G={G}", exact,
+                                      sq.mean(), sq.std(ddof=1) / np.sqrt(n)))
+        if G in ALL_EQUAL_SIZES:
+            p_hat = equal.mean()
+            checks.append(check_close(f"MC P(all rewards equal) == V^G + (1-V)^G, G={G}",
+                                      float(all_equal_probability(V, G)), p_hat,
+                                      np.sqrt(p_hat * (1 - p_hat) / n),
+                                      note=f"V = {V:.4f}"))
+    return checks
+
+
+def k3_gradient_checks(rng, n_samples: int, target: str = "reverse") -> list:
+    """Monte Carlo mean of the per-sample K3 gradient ``(e_y - pi)(1 - pi_ref(y)/pi(y))``.
+
+    ``y ~ pi_theta`` (softmax logits, 4 actions). Its expectation is
+    ``-sum_y pi_ref(y) (e_y - pi) = pi - pi_ref = grad KL(pi_ref || pi_theta)`` (docs/theory.md
+    C27). ``target="forward"`` compares with ``grad KL(pi_theta || pi_ref) =
+    pi (log(pi/pi_ref) - KL)`` instead (the negative control, which must fail). Each coordinate
+    is one ``Z_CHECK``-standard-error comparison; a final check requires the other direction's
+    gradient to be rejected by at least one coordinate (the test has power).
+    """
+    logits = np.array([0.4, -0.2, 0.9, -0.6])
+    ref_logits = np.array([-0.3, 0.5, 0.0, 0.2])
+    pi = np.exp(logits - logits.max())
+    pi /= pi.sum()
+    ref = np.exp(ref_logits - ref_logits.max())
+    ref /= ref.sum()
+    draws = rng.choice(4, size=n_samples, p=pi)
+    per_sample = (np.eye(4)[draws] - pi) * (1.0 - ref[draws] / pi[draws])[:, None]  # (n, K)
+    mean = per_sample.mean(axis=0)
+    se = per_sample.std(axis=0, ddof=1) / np.sqrt(n_samples)
+    reverse = pi - ref
+    forward = pi * (np.log(pi / ref) - np.sum(pi * np.log(pi / ref)))
+    predicted, other = (reverse, forward) if target == "reverse" else (forward, reverse)
+    label = "grad KL(pi_ref||pi)" if target == "reverse" else "grad KL(pi||pi_ref)"
+    checks = [check_close(f"MC E[per-sample K3 gradient]_{k} == {label}_{k}", predicted[k],
+                          mean[k], se[k]) for k in range(4)]
+    rejected = int(np.sum(np.abs(mean - other) > Z_CHECK * se))
+    checks.append(check_true("the same Monte Carlo rejects the other KL direction's gradient",
+                             rejected > 0, measured=rejected, evidence="monte-carlo",
+                             note=f"{rejected} of 4 coordinates outside {Z_CHECK:g} se"))
+    return checks
+
+
+@register("C27.mc", "The per-sample K3 gradient grad log pi (1 - pi_ref/pi), averaged over "
+          "y ~ pi_theta, is grad KL(pi_ref || pi_theta), not grad KL(pi_theta || pi_ref)",
+          "Appendix A (K3 penalty of Algorithm 2, kernel of Lemma 11); docs/theory.md C27",
+          "Monte Carlo on a 4-action softmax, per coordinate, with a power check")
+def check_c27_mc(ctx) -> list:
+    rng = np.random.default_rng(ctx.seed_for("C27.mc"))
+    return k3_gradient_checks(rng, ctx.reps(200000, 2000000))
