@@ -194,10 +194,10 @@ def test_doctests():
 
 
 # ---------------------------------------------------------------- C24 and C27.mc (checks_practical)
-def test_c24_and_c27_mc_pass_at_quick_sizes():
+def test_practical_claims_pass_at_quick_sizes():
     from ustat_rl.claims import VerifyContext, registry, run_claim
 
-    for claim_id in ("C24", "C27.mc"):
+    for claim_id in ("C24", "C27.mc"):  # C26.train runs in the test below
         result = run_claim(registry()[claim_id], VerifyContext(seed=123, quick=True))
         assert result.verdict == "pass", (result.error, [c.name for c in result.checks
                                                          if not c.passed])
@@ -237,3 +237,36 @@ def test_c27_mc_rejects_the_forward_kl_gradient():
 
     checks = k3_gradient_checks(np.random.default_rng(5), 200000, target="forward")
     assert not all(c.passed for c in checks[:4])
+
+
+def test_c26_training_distinguishes_finite_g_from_the_limit():
+    """Negative control: at G = 8 the trained point is not the G -> infinity maximiser.
+
+    The same 4-se interval around the std-normalised runs' mean that contains the exact
+    finite-G fixed point excludes argmax E[2 arcsin sqrt V] - tau KL (the limit), so the check
+    compares against the right prediction and has the power to tell the two apart.
+    """
+    from ustat_rl.claims import VerifyContext, registry, run_claim
+    from ustat_rl.claims.checks_practical import mean_field_root
+    from ustat_rl.examples import arcsin_conflict_bandit
+
+    result = run_claim(registry()["C26.train"], VerifyContext(seed=123, quick=True))
+    assert result.verdict == "pass", (result.error, [c.name for c in result.checks
+                                                     if not c.passed])
+    (train,) = [c for c in result.checks if c.name.startswith("trl_group training at")]
+    assert train.passed
+    theta_arcsin = mean_field_root(arcsin_conflict_bandit(), "arcsin")
+    assert not train.ci_low <= theta_arcsin <= train.ci_high
+
+
+def test_kl_penalty_gradient_matches_the_bandit():
+    """Two routes to -tau grad KL: the vectorised formula and J's gradient with and without tau."""
+    from ustat_rl.claims.checks_practical import _binary_part, kl_penalty_gradient
+    from ustat_rl.examples import arcsin_conflict_bandit, conflicting_prompts_bandit
+
+    for bandit in (arcsin_conflict_bandit(), conflicting_prompts_bandit()):
+        rng = np.random.default_rng(3)
+        thetas = rng.normal(size=(3, bandit.dim))
+        expected = [bandit.grad(t) - _binary_part(bandit).grad(t) for t in thetas]
+        np.testing.assert_allclose(kl_penalty_gradient(bandit, thetas), expected, rtol=1e-10,
+                                   atol=1e-13)

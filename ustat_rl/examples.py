@@ -25,6 +25,7 @@ __all__ = [
     "realisable_kl_bandit",
     "conflicting_prompts_bandit",
     "std_normalisation_bandit",
+    "arcsin_conflict_bandit",
 ]
 
 #: Logit boosts of the correct answer for the three policies of the Fig. 4 analogue
@@ -195,3 +196,19 @@ def std_normalisation_bandit() -> SoftmaxBandit:
     so all-equal groups are frequent at small ``G`` and rare at large ``G``.
     """
     return SoftmaxBandit([[0.8, -0.3, 0.1]], [[0.1, 0.7, 0.4]])
+
+
+def arcsin_conflict_bandit(kl_weight: float = 0.5) -> LogLinearBandit:
+    """Two prompts pulling one shared parameter apart, binary rewards and a KL penalty (C26).
+
+    Prompt A: ``pi(a_1|A) = sigmoid(theta)``, success probabilities ``(0.9, 0)``; prompt B:
+    ``pi(b_1|B) = sigmoid(-theta)``, ``(0.1, 0)``; uniform reference policy (``theta_ref = 0``).
+    Raising ``theta`` helps A and hurts B. Prompt B's value is small (about 0.02 near the
+    optima), so dividing its gradient by ``sqrt(V(1-V))`` weighs it up: the maximiser of
+    ``E V - tau KL`` is ``theta = 0.800`` and that of ``E[2 arcsin sqrt V] - tau KL`` is
+    ``theta = 1.287`` (each the unique root of its gradient), far apart compared with the
+    Monte Carlo error of a few hundred training runs.
+    """
+    tau = as_float(kl_weight, "kl_weight", low=0.0)
+    features = np.array([[[1.0], [0.0]], [[-1.0], [0.0]]])  # (P=2, K=2, d=1)
+    return LogLinearBandit(features, [[0.9, 0.0], [0.1, 0.0]], kl_weight=tau)

@@ -1,9 +1,11 @@
 """Practical GRPO (Appendix A): std normalisation and the K3 penalty (docs/theory.md C24, C27).
 
 Registers ``C24`` (Lemma 11: the estimator with the group standard error in the denominator
-approaches the U-statistic normalised by the true std, and how often a group is all-equal) and
-``C27.mc`` (the expected per-sample K3 gradient under the policy is the gradient of
-KL(pi_ref || pi_theta), by Monte Carlo). The symbolic C26 and C27 live in ``checks_symbolic.py``.
+approaches the U-statistic normalised by the true std, and how often a group is all-equal),
+``C26.train`` (training with std-normalised advantages goes to the arcsin objective's maximiser,
+through the exact finite-G fixed point of docs/theory.md section 7) and ``C27.mc`` (the expected
+per-sample K3 gradient under the policy is the gradient of KL(pi_ref || pi_theta), by Monte
+Carlo). The symbolic C26 and C27 live in ``checks_symbolic.py``.
 """
 
 from __future__ import annotations
@@ -173,3 +175,165 @@ def k3_gradient_checks(rng, n_samples: int, target: str = "reverse") -> list:
 def check_c27_mc(ctx) -> list:
     rng = np.random.default_rng(ctx.seed_for("C27.mc"))
     return k3_gradient_checks(rng, ctx.reps(200000, 2000000))
+
+
+# ------------------------------------------------------------------------------- C26.train
+C26_GROUP = 8
+C26_LIMIT_SIZES = (512, 2048, 8192)
+
+
+def trl_group_rule(z, m, G):
+    """TRL's ``scale_rewards="group"`` advantage for binary rewards as ``a(z, m, G)``: O(G).
+
+    ``(z - m/G)/(s_m + 1e-4)`` with the Bessel-corrected ``s_m = sqrt(m (G - m)/(G (G - 1)))``
+    (docs/conventions.md); equal to the named convention's table (checked in ``check_c26_train``).
+    """
+    m = np.asarray(m, dtype=np.float64)
+    s = np.sqrt(m * (G - m) / (G * (G - 1.0)))
+    return (np.asarray(z, dtype=np.float64) - m / G) / (s + 1e-4)
+
+
+def _binary_part(bandit):
+    """The same bandit without the KL penalty: its moments describe the binary rewards."""
+    from ..policies.loglinear import LogLinearBandit
+
+    return LogLinearBandit(bandit.features, bandit.reward_prob, bandit.prompt_prob,
+                           bandit.reward_values, 0.0, bandit.ref_theta)
+
+
+def kl_penalty_gradient(bandit, theta) -> np.ndarray:
+    """``-tau grad E_X KL(pi_theta || pi_ref)`` at each row of ``theta (R, d)``, shape ``(R, d)``.
+
+    Per prompt ``grad KL = sum_a pi(a) w(x, a) log(pi/pi_ref)(a)``, since ``E w = 0``.
+    """
+    from scipy.special import log_softmax
+
+    theta = np.atleast_2d(theta)
+    log_pi = log_softmax(np.einsum("pkd,rd->rpk", bandit.features, theta), axis=2)  # (R, P, K)
+    pi = np.exp(log_pi)
+    w = bandit.features[None] - np.einsum("rpk,pkd->rpd", pi, bandit.features)[:, :, None, :]
+    ratio = log_pi - bandit.ref_log_policy[None]  # (R, P, K)
+    return -bandit.kl_weight * np.einsum("p,rpk,rpkd->rd", bandit.prompt_prob, pi * ratio, w)
+
+
+def mean_field(bandit, theta: float, factor) -> float:
+    """Expected update direction at scalar ``theta``: ``sum_x f c(x) g(x) - tau grad KL``.
+
+    ``factor``: ``"value"`` (``c = 1``, the gradient of ``E V - tau KL``), ``"arcsin"``
+    (``c = 1/sqrt(V(1-V))``, Proposition 13's objective) or an :class:`AdvantageTable`, whose
+    exact mean factor ``c_G(x)`` (docs/theory.md section 7) makes this the mean of the
+    std-normalised update at group size ``G``.
+    """
+    from ..theory.advantage import arcsin_weight
+
+    theta_vec = np.array([float(theta)])
+    moments = _binary_part(bandit).moments(theta_vec, matrices=True)
+    if isinstance(factor, str):
+        c = np.ones(bandit.n_prompts) if factor == "value" else arcsin_weight(moments.value)
+    else:
+        c = advantage_moments(moments, factor).mean_factor
+    reward_part = bandit.prompt_prob @ (c[:, None] * moments.grad_per_prompt)
+    return float(reward_part[0] + kl_penalty_gradient(bandit, theta_vec)[0, 0])
+
+
+def mean_field_root(bandit, factor, bracket=(-4.0, 6.0)) -> float:
+    """The root of :func:`mean_field` in ``bracket`` (one shared parameter, ``d = 1``)."""
+    from scipy.optimize import brentq
+
+    if bandit.dim != 1:
+        raise ValueError(f"mean_field_root needs a one-parameter bandit, got d = {bandit.dim}")
+    return float(brentq(lambda t: mean_field(bandit, t, factor), *bracket, xtol=1e-13))
+
+
+def train_std_normalised(bandit, convention: str, group_size: int, batch_size: int,
+                         n_iter: int, n_runs: int, rng, beta: float = 30.0,
+                         offset: float = 30.0) -> np.ndarray:
+    """Stochastic gradient ascent with a named advantage convention; Polyak averages ``(R, d)``.
+
+    Each step draws ``B`` prompts from ``f`` and ``G`` responses per prompt from ``pi_theta``
+    for each of ``R`` independent runs, forms ``(1/B) sum_b (1/G) sum_g A_g W_g`` with
+    ``convention``'s advantages, adds the exact penalty gradient ``-tau grad KL`` and steps
+    ``beta/(i + offset)`` (``beta`` times the mean field's slope exceeds 1/2, as the 1/i rate
+    of Lemma 6 needs). Returns each run's average of its iterates over the second half.
+    """
+    spec = get_convention(convention)
+    theta = np.tile(bandit.ref_theta, (n_runs, 1))  # (R, d)
+    total = np.zeros_like(theta)
+    feats = bandit.features
+    B, G = batch_size, group_size
+    for i in range(1, n_iter + 1):
+        x = rng.choice(bandit.n_prompts, size=(n_runs, B), p=bandit.prompt_prob)  # (R, B)
+        phi = feats[x]  # (R, B, K, d)
+        logits = np.einsum("rbkd,rd->rbk", phi, theta)
+        pi = np.exp(logits - logits.max(axis=2, keepdims=True))
+        pi /= pi.sum(axis=2, keepdims=True)  # (R, B, K)
+        cum = np.cumsum(pi, axis=2)
+        cum[..., -1] = 1.0
+        u = rng.random((n_runs, B, G))
+        action = np.sum(u[..., None] >= cum[:, :, None, :], axis=3)  # (R, B, G)
+        reward = (rng.random((n_runs, B, G))
+                  < bandit.reward_prob[x[..., None], action]).astype(np.float64)
+        mean_phi = np.einsum("rbk,rbkd->rbd", pi, phi)
+        score = np.take_along_axis(phi, action[..., None], axis=2) - mean_phi[:, :, None, :]
+        adv = _grouped(spec, reward.reshape(n_runs * B, G)).reshape(n_runs, B, G)
+        g_hat = np.einsum("rbg,rbgd->rd", adv, score) / (B * G)
+        theta = theta + beta / (i + offset) * (g_hat + kl_penalty_gradient(bandit, theta))
+        if i > n_iter // 2:
+            total += theta
+    return total / (n_iter - n_iter // 2)
+
+
+@register("C26.train", "Training with std-normalised advantages converges to the root of its "
+          "exact mean field, which tends to the maximiser of E[2 arcsin sqrt V] - tau KL as G "
+          "grows, not to that of E V - tau KL (leave-one-out training converges there)",
+          "Proposition 13, Appendix A; docs/theory.md section 7",
+          "exact roots of the section 7 mean field (Richardson to G = 8192); 256 training runs "
+          "of TRL's group normalisation and of leave-one-out at G = 8")
+def check_c26_train(ctx) -> list:
+    from ..examples import arcsin_conflict_bandit
+    from ..theory.advantage import advantage_table
+
+    bandit = arcsin_conflict_bandit()
+    theta_value = mean_field_root(bandit, "value")
+    theta_arcsin = mean_field_root(bandit, "arcsin")
+    optimum = float(bandit.optimum().theta[0])
+    checks = [check_exact("argmax E V - tau KL: root of the mean field == Newton optimum",
+                          optimum, theta_value, rtol=1e-8, atol=1e-10),
+              check_true("the two objectives have different maximisers",
+                         abs(theta_arcsin - theta_value) > 0.1,
+                         measured=theta_arcsin - theta_value,
+                         note=f"argmax E V = {theta_value:.4f}, argmax E 2 arcsin sqrt V = "
+                              f"{theta_arcsin:.4f}")]
+    G = C26_GROUP
+    table = advantage_table("trl_group", G)
+    closed = advantage_table(trl_group_rule, G)
+    checks.append(check_exact(f"closed-form TRL group table == named convention, G={G}",
+                              np.r_[table.success[1:], table.failure[:-1]],
+                              np.r_[closed.success[1:], closed.failure[:-1]]))
+    roots = [mean_field_root(bandit, advantage_table(trl_group_rule, g))
+             for g in C26_LIMIT_SIZES]
+    r_small = (4 * roots[1] - roots[0]) / 3
+    r_large = (4 * roots[2] - roots[1]) / 3
+    allowed = abs(r_large - r_small)
+    checks.insert(0, check_interval(
+        f"std-normalised fixed point theta_G -> argmax of the arcsin objective, Richardson over "
+        f"G = {C26_LIMIT_SIZES}", theta_arcsin, r_large, r_large - allowed, r_large + allowed,
+        evidence="exact-numeric", note="theta_G = " + ", ".join(f"{r:.6f}" for r in roots)))
+    theta_g = mean_field_root(bandit, table)
+    rng = np.random.default_rng(ctx.seed_for("C26.train"))
+    n_runs, n_iter = ctx.reps(256, 1024), ctx.reps(4000, 8000)
+    for convention, predicted, other, label in (
+            ("trl_group", theta_g, theta_value, "argmax E V - tau KL"),
+            ("grpo", theta_value, theta_g, "the std-normalised fixed point")):
+        final = train_std_normalised(bandit, convention, G, 2, n_iter, n_runs, rng)[:, 0]
+        mean, se = final.mean(), final.std(ddof=1) / np.sqrt(n_runs)
+        checks.append(check_close(f"{convention} training at G={G}: averaged iterate == "
+                                  f"predicted fixed point", predicted, mean, se,
+                                  note=f"{n_runs} runs x {n_iter} steps, B = 2; predicted "
+                                       f"from the exact mean field (section 7)"))
+        checks.append(check_true(f"{convention} training rejects {label}",
+                                 abs(mean - other) > Z_CHECK * se, measured=(mean - other) / se,
+                                 evidence="monte-carlo",
+                                 note=f"{label} = {other:.4f}, {abs(mean - other) / se:.0f} se "
+                                      f"away"))
+    return checks
