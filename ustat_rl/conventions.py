@@ -186,10 +186,12 @@ def _paper_algorithm2(z, inverse, counts):
     return np.where(se > 0, loo / np.where(se > 0, se, 1.0), 0.0)
 
 
-_TRL_GRPO = "trl/trainer/grpo_trainer.py (huggingface/trl d2b69d76; VERSION 1.1.0.dev0)"
+_TRL_GRPO = ("trl/trainer/grpo_trainer.py (huggingface/trl main, scale_rewards as a string; "
+             "older releases take a bool: True is 'group', False is 'none')")
 _TRL_RLOO = "trl/trainer/rloo_trainer.py (huggingface/trl 00313f21)"
 _VERL = "verl/trainer/ppo/core_algos.py (volcengine/verl 012be9d9)"
-_ORLHF = "openrlhf/trainer/ppo_utils/experience_maker.py (OpenRLHF/OpenRLHF)"
+_ORLHF = ("openrlhf/trainer/ppo_utils/experience_maker.py (OpenRLHF/OpenRLHF main; "
+          "dr_grpo in recent versions)")
 _HERE = "ustat_rl/estimators.py; docs/theory.md section 2"
 
 
