@@ -137,7 +137,7 @@ def _denominator_and_support(spec: ConventionSpec, z, inverse, counts):
     n = z.size
     name = spec.name
     if name in ("trl_group", "verl_grpo", "openrlhf_group_norm", "paper_algorithm2"):
-        dev, mean = _centred(z, inverse, counts)
+        _, mean = _centred(z, inverse, counts)
         singleton = {"trl_group": 0.0, "verl_grpo": 1.0}.get(name, 0.0)
         std = _group_std(z, inverse, counts, mean, singleton)[inverse]
         return std + spec.epsilon, False
