@@ -18,6 +18,7 @@ EPILOG = """examples:
   ustat-rl verify --full --json out.json  all claims, large sizes (tens of minutes on a CPU)
   ustat-rl verify --only C5,C6 --seed 7   two claims with another seed
   ustat-rl list                           the registered claims
+  ustat-rl conformance mymod:adv --convention trl_group   check an advantage function
 """
 
 
@@ -63,6 +64,7 @@ def _parse_args(argv):
     compare.add_argument("before", type=Path, help="verify --json file of the reference run")
     compare.add_argument("after", type=Path, help="verify --json file of the new run")
     compare.add_argument("--rtol", type=float, default=1e-12, help="relative tolerance (1e-12)")
+    _add_conformance_parser(sub)
     proofs = sub.add_parser("proofs", help="run the symbolic derivations (proofs_check)")
     proofs.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for proofs_check")
     return parser.parse_args(argv)
@@ -224,12 +226,51 @@ def _list(args) -> int:
     return 0
 
 
+def _add_conformance_parser(sub) -> None:
+    from .conventions import CONVENTION_NAMES
+
+    conf = sub.add_parser(
+        "conformance", help="check an advantage function against a framework convention",
+        description="Property-test module:function (or path/file.py:function) against a named "
+                    "convention of docs/conventions.md. Exit 0: conforms; 1: does not (the "
+                    "smallest failing batch is printed); 2: usage error.")
+    conf.add_argument("target", help="module:function or path/to/file.py:function")
+    conf.add_argument("--convention", required=True, choices=CONVENTION_NAMES)
+    conf.add_argument("--signature", default="plain", choices=("plain", "verl", "trl"),
+                      help="plain: fn(rewards, group_ids); verl: fn(token_level_rewards, "
+                           "response_mask, index); trl: fn(rewards, num_generations)")
+    conf.add_argument("--torch", action="store_true", help="pass torch tensors, not numpy arrays")
+    conf.add_argument("--max-examples", type=int, default=200, help="batches to try (200)")
+    conf.add_argument("--seed", type=int, default=None,
+                      help="hypothesis seed (default: derandomized, reproducible)")
+
+
+def _conformance(args) -> int:
+    from .conformance import check_conformance, load_function
+
+    if args.max_examples < 1:
+        print("ustat-rl conformance: --max-examples must be >= 1", file=sys.stderr)
+        return 2
+    try:
+        fn = load_function(args.target)
+    except (ValueError, ImportError, OSError, SyntaxError) as exc:
+        print(f"ustat-rl conformance: cannot load {args.target!r}: {exc}", file=sys.stderr)
+        return 2
+    report = check_conformance(fn, args.convention, signature=args.signature,
+                               tensors="torch" if args.torch else "numpy",
+                               max_examples=args.max_examples, seed=args.seed)
+    print(report.summary())
+    return 0 if report.passed else 1
+
+
 def main(argv=None) -> int:
     args = _parse_args(sys.argv[1:] if argv is None else argv)
     if args.command == "list":
         return _list(args)
     if args.command == "compare":
         return _compare(args)
+    if args.command == "conformance":
+        return _conformance(args)
     if args.command == "proofs":
         import proofs_check
 

@@ -27,6 +27,8 @@ __all__ = [
     "conflicting_prompts_bandit",
     "pl_quadratic",
     "PL_START",
+    "std_normalisation_bandit",
+    "arcsin_conflict_bandit",
 ]
 
 #: Logit boosts of the correct answer for the three policies of the Fig. 4 analogue
@@ -203,3 +205,29 @@ def pl_quadratic() -> NoisyQuadratic:
 
 
 PL_START = np.array([4.0, 3.0, -2.0])
+
+
+def std_normalisation_bandit() -> SoftmaxBandit:
+    """One prompt, three actions, binary rewards with ``V = 0.29`` (C24).
+
+    Lemma 11's limit constant ``||g||^2 (1 - 2V)^2 / (4 V^2 (1 - V)^2)`` vanishes at ``V = 1/2``,
+    so ``V`` is kept away from it; ``p^G + (1 - p)^G`` is 0.59 at ``G = 2`` and 0.065 at ``G = 8``,
+    so all-equal groups are frequent at small ``G`` and rare at large ``G``.
+    """
+    return SoftmaxBandit([[0.8, -0.3, 0.1]], [[0.1, 0.7, 0.4]])
+
+
+def arcsin_conflict_bandit(kl_weight: float = 0.5) -> LogLinearBandit:
+    """Two prompts pulling one shared parameter apart, binary rewards and a KL penalty (C26).
+
+    Prompt A: ``pi(a_1|A) = sigmoid(theta)``, success probabilities ``(0.9, 0)``; prompt B:
+    ``pi(b_1|B) = sigmoid(-theta)``, ``(0.1, 0)``; uniform reference policy (``theta_ref = 0``).
+    Raising ``theta`` helps A and hurts B. Prompt B's value is small (about 0.02 near the
+    optima), so dividing its gradient by ``sqrt(V(1-V))`` weighs it up: the maximiser of
+    ``E V - tau KL`` is ``theta = 0.800`` and that of ``E[2 arcsin sqrt V] - tau KL`` is
+    ``theta = 1.287`` (each the unique root of its gradient), far apart compared with the
+    Monte Carlo error of a few hundred training runs.
+    """
+    tau = as_float(kl_weight, "kl_weight", low=0.0)
+    features = np.array([[[1.0], [0.0]], [[-1.0], [0.0]]])  # (P=2, K=2, d=1)
+    return LogLinearBandit(features, [[0.9, 0.0], [0.1, 0.0]], kl_weight=tau)

@@ -8,9 +8,20 @@ turns them into results, each stated once:
 * :mod:`.hoeffding`: the Hoeffding variances of the GRPO kernel (Lemma 1);
 * :mod:`.scaling`: :class:`ScalingConstants`, the fixed-budget MSE and ``G*`` (Theorem 7);
 * :mod:`.optimisation`: Lemma 6's bounds (C14, C15);
-* :mod:`.limit_law`: Theorem 8's weighted chi-square weights (C20).
+* :mod:`.limit_law`: Theorem 8's weighted chi-square weights (C20);
+* :mod:`.advantage`: exact moments of any group-relative advantage for binary rewards
+  (docs/theory.md section 7, C24, C26).
 """
 
+from .advantage import (
+    AdvantageMoments,
+    AdvantageTable,
+    advantage_moments,
+    advantage_table,
+    all_equal_probability,
+    minibatch_advantage_mse,
+    per_prompt_advantage_mse,
+)
 from .hoeffding import KernelZetas, kernel_zetas
 from .limit_law import (
     LimitLaw,
@@ -48,6 +59,8 @@ from .optimisation import (
 from .scaling import C1_RTOL, ScalingConstants, admissible_group_sizes, scaling_constants
 
 __all__ = [
+    "AdvantageMoments",
+    "AdvantageTable",
     "C1_RTOL",
     "ESTIMATOR_NAMES",
     "MOMENT_KINDS",
@@ -56,6 +69,9 @@ __all__ = [
     "PromptMoments",
     "ScalingConstants",
     "admissible_group_sizes",
+    "advantage_moments",
+    "advantage_table",
+    "all_equal_probability",
     "assumption2_baseline_mse",
     "bandit_limit_law",
     "between_prompt_covariance",
@@ -68,10 +84,12 @@ __all__ = [
     "lemma6_inverse_bound",
     "limit_weights",
     "lyapunov_covariance",
+    "minibatch_advantage_mse",
     "minibatch_covariance",
     "minibatch_mse",
     "noise_omega",
     "optimal_constant_baseline",
+    "per_prompt_advantage_mse",
     "per_prompt_covariance",
     "per_prompt_mse",
     "prompt_averaged_mse",

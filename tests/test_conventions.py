@@ -1,0 +1,150 @@
+"""Named advantage conventions (ustat_rl.conventions; docs/conventions.md).
+
+Each convention is checked against a second, literal implementation written here with torch
+tensor operations in the frameworks' own order (group loop, ``torch.std`` with its default Bessel
+correction, epsilon added where the framework adds it). Both routes run in float64, so they
+agree to rounding: the tolerance is ``1e-12`` relative to the advantage size plus ``1e-12``.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+from ustat_rl.conventions import (
+    CONVENTION_NAMES,
+    CONVENTIONS,
+    VERL_SINGLETON_DIVISOR,
+    advantages,
+    get_convention,
+)
+
+RTOL = ATOL = 1e-12
+
+
+def _literal(name, z, ids):
+    """The convention as the frameworks write it: a loop over groups in torch."""
+    z = torch.tensor(z, dtype=torch.float64)
+    out = torch.empty_like(z)
+    groups = {}
+    for i, g in enumerate(ids):
+        groups.setdefault(int(g), []).append(i)
+    for members in groups.values():
+        idx = torch.tensor(members)
+        r = z[idx]
+        n = len(members)
+        mean = r.mean()
+        std = r.std() if n > 1 else None
+        if name == "trl_group":
+            out[idx] = (r - mean) / ((std if n > 1 else 0.0) + 1e-4)
+        elif name in ("trl_none", "openrlhf_dr_grpo", "fullmean"):
+            out[idx] = r - mean
+        elif name == "verl_grpo":
+            mean, std = (mean, std) if n > 1 else (torch.tensor(0.0), torch.tensor(1.0))  # float32, as verl
+            out[idx] = (r - mean) / (std + 1e-6)
+        elif name == "verl_grpo_nostd":
+            out[idx] = r - (mean if n > 1 else 0.0)
+        elif name == "openrlhf_group_norm":
+            out[idx] = (r - mean) / (std + 1e-9)
+        elif name in ("verl_rloo", "openrlhf_rloo", "trl_rloo", "grpo", "trl_rloo_normalized"):
+            if n > 1:
+                out[idx] = r - (r.sum() - r) / (n - 1)
+            else:
+                out[idx] = r if name == "verl_rloo" else torch.zeros_like(r)
+        elif name == "trl_batch":
+            out[idx] = r - mean
+        elif name == "verl_reinforce_pp_baseline":
+            out[idx] = r - (mean if n > 1 else 0.0)
+        elif name == "paper_algorithm2":
+            loo = r - (r.sum() - r) / (n - 1)
+            out[idx] = loo / std if std > 0 else torch.zeros_like(r)
+        else:
+            raise KeyError(name)
+    if name == "trl_batch":
+        out = out / ((z.std() if z.numel() > 1 else 0.0) + 1e-4)
+    elif name == "trl_rloo_normalized":
+        out = (out - out.mean()) / (out.std() + 1e-4)
+    elif name == "verl_reinforce_pp_baseline":
+        out = (out - out.mean()) * torch.rsqrt(out.var() + 1e-8)
+    return out.numpy()
+
+
+def _example(spec, rng):
+    """Three or four groups in shuffled order, ragged where the convention allows it."""
+    sizes = [4, 4, 4] if spec.equal_group_sizes else [2, 5, 3, 1 if spec.min_group_size == 1 else 2]
+    ids = np.repeat(np.array([7, -3, 12, 40])[:len(sizes)], sizes)
+    z = rng.normal(size=ids.size)
+    z[ids == -3] = 0.25  # one all-equal group
+    order = rng.permutation(ids.size)
+    return z[order], ids[order]
+
+
+@pytest.mark.parametrize("name", CONVENTION_NAMES)
+def test_convention_matches_literal_framework_formula(name):
+    spec = get_convention(name)
+    z, ids = _example(spec, np.random.default_rng(0))
+    expected = _literal(name, z, ids)
+    got = advantages(name, z, ids)
+    np.testing.assert_allclose(got, expected, rtol=RTOL, atol=ATOL)
+    # negative control: the same comparison rejects the population std (a real slip), which
+    # multiplies each advantage by sqrt(n / (n - 1)) of the sample count its std runs over
+    if spec.bessel:
+        _, inverse, counts = np.unique(ids, return_inverse=True, return_counts=True)
+        n = np.full(z.size, z.size) if spec.statistics == "batch" else counts[inverse]
+        wrong = got * np.sqrt(n / np.maximum(n - 1, 1))
+        assert not np.allclose(wrong, expected, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("name", [n for n in CONVENTION_NAMES
+                                  if CONVENTIONS[n].statistics == "group"])
+def test_all_equal_groups_get_exact_zero_even_at_large_offsets(name):
+    spec = CONVENTIONS[name]
+    ids = np.repeat([0, 1], 4)
+    z = np.array([1e6 + 0.1] * 4 + [0.0, 1.0, 0.0, 1.0])
+    a = advantages(spec, z, ids)
+    assert np.all(a[:4] == 0.0)
+    assert np.all(a[4:] != 0.0)
+
+
+@pytest.mark.parametrize("G", [2, 3, 8])
+def test_full_mean_is_shrunk_leave_one_out(G):
+    """z - m_g = ((G - 1)/G) (z - leave-one-out mean) (docs/theory.md C2), for the no-std options."""
+    rng = np.random.default_rng(G)
+    ids = np.repeat(np.arange(5), G)
+    z = rng.normal(size=ids.size)
+    loo = advantages("grpo", z, ids)
+    for name in ("trl_none", "verl_grpo_nostd", "openrlhf_dr_grpo", "fullmean"):
+        np.testing.assert_allclose(advantages(name, z, ids), (G - 1) / G * loo, rtol=1e-12,
+                                   atol=1e-12)
+    # with the std division the relation is to Algorithm 2, not to leave-one-out
+    std_norm = advantages("trl_group", z, ids)
+    assert not np.allclose(std_norm, (G - 1) / G * loo, rtol=1e-3)
+    alg2 = advantages("paper_algorithm2", z, ids)
+    np.testing.assert_allclose(advantages("openrlhf_group_norm", z, ids), (G - 1) / G * alg2,
+                               rtol=1e-7)
+
+
+def test_singleton_rules_are_the_frameworks():
+    z = np.array([0.7, 1.0, 0.0])
+    ids = np.array([3, 1, 1])
+    assert advantages("verl_grpo", z, ids)[0] == 0.7 / VERL_SINGLETON_DIVISOR
+    assert VERL_SINGLETON_DIVISOR == 1.0000009536743164  # float32(1) + float32(1e-6)
+    assert advantages("verl_grpo_nostd", z, ids)[0] == 0.7
+    assert advantages("verl_rloo", z, ids)[0] == 0.7
+    one = np.array([0.7])
+    assert advantages("trl_group", one, [0])[0] == 0.0
+    assert advantages("trl_rloo", one, [0])[0] == 0.0
+
+
+def test_validation_names_the_parameter():
+    with pytest.raises(ValueError, match="convention"):
+        advantages("grpo_std", [1.0, 0.0], [0, 0])
+    with pytest.raises(ValueError, match="at least 2"):
+        advantages("openrlhf_group_norm", [1.0, 0.0, 1.0], [0, 0, 1])
+    with pytest.raises(ValueError, match="same size"):
+        advantages("trl_group", [1.0, 0.0, 1.0], [0, 0, 1])
+    with pytest.raises(TypeError, match="group_ids"):
+        advantages("grpo", [1.0, 0.0], [0.0, 0.0])
+    with pytest.raises(ValueError, match="finite"):
+        advantages("grpo", [np.nan, 0.0], [0, 0])
+    with pytest.raises(ValueError, match="shape"):
+        advantages("grpo", [1.0, 0.0], [0, 0, 0])

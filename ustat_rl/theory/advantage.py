@@ -1,0 +1,291 @@
+"""Exact finite-G moments of any group-relative advantage, for binary rewards.
+
+docs/theory.md section 7: when ``Z`` is in ``{0, 1}`` and the advantage of a draw is
+``A_g = a(Z_g, M)``, a function of its own reward and of the group's success count
+``M ~ Binomial(G, V)``, the mean and second moment of ``g_hat = (1/G) sum_g A_g W_g`` are sums of
+``G + 1`` terms. Everything they need is in the moments contract: with ``gamma = ||g(x)||^2``,
+
+    mu_1 = g / V,  mu_0 = -g / (1 - V),  s_1 = E[||W||^2 Z] / V,  s_0 = (E||W||^2 - E[||W||^2 Z]) / (1 - V),
+
+so ``||mu_1||^2 = gamma/V^2``, ``||mu_0||^2 = gamma/(1-V)^2`` and ``<mu_1, mu_0> = -gamma/(V(1-V))``.
+The mean is a multiple of the gradient, ``E g_hat(x) = c(x) g(x)``, which is what makes the
+minibatch MSE a quadratic form in the Gram matrix of the ``g(x)``.
+
+Two targets are supported: the policy gradient ``g(x)`` and the gradient of the arcsin objective
+of Proposition 13 (docs/theory.md C26), ``g(x) / sqrt(V(1 - V))`` (0 where ``V`` is 0 or 1, where
+``g(x) = 0`` too).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import binom
+
+from .._validation import as_int
+from .moments import PromptMoments
+
+__all__ = [
+    "AdvantageTable",
+    "AdvantageMoments",
+    "TARGETS",
+    "advantage_table",
+    "advantage_moments",
+    "per_prompt_advantage_mse",
+    "minibatch_advantage_mse",
+    "all_equal_probability",
+    "arcsin_weight",
+]
+
+#: What an estimator's MSE is measured against.
+TARGETS = ("grad", "arcsin")
+
+#: Largest ``(G + 1) * G`` array of representative groups built for a named convention.
+_MAX_TABLE_ENTRIES = 20_000_000
+
+#: Relative slack allowed when checking that moments describe binary rewards.
+BINARY_RTOL = 1e-8
+
+
+@dataclass(frozen=True)
+class AdvantageTable:
+    """``a(z, m)`` for one group size: the advantage of a draw with reward ``z`` in a group with
+    ``m`` successes (docs/theory.md section 7).
+
+    Attributes
+    ----------
+    group_size : int
+        ``G``.
+    success : ndarray (G + 1,)
+        ``a(1, m)``; entry ``m = 0`` is never used.
+    failure : ndarray (G + 1,)
+        ``a(0, m)``; entry ``m = G`` is never used.
+    """
+
+    group_size: int
+    success: np.ndarray
+    failure: np.ndarray
+
+
+@dataclass(frozen=True)
+class AdvantageMoments:
+    """Exact per-prompt moments of ``g_hat(x) = (1/G) sum_g a(Z_g, M) W_g`` (section 7).
+
+    Attributes
+    ----------
+    mean_factor : ndarray (P,)
+        ``c(x)`` with ``E g_hat(x) = c(x) g(x)``; 1 for an unbiased estimator.
+    second_moment : ndarray (P,)
+        ``E||g_hat(x)||^2``.
+    mse_grad : ndarray (P,)
+        ``E||g_hat(x) - g(x)||^2``.
+    mse_arcsin : ndarray (P,)
+        ``E||g_hat(x) - g(x)/sqrt(V(1-V))||^2``, the MSE against the arcsin objective's gradient.
+    """
+
+    mean_factor: np.ndarray
+    second_moment: np.ndarray
+    mse_grad: np.ndarray
+    mse_arcsin: np.ndarray
+
+
+def advantage_table(convention, group_size) -> AdvantageTable:
+    """``a(z, m)`` of a group convention, read off one representative group per ``m``.
+
+    Parameters
+    ----------
+    convention : str, ConventionSpec or callable
+        A name of :data:`ustat_rl.conventions.CONVENTION_NAMES` whose statistics are per group,
+        or a function ``(z, m, G) -> a`` of arrays ``z``, ``m`` and the int ``G``.
+    group_size : int
+        ``G >= 1`` (at least the convention's smallest group).
+
+    Notes
+    -----
+    A group convention's advantage depends on a draw's reward and on the multiset of its group's
+    rewards; for binary rewards that multiset is fixed by ``m``, so evaluating the convention on
+    the group ``[1]*m + [0]*(G - m)`` gives ``a(1, m)`` and ``a(0, m)`` exactly.
+
+    Examples
+    --------
+    >>> t = advantage_table("grpo", 3)
+    >>> [round(float(v), 4) for v in t.success[1:]], [round(float(v), 4) for v in t.failure[:-1]]
+    ([1.0, 0.5, 0.0], [0.0, -0.5, -1.0])
+    """
+    G = as_int(group_size, "group_size", 1)
+    m = np.arange(G + 1)
+    if callable(convention) and not hasattr(convention, "statistics"):
+        success = np.asarray(convention(np.ones(G + 1), m, G), dtype=np.float64)
+        failure = np.asarray(convention(np.zeros(G + 1), m, G), dtype=np.float64)
+        if success.shape != (G + 1,) or failure.shape != (G + 1,):
+            raise ValueError(f"`convention` must return shape ({G + 1},) for m = 0..G")
+        success, failure = success.copy(), failure.copy()
+        success[0], failure[G] = 0.0, 0.0  # a(1, 0) and a(0, G) never occur
+        return AdvantageTable(G, success, failure)
+    from ..conventions import _grouped, get_convention
+
+    spec = get_convention(convention)
+    if spec.statistics != "group":
+        raise ValueError(f"convention {spec.name!r} uses batch statistics, so groups are not "
+                         f"independent and the per-group formula does not apply; use Monte Carlo")
+    if (G + 1) * G > _MAX_TABLE_ENTRIES:
+        raise ValueError(f"`group_size` {G} needs a ({G + 1}, {G}) array of representative groups; "
+                         f"pass the rule as a function a(z, m, G) for groups this large")
+    if G < spec.min_group_size:
+        raise ValueError(f"`group_size` must be an integer >= {spec.min_group_size} for "
+                         f"convention {spec.name!r}, got {G}")
+    rewards = (np.arange(G)[None, :] < m[:, None]).astype(np.float64)  # (G+1, G) row m: m ones
+    adv = _grouped(spec, rewards)  # (G+1, G)
+    success = np.where(m > 0, adv[:, 0], 0.0)
+    failure = np.where(m < G, adv[:, -1], 0.0)
+    return AdvantageTable(G, success, failure)
+
+
+def _binary_moments(moments: PromptMoments) -> PromptMoments:
+    if not isinstance(moments, PromptMoments):
+        raise TypeError(f"`moments` must be a PromptMoments, got {type(moments).__name__}")
+    V = moments.value
+    scale = np.maximum(1.0, np.abs(moments.score_sq))
+    binary = (np.all((V >= -BINARY_RTOL) & (V <= 1 + BINARY_RTOL))
+              and np.allclose(moments.reward_var, V * (1 - V), rtol=BINARY_RTOL, atol=BINARY_RTOL)
+              and np.allclose(moments.score_sq_reward_sq, moments.score_sq_reward,
+                              rtol=BINARY_RTOL, atol=BINARY_RTOL * scale.max()))
+    if not binary:
+        raise ValueError("`moments` must describe binary rewards Z in {0, 1} (Var Z = V(1-V) and "
+                         "E||WZ||^2 = E[||W||^2 Z]); the exact advantage moments need them")
+    return moments
+
+
+def arcsin_weight(value) -> np.ndarray:
+    """``1/sqrt(V(1-V))``, the derivative of ``2 arcsin sqrt V`` (C26); 0 where ``V`` is 0 or 1."""
+    V = np.asarray(value, dtype=np.float64)
+    inner = V * (1.0 - V)
+    return np.where(inner > 0, 1.0 / np.sqrt(np.where(inner > 0, inner, 1.0)), 0.0)
+
+
+def all_equal_probability(value, group_size) -> np.ndarray:
+    """``P(all G rewards equal) = V^G + (1 - V)^G`` for binary rewards (docs/theory.md C24)."""
+    G = as_int(group_size, "group_size", 1)
+    V = np.asarray(value, dtype=np.float64)
+    return V**G + (1.0 - V) ** G
+
+
+def _moment_terms(m: PromptMoments, table: AdvantageTable):
+    """``(c(x), E||g_hat(x)||^2)`` for every prompt: the O(G) sums of section 7."""
+    G = table.group_size
+    V = np.clip(m.value, 0.0, 1.0)[:, None]  # (P, 1)
+    k = np.arange(G + 1)[None, :]  # (1, G+1)
+    pmf = binom.pmf(k, G, V)  # (P, G+1)
+    a1, a0 = table.success[None, :], table.failure[None, :]
+    has1, has0 = V > 0, V < 1
+    inv1 = np.where(has1, 1.0 / np.where(has1, V, 1.0), 0.0)  # 1/V where V > 0
+    inv0 = np.where(has0, 1.0 / np.where(has0, 1.0 - V, 1.0), 0.0)
+    gamma = m.grad_sq[:, None]
+    s1 = m.score_sq_reward[:, None] * inv1
+    s0 = (m.score_sq - m.score_sq_reward)[:, None] * inv0
+    mean_factor = np.sum(pmf * (k * a1 * inv1 - (G - k) * a0 * inv0), axis=1) / G
+    second = (k * a1**2 * s1 + (G - k) * a0**2 * s0
+              + k * (k - 1) * a1**2 * gamma * inv1**2
+              + (G - k) * (G - k - 1) * a0**2 * gamma * inv0**2
+              - 2.0 * k * (G - k) * a1 * a0 * gamma * inv1 * inv0)
+    return mean_factor, np.sum(pmf * second, axis=1) / G**2
+
+
+def _table(advantage, group_size) -> AdvantageTable:
+    if isinstance(advantage, AdvantageTable):
+        if group_size is not None and as_int(group_size, "group_size", 1) != advantage.group_size:
+            raise ValueError(f"`group_size` {group_size} differs from the table's "
+                             f"{advantage.group_size}")
+        return advantage
+    if group_size is None:
+        raise ValueError("`group_size` is required unless `advantage` is an AdvantageTable")
+    return advantage_table(advantage, group_size)
+
+
+def advantage_moments(moments: PromptMoments, advantage, group_size=None) -> AdvantageMoments:
+    """Exact mean factor, second moment and MSEs of a group-relative estimator (section 7).
+
+    Parameters
+    ----------
+    moments : PromptMoments
+        Exact moments of a policy with binary rewards.
+    advantage : str, ConventionSpec, callable or AdvantageTable
+        The advantage rule (see :func:`advantage_table`).
+    group_size : int, optional
+        ``G``; not needed with an :class:`AdvantageTable`.
+
+    Returns
+    -------
+    AdvantageMoments
+
+    Notes
+    -----
+    With ``P(M = m)`` the Binomial(G, V) pmf and ``a_1 = a(1, m)``, ``a_0 = a(0, m)``:
+    ``c = sum_m P(m) [m a_1 / V - (G - m) a_0 / (1 - V)] / G`` and
+    ``E||g_hat||^2 = sum_m P(m) [m a_1^2 s_1 + (G-m) a_0^2 s_0 + m(m-1) a_1^2 gamma/V^2
+    + (G-m)(G-m-1) a_0^2 gamma/(1-V)^2 - 2 m (G-m) a_1 a_0 gamma/(V(1-V))] / G^2``;
+    ``MSE = E||g_hat||^2 - 2 c <g, t> + ||t||^2`` for the target ``t``. Prompts with ``V`` in
+    ``{0, 1}`` keep only their ``m = 0`` or ``m = G`` term. Cost: ``O(P G)``.
+
+    Examples
+    --------
+    The leave-one-out convention is unbiased and has Theorem 2's exact MSE:
+
+    >>> from ustat_rl.policies.softmax import SoftmaxBandit
+    >>> m = SoftmaxBandit([[0.0, 0.0]], [[1.0, 0.0]]).moments()
+    >>> out = advantage_moments(m, "grpo", 4)
+    >>> round(float(out.mean_factor[0]), 12), round(float(out.mse_grad[0]), 6)
+    (1.0, 0.020833)
+    """
+    m = _binary_moments(moments)
+    table = _table(advantage, group_size)
+    factor, second = _moment_terms(m, table)
+    w = arcsin_weight(m.value)
+    gamma = m.grad_sq
+    mse_grad = second - 2.0 * factor * gamma + gamma
+    mse_arcsin = second - 2.0 * factor * w * gamma + w**2 * gamma
+    return AdvantageMoments(factor, second, mse_grad, mse_arcsin)
+
+
+def _check_target(target: str) -> str:
+    if target not in TARGETS:
+        raise ValueError(f"`target` must be one of {TARGETS}, got {target!r}")
+    return target
+
+
+def per_prompt_advantage_mse(moments: PromptMoments, advantage, group_size=None,
+                             target: str = "grad") -> np.ndarray:
+    """Exact per-prompt MSE, shape ``(P,)``, against ``g(x)`` or the arcsin gradient (section 7).
+
+    ``target="grad"`` compares with ``g(x)`` (Theorem 2's target; docs/theory.md C5),
+    ``target="arcsin"`` with ``g(x)/sqrt(V(1-V))``, the gradient of Proposition 13's objective
+    (docs/theory.md C26).
+    """
+    out = advantage_moments(moments, advantage, group_size)
+    return out.mse_grad if _check_target(target) == "grad" else out.mse_arcsin
+
+
+def minibatch_advantage_mse(moments: PromptMoments, advantage, group_size=None, batch_size=1,
+                            target: str = "grad") -> float:
+    """Exact MSE of ``(1/B) sum_b g_hat(X_b)`` over ``B`` i.i.d. prompts (Proposition 3, C6).
+
+    Notes
+    -----
+    With ``alpha = f c`` and ``beta = f`` (``target="grad"``) or ``beta = f w``,
+    ``w = 1/sqrt(V(1-V))`` (``target="arcsin"``), and ``Gamma`` the Gram matrix of the ``g(x)``:
+    ``E||g_hat - t||^2 = E_X E||g_hat(X)||^2 / B + (1 - 1/B) alpha' Gamma alpha
+    - 2 alpha' Gamma beta + beta' Gamma beta``. For ``target="grad"`` the last term is the
+    contract's ``grad_norm_sq``.
+    """
+    m = _binary_moments(moments)
+    B = as_int(batch_size, "batch_size", 1)
+    _check_target(target)
+    table = _table(advantage, group_size)
+    factor, second = _moment_terms(m, table)
+    f, gram = m.prompt_prob, m.grad_gram
+    alpha = f * factor
+    beta = f if target == "grad" else f * arcsin_weight(m.value)
+    target_sq = float(m.grad_norm_sq) if target == "grad" else float(beta @ gram @ beta)
+    return float(f @ second / B + (1.0 - 1.0 / B) * alpha @ gram @ alpha
+                 - 2.0 * alpha @ gram @ beta + target_sq)
