@@ -28,17 +28,17 @@ def check_c17(ctx):
     c = bandit.scaling_constants()
     g_star = bandit.optimal_group_size()
     checks = []
-    for n_total in (48, 480, 4800):
-        divisors = np.array([g for g in range(2, n_total + 1) if n_total % g == 0])
-        mse = np.array([bandit.exact_mse("grpo", g, n_total // g) for g in divisors])
+    for budget in (48, 480, 4800):
+        divisors = np.array([g for g in range(2, budget + 1) if budget % g == 0])
+        mse = np.array([bandit.exact_mse("grpo", g, budget // g) for g in divisors])
         best = divisors[np.argmin(mse)]
         lower = divisors[divisors <= g_star].max()
         upper = divisors[divisors >= g_star].min()
-        checks.append(check_true(f"N={n_total}: exact argmin over divisors G={best} is a neighbour "
+        checks.append(check_true(f"N={budget}: exact argmin over divisors G={best} is a neighbour "
                                  f"of G*={g_star:.2f} ({lower} or {upper})",
                                  best in (lower, upper), best))
-        minimum = c.fixed_budget_minimum(n_total)
-        checks.append(check_true(f"N={n_total}: exact min {mse.min():.4g} >= continuous min "
+        minimum = c.fixed_budget_minimum(budget)
+        checks.append(check_true(f"N={budget}: exact min {mse.min():.4g} >= continuous min "
                                  f"{minimum:.4g}, within 1%", minimum <= mse.min() <= 1.01 * minimum,
                                  mse.min() / minimum))
     checks.insert(0, check_exact("G* = 1 + sqrt(c3'/c1) minimises (c1 G + c2 + c3'/(G-1)) on a "
@@ -54,11 +54,11 @@ def _grid_argmin(c) -> float:
     return float(grid[np.argmin(c.fixed_budget_mse(grid, 2))])
 
 
-def _mc_argmin(ctx, bandit, n_total: int, g_star: float):
-    sizes = [g for g in (2, 4, 6, 8, 12, 16, 24, 48) if n_total % g == 0]
+def _mc_argmin(ctx, bandit, budget: int, g_star: float):
+    sizes = [g for g in (2, 4, 6, 8, 12, 16, 24, 48) if budget % g == 0]
     means, ses = [], []
     for i, g in enumerate(sizes):
-        stat, labels = bandit_squared_errors(bandit, ("grpo",), (g,), batch_size=n_total // g)
+        stat, labels = bandit_squared_errors(bandit, ("grpo",), (g,), batch_size=budget // g)
         est = run_monte_carlo(stat, ctx.reps(20_000, 200_000), ctx.seed_for("C17", i),
                               n_jobs=ctx.n_jobs)
         means.append(est.mean[0])
@@ -79,8 +79,8 @@ def _mc_argmin(ctx, bandit, n_total: int, g_star: float):
         checks.append(check_true(f"MC MSE at G={g} exceeds the MC minimum by {gap / np.hypot(ses[j], ses[i_min]):.1f} se",
                                  gap > Z_CHECK * np.hypot(ses[j], ses[i_min]), gap, "monte-carlo"))
     for g, m, s in zip(sizes, means, ses):
-        checks.append(check_close(f"MC MSE == exact at N={n_total}, G={g}",
-                                  bandit.exact_mse("grpo", g, n_total // g), m, s))
+        checks.append(check_close(f"MC MSE == exact at N={budget}, G={g}",
+                                  bandit.exact_mse("grpo", g, budget // g), m, s))
     return checks
 
 
