@@ -1,0 +1,16 @@
+"""G* and the noise budget for a practitioner's own policy (docs/theory.md section 7).
+
+A pilot sample of rewards and per-sample scores (:class:`Rollouts`, full or randomly projected)
+gives unbiased per-prompt moments (:func:`estimate_moments`), hence the constants of the scaling
+law, ``G*`` and every finite-G MSE of :mod:`ustat_rl.theory`, with intervals over prompts and
+projection rows (:func:`pilot_intervals`).
+"""
+
+from .rollouts import MIN_GROUP_SIZE, SKETCH_KINDS, Rollouts, load_rollouts
+
+__all__ = [
+    "MIN_GROUP_SIZE",
+    "SKETCH_KINDS",
+    "Rollouts",
+    "load_rollouts",
+]
