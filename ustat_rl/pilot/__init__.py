@@ -6,11 +6,25 @@ law, ``G*`` and every finite-G MSE of :mod:`ustat_rl.theory`, with intervals ove
 projection rows (:func:`pilot_intervals`).
 """
 
+from .estimate import (
+    SCORE_MOMENTS,
+    PilotStatistics,
+    estimate_constants,
+    estimate_moments,
+    group_moments,
+    pilot_statistics,
+)
 from .rollouts import MIN_GROUP_SIZE, SKETCH_KINDS, Rollouts, load_rollouts
 
 __all__ = [
     "MIN_GROUP_SIZE",
+    "SCORE_MOMENTS",
     "SKETCH_KINDS",
+    "PilotStatistics",
     "Rollouts",
+    "estimate_constants",
+    "estimate_moments",
+    "group_moments",
     "load_rollouts",
+    "pilot_statistics",
 ]
