@@ -15,16 +15,21 @@ from .estimate import (
     pilot_statistics,
 )
 from .rollouts import MIN_GROUP_SIZE, SKETCH_KINDS, Rollouts, load_rollouts
+from .uncertainty import Interval, PilotIntervals, jackknife, pilot_intervals
 
 __all__ = [
     "MIN_GROUP_SIZE",
     "SCORE_MOMENTS",
     "SKETCH_KINDS",
+    "Interval",
+    "PilotIntervals",
     "PilotStatistics",
     "Rollouts",
     "estimate_constants",
     "estimate_moments",
     "group_moments",
+    "jackknife",
     "load_rollouts",
+    "pilot_intervals",
     "pilot_statistics",
 ]
