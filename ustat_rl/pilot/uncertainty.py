@@ -9,8 +9,8 @@ scores, with the projection ``R``. Both sources are resampled by a delete-one ja
 * over projection rows: the rows of ``R`` are i.i.d. and every score moment is a sum of one
   share per row, so leaving row ``r`` out gives ``k/(k - 1)`` times the other rows' shares.
 
-The two jackknife variances add (an interaction term of order ``1/(P k)`` is counted twice, a
-slightly conservative choice). Intervals are ``estimate +- t se`` with a Student quantile whose degrees of freedom combine
+Both one-way jackknifes also see the prompt-by-row interaction, so it is estimated from double
+deletions (prompt ``a`` and row ``r``) and removed once before the variances add. Intervals are ``estimate +- t se`` with a Student quantile whose degrees of freedom combine
 the two parts (Welch-Satterthwaite; :func:`student_quantile`); ``G*`` is monotone
 in ``rho = c1/c3'``, so its interval is the image of the interval for ``rho``
 (``G* = 1 + rho^(-1/2)``, ``inf`` where ``rho <= 0``).
@@ -125,23 +125,103 @@ def _summary(stats: PilotStatistics) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return full, prompt_reps, column_reps
 
 
+def _cell_replicates(stats: PilotStatistics, prompts: slice) -> np.ndarray:
+    """Summaries without prompt ``a`` and projection row ``r``: ``(p, k, 9)`` for ``a`` in
+    ``prompts`` (the double deletions behind the interaction term)."""
+    P, k = stats.n_prompts, stats.n_columns
+    n0 = len(_NON_SCORE)
+    per_prompt = np.column_stack([stats.value, stats.reward_var])  # (P, 2)
+    loo = (per_prompt.sum(axis=0)[None, :] - per_prompt[prompts]) / (P - 1.0)  # (p, 2)
+    p = loo.shape[0]
+    out = np.empty((p, k, n0 + len(SCORE_MOMENTS) + 1))
+    out[:, :, :n0] = loo[:, None, :]
+    scale = k / (k - 1.0) / (P - 1.0)
+    for j, name in enumerate(SCORE_MOMENTS):
+        x = stats.columns[name]  # (P, k) prompt a's share from row r
+        rest = x.sum() - x.sum(axis=1)[prompts, None] - x.sum(axis=0)[None, :] + x[prompts]
+        out[:, :, n0 + j] = scale * rest
+    gm = stats.grad_mean  # (P, k)
+    total = gm.sum(axis=0)  # (k,)
+    cross_r = total * total - np.sum(gm * gm, axis=0)  # (k,) ordered pairs, per row
+    cut = cross_r[None, :] - 2.0 * gm[prompts] * total[None, :] + 2.0 * gm[prompts] ** 2  # (p, k)
+    out[:, :, -1] = (k / (k - 1.0)) * (cut.sum(axis=1, keepdims=True) - cut) \
+        / ((P - 1.0) * (P - 2.0))
+    return out
+
+
+def _jackknife_cov(values: np.ndarray) -> np.ndarray:
+    """Delete-one jackknife covariance ``(m - 1)/m sum (t_i - t_bar)(t_i - t_bar)^T``."""
+    m = values.shape[0]
+    centred = values - values.mean(axis=0)
+    return (m - 1.0) / m * centred.T @ centred
+
+
+#: Prompts per block of double-deletion replicates (bounds memory at ``block * k * 9`` floats).
+_CELL_BLOCK_ELEMENTS = 1 << 20
+
+
+def _two_way_cov(stats: PilotStatistics, fn: Callable[[np.ndarray], np.ndarray],
+                 include_sketch: bool):
+    """``(estimate, cov_prompt, cov_sketch)`` of the vectorised statistic ``fn(summary)``.
+
+    ``cov_prompt`` is the jackknife over prompts. ``cov_sketch`` is the jackknife over
+    projection rows minus the prompt-by-row interaction, which both one-way jackknifes contain:
+    for a mean of a ``P x k`` two-way array the prompt jackknife estimates
+    ``(s_A^2 + s_AR^2/k)/P`` and the row jackknife ``(s_R^2 + s_AR^2/P)/k``; the double
+    deletions estimate ``s_AR^2/(P k)`` by ``(P-1)(k-1)/(P k) sum_ar D_ar D_ar^T`` with
+    ``D_ar = t_(-a,-r) - t_(-a) - t_(-r) + t``.
+    """
+    full, prompt_reps, row_reps = _summary(stats)
+    estimate = fn(full[None, :])[0]
+    t_prompt = fn(prompt_reps)  # (P, q)
+    cov_prompt = _jackknife_cov(t_prompt)
+    cov_sketch = np.zeros_like(cov_prompt)
+    if include_sketch and row_reps is not None:
+        P, k = stats.n_prompts, stats.n_columns
+        t_row = fn(row_reps)  # (k, q)
+        interaction = np.zeros_like(cov_prompt)
+        block = max(1, _CELL_BLOCK_ELEMENTS // (9 * k))
+        for start in range(0, P, block):
+            rows = slice(start, min(P, start + block))
+            cells = fn(_cell_replicates(stats, rows).reshape(-1, full.size))
+            d = (cells.reshape(rows.stop - rows.start, k, -1) - t_prompt[rows, None, :]
+                 - t_row[None, :, :] + estimate[None, None, :]).reshape(-1, estimate.size)
+            interaction += d.T @ d
+        cov_sketch = _jackknife_cov(t_row) - (P - 1.0) * (k - 1.0) / (P * k) * interaction
+    return estimate, cov_prompt, cov_sketch
+
+
 def _as_moments(summary: np.ndarray) -> PromptMoments:
-    """One pseudo-prompt holding the prompt averages: every result of :mod:`ustat_rl.theory`
-    used here is linear in them given ``||g||^2``, so it equals the result on the full set."""
+    """One pseudo-prompt holding the prompt averages: the scaling constants and minibatch MSEs
+    depend on the moments only through them and ``||g||^2`` (C6, C17)."""
     fields = dict(zip(_SUMMARY[:-1], (np.array([v]) for v in summary[:-1])))
     return PromptMoments(prompt_prob=np.ones(1), grad_gram=fields["grad_sq"][:, None],
                          kind="estimated", grad_norm_sq=float(summary[-1]), **fields)
 
 
-def _jackknife_var(values: np.ndarray) -> np.ndarray:
-    m = values.shape[0]
-    centred = values - values.mean(axis=0)
-    return (m - 1.0) / m * np.sum(centred * centred, axis=0)
+def _affine_map(statistic: Callable[[PromptMoments], np.ndarray], full: np.ndarray):
+    """``(t(full), J)`` with ``t(s) = t(full) + J (s - full)``, read off at unit steps; raises
+    unless ``statistic`` is affine in the summary (checked at one more point)."""
+    n = full.size
+
+    def evaluate(summary):
+        return np.atleast_1d(np.asarray(statistic(_as_moments(summary)), dtype=float))
+
+    estimate = evaluate(full)
+    steps = np.maximum(np.abs(full), 1e-3)  # (n,)
+    jac = np.column_stack([(evaluate(full + steps[j] * np.eye(n)[j]) - estimate) / steps[j]
+                           for j in range(n)])  # (q, n)
+    probe = full + 0.5 * steps * np.linspace(-1.0, 1.0, n)
+    if not np.allclose(evaluate(probe), estimate + jac @ (probe - full), rtol=1e-6,
+                       atol=1e-9 * max(1.0, float(np.max(np.abs(estimate))))):
+        raise ValueError("`statistic` must be affine in the prompt-averaged moments and "
+                         "||g||^2 (a scaling constant or a minibatch MSE)")
+    return estimate, jac
 
 
 def jackknife(rollouts, statistic: Callable[[PromptMoments], np.ndarray],
               include_sketch: bool = True):
-    """Delete-one jackknife over prompts (and projection rows) of ``statistic(moments)``.
+    """Jackknife standard errors of an affine ``statistic(moments)`` over prompts and rows.
 
     Parameters
     ----------
@@ -150,8 +230,8 @@ def jackknife(rollouts, statistic: Callable[[PromptMoments], np.ndarray],
     statistic : callable
         ``statistic(moments) -> float or 1-D array``, applied to the pilot's prompt-averaged
         moments (a one-prompt :class:`PromptMoments` whose ``grad_norm_sq`` is the unbiased
-        cross-prompt estimate); it must depend on the moments only through prompt averages and
-        ``grad_norm_sq``, as every scaling constant and minibatch MSE does (C6, C17).
+        cross-prompt estimate). It must be affine in those averages and ``grad_norm_sq``, as
+        every scaling constant and minibatch MSE is (C6, C17); this is checked.
     include_sketch : bool
         Add the variance over projection rows (ignored for full scores).
 
@@ -159,20 +239,19 @@ def jackknife(rollouts, statistic: Callable[[PromptMoments], np.ndarray],
     -------
     estimate, prompt_se, sketch_se : ndarray
         The statistic and the two standard errors, each shaped like the statistic.
+
+    Notes
+    -----
+    For ``t = a^T s + b`` with ``s`` the summary vector, the variances are ``a^T C a`` with ``C``
+    the two-way jackknife covariances of ``s`` (see :func:`_two_way_cov`); ``a`` is read off
+    ``statistic`` at unit steps.
     """
     stats = _stats(rollouts)
-    full, prompt_reps, column_reps = _summary(stats)
-
-    def apply(rows):
-        return np.array([np.atleast_1d(np.asarray(statistic(_as_moments(r)), dtype=float))
-                         for r in rows])
-
-    estimate = np.atleast_1d(np.asarray(statistic(_as_moments(full)), dtype=float))
-    prompt_se = np.sqrt(_jackknife_var(apply(prompt_reps)))
-    sketch_se = np.zeros_like(prompt_se)
-    if include_sketch and column_reps is not None:
-        sketch_se = np.sqrt(_jackknife_var(apply(column_reps)))
-    return estimate, prompt_se, sketch_se
+    full, cov_prompt, cov_sketch = _two_way_cov(stats, lambda x: x, include_sketch)
+    estimate, jac = _affine_map(statistic, full)
+    prompt_var = np.einsum("qi,ij,qj->q", jac, cov_prompt, jac)
+    sketch_var = np.einsum("qi,ij,qj->q", jac, cov_sketch, jac)
+    return estimate, np.sqrt(np.maximum(prompt_var, 0.0)), np.sqrt(np.maximum(sketch_var, 0.0))
 
 
 def _stats(rollouts) -> PilotStatistics:
@@ -186,9 +265,27 @@ def _stats(rollouts) -> PilotStatistics:
     return stats
 
 
-def _constants_vector(m: PromptMoments) -> np.ndarray:
+def _constants(m: PromptMoments) -> np.ndarray:
     c = scaling_constants(m)
-    return np.array([c.c1, c.c2, c.c3, c.c1 / c.c3 if c.c3 > 0 else math.nan])
+    return np.array([c.c1, c.c2, c.c3])
+
+
+def _constants_and_ratio(stats: PilotStatistics):
+    """The vectorised statistic ``summary rows (m, 9) -> (c1, c2, c3', c1/c3')`` (C17).
+
+    ``c1, c2, c3'`` are affine in the summary, so their map is read off
+    :func:`ustat_rl.theory.scaling_constants` once and applied to every replicate at once.
+    """
+    full, _, _ = _summary(stats)
+    at_full, jac = _affine_map(_constants, full)
+
+    def fn(summary):
+        c = at_full[None, :] + (summary - full[None, :]) @ jac.T  # (m, 3)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(c[:, 2] > 0, c[:, 0] / c[:, 2], np.nan)
+        return np.column_stack([c, ratio])
+
+    return fn
 
 
 def _gstar(ratio: float) -> float:
@@ -252,7 +349,10 @@ def pilot_intervals(rollouts, level: float = 0.9, include_sketch: bool = True) -
         raise TypeError(f"`rollouts` must be Rollouts or PilotStatistics, got "
                         f"{type(rollouts).__name__}")
     stats = _stats(rollouts)
-    est, p_se, s_se = jackknife(stats, _constants_vector, include_sketch)
+    est, cov_prompt, cov_sketch = _two_way_cov(stats, _constants_and_ratio(stats),
+                                               include_sketch)
+    p_se = np.sqrt(np.maximum(np.diag(cov_prompt), 0.0))
+    s_se = np.sqrt(np.maximum(np.diag(cov_sketch), 0.0))
     k = stats.n_columns if (include_sketch and stats.sketched) else None
     parts = [_interval(e, p, q, level, stats.n_prompts, k) for e, p, q in zip(est, p_se, s_se)]
     ratio = parts[3]
