@@ -96,3 +96,23 @@ def test_all_equal_estimator_is_exactly_unbiased():
     assert np.all(plug > p**sizes + (1 - p) ** sizes + 1e-6)
     fraction, unbiased = all_equal_fraction([2, 3], [4, 8], np.array([4, 6]))
     assert unbiased.tolist() == [True, False] and math.isfinite(fraction[1])
+
+
+def test_weighted_prompt_set_reports_points_without_intervals():
+    from ustat_rl.pilot.report import format_report
+
+    fixed = bandit_pilot(interior_optimum_bandit(), 0, 6, child_rng(20260301, 2),
+                         fixed_prompts=True)
+    report = gstar_report(fixed, 24)
+    assert "low" not in report.constants["c1"]
+    assert math.isnan(report.prompts_to_halve)
+    assert "(no interval: weighted prompt set)" in format_report(report)
+
+
+def test_plotting_module_does_not_load_pyplot():
+    import subprocess
+    import sys
+
+    code = "import sys, ustat_rl.plotting_pilot; print('matplotlib.pyplot' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

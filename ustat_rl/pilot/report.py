@@ -263,7 +263,9 @@ def format_report(report: GStarReport) -> str:
         lines.append(f"  {name:<3} {_fmt(part['estimate']):>11}  {interval}")
     g = report.gstar
     interval = f"[{_fmt(g['low'])}, {_fmt(g['high'])}]" if "low" in g else ""
-    lines.append(f"G* = 1 + sqrt(c3/c1) = {_fmt(g['estimate'])}  {interval}")
+    lines.append(f"G* = 1 + sqrt(c3/c1) = {_fmt(g['estimate'])}  {interval}".rstrip())
+    if not g["estimate"] < math.inf:
+        lines.append("c1 <= 0 in this pilot: no interior optimum; the MSE falls with G up to N")
     lines.append(f"use G = {report.best_group_size} ({report.estimator}, best divisor of N)"
                  + (f"; best integer G = {report.best_group_size_any}"
                     if report.best_group_size_any is not None else ""))
@@ -286,6 +288,9 @@ def format_report(report: GStarReport) -> str:
             mark = "" if report.all_equal_unbiased[i] else "*"
             row += f" {_fmt(report.all_equal[i]) + mark:>10}"
         lines.append(row)
+    if any(min(curve["estimate"]) < 0 for curve in report.mse.values()):
+        lines.append("negative entries: the estimates are unbiased, not clipped; the MSE there is "
+                     "below what the pilot can resolve.")
     lines.append("GRPO: 'wins' where its predicted MSE is below vanilla's, 'loses' where it "
                  "exceeds it.")
     if report.binary:
