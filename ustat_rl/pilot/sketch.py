@@ -98,11 +98,12 @@ def _check_policy(log_prob, params) -> dict:
 
 def _n_samples(samples) -> int:
     leaves = samples if isinstance(samples, (tuple, list)) else (samples,)
-    sizes = {int(leaf.shape[0]) for leaf in leaves}
-    if len(sizes) != 1 or not sizes.pop():
+    sizes = {int(leaf.shape[0]) if isinstance(leaf, torch.Tensor) and leaf.ndim else -1
+             for leaf in leaves}
+    if len(sizes) != 1 or min(sizes) < 1:
         raise ValueError("`samples` must be a tensor or tuple of tensors sharing a non-zero "
                          "leading dimension")
-    return int(leaves[0].shape[0])
+    return sizes.pop()
 
 
 def _chunk(samples, start: int, stop: int):
@@ -142,7 +143,9 @@ def sketch_scores(log_prob, params, samples, k, seed, kind: str = "gaussian",
     chunk_size : int
         Samples per ``vmap`` call: memory ``O(chunk_size d + k column_chunk)``.
     column_chunk : int
-        Parameter entries per regenerated block of directions.
+        Parameter entries per regenerated block of directions. ``R`` is determined by ``seed``,
+        ``kind``, the parameter shapes in order and ``column_chunk``: keep it fixed to reproduce
+        a projection (the block costs ``8 k column_chunk`` bytes while it is generated).
 
     Returns
     -------
