@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Callable
 
-from . import baselines, hoeffding, limit_law, optimisation, practical, scaling, ustatistic
+from . import baselines, hoeffding, limit_law, optimisation, pilot, practical, scaling, ustatistic
 from ._core import DISPROVED, Derivation
 from .bandit_model import score_derivation
 
@@ -95,6 +95,10 @@ CATALOGUE: tuple[Entry, ...] = (
     Entry(practical.k3_nonnegative, evidence_for=("C27",)),
     Entry(practical.k3_gradient, evidence_for=("C27",)),
     Entry(practical.k3_expected_gradient, evidence_for=("C27",)),
+    *(Entry(partial(pilot.kernel_unbiased, name), name=f"C31 {name} kernel is unbiased",
+            evidence_for=("C31",)) for name in pilot.KERNELS),
+    Entry(pilot.power_sum_forms, evidence_for=("C31",)),
+    Entry(pilot.sketch_inner_product, evidence_for=("C31",)),
     # ---- printed forms and statements as transcribed (errata evidence)
     Entry(ustatistic.eq4_as_printed, "printed", "Eq. (4) as printed (Z^(b,g) in the sum)"),
     Entry(partial(baselines.baseline_mse_general,

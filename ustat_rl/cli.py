@@ -1,4 +1,5 @@
-"""The ``ustat-rl`` command: ``verify`` the paper's claims, ``list`` them, run ``proofs``."""
+"""The ``ustat-rl`` command: ``verify`` the paper's claims, ``list`` them, run ``proofs``, and
+``gstar``: G* and the noise budget from a practitioner's pilot rollouts."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ EPILOG = """examples:
   ustat-rl verify --only C5,C6 --seed 7   two claims with another seed
   ustat-rl list                           the registered claims
   ustat-rl conformance mymod:adv --convention trl_group   check an advantage function
+  ustat-rl gstar pilot.npz --budget 512   G* and predicted MSEs from your own pilot rollouts
 """
 
 
@@ -65,6 +67,19 @@ def _parse_args(argv):
     compare.add_argument("after", type=Path, help="verify --json file of the new run")
     compare.add_argument("--rtol", type=float, default=1e-12, help="relative tolerance (1e-12)")
     _add_conformance_parser(sub)
+    gstar = sub.add_parser(
+        "gstar", help="G* and the noise budget from a pilot of your own policy",
+        description="Estimate c1, c2, c3' and G* with intervals from pilot rollouts (.npz or "
+                    ".parquet: prompt_id, reward, score), and predict each estimator's MSE over "
+                    "the group sizes that divide the budget (docs/theory.md C17, C32).")
+    gstar.add_argument("rollouts", type=Path, help="pilot rollouts file (.npz or .parquet)")
+    gstar.add_argument("--budget", type=int, required=True, help="samples per step N = B G")
+    gstar.add_argument("--estimator", default="grpo",
+                       choices=("grpo", "vanilla", "oracle", "fullmean"),
+                       help="estimator whose best group size is reported (default grpo)")
+    gstar.add_argument("--level", type=float, default=0.9, help="interval level (default 0.9)")
+    gstar.add_argument("--json", type=Path, default=None, help="write the report as JSON to PATH")
+    gstar.add_argument("--plot", type=Path, default=None, help="write the MSE figure to PATH")
     proofs = sub.add_parser("proofs", help="run the symbolic derivations (proofs_check)")
     proofs.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for proofs_check")
     return parser.parse_args(argv)
@@ -92,12 +107,6 @@ def _writable_path(path: Path) -> str | None:
     if not os.access(parent, os.W_OK):
         return f"{parent} is not writable"
     return None
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def _fmt(value: float) -> str:
@@ -168,7 +177,7 @@ def _verify(args) -> int:
         payload = {"mode": mode, "seed": ctx.seed, "n_jobs": ctx.n_jobs,
                    "version": __version__, "summary": counts,
                    "results": [r.to_dict() for r in results]}
-        _write_atomic(args.json, json.dumps(payload, indent=2, allow_nan=False))
+        _write_atomic(args.json, json.dumps(payload, indent=2, allow_nan=False).encode())
         print(f"wrote {args.json}")
     if args.errata:
         print(_errata())
@@ -261,6 +270,60 @@ def _conformance(args) -> int:
                                max_examples=args.max_examples, seed=args.seed)
     print(report.summary())
     return 0 if report.passed else 1
+def _gstar(args) -> int:
+    """``ustat-rl gstar``: every path and number checked before the pilot is read."""
+    from .pilot.rollouts import check_rollouts_path
+
+    checks = [(args.json, (".json",), "--json"), (args.plot, (".png", ".pdf", ".svg"), "--plot")]
+    try:
+        check_rollouts_path(args.rollouts, "ROLLOUTS", must_exist=True)
+        for path, suffixes, name in checks:
+            if path is not None and path.suffix not in suffixes:
+                raise ValueError(f"`{name}` must end in one of {suffixes}, got {str(path)!r}")
+            if path is not None and not path.parent.is_dir():
+                raise ValueError(f"`{name}`: folder {str(path.parent)!r} does not exist")
+        if args.budget < 2:
+            raise ValueError(f"`--budget` must be an integer >= 2, got {args.budget}")
+        if not 0.0 < args.level < 1.0:
+            raise ValueError(f"`--level` must lie strictly between 0 and 1, got {args.level}")
+        from .pilot.report import format_report, gstar_report
+        from .pilot.rollouts import load_rollouts
+
+        report = gstar_report(load_rollouts(args.rollouts), args.budget, args.estimator,
+                              args.level)
+    except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
+        print(f"ustat-rl gstar: error: {exc}", file=sys.stderr)
+        return 2
+    print(format_report(report))
+    if args.json is not None:
+        _write_atomic(args.json, json.dumps(report.to_dict(), indent=2).encode())
+        print(f"wrote {args.json}")
+    if args.plot is not None:
+        import io
+
+        from .plotting_pilot import plot_gstar_report
+
+        buffer = io.BytesIO()
+        plot_gstar_report(report).savefig(buffer, format=args.plot.suffix[1:], dpi=150)
+        _write_atomic(args.plot, buffer.getvalue())
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``path``, then rename it into place."""
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def main(argv=None) -> int:
@@ -271,6 +334,8 @@ def main(argv=None) -> int:
         return _compare(args)
     if args.command == "conformance":
         return _conformance(args)
+    if args.command == "gstar":
+        return _gstar(args)
     if args.command == "proofs":
         import proofs_check
 

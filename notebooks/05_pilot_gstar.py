@@ -1,0 +1,108 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # G* and the noise budget for your own policy
+#
+# Theorem 7 says that at a fixed budget of $N = BG$ samples per step the GRPO gradient's MSE is
+# $(c_1 G + c_2 + c_3'/(G-1))/N$, smallest at $G^* = 1 + \sqrt{c_3'/c_1}$ (`docs/theory.md` C17).
+# The constants depend on the policy. This notebook estimates them from a *pilot*: a few prompts,
+# a few samples each, with rewards and per-sample scores $W$ (or a random projection $RW$ of
+# them), following `docs/theory.md` section 7:
+#
+# * every moment is an unbiased U-statistic of order at most 3 (C31);
+# * intervals come from a jackknife over prompts and over projection rows (C32);
+# * `ustat-rl gstar` turns a pilot file into the choice of $G$.
+#
+# The policy here is a softmax bandit, so the exact answer is known and we can see how close the
+# pilot gets. Everything below calls the package; no formula is re-implemented here.
+
+# %%
+# %matplotlib inline
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from ustat_rl.examples import interior_optimum_bandit
+from ustat_rl.pilot import estimate_constants, load_rollouts, pilot_intervals
+from ustat_rl.pilot.bandit import bandit_pilot
+from ustat_rl.pilot.report import format_report, gstar_report
+from ustat_rl.plotting_pilot import plot_gstar_report
+
+bandit = interior_optimum_bandit()
+exact = bandit.scaling_constants()
+exact, exact.optimal_group_size()
+
+# %% [markdown]
+# ## A pilot: 64 prompts, 16 samples each, scores projected to k = 32
+#
+# `bandit_pilot` stands in for a practitioner's rollouts. The pilot is saved and read back as a
+# file, exactly what `ustat-rl gstar` consumes (`.npz` or Parquet, the same fields).
+
+# %%
+pilot = bandit_pilot(bandit, 64, 16, rng=np.random.default_rng(2026), sketch_dim=32)
+folder = Path(tempfile.mkdtemp())
+path = pilot.save(folder / "pilot.npz")
+pilot = load_rollouts(path)
+pilot.n_prompts, pilot.n_samples, pilot.sketch_dim, pilot.sketch_kind
+
+# %% [markdown]
+# ## Constants and G* with 90% intervals
+#
+# The interval for $c_1$ is wide: prompts barely disagree here, which is exactly why $G^*$ is
+# large. The interval for $G^*$ is the image of the interval for $c_1/c_3'$.
+
+# %%
+out = pilot_intervals(pilot, level=0.9)
+for name, truth in (("c1", exact.c1), ("c2", exact.c2), ("c3", exact.c3)):
+    part = getattr(out, name)
+    print(f"{name}: {part.estimate:.4g}  [{part.low:.4g}, {part.high:.4g}]   exact {truth:.4g}")
+g = out.optimal_group_size
+print(f"G*: {g.estimate:.3g}  [{g.low:.3g}, {g.high:.3g}]   exact {exact.optimal_group_size():.3g}")
+
+# %% [markdown]
+# ## Unbiased, not just consistent
+#
+# Over many independent pilots the estimates of $c_1$ average to the exact value (C31), even
+# though a single pilot is noisy. ($G^*$ itself is a nonlinear function of them: consistent,
+# not unbiased.)
+
+# %%
+rng = np.random.default_rng(7)
+draws = np.array([estimate_constants(bandit_pilot(bandit, 64, 16, rng, sketch_dim=32)).c1
+                  for _ in range(200)])
+print(f"mean of 200 estimates of c1: {draws.mean():.4g} +- {draws.std(ddof=1) / np.sqrt(200):.2g}"
+      f" (exact {exact.c1:.4g})")
+
+# %% [markdown]
+# ## The report: which G to use at N = 480
+#
+# The same as `ustat-rl gstar pilot.npz --budget 480 --plot mse.png`.
+
+# %%
+report = gstar_report(pilot, 480)
+print(format_report(report))
+
+# %%
+plot_gstar_report(report)
+
+# %% [markdown]
+# ## Your own model
+#
+# For a causal language model, `ustat_rl.pilot.causal_lm.causal_lm_pilot(model, prompts,
+# reward_fn, group_size, max_new_tokens, seed, sketch_dim=256)` samples the answers, scores them
+# with your reward function and records projected whole-sequence scores without ever holding a
+# $d \times k$ matrix; save the result with `.save("pilot.parquet")` and run
+# `ustat-rl gstar pilot.parquet --budget N`. With a weak policy (small success rates) the report
+# also shows where GRPO loses to vanilla (C10) and how many groups would have all-equal rewards.

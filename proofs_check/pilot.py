@@ -1,0 +1,203 @@
+"""Unbiased moment estimators from a pilot sample (docs/theory.md section 7, C31).
+
+Expectations over i.i.d. draws are taken exactly by one rule: a polynomial in the symbols of draws
+``1..n`` is expanded, and each monomial factorises over draws, so its expectation is the product of
+single-draw moments ``E[W_1^a W_2^b Z^c]`` (one symbol each). Distinct indices are independent
+draws of the same law; a repeated index is the same draw. The moment symbols are free, so a zero
+difference holds for every law with finite moments; it is shown for scores in ``R^d`` with
+``d = 1, 2, 3`` (the listed cases; every kernel is a sum over coordinates).
+
+Three derivations:
+
+* :func:`kernel_unbiased`: each kernel of section 7, averaged over draws, equals its target;
+* :func:`power_sum_forms`: the O(n) closed forms of ``ustat_rl.pilot.estimate.group_moments``
+  equal the average of the kernel over all ordered tuples of distinct samples (``n = 3..6``);
+* :func:`sketch_inner_product`: ``E_R <R a, R b> = <a, b>`` for i.i.d. entries of mean zero and
+  variance ``1/k``, so projected scores keep every kernel unbiased.
+
+Each takes the kernel (or scale) as a parameter, so a biased one (the plug-in variance, a
+projection without its ``1/sqrt(k)``) runs through the same code and is disproved.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Callable
+
+import sympy as sp
+
+from ._core import Derivation, combine, decide, derivation
+
+__all__ = ["KERNELS", "expect_iid", "kernel_unbiased", "plug_in_variance", "power_sum_forms",
+           "sketch_inner_product"]
+
+def _draw(i: int, d: int):
+    """Symbols of draw ``i``: the score ``W_i`` in ``R^d`` and the reward ``Z_i``."""
+    w = sp.symbols(f"w{i}_1:{d + 1}", real=True)
+    return sp.Matrix(w), sp.Symbol(f"z{i}", real=True)
+
+
+def _moment(exponents: tuple[int, ...]) -> sp.Basic:
+    """``E[W_1^a1 ... W_d^ad Z^c]`` of one draw, as a free symbol (``1`` for the empty monomial)."""
+    if not any(exponents):
+        return sp.Integer(1)
+    *w, c = exponents
+    name = "*".join([f"W{j + 1}^{a}" for j, a in enumerate(w) if a] + ([f"Z^{c}"] if c else []))
+    return sp.Symbol(f"E[{name}]", real=True)
+
+
+def expect_iid(expr, n: int, d: int) -> sp.Basic:
+    """``E[expr]`` for draws ``1..n`` i.i.d.: monomials factorise over draws into moment symbols."""
+    draws = [_draw(i, d) for i in range(1, n + 1)]
+    gens = [s for w, z in draws for s in (*w, z)]
+    poly = sp.Poly(sp.expand(expr), *gens)
+    total = sp.Integer(0)
+    for powers, coeff in poly.terms():
+        term = coeff
+        for i in range(n):
+            term *= _moment(powers[i * (d + 1):(i + 1) * (d + 1)])
+        total += term
+    return sp.expand(total)
+
+
+def _targets(d: int) -> dict:
+    """Population values of each moment, in the moment symbols of one draw."""
+
+    def m(w_exponent_at: int | None, w_power: int, z_power: int):
+        exps = [0] * d + [z_power]
+        if w_exponent_at is not None:
+            exps[w_exponent_at] = w_power
+        return _moment(tuple(exps))
+
+    V = m(None, 0, 1)
+    var = m(None, 0, 2) - V**2
+    S = [sum(m(j, 2, q) for j in range(d)) for q in range(3)]  # E[||W||^2 Z^q]
+    gsq = sum(m(j, 1, 1) ** 2 for j in range(d))
+    return {
+        "value": V, "reward_var": var, "score_sq": S[0], "score_sq_reward": S[1],
+        "score_sq_reward_sq": S[2], "grad_sq": gsq, "score_sq_reward_var": S[0] * var,
+        "score_sq_centred": S[2] - 2 * V * S[1] + V**2 * S[0],
+    }
+
+
+def _sq(w):
+    return (w.T * w)[0]
+
+
+#: The kernels of docs/theory.md section 7 as functions of the draws ``(W_i, Z_i)`` of distinct
+#: indices ``i, j, k``.
+KERNELS: dict[str, Callable] = {
+    "value": lambda d1, d2, d3: d1[1],
+    "reward_var": lambda d1, d2, d3: (d1[1] - d2[1]) ** 2 / 2,
+    "score_sq": lambda d1, d2, d3: _sq(d1[0]),
+    "score_sq_reward": lambda d1, d2, d3: _sq(d1[0]) * d1[1],
+    "score_sq_reward_sq": lambda d1, d2, d3: _sq(d1[0]) * d1[1] ** 2,
+    "grad_sq": lambda d1, d2, d3: (d1[0].T * d2[0])[0] * d1[1] * d2[1],
+    "score_sq_reward_var": lambda d1, d2, d3: _sq(d1[0]) * (d2[1] - d3[1]) ** 2 / 2,
+    "score_sq_centred": lambda d1, d2, d3: _sq(d1[0]) * (d1[1] - d2[1]) * (d1[1] - d3[1]),
+}
+
+
+def plug_in_variance(d1, d2, d3):
+    """Negative control: the plug-in variance ``(1/n) sum (Z_i - Zbar)^2`` of three draws."""
+    z = [d1[1], d2[1], d3[1]]
+    mean = sum(z) / 3
+    return sum((zi - mean) ** 2 for zi in z) / 3
+
+
+def kernel_unbiased(name: str, kernel: Callable | None = None, dims=(1, 2, 3)) -> Derivation:
+    """``E h(D_1, D_2, D_3) = target`` for the section-7 kernel of moment ``name`` (C31).
+
+    ``kernel`` replaces the listed one (a negative control goes through the same expectation).
+    """
+    kernel = kernel or KERNELS[name]
+
+    def body():
+        verdicts, last = [], sp.nan
+        for d in dims:
+            draws = [_draw(i, d) for i in (1, 2, 3)]
+            last = expect_iid(kernel(*draws), 3, d)
+            verdicts.append(decide(last - _targets(d)[name], general=False))
+        return last, combine(verdicts)
+
+    return derivation("C31", f"C31 {name} kernel is unbiased",
+                      f"E[h_{name}] over distinct i.i.d. draws equals {name}",
+                      "expectation over i.i.d. draws with free single-draw moments",
+                      body, tuple(f"d={d}" for d in dims))
+
+
+def _closed_forms(z, s, u_sq, n):
+    """The power-sum forms stated in ``ustat_rl.pilot.estimate.group_moments``."""
+    S1, S2 = sum(z), sum(zi**2 for zi in z)
+    A = [sum(si * zi**q for si, zi in zip(s, z)) for q in range(3)]
+    pairs, triples = n * (n - 1), n * (n - 1) * (n - 2)
+    return {
+        "value": S1 / n, "reward_var": (S2 - S1**2 / n) / (n - 1), "score_sq": A[0] / n,
+        "score_sq_reward": A[1] / n, "score_sq_reward_sq": A[2] / n,
+        "grad_sq": (u_sq - A[2]) / pairs,
+        "score_sq_reward_var": ((n - 1) * (S2 * A[0] - A[2])
+                                - (S1**2 * A[0] - 2 * S1 * A[1] + A[2])) / triples,
+        "score_sq_centred": ((n - 1) * (n * A[2] - 2 * S1 * A[1]) + (S1**2 - S2) * A[0]) / triples,
+    }
+
+
+def power_sum_forms(sizes=(3, 4, 5, 6), forms: Callable = _closed_forms, d: int = 2) -> Derivation:
+    """The O(n) power-sum forms equal the kernel averages over ordered distinct tuples (C31)."""
+
+    def body():
+        verdicts, last = [], sp.nan
+        for n in sizes:
+            draws = [_draw(i, d) for i in range(1, n + 1)]
+            z = [dr[1] for dr in draws]
+            s = [_sq(dr[0]) for dr in draws]
+            u = sum((dr[0] * dr[1] for dr in draws), sp.zeros(d, 1))
+            fast = forms(z, s, _sq(u), n)
+            for name, kernel in KERNELS.items():
+                order = 3 if name in ("score_sq_reward_var", "score_sq_centred") else 2
+                tuples = list(itertools.permutations(range(n), order))
+                mean = sum(kernel(*[draws[t] for t in tup] + [None] * (3 - order))
+                           for tup in tuples) / len(tuples)
+                verdicts.append(decide(sp.expand(fast[name] - mean), general=False))
+            last = fast["score_sq_centred"]
+        return last, combine(verdicts)
+
+    return derivation("C31", "C31 power-sum forms equal the tuple averages",
+                      "closed forms in power sums = mean of each kernel over distinct tuples",
+                      "expansion of both sides for each listed n, scores in R^2", body,
+                      tuple(f"n={n}" for n in sizes))
+
+
+def sketch_inner_product(rows=(1, 2, 3), d: int = 2, scale: Callable = lambda k: 1 / sp.sqrt(k)
+                         ) -> Derivation:
+    """``E_R <R a, R b> = <a, b>`` for ``R = scale(k) E`` with i.i.d. entries of ``E``: mean 0,
+    variance 1 (Gaussian or Rademacher), so every quadratic kernel stays unbiased (C31)."""
+
+    def body():
+        a = sp.Matrix(sp.symbols(f"a1:{d + 1}", real=True))
+        b = sp.Matrix(sp.symbols(f"b1:{d + 1}", real=True))
+        verdicts, last = [], sp.nan
+        for k in rows:
+            entries = sp.Matrix(k, d, lambda r, c: sp.Symbol(f"e{r}_{c}", real=True))
+            R = scale(k) * entries
+            inner = sp.expand(((R * a).T * (R * b))[0])
+            # entries are independent with E e = 0 and E e^2 = 1: replace monomials accordingly
+            poly = sp.Poly(inner, *list(entries))
+            mean = sp.Integer(0)
+            for powers, coeff in poly.terms():
+                if all(p in (0, 2) for p in powers):
+                    mean += coeff
+            last = sp.expand(mean)
+            verdicts.append(decide(last - (a.T * b)[0], general=False))
+        return last, combine(verdicts)
+
+    return derivation("C31", "C31 projected inner products are unbiased",
+                      "E_R <R a, R b> = <a, b> when E[R^T R] = I",
+                      "entries independent, mean 0, second moment 1/k", body,
+                      tuple(f"k={k}" for k in rows))
+
+
+def all_derivations() -> list[Derivation]:
+    """Every derivation of this module with its listed kernel (for the catalogue)."""
+    return [kernel_unbiased(name) for name in KERNELS] + [power_sum_forms(),
+                                                          sketch_inner_product()]
+

@@ -1,0 +1,15 @@
+"""The Examples blocks of the pilot modules run as doctests."""
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = ["ustat_rl.pilot.rollouts", "ustat_rl.pilot.estimate", "ustat_rl.pilot.sketch",
+           "ustat_rl.pilot.uncertainty", "ustat_rl.pilot.bandit"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_doctests(name):
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0

@@ -1,0 +1,300 @@
+"""The ``ustat-rl gstar`` report: G* and the noise budget at a fixed budget (C10, C17, C32).
+
+:func:`gstar_report` turns a pilot into everything a practitioner needs to choose the group size
+at ``N = B G`` samples per step: the scaling constants and ``G*`` with intervals, the predicted
+minibatch MSE of each estimator over the divisors of ``N`` (Proposition 3, docs/theory.md C6),
+where GRPO loses to vanilla (C10), for binary rewards the fraction of groups with all-equal
+rewards, and how many more pilot prompts would halve the interval for ``G*``. It computes; the
+CLI prints and plots.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy.special import gammaln
+
+from .._validation import as_int
+from ..theory import admissible_group_sizes, minibatch_mse, per_prompt_mse, scaling_constants
+from .estimate import estimate_moments, pilot_statistics
+from .rollouts import Rollouts
+from .uncertainty import (
+    PilotIntervals,
+    _interval,
+    jackknife,
+    pilot_intervals,
+    prompts_to_halve_width,
+)
+
+__all__ = ["GStarReport", "gstar_report", "format_report", "REPORT_ESTIMATORS", "all_equal_fraction"]
+
+#: Estimators whose predicted MSE the report lists (Algorithm 1; docs/theory.md C5, C6).
+REPORT_ESTIMATORS = ("vanilla", "grpo", "oracle", "fullmean")
+
+
+@dataclass(frozen=True)
+class GStarReport:
+    """What ``ustat-rl gstar`` prints (docs/theory.md C6, C10, C17, C32).
+
+    Attributes
+    ----------
+    budget : int
+        ``N``, samples per step.
+    estimator : str
+        The estimator whose best group size is reported.
+    level : float
+        Interval level.
+    n_prompts, n_samples, n_columns : int
+        Pilot size: prompts, rows, score columns.
+    sketch_kind : str
+    constants : dict
+        ``c1``, ``c2``, ``c3``: each ``{"estimate", "low", "high", "std_error", ...}`` (intervals
+        are absent for weighted prompt sets).
+    gstar : dict
+        ``G*`` with its interval.
+    best_group_size : int
+        The divisor ``G >= 2`` of ``N`` with the smallest predicted MSE of ``estimator``.
+    best_group_size_any : int or None
+        For GRPO, the best integer ``G`` in ``2..N`` by the fixed-budget law of C17 (the batch
+        ``N/G`` then need not be whole); ``None`` for the other estimators.
+    group_sizes : list of int
+        The divisors of ``N`` (at least 2) the curves are evaluated at.
+    mse : dict
+        Per estimator, ``{"estimate": [...], "low": [...], "high": [...]}`` over ``group_sizes``.
+    grpo_loses : list of int
+        Group sizes where the predicted minibatch MSE of GRPO exceeds vanilla's (C10).
+    prompts_grpo_loses : list of float
+        Per group size, the fraction of pilot prompts whose estimated per-prompt margin
+        ``MSE_vanilla - MSE_GRPO`` is negative (noisy: one estimate per prompt).
+    binary : bool
+        Whether every reward is 0 or 1.
+    all_equal : list of float or None
+        For binary rewards, per group size, the prompt average of ``p^G + (1 - p)^G``.
+    all_equal_unbiased : list of bool or None
+        Whether each ``all_equal`` entry is unbiased (``G <=`` the smallest pilot group) or a
+        plug-in ``V_hat^G + (1 - V_hat)^G`` (larger ``G``).
+    prompts_to_halve : float
+        Pilot prompts needed to halve the width of the interval for ``c1/c3'`` (hence, to first
+        order, of ``G*``); ``inf`` when the projection noise alone prevents it.
+    """
+
+    budget: int
+    estimator: str
+    level: float
+    n_prompts: int
+    n_samples: int
+    n_columns: int
+    sketch_kind: str
+    constants: dict
+    gstar: dict
+    best_group_size: int
+    best_group_size_any: int | None
+    group_sizes: list
+    mse: dict
+    grpo_loses: list
+    prompts_grpo_loses: list
+    binary: bool
+    all_equal: list | None
+    all_equal_unbiased: list | None
+    prompts_to_halve: float
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict (``inf`` and ``nan`` as strings)."""
+        return _json_ready(asdict(self))
+
+
+def _json_ready(value):
+    if isinstance(value, dict):
+        return {k: _json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_ready(v) for v in value]
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value
+
+
+def all_equal_fraction(successes, group_size: np.ndarray, sizes: np.ndarray):
+    """Prompt average of ``p^G + (1 - p)^G``, unbiased where possible.
+
+    Parameters
+    ----------
+    successes : ndarray (P,)
+        ``m_a``, successes among ``n_a`` pilot samples of prompt ``a``.
+    group_size : ndarray (P,)
+        ``n_a``.
+    sizes : ndarray (n_G,)
+        Group sizes ``G``.
+
+    Returns
+    -------
+    fraction : ndarray (n_G,)
+    unbiased : ndarray of bool (n_G,)
+
+    Notes
+    -----
+    For ``G <= n_a``, ``C(m, G)/C(n, G)`` is the U-statistic of the kernel "all of ``G``
+    distinct samples succeed", unbiased for ``p^G``; no unbiased estimator of ``p^G`` exists
+    from ``n < G`` samples (its expectation would be a polynomial in ``p`` of degree ``<= n``),
+    so larger ``G`` fall back to the plug-in ``(m/n)^G``.
+    """
+    m = np.asarray(successes, dtype=np.float64)[:, None]
+    n = np.asarray(group_size, dtype=np.float64)[:, None]
+    G = np.asarray(sizes, dtype=np.float64)[None, :]
+
+    def log_choose(a, b):
+        return gammaln(a + 1.0) - gammaln(b + 1.0) - gammaln(a - b + 1.0)
+
+    def ratio(k):  # C(k, G)/C(n, G), zero where k < G
+        with np.errstate(invalid="ignore"):
+            out = np.exp(log_choose(k, np.minimum(G, k)) - log_choose(n, G))
+        return np.where(k >= G, out, 0.0)
+
+    unbiased = G <= n  # (P, n_G)
+    with np.errstate(divide="ignore"):
+        plug = (m / n) ** G + (1.0 - m / n) ** G
+    exact = ratio(m) + ratio(n - m)
+    per_prompt = np.where(unbiased, exact, plug)
+    return per_prompt.mean(axis=0), np.all(unbiased, axis=0)
+
+
+def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
+                 level: float = 0.9) -> GStarReport:
+    """Everything ``ustat-rl gstar`` reports for a pilot at budget ``N`` (C6, C10, C17, C32).
+
+    Parameters
+    ----------
+    rollouts : Rollouts
+    budget : int
+        ``N = B G`` samples per step, at least 2.
+    estimator : {"vanilla", "grpo", "oracle", "fullmean"}
+        The estimator whose best group size is reported.
+    level : float
+        Two-sided interval level.
+
+    Returns
+    -------
+    GStarReport
+    """
+    if not isinstance(rollouts, Rollouts):
+        raise TypeError(f"`rollouts` must be a Rollouts, got {type(rollouts).__name__}")
+    budget = as_int(budget, "budget", 2, "(a budget needs at least one group of 2)")
+    if estimator not in REPORT_ESTIMATORS:
+        raise ValueError(f"`estimator` must be one of {REPORT_ESTIMATORS}, got {estimator!r}")
+    stats = pilot_statistics(rollouts)
+    moments = estimate_moments(stats)
+    sizes = admissible_group_sizes(budget)  # (n_G,) divisors of N, >= 2
+
+    def curves(m):
+        return np.concatenate([[minibatch_mse(m, e, int(G), budget // int(G)) for G in sizes]
+                               for e in REPORT_ESTIMATORS])
+
+    iid = stats.prompt_prob is None and stats.n_prompts >= 3
+    intervals: PilotIntervals | None = pilot_intervals(stats, level) if iid else None
+    if iid:
+        est, p_se, s_se = jackknife(stats, curves)
+        k = stats.n_columns if stats.sketched else None
+        parts = [_interval(e, p, s, level, stats.n_prompts, k) for e, p, s in zip(est, p_se, s_se)]
+        low, high = np.array([p.low for p in parts]), np.array([p.high for p in parts])
+    else:
+        est = curves(moments)
+        low = high = np.full(est.shape, math.nan)
+    n_G = sizes.size
+    mse = {e: {"estimate": est[i * n_G:(i + 1) * n_G].tolist(),
+               "low": low[i * n_G:(i + 1) * n_G].tolist(),
+               "high": high[i * n_G:(i + 1) * n_G].tolist()}
+           for i, e in enumerate(REPORT_ESTIMATORS)}
+    chosen = np.array(mse[estimator]["estimate"])
+    best = int(sizes[int(np.argmin(chosen))])
+    best_any = (scaling_constants(moments).best_group_size(budget, divisors_only=False)
+                if estimator == "grpo" else None)
+    vanilla, grpo = np.array(mse["vanilla"]["estimate"]), np.array(mse["grpo"]["estimate"])
+    margin = per_prompt_mse(moments, "vanilla", sizes) - per_prompt_mse(moments, "grpo", sizes)
+    binary = bool(np.all((rollouts.reward == 0.0) | (rollouts.reward == 1.0)))
+    all_equal = unbiased = None
+    if binary:
+        _, index = rollouts.groups()
+        successes = np.bincount(index, rollouts.reward, stats.n_prompts)
+        frac, flags = all_equal_fraction(successes, stats.group_size, sizes)
+        all_equal, unbiased = frac.tolist(), flags.tolist()
+    constants = _constants_dict(moments, intervals)
+    return GStarReport(
+        budget=budget, estimator=estimator, level=level, n_prompts=stats.n_prompts,
+        n_samples=rollouts.n_samples, n_columns=stats.n_columns,
+        sketch_kind=rollouts.sketch_kind, constants=constants["constants"],
+        gstar=constants["gstar"], best_group_size=best, best_group_size_any=best_any,
+        group_sizes=sizes.tolist(), mse=mse, grpo_loses=sizes[grpo > vanilla].tolist(),
+        prompts_grpo_loses=np.mean(margin < 0.0, axis=0).tolist(), binary=binary,
+        all_equal=all_equal, all_equal_unbiased=unbiased,
+        prompts_to_halve=(prompts_to_halve_width(intervals.ratio, stats.n_prompts)
+                          if intervals is not None else math.nan))
+
+
+def _constants_dict(moments, intervals: PilotIntervals | None) -> dict:
+    point = scaling_constants(moments)
+    if intervals is None:
+        g = point.optimal_group_size() if point.c3 >= 0 else math.nan
+        return {"constants": {name: {"estimate": getattr(point, name)}
+                              for name in ("c1", "c2", "c3")},
+                "gstar": {"estimate": g}}
+    return {"constants": {name: asdict(getattr(intervals, name)) for name in ("c1", "c2", "c3")},
+            "gstar": asdict(intervals.optimal_group_size)}
+
+
+def _fmt(value) -> str:
+    return f"{value:.4g}" if isinstance(value, (int, float)) and math.isfinite(value) else str(value)
+
+
+def format_report(report: GStarReport) -> str:
+    """The plain-text table ``ustat-rl gstar`` prints."""
+    pct = f"{100 * report.level:g}%"
+    lines = [f"pilot: {report.n_prompts} prompts, {report.n_samples} samples, "
+             f"{report.n_columns} score columns ({report.sketch_kind}); budget N = {report.budget}",
+             f"scaling constants (Theorem 7, docs/theory.md C17), {pct} intervals:"]
+    for name, part in report.constants.items():
+        interval = f"[{_fmt(part['low'])}, {_fmt(part['high'])}]" if "low" in part else \
+            "(no interval: weighted prompt set)"
+        lines.append(f"  {name:<3} {_fmt(part['estimate']):>11}  {interval}")
+    g = report.gstar
+    interval = f"[{_fmt(g['low'])}, {_fmt(g['high'])}]" if "low" in g else ""
+    lines.append(f"G* = 1 + sqrt(c3/c1) = {_fmt(g['estimate'])}  {interval}".rstrip())
+    if not g["estimate"] < math.inf:
+        lines.append("c1 <= 0 in this pilot: no interior optimum; the MSE falls with G up to N")
+    lines.append(f"use G = {report.best_group_size} ({report.estimator}, best divisor of N)"
+                 + (f"; best integer G = {report.best_group_size_any}"
+                    if report.best_group_size_any is not None else ""))
+    if math.isfinite(report.prompts_to_halve):
+        lines.append(f"about {math.ceil(report.prompts_to_halve)} pilot prompts in all "
+                     f"({max(0, math.ceil(report.prompts_to_halve) - report.n_prompts)} more) "
+                     "would halve the G* interval (width ~ 1/sqrt(P))")
+    elif not math.isnan(report.prompts_to_halve):
+        lines.append("more prompts alone cannot halve the G* interval: the projection noise "
+                     "dominates; use more score columns")
+    lines.append(f"predicted minibatch MSE at N = {report.budget} (Proposition 3, C6):")
+    header = f"  {'G':>5} {'B':>6} " + " ".join(f"{e:>11}" for e in report.mse) + \
+        f" {'GRPO':>6}" + (f" {'all-equal':>10}" if report.binary else "")
+    lines.append(header)
+    for i, G in enumerate(report.group_sizes):
+        row = f"  {G:>5} {report.budget // G:>6} " + " ".join(
+            f"{_fmt(report.mse[e]['estimate'][i]):>11}" for e in report.mse)
+        row += f" {'loses' if G in report.grpo_loses else 'wins':>6}"
+        if report.binary:
+            mark = "" if report.all_equal_unbiased[i] else "*"
+            row += f" {_fmt(report.all_equal[i]) + mark:>10}"
+        lines.append(row)
+    if any(min(curve["estimate"]) < 0 for curve in report.mse.values()):
+        lines.append("negative entries: the estimates are unbiased, not clipped; the MSE there is "
+                     "below what the pilot can resolve.")
+    lines.append("GRPO: 'wins' where its predicted MSE is below vanilla's, 'loses' where it "
+                 "exceeds it.")
+    if report.binary:
+        lines.append("all-equal: prompt average of p^G + (1-p)^G, the fraction of groups whose "
+                     "rewards are all equal; unbiased where G <= the pilot group size, "
+                     "* = plug-in (biased upward).")
+    return "\n".join(lines)
