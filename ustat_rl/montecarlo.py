@@ -32,6 +32,7 @@ from .policies.softmax import SoftmaxBandit
 __all__ = [
     "MonteCarloEstimate",
     "run_monte_carlo",
+    "stratified_estimate",
     "bandit_squared_errors",
     "bandit_statistics",
     "per_sample_squared_errors",
@@ -184,6 +185,29 @@ def run_monte_carlo(statistic: Statistic, n_reps, seed, *, block_size=4096, n_jo
     if len(labels) != mean.shape[0]:
         raise ValueError(f"`labels` has {len(labels)} entries for {mean.shape[0]} statistics")
     return MonteCarloEstimate(mean, np.sqrt(np.diag(cov)), cov, int(n), labels)
+
+
+def stratified_estimate(estimates: Sequence[MonteCarloEstimate], weights) -> MonteCarloEstimate:
+    """Combine independent per-stratum estimates with fixed weights (stratified Monte Carlo).
+
+    For strata ``x`` (e.g. prompts) simulated independently with weights ``f(x)``:
+    ``mean = sum_x f(x) mean_x`` and ``cov = sum_x f(x)^2 cov_x``. Every estimate must carry the
+    same labels; ``n_reps`` of the result is the total over strata.
+    """
+    estimates = list(estimates)
+    weights = np.asarray(weights, dtype=np.float64)
+    if not estimates or weights.shape != (len(estimates),):
+        raise ValueError(f"`weights` must have one entry per estimate ({len(estimates)}), got "
+                         f"shape {weights.shape}")
+    labels = estimates[0].labels
+    if any(est.labels != labels for est in estimates):
+        raise ValueError("every estimate must carry the same `labels`")
+    mean = cov = None
+    for w, est in zip(weights, estimates):
+        mean = w * est.mean if mean is None else mean + w * est.mean
+        cov = w**2 * est.cov if cov is None else cov + w**2 * est.cov
+    return MonteCarloEstimate(mean, np.sqrt(np.diag(cov)), cov,
+                              sum(est.n_reps for est in estimates), tuple(labels))
 
 
 class _Serial:
@@ -393,22 +417,17 @@ def prompt_averaged_squared_errors(bandit: SoftmaxBandit, estimators=ESTIMATORS,
 
     Each prompt ``x`` is simulated on its own (``n_reps`` replicates, seed
     ``SeedSequence(seed, spawn_key=(..., x))``) and the results are combined with the weights
-    ``f(x)``: ``mean = sum_x f(x) mean_x`` and, the prompts being independent,
-    ``cov = sum_x f(x)^2 cov_x``. The exact counterpart is
+    ``f(x)`` by :func:`stratified_estimate`. The exact counterpart is
     :meth:`SoftmaxBandit.prompt_averaged_mse`. Labels are ``(estimator, G)``.
     """
     root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-    weights = bandit.prompt_prob
-    mean = cov = labels = None
+    estimates = []
     for x in tqdm(range(bandit.n_prompts), desc="prompts", disable=not progress, leave=False):
         stat, labels = bandit_squared_errors(bandit, estimators, group_sizes, prompt=x)
         child = np.random.SeedSequence(root.entropy, spawn_key=tuple(root.spawn_key) + (x,))
-        est = run_monte_carlo(stat, n_reps, child, block_size=block_size, n_jobs=n_jobs,
-                              labels=labels)
-        mean = weights[x] * est.mean if mean is None else mean + weights[x] * est.mean
-        cov = weights[x] ** 2 * est.cov if cov is None else cov + weights[x] ** 2 * est.cov
-    return MonteCarloEstimate(mean, np.sqrt(np.diag(cov)), cov, n_reps * bandit.n_prompts,
-                              tuple(labels))
+        estimates.append(run_monte_carlo(stat, n_reps, child, block_size=block_size,
+                                         n_jobs=n_jobs, labels=labels))
+    return stratified_estimate(estimates, bandit.prompt_prob)
 
 
 def _bandit_setup(bandit, estimators, group_sizes, batch_size, prompt):
