@@ -16,12 +16,12 @@ so the sweep also records that *tail mean* (lower variance, same expectation).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from ._validation import as_int
+from .theory import ScalingConstants
 from .training import train
 
 __all__ = ["GroupSizePredictions", "predicted_group_sizes", "linearised_gap", "sweep_cell",
@@ -47,10 +47,6 @@ class GroupSizePredictions:
     sup_form: float
 
 
-def _g_star(c1: float, c3: float) -> float:
-    return 1.0 + math.sqrt(c3 / c1) if c1 > 0 else math.inf
-
-
 def predicted_group_sizes(bandit, optimum, theta0, learning_rate, n_iter) -> GroupSizePredictions:
     """``G*`` from exact constants at the start, the optimum, along the path and in sup form."""
     theta = np.asarray(theta0, dtype=np.float64).copy()
@@ -62,9 +58,11 @@ def predicted_group_sizes(bandit, optimum, theta0, learning_rate, n_iter) -> Gro
         theta = theta + learning_rate * bandit.grad(theta)
     start = bandit.scaling_constants(theta0)
     opt = bandit.scaling_constants(optimum.theta)
-    return GroupSizePredictions(_g_star(start.c1, start.c3), _g_star(opt.c1, opt.c3),
-                                _g_star(float(np.mean(c1s)), float(np.mean(c3s))),
-                                math.sqrt(max(c3s) / max(c1s)))
+    # c2 does not enter G*; the path average and the sup form reuse Theorem 7's G* from theory
+    path = ScalingConstants(float(np.mean(c1s)), 0.0, float(np.mean(c3s)))
+    sup = ScalingConstants(max(c1s), 0.0, max(c3s))
+    return GroupSizePredictions(start.optimal_group_size(), opt.optimal_group_size(),
+                                path.optimal_group_size(), sup.optimal_group_size(exact=False))
 
 
 def linearised_gap(bandit, optimum, learning_rate, group_size, batch_size,
