@@ -92,7 +92,7 @@ def squared_error_statistic(policy: TransformerPolicy, question, group_sizes, *,
         grad = value_gradients(policy, [question], chunk_size)[0]
     grad = grad.to(device=policy.device, dtype=torch.float64)  # (d,)
     prompt = policy.encode_prompts([question])  # (1, Pw)
-    reps_per_call = max(1, chunk_size // g_max)  # replicates scored in one vmap pass
+    reps_per_call = max(1, chunk_size // g_max)  # replicates whose scores are held at once
     labels = tuple((e, int(g)) for e in MC_ESTIMATORS + (DEGENERATE,) for g in sizes)
 
     def statistic(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -103,16 +103,13 @@ def squared_error_statistic(policy: TransformerPolicy, question, group_sizes, *,
         out = np.empty((n, len(labels)))
         for start in range(0, n, reps_per_call):
             stop = min(start + reps_per_call, n)
-            k = stop - start
-            # block-diagonal coefficients: replicate r's rows act on its own G_max answers only
-            coef = torch.zeros(k, 3 * n_g, k, g_max, dtype=torch.float64)
-            for r in range(k):
-                coef[r, :, r] = torch.as_tensor(_estimator_weights(reward[start + r], sizes,
-                                                                   value))
+            coef = torch.as_tensor(np.stack([_estimator_weights(reward[r], sizes, value)
+                                             for r in range(start, stop)]),
+                                   dtype=policy.dtype, device=policy.device)  # (k, 3 n_G, G_max)
             rows = slice(start * g_max, stop * g_max)
-            _, g_hat = policy.score_moments(prompt.expand(k * g_max, -1), answers[rows],
-                                            coef.reshape(k * 3 * n_g, k * g_max), chunk_size)
-            g_hat = g_hat.reshape(k, 3 * n_g, -1)  # (k, 3 n_G, d)
+            score = policy.scores(prompt.expand(rows.stop - rows.start, -1), answers[rows],
+                                  chunk_size).reshape(stop - start, g_max, -1)  # (k, G_max, d)
+            g_hat = torch.bmm(coef, score).double()  # (k, 3 n_G, d) each replicate's estimates
             diff = g_hat - grad  # (k, 3 n_G, d)
             # degenerate Hoeffding part g_grpo - g_oracle: E||.||^2 = MSE_grpo - MSE_oracle (C4)
             degenerate = g_hat[:, n_g:2 * n_g] - g_hat[:, 2 * n_g:]  # (k, n_G, d)
