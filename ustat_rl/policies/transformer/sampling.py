@@ -70,7 +70,8 @@ def squared_error_statistic(policy: TransformerPolicy, question, group_sizes, *,
     value, grad : optional
         ``V(x)`` and ``g(x)`` ``(d,)`` if already known (computed exactly otherwise).
     chunk_size : int
-        Sequences per ``vmap`` call.
+        Sequences per ``vmap`` call; the scores of ``max(1, chunk_size // max(G))`` replicates
+        (``(k, max(G), d)``) are held at once.
 
     Returns
     -------
