@@ -41,7 +41,6 @@ import numpy as np
 import torch
 
 from ustat_rl import ESTIMATORS, SoftmaxBandit
-from ustat_rl.arithmetic import ArithmeticTask, make_splits
 from ustat_rl.examples import small_bandit
 from ustat_rl.montecarlo import (
     bandit_squared_errors,
@@ -49,7 +48,7 @@ from ustat_rl.montecarlo import (
     prompt_averaged_squared_errors,
     run_monte_carlo,
 )
-from ustat_rl.transformer_study import load_study_policy
+from ustat_rl.policies.transformer import ArithmeticTask, load_study_policy, make_splits
 
 Z = 4.5
 SIZES = (2, 8, 64, 1024)

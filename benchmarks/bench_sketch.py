@@ -34,7 +34,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ustat_rl.arithmetic import ArithmeticTask, make_splits
 from ustat_rl.pilot.causal_lm import causal_lm_log_prob
 from ustat_rl.pilot.sketch import (
     COLUMN_CHUNK,
@@ -42,7 +41,7 @@ from ustat_rl.pilot.sketch import (
     sketch_scores,
     torch_projection_matrix,
 )
-from ustat_rl.transformer_study import load_study_policy
+from ustat_rl.policies.transformer import ArithmeticTask, load_study_policy, make_splits
 
 SECTION = "## Projected per-sample scores"
 SEED = 20260301

@@ -39,9 +39,12 @@ from pathlib import Path
 
 import torch
 
-from ustat_rl.arithmetic import ArithmeticTask, make_splits
-from ustat_rl.transformer import resolve_device
-from ustat_rl.transformer_study import load_study_policy
+from ustat_rl.policies.transformer import (
+    ArithmeticTask,
+    load_study_policy,
+    make_splits,
+    resolve_device,
+)
 
 SECTION = "## Transformer per-sample gradients"
 TARGET_RATIO = 4.0

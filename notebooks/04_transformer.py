@@ -37,18 +37,20 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ustat_rl.arithmetic import ArithmeticTask, make_splits
+from ustat_rl import theory
 from ustat_rl.plotting import new_figure, plot_mse_curve
-from ustat_rl.transformer_study import (
+from ustat_rl.policies.transformer import (
     POLICY_NAMES,
+    ArithmeticTask,
     bootstrap_constants,
     exact_moments,
-    exact_mse,
+    expected_accuracy,
+    grpo_train,
     load_study_policy,
+    make_splits,
     mc_squared_errors,
     moderate_questions,
 )
-from ustat_rl.transformer_train import expected_accuracy, grpo_train
 
 splits = make_splits(ArithmeticTask(), seed=0)
 print(len(splits.train), "training and", len(splits.test), "test questions, e.g.",
@@ -72,7 +74,9 @@ pd.DataFrame({"policy": POLICY_NAMES,
 # ## 2. Exact MSE against group size (C5, C11)
 #
 # For each policy we take six test prompts of moderate success probability
-# ($0.2 \le V(x) \le 0.8$) and compute the exact prompt-averaged MSE curves.
+# ($0.2 \le V(x) \le 0.8$), enumerate their answers to get the exact moments
+# (`PromptMoments`, the same contract the bandits fill) and let `ustat_rl.theory` turn them into
+# the exact prompt-averaged MSE curves.
 
 # %%
 group_sizes = [4, 8, 16, 32, 64]
@@ -81,7 +85,8 @@ for name, policy in policies.items():
     chosen = moderate_questions(policy, list(splits.test), limit=6)
     moments[name] = (chosen, exact_moments(policy, chosen))
     for est in ("vanilla", "grpo", "oracle"):
-        for g, v in zip(group_sizes, exact_mse(moments[name][1], est, group_sizes)):
+        curve = theory.prompt_averaged_mse(moments[name][1], est, group_sizes)
+        for g, v in zip(group_sizes, curve):
             rows.append({"policy": name, "estimator": est, "G": g, "MSE": v})
 exact_table = pd.DataFrame(rows).pivot_table(index=["policy", "G"], columns="estimator",
                                              values="MSE")
@@ -105,14 +110,14 @@ exact_table.round(2)
 mc_sizes = group_sizes[:-1]
 chosen = moments["medium"][0][:3]
 chosen_moments = exact_moments(policies["medium"], chosen)
-mc = mc_squared_errors(policies["medium"], chosen, mc_sizes, 20, torch.Generator().manual_seed(0))
+mc = mc_squared_errors(policies["medium"], chosen, mc_sizes, 20, seed=0)
 fig, axes = new_figure(1, 1, panel_size=(5, 3.6))
 for est in ("vanilla", "grpo", "oracle"):
     mean = np.array([mc.get((est, g))[0] for g in mc_sizes])
     se = np.array([mc.get((est, g))[1] for g in mc_sizes])
     plot_mse_curve(axes[0, 0], est, group_sizes=mc_sizes, mse=mean, ci_low=mean - 1.96 * se,
                    ci_high=mean + 1.96 * se, exact_group_sizes=mc_sizes,
-                   exact_mse=exact_mse(chosen_moments, est, mc_sizes))
+                   exact_mse=theory.prompt_averaged_mse(chosen_moments, est, mc_sizes))
 axes[0, 0].set_xlabel("group size G")
 axes[0, 0].set_ylabel("MSE")
 axes[0, 0].legend(fontsize=7)

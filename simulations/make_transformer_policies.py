@@ -26,10 +26,15 @@ from pathlib import Path
 
 import torch
 
-from ustat_rl.arithmetic import ArithmeticTask, make_splits
-from ustat_rl.transformer import resolve_device
-from ustat_rl.transformer_io import new_policy, save_policy
-from ustat_rl.transformer_train import expected_accuracy, supervised_warmup
+from ustat_rl.policies.transformer import (
+    ArithmeticTask,
+    expected_accuracy,
+    make_splits,
+    new_policy,
+    resolve_device,
+    save_policy,
+    supervised_warmup,
+)
 
 STAGES = (("weak", 400), ("medium", 1200), ("strong", 3000))
 OUT = Path(__file__).resolve().parents[1] / "ustat_rl" / "data" / "transformer_policies"

@@ -5,8 +5,8 @@ Config -> simulate -> tidy CSV -> figure.
 For each *cell* (policy in weak / medium / strong, prompt set in all / moderate) this computes
 
 * the exact prompt-averaged per-prompt MSE of vanilla, GRPO and oracle for G in {4, ..., 64}, by
-  enumerating the 111 possible answers of every prompt (:func:`ustat_rl.transformer_study.exact_moments`):
-  no Monte Carlo reference gradient is needed, ``g(x)`` and ``V(x)`` are exact;
+  enumerating the 111 possible answers of every prompt (:func:`ustat_rl.policies.transformer.exact_moments`)
+  and :func:`ustat_rl.theory.prompt_averaged_mse`: no Monte Carlo reference gradient is needed, ``g(x)`` and ``V(x)`` are exact;
 * a Monte Carlo estimate of the same quantity on the first ``--mc-prompts`` prompts of the set
   (autoregressive sampling, vmap per-sample scores, nested groups), with normal 95% intervals
   ``mse_mc +- 1.96 se`` and the exact value for those same prompts (``mse_exact``);
@@ -36,24 +36,24 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 from scipy.stats import norm
 from tqdm.auto import tqdm
 
-from ustat_rl.arithmetic import ArithmeticTask, make_splits
+from ustat_rl import theory
 from ustat_rl.plotting import plot_mse_grid, save_figure
-from ustat_rl.rates import loglog_slope
-from ustat_rl.sweeps import write_csv_atomic
-from ustat_rl.transformer import resolve_device
-from ustat_rl.transformer_study import (
+from ustat_rl.policies.transformer import (
     POLICY_NAMES,
+    ArithmeticTask,
     bootstrap_constants,
     exact_moments,
-    exact_mse,
     load_study_policy,
+    make_splits,
     mc_squared_errors,
     moderate_questions,
+    resolve_device,
 )
+from ustat_rl.rates import loglog_slope
+from ustat_rl.sweeps import write_csv_atomic
 
 ESTIMATORS = ("vanilla", "grpo", "oracle")
 GROUP_SIZES = (4, 8, 16, 32, 64)
@@ -84,17 +84,18 @@ def simulate_cell(policy_name: str, prompt_set: str, test, sizes, seed: int, dev
     key = {"policy": policy_name, "prompt_set": prompt_set}
     moments = exact_moments(policy, questions, progress=True)
     mc_questions = questions[:n_mc]
-    gen = torch.Generator(device=policy.device).manual_seed(seed)
-    mc = mc_squared_errors(policy, mc_questions, GROUP_SIZES, n_reps, gen, progress=True)
+    mc = mc_squared_errors(policy, mc_questions, GROUP_SIZES, n_reps, seed, progress=True)
     mc_moments = exact_moments(policy, mc_questions)
     rows, exact_rows = [], []
     for est in ESTIMATORS + ("grpo-oracle",):
         if est == "grpo-oracle":
-            exact_sub = exact_mse(mc_moments, "grpo", GROUP_SIZES) - exact_mse(mc_moments, "oracle", GROUP_SIZES)
+            exact_sub = (theory.prompt_averaged_mse(mc_moments, "grpo", GROUP_SIZES)
+                         - theory.prompt_averaged_mse(mc_moments, "oracle", GROUP_SIZES))
         else:
-            exact_sub = exact_mse(mc_moments, est, GROUP_SIZES)
+            exact_sub = theory.prompt_averaged_mse(mc_moments, est, GROUP_SIZES)
+            exact_all = theory.prompt_averaged_mse(moments, est, GROUP_SIZES)
             exact_rows += [{**key, "estimator": est, "group_size": g, "n_prompts": len(questions),
-                            "mse_exact": v} for g, v in zip(GROUP_SIZES, exact_mse(moments, est, GROUP_SIZES))]
+                            "mse_exact": v} for g, v in zip(GROUP_SIZES, exact_all)]
         for g, ex in zip(GROUP_SIZES, exact_sub):
             mean, se = mc.get((est, g))
             rows.append({**key, "estimator": est, "group_size": g, "n_prompts_mc": len(mc_questions),

@@ -3,7 +3,7 @@
 Config -> simulate -> tidy CSV -> figure.
 
 Starting from the committed ``weak`` warm-up policy, Algorithm 1 (leave-one-out GRPO, plain SGD,
-constant learning rate; :func:`ustat_rl.transformer_train.grpo_train`) is run at a fixed budget
+constant learning rate; :func:`ustat_rl.policies.transformer.grpo_train`) is run at a fixed budget
 ``N = B G`` samples per iteration for every G that divides N, several budgets and seeds. The exact
 expected test accuracy ``J = mean_x pi(y*(x)|x)`` on the 500-question test split is recorded after
 each iteration count in ``--iters`` (one run per cell, evaluated along the way: with a constant
@@ -11,7 +11,7 @@ learning rate this equals separate runs of each length).
 
 The prediction: ``G* = 1 + sqrt(c3'/c1)`` from the exact scaling constants of the starting policy
 over training prompts, with a 95% bootstrap interval over prompts
-(:func:`ustat_rl.transformer_study.bootstrap_constants`); Theorem 7 says G* does not depend on N,
+(:func:`ustat_rl.policies.transformer.bootstrap_constants`); Theorem 7 says G* does not depend on N,
 n or the schedule. The summary compares the argmax of mean accuracy over G with it.
 
 A *cell* is (N, G, seed). Each finished cell is appended at once (atomically) to
@@ -36,12 +36,17 @@ import torch
 from scipy.stats import t as student_t
 from tqdm.auto import tqdm
 
-from ustat_rl.arithmetic import ArithmeticTask, make_splits
 from ustat_rl.plotting import new_figure, save_figure, set_group_size_ticks
+from ustat_rl.policies.transformer import (
+    ArithmeticTask,
+    bootstrap_constants,
+    exact_moments,
+    grpo_train,
+    load_study_policy,
+    make_splits,
+    resolve_device,
+)
 from ustat_rl.sweeps import write_csv_atomic
-from ustat_rl.transformer import resolve_device
-from ustat_rl.transformer_study import bootstrap_constants, exact_moments, load_study_policy
-from ustat_rl.transformer_train import grpo_train
 
 DEFAULT_SEED = 2603
 START_POLICY = "weak"

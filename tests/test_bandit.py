@@ -62,6 +62,26 @@ def test_scaling_constants_reassemble_minibatch_mse(bandit):
     assert bandit.optimal_group_size(exact=False) == pytest.approx(np.sqrt(c.c3 / c.c1))
 
 
+def test_scaling_constants_at_other_prompt_weights_equal_reweighted_moments():
+    """``prompt_prob=`` is ``moments.reweight`` without new moments (bootstrap over prompts)."""
+    from ustat_rl import theory
+
+    m = SoftmaxBandit([[0.3, -0.2, 0.5], [1.0, 0.0, -1.0], [0.0, 0.4, 0.1]],
+                      [[0.9, 0.2, 0.5], [0.1, 0.6, 0.3], [0.5, 0.5, 0.9]]).moments()
+    for w in ([0.5, 0.0, 0.5], [0.2, 0.3, 0.5]):
+        fast = theory.scaling_constants(m, prompt_prob=w)
+        slow = theory.scaling_constants(m.reweight(np.array(w)))
+        np.testing.assert_allclose([fast.c1, fast.c2, fast.c3], [slow.c1, slow.c2, slow.c3],
+                                   rtol=1e-13)
+    # negative control: other weights give other constants
+    assert theory.scaling_constants(m, prompt_prob=[0.5, 0.0, 0.5]).c1 != pytest.approx(
+        theory.scaling_constants(m).c1, rel=1e-3)
+    with pytest.raises(ValueError, match="prompt_prob"):
+        theory.scaling_constants(m, prompt_prob=[0.5, 0.5])
+    with pytest.raises(ValueError, match="prompt_prob"):
+        theory.scaling_constants(m, prompt_prob=[1.5, -0.5, 0.0])
+
+
 def test_single_prompt_has_infinite_optimal_group_size():
     b = SoftmaxBandit([[0.0, 1.0]], [[0.2, 0.7]])
     assert b.scaling_constants().c1 == pytest.approx(0.0, abs=1e-15)

@@ -101,3 +101,19 @@ def test_prompt_averaged_matches_exact_and_rejects_unweighted_average():
         assert abs(est.mean[i] - bandit.prompt_averaged_mse(name, g)) <= Z_TEST * est.std_error[i]
     unweighted = bandit.exact_mse_per_prompt("grpo", 4).mean()
     assert abs(est.get(("grpo", 4))[0] - unweighted) > Z_TEST * est.get(("grpo", 4))[1]
+
+
+def test_stratified_estimate_weights_means_and_squares_covariances():
+    from ustat_rl.montecarlo import stratified_estimate
+
+    a = run_monte_carlo(lambda rng, n: rng.normal(size=(n, 2)), 50, seed=1, labels=("u", "v"))
+    b = run_monte_carlo(lambda rng, n: 3 + rng.normal(size=(n, 2)), 30, seed=2, labels=("u", "v"))
+    est = stratified_estimate([a, b], [0.25, 0.75])
+    assert np.allclose(est.mean, 0.25 * a.mean + 0.75 * b.mean, rtol=1e-14)
+    assert np.allclose(est.cov, 0.0625 * a.cov + 0.5625 * b.cov, rtol=1e-14)
+    assert np.allclose(est.std_error, np.sqrt(np.diag(est.cov)), rtol=1e-14)
+    assert est.n_reps == 80 and est.labels == ("u", "v")
+    with pytest.raises(ValueError, match="weights"):
+        stratified_estimate([a, b], [1.0])
+    with pytest.raises(ValueError, match="labels"):
+        stratified_estimate([a, b.subset(["v", "u"])], [0.5, 0.5])

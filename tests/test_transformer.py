@@ -6,14 +6,21 @@ import numpy as np
 import pytest
 import torch
 
-from ustat_rl.arithmetic import EOS, PAD, ArithmeticTask, CharTokenizer, make_splits
 from ustat_rl.estimators import grpo_gradient
-from ustat_rl.transformer import resolve_device
-from ustat_rl.transformer_io import load_policy, new_policy, save_policy
-from ustat_rl.transformer_train import (
+from ustat_rl.policies.transformer import (
+    POLICY_NAMES,
+    load_policy,
+    load_study_policy,
+    new_policy,
+    resolve_device,
+    save_policy,
+)
+from ustat_rl.policies.transformer.task import EOS, PAD, ArithmeticTask, CharTokenizer, make_splits
+from ustat_rl.policies.transformer.training import (
     expected_accuracy,
     grpo_step_gradient,
     grpo_train,
+    moderate_questions,
     question_values,
     supervised_warmup,
 )
@@ -190,3 +197,19 @@ def test_save_load_roundtrip(tmp_path, trained):
     # weights are stored in float32: agreement to float32 rounding
     assert torch.allclose(loaded.log_prob(prompts, answers), trained.log_prob(prompts, answers),
                           rtol=1e-5)
+
+
+def test_study_policies_load_from_package_data():
+    """The committed checkpoints ship as package data and carry their recorded accuracy."""
+    for name in POLICY_NAMES:
+        policy, meta = load_study_policy(name, device="cpu")
+        assert meta["name"] == name and policy.dim == meta["n_params"]
+    with pytest.raises(ValueError, match="name"):
+        load_study_policy("huge")
+
+
+def test_moderate_questions_selects_by_value(trained):
+    values = question_values(trained, SPLITS.test)
+    chosen = moderate_questions(trained, SPLITS.test, low=0.1, high=0.9)
+    assert chosen == [q for q, v in zip(SPLITS.test, values) if 0.1 <= v <= 0.9]
+    assert moderate_questions(trained, SPLITS.test, low=0.1, high=0.9, limit=1) == chosen[:1]

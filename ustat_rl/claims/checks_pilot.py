@@ -20,8 +20,8 @@ from ..pilot.estimate import SCORE_MOMENTS, estimate_moments
 from ..pilot.uncertainty import pilot_intervals
 from ..theory import scaling_constants
 from ..tolerances import FALSE_FAILURE_TWO_SIDED, Z_CHECK
-from .symbolic import symbolic_checks
 from .registry import check_close, check_true, register
+from .symbolic import symbolic_checks
 
 _FIELDS = ("value", "reward_var") + SCORE_MOMENTS
 

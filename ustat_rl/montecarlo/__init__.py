@@ -11,7 +11,7 @@ from .bandit import (
     per_sample_squared_errors,
     prompt_averaged_squared_errors,
 )
-from .engine import MonteCarloEstimate, Statistic, run_monte_carlo
+from .engine import MonteCarloEstimate, Statistic, run_monte_carlo, stratified_estimate
 
 __all__ = [
     "MonteCarloEstimate",
@@ -21,4 +21,5 @@ __all__ = [
     "per_sample_squared_errors",
     "prompt_averaged_squared_errors",
     "run_monte_carlo",
+    "stratified_estimate",
 ]

@@ -22,7 +22,7 @@ from ..estimators import (
 )
 from ..policies.softmax import SoftmaxBandit
 from ..seeding import child_seed
-from .engine import MonteCarloEstimate, Statistic, run_monte_carlo
+from .engine import MonteCarloEstimate, Statistic, run_monte_carlo, stratified_estimate
 
 __all__ = [
     "bandit_squared_errors",
@@ -255,24 +255,19 @@ def prompt_averaged_squared_errors(bandit: SoftmaxBandit, estimators=ESTIMATORS,
     """``E_X MSE(X)``, the prompt-averaged per-prompt MSE, by stratified Monte Carlo (C5, C11).
 
     Each prompt ``x`` is simulated on its own (``n_reps`` replicates, seed
-    ``SeedSequence(seed, spawn_key=(..., x))``) and the results are combined with the weights
-    ``f(x)``: ``mean = sum_x f(x) mean_x`` and, the prompts being independent,
-    ``cov = sum_x f(x)^2 cov_x``. The exact counterpart is
+    ``child_seed(seed, x)``) and the results are combined with the weights
+    ``f(x)`` by :func:`~ustat_rl.montecarlo.engine.stratified_estimate`. The exact counterpart is
     :meth:`SoftmaxBandit.prompt_averaged_mse`. Labels are ``(estimator, G)``. ``backend`` and
     ``device`` are those of :func:`bandit_statistics`.
     """
     _check_backend(backend, device)
-    weights = bandit.prompt_prob
-    mean = cov = labels = None
+    estimates = []
     for x in tqdm(range(bandit.n_prompts), desc="prompts", disable=not progress, leave=False):
         stat, labels = bandit_squared_errors(bandit, estimators, group_sizes, prompt=x,
                                              backend=backend, device=device)
-        est = run_monte_carlo(stat, n_reps, child_seed(seed, x), block_size=block_size, n_jobs=n_jobs,
-                              labels=labels)
-        mean = weights[x] * est.mean if mean is None else mean + weights[x] * est.mean
-        cov = weights[x] ** 2 * est.cov if cov is None else cov + weights[x] ** 2 * est.cov
-    return MonteCarloEstimate(mean, np.sqrt(np.diag(cov)), cov, n_reps * bandit.n_prompts,
-                              tuple(labels))
+        estimates.append(run_monte_carlo(stat, n_reps, child_seed(seed, x), block_size=block_size,
+                                         n_jobs=n_jobs, labels=labels))
+    return stratified_estimate(estimates, bandit.prompt_prob)
 
 
 def _check_backend(backend, device) -> None:

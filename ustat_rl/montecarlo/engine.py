@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 from .._validation import as_int
 from ..seeding import child_seed
 
-__all__ = ["MonteCarloEstimate", "Statistic", "run_monte_carlo"]
+__all__ = ["MonteCarloEstimate", "Statistic", "run_monte_carlo", "stratified_estimate"]
 
 Statistic = Callable[[np.random.Generator, int], np.ndarray]
 
@@ -172,6 +172,29 @@ def run_monte_carlo(statistic: Statistic, n_reps, seed, *, block_size=4096, n_jo
     if len(labels) != mean.shape[0]:
         raise ValueError(f"`labels` has {len(labels)} entries for {mean.shape[0]} statistics")
     return MonteCarloEstimate(mean, np.sqrt(np.diag(cov)), cov, int(n), labels)
+
+
+def stratified_estimate(estimates: Sequence[MonteCarloEstimate], weights) -> MonteCarloEstimate:
+    """Combine independent per-stratum estimates with fixed weights (stratified Monte Carlo).
+
+    For strata ``x`` (e.g. prompts) simulated independently with weights ``f(x)``:
+    ``mean = sum_x f(x) mean_x`` and ``cov = sum_x f(x)^2 cov_x``. Every estimate must carry the
+    same labels; ``n_reps`` of the result is the total over strata.
+    """
+    estimates = list(estimates)
+    weights = np.asarray(weights, dtype=np.float64)
+    if not estimates or weights.shape != (len(estimates),):
+        raise ValueError(f"`weights` must have one entry per estimate ({len(estimates)}), got "
+                         f"shape {weights.shape}")
+    labels = estimates[0].labels
+    if any(est.labels != labels for est in estimates):
+        raise ValueError("every estimate must carry the same `labels`")
+    mean = cov = None
+    for w, est in zip(weights, estimates):
+        mean = w * est.mean if mean is None else mean + w * est.mean
+        cov = w**2 * est.cov if cov is None else cov + w**2 * est.cov
+    return MonteCarloEstimate(mean, np.sqrt(np.diag(cov)), cov,
+                              sum(est.n_reps for est in estimates), tuple(labels))
 
 
 class _Serial:

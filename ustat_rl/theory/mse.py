@@ -147,10 +147,27 @@ def prompt_averaged_mse(moments: PromptMoments, estimator: str, group_size, base
     return float(out) if np.ndim(out) == 0 else out
 
 
-def prompt_heterogeneity(moments: PromptMoments) -> float:
-    """``c1 = E_X||g(X) - g||^2 = E_X||g(X)||^2 - ||g||^2`` (Proposition 3, C6)."""
+def prompt_heterogeneity(moments: PromptMoments, prompt_prob=None) -> float:
+    """``c1 = E_X||g(X) - g||^2 = E_X||g(X)||^2 - ||g||^2`` (Proposition 3, C6).
+
+    With ``prompt_prob`` (``(P,)``, non-negative, summing to one), ``c1`` under those prompt
+    weights, ``||g||^2 = f^T grad_gram f`` recomputed from the Gram matrix: the value of
+    ``moments.reweight(prompt_prob)`` without building (and re-validating) new moments, for
+    resampling loops such as a bootstrap over prompts.
+    """
     m = _check_moments(moments)
-    return float(m.prompt_prob @ m.grad_sq) - float(m.grad_norm_sq)
+    if prompt_prob is None:
+        return float(m.prompt_prob @ m.grad_sq) - float(m.grad_norm_sq)
+    f = check_prompt_prob(prompt_prob, m.n_prompts)
+    return float(f @ m.grad_sq) - float(f @ m.grad_gram @ f)
+
+
+def check_prompt_prob(prompt_prob, n_prompts: int) -> np.ndarray:
+    """``prompt_prob`` as a float array ``(P,)`` of weights summing to one, or ``ValueError``."""
+    f = as_finite_array(prompt_prob, "prompt_prob", ndim=(1,))
+    if f.shape != (n_prompts,) or np.any(f < 0) or abs(f.sum() - 1.0) > 1e-9:
+        raise ValueError(f"`prompt_prob` must be {n_prompts} non-negative weights summing to 1")
+    return f
 
 
 def minibatch_mse(moments: PromptMoments, estimator: str, group_size, batch_size=1,

@@ -14,7 +14,7 @@ import numpy as np
 
 from .._validation import as_finite_array, as_int
 from .moments import PromptMoments
-from .mse import prompt_heterogeneity
+from .mse import check_prompt_prob, prompt_heterogeneity
 
 __all__ = ["C1_NOISE_RTOL", "C1_RTOL", "ScalingConstants", "scaling_constants", "admissible_group_sizes"]
 
@@ -108,17 +108,23 @@ def admissible_group_sizes(budget, divisors_only: bool = True) -> np.ndarray:
     return sizes[budget % sizes == 0] if divisors_only else sizes
 
 
-def scaling_constants(moments: PromptMoments) -> ScalingConstants:
+def scaling_constants(moments: PromptMoments, prompt_prob=None) -> ScalingConstants:
     """``c1 = E||g(X) - g||^2``, ``c2 = E tr Sigma_oracle``, ``c3' = E[S Var + ||g(X)||^2]`` (C17).
 
     ``c1`` is set to zero when it is within :data:`C1_RTOL` of ``E||g(X)||^2`` (cancellation) or
     :data:`C1_NOISE_RTOL` of ``E_X E||WZ||^2`` (gradients at rounding level), so ``G*`` is
     ``inf`` for a single prompt or a zero gradient, not a huge finite number.
+
+    ``prompt_prob`` (``(P,)``, optional) evaluates the constants under other prompt weights:
+    equal to ``scaling_constants(moments.reweight(prompt_prob))`` but without constructing and
+    re-validating new moments (an eigen-decomposition of the ``(P, P)`` Gram matrix each time),
+    which dominates a bootstrap over hundreds of prompts.
     """
     if not isinstance(moments, PromptMoments):
         raise TypeError(f"`moments` must be a PromptMoments, got {type(moments).__name__}")
-    f = moments.prompt_prob
-    c1 = prompt_heterogeneity(moments)
+    c1 = prompt_heterogeneity(moments, prompt_prob)
+    f = moments.prompt_prob if prompt_prob is None else check_prompt_prob(prompt_prob,
+                                                                          moments.n_prompts)
     scale = float(f @ moments.grad_sq)
     noise = float(f @ np.abs(moments.score_sq_reward_sq))
     if abs(c1) <= C1_RTOL * abs(scale) or abs(c1) <= C1_NOISE_RTOL * noise:

@@ -8,8 +8,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-import ustat_rl.arithmetic as arithmetic
-from ustat_rl.arithmetic import (
+import ustat_rl.policies.transformer.task as arithmetic
+from ustat_rl.policies.transformer.task import (
     CATEGORIES,
     EOS,
     PAD,

@@ -15,7 +15,7 @@ category           form                        example
 
 Every answer is an integer in ``[0, max_answer]`` (rejection sampling), so with the default
 ``max_answer = 99`` an answer has one or two digits and the set of possible outputs is small
-enough to enumerate exactly (see :mod:`ustat_rl.transformer`). The reward ``Z`` is 1 when the
+enough to enumerate exactly (see :mod:`ustat_rl.policies.transformer.model`). The reward ``Z`` is 1 when the
 generated answer is exactly the canonical decimal string of the answer followed by the
 end-of-sequence token, and 0 otherwise; in particular an empty generation, a leading zero
 (``"07"``), any non-digit character and a generation cut at the length limit before its
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import as_int, as_rng
+from ..._validation import as_int, as_rng
 
 __all__ = [
     "CATEGORIES",

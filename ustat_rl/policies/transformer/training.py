@@ -1,4 +1,4 @@
-"""Training loops for :class:`~ustat_rl.transformer.TransformerPolicy`: supervised warm-up and GRPO.
+"""Training and evaluating a :class:`~.model.TransformerPolicy`: warm-up, GRPO, exact values.
 
 * :func:`supervised_warmup` fits the canonical answers by maximum likelihood (teacher forcing).
   Stopping it after different numbers of steps gives policies of increasing strength, the
@@ -10,7 +10,8 @@
   surrogate ``(1/(BG)) sum A_bg log pi(Y_bg | x_b)`` with the advantages held fixed, whose
   gradient equals ``g_hat`` exactly. No std normalisation, ratio or KL term.
 * :func:`expected_accuracy` is the exact test accuracy ``J = mean_x V(x) = mean_x pi(y*(x)|x)``:
-  one forward pass, no sampling noise.
+  one forward pass, no sampling noise; :func:`question_values` gives the per-question values
+  ``V(x)`` and :func:`moderate_questions` the prompts of moderate success probability (Fig. 4).
 """
 
 from __future__ import annotations
@@ -20,14 +21,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ._validation import as_float, as_int
-from .estimators import leave_one_out_baseline
-from .transformer import TransformerPolicy
+from ..._validation import as_float, as_int
+from ...estimators import leave_one_out_baseline
+from .model import TransformerPolicy
 
 __all__ = [
     "supervised_warmup",
     "expected_accuracy",
     "question_values",
+    "moderate_questions",
     "grpo_step_gradient",
     "grpo_train",
     "GRPORun",
@@ -87,6 +89,17 @@ def question_values(policy: TransformerPolicy, questions, chunk_size: int = 1024
         logp = policy.log_prob(policy.encode_prompts(part), policy.answer_tokens(part))
         out.append(logp.exp().double().cpu().numpy())
     return np.concatenate(out)
+
+
+def moderate_questions(policy: TransformerPolicy, questions, low: float = 0.2,
+                       high: float = 0.8, limit: int | None = None) -> list:
+    """The questions with ``low <= V(x) <= high`` (moderate success probability), in order.
+
+    The regime of the paper's Fig. 4 (docs/theory.md C11); ``limit`` keeps the first ones.
+    """
+    values = question_values(policy, questions)
+    chosen = [q for q, v in zip(questions, values) if low <= v <= high]
+    return chosen if limit is None else chosen[:limit]
 
 
 @dataclass(frozen=True)
