@@ -9,6 +9,7 @@ from scipy import stats
 from scipy.special import gammainc, gammaincc, gammaln, xlogy
 
 from ustat_rl._validation import as_finite_array
+
 from ._inversion import Inversion
 from ._ruben import RubenSeries
 
