@@ -228,27 +228,21 @@ def _recurrence(b, G, start, log_scale):
     Returns ``(count, log_scale, exhausted)``: the coefficients past ``count`` were not needed
     because ``b`` fell below ``_FLOOR`` (the series is numerically complete).
     """
-    first = 0  # b[:first] are zero (flushed), so they drop out of the convolution
-    while first < start and b[first] == 0.0:
-        first += 1
-    for j in range(start, b.size):
-        acc = 0.0
-        for i in range(first, j):
-            acc += G[j - i] * b[i]
-        b[j] = acc / (2 * j)
+    n = b.size
+    G_rev = G[::-1].copy()  # G_rev[n - 1 - k] = G[k], so each sum is one contiguous dot product
+    for j in range(start, n):
+        b[j] = np.dot(G_rev[n - 1 - j:n - 1], b[:j]) / (2 * j)  # (G_j..G_1).(a_0..a_{j-1})
         if b[j] > _RESCALE:
             for i in range(j + 1):
                 b[i] /= _RESCALE
                 if b[i] < _FLOOR:
-                    b[i] = 0.0  # subnormal operands slow the convolution 100-fold
+                    b[i] = 0.0  # subnormal operands slow the dot product 100-fold
             log_scale += math.log(_RESCALE)
-            while first < j and b[first] == 0.0:
-                first += 1
         elif b[j] < _FLOOR:
             # sum(a) = 1 forces max(b) exp(log_a0 + scale) <= 1, so a_j < 1e-280: the series is
             # numerically complete and later terms would only be subnormal
             return j, log_scale, True
-    return b.size, log_scale, False
+    return n, log_scale, False
 
 
 @numba.njit(cache=True, error_model="numpy")
