@@ -349,6 +349,12 @@ class WeightedChiSquare(stats.rv_continuous):
         return z if upper else np.exp(z)
 
 
+# the fast-path overrides keep scipy's documentation of the methods they stand in for
+for _name in ("cdf", "sf", "logcdf", "logsf", "pdf", "logpdf", "ppf", "isf"):
+    getattr(WeightedChiSquare, _name).__doc__ = getattr(stats.rv_continuous, _name).__doc__
+del _name
+
+
 # ---------------------------------------------------------------------------------------------
 # One distinct weight: Q / w ~ chi2_K. ``closed`` holds K/2, 2w, lgamma(K/2), log(2w), mean.
 # ---------------------------------------------------------------------------------------------

@@ -68,6 +68,7 @@ class RubenSeries:
         self._b = np.ones(1)  # unnormalised coefficients, a_j = exp(log_a0 + _log_scale) * _b[j]
         self._log_scale = 0.0
         self._exhausted = self.gamma_max == 0.0  # one distinct weight: a = (1, 0, 0, ...)
+        self._tail = self._tail_terms()
         self._refresh()
 
     # ------------------------------------------------------------------ coefficients
@@ -121,7 +122,7 @@ class RubenSeries:
         tables[_INV_N] = 1.0 / (self.K / 2.0 + np.arange(n + 2))  # g_i / g_{i-1} = (y/2) INV_N[i]
         self.tables = tables
         self.params = np.array([self.beta, self.K / 2.0, n, self.first_valid, self.t_valid,
-                                float(self._exhausted), self._tail_terms(), self.K,
+                                float(self._exhausted), self._tail, self.K,
                                 self.log_left_out])
 
     def _log_tail_bound(self, J: int) -> float:
@@ -148,15 +149,18 @@ class RubenSeries:
         """Coefficients needed to close the window at ``y`` (n,) (and to trust T_i there)."""
         lam = y / 2.0
         need = lam + 12.0 * np.sqrt(lam + 1.0) + 60.0
-        return need + self._tail_terms() if for_sf else need
+        return need + self._tail if for_sf else need
 
     def _wanted(self, x, for_sf: bool) -> int:
         """Coefficient count covering every point of ``x`` (n,) that fits in the budget."""
         if x.size == 0:
             return 0
         # `need` increases with x, so the largest x decides unless it is beyond the budget
-        need = float(self._needed(float(x.max()) / self.beta, for_sf))
+        lam = float(x[0] if x.size == 1 else x.max()) / self.beta / 2.0
+        need = lam + 12.0 * math.sqrt(lam + 1.0) + 60.0 + (self._tail if for_sf else 0)
         if not need <= J_CAP:
+            if x.size == 1:
+                return 0
             needs = self._needed(x / self.beta, for_sf)
             needs = needs[needs <= J_CAP]
             if needs.size == 0:
