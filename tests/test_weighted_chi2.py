@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy import stats
+from scipy import special, stats
 
 from ustat_rl.weighted_chi2 import GofResult, WeightedChiSquare, goodness_of_fit_tests
 from ustat_rl.weighted_chi2._reference import (
@@ -194,6 +194,179 @@ def test_pdf_integrates_to_cdf_increments():
     a, b = dist.ppf([0.05, 0.6])
     value, _ = integrate.quad(dist.pdf, a, b, epsabs=0, epsrel=1e-12)
     assert value == pytest.approx(0.55, rel=1e-10)
+
+
+# ------------------------------------------------------------------ edges: x = 0, tiny x, x = inf
+
+METHOD_NAMES = ("auto", "ruben", "inversion")
+
+
+@pytest.mark.parametrize("weights, pdf0", [
+    ([1.3], np.inf),  # K = 1: f(x) ~ 1 / sqrt(2 pi w x) diverges
+    ([2.0, 0.5], 1.0 / (2.0 * np.sqrt(2.0 * 0.5))),  # K = 2: 1 / (2 sqrt(w1 w2))
+    ([0.7, 0.7], 1.0 / (2.0 * 0.7)),  # K = 2 from one repeated weight (closed form)
+    ([2.0, 0.5, 0.1], 0.0),  # K >= 3: f(x) ~ x^(K/2 - 1) vanishes
+    ([0.7, 0.7, 0.7], 0.0),
+    (list(panel_weights(50, 1000.0)), 0.0),
+])
+@pytest.mark.parametrize("method", METHOD_NAMES)
+def test_density_at_zero_is_the_analytic_limit(weights, pdf0, method):
+    """pdf(0) and logpdf(0): +inf (K = 1), 1 / (2 sqrt(w1 w2)) (K = 2), 0 and -inf (K >= 3).
+
+    Scalar and array calls both; the value must also be the limit of pdf(x) as x -> 0, which
+    ties the analytic constant to the engine's density one step away from the edge.
+    """
+    dist = WeightedChiSquare(weights, method=method)
+    log_pdf0 = np.log(pdf0) if pdf0 > 0 else -np.inf
+    for pdf, log_pdf in ((dist.pdf(0.0), dist.logpdf(0.0)),
+                         (dist.pdf(np.zeros(2))[1], dist.logpdf(np.zeros(2))[1])):
+        if np.isfinite(pdf0):
+            assert pdf == pytest.approx(pdf0, rel=1e-14) and log_pdf == pytest.approx(log_pdf0,
+                                                                                        rel=1e-14)
+        else:
+            assert pdf == pdf0 and log_pdf == log_pdf0
+    # f(x) ~ c x^(K/2 - 1): a factor 100 closer to 0 multiplies it by 10 (K = 1), leaves it
+    # (K = 2) or divides it by at least 10 (K >= 3)
+    x = 1e-12 * min(weights)
+    near, nearer = float(dist.pdf(x)), float(dist.pdf(x / 100.0))
+    if len(weights) == 1:
+        assert nearer == pytest.approx(10.0 * near, rel=1e-9)
+    elif len(weights) == 2:
+        assert near == pytest.approx(pdf0, rel=1e-10) and nearer == pytest.approx(pdf0, rel=1e-12)
+    else:  # in logs: for K = 50 the density itself underflows this close to 0
+        log_near, log_nearer = float(dist.logpdf(x)), float(dist.logpdf(x / 100.0))
+        assert np.isfinite(log_nearer) and log_nearer <= log_near - 0.99 * np.log(10.0)
+    # negative control: the K = 2 constant of a different pair is rejected by the same check
+    if len(weights) == 2 and weights[0] != weights[1]:
+        assert WeightedChiSquare([2.0, 0.6]).pdf(0.0) != pytest.approx(pdf0, rel=1e-3)
+
+
+@pytest.mark.parametrize("weights", [[1.3], [2.0, 0.5], [2.0, 0.5, 0.1],
+                                     list(panel_weights(6, 20.0))])
+def test_small_x_expansion_matches_mpmath_reference(weights):
+    """Either side of the switch to the x -> 0 expansion, cdf and pdf keep 1e-10 accuracy.
+
+    The switch is at ``S x = 1e-9`` with ``S = sum 1/w`` (``_small_x``); the reference is the
+    25-digit contour integral (one weight: mpmath's incomplete gamma). Negative control: the law
+    with one weight 1% larger is rejected at the same points.
+    """
+    w = np.asarray(weights)
+    limit = 1e-9 / np.sum(1.0 / w)
+    dist = WeightedChiSquare(w)
+    wrong = WeightedChiSquare(w * np.r_[np.ones(w.size - 1), 1.01])
+    for x in (0.5 * limit, 2.0 * limit):
+        for kind in ("cdf", "pdf"):
+            if w.size == 1:
+                ref = float(reference_chi2(1, w[0], x, kind, dps=25))
+            else:
+                ref = reference(tuple(w), float(x), kind)
+            assert rel_err(getattr(dist, kind)(x), ref) <= RTOL, (x, kind)
+            assert rel_err(getattr(wrong, kind)(x), ref) > RTOL
+    # down to the smallest subnormal, the lower tail is (x/2)^(K/2) / (Gamma(K/2+1) prod sqrt(w))
+    tiny = 5e-324
+    lead = (0.5 * w.size * (np.log(tiny) - np.log(2.0)) - special.gammaln(0.5 * w.size + 1.0)
+            - 0.5 * np.sum(np.log(w)))
+    assert dist.logcdf(tiny) == pytest.approx(lead, rel=1e-14)
+
+
+@pytest.mark.parametrize("weights", [[2.0, 0.5], [2.0, 0.5, 0.1], list(panel_weights(6, 20.0))])
+def test_deep_upper_tail_matches_mpmath_reference(weights):
+    """sf and pdf keep 1e-10 accuracy at sf = 1e-250 ... 1e-305, below the last series term.
+
+    Ruben's coefficients stop once they fall below 1e-280; past that the series is trusted only
+    where the Chernoff bound on the mass it leaves out is negligible, and inversion takes over.
+    (Before that bound was applied, sf was off by 2e-5 at 1e-297 for weights (2, 0.5), and by a
+    factor of 7000 for (2, 0.5, 0.1).) Negative control: a law with one weight 1e-6 larger.
+    """
+    w = np.asarray(weights)
+    dist = WeightedChiSquare(w)
+    wrong = WeightedChiSquare(w * np.r_[np.ones(w.size - 1), 1.0 + 1e-6])
+    for p in (1e-250, 1e-297, 1e-305):
+        x = float(dist.isf(p))
+        for kind in ("sf", "pdf"):
+            ref = reference(tuple(w), x, kind)
+            assert rel_err(getattr(dist, kind)(x), ref) <= RTOL, (p, kind)
+            assert rel_err(getattr(wrong, kind)(x), ref) > RTOL
+
+
+@pytest.mark.parametrize("weights", [[1.3], [2.0, 0.5], [2.0, 0.5, 0.1], [0.7] * 5,
+                                     list(panel_weights(50, 1000.0))])
+@pytest.mark.parametrize("method", ("auto", "inversion"))
+def test_no_nan_for_valid_arguments(weights, method):
+    """Every function is finite or +-inf (never NaN) from x = 0 through subnormals to x = inf.
+
+    Negative control: ``method="ruben"`` documents NaN where the series cannot certify a value,
+    and the same scan finds those NaNs.
+    """
+    x = np.array([0.0, 5e-324, 1e-300, 1e-100, 1e-10, 1.0, 1e3, 1e5, 1e7, 1e300, np.inf])
+    p = np.array([0.0, 5e-324, 1e-300, 1e-100, 0.5, 1.0 - 1e-16, 1.0])
+    dist = WeightedChiSquare(weights, method=method)
+    for name in ("pdf", "logpdf", "cdf", "logcdf", "sf", "logsf"):
+        values = getattr(dist, name)(x)
+        assert not np.any(np.isnan(values)), (name, x[np.isnan(values)])
+        assert not any(np.isnan(getattr(dist, name)(v)) for v in x), name
+    assert dist.pdf(np.inf) == 0.0 and dist.logpdf(np.inf) == -np.inf
+    assert np.all(np.diff(dist.cdf(x)) >= 0) and np.all(np.diff(dist.sf(x)) <= 0)
+    for name in ("ppf", "isf"):
+        assert not np.any(np.isnan(getattr(dist, name)(p))), name
+    if len(set(weights)) > 1 and method == "auto":
+        assert np.any(np.isnan(WeightedChiSquare(weights, method="ruben").sf(x)))
+
+
+# ------------------------------------------------------------------ scalar fast path
+
+SCALAR_METHODS = ("pdf", "logpdf", "cdf", "logcdf", "sf", "logsf")
+
+
+@pytest.mark.parametrize("weights", [[1.3], [2.0, 0.5, 0.1], list(panel_weights(50, 1000.0))])
+def test_scalar_path_returns_what_the_array_path_returns(weights, monkeypatch):
+    """Scalars of every real type give the float64 the vectorised path gives, bit for bit.
+
+    The scalar path must really skip ``rv_continuous``'s argument handling: with the generic
+    methods replaced by a stub that raises, scalar calls still work and array calls fail.
+    """
+    dist = WeightedChiSquare(weights)
+    # rounded to float32 so that every scalar type below carries the same number
+    x = np.r_[-1.0, 0.0, dist.ppf([1e-12, 0.3]), dist.isf([1e-6, 1e-15]), np.inf, np.nan]
+    x = x.astype(np.float32).astype(float)
+    q = np.array([-0.5, 0.0, 1e-30, 1e-9, 0.3, 0.999, 1.0, 1.5, np.nan], np.float32).astype(float)
+    # Ruben's coefficients grow lazily, and a point at the edge of their reach can change engine
+    # (a 1e-14 change) when they do: let the quantile calls grow them before recording
+    dist.ppf(q), dist.isf(q)
+    expected = {name: getattr(dist, name)(x) for name in SCALAR_METHODS}
+    expected.update(ppf=dist.ppf(q), isf=dist.isf(q))
+    inputs = {name: x for name in SCALAR_METHODS} | {"ppf": q, "isf": q}
+
+    def generic_disabled(*args, **kwargs):
+        raise AssertionError("generic rv_continuous path taken")
+
+    for name in (*SCALAR_METHODS, "ppf", "isf"):
+        monkeypatch.setattr(stats.rv_continuous, name, generic_disabled)
+    for name, values in inputs.items():
+        for i, v in enumerate(values):
+            scalars = [float(v), np.float64(v), np.array(v), np.float32(v)]
+            if float(v).is_integer():
+                scalars += [int(v), np.int64(v)]
+            for scalar in scalars:
+                got = getattr(dist, name)(scalar)
+                want = expected[name][i]
+                assert type(got) is np.float64, (name, type(scalar))
+                assert got == want or (np.isnan(got) and np.isnan(want)), (name, v, got, want)
+        with pytest.raises(AssertionError, match="generic"):
+            getattr(dist, name)(values)  # arrays still go through rv_continuous
+
+
+def test_scalar_path_leaves_scipy_arguments_to_scipy():
+    """With loc/scale (positional or keyword) a scalar call still follows scipy's contract."""
+    dist = WeightedChiSquare([2.0, 0.5, 0.1])
+    assert dist.sf(3.0, scale=2.0) == dist.sf(1.5)
+    assert dist.sf(4.0, 1.0) == dist.sf(3.0)  # positional loc
+    assert dist.ppf(0.25, loc=1.0) == pytest.approx(dist.ppf(0.25) + 1.0, rel=1e-15)
+    frozen = dist(scale=3.0)
+    assert frozen.cdf(3.0) == pytest.approx(dist.cdf(1.0), rel=1e-14)
+    assert type(dist.mean()) is np.float64 and dist.var() == pytest.approx(2 * (4 + 0.25 + 0.01))
+    assert dist.rvs(size=3, random_state=np.random.default_rng(0)).shape == (3,)
+    assert np.ndim(dist.rvs(random_state=np.random.default_rng(0))) == 0
 
 
 # ------------------------------------------------------------------ sampling and moments

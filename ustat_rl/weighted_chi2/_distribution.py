@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 from scipy import stats
-from scipy.special import gammainc, gammaincc, gammaln, xlogy
+from scipy.special import gammainc, gammaincc, gammaln
 
 from .._validation import as_finite_array
 from ._inversion import Inversion
 from ._ruben import RubenSeries
+from ._small_x import log1mexp, small_x_params
 
 __all__ = ["WeightedChiSquare"]
 
@@ -19,11 +21,20 @@ METHODS = ("auto", "ruben", "inversion")
 _CLOSED_FLOOR = -690.0
 
 
-def _log1mexp(a):
-    """log(1 - exp(a)) for a <= 0, accurate on both sides of log 2."""
-    a = np.asarray(a, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(a > -math.log(2.0), np.log(-np.expm1(a)), np.log1p(-np.exp(a)))
+def _as_float(x):
+    """``x`` as a Python float if it is a real scalar that scipy would compute in float64, else None.
+
+    Used by the scalar fast path: a float, an int or a numpy float64/float32/integer scalar, or a
+    0-d array of one of those. Anything else (arrays, longdouble, complex, objects) is None and
+    goes through ``rv_continuous``'s generic argument handling.
+    """
+    if isinstance(x, np.ndarray):
+        if x.ndim != 0:
+            return None
+        x = x[()]
+    if isinstance(x, (float, int, np.float32, np.float16, np.integer)):
+        return float(x)
+    return None
 
 
 class WeightedChiSquare(stats.rv_continuous):
@@ -62,6 +73,14 @@ class WeightedChiSquare(stats.rv_continuous):
       so a wide spread :math:`\max w/\min w` exhausts its budget there.
     * **Inversion** (fallback): the Gil-Pelaez/Bromwich integral on a hyperbola through the
       saddlepoint, discretised by the trapezoid rule (see ``_inversion``).
+    * **Near zero** (:math:`x\sum_k 1/w_k \le 10^{-9}`, all methods): the first two terms of
+      the expansion :math:`F(x) \propto x^{K/2}`, exact to double precision there (see
+      ``_small_x``). So :math:`f(0)` is :math:`+\infty` for :math:`K = 1`,
+      :math:`1/(2\sqrt{w_1 w_2})` for :math:`K = 2` and 0 for :math:`K \ge 3`.
+    * Speed: both engines are compiled kernels (numba, cached on disk after the first run);
+      the series coefficients and the kernels' tables are built once per distribution and
+      grown on demand. A real scalar without ``loc``/``scale`` skips ``rv_continuous``'s
+      argument handling (same float64 result); anything else goes through scipy.
     * ``ppf``/``isf``: Newton's method on the log-probability of the smaller tail, started from
       the Barndorff-Nielsen saddlepoint approximation and safeguarded by bisection.
     * Moments: cumulants :math:`\kappa_j = 2^{j-1}(j-1)!\sum_k w_k^j`, so the mean is
@@ -109,6 +128,10 @@ class WeightedChiSquare(stats.rv_continuous):
         self._K = float(mult.sum())
         self._inversion = Inversion(distinct, self._mult)
         self._ruben = RubenSeries(distinct, self._mult) if distinct.size > 1 else None
+        self._small = small_x_params(distinct, self._mult)  # x -> 0 expansion (_small_x)
+        half, w = 0.5 * self._K, float(distinct[0])
+        self._closed = np.array([half, 2.0 * w, float(gammaln(half)), math.log(2.0 * w),
+                                 self._inversion.mean])  # one distinct weight: Q / w ~ chi2_K
 
     def _updated_ctor_param(self):
         params = super()._updated_ctor_param()
@@ -119,63 +142,111 @@ class WeightedChiSquare(stats.rv_continuous):
 
     # ------------------------------------------------------------------ private core
     def _log_cdf_sf(self, x):
-        """(log cdf, log sf) at finite x > 0, shape (n,)."""
+        """(log cdf, log sf) at x >= 0 (any shape; 0 and inf allowed)."""
         x = np.asarray(x, dtype=float)
-        log_cdf = np.full(x.shape, np.nan)
-        log_sf = np.full(x.shape, np.nan)
-        lower = x <= self._inversion.mean  # the side computed directly; the other is 1 - it
-        todo = np.ones(x.shape, bool)
-        if self._ruben is None and self.method != "inversion":
-            half, scale = 0.5 * self._K, 2.0 * self._distinct[0]
-            with np.errstate(divide="ignore"):
-                lc = np.log(gammainc(half, x / scale))
-                ls = np.log(gammaincc(half, x / scale))
-            primary = np.where(lower, lc, ls)
-            good = primary > _CLOSED_FLOOR
-            log_cdf[good], log_sf[good] = np.where(lower, lc, _log1mexp(ls))[good], \
-                np.where(lower, _log1mexp(lc), ls)[good]
-            todo &= ~good
-        elif self._ruben is not None and self.method != "inversion":
-            for side in (True, False):
-                sel = np.nonzero(todo & (lower == side))[0]
-                if sel.size == 0:
-                    continue
-                fn = self._ruben.log_cdf if side else self._ruben.log_sf
-                val, ok = fn(x[sel])
-                done = sel[ok]
-                if side:
-                    log_cdf[done], log_sf[done] = val[ok], _log1mexp(val[ok])
-                else:
-                    log_sf[done], log_cdf[done] = val[ok], _log1mexp(val[ok])
-                todo[done] = False
+        flat = x.reshape(-1)  # (n,)
+        if self.method == "inversion":
+            log_cdf, log_sf = self._inversion.log_cdf_sf(flat, self._small)
+            return log_cdf.reshape(x.shape), log_sf.reshape(x.shape)
+        if self._ruben is None:
+            half, scale = self._closed[0], self._closed[1]
+            log_cdf, log_sf, ok = _closed_log_cdf_sf(flat, gammainc(half, flat / scale),
+                                                     gammaincc(half, flat / scale), self._closed)
+        else:
+            # the side computed directly is the one below/above the mean; the other is 1 - it
+            log_cdf, log_sf, ok = self._ruben.log_cdf_sf(flat, self._inversion.mean, self._small)
             if self.method == "ruben":
-                return log_cdf, log_sf
-        sel = np.nonzero(todo)[0]
-        if sel.size:
-            val, is_sf = self._inversion.log_prob(x[sel])
-            log_sf[sel] = np.where(is_sf, val, _log1mexp(val))
-            log_cdf[sel] = np.where(is_sf, _log1mexp(val), val)
-        return log_cdf, log_sf
+                return log_cdf.reshape(x.shape), log_sf.reshape(x.shape)
+        if not ok.all():
+            sel = np.flatnonzero(~ok)
+            log_cdf[sel], log_sf[sel] = self._inversion.log_cdf_sf(flat[sel], self._small)
+        return log_cdf.reshape(x.shape), log_sf.reshape(x.shape)
 
     def _log_density(self, x):
+        """log pdf at x >= 0 (any shape; 0 and inf allowed)."""
         x = np.asarray(x, dtype=float)
-        out = np.full(x.shape, np.nan)
-        todo = np.ones(x.shape, bool)
-        if self.method != "inversion":
-            if self._ruben is None:
-                half, w = 0.5 * self._K, self._distinct[0]
-                out = (xlogy(half - 1.0, x / (2.0 * w)) - x / (2.0 * w) - gammaln(half)
-                       - np.log(2.0 * w))
-                return out
-            val, ok = self._ruben.log_pdf(x)
-            out[ok] = val[ok]
-            todo &= ~ok
-            if self.method == "ruben":
-                return out
-        sel = np.nonzero(todo)[0]
-        if sel.size:
-            out[sel], _ = self._inversion.log_prob(x[sel], density=True)
-        return out
+        flat = x.reshape(-1)  # (n,)
+        if self.method == "inversion":
+            return self._inversion.log_pdf(flat, self._small).reshape(x.shape)
+        if self._ruben is None:
+            return _closed_log_pdf(flat, self._closed).reshape(x.shape)
+        out, ok = self._ruben.log_pdf(flat, self._small)
+        if self.method != "ruben" and not ok.all():
+            sel = np.flatnonzero(~ok)
+            out[sel] = self._inversion.log_pdf(flat[sel], self._small)
+        return out.reshape(x.shape)
+
+    def _scalar_log_cdf_sf(self, x: float):
+        """(log cdf, log sf) at a float, with rv_continuous's values outside (0, inf)."""
+        if x != x:
+            return np.float64(np.nan), np.float64(np.nan)
+        if x <= 0.0:
+            return np.float64(-np.inf), np.float64(0.0)
+        log_cdf, log_sf = self._log_cdf_sf(np.array([x]))
+        return log_cdf[0], log_sf[0]
+
+    def _scalar_log_pdf(self, x: float):
+        if x != x:
+            return np.float64(np.nan)
+        if x < 0.0:
+            return np.float64(-np.inf)
+        return self._log_density(np.array([x]))[0]
+
+    # ------------------------------------------------------------------ scalar fast path
+    # rv_continuous's argument parsing and broadcasting cost more than the kernels for one
+    # point; a bare real scalar without loc/scale arguments skips them and gets the same
+    # float64 back (tests/test_weighted_chi2.py checks both, bit for bit).
+    def cdf(self, x, *args, **kwds):
+        v = None if args or kwds else _as_float(x)
+        if v is None:
+            return super().cdf(x, *args, **kwds)
+        return np.exp(self._scalar_log_cdf_sf(v)[0])
+
+    def sf(self, x, *args, **kwds):
+        v = None if args or kwds else _as_float(x)
+        if v is None:
+            return super().sf(x, *args, **kwds)
+        return np.exp(self._scalar_log_cdf_sf(v)[1])
+
+    def logcdf(self, x, *args, **kwds):
+        v = None if args or kwds else _as_float(x)
+        if v is None:
+            return super().logcdf(x, *args, **kwds)
+        return self._scalar_log_cdf_sf(v)[0]
+
+    def logsf(self, x, *args, **kwds):
+        v = None if args or kwds else _as_float(x)
+        if v is None:
+            return super().logsf(x, *args, **kwds)
+        return self._scalar_log_cdf_sf(v)[1]
+
+    def pdf(self, x, *args, **kwds):
+        v = None if args or kwds else _as_float(x)
+        if v is None:
+            return super().pdf(x, *args, **kwds)
+        return np.exp(self._scalar_log_pdf(v))
+
+    def logpdf(self, x, *args, **kwds):
+        v = None if args or kwds else _as_float(x)
+        if v is None:
+            return super().logpdf(x, *args, **kwds)
+        return self._scalar_log_pdf(v)
+
+    def ppf(self, q, *args, **kwds):
+        v = None if args or kwds else _as_float(q)
+        if v is None:
+            return super().ppf(q, *args, **kwds)
+        if 0.0 < v < 1.0:
+            return self._solve(np.array([v]), upper=False)[0]
+        return np.float64(0.0 if v == 0.0 else np.inf if v == 1.0 else np.nan)
+
+    def isf(self, q, *args, **kwds):
+        v = None if args or kwds else _as_float(q)
+        if v is None:
+            return super().isf(q, *args, **kwds)
+        if 0.0 < v < 1.0:
+            return self._solve(np.array([v]), upper=True)[0]
+        return np.float64(np.inf if v == 0.0 else 0.0 if v == 1.0 else np.nan)
 
     # ------------------------------------------------------------------ scipy hooks
     def _logcdf(self, x):
@@ -263,17 +334,68 @@ class WeightedChiSquare(stats.rv_continuous):
                 rising = g
             lo[idx] = np.where(rising < 0, np.maximum(lo[idx], za), lo[idx])
             hi[idx] = np.where(rising > 0, np.minimum(hi[idx], za), hi[idx])
-            with np.errstate(divide="ignore", invalid="ignore"):
+            with np.errstate(divide="ignore", invalid="ignore"):  # both branches are evaluated
                 new = za - g / slope
-            inside = np.isfinite(new) & (new > lo[idx]) & (new < hi[idx])
-            both = np.isfinite(lo[idx]) & np.isfinite(hi[idx])
-            fallback = np.where(both, 0.5 * (lo[idx] + hi[idx]),
-                                np.where(np.isfinite(hi[idx]),
-                                         (0.5 * za if upper else za - 2.0),
-                                         (2.0 * za if upper else za + 2.0)))
+                inside = np.isfinite(new) & (new > lo[idx]) & (new < hi[idx])
+                both = np.isfinite(lo[idx]) & np.isfinite(hi[idx])
+                fallback = np.where(both, 0.5 * (lo[idx] + hi[idx]),
+                                    np.where(np.isfinite(hi[idx]),
+                                             (0.5 * za if upper else za - 2.0),
+                                             (2.0 * za if upper else za + 2.0)))
             new = np.where(inside, new, fallback)
             tol = 1e-15 * (np.abs(za) if upper else 1.0)
             finished = (np.abs(new - za) <= tol) | (g == 0.0)
             z[idx] = new
             active[idx[finished]] = False
         return z if upper else np.exp(z)
+
+
+# the fast-path overrides keep scipy's documentation of the methods they stand in for
+for _name in ("cdf", "sf", "logcdf", "logsf", "pdf", "logpdf", "ppf", "isf"):
+    getattr(WeightedChiSquare, _name).__doc__ = getattr(stats.rv_continuous, _name).__doc__
+del _name
+
+
+# ---------------------------------------------------------------------------------------------
+# One distinct weight: Q / w ~ chi2_K. ``closed`` holds K/2, 2w, lgamma(K/2), log(2w), mean.
+# ---------------------------------------------------------------------------------------------
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _closed_log_cdf_sf(x, lower_p, upper_p, closed):
+    """(log cdf, log sf, ok) from scipy's regularised incomplete gammas at ``x / 2w`` (n,).
+
+    The tail on the near side of the mean is the one taken from scipy; ``ok`` is False where it
+    underflows (below exp(_CLOSED_FLOOR)) and the caller inverts numerically instead.
+    """
+    log_cdf = np.empty(x.size)  # (n,)
+    log_sf = np.empty(x.size)
+    ok = np.empty(x.size, np.bool_)
+    for j in range(x.size):
+        if x[j] <= closed[4]:
+            log_cdf[j] = math.log(lower_p[j])
+            log_sf[j] = log1mexp(log_cdf[j])
+            ok[j] = log_cdf[j] > _CLOSED_FLOOR
+        else:
+            log_sf[j] = math.log(upper_p[j])
+            log_cdf[j] = log1mexp(log_sf[j])
+            ok[j] = log_sf[j] > _CLOSED_FLOOR
+    return log_cdf, log_sf, ok
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _closed_log_pdf(x, closed):
+    """log of the scaled chi2_K density at ``x`` >= 0 (n,): +inf, finite or -inf at 0 for K = 1,
+    2, >= 3."""
+    half, scale, log_gamma, log_scale = closed[0], closed[1], closed[2], closed[3]
+    out = np.empty(x.size)  # (n,)
+    for j in range(x.size):
+        z = x[j] / scale
+        if z == np.inf:
+            out[j] = -np.inf
+        else:
+            # x / 2w is subnormal or zero for the tiniest x: take its logarithm in two parts
+            log_z = math.log(z) if z > 1e-300 else math.log(x[j]) - log_scale
+            power = 0.0 if half == 1.0 else (half - 1.0) * log_z
+            out[j] = power - z - log_gamma - log_scale
+    return out

@@ -19,7 +19,12 @@ Writing ``g_i(y) = exp(-y/2) (y/2)^(K/2+i) / Gamma(K/2+i+1)`` (a Poisson-type we
 so the lower tail, the upper tail and the density all keep full relative accuracy. The sums are
 taken over a window around their peak; a point whose window is not closed (edge terms above
 ``exp(-EDGE_LOG)`` of the peak) or that needs coefficients beyond the budget is reported as not
-handled, and the caller falls back to numerical inversion.
+handled, and the caller falls back to numerical inversion. Once the coefficients fall below
+1e-280 the series stops; it is then trusted only where the Chernoff bound on the mass it leaves
+out, ``P(J >= n)``, is negligible, which excludes the upper tail beyond about 1e-260.
+
+The coefficients come from a compiled recurrence; the sums are compiled per point: the peak
+term in logs, the others relative to it through ``g_i / g_{i-1} = (y/2) / (K/2 + i)``.
 
 References
 ----------
@@ -30,8 +35,13 @@ Farebrother, R. W. (1984). Algorithm AS 204. Appl. Statist. 33, 332-339.
 
 from __future__ import annotations
 
+import math
+
+import numba
 import numpy as np
 from scipy.special import gammaincc, gammaln
+
+from ._small_x import log1mexp, small_log_cdf, small_log_pdf
 
 #: Largest number of mixing coefficients computed (the set-up costs O(J_CAP^2 / 2) flops).
 J_CAP = 20000
@@ -58,6 +68,7 @@ class RubenSeries:
         self._b = np.ones(1)  # unnormalised coefficients, a_j = exp(log_a0 + _log_scale) * _b[j]
         self._log_scale = 0.0
         self._exhausted = self.gamma_max == 0.0  # one distinct weight: a = (1, 0, 0, ...)
+        self._tail = self._tail_terms()
         self._refresh()
 
     # ------------------------------------------------------------------ coefficients
@@ -73,46 +84,46 @@ class RubenSeries:
             if g > 0.0:
                 G[1:] += m * np.exp(k * np.log(g))
         G[G < 1e-280] = 0.0
-        G_rev = G[::-1].copy()  # G_rev[n_terms - 1 - k] = G[k]
         b = np.zeros(n_terms)
         b[:old] = self._b
-        scale = self._log_scale
-        last = n_terms
-        for j in range(old, n_terms):
-            b[j] = np.dot(G_rev[n_terms - 1 - j:n_terms - 1], b[:j]) / (2 * j)  # (G_j..G_1).(a_0..a_{j-1})
-            if b[j] > _RESCALE:
-                b[: j + 1] /= _RESCALE
-                b[: j + 1][b[: j + 1] < _FLOOR] = 0.0  # subnormal operands slow the dot 100-fold
-                scale += np.log(_RESCALE)
-            elif b[j] < _FLOOR:
-                # sum(a) = 1 forces max(b) exp(log_a0 + scale) <= 1, so a_j < 1e-280: the
-                # series is numerically complete and later terms would only be subnormal
-                last = j
-                self._exhausted = True
-                break
+        last, self._log_scale, exhausted = _recurrence(b, G, old, self._log_scale)
+        self._exhausted = self._exhausted or exhausted
         self._b = b[:last]
-        self._log_scale = scale
         self._refresh()
 
     def _refresh(self) -> None:
         b = self._b
         offset = self.log_a0 + self._log_scale
+        cum = np.cumsum(b)  # (J,) C_i = sum_{j<=i} a_j, unnormalised
+        tail = np.append(np.cumsum(b[::-1])[::-1][1:], 0.0)  # (J,) T_i = sum_{j>i} a_j
         with np.errstate(divide="ignore"):
             self.log_a = np.log(b) + offset  # (J,)
-            self.log_C = np.log(np.cumsum(b)) + offset  # (J,) C_i = sum_{j<=i} a_j
-            tail = np.cumsum(b[::-1])[::-1]
-            self.log_T = np.append(np.log(tail[1:]), -np.inf) + offset  # (J,) T_i = sum_{j>i} a_j
+            self.log_C = np.log(cum) + offset
+            self.log_T = np.log(tail) + offset
         n = b.size
         self.first_valid = int(np.argmax(b > 0))  # earlier coefficients were flushed to zero
-        # log g_i(y) = LS[i + 1] - bd0(K/2 + i, y/2): Loader's split of the Poisson weight, which
-        # avoids the cancellation between y/2 and (K/2+i) log(y/2) - lgamma(K/2+i+1)
-        self.LS = _log_stirling_part(self.K / 2.0 + np.arange(-1, n + 1))
+        # Chernoff bound on the mass the coefficients leave out, P(J >= n); once the series is
+        # exhausted it still limits how far into the tails the sums can be trusted
+        self.log_left_out = self._log_tail_bound(n - 1)
         if self._exhausted:
             self.t_valid = n - 1
         else:
-            bound = self._log_tail_bound(n - 1)
-            ok = np.nonzero(self.log_T >= bound + TAIL_LOG)[0]
+            ok = np.nonzero(self.log_T >= self.log_left_out + TAIL_LOG)[0]
             self.t_valid = int(ok[-1]) if ok.size else -1
+        # what the kernels read, one row per sequence, padded to n + 2 entries
+        tables = np.zeros((_N_ROWS, n + 2))  # (rows, J + 2)
+        tables[[_LOG_C, _LOG_T, _LOG_A]] = -np.inf
+        for row, values in ((_LOG_C, self.log_C), (_LIN_C, cum), (_LOG_T, self.log_T),
+                            (_LIN_T, tail), (_LOG_A, self.log_a), (_LIN_A, b)):
+            tables[row, :n] = values
+        # log g_i(y) = LS[i + 1] - bd0(K/2 + i, y/2): Loader's split of the Poisson weight, which
+        # avoids the cancellation between y/2 and (K/2+i) log(y/2) - lgamma(K/2+i+1)
+        tables[_LS] = _log_stirling_part(self.K / 2.0 + np.arange(-1, n + 1))
+        tables[_INV_N] = 1.0 / (self.K / 2.0 + np.arange(n + 2))  # g_i / g_{i-1} = (y/2) INV_N[i]
+        self.tables = tables
+        self.params = np.array([self.beta, self.K / 2.0, n, self.first_valid, self.t_valid,
+                                float(self._exhausted), self._tail, self.K,
+                                self.log_left_out])
 
     def _log_tail_bound(self, J: int) -> float:
         """Chernoff bound on log P(J_mix > J): min over 1 < z < 1/gamma_max of log A(z) - (J+1) log z."""
@@ -134,107 +145,54 @@ class RubenSeries:
         return self.log_a0 - 0.5 * float(np.sum(self.mult * np.log1p(-self.gamma * z)))
 
     # ------------------------------------------------------------------ sums
-    def _log_window_sum(self, y, log_v, offset, last, first=None):
-        """log sum_i exp(log g_i(y) + log_v[i + offset]) for i in [-offset, last], and an ok mask.
-
-        ``y``: (n,) positive. The peak is found by bisection on the increment of the log term,
-        the sum is taken over ``peak +/- L`` with L about 10 standard deviations of the
-        Poisson weight, and ``ok`` says whether both window edges are negligible.
-        """
-        half = self.K / 2.0
-        n_v = log_v.size
-        first = -offset if first is None else max(-offset, first)
-        last = min(last, n_v - 1 - offset)
-        if last < first:
-            return np.full(y.shape, -np.inf), np.zeros(y.shape, bool)
-        ly = np.log(y / 2.0)
-        slope = np.diff(log_v)
-        slope = np.where(np.isfinite(slope), slope, -1e3)  # -inf - finite: the series has ended
-        lo = np.full(y.shape, first)
-        hi = np.full(y.shape, last)
-        for _ in range(int(np.ceil(np.log2(last - first + 2))) + 1):
-            mid = (lo + hi) // 2
-            inc = ly - np.log(half + mid + 1.0) + slope[np.clip(mid + offset, 0, max(n_v - 2, 0))]
-            up = (inc > 0) & (mid < last)
-            lo = np.where(up, mid + 1, lo)
-            hi = np.where(up, hi, mid)
-        peak = lo  # (n,)
-        half_width = np.ceil(10.0 * np.sqrt(half + np.maximum(peak, 0) + 1.0) + 15.0).astype(int)
-        out = np.empty(y.shape)
-        ok = np.empty(y.shape, bool)
-        # group points by window size (powers of two) to keep the (n, W) blocks small
-        bucket = np.ceil(np.log2(half_width)).astype(int)
-        for b in np.unique(bucket):
-            sel = np.nonzero(bucket == b)[0]
-            L = 2**b
-            idx = peak[sel, None] - L + np.arange(2 * L + 1)[None, :]  # (n_b, W)
-            inside = (idx >= first) & (idx <= last)
-            idc = np.clip(idx, first, last)
-            ell = (self.LS[idc + 1] - _bd0(half + idc, y[sel, None] / 2.0)
-                   + log_v[idc + offset])
-            ell = np.where(inside, ell, -np.inf)
-            top = ell.max(axis=1)
-            finite = np.isfinite(top)
-            safe_top = np.where(finite, top, 0.0)
-            with np.errstate(invalid="ignore"):
-                total = np.sum(np.exp(ell - safe_top[:, None]), axis=1)
-            out[sel] = np.where(finite, safe_top + np.log(total), -np.inf)
-            left_closed = (idx[:, 0] < first) | (ell[:, 0] < top - EDGE_LOG)
-            right_closed = (ell[:, -1] < top - EDGE_LOG) & (idx[:, -1] <= last)
-            right_closed |= (idx[:, -1] > last) & self._exhausted
-            ok[sel] = finite & left_closed & right_closed
-        return out, ok
-
     def _needed(self, y, for_sf: bool):
         """Coefficients needed to close the window at ``y`` (n,) (and to trust T_i there)."""
         lam = y / 2.0
         need = lam + 12.0 * np.sqrt(lam + 1.0) + 60.0
-        return need + self._tail_terms() if for_sf else need
+        return need + self._tail if for_sf else need
 
-    def _prepare(self, x, for_sf: bool):
-        """``y = x / beta`` and the mask of points within the coefficient budget."""
-        y = x / self.beta
-        need = self._needed(y, for_sf)
-        feasible = need <= J_CAP
-        if feasible.any() and not self._exhausted:
-            wanted = int(need[feasible].max()) + 1
-            if wanted > self._b.size:
-                self._extend(max(wanted, min(2 * self._b.size, J_CAP)))
-        return y, feasible
+    def _wanted(self, x, for_sf: bool) -> int:
+        """Coefficient count covering every point of ``x`` (n,) that fits in the budget."""
+        if x.size == 0:
+            return 0
+        # `need` increases with x, so the largest x decides unless it is beyond the budget
+        lam = float(x[0] if x.size == 1 else x.max()) / self.beta / 2.0
+        need = lam + 12.0 * math.sqrt(lam + 1.0) + 60.0 + (self._tail if for_sf else 0)
+        if not need <= J_CAP:
+            if x.size == 1:
+                return 0
+            needs = self._needed(x / self.beta, for_sf)
+            needs = needs[needs <= J_CAP]
+            if needs.size == 0:
+                return 0
+            need = float(needs.max())
+        return int(need) + 1
 
-    def _evaluate(self, x, log_v, offset, last, first, for_sf):
-        y, feasible = self._prepare(x, for_sf)
-        val = np.full(y.shape, np.nan)
-        ok = np.zeros(y.shape, bool)
-        if feasible.any():
-            v, o = self._log_window_sum(y[feasible], log_v(), offset, last(), first())
-            val[feasible], ok[feasible] = v, o
-        return y, val, ok
+    def _grow(self, wanted: int) -> None:
+        if wanted > self._b.size and not self._exhausted:
+            self._extend(max(wanted, min(2 * self._b.size, J_CAP)))
 
-    def log_cdf(self, x):
-        """(log cdf, ok) at ``x`` > 0 (n,)."""
-        _, val, ok = self._evaluate(x, lambda: self.log_C, 0, lambda: self.log_C.size - 1,
-                                    lambda: self.first_valid, False)
-        return val, ok
+    def log_cdf_sf(self, x, split: float, small: np.ndarray):
+        """(log cdf, log sf, ok) at ``x`` >= 0 (n,).
 
-    def log_sf(self, x):
-        """(log sf, ok) at ``x`` > 0 (n,)."""
-        y, series, ok = self._evaluate(x, lambda: self.log_T, 0, lambda: self.t_valid,
-                                       lambda: None, True)
-        with np.errstate(divide="ignore"):
-            head = np.log(gammaincc(self.K / 2.0, y / 2.0))  # S_K(y)
-        # where S_K(y) underflows, trust the sum only if it dominates the Chernoff bound on S_K
-        with np.errstate(divide="ignore", invalid="ignore"):
-            bound = np.where(y > self.K, -0.5 * (y - self.K - self.K * np.log(y / self.K)), 0.0)
-        ok &= (head > -700.0) | (series > bound + 50.0)
-        series = np.where(ok, series, -np.inf)  # unusable points: keep the arithmetic quiet
-        return np.logaddexp(series, head), ok
+        Points at or below ``split`` are summed on the cdf side, the others on the sf side; the
+        other probability is ``log(1 - exp(.))`` of the summed one. ``small`` holds the
+        ``_small_x`` constants used below their limit.
+        """
+        if x.size == 1:
+            below = x[0] <= split
+            self._grow(self._wanted(x, not below))
+        else:
+            below = x <= split
+            self._grow(self._wanted(x[below], False))
+            self._grow(self._wanted(x[~below], True))
+        head = gammaincc(self.K / 2.0, (x / self.beta) / 2.0)  # (n,) S_K(y), used above split
+        return _series_log_cdf_sf(x, split, head, small, self.tables, self.params)
 
-    def log_pdf(self, x):
-        """(log pdf, ok) at ``x`` > 0 (n,)."""
-        _, val, ok = self._evaluate(x, lambda: self.log_a, 1, lambda: self.log_a.size - 2,
-                                    lambda: self.first_valid - 1, False)
-        return val - np.log(2.0 * self.beta), ok
+    def log_pdf(self, x, small: np.ndarray):
+        """(log pdf, ok) at ``x`` >= 0 (n,)."""
+        self._grow(self._wanted(x, False))
+        return _series_log_pdf(x, small, self.tables, self.params)
 
     def _tail_terms(self) -> int:
         if self.gamma_max == 0:
@@ -255,20 +213,214 @@ def _log_stirling_part(n):
     return np.where(big, large, small)
 
 
+# ---------------------------------------------------------------------------------------------
+# Compiled kernels: one point at a time, reading the tables built by RubenSeries._refresh
+# ---------------------------------------------------------------------------------------------
+
+_LOG_C, _LIN_C, _LOG_T, _LIN_T, _LOG_A, _LIN_A, _LS, _INV_N = range(8)
+_N_ROWS = 8
+#: exp(-EDGE_LOG), the closure threshold relative to the largest term of a window.
+_EDGE = math.exp(-EDGE_LOG)
+#: A window whose terms (relative to the peak) exceed this is not unimodal: left to inversion.
+_HUGE = 1e280
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _recurrence(b, G, start, log_scale):
+    """Fill ``b[start:]`` by ``b_j = (1 / 2j) sum_{k=1}^{j} G_k b_{j-k}``, rescaling in place.
+
+    Returns ``(count, log_scale, exhausted)``: the coefficients past ``count`` were not needed
+    because ``b`` fell below ``_FLOOR`` (the series is numerically complete).
+    """
+    n = b.size
+    G_rev = G[::-1].copy()  # G_rev[n - 1 - k] = G[k], so each sum is one contiguous dot product
+    for j in range(start, n):
+        b[j] = np.dot(G_rev[n - 1 - j:n - 1], b[:j]) / (2 * j)  # (G_j..G_1).(a_0..a_{j-1})
+        if b[j] > _RESCALE:
+            for i in range(j + 1):
+                b[i] /= _RESCALE
+                if b[i] < _FLOOR:
+                    b[i] = 0.0  # subnormal operands slow the dot product 100-fold
+            log_scale += math.log(_RESCALE)
+        elif b[j] < _FLOOR:
+            # sum(a) = 1 forces max(b) exp(log_a0 + scale) <= 1, so a_j < 1e-280: the series is
+            # numerically complete and later terms would only be subnormal
+            return j, log_scale, True
+    return n, log_scale, False
+
+
+@numba.njit(cache=True, error_model="numpy")
 def _bd0(n, lam):
-    """n log(n / lam) + lam - n >= 0 without cancellation (Loader 2000), broadcasting."""
-    n, lam = np.broadcast_arrays(np.asarray(n, dtype=float), np.asarray(lam, dtype=float))
+    """n log(n / lam) + lam - n >= 0 without cancellation (Loader 2000)."""
     d = n - lam
     v = d / (n + lam)
-    near = np.abs(v) < 0.1
-    vs = np.where(near, v, 0.0)
-    v2 = vs * vs
-    term = 2.0 * n * vs
-    series = d * vs
-    power = term
-    for j in range(1, 14):  # |v| < 0.1: the j-th term is below 1e-26 of the first
-        power = power * v2
-        series = series + power / (2 * j + 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        direct = np.where(n > 0, n * np.log(np.where(n > 0, n, 1.0) / lam), 0.0) + lam - n
-    return np.where(near, series, direct)
+    if abs(v) < 0.1:
+        v2 = v * v
+        power = 2.0 * n * v
+        series = d * v
+        for j in range(1, 14):  # |v| < 0.1: the j-th term is below 1e-26 of the first
+            power *= v2
+            series += power / (2 * j + 1)
+        return series
+    if n > 0.0:
+        return n * math.log(n / lam) + lam - n
+    return lam - n
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _window_log_sum(y, tables, log_row, lin_row, offset, first, last, n_v, half, log_beyond):
+    """(log sum_i g_i(y) v[i + offset] over i in [first, last], ok) for one point ``y`` > 0.
+
+    The peak is found by bisection on the increment of the log term; the window is
+    ``peak +/- L`` with ``L`` the power of two above ``10 sd + 15`` of the Poisson weight, and
+    ``ok`` says whether both edges are below ``exp(-EDGE_LOG)`` of the largest term. A window
+    running past ``last`` is closed only if ``log_beyond`` (a bound on the log of everything
+    past ``last``; +inf when the coefficients stop short of the series) is that small. The peak
+    term is computed in logs; the others relative to it, by the ratios ``g_i / g_{i-1} =
+    (y/2) / (K/2 + i)`` and the unnormalised ``v`` (one multiplication each).
+    """
+    first = max(-offset, first)
+    last = min(last, n_v - 1 - offset)
+    if last < first:
+        return -np.inf, False
+    log_v = tables[log_row]
+    lin_v = tables[lin_row]
+    lam = y / 2.0
+    ly = math.log(lam)
+    lo, hi = first, last
+    for _ in range(int(math.ceil(math.log2(last - first + 2))) + 1):
+        mid = (lo + hi) // 2
+        k = min(max(mid + offset, 0), max(n_v - 2, 0))
+        slope = log_v[k + 1] - log_v[k] if n_v >= 2 else -1e3
+        if not math.isfinite(slope):
+            slope = -1e3  # -inf - finite: the series has ended
+        if ly - math.log(half + mid + 1.0) + slope > 0.0 and mid < last:
+            lo = mid + 1
+        else:
+            hi = mid
+    peak = lo
+    L = 2 ** int(math.ceil(math.log2(math.ceil(10.0 * math.sqrt(half + max(peak, 0) + 1.0)
+                                                  + 15.0))))
+    v_peak = lin_v[peak + offset]
+    log_peak = tables[_LS, peak + 1] - _bd0(half + peak, lam) + log_v[peak + offset]
+    if not (v_peak > 0.0 and math.isfinite(log_peak)):
+        return -np.inf, False
+    inv_peak = 1.0 / v_peak
+    inv_n = tables[_INV_N]
+    total = 1.0
+    top = 1.0
+    ratio = 1.0
+    term = 0.0
+    for i in range(peak + 1, min(peak + L, last) + 1):
+        ratio *= lam * inv_n[i]
+        term = ratio * lin_v[i + offset] * inv_peak
+        total += term
+        top = max(top, term)
+    right_edge = term
+    ratio = 1.0
+    term = 0.0
+    for i in range(peak - 1, max(peak - L, first) - 1, -1):
+        ratio *= (half + i + 1.0) / lam
+        term = ratio * lin_v[i + offset] * inv_peak
+        total += term
+        top = max(top, term)
+    if not (top < _HUGE and total < _HUGE):  # also catches NaN
+        return -np.inf, False
+    left_closed = peak - L < first or term < top * _EDGE
+    if peak + L <= last:
+        right_closed = right_edge < top * _EDGE
+    else:
+        right_closed = log_beyond < log_peak + math.log(top) - EDGE_LOG
+    return log_peak + math.log(total), left_closed and right_closed
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _logaddexp(a, b):
+    if a == b:
+        return a + math.log(2.0)
+    if a > b:
+        return a + math.log1p(math.exp(b - a))
+    return b + math.log1p(math.exp(a - b))
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _series_log_cdf_sf(x, split, head, small, tables, params):
+    """(log cdf, log sf, ok) at ``x`` (n,): the cdf side at or below ``split``, else the sf side.
+
+    Points the series cannot certify (``ok`` False) are left NaN.
+    """
+    beta, half, n_v = params[0], params[1], int(params[2])
+    first_valid, t_valid, exhausted = int(params[3]), int(params[4]), params[5] > 0.0
+    tail_terms, K, log_left_out = params[6], params[7], params[8]
+    # past the last coefficient: C_i <= 1, so the cdf terms sum to at most sum_{i >= n} g_i(y);
+    # T_i <= P(J >= n) there, and every T_i within the coefficients is short by at most that
+    sf_beyond = log_left_out if exhausted else np.inf
+    log_cdf = np.full(x.size, np.nan)  # (n,)
+    log_sf = np.full(x.size, np.nan)
+    ok = np.zeros(x.size, np.bool_)
+    for j in range(x.size):
+        if x[j] <= small[0]:
+            log_cdf[j] = small_log_cdf(x[j], small)
+            log_sf[j] = log1mexp(log_cdf[j])
+            ok[j] = True
+            continue
+        if x[j] == np.inf:
+            log_cdf[j], log_sf[j], ok[j] = 0.0, -np.inf, True
+            continue
+        y = x[j] / beta
+        lam = y / 2.0
+        need = lam + 12.0 * math.sqrt(lam + 1.0) + 60.0
+        if x[j] <= split:
+            if need > J_CAP:
+                continue
+            cdf_beyond = np.inf
+            if exhausted and lam < half + n_v + 1.0:  # g_{i+1} / g_i <= lam / (K/2 + n + 1)
+                cdf_beyond = (tables[_LS, n_v + 1] - _bd0(half + n_v, lam)
+                              - math.log1p(-lam / (half + n_v + 1.0)))
+            value, ok[j] = _window_log_sum(y, tables, _LOG_C, _LIN_C, 0, first_valid, n_v - 1,
+                                           n_v, half, cdf_beyond)
+            if ok[j]:
+                log_cdf[j], log_sf[j] = value, log1mexp(value)
+        else:
+            if need + tail_terms > J_CAP:
+                continue
+            series, good = _window_log_sum(y, tables, _LOG_T, _LIN_T, 0, 0, t_valid, n_v, half,
+                                           sf_beyond)
+            log_head = math.log(head[j])
+            # where S_K(y) underflows, trust the sum only if it dominates the Chernoff bound on S_K
+            bound = -0.5 * (y - K - K * math.log(y / K)) if y > K else 0.0
+            ok[j] = good and (log_head > -700.0 or series > bound + 50.0)
+            if ok[j]:
+                log_sf[j] = _logaddexp(series, log_head)
+                log_cdf[j] = log1mexp(log_sf[j])
+                # an exhausted series is short by up to 2 P(J >= n) in all: it must not matter
+                if exhausted and not log_sf[j] > log_left_out + TAIL_LOG + math.log(2.0):
+                    ok[j], log_cdf[j], log_sf[j] = False, np.nan, np.nan
+    return log_cdf, log_sf, ok
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _series_log_pdf(x, small, tables, params):
+    """(log pdf, ok) at ``x`` (n,): ``(1 / 2 beta) sum_{i >= -1} g_i(y) a_{i+1}``."""
+    beta, half, n_v = params[0], params[1], int(params[2])
+    first_valid, exhausted = int(params[3]), params[5] > 0.0
+    # past the last coefficient the terms g_i a_{i+1} sum to at most P(J >= n), as g_i <= 1
+    beyond = params[8] if exhausted else np.inf
+    log_pdf = np.full(x.size, np.nan)  # (n,)
+    ok = np.zeros(x.size, np.bool_)
+    for j in range(x.size):
+        if x[j] <= small[0]:
+            log_pdf[j], ok[j] = small_log_pdf(x[j], small), True
+            continue
+        if x[j] == np.inf:
+            log_pdf[j], ok[j] = -np.inf, True
+            continue
+        y = x[j] / beta
+        lam = y / 2.0
+        if lam + 12.0 * math.sqrt(lam + 1.0) + 60.0 > J_CAP:
+            continue
+        value, ok[j] = _window_log_sum(y, tables, _LOG_A, _LIN_A, 1, first_valid - 1, n_v - 2,
+                                       n_v, half, beyond)
+        if ok[j]:
+            log_pdf[j] = value - math.log(2.0 * beta)
+    return log_pdf, ok
