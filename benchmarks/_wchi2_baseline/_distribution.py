@@ -30,7 +30,7 @@ def _log1mexp(a):
 class WeightedChiSquare(stats.rv_continuous):
     r"""Law of :math:`Q = \sum_k w_k Z_k^2` with :math:`Z_k` iid N(0, 1) and weights :math:`w_k > 0`.
 
-    This is the limit law of Theorem 8 (THEORY.md C20): :math:`n\Delta(\pi_{\theta_n})` converges
+    This is the limit law of Theorem 8 (docs/theory.md C20): :math:`n\Delta(\pi_{\theta_n})` converges
     to :math:`\sum_k w_k \chi^2_{1,k}` with :math:`w = \mathrm{eig}(\tfrac12 \Sigma^{1/2}\Lambda
     \Sigma^{1/2})`. The object follows scipy's ``rv_continuous`` contract (``pdf``, ``logpdf``,
     ``cdf``, ``logcdf``, ``sf``, ``logsf``, ``ppf``, ``isf``, ``rvs``, ``mean``, ``var``,
