@@ -107,14 +107,24 @@ def _fmt(value: float) -> str:
 
 
 def _print_table(results, details: bool, stream) -> None:
+    """The verdict table: one row per claim, then what its headline compares (in words).
+
+    A condition headline (an ordering, a bound, a spread that must vanish) shows ``holds`` or
+    ``fails`` rather than the ``1`` that encodes it; ``details`` lists every sub-check, the
+    headline marked ``*``.
+    """
+    from .claims.display import row_cells
+
     header = f"{'claim':<10} {'verdict':<8} {'predicted':>11} {'measured':>11} {'interval':>25} " \
              f"{'evidence':<30} {'s':>6}"
     print(header, file=stream)
     print("-" * len(header), file=stream)
     for r in results:
-        interval = f"[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]"
-        print(f"{r.claim_id:<10} {r.verdict:<8} {_fmt(r.predicted):>11} {_fmt(r.measured):>11} "
-              f"{interval:>25} {','.join(r.evidence):<30} {r.seconds:6.1f}", file=stream)
+        cells = row_cells(r.to_dict())
+        print(f"{r.claim_id:<10} {r.verdict:<8} {cells.predicted:>11} {cells.measured:>11} "
+              f"{cells.interval:>25} {','.join(r.evidence):<30} {r.seconds:6.1f}", file=stream)
+        if not details:
+            print(f"    compared: {cells.compared}", file=stream)
         shown = r.checks if details else [c for c in r.checks
                                           if not c.passed or c.refutes]
         for c in shown:
@@ -122,6 +132,8 @@ def _print_table(results, details: bool, stream) -> None:
                 flag = "REFUTES" if c.passed else "FAIL"
             else:
                 flag = "ok " if c.passed else ("FAIL" if c.required else "DIFF")
+            if details and c.name == r.headline:
+                flag = "*" + flag
             print(f"    {flag} {c.name}: predicted {_fmt(c.predicted)}, measured "
                   f"{_fmt(c.measured)} [{_fmt(c.ci_low)}, {_fmt(c.ci_high)}]  {c.note}",
                   file=stream)
