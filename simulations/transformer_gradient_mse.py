@@ -43,7 +43,7 @@ from tqdm.auto import tqdm
 from ustat_rl.arithmetic import ArithmeticTask, make_splits
 from ustat_rl.plotting import plot_mse_grid, save_figure
 from ustat_rl.rates import loglog_slope
-from ustat_rl.sweeps import write_csv_atomic
+from ustat_rl.sweeps import write_csv_atomic, write_run_record
 from ustat_rl.transformer import resolve_device
 from ustat_rl.transformer_study import (
     POLICY_NAMES,
@@ -169,6 +169,8 @@ def main(argv=None) -> dict:
         computed.append((pol, pset))
     table = pd.read_csv(paths["mc"])
     figures = make_figure(table, args.out)
+    write_run_record(args.out, "transformer_gradient_mse", __file__, argv, seed=args.seed,
+                     seconds=time.perf_counter() - start, files=[*paths.values(), *figures])
     print(f"cells computed {computed}, skipped {len(cells) - len(computed)}; wrote "
           f"{', '.join(str(p) for p in paths.values())}, {', '.join(map(str, figures))} "
           f"({time.perf_counter() - start:.1f} s)")

@@ -38,7 +38,7 @@ from tqdm.auto import tqdm
 
 from ustat_rl.arithmetic import ArithmeticTask, make_splits
 from ustat_rl.plotting import new_figure, save_figure, set_group_size_ticks
-from ustat_rl.sweeps import write_csv_atomic
+from ustat_rl.sweeps import write_csv_atomic, write_run_record
 from ustat_rl.transformer import resolve_device
 from ustat_rl.transformer_study import bootstrap_constants, exact_moments, load_study_policy
 from ustat_rl.transformer_train import grpo_train
@@ -172,6 +172,9 @@ def main(argv=None) -> dict:
     write_csv_atomic(summary, args.out / SUMMARY_NAME)
     start_accuracy = float(table.loc[table["n_iter"] == 0, "test_accuracy"].mean())
     figures = make_figure(summary, prediction, start_accuracy, args.out)
+    write_run_record(args.out, "transformer_group_size", __file__, argv, seed=args.seed,
+                     seconds=time.perf_counter() - start,
+                     files=[csv_path, pred_path, args.out / SUMMARY_NAME, *figures])
     best = summary[summary["is_best"]][["budget", "n_iter", "group_size", "mean"]]
     print(f"predicted G* = {prediction['g_star'].iloc[0]:.2f} "
           f"[{prediction['g_star_low'].iloc[0]:.2f}, {prediction['g_star_high'].iloc[0]:.2f}]")
