@@ -18,6 +18,7 @@ EPILOG = """examples:
   ustat-rl verify --full --json out.json  all claims, large sizes (tens of minutes on a CPU)
   ustat-rl verify --only C5,C6 --seed 7   two claims with another seed
   ustat-rl list                           the registered claims
+  ustat-rl report out.json --results results --out report.html   one offline HTML report
   ustat-rl conformance mymod:adv --convention trl_group   check an advantage function
 """
 
@@ -65,6 +66,17 @@ def _parse_args(argv):
     compare.add_argument("after", type=Path, help="verify --json file of the new run")
     compare.add_argument("--rtol", type=float, default=1e-12, help="relative tolerance (1e-12)")
     _add_conformance_parser(sub)
+    report = sub.add_parser(
+        "report", help="one self-contained HTML report of a verify run and simulation results",
+        description="Write one HTML file that opens offline: the verdict table of a `verify "
+                    "--json` file, the errata with evidence computed now, every PNG figure "
+                    "under --results with its caption and the command that made it, the "
+                    "result tables, seeds, timings, versions and machine.")
+    report.add_argument("verify_json", type=Path, help="a `ustat-rl verify --json` file")
+    report.add_argument("--results", type=Path, default=None,
+                        help="folder of simulation outputs (CSV, PNG, *.run.json), searched "
+                             "recursively")
+    report.add_argument("--out", type=Path, required=True, help="the HTML file to write")
     proofs = sub.add_parser("proofs", help="run the symbolic derivations (proofs_check)")
     proofs.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for proofs_check")
     return parser.parse_args(argv)
@@ -177,9 +189,12 @@ def _verify(args) -> int:
     print(f"\nsummary: {counts['pass']} pass, {counts['refuted']} refuted, {counts['differs']} "
           f"differs, {counts['fail']} fail, {counts['error']} error, in {total:.1f} s")
     if args.json is not None:
+        from .report import environment
+
         payload = {"mode": mode, "seed": ctx.seed, "n_jobs": ctx.n_jobs,
                    "version": __version__, "summary": counts,
-                   "results": [r.to_dict() for r in results]}
+                   "results": [r.to_dict() for r in results],
+                   "seconds": total, "environment": environment()}
         _write_atomic(args.json, json.dumps(payload, indent=2, allow_nan=False))
         print(f"wrote {args.json}")
     if args.errata:
@@ -211,6 +226,28 @@ def _compare(args) -> int:
           f"{len(result.mismatches)} mismatches; {len(result.notes)} measurements moved "
           f"with their outcome unchanged")
     return 0 if result.ok else 1
+
+
+def _report(args) -> int:
+    """``ustat-rl report``: output path and inputs checked before the errata are computed."""
+    from .report import load_verify_json, write_report
+
+    if (why := _writable_path(args.out)) is not None:
+        print(f"ustat-rl report: --out: {why}", file=sys.stderr)
+        return 2
+    if args.results is not None and not args.results.is_dir():
+        print(f"ustat-rl report: --results: {args.results} is not a folder", file=sys.stderr)
+        return 2
+    try:
+        load_verify_json(args.verify_json)
+        summary = write_report(args.out, args.verify_json, args.results)
+    except ValueError as exc:
+        print(f"ustat-rl report: error: {exc}", file=sys.stderr)
+        return 2
+    skipped = f", {summary.n_skipped} left out for size" if summary.n_skipped else ""
+    print(f"wrote {summary.path} ({summary.n_bytes / 1e6:.2f} MB, {summary.n_figures} "
+          f"figures{skipped}) in {summary.seconds:.1f} s")
+    return 0
 
 
 def _list(args) -> int:
@@ -283,6 +320,8 @@ def main(argv=None) -> int:
         return _compare(args)
     if args.command == "conformance":
         return _conformance(args)
+    if args.command == "report":
+        return _report(args)
     if args.command == "proofs":
         import proofs_check
 

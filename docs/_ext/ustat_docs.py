@@ -41,7 +41,7 @@ API_MODULES = (
     ("ustat_rl.seeding", "seed derivation"),
     ("ustat_rl.tolerances", "named tolerances of the checks"),
     ("ustat_rl.sweeps", "saving sweep results"),
-    # ("ustat_rl.report", "the self-contained HTML report"),
+    ("ustat_rl.report", "the self-contained HTML report"),
     ("ustat_rl.claims", "the claims registry behind ustat-rl verify"),
     ("proofs_check", "symbolic derivations (sympy)"),
 )
