@@ -118,6 +118,8 @@ def make_figure(summary: pd.DataFrame, prediction: pd.DataFrame, start_accuracy:
         ax.grid(True, alpha=0.3)
     axes[0, 0].set_ylabel("expected test accuracy")
     axes[0, 0].legend(fontsize=7)
+    fig.suptitle("Test accuracy vs G at fixed budgets N (95% t intervals over seeds; "
+                 "dashed: predicted G*) (C18.tf)", fontsize=9)
     return save_figure(fig, out / "transformer_group_size")
 
 

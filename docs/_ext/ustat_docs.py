@@ -123,7 +123,8 @@ def claim_checks_page() -> str:
         "can produce (read from the function's source: `symbolic` for sympy derivations, "
         "`exact-numeric` for enumeration or closed forms, `monte-carlo` for sampled "
         "estimates with intervals) and a link to that function. `ustat-rl verify --only ID` "
-        "runs one check and reports the kinds that run used.", "",
+        "runs one check and reports the kinds that run used. Check functions live in the "
+        "modules `ustat_rl.claims.checks_*`.", "",
         "| claim | source | how it is checked | evidence | check function |",
         "|---|---|---|---|---|",
     ]
@@ -133,8 +134,9 @@ def claim_checks_page() -> str:
         target = f"{claim.check.__module__}.{claim.check.__qualname__}"
         theory = f"../theory.md#{anchors[claim_id.split('.')[0]]}"
         evidence = ", ".join(declared_evidence(claim.check)) or "not declared"
+        short = target.removeprefix("ustat_rl.claims.")
         lines.append(f"| [{claim_id}]({theory}) | {_cell(claim.source)} | "
-                     f"{_cell(claim.method)} | {evidence} | {{py:func}}`{target}` |")
+                     f"{_cell(claim.method)} | {evidence} | {{py:func}}`{short} <{target}>` |")
         entries += [f"## {claim_id}", "", _cell(claim.statement), "",
                     f"- source: {_cell(claim.source)}",
                     f"- how it is checked: {_cell(claim.method)}",
