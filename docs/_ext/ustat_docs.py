@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import os
 import textwrap
 from pathlib import Path
 
@@ -58,9 +59,13 @@ _COMPARATOR_DEFAULTS = {
 
 
 def _write_if_changed(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` unless it is already there; atomically, as two builds (a test
+    and a developer's) may run at once."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.is_file() or path.read_text(encoding="utf-8") != text:
-        path.write_text(text, encoding="utf-8")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
 
 
 def _cell(text: str) -> str:
