@@ -47,7 +47,7 @@ from ustat_rl.montecarlo import prompt_averaged_squared_errors
 from ustat_rl.plotting import plot_mse_grid, save_figure
 from ustat_rl.policies.softmax import SoftmaxBandit
 from ustat_rl.seeding import child_seed
-from ustat_rl.sweeps import write_csv_atomic
+from ustat_rl.sweeps import write_csv_atomic, write_run_record
 
 FAMILIES = {"arithmetic": arithmetic_bandit, "one_answer": one_answer_bandit}
 ESTIMATORS = ("vanilla", "grpo", "oracle")
@@ -244,6 +244,8 @@ def main(argv=None) -> RunSummary:
     write_csv_atomic(exact, exact_path)
     figures = tuple(make_figure(table, exact, config, out))
     seconds = time.perf_counter() - start
+    write_run_record(out, "gradient_mse", __file__, argv, seed=args.seed, seconds=seconds,
+                     files=[csv_path, exact_path, *figures])
     print(f"{len(computed)} cell(s) simulated, {len(skipped)} already done; "
           f"{csv_path}, {', '.join(str(p) for p in figures)} ({seconds:.1f} s)")
     return RunSummary(tuple(computed), skipped, csv_path, exact_path, figures, seconds)

@@ -41,7 +41,7 @@ from ustat_rl.plotting_training import (
     save_figure,
     tidy_axes,
 )
-from ustat_rl.sweeps import write_csv_atomic
+from ustat_rl.sweeps import write_csv_atomic, write_run_record
 from ustat_rl.theory.limit_law import bandit_limit_law
 from ustat_rl.training import train
 from ustat_rl.weighted_chi2 import WeightedChiSquare, goodness_of_fit_tests
@@ -176,6 +176,9 @@ def main(argv=None) -> pd.DataFrame:
     summary, laws = summarise(runs)
     write_csv_atomic(summary, out / SUMMARY_CSV)
     figures = [] if args.no_figure else make_figure(runs, laws, out)
+    write_run_record(out, "limit_law", __file__, argv, seed=args.seed,
+                     seconds=time.perf_counter() - start,
+                     files=[runs_path, out / SUMMARY_CSV, *figures])
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print(summary[["n", "omega", "n_runs", "mean", "mean_theory", "var", "var_theory",
                        "ks_p", "cvm_p", "ad_p"]].to_string(index=False, float_format="%.4g"))

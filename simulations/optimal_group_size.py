@@ -45,7 +45,7 @@ from ustat_rl.group_size import (
 )
 from ustat_rl.plotting_training import new_figure, plot_gap_vs_group_size, save_figure, star_legend
 from ustat_rl.seeding import child_rng, child_seed
-from ustat_rl.sweeps import write_csv_atomic
+from ustat_rl.sweeps import write_csv_atomic, write_run_record
 
 BETA = 0.5
 VARIANTS = {"iid": "iid", "finite": "stratified"}
@@ -224,6 +224,10 @@ def main(argv=None):
     write_csv_atomic(argmins, out / "group_size_argmin.csv")
     write_csv_atomic(table, out / "group_size_table.csv", index=True)
     figures = [] if args.no_figure else make_figure(summary, argmins, config, out)
+    write_run_record(out, "optimal_group_size", __file__, argv, seed=args.seed,
+                     seconds=time.perf_counter() - start,
+                     files=[runs_path, out / "group_size_summary.csv", out / "group_size_argmin.csv",
+                            out / "group_size_table.csv", *figures])
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print(argmins.to_string(index=False, float_format="%.3g"))
         print(table.to_string(float_format="%.3g"))

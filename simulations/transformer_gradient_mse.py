@@ -53,7 +53,7 @@ from ustat_rl.policies.transformer import (
     resolve_device,
 )
 from ustat_rl.rates import loglog_slope
-from ustat_rl.sweeps import write_csv_atomic
+from ustat_rl.sweeps import write_csv_atomic, write_run_record
 
 ESTIMATORS = ("vanilla", "grpo", "oracle")
 GROUP_SIZES = (4, 8, 16, 32, 64)
@@ -128,6 +128,8 @@ def make_figure(table: pd.DataFrame, out: Path) -> list[Path]:
     fig = plot_mse_grid(est, exact, row="prompt_set", col="policy", estimators=ESTIMATORS,
                         col_order=[p for p in POLICY_NAMES if p in set(est["policy"])],
                         title=lambda r, c, cell: f"{c} policy, {r} prompts")
+    fig.suptitle("Gradient MSE vs group size on transformer policies: Monte Carlo and exact "
+                 "enumeration (C5.tf, C11.tf)", fontsize=10)
     return save_figure(fig, out / "transformer_gradient_mse")
 
 
@@ -170,6 +172,8 @@ def main(argv=None) -> dict:
         computed.append((pol, pset))
     table = pd.read_csv(paths["mc"])
     figures = make_figure(table, args.out)
+    write_run_record(args.out, "transformer_gradient_mse", __file__, argv, seed=args.seed,
+                     seconds=time.perf_counter() - start, files=[*paths.values(), *figures])
     print(f"cells computed {computed}, skipped {len(cells) - len(computed)}; wrote "
           f"{', '.join(str(p) for p in paths.values())}, {', '.join(map(str, figures))} "
           f"({time.perf_counter() - start:.1f} s)")

@@ -46,7 +46,7 @@ from ustat_rl.policies.transformer import (
     make_splits,
     resolve_device,
 )
-from ustat_rl.sweeps import write_csv_atomic
+from ustat_rl.sweeps import write_csv_atomic, write_run_record
 
 DEFAULT_SEED = 2603
 START_POLICY = "weak"
@@ -123,6 +123,8 @@ def make_figure(summary: pd.DataFrame, prediction: pd.DataFrame, start_accuracy:
         ax.grid(True, alpha=0.3)
     axes[0, 0].set_ylabel("expected test accuracy")
     axes[0, 0].legend(fontsize=7)
+    fig.suptitle("Test accuracy vs G at fixed budgets N (95% t intervals over seeds; "
+                 "dashed: predicted G*) (C18.tf)", fontsize=9)
     return save_figure(fig, out / "transformer_group_size")
 
 
@@ -177,6 +179,9 @@ def main(argv=None) -> dict:
     write_csv_atomic(summary, args.out / SUMMARY_NAME)
     start_accuracy = float(table.loc[table["n_iter"] == 0, "test_accuracy"].mean())
     figures = make_figure(summary, prediction, start_accuracy, args.out)
+    write_run_record(args.out, "transformer_group_size", __file__, argv, seed=args.seed,
+                     seconds=time.perf_counter() - start,
+                     files=[csv_path, pred_path, args.out / SUMMARY_NAME, *figures])
     best = summary[summary["is_best"]][["budget", "n_iter", "group_size", "mean"]]
     print(f"predicted G* = {prediction['g_star'].iloc[0]:.2f} "
           f"[{prediction['g_star_low'].iloc[0]:.2f}, {prediction['g_star_high'].iloc[0]:.2f}]")

@@ -19,6 +19,7 @@ EPILOG = """examples:
   ustat-rl verify --full --json out.json  all claims, large sizes (tens of minutes on a CPU)
   ustat-rl verify --only C5,C6 --seed 7   two claims with another seed
   ustat-rl list                           the registered claims
+  ustat-rl report out.json --results results --out report.html   one offline HTML report
   ustat-rl conformance mymod:adv --convention trl_group   check an advantage function
   ustat-rl gstar pilot.npz --budget 512   G* and predicted MSEs from your own pilot rollouts
 """
@@ -80,6 +81,17 @@ def _parse_args(argv):
     gstar.add_argument("--level", type=float, default=0.9, help="interval level (default 0.9)")
     gstar.add_argument("--json", type=Path, default=None, help="write the report as JSON to PATH")
     gstar.add_argument("--plot", type=Path, default=None, help="write the MSE figure to PATH")
+    report = sub.add_parser(
+        "report", help="one self-contained HTML report of a verify run and simulation results",
+        description="Write one HTML file that opens offline: the verdict table of a `verify "
+                    "--json` file, the errata with evidence computed now, every PNG figure "
+                    "under --results with its caption and the command that made it, the "
+                    "result tables, seeds, timings, versions and machine.")
+    report.add_argument("verify_json", type=Path, help="a `ustat-rl verify --json` file")
+    report.add_argument("--results", type=Path, default=None,
+                        help="folder of simulation outputs (CSV, PNG, *.run.json), searched "
+                             "recursively")
+    report.add_argument("--out", type=Path, required=True, help="the HTML file to write")
     proofs = sub.add_parser("proofs", help="run the symbolic derivations (proofs_check)")
     proofs.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for proofs_check")
     return parser.parse_args(argv)
@@ -116,14 +128,24 @@ def _fmt(value: float) -> str:
 
 
 def _print_table(results, details: bool, stream) -> None:
+    """The verdict table: one row per claim, then what its headline compares (in words).
+
+    A condition headline (an ordering, a bound, a spread that must vanish) shows ``holds`` or
+    ``fails`` rather than the ``1`` that encodes it; ``details`` lists every sub-check, the
+    headline marked ``*``.
+    """
+    from .claims.display import row_cells
+
     header = f"{'claim':<10} {'verdict':<8} {'predicted':>11} {'measured':>11} {'interval':>25} " \
              f"{'evidence':<30} {'s':>6}"
     print(header, file=stream)
     print("-" * len(header), file=stream)
     for r in results:
-        interval = f"[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]"
-        print(f"{r.claim_id:<10} {r.verdict:<8} {_fmt(r.predicted):>11} {_fmt(r.measured):>11} "
-              f"{interval:>25} {','.join(r.evidence):<30} {r.seconds:6.1f}", file=stream)
+        cells = row_cells(r.to_dict())
+        print(f"{r.claim_id:<10} {r.verdict:<8} {cells.predicted:>11} {cells.measured:>11} "
+              f"{cells.interval:>25} {','.join(r.evidence):<30} {r.seconds:6.1f}", file=stream)
+        if not details:
+            print(f"    compared: {cells.compared}", file=stream)
         shown = r.checks if details else [c for c in r.checks
                                           if not c.passed or c.refutes]
         for c in shown:
@@ -131,6 +153,8 @@ def _print_table(results, details: bool, stream) -> None:
                 flag = "REFUTES" if c.passed else "FAIL"
             else:
                 flag = "ok " if c.passed else ("FAIL" if c.required else "DIFF")
+            if details and c.name == r.headline:
+                flag = "*" + flag
             print(f"    {flag} {c.name}: predicted {_fmt(c.predicted)}, measured "
                   f"{_fmt(c.measured)} [{_fmt(c.ci_low)}, {_fmt(c.ci_high)}]  {c.note}",
                   file=stream)
@@ -174,9 +198,12 @@ def _verify(args) -> int:
     print(f"\nsummary: {counts['pass']} pass, {counts['refuted']} refuted, {counts['differs']} "
           f"differs, {counts['fail']} fail, {counts['error']} error, in {total:.1f} s")
     if args.json is not None:
+        from .report import environment
+
         payload = {"mode": mode, "seed": ctx.seed, "n_jobs": ctx.n_jobs,
                    "version": __version__, "summary": counts,
-                   "results": [r.to_dict() for r in results]}
+                   "results": [r.to_dict() for r in results],
+                   "seconds": total, "environment": environment()}
         _write_atomic(args.json, json.dumps(payload, indent=2, allow_nan=False).encode())
         print(f"wrote {args.json}")
     if args.errata:
@@ -208,6 +235,28 @@ def _compare(args) -> int:
           f"{len(result.mismatches)} mismatches; {len(result.notes)} measurements moved "
           f"with their outcome unchanged")
     return 0 if result.ok else 1
+
+
+def _report(args) -> int:
+    """``ustat-rl report``: output path and inputs checked before the errata are computed."""
+    from .report import load_verify_json, write_report
+
+    if (why := _writable_path(args.out)) is not None:
+        print(f"ustat-rl report: --out: {why}", file=sys.stderr)
+        return 2
+    if args.results is not None and not args.results.is_dir():
+        print(f"ustat-rl report: --results: {args.results} is not a folder", file=sys.stderr)
+        return 2
+    try:
+        load_verify_json(args.verify_json)
+        summary = write_report(args.out, args.verify_json, args.results)
+    except ValueError as exc:
+        print(f"ustat-rl report: error: {exc}", file=sys.stderr)
+        return 2
+    skipped = f", {summary.n_skipped} left out for size" if summary.n_skipped else ""
+    print(f"wrote {summary.path} ({summary.n_bytes / 1e6:.2f} MB, {summary.n_figures} "
+          f"figures{skipped}) in {summary.seconds:.1f} s")
+    return 0
 
 
 def _list(args) -> int:
@@ -336,6 +385,8 @@ def main(argv=None) -> int:
         return _conformance(args)
     if args.command == "gstar":
         return _gstar(args)
+    if args.command == "report":
+        return _report(args)
     if args.command == "proofs":
         import proofs_check
 

@@ -11,7 +11,7 @@ Tolerance (stated, and derived from the conditioning of the formula, not tuned):
 machine epsilon of the coarser of the input and output dtypes, ``|A|`` the reference advantage,
 ``scale`` the largest ``|z|`` the advantage depends on (its group, or the batch for batch
 conventions), ``d`` its denominator (``s + epsilon``, ``sqrt(var + epsilon)``, or 1) and ``n`` the
-number of rewards its statistics run over,
+number of rewards its statistics run over::
 
     |got - expected| <= K eps (|A| + (scale / d)(1 + |A|)),   K = 2 (n + 4).
 

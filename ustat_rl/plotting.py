@@ -181,12 +181,19 @@ def set_group_size_ticks(ax, group_sizes) -> None:
 
 def save_figure(fig: Figure, stem, formats: Sequence[str] = ("png", "pdf"), dpi: int = 150
                 ) -> list[Path]:
-    """Write ``fig`` to ``stem.<format>`` for each format; returns the paths written."""
+    """Write ``fig`` to ``stem.<format>`` for each format; returns the paths written.
+
+    PNG files carry the figure's caption (its suptitle, else its axes titles joined by "; ") as
+    the ``Title`` text chunk, which ``ustat-rl report`` shows under the figure.
+    """
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
+    caption = fig._suptitle.get_text() if fig._suptitle is not None else ""
+    caption = caption or "; ".join(t for t in (ax.get_title() for ax in fig.axes) if t)
     paths = []
     for fmt in formats:
         path = stem.with_suffix(f".{fmt}")
-        fig.savefig(path, dpi=dpi, format=fmt)
+        metadata = {"Title": caption} if fmt == "png" and caption else None
+        fig.savefig(path, dpi=dpi, format=fmt, metadata=metadata)
         paths.append(path)
     return paths

@@ -91,7 +91,10 @@ class ClaimResult:
     """Outcome of one claim's check (the row ``ustat-rl verify`` prints).
 
     The headline numbers (``predicted``, ``measured``, ``ci_low``, ``ci_high``) are those of the
-    first sub-check; ``checks`` holds them all. ``verdict`` is ``"pass"`` when every sub-check
+    sub-check named by ``headline``: the one that decides the verdict (the first failing
+    required check for ``"fail"``, the first passing refuting check for ``"refuted"``, the first
+    pattern that does not reproduce for ``"differs"``), else the first sub-check; ``checks``
+    holds them all. ``verdict`` is ``"pass"`` when every sub-check
     passes, ``"fail"`` when a required one does not, ``"refuted"`` when the toolkit's own
     evidence shows the claim as stated to be false (a passing ``refutes`` check),
     ``"differs"`` when only empirical patterns (``required=False``) do not reproduce, and
@@ -111,6 +114,7 @@ class ClaimResult:
     evidence: tuple[str, ...]
     checks: tuple[Check, ...] = field(default_factory=tuple)
     error: str = ""
+    headline: str = ""
 
     def to_dict(self) -> dict:
         """JSON-ready dictionary: NaN (nothing measured) becomes ``null``, ``±inf`` the strings
@@ -218,19 +222,18 @@ def run_claim(claim: Claim, ctx: VerifyContext) -> ClaimResult:
         nan = float("nan")
         return ClaimResult(claim.claim_id, claim.statement, claim.source, claim.method,
                            nan, nan, nan, nan, "error", seconds, (), (), error)
-    head = checks[0]
-    if not all(c.passed for c in checks if c.required):
-        verdict = "fail"
-    elif any(c.passed and c.refutes for c in checks):
-        verdict = "refuted"
-    elif not all(c.passed for c in checks):
-        verdict = "differs"
-    else:
-        verdict = "pass"
+    deciding = {
+        "fail": [c for c in checks if c.required and not c.passed],
+        "refuted": [c for c in checks if c.passed and c.refutes],
+        "differs": [c for c in checks if not c.passed],
+    }
+    verdict = next((v for v, found in deciding.items() if found), "pass")
+    # The row shows the comparison that explains its verdict.
+    head = deciding[verdict][0] if verdict != "pass" else checks[0]
     evidence = tuple(k for k in EVIDENCE_KINDS if any(c.evidence == k for c in checks))
     return ClaimResult(claim.claim_id, claim.statement, claim.source, claim.method,
                        head.predicted, head.measured, head.ci_low, head.ci_high,
-                       verdict, seconds, evidence, tuple(checks))
+                       verdict, seconds, evidence, tuple(checks), headline=head.name)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,407 @@
+"""``ustat-rl report``: one self-contained HTML file from a verify run and simulation results.
+
+The report holds the verdict table of a ``ustat-rl verify --json`` file (with each headline in
+words and every sub-check in a collapsible row), the errata of :func:`proofs_check.errata_report`
+with evidence computed when the report is made, every PNG figure under a results folder (embedded
+as a base64 ``data:`` URI, with its caption and the command that made it), the result tables,
+and the seeds, timings, versions and machine. It needs no network access: no scripts, fonts or
+style sheets are loaded from anywhere, and it contains no script at all.
+
+Captions come from the ``Title`` text chunk that :func:`ustat_rl.plotting.save_figure` writes
+into PNG files; commands come from the run records (``*.run.json``) that the simulation scripts
+write with :func:`ustat_rl.sweeps.write_run_record`. A figure without them says so.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+from ._report_html import CSS as _CSS
+from ._report_html import PNG_SIGNATURE, markdown_to_html, png_text_chunks
+from ._report_html import escape as _e
+from .claims.display import format_number, row_cells
+from .sweeps import RUN_RECORD_SUFFIX
+
+__all__ = ["MAX_REPORT_BYTES", "PNG_SIGNATURE", "ReportSummary", "environment", "load_verify_json",
+           "markdown_to_html", "png_text_chunks", "render_report", "write_report"]
+
+#: Size limit of a report. Figures that would push the file past it are listed, not embedded.
+MAX_REPORT_BYTES = 10 * 1024 * 1024
+
+_VERSIONED = ("numpy", "scipy", "torch", "numba", "pandas", "sympy", "matplotlib")
+_TABLE_ROWS = 40  # result tables up to this many rows are shown in full
+_TABLE_COLUMNS = 14
+
+
+@dataclass(frozen=True)
+class ReportSummary:
+    """What :func:`write_report` wrote.
+
+    Attributes
+    ----------
+    path : pathlib.Path
+        The HTML file.
+    n_bytes : int
+        Its size.
+    n_figures : int
+        Figures embedded.
+    n_skipped : int
+        Figures listed but not embedded (they would have exceeded ``MAX_REPORT_BYTES``).
+    seconds : float
+        Time taken, most of it the errata's evidence.
+    """
+
+    path: Path
+    n_bytes: int
+    n_figures: int
+    n_skipped: int
+    seconds: float
+
+
+def environment() -> dict:
+    """Versions and machine of this process: package versions, Python, platform, CPU count.
+
+    Versions are read from the installed distributions' metadata, without importing them.
+    """
+    from . import __version__
+
+    versions = {"ustat-rl": __version__}
+    for name in _VERSIONED:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return {"versions": versions, "python": platform.python_version(),
+            "implementation": platform.python_implementation(),
+            "platform": platform.platform(), "machine": platform.machine(),
+            "processor": platform.processor() or "unknown", "cpu_count": os.cpu_count()}
+
+
+def load_verify_json(path) -> dict:
+    """Read and check a ``ustat-rl verify --json`` file.
+
+    Raises
+    ------
+    ValueError
+        Naming the path and the problem when the file is missing, unreadable, not JSON, or not
+        a verify run (a JSON object whose ``results`` is a list of claim results, each with a
+        ``claim_id`` and a ``verdict``).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file (expected the output of "
+                         "`ustat-rl verify --json PATH`)")
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(payload, dict) or not isinstance(payload.get("results"), list):
+        raise ValueError(f"{path}: not a `ustat-rl verify --json` file (no list 'results')")
+    for i, result in enumerate(payload["results"]):
+        if not (isinstance(result, dict) and "claim_id" in result and "verdict" in result):
+            raise ValueError(f"{path}: results[{i}] is not a claim result "
+                             "(needs 'claim_id' and 'verdict')")
+    return payload
+
+
+# --------------------------------------------------------------------------- figures and runs
+@dataclass(frozen=True)
+class _Figure:
+    path: Path
+    data: bytes
+    caption: str
+    run: dict | None
+
+
+def _run_records(results: Path) -> list[tuple[Path, dict]]:
+    records = []
+    for path in sorted(results.rglob(f"*{RUN_RECORD_SUFFIX}")):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        if isinstance(record, dict):
+            records.append((path, record))
+    return records
+
+
+def _record_of(path: Path, records) -> dict | None:
+    for record_path, record in records:
+        if any((record_path.parent / name).resolve() == path.resolve()
+               for name in record.get("files", [])):
+            return record
+    return None
+
+
+def _figures(results: Path, records) -> list[_Figure]:
+    figures = []
+    for path in sorted(results.rglob("*.png")):
+        data = path.read_bytes()
+        try:
+            caption = png_text_chunks(data).get("Title", "")
+        except ValueError:
+            continue  # not a PNG despite its name: nothing to embed
+        figures.append(_Figure(path, data, caption, _record_of(path, records)))
+    return figures
+
+
+# --------------------------------------------------------------------------- HTML pieces
+def _verdict_section(payload: dict) -> str:
+    results = payload["results"]
+    summary = payload.get("summary") or {}
+    counts = ", ".join(f"{_e(n)} {_e(v)}" for v, n in
+                       ((k, summary.get(k)) for k in ("pass", "refuted", "differs", "fail",
+                                                      "error")) if n is not None)
+    rows = []
+    for r in results:
+        cells = row_cells(r)
+        verdict = str(r.get("verdict", ""))
+        rows.append(
+            f"<tr><td>{_e(r['claim_id'])}</td><td class=\"{_e(verdict)}\">{_e(verdict)}</td>"
+            f"<td>{_e(cells.compared)}</td><td class=\"num\">{_e(cells.predicted)}</td>"
+            f"<td class=\"num\">{_e(cells.measured)}</td><td class=\"num\">{_e(cells.interval)}"
+            f"</td><td>{_e(', '.join(r.get('evidence') or []))}</td>"
+            f"<td class=\"num\">{float(r.get('seconds') or 0.0):.2f}</td></tr>")
+        checks = r.get("checks") or []
+        if checks or r.get("error"):
+            sub = "".join(
+                f"<tr><td>{'ok' if c.get('passed') else 'not met'}"
+                f"{' (refutes)' if c.get('refutes') else ''}"
+                f"{'' if c.get('required', True) else ' (pattern)'}</td><td>{_e(c.get('name'))}"
+                f"</td><td class=\"num\">{_e(format_number(c.get('predicted')))}</td>"
+                f"<td class=\"num\">{_e(format_number(c.get('measured')))}</td>"
+                f"<td class=\"num\">[{_e(format_number(c.get('ci_low')))}, "
+                f"{_e(format_number(c.get('ci_high')))}]</td><td>{_e(c.get('evidence'))}</td>"
+                f"<td>{_e(c.get('note'))}</td></tr>" for c in checks)
+            error = f"<pre>{_e(r['error'])}</pre>" if r.get("error") else ""
+            rows.append(
+                f"<tr><td></td><td colspan=\"7\"><details><summary>{len(checks)} sub-checks of "
+                f"{_e(r['claim_id'])}: {_e(r.get('statement', ''))}</summary>{error}"
+                "<table><tr><th>outcome</th><th>comparison</th><th>predicted</th>"
+                "<th>measured</th><th>interval</th><th>evidence</th><th>note</th></tr>"
+                f"{sub}</table></details></td></tr>")
+    return (
+        "<h2 id=\"verdicts\">Verdicts</h2>"
+        f"<p>{len(results)} claims checked in <code>{_e(payload.get('mode', '?'))}</code> mode "
+        f"with root seed <code>{_e(payload.get('seed', '?'))}</code>"
+        f"{' in ' + _e(format_number(payload.get('seconds'))) + ' s' if payload.get('seconds') is not None else ''}"
+        f" by ustat-rl {_e(payload.get('version', '?'))}: {counts}.</p>"
+        "<p>Each row shows the comparison that decides the verdict (for a pass, the first one). "
+        "A condition (an ordering, a bound, a spread that must vanish) reads <em>holds</em> or "
+        "<em>fails</em>, with the value it measured in the comparison's text. Monte Carlo "
+        "intervals are 4 standard errors wide on each side (two-sided false-failure rate "
+        "6.3e-5 per comparison).</p>"
+        "<table><tr><th>claim</th><th>verdict</th><th>compared</th><th>predicted</th>"
+        "<th>measured</th><th>interval</th><th>evidence</th><th>s</th></tr>"
+        + "\n".join(rows) + "</table>")
+
+
+def _figure_html(number: int, figure: _Figure, results: Path) -> str:
+    encoded = base64.b64encode(figure.data).decode("ascii")
+    name = figure.path.relative_to(results).as_posix()
+    caption = figure.caption or "caption not recorded"
+    if figure.run is None:
+        made = "command not recorded"
+        made_html = f"<em>{made}</em>"
+    else:
+        made_html = f"<code>{_e(figure.run.get('command', 'command not recorded'))}</code>"
+        extra = [f"seed {figure.run['seed']}" if figure.run.get("seed") is not None else "",
+                 f"{format_number(figure.run.get('seconds'))} s"
+                 if figure.run.get("seconds") is not None else "",
+                 f"finished {figure.run['finished']}" if figure.run.get("finished") else ""]
+        extra = [x for x in extra if x]
+        if extra:
+            made_html += f" ({_e(', '.join(extra))})"
+    return (f"<figure id=\"figure-{number}\"><img alt=\"{_e(caption)}\" "
+            f"src=\"data:image/png;base64,{encoded}\">"
+            f"<figcaption><strong>Figure {number}.</strong> {_e(caption)}<br>"
+            f"File: <code>{_e(name)}</code>. Made by: {made_html}</figcaption></figure>")
+
+
+def _tables_html(results: Path, records) -> str:
+    parts = []
+    for path in sorted(results.rglob("*.csv")):
+        name = path.relative_to(results).as_posix()
+        try:
+            with path.open(newline="", encoding="utf-8") as handle:
+                rows = list(csv.reader(handle))
+        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            parts.append(f"<h3>{_e(name)}</h3><p>not readable: {_e(exc)}</p>")
+            continue
+        header, body = (rows[0], rows[1:]) if rows else ([], [])
+        record = _record_of(path, records)
+        made = (f"<code>{_e(record['command'])}</code>" if record and record.get("command")
+                else "<em>command not recorded</em>")
+        parts.append(f"<h3>{_e(name)}</h3><p>{len(body)} rows, {len(header)} columns. "
+                     f"Made by: {made}</p>")
+        if body and len(body) <= _TABLE_ROWS and len(header) <= _TABLE_COLUMNS:
+            head = "".join(f"<th>{_e(h)}</th>" for h in header)
+            cells = "".join("<tr>" + "".join(f"<td>{_e(v)}</td>" for v in row) + "</tr>"
+                            for row in body)
+            parts.append(f"<table><tr>{head}</tr>{cells}</table>")
+        else:
+            parts.append(f"<p>Columns: {_e(', '.join(header))}.</p>")
+    return "".join(parts) or "<p>No CSV tables in the results folder.</p>"
+
+
+def _environment_html(title: str, env: dict) -> str:
+    versions = env.get("versions") or {}
+    rows = [(k, v) for k, v in versions.items()]
+    rows += [("python", f"{env.get('python', '?')} ({env.get('implementation', '?')})"),
+             ("platform", env.get("platform", "?")), ("machine", env.get("machine", "?")),
+             ("processor", env.get("processor", "?")), ("CPU count", env.get("cpu_count", "?"))]
+    body = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
+    return f"<h3>{_e(title)}</h3><table>{body}</table>"
+
+
+def render_report(payload: dict, results=None, *, errata: str | None = None,
+                  source: str = "", max_bytes: int = MAX_REPORT_BYTES) -> tuple[str, int, int]:
+    """The report's HTML for a verify payload and an optional results folder.
+
+    Parameters
+    ----------
+    payload : dict
+        A verify run, as returned by :func:`load_verify_json`.
+    results : path-like, optional
+        Folder searched (recursively) for ``*.png`` figures, ``*.csv`` tables and the
+        ``*.run.json`` records of the simulation scripts.
+    errata : str, optional
+        Markdown errata; by default :func:`proofs_check.errata_report` computes them now.
+    source : str
+        How to name the verify file in the report.
+    max_bytes : int
+        Size limit of the HTML; figures that would exceed it are listed but not embedded.
+
+    Returns
+    -------
+    html : str
+        The document.
+    n_figures, n_skipped : int
+        Figures embedded, and figures left out for size.
+    """
+    start = time.perf_counter()
+    if errata is None:
+        try:
+            from proofs_check import errata_report
+        except ImportError:
+            errata = "Errata unavailable: proofs_check is not installed."
+        else:
+            errata = errata_report()
+    results = None if results is None else Path(results)
+    records = [] if results is None else _run_records(results)
+    figures = [] if results is None else _figures(results, records)
+    made = datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+    head = (
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        f"<title>ustat-rl report: {_e(payload.get('mode', ''))} run, seed "
+        f"{_e(payload.get('seed', ''))}</title><style>{_CSS}</style></head><body>"
+        "<h1>ustat-rl report</h1>"
+        "<p>Checks of <em>Demystifying Group Relative Policy Optimization: Its Policy Gradient is "
+        f"a U-Statistic</em> (arXiv:2603.01162). Made {_e(made)} from <code>{_e(source)}</code>"
+        f"{' and the results folder <code>' + _e(results) + '</code>' if results else ''}.</p>"
+        "<p><a href=\"#verdicts\">Verdicts</a> · <a href=\"#errata\">Errata</a> · "
+        "<a href=\"#figures\">Figures</a> · <a href=\"#tables\">Result tables</a> · "
+        "<a href=\"#runs\">Runs, seeds and timings</a> · <a href=\"#environment\">Versions and "
+        "machine</a></p>")
+    errata_html = ("<h2 id=\"errata\">Errata</h2><p>The paper's slips, with evidence computed "
+                   "by <code>proofs_check</code> when this report was made.</p>"
+                   + markdown_to_html(errata, heading_offset=1))
+    runs = "".join(
+        f"<tr><td><code>{_e(p.relative_to(results).as_posix())}</code></td>"
+        f"<td><code>{_e(r.get('command', 'command not recorded'))}</code></td>"
+        f"<td class=\"num\">{_e(r.get('seed', '-'))}</td>"
+        f"<td class=\"num\">{_e(format_number(r.get('seconds')))}</td>"
+        f"<td>{_e(r.get('finished', '-'))}</td><td>{_e(r.get('platform', '-'))}</td></tr>"
+        for p, r in records)
+    claim_seconds = sum(float(r.get("seconds") or 0.0) for r in payload["results"])
+    runs_html = (
+        "<h2 id=\"runs\">Runs, seeds and timings</h2>"
+        f"<p>Verify run: root seed <code>{_e(payload.get('seed', '?'))}</code> (each claim "
+        f"derives its own stream from it), {_e(payload.get('n_jobs', '?'))} worker(s), "
+        f"{claim_seconds:.1f} s in the checks (per claim in the verdict table).</p>"
+        + (("<table><tr><th>record</th><th>command</th><th>seed</th><th>s</th><th>finished "
+            "(UTC)</th><th>platform</th></tr>" + runs + "</table>") if records
+           else "<p>No simulation run records (<code>*.run.json</code>) found.</p>"))
+    env_html = ("<h2 id=\"environment\">Versions and machine</h2>"
+                + (_environment_html("The verify run", payload["environment"])
+                   if isinstance(payload.get("environment"), dict) else
+                   "<p>The verify file records no environment (written by an older "
+                   "version); below is the one that made this report.</p>")
+                + _environment_html("This report", environment()))
+    tables_html = ("<h2 id=\"tables\">Result tables</h2>"
+                   + (_tables_html(results, records) if results is not None
+                      else "<p>No results folder given.</p>"))
+    tail_fixed = errata_html + tables_html + runs_html + env_html
+    # The closing part is added after the figures; its length is known up to the timing line.
+    used = len((head + _verdict_section(payload) + tail_fixed).encode("utf-8")) + 2000
+    figure_parts, skipped = [], []
+    for figure in figures:
+        part = _figure_html(len(figure_parts) + 1, figure, results)
+        if used + len(part.encode("utf-8")) > max_bytes:
+            skipped.append(figure.path.relative_to(results).as_posix())
+            continue
+        figure_parts.append(part)
+        used += len(part.encode("utf-8"))
+    figures_html = "<h2 id=\"figures\">Figures</h2>" + (
+        "".join(figure_parts) if figure_parts else "<p>No figures embedded.</p>")
+    if skipped:
+        figures_html += (f"<p>Not embedded, to keep this file under {max_bytes // 2**20} MiB: "
+                         + ", ".join(f"<code>{_e(s)}</code>" for s in skipped) + ".</p>")
+    document = (head + _verdict_section(payload) + errata_html + figures_html + tables_html
+                + runs_html + env_html
+                + f"<p><em>Report made in {time.perf_counter() - start:.1f} s by "
+                  f"<code>ustat-rl report</code> (Python {_e(sys.version.split()[0])}).</em></p>"
+                + "</body></html>\n")
+    return document, len(figure_parts), len(skipped)
+
+
+def write_report(out, verify_json, results=None, *, errata: str | None = None
+                 ) -> ReportSummary:
+    """Write the HTML report of a verify run (and a results folder) to ``out``.
+
+    Parameters
+    ----------
+    out : path-like
+        The HTML file to write (atomically).
+    verify_json : path-like
+        A ``ustat-rl verify --json`` file.
+    results : path-like, optional
+        A folder of simulation results (``simulations/*.py --out``), searched recursively.
+    errata : str, optional
+        Markdown errata to show instead of computing them (see :func:`render_report`).
+
+    Returns
+    -------
+    ReportSummary
+
+    Raises
+    ------
+    ValueError
+        If the verify file is missing or invalid, or ``results`` is not a folder.
+    """
+    start = time.perf_counter()
+    out = Path(out)
+    payload = load_verify_json(verify_json)
+    if results is not None and not Path(results).is_dir():
+        raise ValueError(f"{results}: the results folder does not exist")
+    document, n_figures, n_skipped = render_report(payload, results, errata=errata,
+                                                   source=str(verify_json))
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(document, encoding="utf-8")
+    os.replace(tmp, out)
+    return ReportSummary(out, out.stat().st_size, n_figures, n_skipped,
+                         time.perf_counter() - start)
