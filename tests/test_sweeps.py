@@ -99,6 +99,12 @@ def test_arguments_are_checked_before_any_cell_runs():
         run_cells([(1, 0)], draw, print)
 
 
+def test_missing_ray_is_an_error_naming_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now raises ImportError
+    with pytest.raises(ImportError, match=r"pip install ustat-rl\[ray\]"):
+        RayExecutor("local")._run({0: (1, 0)}, draw, None)
+
+
 def test_order_rows_is_stable_and_puts_unknown_keys_last():
     table = pd.DataFrame({"a": ["y", "x", "z", "x", "y"], "v": [1, 2, 3, 4, 5]})
     ordered = order_rows(table, ["a"], [("x",), ("y",)])
