@@ -268,7 +268,8 @@ def run_cells(cells: dict, fn, on_result, executor=None, *, retries: int = DEFAU
 def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--workers`` and ``--ray-address`` to a simulation script's parser."""
     parser.add_argument("--workers", type=int, default=1,
-                        help="cells run at once in a local process pool (1: in this process)")
+                        help="cells run at once in a local process pool (1: in this process); "
+                             "with --ray-address, the most cells in flight")
     parser.add_argument("--ray-address", default=None, metavar="ADDRESS",
                         help="run cells on Ray: 'auto' (a cluster started with `ray start`), "
                              "'ray://host:port' or 'local' (a private instance); needs "
