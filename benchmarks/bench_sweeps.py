@@ -1,30 +1,14 @@
 """Cost per cell of each full-size simulation sweep, and the wall time it projects on N workers.
 
-A full-size cell takes minutes to hours on this machine, so each script's representative cells
+A full-size sweep takes minutes to hours on this machine, so each script's representative cells
 are run at a stated fraction of their work (replicates, runs or iterations; everything else at
 full size) through the script's own cell function, and the full cost is extrapolated linearly
-in that work. Per script:
-
-* ``gradient_mse``: one cell per family (policy ``instruct``) at 1,000 of the 20,000 replicates
-  per prompt, after a warm-up that compiles the numba kernel; the other policies are assumed to
-  cost what their family's measured cell costs.
-* ``limit_law``: one chunk of 100 of its 500 runs, n up to 10,000 (vectorised over runs, so the
-  linear extrapolation overstates a full chunk).
-* ``optimal_group_size``: every ``iid`` cell (N, G) at 30 of its 300 runs; the ``finite``
-  variant is assumed to cost the same.
-* ``transformer_gradient_mse``: policy ``medium``, both prompt sets, at a tenth of the prompts
-  (50 exact, 3 Monte Carlo, 40 replicates each); the other policies share the architecture and
-  are assumed to cost the same. Fixed costs (loading, the ``moderate`` filter over the 500 test
-  prompts, the bootstrap) are multiplied too, so the extrapolation is an upper bound.
-* ``transformer_group_size``: cells (N, G) for N in {256, 1024}, G in {2, 128}, each run to 2 and
-  to 6 iterations; their difference gives the cost per iteration and the rest the cost of two
-  evaluations, so a full cell costs ``400 per_iteration + 2 (t_2 - 2 per_iteration)`` (400
-  iterations, 4 evaluations). N = 512 is interpolated linearly in N, other G between G = 2 and
-  G = 128 by their mean.
+in that work. :data:`ASSUMPTIONS` says, per script, which cells and what is assumed; the README
+section repeats it.
 
 Projections: with ``T`` the sum of the cells' costs and ``t_max`` the longest cell, N one-core
 workers (each as fast as a core here, under this load) finish in between ``max(T/N, t_max)``
-and ``T/N + t_max`` (greedy list scheduling), plus start-up. The GPU column is a projection for
+and ``T/N + t_max`` (greedy list scheduling), plus start-up. The GPU figure is a projection for
 the torch Monte Carlo backend at an assumed speed-up; no GPU was available to measure it.
 
 Usage::
@@ -55,6 +39,27 @@ SECTION = "## Full-size sweeps: cost per cell and projected wall time"
 WORKERS = (1, 8, 32, 128)
 GPU_SPEEDUPS = (10, 50)  # assumed torch-on-GPU speed-ups over numba on one core: assumptions
 SIM_PATH = ROOT / "simulations"
+ASSUMPTIONS = {
+    "gradient_mse": "one cell per family (policy `instruct`) at 1,000 of the 20,000 replicates "
+                    "per prompt, after a warm-up that compiles the numba kernel; the other "
+                    "policies of a family are assumed to cost what its measured cell costs.",
+    "limit_law": "one chunk of 100 of its 500 runs, n up to 10,000; runs are vectorised, so "
+                 "scaling 100 runs to 500 linearly overstates a full chunk.",
+    "optimal_group_size": "every `iid` cell (N, G) at 30 of its 300 runs; the `finite` variant "
+                          "is assumed to cost the same as `iid`.",
+    "transformer_gradient_mse": "policy `medium`, both prompt sets, at a tenth of the prompts "
+                                "(50 exact, 3 Monte Carlo with 40 replicates each); the other "
+                                "policies share the architecture and are assumed to cost the "
+                                "same. Fixed costs (loading, the `moderate` filter over the 500 "
+                                "test prompts, the bootstrap) are scaled up too, so this is an "
+                                "upper bound.",
+    "transformer_group_size": "cells (N, G) for N in {256, 1024} and G in {2, 128}, each run to "
+                              "2 and to 6 iterations; the difference gives the cost per "
+                              "iteration, the rest the cost of two evaluations, so a full cell "
+                              "costs 400 per-iteration + 2 x (t_2 - 2 per-iteration) (400 "
+                              "iterations, 4 evaluations). N = 512 is interpolated linearly in "
+                              "N; G between 2 and 128 takes the mean of the two.",
+}
 
 
 @dataclass(frozen=True)
@@ -201,11 +206,11 @@ def hours(seconds: float) -> str:
 
 
 def render(costs: list[ScriptCost], machine: str, command: str) -> str:
-    head = " | ".join(f"{n} workers" for n in WORKERS)
+    head = " | ".join(f"N = {n}" for n in WORKERS)
     lines = [SECTION, "",
              "Cost per cell of each full-size sweep, measured on representative cells at a "
-             "fraction of their work and extrapolated linearly (benchmarks/bench_sweeps.py says "
-             "which cells, which fraction and which assumptions for each script). Wall time on "
+             "fraction of their work and extrapolated linearly (which cells, which fraction "
+             "and which assumptions for each script: listed below the table). Wall time on "
              "N one-core Ray workers, each as fast as a core of this machine under this load: "
              "from max(T/N, longest cell) to T/N + longest cell (greedy list scheduling), plus "
              "start-up (here about 10 s for Ray and a few seconds per worker for imports). "
@@ -219,9 +224,9 @@ def render(costs: list[ScriptCost], machine: str, command: str) -> str:
             walls.append(f"{hours(low)} - {hours(high)}")
         lines.append(f"| {c.script} | {c.n_cells} | {hours(min(c.cell_seconds))} - "
                      f"{hours(c.longest)} | {hours(c.total)} | " + " | ".join(walls) + " |")
-    lines += ["", "Timed cells:", ""]
+    lines += ["", "Which cells were timed, and what is assumed:", ""]
     for c in costs:
-        lines += [f"- {c.script}: " + "; ".join(c.measured)]
+        lines += [f"- {c.script}: {ASSUMPTIONS[c.script]} Timed: " + "; ".join(c.measured) + "."]
     mse = next((c for c in costs if c.script == "gradient_mse"), None)
     if mse is not None:
         lines += ["", "One GPU, torch Monte Carlo backend (`backend=\"torch\"` in "
@@ -230,8 +235,10 @@ def render(costs: list[ScriptCost], machine: str, command: str) -> str:
                   "GPU runs the bandit statistics S times faster than numba on one core here, "
                   "the full sweep takes T / S: "
                   + ", ".join(f"S = {s}: {hours(mse.total / s)}" for s in GPU_SPEEDUPS)
-                  + f" (T = {hours(mse.total)}). S is an assumption; the target stated in the "
-                  "backends table above (50x numba n_jobs=2 at G = 64) has not been measured."]
+                  + f" (T = {hours(mse.total)}), plus CUDA start-up, and assuming the rest of "
+                  "a cell (exact theory, CSV) is negligible. S is an assumption, not a "
+                  "measurement; the target stated in the backends table above (50x numba "
+                  "n_jobs=2 at G = 64) has not been measured either."]
     lines += ["", machine, "", "```", command, "```", ""]
     return "\n".join(lines)
 
