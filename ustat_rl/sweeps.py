@@ -159,10 +159,14 @@ class RayExecutor:
         ray = import_ray()
         started = not ray.is_initialized()
         if started:
-            if self.address == "local":
-                ray.init(include_dashboard=False, log_to_driver=False)
-            else:
-                ray.init(address=self.address, log_to_driver=False)
+            try:
+                if self.address == "local":
+                    ray.init(include_dashboard=False, log_to_driver=False)
+                else:
+                    ray.init(address=self.address, log_to_driver=False)
+            except (ConnectionError, RuntimeError) as err:
+                raise ConnectionError(f"no Ray cluster at address {self.address!r} (start one "
+                                      f"with `ray start --head`, or use 'local'): {err}") from err
         try:
             remote = ray.remote(num_cpus=1, max_retries=0)(run_task)
             limit = self.max_in_flight or max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
