@@ -26,7 +26,10 @@ Usage::
 
     python simulations/gradient_mse.py                 # full run (a few minutes on one core)
     python simulations/gradient_mse.py --quick         # a few seconds
-    python simulations/gradient_mse.py --n-jobs 2 --out results/gradient_mse
+    python simulations/gradient_mse.py --workers 2     # cells on a local pool of 2 processes
+    python simulations/gradient_mse.py --ray-address auto   # cells on a running Ray cluster
+
+Full runs write to ``results/gradient_mse``, quick runs to ``results/quick/gradient_mse``.
 """
 
 from __future__ import annotations
@@ -40,14 +43,22 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from scipy.stats import norm
-from tqdm.auto import tqdm
 
 from ustat_rl.examples import POLICY_STRENGTHS, arithmetic_bandit, one_answer_bandit
 from ustat_rl.montecarlo import prompt_averaged_squared_errors
 from ustat_rl.plotting import plot_mse_grid, save_figure
 from ustat_rl.policies.softmax import SoftmaxBandit
 from ustat_rl.seeding import child_seed
-from ustat_rl.sweeps import write_csv_atomic, write_run_record
+from ustat_rl.sweeps import (
+    CellFailedError,
+    add_executor_arguments,
+    default_output,
+    executor_from_args,
+    order_rows,
+    run_cells,
+    write_csv_atomic,
+    write_run_record,
+)
 
 FAMILIES = {"arithmetic": arithmetic_bandit, "one_answer": one_answer_bandit}
 ESTIMATORS = ("vanilla", "grpo", "oracle")
@@ -196,9 +207,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--reps", type=int, default=None,
                         help=f"Monte Carlo replicates per prompt (default {FULL_REPS})")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="root seed")
-    parser.add_argument("--out", type=Path, default=Path("results/gradient_mse"),
-                        help="output folder for the CSVs and figures")
-    parser.add_argument("--n-jobs", type=int, default=1, help="worker threads (over prompts)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="output folder for the CSVs and figures (default results/"
+                             "gradient_mse, with --quick results/quick/gradient_mse)")
+    parser.add_argument("--n-jobs", type=int, default=1,
+                        help="threads per cell (over prompts)")
+    add_executor_arguments(parser)
     parser.add_argument("--overwrite", action="store_true",
                         help="discard results already in --out instead of resuming")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -209,6 +223,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error(f"--reps must be an integer >= 2, got {args.reps}")
     if args.n_jobs < 1:
         parser.error(f"--n-jobs must be an integer >= 1, got {args.n_jobs}")
+    args.executor = executor_from_args(args, parser)
+    args.out = default_output(args.out, args.quick, "gradient_mse")
     return args
 
 
@@ -227,18 +243,25 @@ def main(argv=None) -> RunSummary:
     todo = [c for c in config.cells() if (c[2], c[3]) not in done]
     skipped = tuple((fam, pol) for _, _, fam, pol in config.cells() if (fam, pol) in done)
     bandits = {(fam, pol): FAMILIES[fam](POLICY_STRENGTHS[pol]) for _, _, fam, pol in todo}
+    inner_progress = not args.no_progress and args.executor.in_process
+    cells = {(fam, pol): (bandits[(fam, pol)], config, (i, j), args.n_jobs, inner_progress)
+             for i, j, fam, pol in todo}
+    order = [(fam, pol) for _, _, fam, pol in config.cells()]
     computed = []
-    with tqdm(total=len(todo), desc="cells", unit="cell", disable=args.no_progress) as bar:
-        for i, j, fam, pol in todo:
-            bar.set_postfix_str(f"{fam}/{pol}")
-            bandit = bandits[(fam, pol)]
-            mean, cov, labels = simulate_cell(bandit, config, (i, j), args.n_jobs,
-                                              progress=not args.no_progress)
-            bar.update(1)
-            new = cell_table(fam, pol, bandit, mean, cov, labels, config)
-            table = new if table.empty else pd.concat([table, new], ignore_index=True)
-            write_csv_atomic(table, csv_path)
-            computed.append((fam, pol))
+
+    def save(key, result):  # in this process, as each cell finishes
+        nonlocal table
+        new = cell_table(*key, bandits[key], *result, config)
+        table = new if table.empty else pd.concat([table, new], ignore_index=True)
+        write_csv_atomic(order_rows(table, ["family", "policy"], order), csv_path)
+        computed.append(key)
+
+    try:
+        run_cells(cells, simulate_cell, save, args.executor, progress=not args.no_progress,
+                  n_skipped=len(skipped))
+    except CellFailedError as err:
+        raise SystemExit(f"error: {err}") from None
+    table = order_rows(table, ["family", "policy"], order)
 
     exact = exact_curves(config)
     write_csv_atomic(exact, exact_path)

@@ -19,6 +19,10 @@ Usage::
 
     python simulations/limit_law.py            # 4000 runs, n up to 10000 (a few minutes)
     python simulations/limit_law.py --quick    # a few seconds
+    python simulations/limit_law.py --workers 2            # chunks on a local pool of 2 processes
+    python simulations/limit_law.py --ray-address auto     # chunks on a running Ray cluster
+
+Full runs write to ``results/limit_law``, quick runs to ``results/quick/limit_law``.
 """
 
 from __future__ import annotations
@@ -31,7 +35,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from ustat_rl.examples import realisable_kl_bandit
 from ustat_rl.plotting_training import (
@@ -41,7 +44,15 @@ from ustat_rl.plotting_training import (
     save_figure,
     tidy_axes,
 )
-from ustat_rl.sweeps import write_csv_atomic, write_run_record
+from ustat_rl.sweeps import (
+    CellFailedError,
+    add_executor_arguments,
+    default_output,
+    executor_from_args,
+    run_cells,
+    write_csv_atomic,
+    write_run_record,
+)
 from ustat_rl.theory.limit_law import bandit_limit_law
 from ustat_rl.training import train
 from ustat_rl.weighted_chi2 import WeightedChiSquare, goodness_of_fit_tests
@@ -143,15 +154,20 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=None, help="number of independent runs")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="root seed")
     parser.add_argument("--chunk", type=int, default=CHUNK, help="runs per resumable chunk")
-    parser.add_argument("--out", type=Path, default=Path("results/limit_law"))
+    parser.add_argument("--out", type=Path, default=None,
+                        help="output folder (default results/limit_law, with --quick "
+                             "results/quick/limit_law)")
     parser.add_argument("--overwrite", action="store_true", help="discard finished chunks")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     parser.add_argument("--no-figure", action="store_true", help="write the CSVs only")
+    add_executor_arguments(parser)
     args = parser.parse_args(argv)
     if args.runs is not None and args.runs < 2:
         parser.error(f"--runs must be an integer >= 2, got {args.runs}")
     if args.chunk < 1:
         parser.error(f"--chunk must be an integer >= 1, got {args.chunk}")
+    args.executor = executor_from_args(args, parser)
+    args.out = default_output(args.out, args.quick, "limit_law")
     return args
 
 
@@ -168,10 +184,20 @@ def main(argv=None) -> pd.DataFrame:
     runs = read_done(runs_path, config)
     done = set(runs["run"])
     todo = [(f, c) for f, c in config.chunks() if not set(range(f, f + c)) <= done]
-    for first, count in tqdm(todo, desc="chunks", disable=args.no_progress):
-        new = simulate_chunk(config, first, count, progress=not args.no_progress)
+    inner_progress = not args.no_progress and args.executor.in_process
+
+    def save(key, new):  # in this process, as each chunk finishes
+        nonlocal runs
         runs = new if runs.empty else pd.concat([runs[~runs["run"].isin(new["run"])], new])
         write_csv_atomic(runs.sort_values(["run", "n"]), runs_path)
+
+    cells = {(first, count): (config, first, count, inner_progress) for first, count in todo}
+    try:
+        run_cells(cells, simulate_chunk, save, args.executor, progress=not args.no_progress,
+                  n_skipped=len(config.chunks()) - len(todo), desc="chunks")
+    except CellFailedError as err:
+        raise SystemExit(f"error: {err}") from None
+    runs = runs.sort_values(["run", "n"])
     runs = runs[runs["run"] < config.n_runs]
     summary, laws = summarise(runs)
     write_csv_atomic(summary, out / SUMMARY_CSV)

@@ -22,6 +22,11 @@ Usage::
 
     python simulations/optimal_group_size.py           # full sweep (tens of minutes)
     python simulations/optimal_group_size.py --quick   # seconds
+    python simulations/optimal_group_size.py --workers 2          # cells on a local pool of 2 processes
+    python simulations/optimal_group_size.py --ray-address auto   # cells on a running Ray cluster
+
+Full runs write to ``results/optimal_group_size``, quick runs to
+``results/quick/optimal_group_size``.
 """
 
 from __future__ import annotations
@@ -34,7 +39,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from ustat_rl.examples import conflicting_prompts_bandit
 from ustat_rl.group_size import (
@@ -45,7 +49,17 @@ from ustat_rl.group_size import (
 )
 from ustat_rl.plotting_training import new_figure, plot_gap_vs_group_size, save_figure, star_legend
 from ustat_rl.seeding import child_rng, child_seed
-from ustat_rl.sweeps import write_csv_atomic, write_run_record
+from ustat_rl.sweeps import (
+    CellFailedError,
+    add_executor_arguments,
+    default_output,
+    executor_from_args,
+    order_rows,
+    run_cells,
+    write_csv_atomic,
+    write_run_record,
+)
+from ustat_rl.theory import admissible_group_sizes
 
 BETA = 0.5
 VARIANTS = {"iid": "iid", "finite": "stratified"}
@@ -185,15 +199,27 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=None, help="runs per cell")
     parser.add_argument("--budgets", type=int, nargs="+", default=None, help="budgets N = BG")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="root seed")
-    parser.add_argument("--out", type=Path, default=Path("results/optimal_group_size"))
+    parser.add_argument("--out", type=Path, default=None,
+                        help="output folder (default results/optimal_group_size, with --quick "
+                             "results/quick/optimal_group_size)")
     parser.add_argument("--overwrite", action="store_true", help="discard finished cells")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     parser.add_argument("--no-figure", action="store_true", help="write the CSVs only")
+    add_executor_arguments(parser)
     args = parser.parse_args(argv)
     if args.runs is not None and args.runs < 2:
         parser.error(f"--runs must be an integer >= 2, got {args.runs}")
     if args.budgets is not None and min(args.budgets) < 2:
         parser.error("--budgets must be integers >= 2")
+    sizes = (QUICK if args.quick else FULL)["sizes"]
+    for budget in args.budgets or ():
+        usable = sorted(set(admissible_group_sizes(budget).tolist()) & set(sizes))
+        if not usable:
+            parser.error(f"--budgets: no group size of this sweep divides N = {budget} "
+                         f"(sizes {list(sizes)}; G must divide N = B G), so there is nothing "
+                         "to compare; choose budgets with at least one such divisor, e.g. 64")
+    args.executor = executor_from_args(args, parser)
+    args.out = default_output(args.out, args.quick, "optimal_group_size")
     return args
 
 
@@ -215,10 +241,22 @@ def main(argv=None):
     runs = read_done(runs_path, config)
     done = set(zip(runs["variant"], runs["budget"], runs["group_size"]))
     todo = [c for c in config.cells() if (c[3], c[4], c[5]) not in done]
-    for v, _a, _j, variant, budget, g in tqdm(todo, desc="cells", disable=args.no_progress):
-        new = simulate_cell(config, (v, budget, g), variant, budget, g, False)
+    order = [(c[3], c[4], c[5]) for c in config.cells()]
+    key_columns = ["variant", "budget", "group_size"]
+
+    def save(key, new):  # in this process, as each cell finishes
+        nonlocal runs
         runs = new if runs.empty else pd.concat([runs, new], ignore_index=True)
-        write_csv_atomic(runs, runs_path)
+        write_csv_atomic(order_rows(runs, key_columns, order), runs_path)
+
+    cells = {(variant, budget, g): (config, (v, budget, g), variant, budget, g, False)
+             for v, _a, _j, variant, budget, g in todo}
+    try:
+        run_cells(cells, simulate_cell, save, args.executor, progress=not args.no_progress,
+                  n_skipped=len(config.cells()) - len(todo))
+    except CellFailedError as err:
+        raise SystemExit(f"error: {err}") from None
+    runs = order_rows(runs, key_columns, order)
     summary, argmins, table = summarise(runs, config)
     write_csv_atomic(summary, out / "group_size_summary.csv")
     write_csv_atomic(argmins, out / "group_size_argmin.csv")

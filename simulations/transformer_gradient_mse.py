@@ -26,6 +26,10 @@ Usage::
     python simulations/transformer_gradient_mse.py --quick        # about 20 s on one CPU core
     python simulations/transformer_gradient_mse.py                # full: about 15 min per prompt set on CPU
     python simulations/transformer_gradient_mse.py --device cuda  # full, on a GPU
+    python simulations/transformer_gradient_mse.py --workers 2    # cells on a local pool of 2 processes
+    python simulations/transformer_gradient_mse.py --ray-address auto  # cells on a running Ray cluster
+
+Full runs write to ``results``, quick runs to ``results/quick/transformer_gradient_mse``.
 """
 
 from __future__ import annotations
@@ -37,7 +41,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from scipy.stats import norm
-from tqdm.auto import tqdm
 
 from ustat_rl import theory
 from ustat_rl.plotting import plot_mse_grid, save_figure
@@ -53,7 +56,16 @@ from ustat_rl.policies.transformer import (
     resolve_device,
 )
 from ustat_rl.rates import loglog_slope
-from ustat_rl.sweeps import write_csv_atomic, write_run_record
+from ustat_rl.sweeps import (
+    CellFailedError,
+    add_executor_arguments,
+    default_output,
+    executor_from_args,
+    order_rows,
+    run_cells,
+    write_csv_atomic,
+    write_run_record,
+)
 
 ESTIMATORS = ("vanilla", "grpo", "oracle")
 GROUP_SIZES = (4, 8, 16, 32, 64)
@@ -68,11 +80,6 @@ SIZES = {  # (exact prompts, Monte Carlo prompts, replicates per prompt)
 }
 
 
-
-
-def append(path: Path, rows: pd.DataFrame) -> None:
-    old = pd.read_csv(path) if path.exists() else None
-    write_csv_atomic(rows if old is None else pd.concat([old, rows], ignore_index=True), path)
 
 
 def simulate_cell(policy_name: str, prompt_set: str, test, sizes, seed: int, device) -> dict:
@@ -138,12 +145,18 @@ def parse_args(argv=None) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny sizes for smoke tests (~20 s)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="root seed")
-    parser.add_argument("--out", type=Path, default=Path("results"), help="output directory")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="output directory (default results, with --quick "
+                             "results/quick/transformer_gradient_mse)")
     parser.add_argument("--device", default=None, help="torch device (default: CUDA if available)")
     parser.add_argument("--policies", nargs="+", default=list(POLICY_NAMES), choices=POLICY_NAMES)
     parser.add_argument("--prompt-sets", nargs="+", default=None, choices=PROMPT_SETS,
                         help="default: both (quick: moderate only)")
-    return parser.parse_args(argv)
+    add_executor_arguments(parser)
+    args = parser.parse_args(argv)
+    args.executor = executor_from_args(args, parser)
+    args.out = default_output(args.out, args.quick, "transformer_gradient_mse", full="results")
+    return args
 
 
 def main(argv=None) -> dict:
@@ -159,22 +172,34 @@ def main(argv=None) -> dict:
         old = pd.read_csv(paths["mc"])
         done = set(zip(old["policy"], old["prompt_set"]))
     test = make_splits(ArithmeticTask(), seed=0).test
-    cells = [(p, s) for p in args.policies for s in prompt_sets]
+    order = [(p, s) for p in args.policies for s in prompt_sets]
+    cells = {}
+    for pol, pset in order:
+        if (pol, pset) not in done:
+            seed = int(np.random.SeedSequence(args.seed, spawn_key=(POLICY_NAMES.index(pol),
+                                              PROMPT_SETS.index(pset))).generate_state(1)[0])
+            cells[(pol, pset)] = (pol, pset, test, sizes, seed, device)
     computed = []
-    for pol, pset in tqdm(cells, desc="cells"):
-        if (pol, pset) in done:
-            continue
-        seed = int(np.random.SeedSequence(args.seed, spawn_key=(POLICY_NAMES.index(pol),
-                                          PROMPT_SETS.index(pset))).generate_state(1)[0])
-        tables = simulate_cell(pol, pset, test, sizes, seed, device)
+
+    def save(key, tables):  # in this process, as each cell finishes
         for name in ("exact", "constants", "fits", "mc"):  # main table last: it marks the cell done
-            append(paths[name], tables[name])
-        computed.append((pol, pset))
+            rows = tables[name]
+            if paths[name].exists():  # rows a killed run left for this cell are replaced
+                old = pd.read_csv(paths[name])
+                old = old[[k != key for k in zip(old["policy"], old["prompt_set"])]]
+                rows = pd.concat([old, rows], ignore_index=True)
+            write_csv_atomic(order_rows(rows, ["policy", "prompt_set"], order), paths[name])
+        computed.append(key)
+
+    try:
+        run_cells(cells, simulate_cell, save, args.executor, n_skipped=len(order) - len(cells))
+    except CellFailedError as err:
+        raise SystemExit(f"error: {err}") from None
     table = pd.read_csv(paths["mc"])
     figures = make_figure(table, args.out)
     write_run_record(args.out, "transformer_gradient_mse", __file__, argv, seed=args.seed,
                      seconds=time.perf_counter() - start, files=[*paths.values(), *figures])
-    print(f"cells computed {computed}, skipped {len(cells) - len(computed)}; wrote "
+    print(f"cells computed {computed}, skipped {len(order) - len(computed)}; wrote "
           f"{', '.join(str(p) for p in paths.values())}, {', '.join(map(str, figures))} "
           f"({time.perf_counter() - start:.1f} s)")
     return {"computed": computed, "paths": paths, "figures": figures}

@@ -22,6 +22,10 @@ Usage::
 
     python simulations/transformer_group_size.py --quick                 # about 30 s on one CPU core
     python simulations/transformer_group_size.py --device cuda           # full sweep, sized for a GPU
+    python simulations/transformer_group_size.py --workers 2             # cells on a local pool of 2 processes
+    python simulations/transformer_group_size.py --ray-address auto      # cells on a running Ray cluster
+
+Full runs write to ``results``, quick runs to ``results/quick/transformer_group_size``.
 """
 
 from __future__ import annotations
@@ -34,7 +38,6 @@ import numpy as np
 import pandas as pd
 import torch
 from scipy.stats import t as student_t
-from tqdm.auto import tqdm
 
 from ustat_rl.plotting import new_figure, save_figure, set_group_size_ticks
 from ustat_rl.policies.transformer import (
@@ -46,7 +49,16 @@ from ustat_rl.policies.transformer import (
     make_splits,
     resolve_device,
 )
-from ustat_rl.sweeps import write_csv_atomic, write_run_record
+from ustat_rl.sweeps import (
+    CellFailedError,
+    add_executor_arguments,
+    default_output,
+    executor_from_args,
+    order_rows,
+    run_cells,
+    write_csv_atomic,
+    write_run_record,
+)
 
 DEFAULT_SEED = 2603
 START_POLICY = "weak"
@@ -133,7 +145,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny sweep for smoke tests")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="root seed")
-    parser.add_argument("--out", type=Path, default=Path("results"), help="output directory")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="output directory (default results, with --quick "
+                             "results/quick/transformer_group_size)")
     parser.add_argument("--device", default=None, help="torch device (default: CUDA if available)")
     parser.add_argument("--budgets", type=int, nargs="+", default=None, help="override N values")
     parser.add_argument("--groups", type=int, nargs="+", default=None, help="override G values")
@@ -141,7 +155,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--iters", type=int, nargs="+", default=None,
                         help="override the iteration counts evaluated")
     parser.add_argument("--lr", type=float, default=None, help="override the learning rate")
-    return parser.parse_args(argv)
+    add_executor_arguments(parser)
+    args = parser.parse_args(argv)
+    args.executor = executor_from_args(args, parser)
+    args.out = default_output(args.out, args.quick, "transformer_group_size", full="results")
+    return args
 
 
 def main(argv=None) -> dict:
@@ -165,16 +183,26 @@ def main(argv=None) -> dict:
     done = set() if table is None else set(zip(table["budget"], table["group_size"], table["seed"]))
     cells = [(n, g, s) for n in cfg["budgets"] for g in cfg["groups"] if n % g == 0 and n // g >= 1
              for s in range(cfg["seeds"])]
+    todo = {}
+    for budget, group_size, s in cells:
+        if (budget, group_size, s) not in done:
+            seed = int(np.random.SeedSequence(args.seed, spawn_key=(budget, group_size, s)).generate_state(1)[0])
+            todo[(budget, group_size, s)] = (budget, group_size, seed, cfg, splits, device)
     computed = 0
-    for budget, group_size, s in tqdm(cells, desc="cells"):
-        if (budget, group_size, s) in done:
-            continue
-        seed = int(np.random.SeedSequence(args.seed, spawn_key=(budget, group_size, s)).generate_state(1)[0])
-        rows = run_cell(budget, group_size, seed, cfg, splits, device)
-        rows["seed"] = s
+
+    def save(key, rows):  # in this process, as each cell finishes
+        nonlocal table, computed
+        rows["seed"] = key[2]
         table = rows if table is None else pd.concat([table, rows], ignore_index=True)
-        write_csv_atomic(table, csv_path)
+        write_csv_atomic(order_rows(table, ["budget", "group_size", "seed"], cells), csv_path)
         computed += 1
+
+    try:
+        run_cells(todo, run_cell, save, args.executor, n_skipped=len(cells) - len(todo))
+    except CellFailedError as err:
+        raise SystemExit(f"error: {err}") from None
+    if table is not None:
+        table = order_rows(table, ["budget", "group_size", "seed"], cells)
     summary = summarise(table)
     write_csv_atomic(summary, args.out / SUMMARY_NAME)
     start_accuracy = float(table.loc[table["n_iter"] == 0, "test_accuracy"].mean())

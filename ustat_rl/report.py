@@ -9,7 +9,7 @@ style sheets are loaded from anywhere, and it contains no script at all.
 
 Captions come from the ``Title`` text chunk that :func:`ustat_rl.plotting.save_figure` writes
 into PNG files; commands come from the run records (``*.run.json``) that the simulation scripts
-write with :func:`ustat_rl.sweeps.write_run_record`. A figure without them says so.
+write with :func:`ustat_rl.run_records.write_run_record`. A figure without them says so.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from ._report_html import CSS as _CSS
 from ._report_html import PNG_SIGNATURE, markdown_to_html, png_text_chunks
 from ._report_html import escape as _e
 from .claims.display import format_number, row_cells
-from .sweeps import RUN_RECORD_SUFFIX
+from .run_records import RUN_RECORD_SUFFIX
 
 __all__ = ["MAX_REPORT_BYTES", "PNG_SIGNATURE", "ReportSummary", "environment", "load_verify_json",
            "markdown_to_html", "png_text_chunks", "render_report", "write_report"]
