@@ -28,6 +28,8 @@ from .model import (
     save_policy,
 )
 from .moments import (
+    AnswerTable,
+    answer_table,
     ConstantsInterval,
     Enumeration,
     bootstrap_constants,
@@ -56,6 +58,8 @@ from .training import (
 
 __all__ = [
     "POLICY_NAMES",
+    "AnswerTable",
+    "answer_table",
     "ArithmeticSplits",
     "ArithmeticTask",
     "CharTokenizer",
