@@ -38,6 +38,9 @@ __all__ = ["OffPolicyBandit", "algorithm2_gradient", "minibatch_updates", "on_po
 #: Largest number of ordered batches ``K^G`` enumerated.
 _MAX_BATCHES = 100_000
 
+#: Monte Carlo batches processed at once.
+_MC_BLOCK = 5000
+
 
 @dataclass(frozen=True)
 class OffPolicyBandit:
@@ -142,6 +145,16 @@ def minibatch_bias(bandit: OffPolicyBandit, lr: float, n_updates: int) -> np.nda
     -----
     Every ordered batch is enumerated with its probability ``prod_g pi_old(y_g)``; each runs
     its ``m`` deterministic updates. Cost ``O(K^{2G} G K)`` for ``F`` at every endpoint.
+
+    Examples
+    --------
+    Before any update the batch is on-policy, so the reuse bias is zero:
+
+    >>> b = OffPolicyBandit(np.zeros(3), np.zeros(3), np.array([1.0, 0.0, 0.0]), 0.5, 3)
+    >>> bool(np.abs(minibatch_bias(b, 0.1, 0)).max() < 1e-15)
+    True
+    >>> bool(np.abs(minibatch_bias(b, 0.1, 2)).max() > 1e-4)
+    True
     """
     batches = bandit.batches()
     prob = np.prod(_softmax(np.asarray(bandit.logits, dtype=np.float64))[batches], axis=1)
@@ -152,10 +165,21 @@ def minibatch_bias(bandit: OffPolicyBandit, lr: float, n_updates: int) -> np.nda
 
 def minibatch_bias_monte_carlo(bandit: OffPolicyBandit, lr: float, n_updates: int, n_reps: int,
                                rng) -> tuple[np.ndarray, np.ndarray]:
-    """Monte Carlo of ``b_m`` from ``n_reps`` batches drawn from ``pi_old``: ``(mean, se)``."""
+    """Monte Carlo of ``b_m`` from ``n_reps`` batches drawn from ``pi_old``: ``(mean, se)``.
+
+    Batches run in blocks of :data:`_MC_BLOCK` (``F`` needs a ``(block, K^G, G)`` array).
+    """
     n = as_int(n_reps, "n_reps", 2)
     old = _softmax(np.asarray(bandit.logits, dtype=np.float64))
-    actions = rng.choice(bandit.n_actions, size=(n, bandit.group_size), p=old)  # (n, G)
-    theta, adv = minibatch_updates(bandit, actions, lr, n_updates)
-    diff = algorithm2_gradient(bandit, theta, actions, adv) - on_policy_mean(bandit, theta)
-    return diff.mean(axis=0), diff.std(axis=0, ddof=1) / np.sqrt(n)
+    total = np.zeros(bandit.n_actions)
+    total_sq = np.zeros(bandit.n_actions)
+    for start in range(0, n, _MC_BLOCK):
+        size = min(_MC_BLOCK, n - start)
+        actions = rng.choice(bandit.n_actions, size=(size, bandit.group_size), p=old)  # (b, G)
+        theta, adv = minibatch_updates(bandit, actions, lr, n_updates)
+        diff = algorithm2_gradient(bandit, theta, actions, adv) - on_policy_mean(bandit, theta)
+        total += diff.sum(axis=0)
+        total_sq += (diff**2).sum(axis=0)
+    mean = total / n
+    var = (total_sq - n * mean**2) / (n - 1)
+    return mean, np.sqrt(np.maximum(var, 0.0) / n)
