@@ -93,6 +93,10 @@ def test_exact_mean_leave_one_out_sum_is_the_gradient():
         other = exact_aggregation_mean(prob, reward, lengths, scores, "grpo", G,
                                        "seq-mean-token-mean")
         assert np.max(np.abs(other - g)) > 1e-3 * np.max(np.abs(g))
+        # with leave-one-out advantages, a weight w(T) of the own length gives E[(Z - V) w(T) W]
+        V = prob @ reward
+        np.testing.assert_allclose(other, (prob * (reward - V) / lengths) @ scores,
+                                   rtol=1e-12)
 
 
 def test_exact_mean_monte_carlo_token_mean():
