@@ -84,3 +84,13 @@ def test_bias_depends_on_m_eta():
     c = np.sum(minibatch_bias(bandit, 0.004, 4) ** 2)
     assert abs(a / b - 1.0) < 0.02
     assert abs(c / a - 16.0) < 0.5
+
+
+def test_c25_claim_differs_only_through_the_kl_direction():
+    """All required checks pass; the one unmet, non-required check is the K3 direction floor."""
+    from ustat_rl.claims import VerifyContext, registry, run_claim
+
+    result = run_claim(registry()["C25"], VerifyContext(seed=123, quick=True))
+    assert result.verdict == "differs", result.error
+    unmet = [c for c in result.checks if not c.passed]
+    assert len(unmet) == 1 and not unmet[0].required and unmet[0].measured > 1e-4
