@@ -31,14 +31,17 @@
 import matplotlib.pyplot as plt
 import numpy as np
 
+from ustat_rl.batch_study import batch_monte_carlo
 from ustat_rl.claims.checks_practical import mean_field_root, trl_group_rule
 from ustat_rl.conventions import advantages
-from ustat_rl.examples import arcsin_conflict_bandit
+from ustat_rl.examples import arcsin_conflict_bandit, small_bandit
 from ustat_rl.policies.softmax import SoftmaxBandit
 from ustat_rl.theory.advantage import (
     advantage_moments,
     advantage_table,
     all_equal_probability,
+    dynamic_sampling_mse,
+    minibatch_advantage_mse,
 )
 
 # %% [markdown]
@@ -137,3 +140,29 @@ ax.legend()
 fig.tight_layout()
 print(f"theta_V = {theta_value:.4f}, theta_arcsin = {theta_arcsin:.4f}, "
       f"theta_8 = {roots[3]:.4f}")
+
+# %% [markdown]
+# ## Dropping, refilling or zeroing the all-equal groups
+#
+# A group whose rewards are all equal gets advantage 0 in every convention. DAPO's dynamic
+# sampling instead draws again until the batch holds $B$ groups that are not all-equal; that
+# scales the zeroing estimator's mean by $1/(1-Q)$, with $Q$ the probability that a group is
+# all-equal, and has an exact MSE (docs/theory.md section 7). Dropping the groups without
+# refilling divides by a random count, and batch-level std couples the groups: for those two
+# the route is Monte Carlo (`ustat_rl.batch_study`). Below, on `small_bandit` with $B = 4$:
+# exact MSEs against $g$ for zeroing and refilling, and Monte Carlo for dropping and for TRL's
+# `scale_rewards="batch"`.
+
+# %%
+two_prompts = small_bandit()
+m2 = two_prompts.moments()
+sizes_b = [2, 4, 8, 16]
+rng = np.random.default_rng(6)
+print(" G  zero (exact)  refill (exact)  1/(1-Q)  drop (MC)        TRL batch std (MC)")
+for g in sizes_b:
+    scale, refill = dynamic_sampling_mse(m2, "trl_group", g, 4)
+    drop = batch_monte_carlo(two_prompts, "trl_group", g, 4, 2000, rng, "drop")
+    batch = batch_monte_carlo(two_prompts, "trl_batch", g, 4, 2000, rng)
+    print(f"{g:2d}  {minibatch_advantage_mse(m2, 'trl_group', g, 4):.4f}        "
+          f"{refill:.4f}          {scale:.3f}    {drop.mse:.4f}+-{drop.mse_se:.4f}  "
+          f"{batch.mse:.4f}+-{batch.mse_se:.4f}")

@@ -45,3 +45,14 @@ def test_benchmark_quick(tmp_path):
     assert result["max_abs_diff"] < 1e-4  # float32 rounding between vmap and the loop
     text = (tmp_path / "R.md").read_text()
     assert "## Transformer per-sample gradients" in text and "loop" in text
+
+
+def test_aggregation_bias_script(tmp_path):
+    script = load_script("simulations/transformer_aggregation_bias.py")
+    table = script.main(["--policies", "strong", "--prompts", "1", "--out", str(tmp_path)])
+    saved = pd.read_csv(tmp_path / "transformer_aggregation_bias.csv")
+    assert len(saved) == len(table) == 2 * 2 * 4  # conventions x G x reductions
+    loo_sum = saved[(saved.convention == "grpo") & (saved.aggregation == "seq-mean-token-sum")]
+    assert np.all(loo_sum.rel_bias < 1e-9)  # the paper's estimator: unbiased
+    norm = saved[(saved.convention == "grpo") & (saved.aggregation == "seq-mean-token-sum-norm")]
+    np.testing.assert_allclose(norm.scale, norm.group_size / 3, rtol=1e-9)  # verl: G/L times g

@@ -19,6 +19,7 @@ from .advantage import (
     advantage_moments,
     advantage_table,
     all_equal_probability,
+    dynamic_sampling_mse,
     minibatch_advantage_mse,
     per_prompt_advantage_mse,
 )
@@ -85,6 +86,7 @@ __all__ = [
     "limit_weights",
     "lyapunov_covariance",
     "minibatch_advantage_mse",
+    "dynamic_sampling_mse",
     "minibatch_covariance",
     "minibatch_mse",
     "noise_omega",

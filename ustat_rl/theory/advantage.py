@@ -34,6 +34,7 @@ __all__ = [
     "advantage_moments",
     "per_prompt_advantage_mse",
     "minibatch_advantage_mse",
+    "dynamic_sampling_mse",
     "all_equal_probability",
     "arcsin_weight",
 ]
@@ -289,3 +290,42 @@ def minibatch_advantage_mse(moments: PromptMoments, advantage, group_size=None, 
     target_sq = float(m.grad_norm_sq) if target == "grad" else float(beta @ gram @ beta)
     return float(f @ second / B + (1.0 - 1.0 / B) * alpha @ gram @ alpha
                  - 2.0 * alpha @ gram @ beta + target_sq)
+
+
+def dynamic_sampling_mse(moments: PromptMoments, advantage, group_size=None,
+                         batch_size=1) -> tuple[float, float]:
+    """Exact ``(scale, MSE)`` of a batch refilled until no group is all-equal (DAPO, section 7).
+
+    DAPO's dynamic sampling discards groups whose ``G`` rewards are all equal and draws again
+    until the batch holds ``B`` groups that are not. Each kept group is then an i.i.d. draw of
+    ``(X, group)`` conditioned on ``0 < M < G``: prompts follow
+    ``f'(x) = f(x) (1 - q(x)) / (1 - Q)``, with ``q(x) = V^G + (1 - V)^G`` and
+    ``Q = sum_x f(x) q(x)``. For a convention that gives all-equal groups zero advantage,
+    ``E[g_hat(x) | kept] = c(x) g(x)/(1 - q(x))`` and ``E[||g_hat(x)||^2 | kept] =
+    E||g_hat(x)||^2/(1 - q(x))``, so the batch mean is ``sum_x f c(x) g(x) / (1 - Q)``: the
+    zeroing estimator's mean times ``scale = 1/(1 - Q)``.
+
+    Returns
+    -------
+    scale : float
+        ``1/(1 - Q)``.
+    mse : float
+        ``E||g_hat_B - g||^2`` with ``alpha = f c/(1 - Q)``:
+        ``sum_x f E||g_hat(x)||^2 / ((1 - Q) B) + (1 - 1/B) alpha' Gamma alpha
+        - 2 alpha' Gamma f + ||g||^2``.
+    """
+    m = _binary_moments(moments)
+    B = as_int(batch_size, "batch_size", 1)
+    table = _table(advantage, group_size)
+    if table.success[table.group_size] != 0.0 or table.failure[0] != 0.0:
+        raise ValueError("the advantage must give all-equal groups zero (a(1, G) = a(0, 0) = 0) "
+                         "for dropping them to leave the other groups' moments unchanged")
+    factor, second = _moment_terms(m, table)
+    f, gram = m.prompt_prob, m.grad_gram
+    keep = 1.0 - float(f @ all_equal_probability(m.value, table.group_size))
+    if keep <= 0.0:
+        raise ValueError("every group is all-equal with probability 1: nothing can be kept")
+    alpha = f * factor / keep
+    mse = (float(f @ second) / (keep * B) + (1.0 - 1.0 / B) * float(alpha @ gram @ alpha)
+           - 2.0 * float(alpha @ gram @ f) + float(m.grad_norm_sq))
+    return 1.0 / keep, mse

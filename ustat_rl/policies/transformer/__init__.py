@@ -28,8 +28,10 @@ from .model import (
     save_policy,
 )
 from .moments import (
+    AnswerTable,
     ConstantsInterval,
     Enumeration,
+    answer_table,
     bootstrap_constants,
     enumerate_moments,
     exact_moments,
@@ -56,6 +58,8 @@ from .training import (
 
 __all__ = [
     "POLICY_NAMES",
+    "AnswerTable",
+    "answer_table",
     "ArithmeticSplits",
     "ArithmeticTask",
     "CharTokenizer",

@@ -29,12 +29,15 @@ from tqdm.auto import tqdm
 from ..._validation import as_int, as_rng
 from ...theory import PromptMoments, ScalingConstants, scaling_constants
 from .model import TransformerPolicy
+from .task import PAD
 
 __all__ = [
     "Enumeration",
     "enumerate_moments",
     "exact_moments",
     "value_gradients",
+    "AnswerTable",
+    "answer_table",
     "ConstantsInterval",
     "bootstrap_constants",
 ]
@@ -166,6 +169,46 @@ def value_gradients(policy: TransformerPolicy, questions, chunk_size: int = 128)
     with torch.no_grad():
         prob = policy.log_prob(prompts, answers).exp()  # (P,)
     return prob[:, None] * policy.scores(prompts, answers, chunk_size)
+
+
+@dataclass(frozen=True)
+class AnswerTable:
+    """Every output of a constrained policy at one prompt, with its probability and score.
+
+    Attributes
+    ----------
+    prob : ndarray (M,)
+        ``pi(y | x)`` (float64; sums to one).
+    reward : ndarray (M,)
+        ``Z(y)`` in ``{0, 1}``.
+    lengths : ndarray (M,)
+        Response length in tokens, end token included (1 to ``max_answer_len + 1``).
+    scores : ndarray (M, d)
+        ``W(y) = grad log pi(y | x)``, summed over the response's tokens.
+    """
+
+    prob: np.ndarray
+    reward: np.ndarray
+    lengths: np.ndarray
+    scores: np.ndarray
+
+
+def answer_table(policy: TransformerPolicy, question, chunk_size: int = 128) -> AnswerTable:
+    """Probabilities, rewards, lengths and scores of all ``M`` outputs at one prompt (C5).
+
+    Computed once per prompt, it turns a Monte Carlo over groups into draws of answer indices
+    from ``prob`` (exact sampling, no model call per replicate), and any estimator that is
+    linear in the scores into sums over the ``M`` rows (docs/theory.md section 7).
+    """
+    questions = _check_inputs(policy, [question])
+    outputs = policy.enumerate_outputs()  # (M, A)
+    block = policy.encode_prompts(questions).expand(outputs.shape[0], -1)  # (M, Pw)
+    with torch.no_grad():
+        prob = policy.log_prob(block, outputs).exp().double().cpu().numpy()
+    reward = np.asarray(policy.rewards(questions * outputs.shape[0], outputs), dtype=np.float64)
+    lengths = (outputs != PAD).sum(dim=1).cpu().numpy()  # digits + end token
+    scores = policy.scores(block, outputs, chunk_size).double().cpu().numpy()
+    return AnswerTable(prob, reward, lengths, scores)
 
 
 @dataclass(frozen=True)
