@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from .._validation import as_int, as_rng
+from ..policies.transformer import TransformerPolicy
 from .rollouts import Rollouts
 
 __all__ = ["AnswerPopulation", "answer_population", "population_pilot"]
@@ -108,8 +109,6 @@ def answer_population(policy, questions, model_name: str = "transformer",
     eigendecomposition of size ``M A``. Eigenvalues below ``M A * eps * lam_max`` are rounding
     noise in the null space and are dropped.
     """
-    from ..policies.transformer import TransformerPolicy
-
     if not isinstance(policy, TransformerPolicy):
         raise TypeError(f"`policy` must be a TransformerPolicy, got {type(policy).__name__}")
     questions = list(questions)
