@@ -5,8 +5,9 @@ C18), organised by concept:
 
 * :mod:`.task`: the arithmetic task, its tokenizer, verifier and splits;
 * :mod:`.model`: :class:`TinyTransformer`, :class:`TransformerPolicy` (sampling, exact
-  log-probabilities, ``vmap`` per-sample scores) and checkpoints, including the committed study
-  policies :data:`POLICY_NAMES`;
+  log-probabilities, ``vmap`` per-sample scores);
+* :mod:`.checkpoints`: saving and loading policies, and the committed study policies
+  :data:`POLICY_NAMES`;
 * :mod:`.moments`: exact :class:`~ustat_rl.theory.PromptMoments` by enumerating every answer,
   so that :mod:`ustat_rl.theory` gives the exact MSEs, scaling constants and ``G*``;
 * :mod:`.sampling`: the Monte Carlo of squared errors through
@@ -16,17 +17,8 @@ C18), organised by concept:
 Importing this package imports torch; :mod:`ustat_rl.policies` does not import it.
 """
 
-from .model import (
-    POLICY_NAMES,
-    TinyTransformer,
-    TransformerConfig,
-    TransformerPolicy,
-    load_policy,
-    load_study_policy,
-    new_policy,
-    resolve_device,
-    save_policy,
-)
+from .checkpoints import POLICY_NAMES, load_policy, load_study_policy, new_policy, save_policy
+from .model import TinyTransformer, TransformerConfig, TransformerPolicy, resolve_device
 from .moments import (
     AnswerTable,
     ConstantsInterval,

@@ -1,0 +1,84 @@
+"""Checkpoints of transformer policies, and the three committed policies of the study.
+
+A checkpoint (:func:`save_policy`, :func:`load_policy`) holds float32 weights, the architecture
+and the decoding settings and loads with ``torch.load(weights_only=True)``; the three committed
+warm-up policies are :data:`POLICY_NAMES` (:func:`load_study_policy`), made by
+``simulations/make_transformer_policies.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from ..._validation import as_int
+from .model import TinyTransformer, TransformerConfig, TransformerPolicy, resolve_device
+
+__all__ = ["POLICY_NAMES", "load_policy", "load_study_policy", "new_policy", "save_policy"]
+
+#: The committed warm-up checkpoints, weakest first (analogues of base, instruct, few-shot
+#: instruct).
+POLICY_NAMES = ("weak", "medium", "strong")
+_CHECKPOINTS = Path(__file__).resolve().parents[2] / "data" / "transformer_policies"
+
+
+def save_policy(policy: TransformerPolicy, path, **metadata) -> None:
+    """Save weights (float32, CPU), architecture, decoding settings and ``metadata``."""
+    state = {k: v.detach().to("cpu", torch.float32) for k, v in policy.model.state_dict().items()}
+    torch.save({"config": asdict(policy.model.cfg), "state": state,
+                "policy": {"prompt_width": policy.prompt_width,
+                           "max_answer_len": policy.max_answer_len,
+                           "temperature": policy.temperature},
+                "metadata": dict(metadata)}, path)
+
+
+def load_policy(path, device=None, dtype: torch.dtype = torch.float32,
+                temperature: float | None = None) -> tuple[TransformerPolicy, dict]:
+    """Load a policy saved by :func:`save_policy`; returns ``(policy, metadata)``."""
+    blob = torch.load(path, map_location="cpu", weights_only=True)
+    model = TinyTransformer(TransformerConfig(**blob["config"]))
+    model.load_state_dict(blob["state"])
+    model.to(device=resolve_device(device), dtype=dtype)
+    settings = dict(blob["policy"])
+    if temperature is not None:
+        settings["temperature"] = temperature
+    return TransformerPolicy(model, **settings), blob["metadata"]
+
+
+def new_policy(task, seed: int, *, d_model: int = 64, n_layers: int = 2, n_heads: int = 4,
+               d_ff: int = 256, temperature: float = 1.0, constrained: bool = True,
+               max_new_tokens: int | None = None, device=None,
+               dtype: torch.dtype = torch.float32) -> TransformerPolicy:
+    """Freshly initialised policy for an :class:`~ustat_rl.policies.transformer.task.ArithmeticTask`.
+
+    Weights are drawn from N(0, 0.02^2) (biases 0, layer norms 1) with a ``torch.Generator``
+    seeded by ``seed``; global torch random state is untouched.
+    """
+    seed = as_int(seed, "seed", 0)
+    n_new = task.max_answer_len + 1 if max_new_tokens is None else max_new_tokens
+    cfg = TransformerConfig(task.tokenizer.vocab_size, task.prompt_width + 1 + n_new,
+                            d_model, n_layers, n_heads, d_ff)
+    if d_model % n_heads:
+        raise ValueError(f"`d_model` = {d_model} must be a multiple of `n_heads` = {n_heads}")
+    model = TinyTransformer(cfg)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.zero_()
+            elif ".ln" in name or name.startswith("ln"):
+                p.fill_(1.0)
+            else:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
+    model.to(device=resolve_device(device), dtype=dtype)
+    return TransformerPolicy(model, task.prompt_width, task.max_answer_len, temperature,
+                             constrained, max_new_tokens)
+
+
+def load_study_policy(name: str, device=None, dtype: torch.dtype = torch.float32):
+    """Load one of :data:`POLICY_NAMES`; returns ``(policy, metadata)``."""
+    if name not in POLICY_NAMES:
+        raise ValueError(f"`name` must be one of {POLICY_NAMES}, got {name!r}")
+    return load_policy(_CHECKPOINTS / f"{name}.pt", device=device, dtype=dtype)
