@@ -32,7 +32,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ustat_rl.batch_study import batch_monte_carlo
-from ustat_rl.claims.checks_practical import mean_field_root, trl_group_rule
+from ustat_rl.std_training import mean_field_root, trl_group_rule
 from ustat_rl.conventions import advantages
 from ustat_rl.examples import arcsin_conflict_bandit, small_bandit
 from ustat_rl.policies.softmax import SoftmaxBandit

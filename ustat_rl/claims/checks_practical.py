@@ -16,7 +16,17 @@ import numpy as np
 
 from ..conventions import _grouped, get_convention
 from ..examples import std_normalisation_bandit
-from ..theory.advantage import AdvantageTable, advantage_moments, all_equal_probability
+from ..std_training import (
+    mean_field_root,
+    train_std_normalised,
+    trl_group_rule,
+)
+from ..theory.advantage import (
+    advantage_moments,
+    all_equal_probability,
+    lemma11_constant,
+    lemma11_difference_table,
+)
 from .registry import (
     EXACT_RTOL,
     Z_CHECK,
@@ -41,38 +51,6 @@ MC_SIZES = (4, 16, 64)
 
 
 ALL_EQUAL_SIZES = (2, 4, 8)
-
-
-def lemma11_difference_table(value: float, group_size: int) -> AdvantageTable:
-    """``a(z, m)`` of ``g_se - g_std``: Algorithm 2's advantage minus leave-one-out over ``sigma``.
-
-    Algorithm 2 (docs/theory.md section 2): ``(z - Z_bar_{-g})/se_m`` with
-    ``se_m = sqrt(m (G - m)/(G (G - 1)))`` and all-equal groups zeroed; the limit of Lemma 11
-    divides the same leave-one-out difference by ``sigma = sqrt(V (1 - V))``. For binary rewards
-    ``z - Z_bar_{-g}`` is ``(G - m)/(G - 1)`` for a success and ``-m/(G - 1)`` for a failure
-    (docs/theory.md section 7). O(G), so usable at ``G = 16384``.
-    """
-    G = int(group_size)
-    m = np.arange(G + 1, dtype=np.float64)
-    sigma = np.sqrt(value * (1.0 - value))
-    se = np.sqrt(m * (G - m) / (G * (G - 1.0)))
-    inv_se = np.where(se > 0, 1.0 / np.where(se > 0, se, 1.0), 0.0)
-    loo_success, loo_failure = (G - m) / (G - 1.0), -m / (G - 1.0)
-    success = loo_success * (inv_se - 1.0 / sigma)
-    failure = loo_failure * (inv_se - 1.0 / sigma)
-    success[0], failure[G] = 0.0, 0.0
-    return AdvantageTable(G, success, failure)
-
-
-def lemma11_constant(moments) -> float:
-    """``lim G E||g_se - g_std||^2 = ||g||^2 (1 - 2V)^2 / (4 V^2 (1 - V)^2)`` (derived, C24).
-
-    Delta method: ``g_se - g_std = g_loo (1/se - 1/sigma)``, ``g_loo -> g`` and
-    ``G Var(se^2) -> mu_4 - sigma^4 = V (1 - V) (1 - 2V)^2`` for Bernoulli rewards, with
-    ``1/se - 1/sigma ~ -(se^2 - sigma^2)/(2 sigma^3)``.
-    """
-    V, gsq = float(moments.value[0]), float(moments.grad_sq[0])
-    return gsq * (1.0 - 2.0 * V) ** 2 / (4.0 * V**2 * (1.0 - V) ** 2)
 
 
 def limit_check(moments, constant: float, name: str) -> list:
@@ -194,107 +172,6 @@ C26_GROUP = 8
 
 
 C26_LIMIT_SIZES = (512, 2048, 8192)
-
-
-def trl_group_rule(z, m, G):
-    """TRL's ``scale_rewards="group"`` advantage for binary rewards as ``a(z, m, G)``: O(G).
-
-    ``(z - m/G)/(s_m + 1e-4)`` with the Bessel-corrected ``s_m = sqrt(m (G - m)/(G (G - 1)))``
-    (docs/conventions.md); equal to the named convention's table (checked in ``check_c26_train``).
-    """
-    m = np.asarray(m, dtype=np.float64)
-    s = np.sqrt(m * (G - m) / (G * (G - 1.0)))
-    return (np.asarray(z, dtype=np.float64) - m / G) / (s + 1e-4)
-
-
-def _binary_part(bandit):
-    """The same bandit without the KL penalty: its moments describe the binary rewards."""
-    from ..policies.loglinear import LogLinearBandit
-
-    return LogLinearBandit(bandit.features, bandit.reward_prob, bandit.prompt_prob,
-                           bandit.reward_values, 0.0, bandit.ref_theta)
-
-
-def kl_penalty_gradient(bandit, theta) -> np.ndarray:
-    """``-tau grad E_X KL(pi_theta || pi_ref)`` at each row of ``theta (R, d)``, shape ``(R, d)``.
-
-    Per prompt ``grad KL = sum_a pi(a) w(x, a) log(pi/pi_ref)(a)``, since ``E w = 0``.
-    """
-    from scipy.special import log_softmax
-
-    theta = np.atleast_2d(theta)
-    log_pi = log_softmax(np.einsum("pkd,rd->rpk", bandit.features, theta), axis=2)  # (R, P, K)
-    pi = np.exp(log_pi)
-    w = bandit.features[None] - np.einsum("rpk,pkd->rpd", pi, bandit.features)[:, :, None, :]
-    ratio = log_pi - bandit.ref_log_policy[None]  # (R, P, K)
-    return -bandit.kl_weight * np.einsum("p,rpk,rpkd->rd", bandit.prompt_prob, pi * ratio, w)
-
-
-def mean_field(bandit, theta: float, factor) -> float:
-    """Expected update direction at scalar ``theta``: ``sum_x f c(x) g(x) - tau grad KL``.
-
-    ``factor``: ``"value"`` (``c = 1``, the gradient of ``E V - tau KL``), ``"arcsin"``
-    (``c = 1/sqrt(V(1-V))``, Proposition 13's objective) or an :class:`AdvantageTable`, whose
-    exact mean factor ``c_G(x)`` (docs/theory.md section 7) makes this the mean of the
-    std-normalised update at group size ``G``.
-    """
-    from ..theory.advantage import arcsin_weight
-
-    theta_vec = np.array([float(theta)])
-    moments = _binary_part(bandit).moments(theta_vec, matrices=True)
-    if isinstance(factor, str):
-        c = np.ones(bandit.n_prompts) if factor == "value" else arcsin_weight(moments.value)
-    else:
-        c = advantage_moments(moments, factor).mean_factor
-    reward_part = bandit.prompt_prob @ (c[:, None] * moments.grad_per_prompt)
-    return float(reward_part[0] + kl_penalty_gradient(bandit, theta_vec)[0, 0])
-
-
-def mean_field_root(bandit, factor, bracket=(-4.0, 6.0)) -> float:
-    """The root of :func:`mean_field` in ``bracket`` (one shared parameter, ``d = 1``)."""
-    from scipy.optimize import brentq
-
-    if bandit.dim != 1:
-        raise ValueError(f"mean_field_root needs a one-parameter bandit, got d = {bandit.dim}")
-    return float(brentq(lambda t: mean_field(bandit, t, factor), *bracket, xtol=1e-13))
-
-
-def train_std_normalised(bandit, convention: str, group_size: int, batch_size: int,
-                         n_iter: int, n_runs: int, rng, beta: float = 30.0,
-                         offset: float = 30.0) -> np.ndarray:
-    """Stochastic gradient ascent with a named advantage convention; Polyak averages ``(R, d)``.
-
-    Each step draws ``B`` prompts from ``f`` and ``G`` responses per prompt from ``pi_theta``
-    for each of ``R`` independent runs, forms ``(1/B) sum_b (1/G) sum_g A_g W_g`` with
-    ``convention``'s advantages, adds the exact penalty gradient ``-tau grad KL`` and steps
-    ``beta/(i + offset)`` (``beta`` times the mean field's slope exceeds 1/2, as the 1/i rate
-    of Lemma 6 needs). Returns each run's average of its iterates over the second half.
-    """
-    spec = get_convention(convention)
-    theta = np.tile(bandit.ref_theta, (n_runs, 1))  # (R, d)
-    total = np.zeros_like(theta)
-    feats = bandit.features
-    B, G = batch_size, group_size
-    for i in range(1, n_iter + 1):
-        x = rng.choice(bandit.n_prompts, size=(n_runs, B), p=bandit.prompt_prob)  # (R, B)
-        phi = feats[x]  # (R, B, K, d)
-        logits = np.einsum("rbkd,rd->rbk", phi, theta)
-        pi = np.exp(logits - logits.max(axis=2, keepdims=True))
-        pi /= pi.sum(axis=2, keepdims=True)  # (R, B, K)
-        cum = np.cumsum(pi, axis=2)
-        cum[..., -1] = 1.0
-        u = rng.random((n_runs, B, G))
-        action = np.sum(u[..., None] >= cum[:, :, None, :], axis=3)  # (R, B, G)
-        reward = (rng.random((n_runs, B, G))
-                  < bandit.reward_prob[x[..., None], action]).astype(np.float64)
-        mean_phi = np.einsum("rbk,rbkd->rbd", pi, phi)
-        score = np.take_along_axis(phi, action[..., None], axis=2) - mean_phi[:, :, None, :]
-        adv = _grouped(spec, reward.reshape(n_runs * B, G)).reshape(n_runs, B, G)
-        g_hat = np.einsum("rbg,rbgd->rd", adv, score) / (B * G)
-        theta = theta + beta / (i + offset) * (g_hat + kl_penalty_gradient(bandit, theta))
-        if i > n_iter // 2:
-            total += theta
-    return total / (n_iter - n_iter // 2)
 
 
 @register("C26.train", "Training with std-normalised advantages converges to the root of its "
