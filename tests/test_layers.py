@@ -168,3 +168,59 @@ def test_doctests(name):
     result = doctest.testmod(importlib.import_module(name),
                              optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
+
+
+# ---------------------------------------------------------------------- one formula, one place
+import io  # noqa: E402
+import re  # noqa: E402
+import tokenize  # noqa: E402
+
+#: ``G* = 1 + sqrt(c3'/c1)`` written out, and Theorem 2's GRPO excess numerator
+#: ``E||W||^2 Var(Z|x) + ||g(x)||^2`` combined with a ``1/(G(G-1))`` factor.
+FORMULA_PATTERNS = {
+    "G*": re.compile(r"1(\.0)?\s*\+\s*(math\.|np\.)?sqrt\("),
+    "Theorem 2 excess": re.compile(r"(reward_var|grad_sq).*\(\s*\w+\s*-\s*1(\.0)?\s*\)\)?"),
+}
+
+
+def _code_only(source: str) -> str:
+    """The source with comments and string literals (docstrings included) blanked."""
+    out = []
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type in (tokenize.COMMENT, tokenize.STRING):
+            continue
+        out.append(tok.string if tok.type != tokenize.NEWLINE else "\n")
+    return "".join(out)
+
+
+def _formula_sites(root: Path) -> list[tuple[str, str]]:
+    sites = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).as_posix()
+        if rel.startswith("ustat_rl/theory/"):
+            continue
+        code = _code_only(path.read_text())
+        for line in code.split("\n"):
+            for name, pattern in FORMULA_PATTERNS.items():
+                if name == "Theorem 2 excess" and "reward_var" not in line:
+                    continue
+                if pattern.search(line) and (name == "G*" or "grad_sq" in line):
+                    sites.append((rel, name))
+    return sites
+
+
+def test_theorem2_and_gstar_live_only_in_the_theory_package():
+    root = Path(__file__).resolve().parents[1] / "ustat_rl"
+    assert _formula_sites(root) == []
+
+
+def test_the_formula_scan_finds_a_second_copy(tmp_path):
+    pkg = tmp_path / "ustat_rl"
+    pkg.mkdir()
+    (pkg / "copy.py").write_text('"""1 + sqrt(c3/c1) in a docstring is fine."""\n'
+                                 "import math\n\n\n"
+                                 "def g_star(c1, c3):\n    return 1.0 + math.sqrt(c3 / c1)\n\n\n"
+                                 "def excess(m, G):\n"
+                                 "    return (m.score_sq * m.reward_var + m.grad_sq) / (G * (G - 1))\n")
+    assert sorted(_formula_sites(pkg)) == [("ustat_rl/copy.py", "G*"),
+                                           ("ustat_rl/copy.py", "Theorem 2 excess")]

@@ -289,7 +289,8 @@ def _constants_and_ratio(stats: PilotStatistics):
 
 
 def _gstar(ratio: float) -> float:
-    return 1.0 + 1.0 / math.sqrt(ratio) if ratio > 0 else math.inf
+    """``G*`` at ``c1/c3' = ratio``: Theorem 7's formula with ``c3' = 1`` (scale-free)."""
+    return ScalingConstants(float(ratio), 0.0, 1.0).optimal_group_size()
 
 
 def student_quantile(level: float, prompt_var: float, sketch_var: float, n_prompts: int,
