@@ -28,6 +28,7 @@ from .. import theory
 from .._validation import as_finite_array, as_float, as_int, as_probabilities
 from ..estimators import ESTIMATORS
 from ..theory import PromptMoments, ScalingConstants
+from ._loglinear_optimum import Optimum, newton_optimum
 from ._loglinear_sampler import sample_gradient as _sample_gradient
 from .softmax import SoftmaxBandit
 
@@ -77,41 +78,6 @@ class PolicyState:
 
 #: The former name of :class:`PolicyState`, kept importable.
 PolicyMoments = PolicyState
-
-
-@dataclass(frozen=True)
-class Optimum:
-    """The maximiser set ``Theta* = theta + span(null_basis)`` and its local structure.
-
-    Attributes
-    ----------
-    theta : ndarray (d,)
-        One maximiser (the one whose null-space component is that of the starting point).
-    value : float
-        ``J* = max J``.
-    basis : ndarray (d, r)
-        ``Q``: orthonormal basis of the identifiable directions (``Q^T Q = I``).
-    null_basis : ndarray (d, d - r)
-        Orthonormal basis of ``N``, the directions that leave the policy unchanged.
-    hessian : ndarray (r, r)
-        ``H* = Q^T H(theta*) Q``, negative definite.
-    curvature : ndarray (r,)
-        ``Lambda``: eigenvalues of ``-H*``, ascending.
-    grad_norm : float
-        ``||g(theta*)||`` reached by the solver.
-    """
-
-    theta: np.ndarray
-    value: float
-    basis: np.ndarray
-    null_basis: np.ndarray
-    hessian: np.ndarray
-    curvature: np.ndarray
-    grad_norm: float
-
-    def distance(self, theta) -> np.ndarray:
-        """``d(theta, Theta*) = ||Q^T (theta - theta*)||`` for ``theta`` of shape ``(..., d)``."""
-        return np.linalg.norm((np.asarray(theta) - self.theta) @ self.basis, axis=-1)
 
 
 class LogLinearBandit:
@@ -383,34 +349,7 @@ class LogLinearBandit:
             When ``tau = 0`` (no interior maximiser of a softmax bandit in general) or when the
             Newton iteration does not reach a point with ``H* < 0`` and ``||g|| <= tol``.
         """
-        if self.kl_weight == 0.0 and theta_init is None:
-            raise ValueError("`optimum` needs kl_weight > 0 or an explicit `theta_init` near an "
-                             "interior maximiser")
-        theta = self.ref_theta.copy() if theta_init is None else self._theta(theta_init).copy()
-        q = self.identifiable_basis
-        value = self.objective(theta)
-        for _ in range(max_iter):
-            grad = q.T @ self.grad(theta)  # (r,)
-            if np.linalg.norm(grad) <= tol:
-                break
-            hess = q.T @ self.hessian(theta) @ q
-            eig = np.linalg.eigvalsh(hess)
-            step = -np.linalg.solve(hess, grad) if eig.max() < 0 else grad  # Newton or gradient
-            t = 1.0
-            while t > 1e-12:
-                trial = theta + t * (q @ step)
-                trial_value = self.objective(trial)
-                if trial_value >= value - 1e-15:
-                    break
-                t *= 0.5
-            theta, value = trial, trial_value
-        hess = q.T @ self.hessian(theta) @ q
-        grad_norm = float(np.linalg.norm(self.grad(theta)))
-        curvature = np.sort(np.linalg.eigvalsh(-hess))
-        if grad_norm > max(tol, 1e-9) or curvature[0] <= 0:
-            raise ValueError(f"Newton ascent did not reach a strict local maximiser "
-                             f"(||g|| = {grad_norm:.2e}, min eig(-H*) = {curvature[0]:.2e})")
-        return Optimum(theta, value, q, self.null_basis, hess, curvature, grad_norm)
+        return newton_optimum(self, theta_init, tol, max_iter)
 
     # ------------------------------------------------------------------ training protocol
     def draws_per_step(self, estimator: str, group_size: int, batch_size: int) -> int:
