@@ -3,7 +3,9 @@
 A mutant is a small deliberate bug (``<`` turned into ``<=``, ``+`` into ``-``, a constant moved
 by one) written into one module; it is *killed* when the module's focused test selection fails.
 The score of a module is killed / (killed + survived); mutants the budget did not reach are
-counted separately as ``untested`` and never enter the score.  ``docs/mutation.md`` reports the
+counted separately as ``untested`` and never enter the score.  mutmut runs a module's mutants
+in source order, so a budget that runs out covers the top of the module (constants,
+validation, the first functions) and not the rest: the ``untested`` count says how much.  ``docs/mutation.md`` reports the
 scores and explains each surviving mutant.
 
 Every run works in a throw-away copy of the tracked files (``git ls-files``), so the checkout is
@@ -81,8 +83,11 @@ _STATUS = {"ok_killed": "killed", "bad_survived": "survived", "bad_timeout": "ti
 class ModuleScore:
     """Outcome of one module's run.
 
-    ``score`` is killed / (killed + survived), NaN when nothing was run; ``timeout`` mutants
-    (the tests hung) count as neither; ``survivors`` lists ``(id, line number, source line)``.
+    ``score`` is caught / (caught + survived) with caught = killed + suspicious (mutmut's
+    "suspicious": the tests failed, but ran far slower than without the mutant, which on a
+    loaded machine is the load), NaN when nothing was run; ``timeout`` mutants (the tests ran
+    over ten times the baseline and were stopped) enter neither side; ``survivors`` lists
+    ``(id, line number, source line, diff)``.
     """
 
     name: str
@@ -160,9 +165,10 @@ def run_target(target: Target, budget_s: int | None = None, diffs: bool = True,
         counts, survivors = _read_cache(workdir)
         if diffs:
             survivors = [(i, n, line, _show(workdir, i, env)) for i, n, line in survivors]
-    tested = counts["killed"] + counts["survived"]
+    caught = counts["killed"] + counts["suspicious"]
+    tested = caught + counts["survived"]
     return ModuleScore(target.name, target.path, tuple(tests), budget, round(wall, 1), finished,
-                       counts, counts["killed"] / tested if tested else float("nan"), survivors)
+                       counts, caught / tested if tested else float("nan"), survivors)
 
 
 def main(argv=None) -> int:
@@ -183,7 +189,7 @@ def main(argv=None) -> int:
         results.append(result)
         c = result.counts
         print(f"{result.name:18s} score {result.score:6.1%}  killed {c['killed']:3d}  "
-              f"survived {c['survived']:3d}  timeout {c['timeout']:2d}  "
+              f"survived {c['survived']:3d}  timeout {c['timeout']:2d}  suspicious {c['suspicious']:2d}  "
               f"untested {c['untested']:3d}  {result.wall_s:6.0f} s"
               f"{'' if result.finished else ' (budget reached)'}", flush=True)
         for mutant_id, line_number, line, *_ in result.survivors:
