@@ -143,8 +143,11 @@ def run_target(target: Target, budget_s: int | None = None, diffs: bool = True,
         env = {**os.environ, "PYTHONPATH": str(workdir), "OMP_NUM_THREADS": "1",
                "PYTHONDONTWRITEBYTECODE": "1", **dict(target.env)}
         tests = [t for t in target.tests if (workdir / t).exists()]
+        # mutmut 2.x counts only exit status 1 as "tests failed": a mutant that breaks an import
+        # makes pytest exit with 2 (collection error) and would be scored as a survivor, so
+        # every failing status is mapped to 1 (mutmut runs the command through the shell)
         runner = (f"{sys.executable} -m pytest -x -q -p no:cacheprovider "
-                  f"{' '.join(tests)}")
+                  f"{' '.join(tests)} || exit 1")
         cmd = [sys.executable, "-m", "mutmut", "run", "--paths-to-mutate", target.path,
                "--tests-dir", "tests", "--runner", runner, "--simple-output", "--no-progress"]
         start = time.monotonic()
