@@ -145,9 +145,10 @@ def run_target(target: Target, budget_s: int | None = None, diffs: bool = True,
         tests = [t for t in target.tests if (workdir / t).exists()]
         # mutmut 2.x counts only exit status 1 as "tests failed": a mutant that breaks an import
         # makes pytest exit with 2 (collection error) and would be scored as a survivor, so
-        # every failing status is mapped to 1 (mutmut runs the command through the shell)
-        runner = (f"{sys.executable} -m pytest -x -q -p no:cacheprovider "
-                  f"{' '.join(tests)} || exit 1")
+        # every failing status is mapped to 1
+        args = ", ".join(repr(a) for a in ("-x", "-q", "-p", "no:cacheprovider", *tests))
+        runner = (f'{sys.executable} -c "import sys, pytest; '
+                  f'sys.exit(1 if pytest.main([{args}]) else 0)"')
         cmd = [sys.executable, "-m", "mutmut", "run", "--paths-to-mutate", target.path,
                "--tests-dir", "tests", "--runner", runner, "--simple-output", "--no-progress"]
         start = time.monotonic()
