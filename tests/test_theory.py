@@ -236,3 +236,18 @@ def test_mse_argument_messages_are_exact(moments):
         theory.per_prompt_mse(moments, "grpo", np.array([2.0]))
     with pytest.raises(TypeError, match=r"^`moments` must be a PromptMoments, got dict$"):
         theory.per_prompt_mse({"c1": 1}, "grpo", 4)
+
+
+def test_shrink_factor_links_the_full_mean_and_leave_one_out_estimators():
+    # second route: the estimators themselves (C2), on one random group of G = 5
+    from ustat_rl import fullmean_gradient, grpo_gradient
+
+    rng = np.random.default_rng(7)
+    score, reward = rng.normal(size=(5, 3)), rng.normal(size=5)
+    np.testing.assert_allclose(fullmean_gradient(score, reward),
+                               theory.shrink_factor(5) * grpo_gradient(score, reward), rtol=1e-12)
+
+
+def test_baseline_argument_only_with_the_baseline_estimator(moments):
+    with pytest.raises(ValueError, match=r"^`baseline` is only used with `estimator='baseline'`$"):
+        theory.per_prompt_mse(moments, "grpo", 4, baseline=0.3)
