@@ -316,7 +316,6 @@ def test_errata_report_computed():
 
 def test_each_erratum_names_version_statement_and_a_runnable_command():
     from proofs_check.errata import ERRATA
-
     from ustat_rl.claims import registry
 
     known = set(registry())
