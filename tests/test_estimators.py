@@ -5,6 +5,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from ustat_rl import (
+    ESTIMATORS,
     baseline_gradient,
     fullmean_gradient,
     grpo_gradient,
@@ -94,20 +95,44 @@ def test_minibatch_shapes_and_mean():
 
 @pytest.mark.parametrize("func", [grpo_gradient, grpo_gradient_pairwise])
 def test_group_size_one_rejected_for_leave_one_out(func):
-    with pytest.raises(ValueError, match="group_size"):
+    with pytest.raises(ValueError, match=r"^`group_size` must be an integer >= 2 for the "
+                                         r"leave-one-out baseline, got 1$"):
         func(np.ones((1, 2)), np.ones(1))
 
 
 @pytest.mark.parametrize("score, reward, match", [
-    (np.ones((3, 2)), np.ones(4), "reward"),
-    (np.ones((3,)), np.ones(3), "score"),
-    (np.ones((3, 2)), np.array([1.0, np.nan, 0.0]), "reward"),
-    (np.array([[1.0, np.inf]] * 3), np.ones(3), "score"),
-    (np.ones((0, 2)), np.ones(0), "score"),
+    (np.ones((3, 2)), np.ones(4), "^`score` of shape .* needs `reward`"),
+    (np.ones((3,)), np.ones(3), "^`score`"),
+    (np.ones((3, 2)), np.array([1.0, np.nan, 0.0]), "^`reward`"),
+    (np.array([[1.0, np.inf]] * 3), np.ones(3), "^`score`"),
+    (np.ones((0, 2)), np.ones(0), "^`score`"),
 ])
 def test_bad_input_names_parameter(score, reward, match):
+    # the message opens with the parameter's name (anchored, so a decorated name would fail)
     with pytest.raises(ValueError, match=match):
         vanilla_gradient(score, reward)
+
+
+def test_shape_mismatch_message_gives_both_shapes():
+    with pytest.raises(ValueError, match=r"^`score` of shape \(2, 3, 4\) needs `reward` of shape "
+                                         r"\(2, 3\), got \(3,\)$"):
+        grpo_gradient(np.ones((2, 3, 4)), np.ones(3))
+
+
+def test_single_draw_is_allowed_without_a_leave_one_out_baseline():
+    # G = 1 is legal for the estimators with no leave-one-out mean: the estimate is W Z
+    score, reward = np.array([[2.0, -1.0]]), np.array([3.0])
+    np.testing.assert_array_equal(vanilla_gradient(score, reward), [6.0, -3.0])
+    np.testing.assert_array_equal(baseline_gradient(score, reward, 1.0), [4.0, -2.0])
+    np.testing.assert_array_equal(fullmean_gradient(score, reward), [0.0, 0.0])
+
+
+def test_every_estimator_name_has_its_function():
+    # ESTIMATORS is what callers choose by name; each name is a `<name>_gradient` of the module
+    import ustat_rl.estimators as module
+
+    for name in ESTIMATORS:
+        assert callable(getattr(module, f"{name}_gradient")), name
 
 
 def test_bad_baseline_shape_and_type():

@@ -6,7 +6,7 @@ import pytest
 from ustat_rl.claims import VerifyContext, registry, run_claim
 from ustat_rl.claims.checks_optimisation import _lemma14_worst
 from ustat_rl.examples import conflicting_prompts_bandit
-from ustat_rl.group_size import bootstrap_argmin, linearised_gap
+from ustat_rl.group_size import bootstrap_argmin, common_argmin, linearised_gap
 from ustat_rl.theory.limit_law import (
     eigenbasis_covariance,
     limit_weights,
@@ -92,6 +92,42 @@ def test_bootstrap_argmin_interval():
     close = [rng.normal(m, 1.0, 50) for m in (1.0, 1.0, 1.0)]
     _, (lo, hi), _ = bootstrap_argmin([2, 4, 8], close, 500, rng)
     assert lo < hi  # no separation: the interval spans several sizes
+
+
+def _cells(means_by_cell, n_runs, rng, grid=(4, 16, 64)):
+    return [(grid, [rng.normal(m, 1.0, n_runs) for m in means]) for means in means_by_cell]
+
+
+def test_common_argmin_accepts_a_shared_minimum():
+    # every cell's mean is smallest at G = 16, by 7 standard errors of the difference of means
+    # (sd 1, 400 runs: se of a difference 0.071 against a gap of 0.5)
+    rng = np.random.default_rng(1)
+    family = common_argmin(_cells([(1.5, 1.0, 1.5)] * 3, 400, rng), 1000, rng, level=0.95)
+    assert family.argmins == (16, 16, 16) and family.common == (16,)
+    assert family.cell_level == pytest.approx(1 - 0.05 / 3)
+
+
+def test_common_argmin_rejects_when_no_group_size_is_shared():
+    # negative control: the argmin is G = 4 in one cell and G = 64 in the other, each separated
+    # by 7 standard errors of the difference, so no G can lie in both intervals and the rule must
+    # say "differs"
+    rng = np.random.default_rng(2)
+    family = common_argmin(_cells([(1.0, 1.5, 1.5), (1.5, 1.5, 1.0)], 400, rng), 1000, rng)
+    assert family.argmins == (4, 64) and family.common == ()
+    assert family.intervals == ((4, 4), (64, 64))
+
+
+def test_common_argmin_tolerates_noise_that_moves_a_point_argmin():
+    # flat curves: the point argmins differ from cell to cell by chance alone, which the old
+    # point rule called "differs"; the simultaneous intervals overlap, so the rule keeps it
+    rng = np.random.default_rng(3)
+    family = common_argmin(_cells([(1.0, 1.0, 1.0)] * 4, 50, rng), 1000, rng)
+    assert len(family.common) >= 1
+    # bad input names the parameter
+    with pytest.raises(ValueError, match="`level`"):
+        common_argmin(_cells([(1.0, 1.0, 1.0)], 50, rng), 100, rng, level=1.0)
+    with pytest.raises(ValueError, match="`cells`"):
+        common_argmin([], 100, rng)
 
 
 @pytest.mark.parametrize("claim_id", ["C12.num", "C13.num", "C14", "C16.num", "C21.num", "C22",

@@ -310,4 +310,24 @@ def test_errata_report_computed():
                     "Lemma 14", "Notation", "Appendix C"):
         assert heading in report
     assert report.count("**disproved**") >= 7
+    assert report.count("- paper: arXiv:2603.01162v3") == report.count("- reproduce: `") == 9
     assert "rejected" in report and "accepted" in report  # the beta^2 numeric evidence
+
+
+def test_each_erratum_names_version_statement_and_a_runnable_command():
+    from proofs_check.errata import ERRATA
+    from ustat_rl.claims import registry
+
+    known = set(registry())
+    for item in ERRATA:
+        assert "v3" in item.paper and "v1 not checked" in item.paper, item.where
+        assert item.checked, item.where
+        assert "ustat-rl verify --errata" in item.reproduce, item.where
+        for command in item.reproduce:
+            words = command.split()
+            assert words[:2] == ["ustat-rl", "verify"], command
+            if "--only" in words:
+                ids = words[words.index("--only") + 1].split(",")
+                assert set(ids) <= known, (item.where, set(ids) - known)
+        # an erratum with computed evidence must say which claim re-derives the corrected form
+        assert bool(item.evidence) == any("--only" in c for c in item.reproduce), item.where

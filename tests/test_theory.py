@@ -136,3 +136,118 @@ def test_bad_arguments_name_the_parameter(moments):
         theory.per_prompt_mse(moments, "baseline", 4)
     with pytest.raises(TypeError, match="moments"):
         theory.scaling_constants({"c1": 1})
+
+
+def _two_prompts(grad_sq, grad_norm_sq, noise=2.0):
+    # estimated moments, so only c1's two thresholds act: c1 = mean grad_sq - grad_norm_sq
+    g = np.full(2, grad_sq)
+    return PromptMoments(prompt_prob=np.full(2, 0.5), value=np.full(2, 0.5),
+                         reward_var=np.full(2, 0.25), score_sq=np.ones(2),
+                         score_sq_reward=np.full(2, 0.5), score_sq_reward_sq=np.full(2, noise),
+                         score_sq_centred=0.25 + g, grad_sq=g, grad_gram=np.diag(g),
+                         kind="estimated", grad_norm_sq=grad_norm_sq)
+
+
+@pytest.mark.parametrize("grad_sq, grad_norm_sq, kept", [
+    # documented threshold C1_RTOL = 1e-10 of E||g(X)||^2 (= 1 here): 1.5e-10 is kept, 0.5e-10
+    # is cancellation and becomes 0 (rounding in c1 is ~1e-16, far below either distance)
+    (1.0, 1.0 - 1.5e-10, True),
+    (1.0, 1.0 - 0.5e-10, False),
+    # documented C1_NOISE_RTOL = 1e-24 of E||WZ||^2 (= 2 here), gradients at rounding level
+    (3e-24, 0.0, True),
+    (1e-24, 0.0, False),
+])
+def test_c1_is_zeroed_exactly_below_its_documented_thresholds(grad_sq, grad_norm_sq, kept):
+    c = theory.scaling_constants(_two_prompts(grad_sq, grad_norm_sq))
+    if kept:
+        assert c.c1 == pytest.approx(grad_sq - grad_norm_sq, rel=1e-5)
+        assert math.isfinite(c.optimal_group_size())
+    else:
+        assert c.c1 == 0.0 and c.optimal_group_size() == math.inf
+
+
+def test_results_are_frozen():
+    c = ScalingConstants(1.0, 2.0, 16.0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.c1 = 2.0
+    zetas = theory.kernel_zetas(small_bandit().moments())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        zetas.zeta1 = zetas.zeta2
+
+
+def test_fixed_budget_arguments_smallest_legal_and_messages():
+    c = ScalingConstants(1.0, 2.0, 16.0)
+    # N = 2 is the smallest budget (one group of two draws) and is accepted by both forms
+    assert c.fixed_budget_mse(2, 2) == pytest.approx((2.0 + 2.0 + 16.0) / 2)
+    assert c.fixed_budget_minimum(2) == pytest.approx((1.0 + 2.0 + 8.0) / 2)
+    for call in (lambda: c.fixed_budget_mse(2, 1), lambda: c.fixed_budget_minimum(1)):
+        with pytest.raises(ValueError, match=r"^`budget` must be an integer >= 2, got 1$"):
+            call()
+    with pytest.raises(ValueError, match=r"^`group_size` must contain only finite"):
+        c.fixed_budget_mse(np.nan, 64)
+    with pytest.raises(ValueError, match=r"^`group_size` must be > 1 \(the leave-one-out "
+                                         r"baseline needs two samples\), got 1$"):
+        c.fixed_budget_mse([1.0, 3.0], 64)
+    with pytest.raises(TypeError, match=r"^`moments` must be a PromptMoments, got dict$"):
+        theory.kernel_zetas({"c1": 1})
+
+
+def test_prompt_baseline_route_agrees_with_oracle_and_scalars_broadcast(moments):
+    sizes = np.array([2, 5])
+    # second route: the prompt-only baseline b(x) = V(x) is the oracle estimator
+    np.testing.assert_allclose(theory.per_prompt_mse(moments, "baseline", sizes,
+                                                     baseline=moments.value),
+                               theory.per_prompt_mse(moments, "oracle", sizes), rtol=1e-12)
+    # a scalar baseline is the same as that value at every prompt
+    n_prompts = moments.value.size
+    np.testing.assert_allclose(theory.per_prompt_mse(moments, "baseline", 4, baseline=0.3),
+                               theory.per_prompt_mse(moments, "baseline", 4,
+                                                     baseline=np.full(n_prompts, 0.3)))
+
+
+def test_single_draw_mse_for_estimators_without_leave_one_out(moments):
+    # i.i.d. mean of G draws: the per-prompt MSE of vanilla and oracle scales as 1/G, down to G = 1
+    for est in ("vanilla", "oracle"):
+        np.testing.assert_allclose(theory.per_prompt_mse(moments, est, 1),
+                                   2.0 * theory.per_prompt_mse(moments, est, 2), rtol=1e-12)
+
+
+def test_mse_argument_messages_are_exact(moments):
+    n_prompts = moments.value.size
+    cases = [
+        (("grpo", 1), {}, r"^`group_size` must be an integer >= 2 for the leave-one-out "
+                          r"baseline, got 1$"),
+        (("fullmean", 1), {}, r"^`group_size` must be an integer >= 2 for the leave-one-out "
+                              r"baseline, got 1$"),
+        (("vanilla", 0), {}, r"^`group_size` must be an integer >= 1, got 0$"),
+        (("grpo", np.full((2, 2), 4)), {}, r"^`group_size` must be an integer or a 1-D array of "
+                                           r"integers, got shape \(2, 2\)$"),
+        (("rloo", 4), {}, r"^`estimator` must be one of \("),
+        (("baseline", 4), {}, r"^`baseline` is required when `estimator` is 'baseline'$"),
+        (("baseline", 4), {"baseline": np.zeros(n_prompts + 1)},
+         rf"^`baseline` must be a scalar or shape \({n_prompts},\), got \({n_prompts + 1},\)$"),
+        (("baseline", 4), {"baseline": np.zeros((1, n_prompts))}, r"^`baseline` must have "),
+        (("baseline", 4), {"baseline": np.nan}, r"^`baseline` must contain only finite"),
+    ]
+    for args, kwargs, message in cases:
+        with pytest.raises(ValueError, match=message):
+            theory.per_prompt_mse(moments, *args, **kwargs)
+    with pytest.raises(TypeError, match=r"^`group_size` must be an integer, got 2.0 of type float$"):
+        theory.per_prompt_mse(moments, "grpo", np.array([2.0]))
+    with pytest.raises(TypeError, match=r"^`moments` must be a PromptMoments, got dict$"):
+        theory.per_prompt_mse({"c1": 1}, "grpo", 4)
+
+
+def test_shrink_factor_links_the_full_mean_and_leave_one_out_estimators():
+    # second route: the estimators themselves (C2), on one random group of G = 5
+    from ustat_rl import fullmean_gradient, grpo_gradient
+
+    rng = np.random.default_rng(7)
+    score, reward = rng.normal(size=(5, 3)), rng.normal(size=5)
+    np.testing.assert_allclose(fullmean_gradient(score, reward),
+                               theory.shrink_factor(5) * grpo_gradient(score, reward), rtol=1e-12)
+
+
+def test_baseline_argument_only_with_the_baseline_estimator(moments):
+    with pytest.raises(ValueError, match=r"^`baseline` is only used with `estimator='baseline'`$"):
+        theory.per_prompt_mse(moments, "grpo", 4, baseline=0.3)

@@ -62,11 +62,32 @@ def test_zeta_estimates_are_unbiased_and_variance_formula_holds():
 
 
 def test_bad_input():
-    with pytest.raises(ValueError, match="sample"):
+    # messages open with the parameter they are about (anchored: a decorated name fails)
+    with pytest.raises(ValueError, match=r"^`sample` needs at least 4 observations"):
         estimate_zetas(_kernel, np.ones((3, 2)))
-    with pytest.raises(ValueError, match="n"):
+    with pytest.raises(ValueError, match=r"^`n` must be an integer >= 2, got 1$"):
         ustat_variance(0.1, 0.2, 1)
-    with pytest.raises(ValueError, match="zeta1"):
+    with pytest.raises(ValueError, match=r"^`zeta1` must be >= 0.0, got -0.1$"):
         ustat_variance(-0.1, 0.2, 5)
-    with pytest.raises(ValueError, match="non-finite"):
+    with pytest.raises(ValueError, match=r"^`zeta2` must be >= 0.0, got -0.2$"):
+        ustat_variance(0.1, -0.2, 5)
+    with pytest.raises(ValueError, match=r"^`kernel` returned non-finite values$"):
         u_statistic(lambda a, b: np.full(np.broadcast(a, b).shape, np.nan), np.ones((3, 1)))
+    with pytest.raises(ValueError, match=r"^`kernel` must broadcast to \(3, 3, \.\.\.\), "
+                                         r"got \(3,\)$"):
+        u_statistic(lambda a, b: np.zeros(3), np.ones((3, 1)))
+
+
+def _variance_kernel(x, y):
+    return 0.5 * (x - y) ** 2
+
+
+def test_smallest_samples_and_scalar_kernels():
+    # a 1-D sample with a scalar kernel: the unbiased sample variance of (1, 2, 4) is 7/3
+    np.testing.assert_allclose(u_statistic(_variance_kernel, [1.0, 2.0, 4.0]), [7.0 / 3.0])
+    # two observations are enough for an order-2 U-statistic: the one pair's kernel value
+    np.testing.assert_allclose(u_statistic(_variance_kernel, [1.0, 3.0]), [2.0])
+    for sample, shape in (([5.0], r"\(1,\)"), (5.0, r"\(\)")):
+        with pytest.raises(ValueError, match=rf"^`sample` needs at least 2 observations, got "
+                                             rf"shape {shape}$"):
+            u_statistic(_variance_kernel, sample)

@@ -25,7 +25,7 @@ from .theory import ScalingConstants
 from .training import train
 
 __all__ = ["GroupSizePredictions", "predicted_group_sizes", "linearised_gap", "sweep_cell",
-           "bootstrap_argmin", "CellResult"]
+           "bootstrap_argmin", "common_argmin", "CommonArgmin", "CellResult"]
 
 
 @dataclass(frozen=True)
@@ -148,3 +148,72 @@ def bootstrap_argmin(group_sizes, samples, n_boot, rng, level=0.95):
     lo, hi = np.quantile(choice, [(1 - level) / 2, (1 + level) / 2], method="inverted_cdf")
     freq = np.array([np.mean(choice == g) for g in sizes])
     return int(sizes[np.argmin(means)]), (int(lo), int(hi)), freq
+
+
+@dataclass(frozen=True)
+class CommonArgmin:
+    """Simultaneous bootstrap intervals for the argmin of several cells (C18, docs/theory.md).
+
+    Attributes
+    ----------
+    argmins : tuple of int
+        Each cell's point argmin (the group size with the smallest sample mean).
+    intervals : tuple of (int, int)
+        Each cell's bootstrap interval for its argmin at level ``cell_level``.
+    common : tuple of int
+        The group sizes that lie inside every cell's interval (empty when none does).
+    level : float
+        Simultaneous level of the family of intervals.
+    cell_level : float
+        Bonferroni level of each interval, ``1 - (1 - level) / K`` for ``K`` cells.
+    """
+
+    argmins: tuple
+    intervals: tuple
+    common: tuple
+    level: float
+    cell_level: float
+
+
+def common_argmin(cells, n_boot, rng, level=0.95) -> CommonArgmin:
+    """Is one group size inside every cell's simultaneous bootstrap interval for the argmin?
+
+    Parameters
+    ----------
+    cells : sequence of (group_sizes, samples)
+        One entry per cell (a budget ``N`` and a horizon ``n``), in the form
+        :func:`bootstrap_argmin` takes; the grids may differ between cells.
+    n_boot : int
+        Bootstrap replicates per cell.
+    rng : numpy.random.Generator
+    level : float
+        Simultaneous level: each of the ``K`` intervals is taken at ``1 - (1 - level) / K``
+        (Bonferroni), so when one group size is the true argmin of every cell it lies in all
+        ``K`` intervals with probability at least ``level`` (up to the bootstrap's
+        approximation of each interval's coverage).
+
+    Returns
+    -------
+    CommonArgmin
+
+    Notes
+    -----
+    The decision "the argmin is universal" is ``common`` non-empty. Its false-failure rate is
+    at most ``1 - level`` when a common argmin exists; when the cells' argmins are well
+    separated the intervals are disjoint and the rule rejects (tests/test_limit_law.py holds
+    both controls).
+    """
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"`level` must lie in (0, 1), got {level}")
+    cells = list(cells)
+    if not cells:
+        raise ValueError("`cells` must hold at least one (group_sizes, samples) pair")
+    cell_level = 1.0 - (1.0 - level) / len(cells)
+    argmins, intervals = [], []
+    for group_sizes, samples in cells:
+        arg, interval, _ = bootstrap_argmin(group_sizes, samples, n_boot, rng, cell_level)
+        argmins.append(arg)
+        intervals.append(interval)
+    candidates = sorted({int(g) for group_sizes, _ in cells for g in group_sizes})
+    common = tuple(g for g in candidates if all(lo <= g <= hi for lo, hi in intervals))
+    return CommonArgmin(tuple(argmins), tuple(intervals), common, level, cell_level)

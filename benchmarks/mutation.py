@@ -1,0 +1,207 @@
+"""Mutation testing of the core modules, one module at a time, each under a wall-clock budget.
+
+A mutant is a small deliberate bug (``<`` turned into ``<=``, ``+`` into ``-``, a constant moved
+by one) written into one module; it is *killed* when the module's focused test selection fails.
+The score of a module is killed / (killed + survived); mutants the budget did not reach are
+counted separately as ``untested`` and never enter the score.  mutmut runs a module's mutants
+in source order, so a budget that runs out covers the top of the module (constants,
+validation, the first functions) and not the rest: the ``untested`` count says how much.  ``docs/mutation.md`` reports the
+scores and explains each surviving mutant.
+
+Every run works in a throw-away copy of the tracked files (``git ls-files``), so the checkout is
+never mutated in place, even when a budget expires in the middle of a mutant.
+
+Usage (from the repository root, with the ``mutation`` extra installed)::
+
+    python benchmarks/mutation.py                       # every module, default budgets
+    python benchmarks/mutation.py --only estimators     # one module
+    python benchmarks/mutation.py --budget 120          # override every budget (seconds)
+    python benchmarks/mutation.py --out mutation.json   # per-module scores and survivors as JSON
+
+Needs ``mutmut`` 2.x (pinned in ``constraints.txt``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """One module to mutate, the focused tests that must kill its mutants, and the budget.
+
+    ``tests`` are run in the given order with ``-x``, fastest and most direct first, so a killed
+    mutant costs one interpreter start plus the first failing test.  ``env`` holds extra
+    environment variables (``NUMBA_DISABLE_JIT=1`` runs the numba kernels as plain Python, so a
+    mutant needs no recompilation; the tests then run slower, which the budget allows for).
+    """
+
+    name: str
+    path: str
+    tests: tuple[str, ...]
+    budget_s: int = 480
+    env: tuple[tuple[str, str], ...] = ()
+
+
+TARGETS = (
+    Target("estimators", "ustat_rl/estimators.py",
+           ("tests/test_estimators.py",)),
+    Target("ustatistics", "ustat_rl/ustatistics.py",
+           ("tests/test_ustatistics.py",)),
+    Target("theory.mse", "ustat_rl/theory/mse.py",
+           ("tests/test_theory.py", "tests/test_estimators.py")),
+    Target("theory.scaling", "ustat_rl/theory/scaling.py",
+           ("tests/test_theory.py",)),
+    Target("theory.hoeffding", "ustat_rl/theory/hoeffding.py",
+           ("tests/test_theory.py", "tests/test_ustatistics.py")),
+    Target("rates", "ustat_rl/rates.py",
+           ("tests/test_rates.py",)),
+    Target("montecarlo.bandit", "ustat_rl/montecarlo/bandit.py",
+           ("tests/test_bandit.py", "tests/test_montecarlo.py"),
+           env=(("NUMBA_DISABLE_JIT", "1"),)),
+)
+
+# mutmut 2.x writes one of these into its cache for every mutant it has run.
+_STATUS = {"ok_killed": "killed", "bad_survived": "survived", "bad_timeout": "timeout",
+           "ok_suspicious": "suspicious", "skipped": "skipped", "untested": "untested"}
+
+
+@dataclasses.dataclass(frozen=True)
+class ModuleScore:
+    """Outcome of one module's run.
+
+    ``score`` is caught / (caught + survived) with caught = killed + suspicious (mutmut's
+    "suspicious": the tests failed, but ran far slower than without the mutant, which on a
+    loaded machine is the load), NaN when nothing was run; ``timeout`` mutants (the tests ran
+    over ten times the baseline and were stopped) enter neither side; ``survivors`` lists
+    ``(id, line number, source line, diff)``.
+    """
+
+    name: str
+    path: str
+    tests: tuple[str, ...]
+    budget_s: int
+    wall_s: float
+    finished: bool
+    counts: dict
+    score: float
+    survivors: list
+
+
+def _copy_tracked(dst: Path) -> None:
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True,
+                           capture_output=True).stdout.decode().split("\0")
+    for rel in filter(None, files):
+        src = ROOT / rel
+        if src.is_file():
+            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst / rel)
+
+
+def _read_cache(workdir: Path) -> tuple[dict, list]:
+    counts = dict.fromkeys(_STATUS.values(), 0)
+    survivors = []
+    cache = workdir / ".mutmut-cache"
+    if not cache.exists():
+        return counts, survivors
+    with sqlite3.connect(cache) as db:
+        rows = db.execute("SELECT Mutant.id, Mutant.status, Line.line_number, Line.line "
+                          "FROM Mutant JOIN Line ON Mutant.line = Line.id").fetchall()
+    for mutant_id, status, line_number, line in rows:
+        counts[_STATUS.get(status, status)] = counts.get(_STATUS.get(status, status), 0) + 1
+        if status == "bad_survived":
+            survivors.append((mutant_id, line_number + 1, line.strip()))
+    return counts, survivors
+
+
+def _show(workdir: Path, mutant_id: int, env: dict) -> str:
+    out = subprocess.run([sys.executable, "-m", "mutmut", "show", str(mutant_id)], cwd=workdir,
+                         env=env, capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def run_target(target: Target, budget_s: int | None = None, diffs: bool = True,
+               log_dir: Path | None = None) -> ModuleScore:
+    """Mutate ``target.path`` in a fresh copy of the repository until done or out of budget."""
+    budget = target.budget_s if budget_s is None else budget_s
+    with tempfile.TemporaryDirectory(prefix="ustat-mutation-") as tmp:
+        workdir = Path(tmp)
+        _copy_tracked(workdir)
+        env = {**os.environ, "PYTHONPATH": str(workdir), "OMP_NUM_THREADS": "1",
+               "PYTHONDONTWRITEBYTECODE": "1", **dict(target.env)}
+        tests = [t for t in target.tests if (workdir / t).exists()]
+        # mutmut 2.x counts only exit status 1 as "tests failed": a mutant that breaks an import
+        # makes pytest exit with 2 (collection error) and would be scored as a survivor, so
+        # every failing status is mapped to 1
+        args = ", ".join(repr(a) for a in ("-x", "-q", "-p", "no:cacheprovider", *tests))
+        runner = (f'{sys.executable} -c "import sys, pytest; '
+                  f'sys.exit(1 if pytest.main([{args}]) else 0)"')
+        cmd = [sys.executable, "-m", "mutmut", "run", "--paths-to-mutate", target.path,
+               "--tests-dir", "tests", "--runner", runner, "--simple-output", "--no-progress"]
+        start = time.monotonic()
+        log = open(os.devnull if log_dir is None else log_dir / f"{target.name}.log", "w")
+        # a session of its own, so an expired budget stops mutmut's workers and pytest too
+        proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            proc.wait(timeout=budget)
+            finished = True
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait()
+            finished = False
+        finally:
+            log.close()
+        wall = time.monotonic() - start
+        counts, survivors = _read_cache(workdir)
+        if diffs:
+            survivors = [(i, n, line, _show(workdir, i, env)) for i, n, line in survivors]
+    caught = counts["killed"] + counts["suspicious"]
+    tested = caught + counts["survived"]
+    return ModuleScore(target.name, target.path, tuple(tests), budget, round(wall, 1), finished,
+                       counts, caught / tested if tested else float("nan"), survivors)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", default=None,
+                        help=f"modules to run, from {[t.name for t in TARGETS]}")
+    parser.add_argument("--budget", type=int, default=None, help="seconds per module")
+    parser.add_argument("--out", type=Path, default=None, help="write the scores as JSON")
+    parser.add_argument("--logs", type=Path, default=None, help="folder for mutmut's output")
+    args = parser.parse_args(argv)
+    names = {t.name for t in TARGETS}
+    if args.only is not None and not set(args.only) <= names:
+        parser.error(f"--only takes names from {sorted(names)}, got {args.only}")
+    chosen = [t for t in TARGETS if args.only is None or t.name in args.only]
+    results = []
+    for target in chosen:
+        result = run_target(target, args.budget, log_dir=args.logs)
+        results.append(result)
+        c = result.counts
+        print(f"{result.name:18s} score {result.score:6.1%}  killed {c['killed']:3d}  "
+              f"survived {c['survived']:3d}  timeout {c['timeout']:2d}  suspicious {c['suspicious']:2d}  "
+              f"untested {c['untested']:3d}  {result.wall_s:6.0f} s"
+              f"{'' if result.finished else ' (budget reached)'}", flush=True)
+        for mutant_id, line_number, line, *_ in result.survivors:
+            print(f"    survivor {mutant_id}: line {line_number}: {line}")
+        if args.out is not None:
+            args.out.write_text(json.dumps([dataclasses.asdict(r) for r in results], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
