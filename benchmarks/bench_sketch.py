@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import platform
-import re
 import statistics
 import time
 from pathlib import Path
@@ -42,6 +41,7 @@ from ustat_rl.pilot.sketch import (
     torch_projection_matrix,
 )
 from ustat_rl.policies.transformer import ArithmeticTask, load_study_policy, make_splits
+from ustat_rl.run_records import replace_markdown_section
 
 SECTION = "## Projected per-sample scores"
 SEED = 20260301
@@ -123,13 +123,8 @@ def render(res: dict) -> str:
 
 
 def update_readme(path: Path, section: str) -> None:
-    text = path.read_text() if path.exists() else "# Benchmarks\n\n"
-    pattern = re.compile(re.escape(SECTION) + r".*?(?=\n## |\Z)", re.S)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section.rstrip("\n") + "\n", text)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text)
+    """Rewrite this benchmark's section of the README, leaving the rest untouched."""
+    replace_markdown_section(path, SECTION, section)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ import argparse
 import importlib.util
 import os
 import platform
-import re
 import subprocess
 import sys
 import time
@@ -33,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from ustat_rl.run_records import replace_markdown_section
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## Full-size sweeps: cost per cell and projected wall time"
@@ -244,13 +245,8 @@ def render(costs: list[ScriptCost], machine: str, command: str) -> str:
 
 
 def update_readme(path: Path, section: str) -> None:
-    text = path.read_text() if path.exists() else "# Benchmarks\n\n"
-    pattern = re.compile(re.escape(SECTION) + r".*?(?=\n## |\Z)", re.S)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section.rstrip("\n") + "\n", text)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text)
+    """Rewrite this benchmark's section of the README, leaving the rest untouched."""
+    replace_markdown_section(path, SECTION, section)
 
 
 def main(argv=None) -> list[ScriptCost]:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import re
 import statistics
 import subprocess
 import sys
@@ -45,6 +44,7 @@ from ustat_rl.policies.transformer import (
     make_splits,
     resolve_device,
 )
+from ustat_rl.run_records import replace_markdown_section
 
 SECTION = "## Transformer per-sample gradients"
 TARGET_RATIO = 4.0
@@ -185,13 +185,8 @@ def render(res: dict) -> str:
 
 
 def update_readme(path: Path, section: str) -> None:
-    text = path.read_text() if path.exists() else "# Benchmarks\n\n"
-    pattern = re.compile(re.escape(SECTION) + r".*?(?=\n## |\Z)", re.S)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section.rstrip("\n") + "\n", text)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text)
+    """Rewrite this benchmark's section of the README, leaving the rest untouched."""
+    replace_markdown_section(path, SECTION, section)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Run records: how a simulation run was made, for ``ustat-rl report``.
+"""Run records: how a simulation run was made (for ``ustat-rl report``), and measured sections
+of a Markdown file rewritten in place (the benchmarks' README).
 
 At the end of a run each simulation script writes a small JSON sidecar, ``<stem>.run.json``,
 recording the command, seed, timing and files of the run; the report reads it to say how each
@@ -10,12 +11,13 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shlex
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-__all__ = ["RUN_RECORD_SUFFIX", "write_run_record"]
+__all__ = ["RUN_RECORD_SUFFIX", "replace_markdown_section", "write_run_record"]
 
 #: File-name suffix of the run records written by :func:`write_run_record`.
 RUN_RECORD_SUFFIX = ".run.json"
@@ -84,3 +86,20 @@ def write_run_record(out, stem: str, script, argv, *, seed=None, seconds: float 
     tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, path)
     return path
+
+
+def replace_markdown_section(path, heading: str, section: str) -> None:
+    """Replace the section that starts with the line ``heading`` in ``path`` by ``section``.
+
+    The section runs to the next ``## `` heading or the end of the file; a section not yet in
+    the file is appended, and a missing file is started with ``# Benchmarks``. Everything else
+    in the file is left as it was.
+    """
+    path = Path(path)
+    text = path.read_text() if path.exists() else "# Benchmarks\n\n"
+    pattern = re.compile(re.escape(heading) + r".*?(?=\n## |\Z)", re.S)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: section.rstrip("\n") + "\n", text)
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text)
