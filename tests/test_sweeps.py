@@ -143,9 +143,12 @@ def test_budget_without_an_admissible_group_size_is_a_usage_error(capsys):
 
 
 # ------------------------------------------------------------------------------ kill the driver
-SWEEP = ["simulations/optimal_group_size.py", "--quick", "--runs", "150", "--no-figure",
+SWEEP = ["simulations/optimal_group_size.py", "--quick", "--runs", "1500", "--no-figure",
          "--no-progress"]
 N_CELLS = 6  # 2 variants x G in {4, 16, 64} at N = 64
+# 1500 runs make a cell take a few tenths of a second, far longer than the 20 ms between polls,
+# so the kill lands after the first cell and before the last (with 150 runs an idle machine
+# finished all six cells between two polls).
 KEY = ["variant", "budget", "group_size"]
 TIMEOUT_S = 240  # far above the few seconds the sweep needs; only a hung run reaches it
 
