@@ -145,3 +145,20 @@ def test_json_writes_nan_as_null_and_inf_as_a_string():
     out = _jsonable({"a": float("nan"), "b": float("inf"), "c": np.float64(-np.inf), "d": 1.5})
     assert out == {"a": None, "b": "inf", "c": "-inf", "d": 1.5}
     assert "NaN" not in json.dumps(out, allow_nan=False)
+
+
+def test_verify_catches_a_planted_bug_in_the_torch_backend(monkeypatch):
+    """C6 runs the torch Monte Carlo backend; a statistic 3% too large must fail it."""
+    from ustat_rl.claims import checks_ustatistic
+    from ustat_rl.montecarlo import bandit_squared_errors
+
+    ctx = VerifyContext(seed=11, quick=True)
+    bandit = arithmetic_bandit(2.8)
+    assert all(c.passed for c in checks_ustatistic._torch_backend_checks(ctx, bandit))
+
+    def planted(*args, **kwargs):
+        stat, labels = bandit_squared_errors(*args, **kwargs)
+        return (lambda rng, n: 1.03 * stat(rng, n)), labels
+
+    monkeypatch.setattr(checks_ustatistic, "bandit_squared_errors", planted)
+    assert not all(c.passed for c in checks_ustatistic._torch_backend_checks(ctx, bandit))
