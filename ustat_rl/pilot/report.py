@@ -18,6 +18,7 @@ from scipy.special import gammaln
 
 from .._validation import as_int
 from ..theory import admissible_group_sizes, minibatch_mse, per_prompt_mse, scaling_constants
+from ..theory.advantage import all_equal_probability
 from .estimate import estimate_moments, pilot_statistics
 from .rollouts import Rollouts
 from .uncertainty import (
@@ -157,8 +158,8 @@ def all_equal_fraction(successes, group_size: np.ndarray, sizes: np.ndarray):
         return np.where(k >= G, out, 0.0)
 
     unbiased = G <= n  # (P, n_G)
-    with np.errstate(divide="ignore"):
-        plug = (m / n) ** G + (1.0 - m / n) ** G
+    plug = np.column_stack([all_equal_probability(m[:, 0] / n[:, 0], int(g))
+                            for g in np.ravel(sizes)])  # (P, n_G)
     exact = ratio(m) + ratio(n - m)
     per_prompt = np.where(unbiased, exact, plug)
     return per_prompt.mean(axis=0), np.all(unbiased, axis=0)
