@@ -148,7 +148,7 @@ def test_json_writes_nan_as_null_and_inf_as_a_string():
 
 
 def test_verify_catches_a_planted_bug_in_the_torch_backend(monkeypatch):
-    """C6 runs the torch Monte Carlo backend; a statistic 3% too large must fail it."""
+    """C6.torch runs the torch Monte Carlo backend; a statistic 3% too large must fail it."""
     from ustat_rl.claims import checks_ustatistic
     from ustat_rl.montecarlo import bandit_squared_errors
 
