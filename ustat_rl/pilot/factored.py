@@ -1,0 +1,288 @@
+"""Factored (Kronecker) sketches of per-sample scores in one batched backward pass (section 7).
+
+A weight matrix ``theta`` of shape ``(a, b)`` has per-sample gradient ``G_i = sum_t u_t v_t^T``
+summed over the positions of sample ``i`` (``u``, ``v`` the layer's output gradient and input, in
+the order of the stored tensor). Each of the ``m`` independent blocks of the sketch projects it as
+``P = m^(-1/2) A G_i B^T`` with ``A`` ``(k_o, a)`` and ``B`` ``(k_i, b)`` of i.i.d. entries of
+mean 0 and variances ``1/k_o`` and ``1/k_i``: ``vec P = m^(-1/2) (A (x) B) vec G_i`` is a
+projection of dimension ``k_o k_i = k/m`` with ``E[(A (x) B)^T (A (x) B)] = E[A^T A] (x)
+E[B^T B] = I``, so the stacked ``(k, d)`` matrix keeps ``E[R^T R] = I`` and every moment estimate
+unbiased (docs/theory.md, C31). It is computed as ``sum_t (A u_t)(B v_t)^T`` from the layer's
+inputs and output gradients, never forming ``G_i``. Columns ``g k/m .. (g+1) k/m - 1`` are block
+``g``; blocks are independent, columns inside one are not (``Rollouts.sketch_blocks``).
+
+Covered modules: ``nn.Linear`` (weight ``(out, in)``), Hugging Face's GPT-2 ``Conv1D`` (weight
+stored transposed, ``(in, out)``), ``nn.Embedding`` (the token's column of ``A``), and
+``nn.LayerNorm`` and every bias, whose exact per-sample gradients are projected by a dense
+``N(0, 1/k)`` matrix. A tensor shared by two modules (GPT-2's ``wte`` and ``lm_head``) has one
+pair of factors and both contributions add. The factors are drawn on the CPU in float64 from
+``child_int(seed, p, j)`` (``p`` the tensor's index in ``named_parameters``) and moved to the
+model's device: they are small (``(m k_o, a)``), and so ``R`` is bitwise the same on every device;
+the scores agree across devices to floating-point rounding.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+import torch
+from torch import nn
+
+from .._validation import as_float, as_int
+from ..seeding import child_int
+from .sequence import sequence_log_probs, trainable_parameters
+
+__all__ = ["FACTORED_KINDS", "block_factors", "uncovered_parameters", "factored_sketch_scores",
+           "factored_projection_matrix"]
+
+FACTORED_KINDS = ("gaussian", "rademacher")
+
+
+def block_factors(block_dim: int) -> tuple[int, int]:
+    """``(k_o, k_i)`` with ``k_o k_i = block_dim`` and ``k_o`` the largest divisor ``<= sqrt``."""
+    block_dim = as_int(block_dim, "block_dim", 1)
+    k_out = math.isqrt(block_dim)
+    while block_dim % k_out:
+        k_out -= 1
+    return k_out, block_dim // k_out
+
+
+def _conv1d_type():
+    """Hugging Face's ``Conv1D`` if ``transformers`` is already imported (never imports it)."""
+    module = sys.modules.get("transformers.pytorch_utils")
+    return getattr(module, "Conv1D", None)
+
+
+def _roles(model) -> dict:
+    """``{id(parameter): role}`` for the parameters of covered modules; role is ``"matrix"`` or
+    ``"vector"``, with the modules in ``model.modules()`` order."""
+    conv1d = _conv1d_type()
+    roles = {}
+    for module in model.modules():
+        if isinstance(module, nn.Linear) or (conv1d is not None and isinstance(module, conv1d)):
+            roles[id(module.weight)] = "matrix"
+            if module.bias is not None:
+                roles[id(module.bias)] = "vector"
+        elif isinstance(module, nn.Embedding) and module.max_norm is None:
+            roles[id(module.weight)] = "matrix"
+        elif isinstance(module, nn.LayerNorm) and len(module.normalized_shape) == 1:
+            for p in (module.weight, module.bias):
+                if p is not None:
+                    roles[id(p)] = "vector"
+    return roles
+
+
+def uncovered_parameters(model) -> list[str]:
+    """Names of trainable parameters the hooks do not cover (empty: the factored route applies).
+
+    A parameter is covered when it belongs to a covered module type and enters the forward pass
+    only through that module (a tensor used functionally elsewhere is not detected).
+    """
+    roles = _roles(model)
+    return [name for name, p in trainable_parameters(model).items() if id(p) not in roles]
+
+
+def _draw(shape, seed: int, kind: str) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    if kind == "gaussian":
+        return torch.randn(shape, generator=gen, dtype=torch.float64)
+    return 2.0 * torch.randint(0, 2, shape, generator=gen, dtype=torch.float64) - 1.0
+
+
+def _factors(params: dict, roles: dict, k: int, blocks: int, seed: int, kind: str) -> dict:
+    """``{id: ("matrix", A (m k_o, a), B (m k_i, b)) or ("vector", D (k, n))}``, float64, CPU,
+    scaled: ``A`` by ``1/sqrt(k_o)``, ``B`` by ``1/sqrt(k_i)``, ``D`` by ``1/sqrt(k)``."""
+    k_out, k_in = block_factors(k // blocks)
+    out = {}
+    for p, tensor in enumerate(params.values()):
+        if roles[id(tensor)] == "matrix":
+            a, b = tensor.shape
+            A = _draw((blocks * k_out, a), child_int(seed, p, 0), kind) / math.sqrt(k_out)
+            B = _draw((blocks * k_in, b), child_int(seed, p, 1), kind) / math.sqrt(k_in)
+            out[id(tensor)] = ("matrix", A, B)
+        else:
+            D = _draw((k, tensor.numel()), child_int(seed, p, 2), kind) / math.sqrt(k)
+            out[id(tensor)] = ("vector", D)
+    return out
+
+
+def factored_projection_matrix(model, k, seed, blocks: int = 1, kind: str = "gaussian"
+                               ) -> np.ndarray:
+    """The ``(k, d)`` matrix :func:`factored_sketch_scores` applies, materialised (small ``d``).
+
+    Columns follow ``named_parameters`` (the layout of full scores), each tensor row-major.
+    """
+    params = trainable_parameters(model)
+    k, blocks, kind = _check_sketch(model, k, blocks, kind)
+    factors = _factors(params, _roles(model), k, blocks, as_int(seed, "seed", 0), kind)
+    k_out, k_in = block_factors(k // blocks)
+    parts = []
+    for tensor in params.values():
+        spec = factors[id(tensor)]
+        if spec[0] == "vector":
+            parts.append(spec[1])
+            continue
+        A, B = spec[1], spec[2]
+        parts.append(torch.cat([torch.kron(A[g * k_out:(g + 1) * k_out],
+                                           B[g * k_in:(g + 1) * k_in]) for g in range(blocks)])
+                     / math.sqrt(blocks))
+    return torch.cat(parts, dim=1).numpy()
+
+
+def _check_sketch(model, k, blocks, kind):
+    k = as_int(k, "k", 1)
+    blocks = as_int(blocks, "blocks", 1)
+    if k % blocks:
+        raise ValueError(f"`k` must be a multiple of `blocks` (independent blocks of k/blocks "
+                         f"columns), got k = {k}, blocks = {blocks}")
+    if kind not in FACTORED_KINDS:
+        raise ValueError(f"`kind` must be one of {FACTORED_KINDS}, got {kind!r}")
+    missing = uncovered_parameters(model)
+    if missing:
+        raise ValueError(f"`model` has parameters the factored sketch does not cover: "
+                         f"{missing[:3]} (use route='jvp' or 'dense')")
+    return k, blocks, kind
+
+
+class _Sketcher:
+    """Forward hooks on covered modules that add each sample's projected gradient to ``acc``."""
+
+    def __init__(self, factors: dict, k: int, blocks: int, dtype, device, batch: int):
+        self.k, self.m = k, blocks
+        self.k_out, self.k_in = block_factors(k // blocks)
+        self.dtype = dtype
+        self.factors = {key: tuple(x if isinstance(x, str) else x.to(device, dtype) for x in spec)
+                        for key, spec in factors.items()}
+        self.acc = torch.zeros(batch, k, dtype=dtype, device=device)
+        self.roots = []  # (output, callback) of first layers: gradients taken at these outputs
+        self.conv1d = _conv1d_type()
+
+    def _outer(self, left, right):
+        """``m^(-1/2) sum_t left_t right_t^T`` per sample and block: ``(B, k)``."""
+        n = left.shape[0]
+        left = left.reshape(n, -1, self.m, self.k_out)
+        right = right.reshape(n, -1, self.m, self.k_in)
+        return torch.einsum("btmo,btmi->bmoi", left, right).reshape(n, self.k) / math.sqrt(self.m)
+
+    def _vector(self, param, per_sample):
+        if param is not None and id(param) in self.factors:
+            self.acc += per_sample @ self.factors[id(param)][1].T
+
+    def _flat(self, x, width):
+        return x.reshape(self.acc.shape[0], -1, width).to(self.dtype)
+
+    def hook(self, module, inputs, output):
+        if not (torch.is_grad_enabled() and output.requires_grad):
+            return None
+        x, batch, replaced = inputs[0], self.acc.shape[0], None
+        if isinstance(module, nn.Embedding):
+            if output.shape[0] == 1 and batch > 1:  # shared ids (GPT-2's positions): expand, so
+                x = x.expand(batch, *x.shape[1:])  # the gradient stays per sample
+                output = replaced = output.expand(batch, *output.shape[1:])
+            callback = (lambda g: self._embedding(module, x, g))
+        elif isinstance(module, nn.LayerNorm):
+            callback = (lambda g: self._layer_norm(module, x, g))
+        else:
+            transposed = not isinstance(module, nn.Linear)  # Conv1D stores (in, out)
+            spec = self.factors.get(id(module.weight))
+            side = None if spec is None else \
+                self._flat(x, x.shape[-1]) @ (spec[1] if transposed else spec[2]).T
+            callback = (lambda g: self._matrix(module, spec, side, transposed, g))
+        if x.requires_grad:  # downstream of another covered output: a tensor hook fires
+            output.register_hook(callback)
+        else:  # a first layer: the backward pass takes its gradient explicitly
+            self.roots.append((output, callback))
+        return replaced
+
+    def _matrix(self, module, spec, side, transposed, grad):
+        g = self._flat(grad, grad.shape[-1])  # (B, T, out)
+        if spec is not None:
+            A, B = spec[1], spec[2]
+            if transposed:
+                self.acc += self._outer(side, g @ B.T)
+            else:
+                self.acc += self._outer(g @ A.T, side)
+        self._vector(module.bias, g.sum(dim=1))
+
+    def _layer_norm(self, module, x, grad):
+        g = self._flat(grad, grad.shape[-1])
+        xs = self._flat(x, x.shape[-1])
+        mean = xs.mean(dim=-1, keepdim=True)
+        var = xs.var(dim=-1, unbiased=False, keepdim=True)
+        xhat = (xs - mean) / torch.sqrt(var + module.eps)
+        self._vector(module.weight, (g * xhat).sum(dim=1))
+        self._vector(module.bias, g.sum(dim=1))
+
+    def _embedding(self, module, ids, grad):
+        spec = self.factors.get(id(module.weight))
+        if spec is None:
+            return
+        A, B = spec[1], spec[2]
+        n = self.acc.shape[0]
+        self.acc += self._outer(A.T[ids.reshape(n, -1)], self._flat(grad, grad.shape[-1]) @ B.T)
+
+
+def factored_sketch_scores(model, tokens, target_mask, k, seed, blocks: int = 1,
+                           kind: str = "gaussian", dtype=None, temperature: float = 1.0
+                           ) -> torch.Tensor:
+    """``R W_i`` for every row of a padded batch, in one backward pass (docs/theory.md C31).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Causal LM whose trainable parameters are all covered (:func:`uncovered_parameters`).
+        Scores are taken with dropout off (``eval`` mode, restored afterwards).
+    tokens, target_mask : torch.Tensor (b, t)
+        As in :func:`ustat_rl.pilot.sequence.sequence_log_probs`; rows must not interact
+        (no batch norm).
+    k : int
+        Projection rows, a multiple of ``blocks``.
+    seed : int
+        Seed of ``R``.
+    blocks : int
+        ``m`` independent factored blocks of ``k/m`` rows each (``k_o k_i = k/m`` by
+        :func:`block_factors`); the jackknife over projections resamples blocks.
+    kind : {"gaussian", "rademacher"}
+        Law of the factor entries (scaled to variance ``1/k_o``, ``1/k_i``).
+    dtype : torch.dtype, optional
+        Precision of the projections and the result (default: the model's); the model itself
+        runs in its own precision.
+    temperature : float
+
+    Returns
+    -------
+    torch.Tensor (b, k) on the model's device
+    """
+    params = trainable_parameters(model)
+    k, blocks, kind = _check_sketch(model, k, blocks, kind)
+    temperature = as_float(temperature, "temperature", low=1e-3)
+    first = next(iter(params.values()))
+    dtype = first.dtype if dtype is None else dtype
+    if not (isinstance(tokens, torch.Tensor) and tokens.ndim == 2
+            and tuple(target_mask.shape) == tuple(tokens.shape)):
+        raise ValueError("`tokens` and `target_mask` must be tensors of the same shape (b, t)")
+    factors = _factors(params, _roles(model), k, blocks, as_int(seed, "seed", 0), kind)
+    sketcher = _Sketcher(factors, k, blocks, dtype, first.device, tokens.shape[0])
+    covered = tuple(t for t in (nn.Linear, nn.Embedding, nn.LayerNorm, _conv1d_type()) if t)
+    handles = [m.register_forward_hook(sketcher.hook) for m in model.modules()
+               if isinstance(m, covered)]
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.enable_grad():
+            total = sequence_log_probs(model, tokens, target_mask, temperature).sum()
+            if not sketcher.roots:
+                raise ValueError("`model` has no covered first layer whose output the "
+                                 "backward pass can start from")
+            grads = torch.autograd.grad(total, [out for out, _ in sketcher.roots],
+                                        allow_unused=True)
+        for (_, callback), grad in zip(sketcher.roots, grads):
+            if grad is not None:
+                callback(grad)
+    finally:
+        for handle in handles:
+            handle.remove()
+        model.train(was_training)
+    return sketcher.acc.detach()

@@ -1,0 +1,106 @@
+"""Forward-mode sketches: ``<W_i, r>`` for a batch by one ``torch.func.jvp`` per direction (C31).
+
+For any model (no hook needs to know its layers), direction ``r`` of ``R`` is drawn on the model's
+device, entry-wise i.i.d. with mean 0 and variance ``1/k`` over every trainable parameter, and one
+forward-mode pass of the batch's log-probabilities gives column ``r`` of ``R W_i`` for every row:
+rows of ``R`` are i.i.d. (a dense projection, ``E[R^T R] = I``), so the jackknife over projection
+rows applies column by column. Cost: ``k`` forward passes with tangents, memory of one.
+
+Directions come from ``torch.Generator(device).manual_seed(seed)``, drawn in order (direction,
+then parameter in ``named_parameters`` order): bitwise reproducible on one device type; CPU and
+CUDA generators differ, so a CUDA run uses another (equally distributed) ``R``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch.func import jvp
+
+from .._validation import as_float, as_int
+from .factored import FACTORED_KINDS
+from .sequence import sequence_log_probs, trainable_parameters
+
+__all__ = ["jvp_sketch_scores", "jvp_projection_matrix"]
+
+
+def _directions(params: dict, k: int, seed: int, kind: str):
+    """Yield ``{name: tangent}`` for each of the ``k`` directions, scaled by ``1/sqrt(k)``."""
+    first = next(iter(params.values()))
+    gen = torch.Generator(device=first.device).manual_seed(seed)
+    scale = 1.0 / math.sqrt(k)
+    for _ in range(k):
+        tangent = {}
+        for name, p in params.items():
+            if kind == "gaussian":
+                draw = torch.randn(p.shape, generator=gen, device=p.device, dtype=p.dtype)
+            else:
+                draw = 2.0 * torch.randint(0, 2, p.shape, generator=gen, device=p.device,
+                                           dtype=p.dtype) - 1.0
+            tangent[name] = draw * scale
+        yield tangent
+
+
+def _check(k, seed, kind):
+    k = as_int(k, "k", 1)
+    seed = as_int(seed, "seed", 0)
+    if kind not in FACTORED_KINDS:
+        raise ValueError(f"`kind` must be one of {FACTORED_KINDS}, got {kind!r}")
+    return k, seed
+
+
+def jvp_sketch_scores(model, tokens, target_mask, k, seed, kind: str = "gaussian", dtype=None,
+                      temperature: float = 1.0) -> torch.Tensor:
+    """``R W_i`` for every row of a padded batch by ``k`` forward-mode passes (C31).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Any causal LM; scores are taken with dropout off (``eval`` mode, restored afterwards).
+    tokens, target_mask : torch.Tensor (b, t)
+        As in :func:`ustat_rl.pilot.sequence.sequence_log_probs`.
+    k : int
+        Directions (projection rows).
+    seed : int
+    kind : {"gaussian", "rademacher"}
+    dtype : torch.dtype, optional
+        Dtype of the result (default: the model's); the passes run in the model's precision.
+    temperature : float
+
+    Returns
+    -------
+    torch.Tensor (b, k) on the model's device
+    """
+    k, seed = _check(k, seed, kind)
+    temperature = as_float(temperature, "temperature", low=1e-3)
+    params = {name: p.detach() for name, p in trainable_parameters(model).items()}
+    if not (isinstance(tokens, torch.Tensor) and tokens.ndim == 2
+            and tuple(target_mask.shape) == tuple(tokens.shape)):
+        raise ValueError("`tokens` and `target_mask` must be tensors of the same shape (b, t)")
+    first = next(iter(params.values()))
+    dtype = first.dtype if dtype is None else dtype
+    out = torch.zeros(tokens.shape[0], k, dtype=dtype, device=first.device)
+
+    def log_probs(p):
+        return sequence_log_probs(model, tokens, target_mask, temperature, params=p)
+
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for r, tangent in enumerate(_directions(params, k, seed, kind)):
+                out[:, r] = jvp(log_probs, (params,), (tangent,))[1].to(dtype)
+    finally:
+        model.train(was_training)
+    return out
+
+
+def jvp_projection_matrix(model, k, seed, kind: str = "gaussian") -> np.ndarray:
+    """The ``(k, d)`` matrix :func:`jvp_sketch_scores` applies, materialised (small ``d``)."""
+    k, seed = _check(k, seed, kind)
+    params = {name: p.detach() for name, p in trainable_parameters(model).items()}
+    rows = [torch.cat([t.reshape(-1) for t in tangent.values()]).to("cpu", torch.float64)
+            for tangent in _directions(params, k, seed, kind)]
+    return torch.stack(rows).numpy()
