@@ -52,6 +52,9 @@ class PilotStatistics:
         Fixed prompt weights ``f`` from ``Rollouts.prompt_weight``; ``None`` for i.i.d. prompts.
     sketched : bool
         Whether the columns are i.i.d. projection rows (so may be resampled).
+    column_group : ndarray (k,) of int, optional
+        The independent block of each column (``Rollouts.column_groups``); ``None``: every column
+        its own block.
     """
 
     prompt_ids: np.ndarray
@@ -62,6 +65,7 @@ class PilotStatistics:
     grad_mean: np.ndarray
     prompt_prob: np.ndarray | None
     sketched: bool
+    column_group: np.ndarray | None = None
 
     @property
     def n_prompts(self) -> int:
@@ -174,7 +178,7 @@ def pilot_statistics(rollouts: Rollouts) -> PilotStatistics:
         prompt_ids=ids, group_size=stats["n"].astype(np.int64), value=stats["value"],
         reward_var=stats["reward_var"], columns={name: stats[name] for name in SCORE_MOMENTS},
         grad_mean=stats["grad_mean"], prompt_prob=rollouts.group_weights(),
-        sketched=rollouts.is_sketched)
+        sketched=rollouts.is_sketched, column_group=rollouts.column_groups())
 
 
 def _cross_prompt_norm(grad_mean: np.ndarray, grad_sq: np.ndarray, prompt_prob) -> float:

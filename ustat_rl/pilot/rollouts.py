@@ -31,7 +31,8 @@ MIN_GROUP_SIZE = 3
 #: File formats, chosen by suffix.
 ROLLOUT_SUFFIXES = (".npz", ".parquet")
 
-_META_FIELDS = ("sketch_kind", "sketch_seed", "param_dim", "model_name")
+_META_FIELDS = ("sketch_kind", "sketch_seed", "param_dim", "model_name", "sketch_blocks",
+                "sketch_route")
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,13 @@ class Rollouts:
         ``d``, the dimension of the full score (metadata).
     model_name : str
         The policy the pilot came from (metadata).
+    sketch_blocks : int, optional
+        ``m``: the columns form ``m`` independent, equally sized, contiguous blocks (a factored
+        sketch, :mod:`ustat_rl.pilot.factored`), whose columns are not independent inside a block;
+        ``None`` (the default) for i.i.d. rows of ``R``, one block per column.
+    sketch_route : str
+        How the scores were computed (``"full"``, ``"dense"``, ``"factored"``, ``"jvp"``;
+        metadata).
     """
 
     prompt_id: np.ndarray
@@ -72,6 +80,8 @@ class Rollouts:
     sketch_seed: int | None = None
     param_dim: int | None = None
     model_name: str = ""
+    sketch_blocks: int | None = None
+    sketch_route: str = ""
 
     def __post_init__(self):
         prompt_id = np.asarray(self.prompt_id)
@@ -139,6 +149,14 @@ class Rollouts:
         """Whether ``score`` is a random projection (``sketch_kind != "none"``)."""
         return self.sketch_kind != "none"
 
+    def column_groups(self) -> np.ndarray:
+        """The independent block of each score column ``(k,)``: ``0..m-1`` in contiguous runs of
+        ``k/m`` for ``sketch_blocks = m``, else ``0..k-1`` (each column its own)."""
+        k = self.sketch_dim
+        if self.sketch_blocks is None:
+            return np.arange(k)
+        return np.arange(k) // (k // self.sketch_blocks)
+
     def groups(self) -> tuple[np.ndarray, np.ndarray]:
         """``(ids, index)``: the sorted distinct prompt ids ``(P,)`` and each row's group ``(n,)``."""
         ids, index = np.unique(self.prompt_id, return_inverse=True)
@@ -200,7 +218,7 @@ def _check_meta(r: Rollouts) -> None:
     if r.sketch_kind not in SKETCH_KINDS:
         raise ValueError(f"Rollouts field `sketch_kind` must be one of {SKETCH_KINDS}, got "
                          f"{r.sketch_kind!r}")
-    for name in ("sketch_seed", "param_dim"):
+    for name in ("sketch_seed", "param_dim", "sketch_blocks"):
         value = getattr(r, name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
             raise TypeError(f"Rollouts field `{name}` must be an integer or None, got {value!r}")
@@ -212,6 +230,12 @@ def _check_meta(r: Rollouts) -> None:
     if r.sketch_kind == "none" and r.param_dim is not None and r.param_dim != k:
         raise ValueError(f"Rollouts field `param_dim` must equal the {k} score columns when "
                          f"`sketch_kind` is 'none', got {r.param_dim}")
+    if r.sketch_blocks is not None and (r.sketch_kind == "none" or not 1 <= r.sketch_blocks <= k
+                                        or k % r.sketch_blocks):
+        raise ValueError(f"Rollouts field `sketch_blocks` must divide the {k} score columns of a "
+                         f"sketch, got {r.sketch_blocks} (sketch_kind {r.sketch_kind!r})")
+    if not isinstance(r.sketch_route, str):
+        raise TypeError(f"Rollouts field `sketch_route` must be a string, got {r.sketch_route!r}")
     if not isinstance(r.model_name, str):
         raise TypeError(f"Rollouts field `model_name` must be a string, got {r.model_name!r}")
 

@@ -7,7 +7,10 @@ scores, with the projection ``R``. Both sources are resampled by a delete-one ja
   term ``||g||^2`` from the other ``P - 1`` prompts, so the correlation that the shared ``g``
   induces between prompts is part of the replicates;
 * over projection rows: the rows of ``R`` are i.i.d. and every score moment is a sum of one
-  share per row, so leaving row ``r`` out gives ``k/(k - 1)`` times the other rows' shares.
+  share per row, so leaving row ``r`` out gives ``k/(k - 1)`` times the other rows' shares. A
+  factored sketch (``Rollouts.sketch_blocks = m``) has ``m`` i.i.d. blocks of dependent rows, and
+  the same jackknife runs over blocks (a block's share is the sum of its rows' shares, ``k``
+  becomes ``m``; :func:`_blocks`).
 
 Both one-way jackknifes also see the prompt-by-row interaction, so it is estimated from double
 deletions (prompt ``a`` and row ``r``) and removed once before the variances add. Intervals are ``estimate +- t se`` with a Student quantile whose degrees of freedom combine
@@ -101,10 +104,17 @@ class PilotIntervals:
 
 
 # ---------------------------------------------------------------------- replicates
+def _blocks(stats: PilotStatistics) -> np.ndarray:
+    """``(k, m)`` indicator of the independent projection blocks: one per column unless the
+    sketch is factored (``PilotStatistics.column_group``, C31)."""
+    group = np.arange(stats.n_columns) if stats.column_group is None else stats.column_group
+    return (np.asarray(group)[:, None] == np.unique(group)[None, :]).astype(float)
+
+
 def _summary(stats: PilotStatistics) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Prompt averages of every field and ``||g||^2``: full ``(9,)``, leave-one-prompt-out
-    ``(P, 9)`` and leave-one-row-out ``(k, 9)`` (``None`` for full scores)."""
-    P, k = stats.n_prompts, stats.n_columns
+    ``(P, 9)`` and leave-one-block-out ``(m, 9)`` (``None`` for full scores)."""
+    P, k = stats.n_prompts, _blocks(stats).shape[1]
     per_prompt = np.column_stack([stats.value, stats.reward_var]
                                  + [stats.columns[n].sum(axis=1) for n in SCORE_MOMENTS])  # (P, 8)
     gm = stats.grad_mean  # (P, k)
@@ -120,6 +130,7 @@ def _summary(stats: PilotStatistics) -> tuple[np.ndarray, np.ndarray, np.ndarray
     n0 = len(_NON_SCORE)
     shares = np.column_stack([stats.columns[n].mean(axis=0) for n in SCORE_MOMENTS]
                              + [(total * total - np.sum(gm * gm, axis=0)) / (P * (P - 1.0))])
+    shares = _blocks(stats).T @ shares  # (k, 8): one share per block
     column_reps = np.tile(full, (k, 1))  # (k, 9); reward fields do not involve R
     column_reps[:, n0:] = k / (k - 1.0) * (full[None, n0:] - shares)
     return full, prompt_reps, column_reps
@@ -127,8 +138,9 @@ def _summary(stats: PilotStatistics) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 def _cell_replicates(stats: PilotStatistics, prompts: slice) -> np.ndarray:
     """Summaries without prompt ``a`` and projection row ``r``: ``(p, k, 9)`` for ``a`` in
-    ``prompts`` (the double deletions behind the interaction term)."""
-    P, k = stats.n_prompts, stats.n_columns
+    ``prompts`` (the double deletions behind the interaction term); ``r`` runs over blocks."""
+    blocks = _blocks(stats)  # (columns, k)
+    P, k = stats.n_prompts, blocks.shape[1]
     n0 = len(_NON_SCORE)
     per_prompt = np.column_stack([stats.value, stats.reward_var])  # (P, 2)
     loo = (per_prompt.sum(axis=0)[None, :] - per_prompt[prompts]) / (P - 1.0)  # (p, 2)
@@ -137,13 +149,14 @@ def _cell_replicates(stats: PilotStatistics, prompts: slice) -> np.ndarray:
     out[:, :, :n0] = loo[:, None, :]
     scale = k / (k - 1.0) / (P - 1.0)
     for j, name in enumerate(SCORE_MOMENTS):
-        x = stats.columns[name]  # (P, k) prompt a's share from row r
+        x = stats.columns[name] @ blocks  # (P, k) prompt a's share from block r
         rest = x.sum() - x.sum(axis=1)[prompts, None] - x.sum(axis=0)[None, :] + x[prompts]
         out[:, :, n0 + j] = scale * rest
     gm = stats.grad_mean  # (P, k)
     total = gm.sum(axis=0)  # (k,)
     cross_r = total * total - np.sum(gm * gm, axis=0)  # (k,) ordered pairs, per row
-    cut = cross_r[None, :] - 2.0 * gm[prompts] * total[None, :] + 2.0 * gm[prompts] ** 2  # (p, k)
+    cut = (cross_r[None, :] - 2.0 * gm[prompts] * total[None, :] + 2.0 * gm[prompts] ** 2
+           ) @ blocks  # (p, k)
     out[:, :, -1] = (k / (k - 1.0)) * (cut.sum(axis=1, keepdims=True) - cut) \
         / ((P - 1.0) * (P - 2.0))
     return out
@@ -177,7 +190,7 @@ def _two_way_cov(stats: PilotStatistics, fn: Callable[[np.ndarray], np.ndarray],
     cov_prompt = _jackknife_cov(t_prompt)
     cov_sketch = np.zeros_like(cov_prompt)
     if include_sketch and row_reps is not None:
-        P, k = stats.n_prompts, stats.n_columns
+        P, k = stats.n_prompts, row_reps.shape[0]
         t_row = fn(row_reps)  # (k, q)
         interaction = np.zeros_like(cov_prompt)
         block = max(1, _CELL_BLOCK_ELEMENTS // (9 * k))
@@ -354,7 +367,7 @@ def pilot_intervals(rollouts, level: float = 0.9, include_sketch: bool = True) -
                                                include_sketch)
     p_se = np.sqrt(np.maximum(np.diag(cov_prompt), 0.0))
     s_se = np.sqrt(np.maximum(np.diag(cov_sketch), 0.0))
-    k = stats.n_columns if (include_sketch and stats.sketched) else None
+    k = _blocks(stats).shape[1] if (include_sketch and stats.sketched) else None
     parts = [_interval(e, p, q, level, stats.n_prompts, k) for e, p, q in zip(est, p_se, s_se)]
     ratio = parts[3]
     g_low, g_high = _gstar(ratio.high), _gstar(ratio.low)
@@ -365,7 +378,7 @@ def pilot_intervals(rollouts, level: float = 0.9, include_sketch: bool = True) -
                      slope * ratio.prompt_std_error, slope * ratio.sketch_std_error)
     return PilotIntervals(level, constants, parts[0], parts[1], parts[2], ratio, gstar,
                           stats.n_prompts, stats.n_columns,
-                          bool(include_sketch and stats.sketched and stats.n_columns >= 2))
+                          bool(include_sketch and stats.sketched and _blocks(stats).shape[1] >= 2))
 
 
 def prompts_to_halve_width(interval: Interval, n_prompts: int) -> float:
