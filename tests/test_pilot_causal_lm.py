@@ -1,8 +1,9 @@
 """Tests of pilots from a causal language model (ustat_rl/pilot/causal_lm.py, docs/theory.md
 C31): scores equal an independent autograd loop over the whole-sequence log-probability,
-padding after the end token does not count, projections match the materialised matrix, and the
-pilot feeds the estimators. The model is a tiny randomly initialised GPT-2 built locally (no
-download)."""
+padding after the end token does not count, the cached sampler draws the uncached answers, every
+projection route matches its materialised matrix on the same answers, ``auto`` picks the factored
+route exactly when the hooks cover the model, and the pilot feeds the estimators. The model is a
+tiny randomly initialised GPT-2 built locally (no download)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import torch
 
 from ustat_rl.pilot.causal_lm import causal_lm_log_prob, causal_lm_pilot, sample_answers
 from ustat_rl.pilot.estimate import estimate_moments
+from ustat_rl.pilot.factored import factored_projection_matrix
+from ustat_rl.pilot.forward_sketch import jvp_projection_matrix
 from ustat_rl.pilot.sketch import torch_projection_matrix
 
 transformers = pytest.importorskip("transformers", reason="the optional extra 'hf'")
@@ -73,7 +76,7 @@ def test_pilot_is_reproducible_projected_and_estimable(model):
     kwargs = dict(group_size=4, max_new_tokens=3, seed=9, eos_token_id=EOS)
     full = causal_lm_pilot(model, prompts, reward, **kwargs)
     again = causal_lm_pilot(model, prompts, reward, **kwargs)
-    sketched = causal_lm_pilot(model, prompts, reward, sketch_dim=5, **kwargs)
+    sketched = causal_lm_pilot(model, prompts, reward, sketch_dim=5, route="dense", **kwargs)
     assert np.array_equal(full.score, again.score) and np.array_equal(full.reward, again.reward)
     assert full.score.shape == (12, sum(p.numel() for p in model.parameters()))
     params = {n: p.detach() for n, p in model.named_parameters()}
@@ -81,6 +84,62 @@ def test_pilot_is_reproducible_projected_and_estimable(model):
     assert np.allclose(sketched.score, full.score @ R.T, rtol=1e-10, atol=1e-12)
     assert set(np.unique(full.reward)) <= {0.0, 1.0}
     assert estimate_moments(sketched).n_prompts == 3
+    assert (full.sketch_route, sketched.sketch_route) == ("full", "dense")
+    assert sketched.sketch_blocks is None
+
+
+def test_cached_sampler_draws_the_uncached_answers(model):
+    prompt = torch.tensor([1, 2, 3])
+    draws = [sample_answers(model, prompt, 6, 5, torch.Generator().manual_seed(2),
+                            eos_token_id=EOS, use_cache=cache) for cache in (True, False)]
+    assert torch.equal(draws[0][0], draws[1][0]) and torch.equal(draws[0][1], draws[1][1])
+    assert not model.training
+
+
+def test_every_route_matches_its_matrix_on_the_same_answers(model):
+    prompts = [[1, 2, 3], [1, 5], [1, 6, 7, 8]]
+
+    def reward(i, answer):
+        return float(len(answer) > 2)
+
+    kwargs = dict(group_size=4, max_new_tokens=3, seed=5, eos_token_id=EOS, chunk_size=3)
+    full = causal_lm_pilot(model, prompts, reward, **kwargs)
+    auto = causal_lm_pilot(model, prompts, reward, sketch_dim=12, sketch_blocks=3, **kwargs)
+    jvp = causal_lm_pilot(model, prompts, reward, sketch_dim=6, route="jvp", **kwargs)
+    assert (auto.sketch_route, auto.sketch_blocks, jvp.sketch_route) == ("factored", 3, "jvp")
+    assert np.array_equal(auto.reward, full.reward) and np.array_equal(jvp.reward, full.reward)
+    R = factored_projection_matrix(model, 12, auto.sketch_seed, blocks=3)
+    assert np.allclose(auto.score, full.score @ R.T, rtol=1e-10, atol=1e-12)
+    assert np.array_equal(auto.column_groups(), np.repeat(np.arange(3), 4))
+    R = jvp_projection_matrix(model, 6, jvp.sketch_seed)
+    assert np.allclose(jvp.score, full.score @ R.T, rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="`sketch_blocks`"):
+        causal_lm_pilot(model, prompts, reward, sketch_dim=12, sketch_blocks=5, **kwargs)
+
+
+class _Uncovered(torch.nn.Module):
+    """A causal LM with a parameter outside every covered module (a free logit offset)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(11, 4)
+        self.head = torch.nn.Linear(4, 11)
+        self.offset = torch.nn.Parameter(torch.zeros(11))
+
+    def forward(self, tokens):
+        return self.head(torch.tanh(self.embed(tokens))) + self.offset
+
+
+def test_auto_route_falls_back_to_jvp_for_uncovered_parameters():
+    with torch.random.fork_rng():
+        torch.manual_seed(1)
+        net = _Uncovered().double()
+    out = causal_lm_pilot(net, [[1, 2], [3, 4]], lambda i, a: float(a[0] % 2), 3, 2, seed=0,
+                          sketch_dim=4)
+    assert out.sketch_route == "jvp" and out.sketch_blocks is None
+    with pytest.raises(ValueError, match="offset"):
+        causal_lm_pilot(net, [[1, 2], [3, 4]], lambda i, a: 0.0, 3, 2, seed=0, sketch_dim=4,
+                        route="factored")
 
 
 def test_bad_input(model):
@@ -90,3 +149,6 @@ def test_bad_input(model):
         causal_lm_pilot(model, [[1]], lambda i, a: 0.0, 3, 3, seed=0)
     with pytest.raises(TypeError, match="`reward_fn`"):
         causal_lm_pilot(model, [[1], [2]], None, 3, 3, seed=0)
+    with pytest.raises(ValueError, match="`route`"):
+        causal_lm_pilot(model, [[1], [2]], lambda i, a: 0.0, 3, 3, seed=0, sketch_dim=8,
+                        route="sparse")

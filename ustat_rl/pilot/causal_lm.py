@@ -2,32 +2,47 @@
 
 For a model whose forward pass maps token ids ``(b, t)`` to logits ``(b, t, vocab)`` (a Hugging
 Face ``*ForCausalLM``, whose output has ``.logits``, or any ``nn.Module`` returning the tensor),
-:func:`causal_lm_pilot` draws ``G`` answers per prompt with a ``torch.Generator``, scores them
-with a reward function, and records per-sample scores ``W = grad log pi(answer | prompt)`` (the
-sum over answer tokens up to and including the end token, docs/theory.md section 1), full or
-projected by :func:`ustat_rl.pilot.sketch.sketch_scores`. The result is a :class:`Rollouts` ready
-for ``ustat-rl gstar``. Nothing here imports ``transformers``; the optional extra ``hf`` installs
-it for the tests and for users.
+:func:`causal_lm_pilot` draws ``G`` answers per prompt with a ``torch.Generator`` (batched over the
+group, with the key-value cache when the model has one), scores them with a reward function, and
+records per-sample scores ``W = grad log pi(answer | prompt)`` (the sum over answer tokens up to
+and including the end token, docs/theory.md section 1), full or projected. Projection routes:
+
+* ``"factored"``: :func:`ustat_rl.pilot.factored.factored_sketch_scores`, one batched backward
+  pass per group, ``m`` independent Kronecker blocks (the default when every trainable parameter
+  is covered);
+* ``"jvp"``: :func:`ustat_rl.pilot.forward_sketch.jvp_sketch_scores`, one forward-mode pass per
+  direction, for any model (the default otherwise);
+* ``"dense"``: :func:`ustat_rl.pilot.sketch.sketch_scores`, per-sample gradients times
+  regenerated dense directions (the reference).
+
+The result is a :class:`Rollouts` ready for ``ustat-rl gstar``, whose ``sketch_route`` says which
+route ran. Nothing here imports ``transformers``; the optional extra ``hf`` installs it.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Callable, Sequence
 
 import numpy as np
 import torch
-from torch.func import functional_call
 
 from .._validation import as_float, as_int
+from .factored import factored_sketch_scores, uncovered_parameters
+from .forward_sketch import jvp_sketch_scores
 from .rollouts import Rollouts
+from .sequence import model_logits, sequence_log_probs, trainable_parameters
 from .sketch import full_scores, sketch_scores
 
-__all__ = ["causal_lm_log_prob", "sample_answers", "causal_lm_pilot"]
+__all__ = ["causal_lm_log_prob", "sample_answers", "causal_lm_pilot", "ROUTES",
+           "DEFAULT_SKETCH_BLOCKS"]
 
+#: Projection routes of :func:`causal_lm_pilot` (``"auto"`` picks one of the first two).
+ROUTES = ("factored", "jvp", "dense")
 
-def _logits(model, tokens: torch.Tensor, params=None) -> torch.Tensor:
-    out = model(tokens) if params is None else functional_call(model, params, (tokens,))
-    return out.logits if hasattr(out, "logits") else out
+#: Independent blocks of a factored sketch unless told otherwise: ``m - 1 = 7`` degrees of
+#: freedom for the projection part of the jackknife.
+DEFAULT_SKETCH_BLOCKS = 8
 
 
 def causal_lm_log_prob(model, prompt_ids: torch.Tensor, temperature: float = 1.0) -> Callable:
@@ -53,52 +68,120 @@ def causal_lm_log_prob(model, prompt_ids: torch.Tensor, temperature: float = 1.0
 
     def log_prob(params, sample):
         answer, mask = sample
-        tokens = torch.cat([prompt_ids, answer])[None, :-1]  # (1, t + A - 1)
-        logits = _logits(model, tokens, params)[0, width - 1:] / temperature  # (A, vocab)
-        picked = torch.log_softmax(logits, dim=-1).gather(-1, answer[:, None])[:, 0]  # (A,)
-        return torch.sum(picked * mask)
+        tokens = torch.cat([prompt_ids, answer])[None]  # (1, t + A)
+        target = torch.cat([torch.zeros(width, dtype=mask.dtype, device=mask.device), mask])
+        return sequence_log_probs(model, tokens, target[None], temperature, params)[0]
 
     return log_prob
+
+
+def _cache_argument(model) -> str | None:
+    """The key-value cache argument of ``model.forward`` (``cache`` in recent Hugging Face
+    releases, ``past_key_values`` before), or ``None`` when it takes none."""
+    try:
+        names = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return None
+    if "use_cache" not in names:
+        return None
+    return next((name for name in ("cache", "past_key_values") if name in names), None)
 
 
 @torch.no_grad()
 def sample_answers(model, prompt_ids: torch.Tensor, group_size: int, max_new_tokens: int,
                    generator: torch.Generator, eos_token_id: int | None = None,
-                   pad_token_id: int = 0, temperature: float = 1.0):
+                   pad_token_id: int = 0, temperature: float = 1.0, use_cache: bool | None = None):
     """Draw ``group_size`` answers to one prompt: ``(answers (G, A), mask (G, A))``.
 
-    Plain ancestral sampling (no cache, no top-k) from ``softmax(logits / temperature)``, with
-    ``generator`` the only source of randomness. After ``eos_token_id`` the answer is padded with
-    ``pad_token_id`` and masked out.
+    Plain ancestral sampling (no top-k) from ``softmax(logits / temperature)`` in float64, batched
+    over the group, with ``generator`` the only source of randomness (one multinomial draw per
+    step). After ``eos_token_id`` the answer is padded with ``pad_token_id`` and masked out.
+    ``use_cache`` (default: whenever the model takes ``past_key_values``) feeds one new token per
+    step with the key-value cache; the distribution is the same, so the same generator state
+    gives the same answers up to floating-point rounding of the logits. Dropout is off.
     """
     group_size = as_int(group_size, "group_size", 1)
     max_new_tokens = as_int(max_new_tokens, "max_new_tokens", 1)
     temperature = as_float(temperature, "temperature", low=1e-3)
+    cache_name = _cache_argument(model)
+    if use_cache and cache_name is None:
+        raise ValueError("`use_cache`: the model takes no key-value cache argument")
+    use_cache = cache_name is not None if use_cache is None else bool(use_cache)
+    was_training = model.training
+    model.eval()
     seq = prompt_ids[None, :].expand(group_size, -1)  # (G, t)
     done = torch.zeros(group_size, dtype=torch.bool, device=prompt_ids.device)
-    tokens, mask = [], []
-    for _ in range(max_new_tokens):
-        probs = torch.softmax(_logits(model, seq)[:, -1, :].double() / temperature, dim=-1)
-        nxt = torch.multinomial(probs, 1, generator=generator)[:, 0]  # (G,)
-        mask.append(~done)
-        nxt = torch.where(done, torch.full_like(nxt, pad_token_id), nxt)
-        tokens.append(nxt)
-        if eos_token_id is not None:
-            done = done | (nxt == eos_token_id)
-        seq = torch.cat([seq, nxt[:, None]], dim=1)
-    return torch.stack(tokens, dim=1), torch.stack(mask, dim=1).to(probs.dtype)
+    tokens, mask, past, feed = [], [], None, seq
+    try:
+        for _ in range(max_new_tokens):
+            if use_cache:
+                out = model(input_ids=feed, use_cache=True, **{cache_name: past})
+                past, logits = getattr(out, cache_name), out.logits[:, -1, :]
+            else:
+                logits = model_logits(model, seq)[:, -1, :]
+            probs = torch.softmax(logits.double() / temperature, dim=-1)
+            nxt = torch.multinomial(probs, 1, generator=generator)[:, 0]  # (G,)
+            mask.append(~done)
+            nxt = torch.where(done, torch.full_like(nxt, pad_token_id), nxt)
+            tokens.append(nxt)
+            if eos_token_id is not None:
+                done = done | (nxt == eos_token_id)
+            seq, feed = torch.cat([seq, nxt[:, None]], dim=1), nxt[:, None]
+    finally:
+        model.train(was_training)
+    return torch.stack(tokens, dim=1), torch.stack(mask, dim=1).to(torch.float64)
+
+
+def _pick_route(model, route: str, sketch_dim) -> str:
+    if sketch_dim is None:
+        return "full"
+    if route == "auto":
+        return "factored" if not uncovered_parameters(model) else "jvp"
+    if route not in ROUTES:
+        raise ValueError(f"`route` must be 'auto' or one of {ROUTES}, got {route!r}")
+    missing = uncovered_parameters(model) if route == "factored" else []
+    if missing:
+        raise ValueError(f"`route`: the factored sketch does not cover parameters {missing[:3]}")
+    return route
+
+
+def _group_scores(route, model, params, prompt, answers, mask, settings) -> np.ndarray:
+    """Scores ``(G, k)`` (or ``(G, d)``) of one group's answers, ``chunk_size`` rows per pass."""
+    k, seed, kind, blocks, dtype, temperature, chunk_size = settings
+    if route in ("full", "dense"):
+        log_prob = causal_lm_log_prob(model, prompt, temperature)
+        detached = {name: p.detach() for name, p in params.items()}
+        samples = (answers, mask.to(next(iter(detached.values())).dtype))
+        if route == "full":
+            return full_scores(log_prob, detached, samples, chunk_size)
+        return sketch_scores(log_prob, detached, samples, k, seed, kind, chunk_size)
+    tokens = torch.cat([prompt[None, :].expand(answers.shape[0], -1), answers], dim=1)
+    target = torch.cat([torch.zeros(answers.shape[0], prompt.numel(), dtype=mask.dtype,
+                                    device=mask.device), mask], dim=1)
+    rows = []
+    for start in range(0, tokens.shape[0], chunk_size):
+        part = slice(start, start + chunk_size)
+        if route == "factored":
+            out = factored_sketch_scores(model, tokens[part], target[part], k, seed, blocks,
+                                         kind, dtype, temperature)
+        else:
+            out = jvp_sketch_scores(model, tokens[part], target[part], k, seed, kind, dtype,
+                                    temperature)
+        rows.append(out.to("cpu", torch.float64).numpy())
+    return np.concatenate(rows)
 
 
 def causal_lm_pilot(model, prompts: Sequence, reward_fn: Callable, group_size, max_new_tokens,
                     seed, sketch_dim=None, kind: str = "gaussian", eos_token_id=None,
                     pad_token_id: int = 0, temperature: float = 1.0, chunk_size: int = 16,
-                    model_name: str = "") -> Rollouts:
+                    model_name: str = "", route: str = "auto", sketch_blocks=None,
+                    dtype=None, use_cache: bool | None = None) -> Rollouts:
     """A pilot of ``group_size`` answers per prompt, with rewards and scores (section 7).
 
     Parameters
     ----------
     model : torch.nn.Module
-        Causal LM; its trainable parameters define the score.
+        Causal LM; its trainable parameters define the score. Dropout is off throughout.
     prompts : sequence of 1-D int tensors or lists
         Token ids of each prompt (drawn i.i.d. from the task's prompt distribution).
     reward_fn : callable
@@ -108,20 +191,30 @@ def causal_lm_pilot(model, prompts: Sequence, reward_fn: Callable, group_size, m
         Answers per prompt, ``>= 3``.
     max_new_tokens : int
     seed : int
-        Seeds the answer sampling and, separately, the projection.
+        Seeds the answer sampling and, separately, the projection; the answers do not depend on
+        the route.
     sketch_dim : int, optional
         ``k``; ``None`` records full scores (small models only: ``n d`` numbers).
     kind : {"gaussian", "rademacher"}
-    eos_token_id, pad_token_id, temperature
+    eos_token_id, pad_token_id, temperature, use_cache
         Decoding, as in :func:`sample_answers`.
     chunk_size : int
-        Samples per ``vmap`` call.
+        Answers per ``vmap`` call (full, dense) or per batched pass (factored, jvp).
     model_name : str
         Stored in the metadata.
+    route : {"auto", "factored", "jvp", "dense"}
+        ``"auto"``: factored when :func:`ustat_rl.pilot.factored.uncovered_parameters` is empty,
+        else jvp.
+    sketch_blocks : int, optional
+        Independent blocks ``m`` of a factored sketch (default :data:`DEFAULT_SKETCH_BLOCKS`;
+        ``k`` must be a multiple).
+    dtype : torch.dtype, optional
+        Precision of the factored and jvp projections (default: the model's).
 
     Returns
     -------
     Rollouts
+        ``sketch_route`` names the route used; ``sketch_blocks`` is ``m`` for a factored sketch.
     """
     from ..seeding import child_int
 
@@ -129,31 +222,37 @@ def causal_lm_pilot(model, prompts: Sequence, reward_fn: Callable, group_size, m
         raise TypeError("`reward_fn` must be callable as reward_fn(prompt_index, answer_ids)")
     group_size = as_int(group_size, "group_size", 3, "(order-3 kernels)")
     seed = as_int(seed, "seed", 0)
+    chunk_size = as_int(chunk_size, "chunk_size", 1)
     prompts = [torch.as_tensor(p, dtype=torch.long) for p in prompts]
     if len(prompts) < 2 or any(p.ndim != 1 or p.numel() == 0 for p in prompts):
         raise ValueError("`prompts` must hold >= 2 non-empty 1-D token-id sequences")
-    params = {name: p.detach() for name, p in model.named_parameters() if p.requires_grad}
+    route = _pick_route(model, route, sketch_dim)
+    if sketch_dim is not None:
+        sketch_dim = as_int(sketch_dim, "sketch_dim", 1)
+    blocks = None
+    if route == "factored":
+        blocks = DEFAULT_SKETCH_BLOCKS if sketch_blocks is None else \
+            as_int(sketch_blocks, "sketch_blocks", 1)
+        if sketch_dim % blocks:
+            raise ValueError(f"`sketch_blocks` ({blocks}) must divide `sketch_dim` "
+                             f"({sketch_dim}) for the factored route")
+    params = trainable_parameters(model)
     device = next(iter(params.values())).device
     generator = torch.Generator(device=device).manual_seed(child_int(seed, 0))
     sketch_seed = child_int(seed, 1)
+    settings = (sketch_dim, sketch_seed, kind, blocks, dtype, temperature, chunk_size)
     ids, rewards, scores = [], [], []
     for index, prompt in enumerate(prompts):
         prompt = prompt.to(device)
         answers, mask = sample_answers(model, prompt, group_size, max_new_tokens, generator,
-                                       eos_token_id, pad_token_id, temperature)
-        mask = mask.to(next(iter(params.values())).dtype)
+                                       eos_token_id, pad_token_id, temperature, use_cache)
         for answer, keep in zip(answers.tolist(), mask.tolist()):
             rewards.append(float(reward_fn(index, [t for t, m in zip(answer, keep) if m])))
-        log_prob = causal_lm_log_prob(model, prompt, temperature)
-        if sketch_dim is None:
-            scores.append(full_scores(log_prob, params, (answers, mask), chunk_size))
-        else:
-            scores.append(sketch_scores(log_prob, params, (answers, mask), sketch_dim,
-                                        sketch_seed, kind, chunk_size))
+        scores.append(_group_scores(route, model, params, prompt, answers, mask, settings))
         ids.append(np.full(group_size, index))
     dim = sum(p.numel() for p in params.values())
-    meta = dict(sketch_kind="none", param_dim=dim, model_name=model_name)
+    meta = dict(sketch_kind="none", param_dim=dim, model_name=model_name, sketch_route=route)
     if sketch_dim is not None:
-        meta.update(sketch_kind=kind, sketch_seed=sketch_seed)
+        meta.update(sketch_kind=kind, sketch_seed=sketch_seed, sketch_blocks=blocks)
     return Rollouts(prompt_id=np.concatenate(ids), reward=np.array(rewards),
                     score=np.concatenate(scores), **meta)
