@@ -35,7 +35,7 @@ from ..seeding import child_int
 from .sequence import sequence_log_probs, trainable_parameters
 
 __all__ = ["FACTORED_KINDS", "block_factors", "uncovered_parameters", "factored_sketch_scores",
-           "factored_projection_matrix"]
+           "factored_projection_matrix", "kronecker_projection_matrix"]
 
 FACTORED_KINDS = ("gaussian", "rademacher")
 
@@ -91,36 +91,46 @@ def _draw(shape, seed: int, kind: str) -> torch.Tensor:
     return 2.0 * torch.randint(0, 2, shape, generator=gen, dtype=torch.float64) - 1.0
 
 
-def _factors(params: dict, roles: dict, k: int, blocks: int, seed: int, kind: str) -> dict:
-    """``{id: ("matrix", A (m k_o, a), B (m k_i, b)) or ("vector", D (k, n))}``, float64, CPU,
-    scaled: ``A`` by ``1/sqrt(k_o)``, ``B`` by ``1/sqrt(k_i)``, ``D`` by ``1/sqrt(k)``."""
+def _factors(shapes, k: int, blocks: int, seed: int, kind: str) -> list:
+    """Per tensor ``p`` of ``shapes``: ``("matrix", A (m k_o, a), B (m k_i, b))`` for a 2-D
+    tensor, else ``("vector", D (k, numel))``; float64 on the CPU, scaled so that ``A`` has
+    variance ``1/k_o``, ``B`` ``1/k_i`` and ``D`` ``1/k`` (the ``m^(-1/2)`` is applied to the
+    product)."""
     k_out, k_in = block_factors(k // blocks)
-    out = {}
-    for p, tensor in enumerate(params.values()):
-        if roles[id(tensor)] == "matrix":
-            a, b = tensor.shape
+    out = []
+    for p, shape in enumerate(shapes):
+        if len(shape) == 2:
+            a, b = shape
             A = _draw((blocks * k_out, a), child_int(seed, p, 0), kind) / math.sqrt(k_out)
             B = _draw((blocks * k_in, b), child_int(seed, p, 1), kind) / math.sqrt(k_in)
-            out[id(tensor)] = ("matrix", A, B)
+            out.append(("matrix", A, B))
         else:
-            D = _draw((k, tensor.numel()), child_int(seed, p, 2), kind) / math.sqrt(k)
-            out[id(tensor)] = ("vector", D)
+            D = _draw((k, math.prod(shape)), child_int(seed, p, 2), kind) / math.sqrt(k)
+            out.append(("vector", D))
     return out
 
 
-def factored_projection_matrix(model, k, seed, blocks: int = 1, kind: str = "gaussian"
-                               ) -> np.ndarray:
-    """The ``(k, d)`` matrix :func:`factored_sketch_scores` applies, materialised (small ``d``).
+def kronecker_projection_matrix(shapes, k, seed, blocks: int = 1, kind: str = "gaussian"
+                                ) -> np.ndarray:
+    """The ``(k, d)`` factored projection of tensors of the given ``shapes``, materialised.
 
-    Columns follow ``named_parameters`` (the layout of full scores), each tensor row-major.
+    Block ``g`` of a 2-D tensor is ``m^(-1/2) A_g (x) B_g`` acting on the row-major tensor; 1-D
+    tensors get dense ``N(0, 1/k)`` columns; tensors are concatenated in order. This is the
+    matrix :func:`factored_sketch_scores` applies (:func:`factored_projection_matrix`), and a
+    factored projection of known full scores (e.g. a softmax bandit's ``(P, K)`` logit table).
+
+    Examples
+    --------
+    >>> kronecker_projection_matrix([(3, 2), (2,)], k=8, seed=0, blocks=2).shape
+    (8, 8)
     """
-    params = trainable_parameters(model)
-    k, blocks, kind = _check_sketch(model, k, blocks, kind)
-    factors = _factors(params, _roles(model), k, blocks, as_int(seed, "seed", 0), kind)
+    k, blocks, kind = _check_dims(k, blocks, kind)
+    shapes = [tuple(as_int(n, "shapes", 1) for n in shape) for shape in shapes]
+    if not shapes or any(len(shape) not in (1, 2) for shape in shapes):
+        raise ValueError(f"`shapes` must be a non-empty list of 1-D or 2-D shapes, got {shapes}")
     k_out, k_in = block_factors(k // blocks)
     parts = []
-    for tensor in params.values():
-        spec = factors[id(tensor)]
+    for spec in _factors(shapes, k, blocks, as_int(seed, "seed", 0), kind):
         if spec[0] == "vector":
             parts.append(spec[1])
             continue
@@ -131,7 +141,18 @@ def factored_projection_matrix(model, k, seed, blocks: int = 1, kind: str = "gau
     return torch.cat(parts, dim=1).numpy()
 
 
-def _check_sketch(model, k, blocks, kind):
+def factored_projection_matrix(model, k, seed, blocks: int = 1, kind: str = "gaussian"
+                               ) -> np.ndarray:
+    """The ``(k, d)`` matrix :func:`factored_sketch_scores` applies, materialised (small ``d``).
+
+    Columns follow ``named_parameters`` (the layout of full scores), each tensor row-major.
+    """
+    _check_sketch(model, k, blocks, kind)
+    shapes = [tuple(p.shape) for p in trainable_parameters(model).values()]
+    return kronecker_projection_matrix(shapes, k, seed, blocks, kind)
+
+
+def _check_dims(k, blocks, kind):
     k = as_int(k, "k", 1)
     blocks = as_int(blocks, "blocks", 1)
     if k % blocks:
@@ -139,6 +160,11 @@ def _check_sketch(model, k, blocks, kind):
                          f"columns), got k = {k}, blocks = {blocks}")
     if kind not in FACTORED_KINDS:
         raise ValueError(f"`kind` must be one of {FACTORED_KINDS}, got {kind!r}")
+    return k, blocks, kind
+
+
+def _check_sketch(model, k, blocks, kind):
+    k, blocks, kind = _check_dims(k, blocks, kind)
     missing = uncovered_parameters(model)
     if missing:
         raise ValueError(f"`model` has parameters the factored sketch does not cover: "
@@ -263,7 +289,9 @@ def factored_sketch_scores(model, tokens, target_mask, k, seed, blocks: int = 1,
     if not (isinstance(tokens, torch.Tensor) and tokens.ndim == 2
             and tuple(target_mask.shape) == tuple(tokens.shape)):
         raise ValueError("`tokens` and `target_mask` must be tensors of the same shape (b, t)")
-    factors = _factors(params, _roles(model), k, blocks, as_int(seed, "seed", 0), kind)
+    factors = dict(zip((id(p) for p in params.values()),
+                       _factors([tuple(p.shape) for p in params.values()], k, blocks,
+                                as_int(seed, "seed", 0), kind)))
     sketcher = _Sketcher(factors, k, blocks, dtype, first.device, tokens.shape[0])
     covered = tuple(t for t in (nn.Linear, nn.Embedding, nn.LayerNorm, _conv1d_type()) if t)
     handles = [m.register_forward_hook(sketcher.hook) for m in model.modules()
