@@ -40,9 +40,9 @@ __all__ = ["causal_lm_log_prob", "sample_answers", "causal_lm_pilot", "ROUTES",
 #: Projection routes of :func:`causal_lm_pilot` (``"auto"`` picks one of the first two).
 ROUTES = ("factored", "jvp", "dense")
 
-#: Independent blocks of a factored sketch unless told otherwise: ``m - 1 = 7`` degrees of
+#: Independent blocks of a factored sketch unless told otherwise: ``m - 1 = 15`` degrees of
 #: freedom for the projection part of the jackknife.
-DEFAULT_SKETCH_BLOCKS = 8
+DEFAULT_SKETCH_BLOCKS = 16
 
 
 def causal_lm_log_prob(model, prompt_ids: torch.Tensor, temperature: float = 1.0) -> Callable:

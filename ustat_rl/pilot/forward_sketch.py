@@ -6,7 +6,7 @@ forward-mode pass of the batch's log-probabilities gives column ``r`` of ``R W_i
 rows of ``R`` are i.i.d. (a dense projection, ``E[R^T R] = I``), so the jackknife over projection
 rows applies column by column. Cost: ``k`` forward passes with tangents, memory of one.
 
-Directions come from ``torch.Generator(device).manual_seed(seed)``, drawn in order (direction,
+Directions come from ``torch.Generator(device).manual_seed(child_int(seed, 0))``, drawn in order (direction,
 then parameter in ``named_parameters`` order): bitwise reproducible on one device type; CPU and
 CUDA generators differ, so a CUDA run uses another (equally distributed) ``R``.
 """
@@ -20,6 +20,7 @@ import torch
 from torch.func import jvp
 
 from .._validation import as_float, as_int
+from ..seeding import child_int
 from .factored import FACTORED_KINDS
 from .sequence import sequence_log_probs, trainable_parameters
 
@@ -29,7 +30,8 @@ __all__ = ["jvp_sketch_scores", "jvp_projection_matrix"]
 def _directions(params: dict, k: int, seed: int, kind: str):
     """Yield ``{name: tangent}`` for each of the ``k`` directions, scaled by ``1/sqrt(k)``."""
     first = next(iter(params.values()))
-    gen = torch.Generator(device=first.device).manual_seed(seed)
+    # hashed like every other seed of the package: nearby seeds give unrelated streams
+    gen = torch.Generator(device=first.device).manual_seed(child_int(seed, 0))
     scale = 1.0 / math.sqrt(k)
     for _ in range(k):
         tangent = {}
