@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import sys
+from functools import partial
 
 import numpy as np
 import torch
@@ -207,15 +208,15 @@ class _Sketcher:
             if output.shape[0] == 1 and batch > 1:  # shared ids (GPT-2's positions): expand, so
                 x = x.expand(batch, *x.shape[1:])  # the gradient stays per sample
                 output = replaced = output.expand(batch, *output.shape[1:])
-            callback = (lambda g: self._embedding(module, x, g))
+            callback = partial(self._embedding, module, x)
         elif isinstance(module, nn.LayerNorm):
-            callback = (lambda g: self._layer_norm(module, x, g))
+            callback = partial(self._layer_norm, module, x)
         else:
             transposed = not isinstance(module, nn.Linear)  # Conv1D stores (in, out)
             spec = self.factors.get(id(module.weight))
             side = None if spec is None else \
                 self._flat(x, x.shape[-1]) @ (spec[1] if transposed else spec[2]).T
-            callback = (lambda g: self._matrix(module, spec, side, transposed, g))
+            callback = partial(self._matrix, module, spec, side, transposed)
         if x.requires_grad:  # downstream of another covered output: a tensor hook fires
             output.register_hook(callback)
         else:  # a first layer: the backward pass takes its gradient explicitly
