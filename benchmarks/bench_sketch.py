@@ -1,130 +1,274 @@
-"""Throughput and memory of projected per-sample scores: regenerated directions against a dense R.
+"""Projected per-sample scores at language-model scale: dense, factored hooks and jvp routes.
 
-Workload: the committed ``strong`` transformer policy's network (d = 103,508 parameters,
-float32), one prompt from the arithmetic test split and ``n`` answers sampled from the policy;
-the quantity is the projected score matrix ``R W`` of shape ``(n, k)`` (docs/theory.md section 7).
-Routes, timed in the same run on the same sequences:
+Workload: a GPT-2-style model built locally from a ``transformers.GPT2Config`` (no download;
+:data:`MODEL`: vocabulary 50,257, width 512, 4 layers, 8 heads, 38.4M parameters, float32, random
+initialisation), a padded batch of :data:`N_ANSWERS` answers of :data:`ANSWER_LEN` tokens after a
+:data:`PROMPT_LEN`-token prompt (random token ids: the cost does not depend on them). The quantity
+is the projected score matrix ``R W`` of shape ``(n, k)`` (docs/theory.md C31). Routes, in one
+run:
 
-* ``dense R`` (the baseline): full per-sample scores by ``vmap`` (:func:`full_scores`), then one
-  product with the materialised ``(k, d)`` matrix (:func:`torch_projection_matrix`), which must
-  fit in memory;
-* ``regenerated``: :func:`sketch_scores`, directions regenerated per parameter tensor and column
-  chunk from the seed, never holding more than ``k x column_chunk`` of them.
+* ``plain``: one forward + backward of ``sum_i log pi(answer_i | prompt_i)`` of the whole batch
+  (``.backward()`` into ``.grad``), the floor no per-sample method can beat;
+* ``factored``: :func:`~ustat_rl.pilot.factored.factored_sketch_scores`, ``m = 16`` blocks, at
+  every ``k`` in :data:`KS`;
+* ``jvp``: :func:`~ustat_rl.pilot.forward_sketch.jvp_sketch_scores`, one forward-mode pass per
+  direction, measured on :data:`JVP_SUBSET` answers and :data:`JVP_DIRECTIONS` directions (its
+  cost is linear in ``k``; larger ``k`` are written "not measured");
+* ``dense`` (today's route): :func:`~ustat_rl.pilot.sketch.sketch_scores`, per-sample gradients by
+  vmap times directions regenerated per chunk, measured on :data:`DENSE_SUBSET` answers (chunk
+  size 2) at the ``k`` in :data:`DENSE_KS`; its per-sequence rate is reported as measured there.
 
-Both routes give the same matrix (largest absolute difference printed). Throughput is samples
-per second of wall time, best and median over ``--repeats`` interleaved rounds after an untimed
-warm-up; the ratio is the median of the per-round ratios. Memory of the random directions is
-counted exactly: ``k d`` floats for the dense route, ``k column_chunk`` for the regenerated one.
+Each route runs in a fresh process (same model seed), so its memory figure is its own: the peak
+resident set size (RSS, ``/proc/self/statm`` polled every 2 ms) above the RSS just before the
+route starts, model and batch already built. Times are wall seconds of one run, after which the
+goals (factored within 3x of plain in time per sequence and 2x in memory, and >= 20x the dense
+route's sequences/s) are evaluated from the figures.
+
+``--quick`` runs only the pilot: :func:`~ustat_rl.pilot.causal_lm.causal_lm_pilot` on the same
+model (4 prompts x 4 answers of 16 tokens, factored, k = 64) written to ``--out`` and read back by
+``ustat-rl gstar``; the full run includes it too.
 
 Usage::
 
-    python benchmarks/bench_sketch.py --quick
-    python benchmarks/bench_sketch.py --readme benchmarks/README.md
+    OMP_NUM_THREADS=1 python benchmarks/bench_sketch.py --quick --out /tmp/pilot.npz
+    OMP_NUM_THREADS=1 python benchmarks/bench_sketch.py --readme benchmarks/README.md
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import json
+import os
 import platform
-import statistics
+import subprocess
+import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from ustat_rl.pilot.causal_lm import causal_lm_log_prob
-from ustat_rl.pilot.sketch import (
-    COLUMN_CHUNK,
-    full_scores,
-    sketch_scores,
-    torch_projection_matrix,
-)
-from ustat_rl.policies.transformer import ArithmeticTask, load_study_policy, make_splits
+from ustat_rl.pilot.causal_lm import causal_lm_pilot
+from ustat_rl.pilot.factored import factored_sketch_scores
+from ustat_rl.pilot.forward_sketch import jvp_sketch_scores
+from ustat_rl.pilot.sequence import sequence_log_probs, trainable_parameters
+from ustat_rl.pilot.sketch import sketch_scores
 from ustat_rl.run_records import replace_markdown_section
 
 SECTION = "## Projected per-sample scores"
 SEED = 20260301
+MODEL = dict(vocab_size=50257, n_positions=64, n_embd=512, n_layer=4, n_head=8)
+PROMPT_LEN, ANSWER_LEN, N_ANSWERS = 8, 32, 64
+KS = (64, 256, 1024)
+BLOCKS = 16
+JVP_SUBSET, JVP_DIRECTIONS = 8, 4
+DENSE_SUBSET, DENSE_CHUNK, DENSE_KS = 2, 2, (64, 256)
+PILOT = dict(prompts=4, group_size=4, max_new_tokens=16, k=64)
+TIME_GOAL, MEMORY_GOAL, SPEEDUP_GOAL = 3.0, 2.0, 20.0
+
+
+def build_model():
+    """The benchmark's GPT-2-style model (transformers imported here, the optional extra)."""
+    import transformers
+
+    cfg = transformers.GPT2Config(**MODEL, attn_implementation="eager")
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        return transformers.GPT2LMHeadModel(cfg).eval()
 
 
 def workload(n: int):
-    policy, _ = load_study_policy("strong", device="cpu")
-    question = make_splits(ArithmeticTask(), seed=0).test[0]
-    prompts = policy.encode_prompts([question] * n)  # (n, width)
-    answers = policy.sample(prompts, torch.Generator().manual_seed(0))  # (n, A)
-    mask = torch.ones(answers.shape, dtype=torch.float32)
-    log_prob = causal_lm_log_prob(policy.model, prompts[0])
-    params = {name: p.detach() for name, p in policy.model.named_parameters()}
-    return log_prob, params, (answers, mask)
+    gen = torch.Generator().manual_seed(1)
+    tokens = torch.randint(0, MODEL["vocab_size"], (n, PROMPT_LEN + ANSWER_LEN), generator=gen)
+    mask = torch.zeros(tokens.shape)
+    mask[:, PROMPT_LEN:] = 1.0
+    return tokens, mask
 
 
-def dense(log_prob, params, samples, k: int) -> np.ndarray:
-    full = full_scores(log_prob, params, samples)  # (n, d)
-    R = torch_projection_matrix(params, k, SEED)  # (k, d)
-    return full @ R.T
+def _rss() -> int:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def regenerated(log_prob, params, samples, k: int) -> np.ndarray:
-    return sketch_scores(log_prob, params, samples, k, SEED)
+class PeakRSS:
+    """Peak RSS above the RSS at entry, polled in a thread (Linux ``/proc``)."""
+
+    def __enter__(self):
+        self.start = self.peak = _rss()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+        return self
+
+    def _poll(self):
+        while not self._stop.wait(0.002):
+            self.peak = max(self.peak, _rss())
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, _rss())
+        self.delta = self.peak - self.start
+
+
+def _route_fn(route: str, model, tokens, mask, k: int):
+    if route == "plain":
+        def run():
+            model.zero_grad(set_to_none=True)
+            sequence_log_probs(model, tokens, mask).sum().backward()
+        return run
+    if route == "factored":
+        return lambda: factored_sketch_scores(model, tokens, mask, k, SEED, blocks=BLOCKS)
+    if route == "jvp":
+        return lambda: jvp_sketch_scores(model, tokens, mask, k, SEED)
+    params = {name: p.detach() for name, p in trainable_parameters(model).items()}
+
+    def log_prob(p, sample):
+        return sequence_log_probs(model, sample[0][None], sample[1][None], params=p)[0]
+
+    return lambda: sketch_scores(log_prob, params, (tokens, mask), k, SEED,
+                                 chunk_size=DENSE_CHUNK)
+
+
+def measure_one(route: str, n: int, k: int) -> dict:
+    """Time and peak RSS of one route in this process."""
+    model = build_model()
+    tokens, mask = workload(n)
+    run = _route_fn(route, model, tokens, mask, k)
+    gc.collect()
+    with PeakRSS() as mem:
+        start = time.perf_counter()
+        run()
+        seconds = time.perf_counter() - start
+    return {"route": route, "n": n, "k": k, "seconds": seconds, "seq_per_s": n / seconds,
+            "peak_mib": mem.delta / 2**20}
+
+
+def measure(route: str, n: int, k: int) -> dict:
+    """:func:`measure_one` in a fresh process (so the memory figure is the route's own)."""
+    spec = json.dumps({"route": route, "n": n, "k": k})
+    out = subprocess.run([sys.executable, __file__, "--one", spec], capture_output=True,
+                         text=True, check=True, env=os.environ.copy())
+    row = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f"  {route:9s} n={n:3d} k={k:5d}: {row['seconds']:8.2f} s, {row['seq_per_s']:8.3f} "
+          f"seq/s, peak RSS +{row['peak_mib']:,.0f} MiB", flush=True)
+    return row
+
+
+def pilot(out: Path) -> dict:
+    """``causal_lm_pilot`` on the benchmark model, its file read back by ``ustat-rl gstar``."""
+    from ustat_rl.cli import main as cli_main
+
+    model = build_model()
+    gen = torch.Generator().manual_seed(2)
+    prompts = [torch.randint(0, MODEL["vocab_size"], (PROMPT_LEN,), generator=gen)
+               for _ in range(PILOT["prompts"])]
+    start = time.perf_counter()
+    rollouts = causal_lm_pilot(model, prompts, lambda i, answer: float(sum(answer) % 2),
+                               PILOT["group_size"], PILOT["max_new_tokens"], seed=SEED,
+                               sketch_dim=PILOT["k"], model_name="bench_sketch GPT-2 38M")
+    seconds = time.perf_counter() - start
+    rollouts.save(out)
+    code = cli_main(["gstar", str(out), "--budget", "64"])
+    print(f"pilot: {rollouts.n_samples} answers, route {rollouts.sketch_route}, "
+          f"{rollouts.sketch_blocks} blocks, k = {rollouts.sketch_dim}: {seconds:.1f} s; "
+          f"ustat-rl gstar exit {code}")
+    return {"seconds": seconds, "route": rollouts.sketch_route, "gstar_exit": code,
+            "n": rollouts.n_samples, "param_dim": rollouts.param_dim}
 
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=128, help="samples (default 128)")
-    parser.add_argument("--k", type=int, default=256, help="projection rows (default 256)")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="n = 16, k = 32, 1 repeat")
+    parser.add_argument("--quick", action="store_true", help="only the pilot and gstar")
+    parser.add_argument("--out", type=Path, default=None, help="pilot rollouts file (.npz)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--readme", type=Path, default=None, help="update this README section")
+    parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.one is not None:
+        row = measure_one(**json.loads(args.one))
+        print(json.dumps(row))
+        return row
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        res = {"pilot": pilot(args.out or Path(tmp) / "pilot.npz")}
     if args.quick:
-        args.n, args.k, args.repeats = 16, 32, 1
-    log_prob, params, samples = workload(args.n)
-    d = sum(p.numel() for p in params.values())
-    check = np.max(np.abs(dense(log_prob, params, samples, args.k)
-                          - regenerated(log_prob, params, samples, args.k)))
-    times = {"dense R": [], "regenerated": []}
-    for _ in range(args.repeats):
-        for name, fn in (("dense R", dense), ("regenerated", regenerated)):
-            start = time.perf_counter()
-            fn(log_prob, params, samples, args.k)
-            times[name].append(time.perf_counter() - start)
-    ratios = [b / a for a, b in zip(times["regenerated"], times["dense R"])]
-    res = {"n": args.n, "k": args.k, "d": d, "max_abs_diff": float(check), "times": times,
-           "ratio": statistics.median(ratios),
-           "floats": {"dense R": args.k * d, "regenerated": args.k * min(COLUMN_CHUNK, d)}}
+        return res
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    rows = [measure("plain", N_ANSWERS, 0)]
+    rows += [measure("factored", N_ANSWERS, k) for k in KS]
+    rows.append(measure("jvp", JVP_SUBSET, JVP_DIRECTIONS))
+    rows += [measure("dense", DENSE_SUBSET, k) for k in DENSE_KS]
+    res.update(rows=rows, seconds=time.perf_counter() - start,
+               d=sum(p.numel() for p in trainable_parameters(build_model()).values()))
     section = render(res)
     print(section)
     if args.readme is not None:
-        update_readme(args.readme, section)
+        replace_markdown_section(args.readme, SECTION, section)
     return res
 
 
+def _goals(rows) -> list[str]:
+    plain = next(r for r in rows if r["route"] == "plain")
+    out = []
+    for r in (r for r in rows if r["route"] == "factored"):
+        t = plain["seq_per_s"] / r["seq_per_s"]
+        m = r["peak_mib"] / plain["peak_mib"]
+        dense = next((d for d in rows if d["route"] == "dense" and d["k"] == r["k"]), None)
+        speed = (f"{r['seq_per_s'] / dense['seq_per_s']:,.0f}x the dense route's sequences/s "
+                 f"({'met' if r['seq_per_s'] >= SPEEDUP_GOAL * dense['seq_per_s'] else 'NOT met'})"
+                 if dense else "dense route not measured at this k")
+        out.append(f"- k = {r['k']}: time per sequence {t:.2f}x plain "
+                   f"({'met' if t <= TIME_GOAL else 'NOT met'}, goal <= {TIME_GOAL:g}x); peak "
+                   f"memory {m:.2f}x plain ({'met' if m <= MEMORY_GOAL else 'NOT met'}, goal <= "
+                   f"{MEMORY_GOAL:g}x); {speed}, goal >= {SPEEDUP_GOAL:g}x.")
+    return out
+
+
 def render(res: dict) -> str:
+    rows = res["rows"]
+    plain = next(r for r in rows if r["route"] == "plain")
     lines = [SECTION, "",
-             f"Workload: `n = {res['n']}` sampled answers to one prompt of the committed `strong` "
-             f"transformer policy (d = {res['d']:,}), projected to k = {res['k']} rows. Baseline: "
-             "full per-sample scores by vmap, then a product with the materialised (k, d) "
-             "matrix; `sketch_scores` regenerates the directions per parameter tensor and column "
-             "chunk. The two agree to "
-             f"{res['max_abs_diff']:.1e} (largest absolute difference).", "",
-             "| route | samples/s best | samples/s median | random directions held | "
-             "ratio to baseline (median) |", "|---|---|---|---|---|"]
-    for name in ("dense R", "regenerated"):
-        t = res["times"][name]
-        ratio = 1.0 if name == "dense R" else res["ratio"]
-        lines.append(f"| {name} | {res['n'] / min(t):,.0f} | {res['n'] / statistics.median(t):,.0f}"
-                     f" | {res['floats'][name] * 8 / 2**20:,.1f} MiB | {ratio:.2f}x |")
-    lines += ["", f"Measured on {platform.machine()}, Python {platform.python_version()}, torch "
+             f"Workload: a GPT-2-style model built from a config (vocabulary 50,257, width 512, "
+             f"4 layers, 8 heads; d = {res['d']:,} parameters, float32), answers of {ANSWER_LEN} "
+             f"tokens after a {PROMPT_LEN}-token prompt, the projected scores `R W` (docs/theory.md "
+             f"C31). Baseline: one plain forward + backward of the summed log-probabilities of "
+             f"{N_ANSWERS} answers. Each route ran once, in its own process, with one torch "
+             "thread; memory is the peak RSS above the RSS before the route (model and batch "
+             "built). The jvp and dense routes are too slow for the full batch: they were "
+             "measured on the subsets in the `answers` column, and their sequences/s are as "
+             "measured there.", "",
+             "| route | answers | k | seconds | sequences/s | time per sequence / plain | "
+             "peak RSS above start | memory / plain |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        k = "-" if r["route"] == "plain" else str(r["k"])
+        lines.append(f"| {r['route']} | {r['n']} | {k} | {r['seconds']:.2f} | "
+                     f"{r['seq_per_s']:.3g} | {plain['seq_per_s'] / r['seq_per_s']:.2f}x | "
+                     f"{r['peak_mib']:,.0f} MiB | {r['peak_mib'] / plain['peak_mib']:.2f}x |")
+    jvp = next(r for r in rows if r["route"] == "jvp")
+    per_direction = jvp["seconds"] / (jvp["k"] * jvp["n"])
+    for k in KS:
+        lines.append(f"| jvp | {N_ANSWERS} | {k} | not measured | not measured (linear in k: "
+                     f"about {1.0 / (per_direction * k):.2g} from the row above) | | | |")
+    lines.append(f"| dense | {N_ANSWERS} | {max(KS)} | not measured | not measured "
+                 "(direction regeneration grows as k) | | | |")
+    lines += ["", "Goals for the factored route, evaluated from the figures above:", ""]
+    lines += _goals(rows)
+    p = res["pilot"]
+    lines += ["", f"Pilot (`--quick`): `causal_lm_pilot` on the same model, {p['n']} answers "
+              f"({PILOT['prompts']} prompts x {PILOT['group_size']}, {PILOT['max_new_tokens']} "
+              f"new tokens, key-value cache), route {p['route']}, k = {PILOT['k']}: "
+              f"{p['seconds']:.1f} s; `ustat-rl gstar` on its file exited {p['gstar_exit']}.",
+              "", f"Measured on {platform.machine()}, Python {platform.python_version()}, torch "
               f"{torch.__version__}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, on a "
-              "shared machine (figures vary from run to run). Command:", "", "```",
+              f"shared machine (figures vary from run to run); {res['seconds']:.0f} s in all. "
+              "Command:", "", "```",
               "OMP_NUM_THREADS=1 python benchmarks/bench_sketch.py --readme benchmarks/README.md",
               "```", ""]
     return "\n".join(lines)
-
-
-def update_readme(path: Path, section: str) -> None:
-    """Rewrite this benchmark's section of the README, leaving the rest untouched."""
-    replace_markdown_section(path, SECTION, section)
 
 
 if __name__ == "__main__":
