@@ -13,7 +13,10 @@ Three derivations:
 * :func:`power_sum_forms`: the O(n) closed forms of ``ustat_rl.pilot.estimate.group_moments``
   equal the average of the kernel over all ordered tuples of distinct samples (``n = 3..6``);
 * :func:`sketch_inner_product`: ``E_R <R a, R b> = <a, b>`` for i.i.d. entries of mean zero and
-  variance ``1/k``, so projected scores keep every kernel unbiased.
+  variance ``1/k``, so projected scores keep every kernel unbiased;
+* :func:`factored_inner_product`: the same for the factored sketch of ``ustat_rl.pilot.factored``,
+  ``m`` independent blocks ``P_g(G) = s A_g G B_g^T`` with ``s = (k_o k_i m)^(-1/2)``: the
+  expectation over both factors of ``sum_g <P_g(a), P_g(b)>`` is ``<a, b>`` (Frobenius).
 
 Each takes the kernel (or scale) as a parameter, so a biased one (the plug-in variance, a
 projection without its ``1/sqrt(k)``) runs through the same code and is disproved.
@@ -29,7 +32,7 @@ import sympy as sp
 from ._core import Derivation, combine, decide, derivation
 
 __all__ = ["KERNELS", "expect_iid", "kernel_unbiased", "plug_in_variance", "power_sum_forms",
-           "sketch_inner_product"]
+           "sketch_inner_product", "factored_inner_product"]
 
 def _draw(i: int, d: int):
     """Symbols of draw ``i``: the score ``W_i`` in ``R^d`` and the reward ``Z_i``."""
@@ -196,8 +199,58 @@ def sketch_inner_product(rows=(1, 2, 3), d: int = 2, scale: Callable = lambda k:
                       tuple(f"k={k}" for k in rows))
 
 
+def _unit_moment_mean(expr, symbols) -> sp.Basic:
+    """``E[expr]`` for independent ``symbols`` of mean 0 and second moment 1, ``expr`` of degree
+    at most 2 in each: a monomial keeps its coefficient when every power is 0 or 2, else 0."""
+    poly = sp.Poly(sp.expand(expr), *symbols)
+    if any(p > 2 for powers in poly.monoms() for p in powers):
+        raise ValueError("`expr` must have degree <= 2 in each symbol")
+    return sp.expand(sum((coeff for powers, coeff in poly.terms()
+                          if all(p in (0, 2) for p in powers)), sp.Integer(0)))
+
+
+def factored_inner_product(shapes=((2, 2), (2, 3)), factors=((1, 1), (2, 1), (1, 2), (2, 2)),
+                           blocks=(1, 2),
+                           scale: Callable = lambda k_out, k_in, m: 1 / sp.sqrt(k_out * k_in * m)
+                           ) -> Derivation:
+    """``E_{A,B} sum_g <s A_g a B_g^T, s A_g b B_g^T>_F = <a, b>_F`` for ``(p, q)`` matrices
+    ``a, b``, ``m`` blocks of independent factors ``A_g`` ``(k_o, p)`` and ``B_g`` ``(k_i, q)``
+    with i.i.d. entries of mean 0 and variance 1, and ``s = scale(k_o, k_i, m)`` (C31).
+
+    This is ``E[R^T R] = I`` for ``R = s [A_g (x) B_g]_g``: every kernel stays unbiased under the
+    factored sketch. ``scale`` replaces the stated one (a negative control: no ``1/sqrt(k)``).
+    """
+
+    def body():
+        verdicts, last = [], sp.nan
+        for p, q in shapes:
+            a = sp.Matrix(p, q, lambda i, j: sp.Symbol(f"a{i}_{j}", real=True))
+            b = sp.Matrix(p, q, lambda i, j: sp.Symbol(f"b{i}_{j}", real=True))
+            for k_out, k_in in factors:
+                for m in blocks:
+                    entries, total = [], sp.Integer(0)
+                    for g in range(m):
+                        A = sp.Matrix(k_out, p, lambda r, c: sp.Symbol(f"A{g}_{r}_{c}", real=True))
+                        B = sp.Matrix(k_in, q, lambda r, c: sp.Symbol(f"B{g}_{r}_{c}", real=True))
+                        entries += list(A) + list(B)
+                        pa, pb = A * a * B.T, A * b * B.T
+                        total += sum(pa.multiply_elementwise(pb))
+                    s = scale(k_out, k_in, m)
+                    last = _unit_moment_mean(s**2 * total, entries)
+                    verdicts.append(decide(last - sum(a.multiply_elementwise(b)), general=False))
+        return last, combine(verdicts)
+
+    cases = tuple(f"{p}x{q}, k_o={ko}, k_i={ki}, m={m}" for p, q in shapes
+                  for ko, ki in factors for m in blocks)
+    return derivation("C31", "C31 factored projections keep inner products unbiased",
+                      "E_{A,B} <R a, R b> = <a, b> for R = (k_o k_i m)^(-1/2) [A_g (x) B_g]_g",
+                      "expectation over independent factor entries, mean 0, second moment 1",
+                      body, cases)
+
+
 def all_derivations() -> list[Derivation]:
     """Every derivation of this module with its listed kernel (for the catalogue)."""
     return [kernel_unbiased(name) for name in KERNELS] + [power_sum_forms(),
-                                                          sketch_inner_product()]
+                                                          sketch_inner_product(),
+                                                          factored_inner_product()]
 

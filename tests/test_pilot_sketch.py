@@ -328,3 +328,19 @@ def test_factored_and_jvp_bad_input(models):
     with pytest.raises(ValueError, match="`sketch_blocks`"):
         Rollouts(np.zeros(3, int), np.zeros(3), np.ones((3, 4)), sketch_kind="gaussian",
                  sketch_blocks=3)
+
+
+def test_factored_unbiasedness_is_proved_and_wrong_scales_disproved():
+    """proofs_check: the expectation over both factors of the factored sketch's inner product is
+    ``<a, b>`` (C31); the same derivation disproves it without ``1/sqrt(k)`` and with one factor
+    unscaled."""
+    import sympy as sp
+
+    from proofs_check import pilot
+    from proofs_check._core import DISPROVED, PROVED_CASES
+
+    assert pilot.factored_inner_product().status == PROVED_CASES
+    for wrong in (lambda k_out, k_in, m: 1, lambda k_out, k_in, m: 1 / sp.sqrt(k_out * m)):
+        result = pilot.factored_inner_product(shapes=((2, 2),), factors=((2, 2),), blocks=(2,),
+                                              scale=wrong)
+        assert result.status == DISPROVED
