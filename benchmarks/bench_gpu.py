@@ -16,8 +16,16 @@
    >= 50x the 2-core numba figure at G = 64.
 4. Transformer per-sample scores ``W = grad log pi(Y|x)`` of the committed ``strong`` policy on
    CUDA by vmap: sequences/s, and the largest difference to the CPU scores.
+5. Projected scores of a GPT-2-style model built from a config (the model of
+   benchmarks/bench_sketch.py, 38.4M parameters; a tiny one in the dry run) on CUDA: sequences/s
+   and peak CUDA memory of one plain forward + backward of 64 answers of 32 tokens, of the
+   factored sketch (:mod:`ustat_rl.pilot.factored`, 16 blocks) at k in {64, 256, 1024} and of the
+   jvp route (4 directions), in one run; the factored scores on CUDA must match the CPU's to
+   float32 rounding (the factors are drawn on the CPU, so ``R`` is bitwise the same). Needs the
+   optional ``transformers``; without it, or without CUDA, the part prints "not measured".
 
-Without a CUDA device it prints "no CUDA device: nothing measured" and exits 0. ``--dry-run-cpu``
+Without a CUDA device it prints "no CUDA device: nothing measured" and
+"5. sketch routes on CUDA: not measured: no GPU", and exits 0. ``--dry-run-cpu``
 runs the same code on the CPU with small sizes (to test the script; its figures are CPU figures).
 Exit status 1 if a check fails.
 
@@ -55,6 +63,8 @@ SIZES = (2, 8, 64, 1024)
 THROUGHPUT_SIZES = (8, 64, 1024)
 TARGET_RATIO = 50.0
 NO_CUDA = "no CUDA device: nothing measured"
+NO_CUDA_SKETCH = "5. sketch routes on CUDA: not measured: no GPU"
+SKETCH_KS = (64, 256, 1024)
 
 
 class Checks:
@@ -221,6 +231,60 @@ def transformer_scores(device: str, n: int, checks: Checks) -> dict:
     return {"sequences": n, "sequences_per_s": rate, "max_abs_diff": diff, "peak_mib": peak}
 
 
+def sketch_routes(device: str, dry: bool, checks: Checks) -> dict:
+    """Part 5: plain forward + backward, factored and jvp sketches of a GPT-2 on ``device``."""
+    try:
+        import transformers
+    except ImportError:
+        print("  not measured: transformers is not installed (the optional extra 'hf')")
+        return {}
+    from ustat_rl.pilot.factored import factored_sketch_scores
+    from ustat_rl.pilot.forward_sketch import jvp_sketch_scores
+    from ustat_rl.pilot.sequence import sequence_log_probs
+
+    size = (dict(vocab_size=97, n_positions=16, n_embd=16, n_layer=1, n_head=2) if dry else
+            dict(vocab_size=50257, n_positions=64, n_embd=512, n_layer=4, n_head=8))
+    n, length = (8, 12) if dry else (64, 40)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        cpu_model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            **size, attn_implementation="eager")).eval()
+    model = cpu_model.to(device) if device == "cpu" else \
+        transformers.GPT2LMHeadModel(cpu_model.config).to(device).eval()
+    if device != "cpu":
+        model.load_state_dict(cpu_model.state_dict())
+    tokens = torch.randint(0, size["vocab_size"], (n, length),
+                           generator=torch.Generator().manual_seed(1)).to(device)
+    mask = torch.zeros(tokens.shape, device=device)
+    mask[:, 8:] = 1.0
+
+    def plain():
+        model.zero_grad(set_to_none=True)
+        sequence_log_probs(model, tokens, mask).sum().backward()
+
+    routes = [("plain", 0, plain)]
+    routes += [("factored", k, (lambda k=k: factored_sketch_scores(model, tokens, mask, k, 0,
+                                                                   blocks=16)))
+               for k in SKETCH_KS]
+    routes.append(("jvp", 4, lambda: jvp_sketch_scores(model, tokens, mask, 4, 0)))
+    rows = []
+    for route, k, fn in routes:
+        fn()  # warm-up
+        if device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        out, seconds = timed(fn)
+        peak = torch.cuda.max_memory_allocated() / 2**20 if device == "cuda" else float("nan")
+        rows.append({"route": route, "k": k, "sequences_per_s": n / seconds, "peak_mib": peak})
+        print(f"  {route:8s} k={k:5d}: {n / seconds:10,.1f} sequences/s, peak {peak:,.0f} MiB")
+    on_device = factored_sketch_scores(model, tokens, mask, 64, 0, blocks=16).cpu()
+    on_cpu = factored_sketch_scores(cpu_model.cpu(), tokens.cpu(), mask.cpu(), 64, 0, blocks=16)
+    diff = float((on_device - on_cpu).abs().max())
+    scale = float(on_cpu.abs().max())
+    checks.true(f"factored scores on {device} match the CPU's (max |diff| {diff:.1e} <= 1e-3 x "
+                f"max |RW| = {1e-3 * scale:.1e})", diff <= 1e-3 * scale)
+    return {"rows": rows, "max_abs_diff": diff}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", type=Path, default=None, help="write the figures as JSON")
@@ -233,6 +297,7 @@ def main(argv=None) -> int:
         device, n_reps, n_device, n_numba, repeats, n_seq = "cuda", 2**21, 2**24, 2**21, 3, 1024
     else:
         print(NO_CUDA)
+        print(NO_CUDA_SKETCH)
         return 0
     name = torch.cuda.get_device_name() if device == "cuda" else platform.processor() or "CPU"
     print(f"device: {device} ({name}); torch {torch.__version__}; {os.cpu_count()} CPU cores; "
@@ -247,6 +312,8 @@ def main(argv=None) -> int:
     rows = throughput(device, n_device, n_numba, repeats)
     print("4. transformer per-sample scores")
     scores = transformer_scores(device, n_seq, checks)
+    print("5. projected scores of a GPT-2 built from a config (sketch routes)")
+    sketch = sketch_routes(device, args.dry_run_cpu, checks)
     at_64 = next(r for r in rows if r["engine"] == f"torch {device}" and r["group_size"] == 64)
     verdict = "met" if at_64["ratio_to_numba_2"] >= TARGET_RATIO else "NOT met"
     if device == "cpu":
@@ -258,6 +325,7 @@ def main(argv=None) -> int:
     if args.json is not None:
         args.json.write_text(json.dumps({"device": device, "name": name, "rates": rates,
                                          "throughput": rows, "scores": scores,
+                                         "sketch": sketch,
                                          "failed": checks.failed}, indent=2))
     return 1 if checks.failed else 0
 

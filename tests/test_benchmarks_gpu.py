@@ -23,7 +23,7 @@ def bench():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without CUDA")
 def test_without_cuda_nothing_is_measured(bench, capsys):
     assert bench.main([]) == 0
-    assert capsys.readouterr().out.strip() == "no CUDA device: nothing measured"
+    assert capsys.readouterr().out.strip().splitlines() == [bench.NO_CUDA, bench.NO_CUDA_SKETCH]
 
 
 def test_dry_run_on_cpu_passes_its_checks(bench, tmp_path, capsys):
@@ -34,3 +34,4 @@ def test_dry_run_on_cpu_passes_its_checks(bench, tmp_path, capsys):
     data = json.loads((tmp_path / "gpu.json").read_text())
     assert data["device"] == "cpu" and data["failed"] == []
     assert {r["group_size"] for r in data["throughput"]} == set(bench.THROUGHPUT_SIZES)
+    assert [r["route"] for r in data["sketch"]["rows"]] == ["plain"] + ["factored"] * 3 + ["jvp"]
