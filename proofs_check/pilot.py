@@ -209,6 +209,10 @@ def _unit_moment_mean(expr, symbols) -> sp.Basic:
                           if all(p in (0, 2) for p in powers)), sp.Integer(0)))
 
 
+def _symbol_matrix(prefix: str, rows: int, cols: int) -> sp.Matrix:
+    return sp.Matrix(rows, cols, lambda r, c: sp.Symbol(f"{prefix}_{r}_{c}", real=True))
+
+
 def factored_inner_product(shapes=((2, 2), (2, 3)), factors=((1, 1), (2, 1), (1, 2), (2, 2)),
                            blocks=(1, 2),
                            scale: Callable = lambda k_out, k_in, m: 1 / sp.sqrt(k_out * k_in * m)
@@ -224,14 +228,13 @@ def factored_inner_product(shapes=((2, 2), (2, 3)), factors=((1, 1), (2, 1), (1,
     def body():
         verdicts, last = [], sp.nan
         for p, q in shapes:
-            a = sp.Matrix(p, q, lambda i, j: sp.Symbol(f"a{i}_{j}", real=True))
-            b = sp.Matrix(p, q, lambda i, j: sp.Symbol(f"b{i}_{j}", real=True))
+            a, b = _symbol_matrix("a", p, q), _symbol_matrix("b", p, q)
             for k_out, k_in in factors:
                 for m in blocks:
                     entries, total = [], sp.Integer(0)
                     for g in range(m):
-                        A = sp.Matrix(k_out, p, lambda r, c: sp.Symbol(f"A{g}_{r}_{c}", real=True))
-                        B = sp.Matrix(k_in, q, lambda r, c: sp.Symbol(f"B{g}_{r}_{c}", real=True))
+                        A = _symbol_matrix(f"A{g}", k_out, p)
+                        B = _symbol_matrix(f"B{g}", k_in, q)
                         entries += list(A) + list(B)
                         pa, pb = A * a * B.T, A * b * B.T
                         total += sum(pa.multiply_elementwise(pb))
