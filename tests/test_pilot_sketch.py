@@ -344,3 +344,12 @@ def test_factored_unbiasedness_is_proved_and_wrong_scales_disproved():
         result = pilot.factored_inner_product(shapes=((2, 2),), factors=((2, 2),), blocks=(2,),
                                               scale=wrong)
         assert result.status == DISPROVED
+
+
+def test_factored_examples_run_as_doctests():
+    import doctest
+
+    import ustat_rl.pilot.factored as module
+
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted >= 1 and result.failed == 0

@@ -12,7 +12,9 @@ moment estimate unbiased, at the price of extra variance of order ``1/k``. Two r
 
 The directions of parameter tensor ``p`` (in the order of ``params``) and column chunk ``c`` come
 from ``torch.Generator().manual_seed(child_int(seed, p, c))`` on the CPU, so a seed gives the same
-``R`` on every device; :func:`torch_projection_matrix` materialises it for small ``d``.
+``R`` on every device; :func:`torch_projection_matrix` materialises it for small ``d``. This route
+is the reference; for language models, :mod:`ustat_rl.pilot.factored` (one backward pass) and
+:mod:`ustat_rl.pilot.forward_sketch` (one jvp per row) avoid per-sample gradients.
 """
 
 from __future__ import annotations
