@@ -54,5 +54,5 @@ def test_projection_is_unbiased_only_with_its_scale():
 
 def test_catalogue_lists_the_pilot_derivations():
     entries = [e for e in CATALOGUE if "C31" in e.evidence_for]
-    assert len(entries) == len(pilot.KERNELS) + 2
+    assert len(entries) == len(pilot.KERNELS) + 3  # + power sums, dense and factored sketches
     assert all(run_entry(e).holds for e in entries)
