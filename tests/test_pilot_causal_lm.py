@@ -99,8 +99,8 @@ def test_cached_sampler_draws_the_uncached_answers(model):
 def test_every_route_matches_its_matrix_on_the_same_answers(model):
     prompts = [[1, 2, 3], [1, 5], [1, 6, 7, 8]]
 
-    def reward(i, answer):
-        return float(len(answer) > 2)
+    def reward(i, answer):  # an injective code of the answer: equal rewards, equal answers
+        return float(sum(t * 11**j for j, t in enumerate(answer)) + 11 ** len(answer))
 
     kwargs = dict(group_size=4, max_new_tokens=3, seed=5, eos_token_id=EOS, chunk_size=3)
     full = causal_lm_pilot(model, prompts, reward, **kwargs)
