@@ -49,8 +49,8 @@ class Rollouts:
         The reward ``Z`` of each sample.
     score : ndarray (n, k)
         The score ``W`` (``sketch_kind="none"``, ``k = d``) or its projection ``R W`` with a
-        ``(k, d)`` matrix ``R`` shared by all samples, independent of them, with i.i.d. rows and
-        ``E[R^T R] = I``.
+        ``(k, d)`` matrix ``R`` shared by all samples, independent of them, with i.i.d. rows (or
+        ``sketch_blocks`` i.i.d. blocks of rows) and ``E[R^T R] = I``.
     prompt_weight : ndarray (n,), optional
         ``f(x)`` of the sample's prompt, constant within a group and positive: the groups are
         then a fixed, complete prompt set with these (renormalised) weights rather than i.i.d.
