@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["fieller_ratio", "gstar_of_ratio"]
+__all__ = ["fieller_ratio", "fieller_from_errors", "gstar_of_ratio"]
 
 
 def fieller_ratio(c1: float, c3: float, v11: float, v13: float, v33: float,
@@ -56,6 +56,19 @@ def fieller_ratio(c1: float, c3: float, v11: float, v13: float, v33: float,
     disc = max(b * b - a * c, 0.0)  # >= 0 up to rounding: c1/c3 satisfies the inequality
     root = math.sqrt(disc)
     return (b - root) / a, (b + root) / a
+
+
+def fieller_from_errors(c1: float, c3: float, se1: float, se3: float, cov13: float,
+                        t: float) -> tuple[float, float]:
+    """:func:`fieller_ratio` from the standard errors the intervals for ``c1`` and ``c3'`` use.
+
+    Using ``se1^2`` (not a separately computed variance) makes ``rho = 0`` lie in Fieller's set
+    exactly when ``c1``'s interval ``c1 +- t se1`` reaches 0; the covariance is clipped to the
+    Cauchy-Schwarz bound ``|cov13| <= se1 se3``, which a jackknife estimate with its projection
+    part corrected for the interaction need not respect.
+    """
+    bound = se1 * se3
+    return fieller_ratio(c1, c3, se1 * se1, min(max(cov13, -bound), bound), se3 * se3, t)
 
 
 def gstar_of_ratio(rho: float) -> float:

@@ -30,7 +30,7 @@ from scipy import stats as sps
 from .._validation import as_float
 from ..theory import PromptMoments, ScalingConstants, scaling_constants
 from .estimate import SCORE_MOMENTS, PilotStatistics, pilot_statistics
-from .fieller import fieller_ratio, gstar_of_ratio
+from .fieller import fieller_from_errors, gstar_of_ratio
 from .rollouts import Rollouts
 
 __all__ = ["Interval", "PilotIntervals", "pilot_intervals", "jackknife",
@@ -361,18 +361,15 @@ def pilot_intervals(rollouts, level: float = 0.9, include_sketch: bool = True) -
     s_se = np.sqrt(np.maximum(np.diag(cov_sketch), 0.0))
     k = stats.n_columns if (include_sketch and stats.sketched) else None
     parts = [_interval(e, p, q, level, stats.n_prompts, k) for e, p, q in zip(est, p_se, s_se)]
-    cov = cov_prompt + cov_sketch  # (4, 4) over (c1, c2, c3', rho)
     t = student_quantile(level, p_se[0] ** 2, s_se[0] ** 2, stats.n_prompts, k)  # c1's quantile
-    r_low, r_high = fieller_ratio(est[0], est[2], cov[0, 0], cov[0, 2], cov[2, 2], t)
-    delta = parts[3]
-    ratio = Interval(float(est[0] / est[2]) if est[2] > 0 else math.nan, r_low, r_high,
-                     delta.std_error, delta.prompt_std_error, delta.sketch_std_error)
+    r_low, r_high = fieller_from_errors(est[0], est[2], parts[0].std_error, parts[2].std_error,
+                                        cov_prompt[0, 2] + cov_sketch[0, 2], t)
+    se = (parts[3].std_error, parts[3].prompt_std_error, parts[3].sketch_std_error)  # delta
+    ratio = Interval(float(est[0] / est[2]) if est[2] > 0 else math.nan, r_low, r_high, *se)
     constants = ScalingConstants(float(est[0]), float(est[1]), float(est[2]))
-    g_point = constants.optimal_group_size() if est[2] >= 0 else math.nan
     slope = 0.5 * ratio.estimate ** -1.5 if ratio.estimate > 0 else math.inf  # |dG*/drho|
-    gstar = Interval(g_point, gstar_of_ratio(r_high), gstar_of_ratio(r_low),
-                     slope * ratio.std_error, slope * ratio.prompt_std_error,
-                     slope * ratio.sketch_std_error)
+    gstar = Interval(constants.optimal_group_size() if est[2] >= 0 else math.nan,
+                     gstar_of_ratio(r_high), gstar_of_ratio(r_low), *(slope * e for e in se))
     return PilotIntervals(level, constants, parts[0], parts[1], parts[2], ratio, gstar,
                           stats.n_prompts, stats.n_columns,
                           bool(include_sketch and stats.sketched and stats.n_columns >= 2))
