@@ -17,18 +17,20 @@ fixed-budget MSE within 10% of the exact optimum over the divisors of ``N``, and
 argmin at the point estimates.
 
 Outputs ``pilot_coverage.csv`` and ``pilot_advice.csv`` under ``--out`` and both tables printed
-as Markdown (the ones in docs/theory.md, section 7).
+as Markdown (the ones in docs/theory.md, C32). ``--figures DIR`` also writes the ``ustat-rl gstar
+--plot`` figures of two pilots at N = 256 (the docs' pair): notebook 05's (64 x 16, k = 32,
+seed 2026), whose interval for ``c1`` reaches 0, and one of 2048 x 16 (k = 32, seed 2026).
 
 Usage::
 
     python simulations/pilot_coverage.py           # 1000 pilots per cell (about two minutes)
     python simulations/pilot_coverage.py --quick   # 30 pilots per cell (seconds)
+    python simulations/pilot_coverage.py --quick --figures docs/figures   # and the docs' figures
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
@@ -90,6 +92,20 @@ def advice_cell(bandit, exact, budget, n_pilots, rng) -> dict:
             "point_argmin_within_10pct": int(point), "unbounded": int(unbounded)}
 
 
+def write_figures(folder: Path, bandit) -> list[Path]:
+    """The ``--plot`` figures of a pilot that cannot bound ``G*`` and of one that can (N = 256)."""
+    from ustat_rl.plotting_pilot import plot_gstar_report
+
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, n_prompts in (("gstar_unbounded", 64), ("gstar_bounded", 2048)):
+        pilot = bandit_pilot(bandit, n_prompts, 16, np.random.default_rng(2026), 32)
+        fig = plot_gstar_report(gstar_report(pilot, 256))
+        fig.savefig(folder / f"{name}.png", dpi=110)
+        paths.append(folder / f"{name}.png")
+    return paths
+
+
 def markdown(frame: pd.DataFrame, count_columns) -> str:
     """A Markdown table with each count shown as ``count (percent)``."""
     shown = frame.copy()
@@ -107,6 +123,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--pilots", type=int, default=None, help="pilots per cell (default 1000)")
     parser.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
     parser.add_argument("--out", type=Path, default=None, help="output folder")
+    parser.add_argument("--figures", type=Path, default=None,
+                        help="also write the docs' two gstar figures to this folder")
     args = parser.parse_args(argv)
     n_pilots = args.pilots if args.pilots is not None else (30 if args.quick else 1000)
     if n_pilots < 1:
@@ -114,8 +132,14 @@ def main(argv=None) -> dict:
     if args.seed < 0:
         parser.error(f"--seed must be >= 0, got {args.seed}")
     out = args.out or Path("results") / ("quick" if args.quick else "") / "pilot_coverage"
+    for folder, name in ((out, "--out"), (args.figures, "--figures")):
+        if folder is not None and folder.exists() and not folder.is_dir():
+            parser.error(f"{name} must be a folder, got the file {str(folder)!r}")
     out.mkdir(parents=True, exist_ok=True)
     bandit = interior_optimum_bandit()
+    if args.figures is not None:
+        for path in write_figures(args.figures, bandit):
+            print(f"wrote {path}")
     exact = bandit.scaling_constants()
     truth = {"c1": exact.c1, "c2": exact.c2, "c3": exact.c3, "gstar": exact.optimal_group_size()}
     rows = [coverage_cell(bandit, truth, P, n, k, n_pilots,

@@ -9,7 +9,6 @@ for G* is computed from the same pilots).
 from __future__ import annotations
 
 import pandas as pd
-
 from script_loader import load_script
 
 

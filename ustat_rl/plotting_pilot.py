@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from .pilot.report_text import format_percent
 from .plotting import ESTIMATOR_STYLE, new_figure, set_group_size_ticks
 
 __all__ = ["plot_gstar_report"]
@@ -58,8 +59,8 @@ def plot_gstar_report(report):
         labels.append(f"G* estimate = {gstar['estimate']:.3g}")
     G = report.recommended_group_size
     handles.append(ax.axvline(G, color="tab:red", lw=1.4))
-    labels.append(f"recommended G = {G}" + (f" (within {100 * report.worst_excess:.0f}% for "
-                                            "every c1 allowed)"
+    labels.append(f"recommended G = {G}" + (f" (within {format_percent(report.worst_excess)} "
+                                            "for every c1 allowed)"
                                             if math.isfinite(report.worst_excess) else ""))
     ax.set_yscale("log")
     ax.set_ylim(bottom=floor)

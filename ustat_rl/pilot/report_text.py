@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["format_report", "format_mse"]
+__all__ = ["format_report", "format_mse", "format_percent"]
 
 
 def _fmt(value) -> str:
     return f"{value:.4g}" if isinstance(value, (int, float)) and math.isfinite(value) else str(value)
 
 
-def _percent(fraction: float) -> str:
+def format_percent(fraction: float) -> str:
+    """A relative excess as a whole percent, ``1%`` for anything below it."""
     return "1%" if fraction < 0.01 else f"{100 * fraction:.0f}%"
 
 
@@ -45,7 +46,7 @@ def _advice_lines(report) -> list[str]:
                      f"({low})")
     if report.estimator == "grpo":
         lines.append(f"use G = {G}: for every c1 the {pct} interval allows, its predicted MSE is "
-                     f"within {_percent(report.worst_excess)} of the best divisor's")
+                     f"within {format_percent(report.worst_excess)} of the best divisor's")
     else:
         lines.append(f"use G = {G} ({report.estimator}: the argmin at the point estimates)")
     lines.append(f"(argmin at the point estimates: G = {report.best_group_size}"
