@@ -179,6 +179,7 @@ def check_c32(ctx):
         note=f"false-failure rate {FALSE_FAILURE_TWO_SIDED:.1e} at the nominal level; "
              + ("bounded" if large.bounded else "unbounded above, an accepted answer: c1's "
                 f"interval [{large.c1.low:.3g}, {large.c1.high:.3g}] reaches 0")))
+    checks += symbolic_checks("C32")  # Fieller's quadratic (proofs_check.pilot)
     if ctx.quick:  # the quick run leaves the transformer coverage to tests/ (about 20 s)
         return checks
     population, exact = _transformer_population(12)
