@@ -9,7 +9,9 @@ kind (full scores, or a k = 32 Gaussian projection), independent pilots of
 (:func:`ustat_rl.pilot.pilot_intervals`); the table counts how many cover the exact ``c1``,
 ``c2``, ``c3'`` and ``G*``. Two intervals for ``G*`` are compared: Fieller's (the one the package
 reports) and the delta method's ``rho_hat +- t se`` mapped through ``G* = 1 + rho^(-1/2)`` (the
-previous one). ``unbounded`` counts pilots whose ``G*`` interval has no upper end.
+previous one). The ``_boot`` columns are the studentised bootstrap over prompts of
+:mod:`ustat_rl.pilot.bootstrap` (499 resamples; 199 with ``--quick``) on the same pilots, the
+alternative the study weighs. ``unbounded`` counts pilots whose ``G*`` interval has no upper end.
 
 *Advice*: pilots of notebook 05's recipe (64 x 16, k = 32) at budgets 256 and 480; the table counts
 how often the recommended ``G`` (:func:`ustat_rl.pilot.report.gstar_report`) has an exact
@@ -23,7 +25,7 @@ seed 2026), whose interval for ``c1`` reaches 0, and one of 2048 x 16 (k = 32, s
 
 Usage::
 
-    python simulations/pilot_coverage.py           # 1000 pilots per cell (about two minutes)
+    python simulations/pilot_coverage.py           # 1000 pilots per cell (a few minutes)
     python simulations/pilot_coverage.py --quick   # 30 pilots per cell (seconds)
     python simulations/pilot_coverage.py --quick --figures docs/figures   # and the docs' figures
 """
@@ -39,6 +41,7 @@ import pandas as pd
 
 from ustat_rl.examples import interior_optimum_bandit
 from ustat_rl.pilot.bandit import bandit_pilot
+from ustat_rl.pilot.bootstrap import bootstrap_t_intervals
 from ustat_rl.pilot.fieller import gstar_of_ratio
 from ustat_rl.pilot.report import gstar_report
 from ustat_rl.pilot.uncertainty import pilot_intervals, student_quantile
@@ -61,12 +64,22 @@ def delta_gstar(out) -> tuple[float, float]:
     return gstar_of_ratio(r.estimate + t * r.std_error), gstar_of_ratio(r.estimate - t * r.std_error)
 
 
-def coverage_cell(bandit, truth, n_prompts, group_size, sketch_dim, n_pilots, rng) -> dict:
+#: The bootstrap's columns.
+BOOT = ("c1_boot", "c2_boot", "c3_boot", "gstar_boot")
+
+
+def coverage_cell(bandit, truth, n_prompts, group_size, sketch_dim, n_pilots, rng,
+                  n_boot=499) -> dict:
     """Counts of covering intervals over ``n_pilots`` independent pilots of one size."""
-    keys = ("c1", "c2", "c3", "gstar_fieller", "gstar_delta", "unbounded")
+    keys = ("c1", "c2", "c3", "gstar_fieller", "gstar_delta", *BOOT, "unbounded")
     count = dict.fromkeys(keys, 0)
     for _ in range(n_pilots):
-        out = pilot_intervals(bandit_pilot(bandit, n_prompts, group_size, rng, sketch_dim), LEVEL)
+        pilot = bandit_pilot(bandit, n_prompts, group_size, rng, sketch_dim)
+        out = pilot_intervals(pilot, LEVEL)
+        boot = bootstrap_t_intervals(pilot, LEVEL, n_boot, rng)
+        for name in BOOT:
+            low, high = boot[name.removesuffix("_boot")]
+            count[name] += low <= truth[name.removesuffix("_boot")] <= high
         for name in ("c1", "c2", "c3"):
             count[name] += getattr(out, name).covers(truth[name])
         count["gstar_fieller"] += out.optimal_group_size.covers(truth["gstar"])
@@ -143,7 +156,7 @@ def main(argv=None) -> dict:
     exact = bandit.scaling_constants()
     truth = {"c1": exact.c1, "c2": exact.c2, "c3": exact.c3, "gstar": exact.optimal_group_size()}
     rows = [coverage_cell(bandit, truth, P, n, k, n_pilots,
-                          np.random.default_rng([args.seed, i, j]))
+                          np.random.default_rng([args.seed, i, j]), 199 if args.quick else 499)
             for i, (P, n) in enumerate(SIZES) for j, k in enumerate(SKETCHES)]
     coverage = pd.DataFrame(rows)
     advice = pd.DataFrame([advice_cell(bandit, exact, N, n_pilots,
@@ -153,7 +166,8 @@ def main(argv=None) -> dict:
     advice.to_csv(out / "pilot_advice.csv", index=False)
     print(f"coverage of nominal {LEVEL:.0%} intervals (exact c1 = {exact.c1:.3g}, "
           f"G* = {truth['gstar']:.3g}):")
-    print(markdown(coverage, ("c1", "c2", "c3", "gstar_fieller", "gstar_delta", "unbounded")))
+    print(markdown(coverage, ("c1", "c2", "c3", "gstar_fieller", "gstar_delta", *BOOT,
+                              "unbounded")))
     print("\nadvice at notebook 05's recipe (64 x 16, k = 32):")
     print(markdown(advice, ("advice_within_10pct", "point_argmin_within_10pct", "unbounded")))
     return {"coverage": coverage, "advice": advice, "out": out}

@@ -19,7 +19,8 @@ def test_quick_mode_writes_both_tables(tmp_path, capsys):
     advice = pd.read_csv(tmp_path / "pilot_advice.csv")
     assert len(coverage) == len(script.SIZES) * len(script.SKETCHES)
     assert list(advice["budget"]) == list(script.BUDGETS)
-    counts = coverage[["c1", "c2", "c3", "gstar_fieller", "gstar_delta", "unbounded"]]
+    counts = coverage[["c1", "c2", "c3", "gstar_fieller", "gstar_delta", *script.BOOT,
+                       "unbounded"]]
     assert (counts.le(coverage["pilots"], axis=0)).all().all() and (counts >= 0).all().all()
     assert (advice["advice_within_10pct"] <= advice["pilots"]).all()
     assert result["coverage"].equals(coverage)
