@@ -56,13 +56,18 @@ def test_huge_budget_is_rejected_before_the_pilot_is_read(tmp_path, pilot, capsy
         admissible_group_sizes(999999999999)
 
 
-def test_prime_budget_has_one_message(tmp_path, pilot, capsys):
+def test_prime_budget_has_one_message(tmp_path, pilot, capsys, monkeypatch):
     path = pilot.save(tmp_path / "pilot.npz")
+    import ustat_rl.pilot.rollouts as rollouts
+
+    monkeypatch.setattr(rollouts, "load_rollouts", lambda *a: pytest.fail("pilot was read"))
     assert main(["gstar", str(path), "--budget", "257"]) == 2
-    err = _one_line_error(capsys, "budget")
+    err = _one_line_error(capsys, "--budget")
     assert "256 or 258" in err
     assert admissible_group_sizes(256).size > 1  # control: a composite budget is accepted
     assert gstar_report(pilot, 256).budget == 256
+    with pytest.raises(ValueError, match="`budget` 257 admits one group size"):
+        gstar_report(pilot, 257)
 
 
 def _rollouts(reward, score, n_prompts):

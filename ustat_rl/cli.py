@@ -321,8 +321,8 @@ def _conformance(args) -> int:
     return 0 if report.passed else 1
 def _gstar(args) -> int:
     """``ustat-rl gstar``: every path and number checked before the pilot is read."""
+    from .pilot.report import check_report_budget
     from .pilot.rollouts import check_rollouts_path
-    from .theory.scaling import check_budget
 
     checks = [(args.json, (".json",), "--json"), (args.plot, (".png", ".pdf", ".svg"), "--plot")]
     try:
@@ -332,7 +332,7 @@ def _gstar(args) -> int:
                 raise ValueError(f"`{name}` must end in one of {suffixes}, got {str(path)!r}")
             if path is not None and not path.parent.is_dir():
                 raise ValueError(f"`{name}`: folder {str(path.parent)!r} does not exist")
-        check_budget(args.budget, "--budget")
+        check_report_budget(args.budget, "--budget")
         if not 0.0 < args.level < 1.0:
             raise ValueError(f"`--level` must lie strictly between 0 and 1, got {args.level}")
         from .pilot.report import format_report, gstar_report

@@ -31,7 +31,8 @@ from .uncertainty import (
     prompts_to_halve_width,
 )
 
-__all__ = ["GStarReport", "gstar_report", "format_report", "REPORT_ESTIMATORS", "all_equal_fraction"]
+__all__ = ["GStarReport", "gstar_report", "format_report", "REPORT_ESTIMATORS", "all_equal_fraction",
+           "check_report_budget", "check_degenerate"]
 
 #: Estimators whose predicted MSE the report lists (Algorithm 1; docs/theory.md C5, C6).
 REPORT_ESTIMATORS = ("vanilla", "grpo", "oracle", "fullmean")
@@ -203,15 +204,10 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
     """
     if not isinstance(rollouts, Rollouts):
         raise TypeError(f"`rollouts` must be a Rollouts, got {type(rollouts).__name__}")
-    budget = check_budget(budget)
+    budget = check_report_budget(budget)
     if estimator not in REPORT_ESTIMATORS:
         raise ValueError(f"`estimator` must be one of {REPORT_ESTIMATORS}, got {estimator!r}")
     sizes = admissible_group_sizes(budget)  # (n_G,) divisors of N, >= 2
-    if sizes.size < 2:
-        near = [n for n in (budget - 1, budget + 1) if n >= 4 and admissible_group_sizes(n).size > 1]
-        raise ValueError(f"`budget` {budget} admits one group size only (G = {budget}, B = 1), so "
-                         f"there is no group size to choose; use a budget with divisors, e.g. "
-                         f"{' or '.join(map(str, near))}")
     check_degenerate(rollouts)
     stats = pilot_statistics(rollouts)
     moments = estimate_moments(stats)
@@ -266,6 +262,18 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
         prompts_to_halve=halve, recommended_group_size=advice.group_size,
         worst_excess=advice.worst_excess, bounded=advice.bounded,
         prompts_to_bound=advice.prompts_to_bound)
+
+
+def check_report_budget(budget, name: str = "budget") -> int:
+    """``budget`` checked for the report before any work: an int in ``2..MAX_BUDGET``
+    (:func:`ustat_rl.theory.scaling.check_budget`) with at least two admissible group sizes."""
+    budget = check_budget(budget, name)
+    if admissible_group_sizes(budget).size < 2:
+        near = [n for n in (budget - 1, budget + 1) if n >= 4 and admissible_group_sizes(n).size > 1]
+        raise ValueError(f"`{name}` {budget} admits one group size only (G = {budget}, B = 1), so "
+                         f"there is no group size to choose; use a budget with divisors, e.g. "
+                         f"{' or '.join(map(str, near))}")
+    return budget
 
 
 def check_degenerate(rollouts: Rollouts) -> None:
