@@ -61,7 +61,10 @@ pilot.n_prompts, pilot.n_samples, pilot.sketch_dim, pilot.sketch_kind
 # ## Constants and G* with 90% intervals
 #
 # The interval for $c_1$ is wide: prompts barely disagree here, which is exactly why $G^*$ is
-# large. The interval for $G^*$ is the image of the interval for $c_1/c_3'$.
+# large. The interval for $G^*$ is the image of Fieller's interval for the ratio $c_1/c_3'$; it
+# has no upper end exactly when the interval for $c_1$ reaches 0, and then the pilot cannot
+# bound $G^*$ from above: that is an answer, not a failure (`docs/theory.md` C32 gives the
+# coverage at each pilot size).
 
 # %%
 out = pilot_intervals(pilot, level=0.9)
@@ -88,7 +91,13 @@ print(f"mean of 200 estimates of c1: {draws.mean():.4g} +- {draws.std(ddof=1) / 
 # %% [markdown]
 # ## The report: which G to use at N = 480
 #
-# The same as `ustat-rl gstar pilot.npz --budget 480 --plot mse.png`.
+# The same as `ustat-rl gstar pilot.npz --budget 480 --plot mse.png`. When this pilot's estimate
+# of $c_1$ is below 0 the curve at the point estimates falls all the way to $G = N$, one prompt
+# per batch: under the exact constants that has several times the optimum's MSE. The report
+# therefore does not take the argmin at the estimates. It recommends the divisor whose predicted
+# MSE stays closest to the best one for every $c_1$ its interval allows (minimax regret, with
+# $c_2$ and $c_3'$ at their well-determined estimates), says how far from the best that can be,
+# and how many pilot prompts would bound $G^*$.
 
 # %%
 report = gstar_report(pilot, 480)
@@ -96,6 +105,31 @@ print(format_report(report))
 
 # %%
 plot_gstar_report(report)
+
+# %% [markdown]
+# ## Checking the advice against the exact answer
+#
+# The exact fixed-budget MSE of the recommended $G$ against the exact optimum over the divisors
+# of $N$ (`simulations/pilot_coverage.py` repeats this over 1000 pilots; `docs/theory.md` C32
+# gives the figures):
+
+# %%
+sizes = np.array(report.group_sizes, dtype=float)
+optimum = exact.fixed_budget_mse(sizes, 480).min()
+for name, G in (("recommended", report.recommended_group_size),
+                ("argmin at the estimates", report.best_group_size)):
+    print(f"{name}: G = {G}, exact MSE / optimum = "
+          f"{exact.fixed_budget_mse(float(G), 480) / optimum:.3f}")
+
+# %% [markdown]
+# ## A pilot large enough to bound G*
+#
+# With 2048 prompts the interval for $c_1$ stays above 0 and the report bounds $G^*$.
+
+# %%
+large = gstar_report(bandit_pilot(bandit, 2048, 16, rng=np.random.default_rng(2026),
+                                  sketch_dim=32), 480)
+print(format_report(large).split("predicted minibatch MSE")[0])
 
 # %% [markdown]
 # ## Your own model

@@ -100,6 +100,7 @@ CATALOGUE: tuple[Entry, ...] = (
     Entry(pilot.power_sum_forms, evidence_for=("C31",)),
     Entry(pilot.sketch_inner_product, evidence_for=("C31",)),
     Entry(pilot.factored_inner_product, evidence_for=("C31",)),
+    Entry(pilot.fieller_quadratic, evidence_for=("C32",)),
     # ---- printed forms and statements as transcribed (errata evidence)
     Entry(ustatistic.eq4_as_printed, "printed", "Eq. (4) as printed (Z^(b,g) in the sum)"),
     Entry(partial(baselines.baseline_mse_general,

@@ -7,7 +7,7 @@ draws of the same law; a repeated index is the same draw. The moment symbols are
 difference holds for every law with finite moments; it is shown for scores in ``R^d`` with
 ``d = 1, 2, 3`` (the listed cases; every kernel is a sum over coordinates).
 
-Three derivations:
+Five derivations:
 
 * :func:`kernel_unbiased`: each kernel of section 7, averaged over draws, equals its target;
 * :func:`power_sum_forms`: the O(n) closed forms of ``ustat_rl.pilot.estimate.group_moments``
@@ -16,7 +16,10 @@ Three derivations:
   variance ``1/k``, so projected scores keep every kernel unbiased;
 * :func:`factored_inner_product`: the same for the factored sketch of ``ustat_rl.pilot.factored``,
   ``m`` independent blocks ``P_g(G) = s A_g G B_g^T`` with ``s = (k_o k_i m)^(-1/2)``: the
-  expectation over both factors of ``sum_g <P_g(a), P_g(b)>`` is ``<a, b>`` (Frobenius).
+  expectation over both factors of ``sum_g <P_g(a), P_g(b)>`` is ``<a, b>`` (Frobenius);
+* :func:`fieller_quadratic` (C32): Fieller's set for ``rho = c1/c3'`` is ``a rho^2 - 2 b rho + c
+  <= 0`` with the coefficients of ``ustat_rl.pilot.fieller``, its ends are the roots, and the
+  point estimate ``c1/c3'`` always satisfies it.
 
 Each takes the kernel (or scale) as a parameter, so a biased one (the plug-in variance, a
 projection without its ``1/sqrt(k)``) runs through the same code and is disproved.
@@ -31,8 +34,9 @@ import sympy as sp
 
 from ._core import Derivation, combine, decide, derivation
 
-__all__ = ["KERNELS", "expect_iid", "kernel_unbiased", "plug_in_variance", "power_sum_forms",
-           "sketch_inner_product", "factored_inner_product"]
+__all__ = ["KERNELS", "expect_iid", "factored_inner_product", "fieller_quadratic",
+           "kernel_unbiased", "plug_in_variance", "power_sum_forms", "sketch_inner_product"]
+
 
 def _draw(i: int, d: int):
     """Symbols of draw ``i``: the score ``W_i`` in ``R^d`` and the reward ``Z_i``."""
@@ -249,11 +253,46 @@ def factored_inner_product(shapes=((2, 2), (2, 3)), factors=((1, 1), (2, 1), (1,
                       "E_{A,B} <R a, R b> = <a, b> for R = (k_o k_i m)^(-1/2) [A_g (x) B_g]_g",
                       "expectation over independent factor entries, mean 0, second moment 1",
                       body, cases)
+def _fieller_coefficients(c1, c3, v11, v13, v33, t):
+    """``(a, b, c)`` as ``ustat_rl.pilot.fieller.fieller_ratio`` computes them."""
+    return c3**2 - t**2 * v33, c1 * c3 - t**2 * v13, c1**2 - t**2 * v11
+
+
+def fieller_quadratic(coefficients: Callable = _fieller_coefficients) -> Derivation:
+    """Fieller's set ``(c1 - rho c3)^2 <= t^2 Var(c1_hat - rho c3_hat)`` as a quadratic (C32).
+
+    Three identities in the free symbols: the difference of the two sides equals
+    ``a rho^2 - 2 b rho + c``; ``(b +- sqrt(b^2 - a c))/a`` are its roots; at ``rho = c1/c3`` it
+    equals ``-t^2 Var(c1_hat - rho c3_hat)``, so the point estimate lies in the set and
+    ``b^2 - a c >= 0`` whenever ``a > 0``. At ``rho = 0`` it is ``c = c1^2 - t^2 v11``: zero is in
+    the set exactly when ``|c1| <= t sqrt(v11)``. ``coefficients`` is a parameter so that a
+    wrong set (dropping the covariance) runs through the same code and is disproved.
+    """
+    c1, c3, v13, rho = sp.symbols("c1 c3 v13 rho", real=True)
+    v11, v33, t = sp.symbols("v11 v33 t", positive=True)
+
+    def body():
+        a, b, c = coefficients(c1, c3, v11, v13, v33, t)
+        var = v11 - 2 * rho * v13 + rho**2 * v33
+        quadratic = a * rho**2 - 2 * b * rho + c
+        verdicts = [decide(sp.expand((c1 - rho * c3) ** 2 - t**2 * var - quadratic))]
+        for sign in (1, -1):
+            root = (b + sign * sp.sqrt(b**2 - a * c)) / a
+            verdicts.append(decide(sp.simplify(sp.expand(quadratic.subs(rho, root) * a))))
+        at_estimate = sp.together(quadratic.subs(rho, c1 / c3) + t**2 * var.subs(rho, c1 / c3))
+        verdicts.append(decide(sp.simplify(at_estimate)))
+        return quadratic, combine(verdicts)
+
+    return derivation("C32", "C32 Fieller's set is the quadratic with ustat_rl's coefficients",
+                      "(c1 - rho c3)^2 - t^2 (v11 - 2 rho v13 + rho^2 v33) = a rho^2 - 2 b rho + c,"
+                      " ends are its roots, c1/c3 inside", "polynomial identities in the symbols",
+                      body)
 
 
 def all_derivations() -> list[Derivation]:
     """Every derivation of this module with its listed kernel (for the catalogue)."""
     return [kernel_unbiased(name) for name in KERNELS] + [power_sum_forms(),
                                                           sketch_inner_product(),
-                                                          factored_inner_product()]
+                                                          factored_inner_product(),
+                                                          fieller_quadratic()]
 

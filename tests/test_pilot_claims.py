@@ -29,3 +29,13 @@ def test_negative_control_c31_comparison_rejects_a_biased_value():
     m = interior_optimum_bandit().moments()
     biased = c1.predicted + float(m.prompt_prob @ (m.score_sq_reward_sq - m.grad_sq)) / 8
     assert not check_close("plug-in c1", biased, c1.measured, se).passed
+
+
+def test_c32_coverage_band_rejects_under_coverage_and_accepts_the_band():
+    from ustat_rl.claims.checks_pilot import coverage_in_band
+
+    # 150 pilots: the band's lower limit is 0.85 - 4 sqrt(0.85 * 0.15 / 150) = 0.733
+    assert coverage_in_band("x", 135, 150).passed and coverage_in_band("x", 128, 150).passed
+    assert not coverage_in_band("x", 109, 150).passed  # 72.7%: a method at 73% is rejected
+    # 1500 pilots (a full run): 100% is above 0.95 + 4 sqrt(0.95 * 0.05 / 1500) = 0.973
+    assert not coverage_in_band("x", 1500, 1500).passed

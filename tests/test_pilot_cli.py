@@ -52,7 +52,7 @@ def test_bad_arguments_fail_before_any_work(tmp_path, pilot, capsys, monkeypatch
     monkeypatch.chdir(tmp_path)
     import ustat_rl.pilot.rollouts as rollouts
 
-    monkeypatch.setattr(rollouts, "load_rollouts", lambda p: pytest.fail("pilot was read"))
+    monkeypatch.setattr(rollouts, "load_rollouts", lambda *a: pytest.fail("pilot was read"))
     assert main(["gstar", str(path), "--budget", "96"] + extra) == 2
     err = capsys.readouterr().err
     assert f"`{name}`" in err and err.count("\n") == 1
@@ -106,7 +106,7 @@ def test_weighted_prompt_set_reports_points_without_intervals():
     report = gstar_report(fixed, 24)
     assert "low" not in report.constants["c1"]
     assert math.isnan(report.prompts_to_halve)
-    assert "(no interval: weighted prompt set)" in format_report(report)
+    assert "(no interval: fixed weighted prompt set)" in format_report(report)
 
 
 def test_plotting_module_does_not_load_pyplot():

@@ -6,7 +6,8 @@ import importlib
 import pytest
 
 MODULES = ["ustat_rl.pilot.rollouts", "ustat_rl.pilot.estimate", "ustat_rl.pilot.sketch",
-           "ustat_rl.pilot.uncertainty", "ustat_rl.pilot.bandit", "ustat_rl.pilot.transformer"]
+           "ustat_rl.pilot.uncertainty", "ustat_rl.pilot.bandit", "ustat_rl.pilot.transformer",
+           "ustat_rl.pilot.fieller", "ustat_rl.pilot.advice"]
 
 
 @pytest.mark.parametrize("name", MODULES)

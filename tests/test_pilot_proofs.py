@@ -56,3 +56,11 @@ def test_catalogue_lists_the_pilot_derivations():
     entries = [e for e in CATALOGUE if "C31" in e.evidence_for]
     assert len(entries) == len(pilot.KERNELS) + 3  # + power sums, dense and factored sketches
     assert all(run_entry(e).holds for e in entries)
+
+
+def test_fieller_quadratic_and_a_set_without_the_covariance():
+    assert pilot.fieller_quadratic().status == "proved"
+    # negative control: b = c1 c3 without the t^2 v13 term is not Fieller's set
+    wrong = pilot.fieller_quadratic(lambda c1, c3, v11, v13, v33, t: (
+        c3**2 - t**2 * v33, c1 * c3, c1**2 - t**2 * v11))
+    assert wrong.status == DISPROVED

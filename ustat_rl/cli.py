@@ -321,6 +321,7 @@ def _conformance(args) -> int:
     return 0 if report.passed else 1
 def _gstar(args) -> int:
     """``ustat-rl gstar``: every path and number checked before the pilot is read."""
+    from .pilot.report import check_report_budget
     from .pilot.rollouts import check_rollouts_path
 
     checks = [(args.json, (".json",), "--json"), (args.plot, (".png", ".pdf", ".svg"), "--plot")]
@@ -331,15 +332,14 @@ def _gstar(args) -> int:
                 raise ValueError(f"`{name}` must end in one of {suffixes}, got {str(path)!r}")
             if path is not None and not path.parent.is_dir():
                 raise ValueError(f"`{name}`: folder {str(path.parent)!r} does not exist")
-        if args.budget < 2:
-            raise ValueError(f"`--budget` must be an integer >= 2, got {args.budget}")
+        check_report_budget(args.budget, "--budget")
         if not 0.0 < args.level < 1.0:
             raise ValueError(f"`--level` must lie strictly between 0 and 1, got {args.level}")
         from .pilot.report import format_report, gstar_report
         from .pilot.rollouts import load_rollouts
 
-        report = gstar_report(load_rollouts(args.rollouts), args.budget, args.estimator,
-                              args.level)
+        report = gstar_report(load_rollouts(args.rollouts, "ROLLOUTS"), args.budget,
+                              args.estimator, args.level)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
         print(f"ustat-rl gstar: error: {exc}", file=sys.stderr)
         return 2

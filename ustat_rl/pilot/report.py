@@ -16,10 +16,12 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy.special import gammaln
 
-from .._validation import as_int
 from ..theory import admissible_group_sizes, minibatch_mse, per_prompt_mse, scaling_constants
 from ..theory.advantage import all_equal_probability
+from ..theory.scaling import check_budget
+from .advice import Advice, advise
 from .estimate import estimate_moments, pilot_statistics
+from .report_text import format_report
 from .rollouts import Rollouts
 from .uncertainty import (
     PilotIntervals,
@@ -29,7 +31,8 @@ from .uncertainty import (
     prompts_to_halve_width,
 )
 
-__all__ = ["GStarReport", "gstar_report", "format_report", "REPORT_ESTIMATORS", "all_equal_fraction"]
+__all__ = ["GStarReport", "gstar_report", "format_report", "REPORT_ESTIMATORS", "all_equal_fraction",
+           "check_report_budget", "check_degenerate"]
 
 #: Estimators whose predicted MSE the report lists (Algorithm 1; docs/theory.md C5, C6).
 REPORT_ESTIMATORS = ("vanilla", "grpo", "oracle", "fullmean")
@@ -78,7 +81,19 @@ class GStarReport:
         plug-in ``V_hat^G + (1 - V_hat)^G`` (larger ``G``).
     prompts_to_halve : float
         Pilot prompts needed to halve the width of the interval for ``c1/c3'`` (hence, to first
-        order, of ``G*``); ``inf`` when the projection noise alone prevents it.
+        order, of ``G*``); ``inf`` when the projection noise alone prevents it; ``nan`` when the
+        interval is unbounded (there is no width to halve) or absent.
+    recommended_group_size : int
+        The advice: the point argmin when the pilot has no intervals, otherwise the minimax-regret
+        size of :func:`ustat_rl.pilot.advice.robust_group_size` (for GRPO; for another
+        ``estimator`` its point argmin).
+    worst_excess : float
+        The largest relative excess MSE of the recommendation over the best admissible size
+        that the pilot's interval for ``c1/c3'`` allows (``nan`` without intervals).
+    bounded : bool
+        Whether the pilot bounds ``G*`` from above.
+    prompts_to_bound : float
+        Pilot prompts in all that would bound ``G*`` (:func:`~ustat_rl.pilot.advice.prompts_to_bound`).
     """
 
     budget: int
@@ -100,6 +115,10 @@ class GStarReport:
     all_equal: list | None
     all_equal_unbiased: list | None
     prompts_to_halve: float
+    recommended_group_size: int
+    worst_excess: float
+    bounded: bool
+    prompts_to_bound: float
 
     def to_dict(self) -> dict:
         """A JSON-ready dict (``inf`` and ``nan`` as strings)."""
@@ -185,12 +204,13 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
     """
     if not isinstance(rollouts, Rollouts):
         raise TypeError(f"`rollouts` must be a Rollouts, got {type(rollouts).__name__}")
-    budget = as_int(budget, "budget", 2, "(a budget needs at least one group of 2)")
+    budget = check_report_budget(budget)
     if estimator not in REPORT_ESTIMATORS:
         raise ValueError(f"`estimator` must be one of {REPORT_ESTIMATORS}, got {estimator!r}")
+    sizes = admissible_group_sizes(budget)  # (n_G,) divisors of N, >= 2
+    check_degenerate(rollouts)
     stats = pilot_statistics(rollouts)
     moments = estimate_moments(stats)
-    sizes = admissible_group_sizes(budget)  # (n_G,) divisors of N, >= 2
 
     def curves(m):
         return np.concatenate([[minibatch_mse(m, e, int(G), budget // int(G)) for G in sizes]
@@ -225,6 +245,12 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
         frac, flags = all_equal_fraction(successes, stats.group_size, sizes)
         all_equal, unbiased = frac.tolist(), flags.tolist()
     constants = _constants_dict(moments, intervals)
+    if intervals is not None and estimator == "grpo":
+        advice = advise(intervals, sizes)
+    else:
+        advice = Advice(best, math.nan, bool(np.isfinite(constants["gstar"]["estimate"])), math.nan)
+    halve = (prompts_to_halve_width(intervals.ratio, stats.n_prompts)
+             if intervals is not None and intervals.bounded else math.nan)
     return GStarReport(
         budget=budget, estimator=estimator, level=level, n_prompts=stats.n_prompts,
         n_samples=rollouts.n_samples, n_columns=stats.n_columns,
@@ -233,8 +259,41 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
         group_sizes=sizes.tolist(), mse=mse, grpo_loses=sizes[grpo > vanilla].tolist(),
         prompts_grpo_loses=np.mean(margin < 0.0, axis=0).tolist(), binary=binary,
         all_equal=all_equal, all_equal_unbiased=unbiased,
-        prompts_to_halve=(prompts_to_halve_width(intervals.ratio, stats.n_prompts)
-                          if intervals is not None else math.nan))
+        prompts_to_halve=halve, recommended_group_size=advice.group_size,
+        worst_excess=advice.worst_excess, bounded=advice.bounded,
+        prompts_to_bound=advice.prompts_to_bound)
+
+
+def check_report_budget(budget, name: str = "budget") -> int:
+    """``budget`` checked for the report before any work: an int in ``2..MAX_BUDGET``
+    (:func:`ustat_rl.theory.scaling.check_budget`) with at least two admissible group sizes."""
+    budget = check_budget(budget, name)
+    if admissible_group_sizes(budget).size < 2:
+        near = [n for n in (budget - 1, budget + 1) if n >= 4 and admissible_group_sizes(n).size > 1]
+        raise ValueError(f"`{name}` {budget} admits one group size only (G = {budget}, B = 1), so "
+                         f"there is no group size to choose; use a budget with divisors, e.g. "
+                         f"{' or '.join(map(str, near))}")
+    return budget
+
+
+def check_degenerate(rollouts: Rollouts) -> None:
+    """Raise one ``ValueError`` naming what a pilot lacks for ``G*`` (C32), before any work.
+
+    Equal rewards everywhere or all-zero scores leave no gradient signal (``c1 = c3' = 0``), and
+    i.i.d. prompts need at least 3 for the jackknife over prompts.
+    """
+    reward = rollouts.reward
+    if np.all(reward == reward[0]):
+        raise ValueError(f"`rollouts`: every reward equals {reward[0]:g}, so the pilot carries "
+                         "no gradient signal and G* cannot be estimated; pilot prompts whose "
+                         "rewards vary are needed")
+    if not np.any(rollouts.score):
+        raise ValueError("`rollouts`: every score is 0, so the pilot carries no gradient signal "
+                         "and G* cannot be estimated; check that the scores were recorded")
+    n_prompts = np.unique(rollouts.prompt_id).size
+    if rollouts.prompt_weight is None and n_prompts < 3:
+        raise ValueError(f"`rollouts` must hold >= 3 i.i.d. prompts for intervals (the "
+                         f"jackknife over prompts), got {n_prompts}")
 
 
 def _constants_dict(moments, intervals: PilotIntervals | None) -> dict:
@@ -246,56 +305,3 @@ def _constants_dict(moments, intervals: PilotIntervals | None) -> dict:
                 "gstar": {"estimate": g}}
     return {"constants": {name: asdict(getattr(intervals, name)) for name in ("c1", "c2", "c3")},
             "gstar": asdict(intervals.optimal_group_size)}
-
-
-def _fmt(value) -> str:
-    return f"{value:.4g}" if isinstance(value, (int, float)) and math.isfinite(value) else str(value)
-
-
-def format_report(report: GStarReport) -> str:
-    """The plain-text table ``ustat-rl gstar`` prints."""
-    pct = f"{100 * report.level:g}%"
-    lines = [f"pilot: {report.n_prompts} prompts, {report.n_samples} samples, "
-             f"{report.n_columns} score columns ({report.sketch_kind}); budget N = {report.budget}",
-             f"scaling constants (Theorem 7, docs/theory.md C17), {pct} intervals:"]
-    for name, part in report.constants.items():
-        interval = f"[{_fmt(part['low'])}, {_fmt(part['high'])}]" if "low" in part else \
-            "(no interval: weighted prompt set)"
-        lines.append(f"  {name:<3} {_fmt(part['estimate']):>11}  {interval}")
-    g = report.gstar
-    interval = f"[{_fmt(g['low'])}, {_fmt(g['high'])}]" if "low" in g else ""
-    lines.append(f"G* = 1 + sqrt(c3/c1) = {_fmt(g['estimate'])}  {interval}".rstrip())
-    if not g["estimate"] < math.inf:
-        lines.append("c1 <= 0 in this pilot: no interior optimum; the MSE falls with G up to N")
-    lines.append(f"use G = {report.best_group_size} ({report.estimator}, best divisor of N)"
-                 + (f"; best integer G = {report.best_group_size_any}"
-                    if report.best_group_size_any is not None else ""))
-    if math.isfinite(report.prompts_to_halve):
-        lines.append(f"about {math.ceil(report.prompts_to_halve)} pilot prompts in all "
-                     f"({max(0, math.ceil(report.prompts_to_halve) - report.n_prompts)} more) "
-                     "would halve the G* interval (width ~ 1/sqrt(P))")
-    elif not math.isnan(report.prompts_to_halve):
-        lines.append("more prompts alone cannot halve the G* interval: the projection noise "
-                     "dominates; use more score columns")
-    lines.append(f"predicted minibatch MSE at N = {report.budget} (Proposition 3, C6):")
-    header = f"  {'G':>5} {'B':>6} " + " ".join(f"{e:>11}" for e in report.mse) + \
-        f" {'GRPO':>6}" + (f" {'all-equal':>10}" if report.binary else "")
-    lines.append(header)
-    for i, G in enumerate(report.group_sizes):
-        row = f"  {G:>5} {report.budget // G:>6} " + " ".join(
-            f"{_fmt(report.mse[e]['estimate'][i]):>11}" for e in report.mse)
-        row += f" {'loses' if G in report.grpo_loses else 'wins':>6}"
-        if report.binary:
-            mark = "" if report.all_equal_unbiased[i] else "*"
-            row += f" {_fmt(report.all_equal[i]) + mark:>10}"
-        lines.append(row)
-    if any(min(curve["estimate"]) < 0 for curve in report.mse.values()):
-        lines.append("negative entries: the estimates are unbiased, not clipped; the MSE there is "
-                     "below what the pilot can resolve.")
-    lines.append("GRPO: 'wins' where its predicted MSE is below vanilla's, 'loses' where it "
-                 "exceeds it.")
-    if report.binary:
-        lines.append("all-equal: prompt average of p^G + (1-p)^G, the fraction of groups whose "
-                     "rewards are all equal; unbiased where G <= the pilot group size, "
-                     "* = plug-in (biased upward).")
-    return "\n".join(lines)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import zipfile
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -303,12 +304,21 @@ def _write_parquet(r: Rollouts, handle) -> None:
     pq.write_table(table, handle)
 
 
-def load_rollouts(path) -> Rollouts:
-    """Read :class:`Rollouts` from ``.npz`` or ``.parquet`` (validated like any construction)."""
-    path = check_rollouts_path(path, "path", must_exist=True)
+def load_rollouts(path, name: str = "path") -> Rollouts:
+    """Read :class:`Rollouts` from ``.npz`` or ``.parquet`` (validated like any construction).
+
+    ``name`` is the parameter named in errors (the CLI passes ``ROLLOUTS``); an empty, truncated
+    or otherwise unreadable ``.npz`` is a ``ValueError`` naming it.
+    """
+    path = check_rollouts_path(path, name, must_exist=True)
     if path.suffix == ".npz":
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {name: data[name] for name in data.files}
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {key: data[key] for key in data.files}
+        except (EOFError, OSError, ValueError, zipfile.BadZipFile) as exc:
+            kind = "empty" if path.stat().st_size == 0 else "not a readable .npz archive"
+            raise ValueError(f"`{name}` {str(path)!r} is {kind} ({type(exc).__name__}: "
+                             f"{exc})") from None
         meta = json.loads(str(arrays.pop("metadata"))) if "metadata" in arrays else {}
     else:
         _require_pyarrow()

@@ -14,9 +14,11 @@ scores, with the projection ``R``. Both sources are resampled by a delete-one ja
 
 Both one-way jackknifes also see the prompt-by-row interaction, so it is estimated from double
 deletions (prompt ``a`` and row ``r``) and removed once before the variances add. Intervals are ``estimate +- t se`` with a Student quantile whose degrees of freedom combine
-the two parts (Welch-Satterthwaite; :func:`student_quantile`); ``G*`` is monotone
-in ``rho = c1/c3'``, so its interval is the image of the interval for ``rho``
-(``G* = 1 + rho^(-1/2)``, ``inf`` where ``rho <= 0``).
+the two parts (Welch-Satterthwaite; :func:`student_quantile`). ``G*`` is monotone in
+``rho = c1/c3'``, so its interval is the image (``G* = 1 + rho^(-1/2)``, ``inf`` where
+``rho <= 0``) of Fieller's interval for the ratio (:mod:`ustat_rl.pilot.fieller`), built from the
+jackknife covariance of ``(c1, c3')`` with ``c1``'s quantile: ``G*`` is unbounded above exactly
+when ``c1``'s interval reaches 0.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from scipy import stats as sps
 from .._validation import as_float
 from ..theory import PromptMoments, ScalingConstants, scaling_constants
 from .estimate import SCORE_MOMENTS, PilotStatistics, pilot_statistics
+from .fieller import fieller_from_errors, gstar_of_ratio
 from .rollouts import Rollouts
 
 __all__ = ["Interval", "PilotIntervals", "pilot_intervals", "jackknife",
@@ -82,9 +85,11 @@ class PilotIntervals:
         Point estimates of ``c1``, ``c2``, ``c3'``.
     c1, c2, c3 : Interval
     ratio : Interval
-        ``rho = c1/c3'``, the scale on which ``G*`` is inverted.
+        ``rho = c1/c3'`` with Fieller's interval (its standard errors are the delta method's,
+        for reference only), the scale on which ``G*`` is inverted.
     optimal_group_size : Interval
-        ``G* = 1 + sqrt(c3'/c1)``; ``inf`` ends where ``rho`` may be ``<= 0``.
+        ``G* = 1 + sqrt(c3'/c1)``; its upper end is ``inf`` when ``rho`` may be ``<= 0``
+        (the pilot cannot bound ``G*`` from above: :attr:`bounded` is ``False``).
     n_prompts, n_columns : int
         ``P`` and ``k``.
     sketch_included : bool
@@ -101,6 +106,11 @@ class PilotIntervals:
     n_prompts: int
     n_columns: int
     sketch_included: bool
+
+    @property
+    def bounded(self) -> bool:
+        """Whether the pilot bounds ``G*`` from above (``c1``'s interval stays above 0)."""
+        return bool(math.isfinite(self.optimal_group_size.high))
 
 
 # ---------------------------------------------------------------------- replicates
@@ -301,11 +311,6 @@ def _constants_and_ratio(stats: PilotStatistics):
     return fn
 
 
-def _gstar(ratio: float) -> float:
-    """``G*`` at ``c1/c3' = ratio``: Theorem 7's formula with ``c3' = 1`` (scale-free)."""
-    return ScalingConstants(float(ratio), 0.0, 1.0).optimal_group_size()
-
-
 def student_quantile(level: float, prompt_var: float, sketch_var: float, n_prompts: int,
                      n_columns: int | None) -> float:
     """The two-sided Student-t quantile with Welch-Satterthwaite degrees of freedom (C32).
@@ -369,13 +374,15 @@ def pilot_intervals(rollouts, level: float = 0.9, include_sketch: bool = True) -
     s_se = np.sqrt(np.maximum(np.diag(cov_sketch), 0.0))
     k = _blocks(stats).shape[1] if (include_sketch and stats.sketched) else None
     parts = [_interval(e, p, q, level, stats.n_prompts, k) for e, p, q in zip(est, p_se, s_se)]
-    ratio = parts[3]
-    g_low, g_high = _gstar(ratio.high), _gstar(ratio.low)
+    t = student_quantile(level, p_se[0] ** 2, s_se[0] ** 2, stats.n_prompts, k)  # c1's quantile
+    r_low, r_high = fieller_from_errors(est[0], est[2], parts[0].std_error, parts[2].std_error,
+                                        cov_prompt[0, 2] + cov_sketch[0, 2], t)
+    se = (parts[3].std_error, parts[3].prompt_std_error, parts[3].sketch_std_error)  # delta
+    ratio = Interval(float(est[0] / est[2]) if est[2] > 0 else math.nan, r_low, r_high, *se)
     constants = ScalingConstants(float(est[0]), float(est[1]), float(est[2]))
-    g_point = constants.optimal_group_size() if est[2] >= 0 else math.nan
     slope = 0.5 * ratio.estimate ** -1.5 if ratio.estimate > 0 else math.inf  # |dG*/drho|
-    gstar = Interval(g_point, g_low, g_high, slope * ratio.std_error,
-                     slope * ratio.prompt_std_error, slope * ratio.sketch_std_error)
+    gstar = Interval(constants.optimal_group_size() if est[2] >= 0 else math.nan,
+                     gstar_of_ratio(r_high), gstar_of_ratio(r_low), *(slope * e for e in se))
     return PilotIntervals(level, constants, parts[0], parts[1], parts[2], ratio, gstar,
                           stats.n_prompts, stats.n_columns,
                           bool(include_sketch and stats.sketched and _blocks(stats).shape[1] >= 2))

@@ -8,6 +8,7 @@ The minibatch GRPO MSE at ``B`` prompts of ``G`` samples is exactly
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +17,8 @@ from .._validation import as_finite_array, as_int
 from .moments import PromptMoments
 from .mse import check_prompt_prob, prompt_heterogeneity
 
-__all__ = ["C1_NOISE_RTOL", "C1_RTOL", "ScalingConstants", "scaling_constants", "admissible_group_sizes"]
+__all__ = ["C1_NOISE_RTOL", "C1_RTOL", "MAX_BUDGET", "ScalingConstants", "check_budget",
+           "scaling_constants", "admissible_group_sizes"]
 
 #: ``c1 = E||g(X)||^2 - ||g||^2`` is a difference of two nearly equal sums when prompts barely
 #: differ; below this fraction of ``E||g(X)||^2`` it is indistinguishable from rounding error, so
@@ -27,6 +29,11 @@ C1_RTOL = 1e-10
 #: scale ``sqrt(E||WZ||^2)``), ``c1`` is at most this fraction of ``E_X E||WZ||^2`` and is also
 #: set to zero.
 C1_NOISE_RTOL = 1e-24
+
+#: The largest budget ``N`` the group-size searches accept: :func:`admissible_group_sizes` and
+#: :meth:`ScalingConstants.best_group_size` evaluate every integer in ``2..N`` (128 MiB of
+#: float64 at this size), so a larger ``N`` is rejected before any memory is allocated.
+MAX_BUDGET = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,14 @@ class ScalingConstants:
     c1: float
     c2: float
     c3: float
+
+    def __post_init__(self):
+        for name in ("c1", "c2", "c3"):
+            value = getattr(self, name)
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+                raise TypeError(f"`{name}` must be a real number, got {value!r}")
+            if not math.isfinite(value):
+                raise ValueError(f"`{name}` must be finite (no NaN or inf), got {value}")
 
     def fixed_budget_mse(self, group_size, budget):
         """Minibatch GRPO MSE at ``N = B G``: ``(c1 G + c2 + c3'/(G-1))/N`` (Proposition 3, C17).
@@ -103,9 +118,18 @@ class ScalingConstants:
 
 def admissible_group_sizes(budget, divisors_only: bool = True) -> np.ndarray:
     """Group sizes ``G >= 2`` usable at budget ``N``: its divisors, or all of ``2..N``."""
-    budget = as_int(budget, "budget", 2, "(a budget needs at least one group of 2)")
+    budget = check_budget(budget)
     sizes = np.arange(2, budget + 1)
     return sizes[budget % sizes == 0] if divisors_only else sizes
+
+
+def check_budget(budget, name: str = "budget") -> int:
+    """``budget`` as an int in ``2..MAX_BUDGET``, checked before any array is built."""
+    budget = as_int(budget, name, 2, "(a budget needs at least one group of 2)")
+    if budget > MAX_BUDGET:
+        raise ValueError(f"`{name}` must be <= {MAX_BUDGET} (the group-size search evaluates "
+                         f"every G in 2..N in memory), got {budget}")
+    return budget
 
 
 def scaling_constants(moments: PromptMoments, prompt_prob=None) -> ScalingConstants:

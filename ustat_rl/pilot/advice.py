@@ -1,0 +1,153 @@
+"""The group size a pilot supports, given its uncertainty about ``c1`` (C17, C32).
+
+At a fixed budget ``N = B G`` the GRPO MSE is ``(c1 G + c2 + c3'/(G - 1))/N`` (Theorem 7), so
+relative to ``c3'/N`` it depends on ``rho = c1/c3'`` and ``kappa = c2/c3'`` only. ``c2`` and
+``c3'`` are well determined by any pilot (their intervals are a few percent wide at 32 x 8);
+``rho`` is not: its Fieller interval (:mod:`ustat_rl.pilot.fieller`) often reaches 0, and then
+no upper bound on ``G*`` follows. The point estimate's argmin is then ``G = N`` (one prompt per
+batch), far from the optimum whenever ``c1`` is small but positive.
+
+:func:`robust_group_size` chooses instead the admissible ``G`` whose worst relative excess over
+the best admissible size, over every ``rho`` in the interval, is smallest (minimax regret):
+
+    G_rec = argmin_G max_{rho in [rho_lo, rho_hi]} f(G, rho) / min_G' f(G', rho),
+    f(G, rho) = rho G + kappa + 1/(G - 1),
+
+with ``rho_lo`` clipped at 0 (``c1 >= 0``), ``rho_hi`` raised to at least the pilot's resolution
+``t se(c1)/c3'`` (values of ``c1`` below it cannot be told from 0, so an interval for ``c1`` that
+lies wholly below 0 does not make ``G = N`` certain) and capped at 4 (``G* = 1.5``: beyond it ``G = 2``
+is best at every budget). That worst excess is reported: it is what the pilot can promise about
+the recommendation. When the interval is narrow this is the argmin at the estimate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Advice", "advise", "robust_group_size", "prompts_to_bound"]
+
+#: ``rho`` points of the regret grid (log-spaced, plus the ends and 0).
+_GRID = 256
+
+#: Largest ``rho`` the regret looks at: ``G* = 1 + 4^(-1/2) = 1.5 < 2``, so every larger ``rho``
+#: has ``G = 2`` best among admissible sizes and adds nothing to the maximum.
+_RHO_CAP = 4.0
+
+
+@dataclass(frozen=True)
+class Advice:
+    """The recommended group size and what the pilot can say about it (C17, C32).
+
+    Attributes
+    ----------
+    group_size : int
+        Recommended admissible ``G`` (a divisor of ``N``).
+    worst_excess : float
+        ``max_rho f(G, rho)/min_G' f(G', rho) - 1`` over the ``rho`` interval: the largest
+        relative excess MSE of ``group_size`` over the best admissible size that the pilot
+        cannot rule out.
+    bounded : bool
+        Whether the pilot bounds ``G*`` from above.
+    prompts_to_bound : float
+        Pilot prompts in all that would bound ``G*`` from above (``nan`` when it is bounded;
+        ``inf`` when the projection noise alone prevents it).
+    """
+
+    group_size: int
+    worst_excess: float
+    bounded: bool
+    prompts_to_bound: float
+
+
+def robust_group_size(sizes, rho_low: float, rho_high: float, kappa: float):
+    """Minimax-regret group size over ``rho in [rho_low, rho_high]`` (module docstring).
+
+    Parameters
+    ----------
+    sizes : array_like of int
+        Admissible group sizes (at least one, each ``>= 2``).
+    rho_low, rho_high : float
+        The interval for ``c1/c3'`` (ends may be infinite).
+    kappa : float
+        ``c2/c3'``, at least 0.
+
+    Returns
+    -------
+    group_size : int
+    worst_excess : float
+
+    Examples
+    --------
+    >>> robust_group_size([2, 4, 8, 16, 32], 0.02, 0.02, 1.0)[0]  # G* = 1 + 0.02^(-1/2) = 8.07
+    8
+    """
+    G = np.asarray(sizes, dtype=np.float64)  # (n_G,)
+    lo = min(max(rho_low, 0.0), _RHO_CAP) if not math.isnan(rho_low) else 0.0
+    hi = min(max(rho_high, lo), _RHO_CAP) if not math.isnan(rho_high) else _RHO_CAP
+    grid = np.unique(np.r_[lo, hi, np.geomspace(max(lo, 1e-8), max(hi, 1e-8), _GRID)])
+    grid = grid[(grid >= lo) & (grid <= hi)]  # (n_rho,)
+    f = grid[:, None] * G[None, :] + kappa + 1.0 / (G[None, :] - 1.0)  # (n_rho, n_G)
+    regret = (f / f.min(axis=1, keepdims=True)).max(axis=0)  # (n_G,)
+    best = int(np.argmin(regret))
+    return int(G[best]), float(regret[best] - 1.0)
+
+
+def prompts_to_bound(c1, n_prompts: int, sketched: bool) -> float:
+    """Pilot prompts in all at which ``c1``'s interval would stop reaching 0 (C32).
+
+    Parameters
+    ----------
+    c1 : Interval
+        The pilot's interval for ``c1``.
+    n_prompts : int
+    sketched : bool
+
+    Returns
+    -------
+    float
+        With ``t = (high - estimate)/se`` and the prompt variance falling as ``1/P``, the ``P``
+        at which ``c_ref > t sqrt(se_p^2 P0/P + se_s^2)``, where ``c_ref`` is the estimate when
+        positive and otherwise the interval's upper end (so the figure is then a lower bound:
+        a smaller ``c1`` needs more). ``inf`` when the projection part alone is too large (or
+        ``c_ref <= 0``); ``nan`` when the interval already stays above 0.
+    """
+    if c1.low > 0.0:
+        return math.nan
+    if not c1.std_error > 0.0:
+        return math.inf
+    t = (c1.high - c1.estimate) / c1.std_error
+    ref = c1.estimate if c1.estimate > 0.0 else c1.high
+    room = (ref / t) ** 2 - (c1.sketch_std_error**2 if sketched else 0.0)
+    if not ref > 0.0 or room <= 0.0:
+        return math.inf
+    return float(n_prompts * c1.prompt_std_error**2 / room)
+
+
+def advise(intervals, sizes) -> Advice:
+    """The :class:`Advice` for a pilot's intervals at the admissible sizes ``sizes`` (C17, C32).
+
+    Parameters
+    ----------
+    intervals : PilotIntervals
+    sizes : array_like of int
+        Admissible group sizes at the budget.
+
+    Returns
+    -------
+    Advice
+    """
+    c1, c3 = intervals.c1, intervals.constants.c3
+    if not c3 > 0.0:
+        raise ValueError(f"`rollouts`: the pilot's estimate of c3' is {c3:.3g} <= 0 (rewards "
+                         "barely vary within prompts), so G* cannot be estimated")
+    t = (c1.high - c1.estimate) / c1.std_error if c1.std_error > 0 else 0.0
+    rho = intervals.ratio
+    rho_high = max(rho.high, t * c1.std_error / c3)
+    group, excess = robust_group_size(sizes, rho.low, rho_high, intervals.constants.c2 / c3)
+    bounded = intervals.bounded
+    more = math.nan if bounded else prompts_to_bound(c1, intervals.n_prompts,
+                                                     intervals.sketch_included)
+    return Advice(group, excess, bounded, more)

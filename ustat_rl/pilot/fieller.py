@@ -1,0 +1,78 @@
+"""Fieller's interval for the ratio ``rho = c1/c3'`` and hence for ``G*`` (docs/theory.md C32).
+
+``G* = 1 + sqrt(c3'/c1) = 1 + rho^(-1/2)`` is a ratio's transform, and a ratio whose denominator
+is estimated is not well served by ``estimate +- t se``: the delta method's standard error of
+``c1_hat/c3_hat`` is small exactly when ``c1_hat`` is small, so the interval is too short where it
+matters. Fieller's theorem inverts the test of ``c1 - rho c3' = 0`` instead: the set of ``rho``
+with
+
+    (c1_hat - rho c3_hat)^2 <= t^2 (v11 - 2 rho v13 + rho^2 v33)
+
+(``v`` the covariance of ``(c1_hat, c3_hat)``) has coverage ``1 - alpha`` whenever
+``c1_hat - rho c3_hat`` is normal with that variance, for any ``rho``. It contains ``rho = 0`` if
+and only if ``|c1_hat| <= t sqrt(v11)``, i.e. exactly when the interval for ``c1`` with the same
+quantile reaches 0; ``G*`` is then unbounded above. When ``c3'`` itself is not distinguishable
+from 0 (``c3_hat^2 <= t^2 v33``) the set is unbounded and so is ``G*`` in both directions.
+The quadratic is derived in ``proofs_check.pilot`` (``fieller_quadratic``).
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["fieller_ratio", "fieller_from_errors", "gstar_of_ratio"]
+
+
+def fieller_ratio(c1: float, c3: float, v11: float, v13: float, v33: float,
+                  t: float) -> tuple[float, float]:
+    """Fieller's interval ``[low, high]`` for ``rho = c1/c3'`` (C32).
+
+    Parameters
+    ----------
+    c1, c3 : float
+        The estimates ``c1_hat``, ``c3_hat``.
+    v11, v13, v33 : float
+        Their variances and covariance.
+    t : float
+        The two-sided quantile (``t`` for the level).
+
+    Returns
+    -------
+    low, high : float
+        ``-inf``/``inf`` ends where the set is unbounded (``c3_hat^2 <= t^2 v33``), in which case
+        the whole line is returned: the set is then the line or two rays, both unbounded.
+
+    Examples
+    --------
+    >>> low, high = fieller_ratio(1.0, 2.0, 0.01, 0.0, 0.0, 2.0)
+    >>> round(low, 6), round(high, 6)
+    (0.4, 0.6)
+    """
+    a = c3 * c3 - t * t * v33
+    b = c1 * c3 - t * t * v13
+    c = c1 * c1 - t * t * v11
+    if not a > 0.0:
+        return -math.inf, math.inf
+    disc = max(b * b - a * c, 0.0)  # >= 0 up to rounding: c1/c3 satisfies the inequality
+    root = math.sqrt(disc)
+    return (b - root) / a, (b + root) / a
+
+
+def fieller_from_errors(c1: float, c3: float, se1: float, se3: float, cov13: float,
+                        t: float) -> tuple[float, float]:
+    """:func:`fieller_ratio` from the standard errors the intervals for ``c1`` and ``c3'`` use.
+
+    Using ``se1^2`` (not a separately computed variance) makes ``rho = 0`` lie in Fieller's set
+    exactly when ``c1``'s interval ``c1 +- t se1`` reaches 0; the covariance is clipped to the
+    Cauchy-Schwarz bound ``|cov13| <= se1 se3``, which a jackknife estimate with its projection
+    part corrected for the interaction need not respect.
+    """
+    bound = se1 * se3
+    return fieller_ratio(c1, c3, se1 * se1, min(max(cov13, -bound), bound), se3 * se3, t)
+
+
+def gstar_of_ratio(rho: float) -> float:
+    """``G* = 1 + rho^(-1/2)`` for ``rho = c1/c3' > 0``; ``inf`` for ``rho <= 0`` (Theorem 7)."""
+    if math.isnan(rho):
+        return math.nan
+    return 1.0 + 1.0 / math.sqrt(rho) if rho > 0.0 else math.inf
