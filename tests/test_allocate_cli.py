@@ -1,5 +1,5 @@
 """``ustat-rl allocate``: the table, the JSON (sorted prompt ids, sizes in that order), the figure,
-and one-line errors naming the parameter (docs/theory.md C40, C42)."""
+and one-line errors naming the parameter (docs/theory.md C40)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Group sizes from a pilot, with the predicted MSE ratio against uniform (docs/theory.md C42).
+"""Group sizes from a pilot, with the predicted MSE ratio against uniform (docs/theory.md C40).
 
 A pilot (:class:`~ustat_rl.pilot.Rollouts`) gives unbiased per-prompt moments
 (:func:`~ustat_rl.pilot.estimate_moments`), so every allocation rule of
@@ -136,7 +136,7 @@ def _terms(moments, estimator, sizes):
 
 def pilot_allocation(rollouts, budget, estimator: str = "grpo", level: float = 0.9,
                      rules=BASELINE_RULES) -> PilotAllocation:
-    """Every rule's group sizes from a pilot, with cross-fitted ratios to uniform (C42).
+    """Every rule's group sizes from a pilot, with cross-fitted ratios to uniform (C40).
 
     Parameters
     ----------
@@ -218,7 +218,7 @@ def loglinear_pilot(bandit, theta, group_size, rng):
     """A pilot with one group of ``group_size`` per prompt of a log-linear bandit (i.i.d. ids).
 
     The groups are the bandit's prompts in order (ids ``0..P-1``), full scores; a worked
-    example for ``ustat-rl allocate`` and the input of C42's coverage check.
+    example for ``ustat-rl allocate`` and for the tests.
     """
     from ._validation import as_int, as_rng
     from .allocation_mc import _draw
