@@ -244,7 +244,8 @@ HETEROGENEOUS_VALUES = (0.15, 0.5, 0.85, 0.15, 0.5, 0.85)
 HETEROGENEOUS_SCALES = (0.5, 0.5, 0.5, 3.0, 3.0, 3.0)
 
 
-def heterogeneous_score_bandit(values=HETEROGENEOUS_VALUES, scales=HETEROGENEOUS_SCALES):
+def heterogeneous_score_bandit(values=HETEROGENEOUS_VALUES, scales=HETEROGENEOUS_SCALES,
+                               kl_weight: float = 0.0):
     """Prompts whose success rates and score norms vary independently (C40): ``(bandit, theta)``.
 
     Prompt ``x`` has three actions, the first rewarded (``Z = 1``), the others not, and its own
@@ -253,7 +254,8 @@ def heterogeneous_score_bandit(values=HETEROGENEOUS_VALUES, scales=HETEROGENEOUS
     while every score ``W = s_x (e_a - pi)`` and hence every score moment scales with ``s_x``
     (``E||W||^2`` by ``s_x^2``). The blocks are disjoint, so the Gram matrix of the ``g(x)`` is
     diagonal. A reward-only rule sees the same ``p`` on prompts whose gradient noise differs by
-    a factor ``s^2 = 36``.
+    a factor ``s^2 = 36``. ``kl_weight > 0`` adds a KL penalty towards the uniform policy, so
+    that Algorithm 1 has a finite optimum (the training study of C40).
     """
     values = np.asarray(values, dtype=np.float64)
     scales = np.asarray(scales, dtype=np.float64)
@@ -270,4 +272,4 @@ def heterogeneous_score_bandit(values=HETEROGENEOUS_VALUES, scales=HETEROGENEOUS
         features[x, np.arange(K), x * K + np.arange(K)] = scales[x]
         theta[x * K] = math.log(2.0 * values[x] / (1.0 - values[x])) / scales[x]
     reward = np.tile([1.0, 0.0, 0.0], (P, 1))
-    return LogLinearBandit(features, reward), theta
+    return LogLinearBandit(features, reward, kl_weight=kl_weight), theta
