@@ -188,3 +188,12 @@ def test_proofs_reject_a_wrong_difference_and_a_wrong_greedy():
 
     assert proof.greedy_equals_minimum().holds
     assert not proof.greedy_equals_minimum(greedy=first_prompt_only).holds
+
+
+# ------------------------------------------------------------------ the registered claims
+@pytest.mark.parametrize("claim_id", ["C40", "C41"])
+def test_allocation_claims_pass_quick(claim_id):
+    from ustat_rl.claims import VerifyContext, registry, run_claim
+
+    result = run_claim(registry()[claim_id], VerifyContext(quick=True))
+    assert result.verdict == "pass", [c.name for c in result.checks if not c.passed] or result.error
