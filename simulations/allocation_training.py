@@ -9,7 +9,8 @@ optimum is finite), spending ``N`` rollouts per iteration on its six prompts. Ea
 iterate from the exact moments there; every rule's runs use the same seeds. The script records
 the gap ``J* - J(theta_n)`` at the checkpoints and, at the last one, each rule's mean gap and its
 paired difference to uniform with a 95% interval (mean +- 1.96 se over runs; runs with the same
-index share their seed).
+index share their seed), and the spread of the gap over runs (``sd``), which the gradient noise
+sets while the mean gap is still dominated by the deterministic drift.
 
 Each finished rule (a cell of the sweep executor) is appended to ``<out>/allocation_runs.csv``;
 a rerun skips finished cells. Outputs: ``allocation_summary.csv`` and
@@ -93,7 +94,7 @@ def summarise(runs: pd.DataFrame, config: Config) -> pd.DataFrame:
     for rule in [r for r in config.rules if r in last]:
         gap = last[rule].to_numpy()
         row = {"rule": rule, "n": config.n_iter, "gap": gap.mean(),
-               "se": gap.std(ddof=1) / np.sqrt(gap.size)}
+               "se": gap.std(ddof=1) / np.sqrt(gap.size), "sd": gap.std(ddof=1)}
         if "uniform" in last and rule != "uniform":
             diff = gap - last["uniform"].to_numpy()
             se = diff.std(ddof=1) / np.sqrt(diff.size)
