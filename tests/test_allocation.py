@@ -197,3 +197,13 @@ def test_allocation_claims_pass_quick(claim_id):
 
     result = run_claim(registry()[claim_id], VerifyContext(quick=True))
     assert result.verdict == "pass", [c.name for c in result.checks if not c.passed] or result.error
+
+
+@pytest.mark.parametrize("name", ["ustat_rl.allocation", "ustat_rl.allocation_rules",
+                                  "ustat_rl.allocation_pilot"])
+def test_examples_run_as_doctests(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
