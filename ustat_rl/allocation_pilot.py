@@ -211,6 +211,11 @@ def format_pilot_allocation(report: PilotAllocation, max_rows: int = 40) -> str:
         lines.append(f"{name:<10}{mse:>14.4g}{mse / uniform:>10.3f}   {extra}")
     if report.note:
         lines.append(report.note)
+    best = report.ratios.get("optimal")
+    if best is not None:
+        lines.append("the pilot shows a gain: use the optimal sizes" if not best.within_noise else
+                     "the pilot does not show a gain over uniform at this level: keep uniform, "
+                     "or collect more samples per prompt")
     return "\n".join(lines)
 
 
