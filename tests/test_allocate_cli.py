@@ -72,24 +72,11 @@ def test_small_groups_give_no_interval_and_say_why():
 def test_cross_fitted_mse_is_unbiased_and_the_in_sample_one_is_not():
     # For sizes fitted on half A, the half-B estimate of their batch MSE is unbiased (half B is
     # independent of the sizes and every term is linear in its moments); scoring half A's sizes
-    # on half A itself is optimistic. 300 pilots of 8 samples x 20 prompts.
-    from ustat_rl.allocation import allocation_mse, optimal_allocation
-    from ustat_rl.allocation_pilot import _terms, split_rollouts
-    from ustat_rl.pilot import estimate_moments
+    # on half A itself is optimistic. 300 pilots of 8 samples x 20 prompts (C42).
+    from ustat_rl.claims.checks_allocation import cross_fit_errors
 
-    rng = np.random.default_rng(8)
-    bandit, theta = heterogeneous_score_bandit(rng.uniform(0.1, 0.9, 20),
-                                               np.exp(rng.normal(0.0, 1.0, 20)))
-    exact = bandit.moments(theta, matrices=False)
-    cross, inside = [], []
-    for _ in range(300):
-        half_a, half_b = (estimate_moments(h) for h in
-                          split_rollouts(loglinear_pilot(bandit, theta, 8, rng)))
-        sizes = optimal_allocation(half_a, "grpo", 80).group_sizes
-        truth = allocation_mse(exact, "grpo", sizes)
-        cross.append(_terms(half_b, "grpo", sizes).sum() - truth)
-        inside.append(_terms(half_a, "grpo", sizes).sum() - truth)
-    for values, unbiased in ((np.array(cross), True), (np.array(inside), False)):
+    cross, inside = cross_fit_errors(np.random.default_rng(8), 300)
+    for values, unbiased in ((cross, True), (inside, False)):
         z = values.mean() / (values.std(ddof=1) / np.sqrt(values.size))
         # 4 se: two-sided false-failure rate 6.3e-5 for the unbiased route
         assert bool(abs(z) <= 4.0) == unbiased, z

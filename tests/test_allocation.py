@@ -191,7 +191,7 @@ def test_proofs_reject_a_wrong_difference_and_a_wrong_greedy():
 
 
 # ------------------------------------------------------------------ the registered claims
-@pytest.mark.parametrize("claim_id", ["C40", "C41"])
+@pytest.mark.parametrize("claim_id", ["C40", "C41", "C42"])
 def test_allocation_claims_pass_quick(claim_id):
     from ustat_rl.claims import VerifyContext, registry, run_claim
 
