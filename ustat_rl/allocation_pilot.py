@@ -1,4 +1,4 @@
-"""Group sizes from a pilot, with the predicted MSE ratio against uniform (docs/theory.md C40).
+"""Group sizes from a pilot, with their MSE ratio to uniform (docs/theory.md C40, C42).
 
 A pilot (:class:`~ustat_rl.pilot.Rollouts`) gives unbiased per-prompt moments
 (:func:`~ustat_rl.pilot.estimate_moments`), so every allocation rule of
