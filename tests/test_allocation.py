@@ -79,6 +79,11 @@ def test_auto_method_choice(hetero):
     rng = np.random.default_rng(0)
     shared = random_problem(rng, shared=True)
     assert optimal_allocation(shared, "fullmean", 2 * shared.n_prompts + 3).method == "enumerate"
+    # TRL's RLOO gives a singleton advantage 0 (mean factor 0 at G = 1): coupled again
+    trl = optimal_allocation(shared, "trl_rloo", shared.n_prompts + 3)
+    assert trl.method == "enumerate"
+    assert np.isclose(trl.mse, brute_force_allocation(shared, "trl_rloo",
+                                                      shared.n_prompts + 3).mse, rtol=1e-12)
     assert rule_is_unbiased("openrlhf_rloo") and not rule_is_unbiased("trl_group")
     assert rule_min_group_size("grpo") == 2 and rule_min_group_size("oracle") == 1
 

@@ -146,8 +146,9 @@ def rule_min_group_size(estimator: str) -> int:
 
 
 def rule_is_unbiased(estimator: str) -> bool:
-    """Whether ``E g_hat_x = g(x)`` for every ``G`` (Lemma 1, C3): leave-one-out, oracle,
-    vanilla, and the conventions that equal leave-one-out."""
+    """Whether ``E g_hat_x = g(x)`` for every ``G >= 2`` (Lemma 1, C3): leave-one-out, oracle,
+    vanilla, and the conventions that equal leave-one-out (whose singleton rules may differ at
+    ``G = 1``; :func:`optimal_allocation` reads the mean factors themselves)."""
     if estimator in ("grpo", "oracle", "vanilla"):
         return True
     if estimator == "fullmean":
@@ -350,20 +351,18 @@ def optimal_allocation(moments: PromptMoments, estimator: str, budget, method: s
         raise ValueError(f"`method` must be one of {ALLOCATION_METHODS}, got {method!r}")
     m, low, high, budget = _prepare(moments, estimator, budget, max_group_size)
     spare = budget - m.n_prompts * low
-    separable = rule_is_unbiased(estimator) or _is_diagonal(m.grad_gram)
+    _, h, c = per_prompt_terms(m, estimator, low, high)
+    # the mean factors themselves decide: a convention's singleton rule may be biased at G = 1
+    separable = bool(np.all(np.abs(c - 1.0) <= 1e-12)) or _is_diagonal(m.grad_gram)
     if method == "auto":
-        if not separable:
-            method = "enumerate"
-        else:
-            _, h, _ = per_prompt_terms(m, estimator, low, high)
-            method = "greedy" if _convex_decreasing(h) else "dp"
+        method = ("enumerate" if not separable
+                  else "greedy" if _convex_decreasing(h) else "dp")
     if method in ("greedy", "dp") and not separable:
         raise ValueError(f"`method` {method!r} needs a separable objective: {estimator!r} is "
                          f"biased and the prompts' gradients are not orthogonal; use 'enumerate'")
     if method == "enumerate":
         extra = _enumerate(m, estimator, low, high - low + 1, spare)
     else:
-        _, h, _ = per_prompt_terms(m, estimator, low, high)
         extra = (_greedy if method == "greedy" else _dp)(h, spare)
     sizes = low + extra
     return Allocation("optimal", estimator, sizes, allocation_mse(m, estimator, sizes), method)

@@ -11,7 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..allocation import allocation_mse, brute_force_allocation, optimal_allocation
+from ..allocation import (
+    allocation_mse,
+    brute_force_allocation,
+    optimal_allocation,
+    rule_min_group_size,
+)
 from ..allocation_mc import allocated_errors
 from ..allocation_rules import compare_allocations
 from ..examples import conflicting_prompts_bandit, heterogeneous_score_bandit
@@ -20,8 +25,9 @@ from ..policies.softmax import SoftmaxBandit
 from .registry import Z_CHECK, check_close, check_true, register
 from .symbolic import symbolic_checks
 
-#: Rules whose optimal allocation is compared with brute force on random small problems.
-UNBIASED_RULES = ("grpo", "oracle", "vanilla", "verl_rloo")
+#: Rules whose optimal allocation is compared with brute force on random small problems
+#: (the RLOO conventions are unbiased for G >= 2; their singleton rules differ at G = 1).
+UNBIASED_RULES = ("grpo", "oracle", "vanilla", "verl_rloo", "trl_rloo")
 BIASED_RULES = ("fullmean", "trl_group", "paper_algorithm2")
 #: Budgets of the heterogeneous bandit (six prompts) at which every rule is compared.
 BUDGETS = (24, 48, 96, 192)
@@ -69,7 +75,7 @@ def exact_vs_brute_force(rng, n_cases: int, rules, shared: bool = False, solver=
     while cases < n_cases:
         m = random_problem(rng, shared)
         rule = rules[cases % len(rules)]
-        low = 2 if rule in ("grpo", "fullmean", "paper_algorithm2") else 1
+        low = rule_min_group_size(rule)
         budget = m.n_prompts * low + int(rng.integers(0, 9))
         best = brute_force_allocation(m, rule, budget).mse
         found = allocation_mse(m, rule, solver(m, rule, budget))
