@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Callable
 
+from . import allocation as allocation_proofs
 from . import baselines, hoeffding, limit_law, optimisation, pilot, practical, scaling, ustatistic
 from ._core import DISPROVED, Derivation
 from .bandit_model import score_derivation
@@ -101,6 +102,9 @@ CATALOGUE: tuple[Entry, ...] = (
     Entry(pilot.sketch_inner_product, evidence_for=("C31",)),
     Entry(pilot.factored_inner_product, evidence_for=("C31",)),
     Entry(pilot.fieller_quadratic, evidence_for=("C32",)),
+    Entry(allocation_proofs.grpo_convex_decreasing, evidence_for=("C40",)),
+    Entry(allocation_proofs.one_over_g_convex_decreasing, evidence_for=("C40",)),
+    Entry(allocation_proofs.greedy_equals_minimum, evidence_for=("C40",)),
     # ---- printed forms and statements as transcribed (errata evidence)
     Entry(ustatistic.eq4_as_printed, "printed", "Eq. (4) as printed (Z^(b,g) in the sum)"),
     Entry(partial(baselines.baseline_mse_general,

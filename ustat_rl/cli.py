@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import __version__
+from . import __version__, allocate_cli
 
 EPILOG = """examples:
   ustat-rl verify --quick                 all claims, small Monte Carlo sizes (under a minute)
@@ -68,6 +68,7 @@ def _parse_args(argv):
     compare.add_argument("after", type=Path, help="verify --json file of the new run")
     compare.add_argument("--rtol", type=float, default=1e-12, help="relative tolerance (1e-12)")
     _add_conformance_parser(sub)
+    allocate_cli.add_parser(sub)
     gstar = sub.add_parser(
         "gstar", help="G* and the noise budget from a pilot of your own policy",
         description="Estimate c1, c2, c3' and G* with intervals from pilot rollouts (.npz or "
@@ -391,7 +392,7 @@ def main(argv=None) -> int:
         import proofs_check
 
         return int(proofs_check.main(args.rest))
-    return _verify(args)
+    return args.run(args) if args.command == "allocate" else _verify(args)
 
 
 if __name__ == "__main__":

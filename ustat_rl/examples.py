@@ -7,6 +7,8 @@ fits; their parameters are fixed so every run checks the same instance.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ._validation import as_float
@@ -29,6 +31,9 @@ __all__ = [
     "PL_START",
     "std_normalisation_bandit",
     "arcsin_conflict_bandit",
+    "heterogeneous_score_bandit",
+    "HETEROGENEOUS_VALUES",
+    "HETEROGENEOUS_SCALES",
 ]
 
 #: Logit boosts of the correct answer for the three policies of the Fig. 4 analogue
@@ -231,3 +236,40 @@ def arcsin_conflict_bandit(kl_weight: float = 0.5) -> LogLinearBandit:
     tau = as_float(kl_weight, "kl_weight", low=0.0)
     features = np.array([[[1.0], [0.0]], [[-1.0], [0.0]]])  # (P=2, K=2, d=1)
     return LogLinearBandit(features, [[0.9, 0.0], [0.1, 0.0]], kl_weight=tau)
+
+
+#: Success rates and score scales of :func:`heterogeneous_score_bandit`, crossed: every
+#: success rate appears with a small and a large score scale.
+HETEROGENEOUS_VALUES = (0.15, 0.5, 0.85, 0.15, 0.5, 0.85)
+HETEROGENEOUS_SCALES = (0.5, 0.5, 0.5, 3.0, 3.0, 3.0)
+
+
+def heterogeneous_score_bandit(values=HETEROGENEOUS_VALUES, scales=HETEROGENEOUS_SCALES,
+                               kl_weight: float = 0.0):
+    """Prompts whose success rates and score norms vary independently (C40): ``(bandit, theta)``.
+
+    Prompt ``x`` has three actions, the first rewarded (``Z = 1``), the others not, and its own
+    block of parameters with features ``s_x e_a``; ``theta`` sets the logits to
+    ``(log(2V/(1-V)), 0, 0)``, so ``V(x) = pi(a_1|x)`` is ``values[x]`` whatever the scale,
+    while every score ``W = s_x (e_a - pi)`` and hence every score moment scales with ``s_x``
+    (``E||W||^2`` by ``s_x^2``). The blocks are disjoint, so the Gram matrix of the ``g(x)`` is
+    diagonal. A reward-only rule sees the same ``p`` on prompts whose gradient noise differs by
+    a factor ``s^2 = 36``. ``kl_weight > 0`` adds a KL penalty towards the uniform policy, so
+    that Algorithm 1 has a finite optimum (the training study of C40).
+    """
+    values = np.asarray(values, dtype=np.float64)
+    scales = np.asarray(scales, dtype=np.float64)
+    if values.ndim != 1 or scales.shape != values.shape:
+        raise ValueError("`values` and `scales` must be 1-D of the same length")
+    if np.any((values <= 0) | (values >= 1)):
+        raise ValueError("`values` must lie strictly between 0 and 1")
+    if np.any(scales <= 0):
+        raise ValueError("`scales` must be positive")
+    P, K = values.size, 3
+    features = np.zeros((P, K, P * K))
+    theta = np.zeros(P * K)
+    for x in range(P):
+        features[x, np.arange(K), x * K + np.arange(K)] = scales[x]
+        theta[x * K] = math.log(2.0 * values[x] / (1.0 - values[x])) / scales[x]
+    reward = np.tile([1.0, 0.0, 0.0], (P, 1))
+    return LogLinearBandit(features, reward, kl_weight=kl_weight), theta

@@ -1,0 +1,244 @@
+"""Group sizes from a pilot, with their MSE ratio to uniform (docs/theory.md C40, C42).
+
+A pilot (:class:`~ustat_rl.pilot.Rollouts`) gives unbiased per-prompt moments
+(:func:`~ustat_rl.pilot.estimate_moments`), so every allocation rule of
+:mod:`ustat_rl.allocation` and :mod:`ustat_rl.allocation_rules` can be computed and scored on
+them. Two numbers come out:
+
+* the **plug-in** allocation and MSE of each rule, from the whole pilot: the sizes to use;
+* the **cross-fitted ratio** ``MSE(rule)/MSE(uniform)`` with an interval. Scoring an allocation
+  on the moments it was fitted to is optimistic (it fits their noise), so each prompt's
+  rollouts are split in two halves (alternate samples): the sizes come from half A, the ratio
+  is estimated on half B, whose moments are independent of the sizes and unbiased for them.
+
+For an unbiased rule the batch MSE is ``sum_x f^2 MSE_x(G_x)``, a sum over prompts, so with
+``t_x`` and ``u_x`` the half-B terms of the rule and of uniform the ratio is
+``R = sum t / sum u``. Its standard error is the delta method over prompts drawn i.i.d. (as a
+pilot's are): ``se^2 = sum_x (t_x - R u_x)^2 / (P (P - 1) u_bar^2)``, and the interval uses the
+Student quantile of :func:`ustat_rl.pilot.uncertainty.student_quantile` with ``P - 1`` degrees of
+freedom. (The pilot's jackknife, :func:`ustat_rl.pilot.jackknife`, covers statistics affine in
+the prompt averages; a ragged allocation's MSE is not one, so it does not apply.) The interval
+is for the sizes fitted on half the pilot, which can only be noisier than the plug-in sizes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .allocation import per_prompt_terms, rule_is_unbiased, rule_min_group_size
+from .allocation_rules import BASELINE_RULES, compare_allocations
+
+__all__ = ["RatioInterval", "PilotAllocation", "MIN_SPLIT_GROUP", "split_rollouts",
+           "pilot_allocation", "format_pilot_allocation", "loglinear_pilot"]
+
+#: Samples per prompt needed for two halves of at least three (the order-3 kernels).
+MIN_SPLIT_GROUP = 6
+
+
+@dataclass(frozen=True)
+class RatioInterval:
+    """Cross-fitted ``MSE(rule)/MSE(uniform)``: estimate, standard error and interval."""
+
+    estimate: float
+    std_error: float
+    low: float
+    high: float
+
+    @property
+    def within_noise(self) -> bool:
+        """Whether the interval reaches 1 (no gain over uniform shown at this level)."""
+        return bool(self.high >= 1.0)
+
+
+@dataclass(frozen=True)
+class PilotAllocation:
+    """What ``ustat-rl allocate`` reports.
+
+    Attributes
+    ----------
+    prompt_ids : ndarray (P,)
+        The pilot's prompt ids, sorted; every size array is in this order.
+    estimator : str
+    budget : int
+    level : float
+    allocations : dict of str to Allocation
+        ``"optimal"`` and each reward-only rule, from the whole pilot (plug-in MSEs).
+    ratios : dict of str to RatioInterval
+        Cross-fitted ratio to uniform for ``"optimal"`` and each non-uniform rule; empty when
+        the rule is biased or a prompt has fewer than :data:`MIN_SPLIT_GROUP` samples.
+    note : str
+        Why ``ratios`` is empty, if it is.
+    """
+
+    prompt_ids: np.ndarray
+    estimator: str
+    budget: int
+    level: float
+    allocations: dict
+    ratios: dict
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        """JSON-ready: sorted prompt ids, and each rule's group sizes in that order."""
+        return {
+            "estimator": self.estimator, "budget": self.budget, "level": self.level,
+            "prompt_ids": [p.item() for p in self.prompt_ids],
+            "group_sizes": {k: a.group_sizes.tolist() for k, a in self.allocations.items()},
+            "predicted_mse": {k: a.mse for k, a in self.allocations.items()},
+            "ratio_to_uniform": {k: {"estimate": r.estimate, "std_error": r.std_error,
+                                     "low": r.low, "high": r.high,
+                                     "within_noise": r.within_noise}
+                                 for k, r in self.ratios.items()},
+            "note": self.note,
+        }
+
+
+def split_rollouts(rollouts):
+    """Two :class:`Rollouts` holding alternate samples of every prompt (ranks 0, 2, ... and
+    1, 3, ... within each group, in file order)."""
+    from .pilot.rollouts import Rollouts
+
+    ids, index = rollouts.groups()
+    order = np.argsort(index, kind="stable")
+    rank = np.empty(index.size, dtype=np.int64)
+    starts = np.searchsorted(index[order], np.arange(ids.size))
+    rank[order] = np.arange(index.size) - starts[index[order]]
+    halves = []
+    for parity in (0, 1):
+        keep = rank % 2 == parity
+        weight = None if rollouts.prompt_weight is None else rollouts.prompt_weight[keep]
+        halves.append(Rollouts(rollouts.prompt_id[keep], rollouts.reward[keep],
+                               rollouts.score[keep], weight, rollouts.sketch_kind,
+                               rollouts.sketch_seed, rollouts.param_dim, rollouts.model_name))
+    return halves
+
+
+def _ratio(terms_rule, terms_uniform, level) -> RatioInterval:
+    from .pilot.uncertainty import student_quantile
+
+    P = terms_rule.size
+    ratio = float(terms_rule.sum() / terms_uniform.sum())
+    resid = terms_rule - ratio * terms_uniform
+    se = float(math.sqrt(np.sum(resid**2) / (P * (P - 1.0))) / terms_uniform.mean())
+    t = student_quantile(level, se**2, 0.0, P, None)
+    return RatioInterval(ratio, se, ratio - t * se, ratio + t * se)
+
+
+def _terms(moments, estimator, sizes):
+    """``f^2 MSE_x(G_x)`` for each prompt, ``(P,)``, for an unbiased rule."""
+    low = rule_min_group_size(estimator)
+    _, h, _ = per_prompt_terms(moments, estimator, low, int(sizes.max()))
+    return h[np.arange(sizes.size), sizes - low]
+
+
+def pilot_allocation(rollouts, budget, estimator: str = "grpo", level: float = 0.9,
+                     rules=BASELINE_RULES) -> PilotAllocation:
+    """Every rule's group sizes from a pilot, with cross-fitted ratios to uniform (C40).
+
+    Parameters
+    ----------
+    rollouts : Rollouts
+        i.i.d. prompts, each with at least 3 samples (6 for the ratio intervals).
+    budget : int
+        Rollouts per batch over the pilot's prompts.
+    estimator : str
+        The advantage rule (:func:`ustat_rl.allocation.rule_terms`).
+    level : float
+        Two-sided level of the ratio intervals.
+
+    Examples
+    --------
+    >>> from ustat_rl.examples import heterogeneous_score_bandit
+    >>> bandit, theta = heterogeneous_score_bandit()
+    >>> pilot = loglinear_pilot(bandit, theta, 8, rng=0)
+    >>> out = pilot_allocation(pilot, 48)
+    >>> int(out.allocations["optimal"].group_sizes.sum()), sorted(out.ratios)
+    (48, ['neyman', 'optimal', 'sgpo', 'vip'])
+    """
+    from .pilot import estimate_moments, pilot_statistics
+
+    if not 0.0 < float(level) < 1.0:
+        raise ValueError(f"`level` must lie strictly between 0 and 1, got {level}")
+    stats = pilot_statistics(rollouts)
+    allocations = compare_allocations(estimate_moments(stats), estimator, budget, rules)
+    ratios, note = {}, ""
+    if not rule_is_unbiased(estimator):
+        note = f"no ratio intervals: {estimator!r} is biased, so its MSE is not a sum over prompts"
+    elif stats.n_prompts < 3:
+        note = "no ratio intervals: they need at least 3 prompts"
+    elif stats.group_size.min() < MIN_SPLIT_GROUP:
+        note = (f"no ratio intervals: cross-fitting needs >= {MIN_SPLIT_GROUP} samples per "
+                f"prompt, the smallest group has {stats.group_size.min()}")
+    else:
+        half_a, half_b = (estimate_moments(h) for h in split_rollouts(rollouts))
+        fitted = compare_allocations(half_a, estimator, budget, rules)
+        uniform = _terms(half_b, estimator, fitted["uniform"].group_sizes)
+        for name, alloc in fitted.items():
+            if name != "uniform":
+                ratios[name] = _ratio(_terms(half_b, estimator, alloc.group_sizes), uniform,
+                                      level)
+    return PilotAllocation(stats.prompt_ids, estimator, int(budget), float(level), allocations,
+                           ratios, note)
+
+
+def format_pilot_allocation(report: PilotAllocation, max_rows: int = 40) -> str:
+    """Plain-text table: sizes per prompt for every rule, then predicted MSEs and ratios."""
+    names = list(report.allocations)
+    lines = [f"allocation of N = {report.budget} rollouts over {report.prompt_ids.size} prompts, "
+             f"estimator {report.estimator!r}",
+             "prompt".ljust(14) + "".join(n.rjust(9) for n in names)]
+    for i, pid in enumerate(report.prompt_ids[:max_rows]):
+        lines.append(str(pid.item())[:13].ljust(14)
+                     + "".join(str(report.allocations[n].group_sizes[i]).rjust(9) for n in names))
+    if report.prompt_ids.size > max_rows:
+        lines.append(f"... {report.prompt_ids.size - max_rows} more prompts (see --json)")
+    uniform = report.allocations["uniform"].mse
+    lines += ["", f"{'rule':<10}{'plug-in MSE':>14}{'/uniform':>10}   cross-fitted ratio "
+                  f"({report.level:.0%} interval)",
+              "(plug-in: scored on the moments it was fitted to, optimistic for 'optimal'; "
+              "cross-fitted: sizes from half the pilot, scored on the other half)"]
+    for name in names:
+        mse = report.allocations[name].mse
+        r = report.ratios.get(name)
+        if r is None:
+            extra = "-" if name == "uniform" else "not available"
+        else:
+            flag = "gain within the noise" if r.within_noise else "gain shown"
+            extra = f"{r.estimate:.3f} [{r.low:.3f}, {r.high:.3f}]  {flag}"
+        lines.append(f"{name:<10}{mse:>14.4g}{mse / uniform:>10.3f}   {extra}")
+    if report.note:
+        lines.append(report.note)
+    best = report.ratios.get("optimal")
+    if best is not None:
+        lines.append("the pilot shows a gain: use the optimal sizes" if not best.within_noise else
+                     "the pilot does not show a gain over uniform at this level: keep uniform, "
+                     "or collect more samples per prompt")
+    return "\n".join(lines)
+
+
+def loglinear_pilot(bandit, theta, group_size, rng):
+    """A pilot with one group of ``group_size`` per prompt of a log-linear bandit (i.i.d. ids).
+
+    The groups are the bandit's prompts in order (ids ``0..P-1``), full scores; a worked
+    example for ``ustat-rl allocate`` and for the tests.
+    """
+    from ._validation import as_int, as_rng
+    from .allocation_mc import _draw
+    from .pilot.rollouts import Rollouts
+
+    group_size = as_int(group_size, "group_size", 3)
+    rng = as_rng(rng)
+    state = bandit.state(theta)
+    lo, hi = bandit.reward_values
+    ids, rewards, scores = [], [], []
+    for x in range(bandit.n_prompts):
+        action, success = _draw(rng, state.policy[x], bandit.reward_prob[x], 1, group_size)
+        ids.append(np.full(group_size, x))
+        rewards.append(lo + (hi - lo) * success[0])
+        scores.append(state.score[x][action[0]])
+    return Rollouts(np.concatenate(ids), np.concatenate(rewards), np.concatenate(scores),
+                    param_dim=bandit.dim, model_name=repr(bandit))
+
