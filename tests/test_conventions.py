@@ -38,14 +38,15 @@ def _literal(name, z, ids):
             out[idx] = (r - mean) / ((std if n > 1 else 0.0) + 1e-4)
         elif name in ("trl_none", "openrlhf_dr_grpo", "fullmean"):
             out[idx] = r - mean
-        elif name == "verl_grpo":
+        elif name in ("verl_grpo", "verl_grpo_vectorized"):
             mean, std = (mean, std) if n > 1 else (torch.tensor(0.0), torch.tensor(1.0))  # float32, as verl
             out[idx] = (r - mean) / (std + 1e-6)
         elif name == "verl_grpo_nostd":
             out[idx] = r - (mean if n > 1 else 0.0)
         elif name == "openrlhf_group_norm":
             out[idx] = (r - mean) / (std + 1e-9)
-        elif name in ("verl_rloo", "openrlhf_rloo", "trl_rloo", "grpo", "trl_rloo_normalized"):
+        elif name in ("verl_rloo", "verl_rloo_vectorized", "openrlhf_rloo", "trl_rloo", "grpo",
+                      "trl_rloo_normalized"):
             if n > 1:
                 out[idx] = r - (r.sum() - r) / (n - 1)
             else:
@@ -54,6 +55,13 @@ def _literal(name, z, ids):
             out[idx] = r - mean
         elif name == "verl_reinforce_pp_baseline":
             out[idx] = r - (mean if n > 1 else 0.0)
+        elif name == "openrlhf_reinforce_baseline":
+            out[idx] = r - mean
+        elif name == "nemo_rl_grpo":
+            for k, i in enumerate(members):
+                others = torch.cat([r[:k], r[k + 1:]])
+                s = others.std()
+                out[i] = (r[k] - others.mean()) / (s + 1e-6) if s > 0 else r[k] - others.mean()
         elif name == "paper_algorithm2":
             loo = r - (r.sum() - r) / (n - 1)
             out[idx] = loo / std if std > 0 else torch.zeros_like(r)
@@ -63,14 +71,21 @@ def _literal(name, z, ids):
         out = out / ((z.std() if z.numel() > 1 else 0.0) + 1e-4)
     elif name == "trl_rloo_normalized":
         out = (out - out.mean()) / (out.std() + 1e-4)
-    elif name == "verl_reinforce_pp_baseline":
-        out = (out - out.mean()) * torch.rsqrt(out.var() + 1e-8)
+    elif name == "verl_reinforce_pp_baseline":  # masked_mean divides by mask.sum() + 1e-8
+        count = out.numel() + 1e-8
+        centred = out - out.sum() / count
+        var = (centred**2).sum() / count * out.numel() / (out.numel() - 1)
+        out = centred * torch.rsqrt(var + 1e-8)
+    elif name == "openrlhf_reinforce_baseline":  # population variance, clamped
+        centred = out - out.mean()
+        out = centred * (centred**2).mean().clamp(min=1e-8).rsqrt()
     return out.numpy()
 
 
 def _example(spec, rng):
     """Three or four groups in shuffled order, ragged where the convention allows it."""
-    sizes = [4, 4, 4] if spec.equal_group_sizes else [2, 5, 3, 1 if spec.min_group_size == 1 else 2]
+    sizes = [4, 4, 4] if spec.equal_group_sizes else [2, 5, 3, 1]
+    sizes = [max(size, spec.min_group_size) for size in sizes]
     ids = np.repeat(np.array([7, -3, 12, 40])[:len(sizes)], sizes)
     z = rng.normal(size=ids.size)
     z[ids == -3] = 0.25  # one all-equal group
