@@ -3,14 +3,11 @@
 The paper analyses the leave-one-out baseline (Algorithm 1) and a std-normalised variant
 (Algorithm 2); the frameworks people run differ from both in small ways that matter: a full
 group mean instead of leave-one-out, a Bessel-corrected standard deviation with an epsilon
-*added to it*, batch instead of group statistics, and a rule for groups whose rewards are all
-equal. Each convention here is one documented function of the rewards and the group ids,
-
-    advantages(rewards (n,), group_ids (n,)) -> (n,),
-
-with a :class:`ConventionSpec` that states its formula, epsilon, Bessel choice, where its
-statistics come from, and what it does with all-equal and one-sample groups. The table in
-``docs/conventions.md`` maps each (framework, option, version) to its name here; the exact
+*added to it*, batch instead of group statistics, and rules for all-equal and one-sample groups.
+Each convention is ``advantages(rewards (n,), group_ids (n,)) -> (n,)``, computed from the fields
+of its :class:`ConventionSpec` (baseline, scale, epsilon and its placement, the singleton and
+zero-std rules) by one evaluator, so the rule's data is all there is to it. The table in
+``docs/conventions.md`` maps each (framework, option, commit) to its name here; the exact
 finite-G moments of the group conventions, for binary rewards, are in
 :mod:`ustat_rl.theory.advantage` (docs/theory.md section 7).
 
@@ -117,27 +114,35 @@ class _Parts:
 # --------------------------------------------------------------------------- private core
 # Every statistic is computed around a shift (the first reward of the group, or of the batch):
 # then an all-equal group has deviations exactly 0 whatever its offset, and large offsets lose
-# no precision in the mean.
+# no precision in the mean; root sums of squares are scaled by the largest deviation, so they
+# are 0 exactly for ties and never underflow to 0 otherwise.
 def _first_index(inverse: np.ndarray, n_groups: int) -> np.ndarray:
     first = np.full(n_groups, inverse.size, dtype=np.int64)
     np.minimum.at(first, inverse, np.arange(inverse.size))
     return first
 
 
+def _root_ss(dev, inverse, k):
+    """``sqrt(sum dev^2)`` per group, shape (k,)."""
+    top = np.zeros(k)
+    np.maximum.at(top, inverse, np.abs(dev))
+    safe = np.where(top > 0, top, 1.0)
+    return top * np.sqrt(np.bincount(inverse, (dev / safe[inverse]) ** 2, minlength=k))
+
+
 def _deviations(z, inverse, counts):
-    """``z - m_g`` and the group sums of squared deviations, shape (n,) and (k,)."""
+    """``z - m_g`` and the groups' root sums of squared deviations, shape (n,) and (k,)."""
     shift = z[_first_index(inverse, counts.size)]  # (k,)
     mean = shift + np.bincount(inverse, z - shift[inverse], minlength=counts.size) / counts
     dev = z - mean[inverse]
-    return dev, np.bincount(inverse, dev * dev, minlength=counts.size)
+    return dev, _root_ss(dev, inverse, counts.size)
 
 
 def _batch_moments(x, count_epsilon=0.0):
-    """Shifted mean and sum of squared deviations over the whole batch, sum / (N + eps)."""
+    """Shifted batch mean (sum / (N + eps)) removed, and the root sum of squares left."""
     shift = x[0]
-    mean = (shift + np.mean(x - shift)) * (x.size / (x.size + count_epsilon))
-    centred = x - mean
-    return centred, float(np.sum(centred * centred))
+    centred = x - (shift + np.mean(x - shift)) * (x.size / (x.size + count_epsilon))
+    return centred, float(_root_ss(centred, np.zeros(x.size, dtype=np.int64), 1)[0])
 
 
 def _others_std(z, inverse, counts):
@@ -147,13 +152,14 @@ def _others_std(z, inverse, counts):
     for n in np.unique(counts):
         if n < 3:
             continue
-        groups = np.flatnonzero(counts == n)
-        members = order[np.isin(inverse[order], groups)].reshape(-1, n)  # (k, n) sample indices
-        keep = ~np.eye(n, dtype=bool)
-        others = z[members][:, None, :].repeat(n, axis=1)[:, keep].reshape(-1, n, n - 1)
+        members = order[np.isin(inverse[order], np.flatnonzero(counts == n))].reshape(-1, n)
+        others = z[members][:, None, :].repeat(n, axis=1)[:, ~np.eye(n, dtype=bool)]
+        others = others.reshape(-1, n, n - 1)  # (k, n, n - 1): row i leaves sample i out
         dev = others - others[..., :1]  # exact zeros for ties
         dev = dev - dev.mean(axis=-1, keepdims=True)
-        out[members] = np.sqrt(np.sum(dev * dev, axis=-1) / (n - 2))
+        top = np.abs(dev).max(axis=-1, keepdims=True)
+        rms = np.sqrt(np.sum((dev / np.where(top > 0, top, 1.0)) ** 2, axis=-1) / (n - 2))
+        out[members] = top[..., 0] * rms
     return out
 
 
@@ -168,26 +174,25 @@ def _evaluate(spec: ConventionSpec, z, inverse, counts) -> _Parts:
     """The convention's advantages, read off the fields of ``spec`` (no name is special)."""
     n = counts[inverse].astype(np.float64)  # (n,)
     single = n == 1
-    dev, ss = _deviations(z, inverse, counts)
+    dev, root = _deviations(z, inverse, counts)
     num = dev * n / np.maximum(n - 1, 1) if spec.baseline == "leave_one_out" else dev
-    num = np.where(single, z if spec.singleton_numerator == "z" else 0.0, num)
+    num = np.where(single, z if spec.singleton_numerator == "z" else 0.0, num)  # (n,)
     if spec.scale == "none":
         return _Parts(num, num, np.ones(z.size), np.zeros(z.size), single)
     if spec.scale == "group":
         dof = np.maximum(counts - 1 if spec.bessel else counts, 1)
-        s = np.where(single, 0.0, np.sqrt(ss / dof)[inverse])
+        s = np.where(single, 0.0, (root / np.sqrt(dof))[inverse])
     elif spec.scale == "leave_one_out":
         s = _others_std(z, inverse, counts)
     elif spec.scale == "batch":
-        _, ss_b = _batch_moments(z)
-        s = np.full(z.size, np.sqrt(ss_b / (z.size - 1)) if z.size > 1 else 0.0)
+        root_b = _batch_moments(z)[1]
+        s = np.full(z.size, root_b / np.sqrt(z.size - 1) if z.size > 1 else 0.0)
     else:  # "whiten": the numerator's batch mean removed, divided by its batch std
-        num, ss_b = _batch_moments(num, spec.count_epsilon)
-        var = ss_b / (z.size + spec.count_epsilon) * (z.size / (z.size - 1) if spec.bessel else 1)
-        s = np.full(z.size, np.sqrt(var))
+        num, root_b = _batch_moments(num, spec.count_epsilon)
+        var_n = (z.size + spec.count_epsilon) * ((z.size - 1) / z.size if spec.bessel else 1)
+        s = np.full(z.size, root_b / np.sqrt(var_n))
     d = _combine(spec, s)
-    if spec.scale == "group":
-        d = np.where(single, spec.singleton_divisor, d)
+    d = np.where(single, spec.singleton_divisor, d) if spec.scale == "group" else d
     if spec.zero_std != "divide":  # where s = 0 exactly, the numerator (or 0) is kept
         d = np.where(s > 0, d, 1.0)
         num = num if spec.zero_std == "keep numerator" else np.where(s > 0, num, 0.0)
@@ -390,7 +395,5 @@ def advantages(convention, rewards, group_ids) -> np.ndarray:
 def _grouped(spec: ConventionSpec, rewards: np.ndarray) -> np.ndarray:
     """Advantages of many equal groups at once: ``rewards (M, G) -> (M, G)``, no validation."""
     M, G = rewards.shape
-    inverse = np.repeat(np.arange(M), G)
-    counts = np.full(M, G)
     z = rewards.reshape(-1).astype(np.float64)
-    return _evaluate(spec, z, inverse, counts).advantage.reshape(M, G)
+    return _evaluate(spec, z, np.repeat(np.arange(M), G), np.full(M, G)).advantage.reshape(M, G)
