@@ -418,15 +418,25 @@ def test_cli_exit_codes(module, capsys):
                                         ("import sys\nsys.exit(0)", "sys.exit(0)"),
                                         ("import sys\nsys.exit(3)", "sys.exit(3)"),
                                         ("import no_such_module_here", "ModuleNotFoundError")])
-def test_module_that_fails_at_import_is_a_usage_error(tmp_path, body, words):
+def test_module_that_fails_at_import_is_a_usage_error(tmp_path, capsys, body, words):
     path = tmp_path / "broken.py"
     path.write_text(body + "\ndef fn(z, ids):\n    return z\n")
     with pytest.raises(TargetError, match="importing"):
         load_function(f"{path}:fn")
+    assert _run(f"{path}:fn", "--convention", "grpo") == 2
+    out, err = capsys.readouterr()
+    assert words in err and err.count("\n") == 1 and out == ""
+
+
+def test_sys_exit_at_import_is_a_usage_error_from_the_installed_command(tmp_path):
+    """Through ``python -m ustat_rl.cli``: a module calling sys.exit(0) at import must not make
+    the command exit 0 ("conforms") without testing anything."""
+    path = tmp_path / "exits.py"
+    path.write_text("import sys\nsys.exit(0)\n")
     done = subprocess.run([sys.executable, "-m", "ustat_rl.cli", "conformance", f"{path}:fn",
                            "--convention", "grpo"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stdout + done.stderr
-    assert words in done.stderr and done.stderr.count("\n") == 1 and done.stdout == ""
+    assert "sys.exit(0)" in done.stderr and done.stderr.count("\n") == 1 and done.stdout == ""
 
 
 def test_cli_runs_as_a_module(tmp_path):
