@@ -19,6 +19,9 @@ __all__ = ["WeightedChiSquare"]
 METHODS = ("auto", "ruben", "inversion")
 #: Closed forms below this probability are recomputed by inversion (scipy underflows near 1e-308).
 _CLOSED_FLOOR = -690.0
+#: Largest max(w) / min(w) given to Ruben's series: 1 - min(w) / max(w) stays below 1 in float64
+#: with a margin of ten (it rounds to 1 near 9e15).
+RUBEN_MAX_SPREAD = 1e15
 
 
 def _as_float(x):
@@ -55,8 +58,10 @@ class WeightedChiSquare(stats.rv_continuous):
     method : {"auto", "ruben", "inversion"}, optional
         ``"auto"`` (default) uses the closed form for a single distinct weight, Ruben's
         positive-term series where it converges within its budget, and contour inversion
-        elsewhere. ``"ruben"`` returns NaN where the series cannot certify its accuracy;
-        ``"inversion"`` always inverts numerically. The last two exist to cross-check engines.
+        elsewhere (everywhere when ``max(w) / min(w) > 1e15``, ``RUBEN_MAX_SPREAD``).
+        ``"ruben"`` returns NaN where the series cannot certify its accuracy and raises a
+        ValueError for a spread above 1e15; ``"inversion"`` always inverts numerically. The
+        last two exist to cross-check engines.
     **kwargs
         Passed to :class:`scipy.stats.rv_continuous` (``name``, ``seed``, ...).
 
@@ -127,7 +132,17 @@ class WeightedChiSquare(stats.rv_continuous):
         self._mult = mult.astype(float)  # (D,)
         self._K = float(mult.sum())
         self._inversion = Inversion(distinct, self._mult)
-        self._ruben = RubenSeries(distinct, self._mult) if distinct.size > 1 else None
+        with np.errstate(over="ignore"):
+            spread = float(distinct[-1] / distinct[0])  # inf past the float range: inversion
+        if method == "ruben" and not spread <= RUBEN_MAX_SPREAD:
+            raise ValueError(f"`method`='ruben' needs max(weights) / min(weights) <= "
+                             f"{RUBEN_MAX_SPREAD:g}, got {spread:.3g}; method='auto' or "
+                             "'inversion' handle any positive weights")
+        # beyond the spread Ruben's mixing law leaves the float range (gamma_d rounds to 1)
+        # and its series could not close a window anyway: auto then inverts everywhere
+        self._engine = "inversion" if distinct.size > 1 and spread > RUBEN_MAX_SPREAD else method
+        self._ruben = (RubenSeries(distinct, self._mult)
+                       if distinct.size > 1 and self._engine != "inversion" else None)
         self._small = small_x_params(distinct, self._mult)  # x -> 0 expansion (_small_x)
         half, w = 0.5 * self._K, float(distinct[0])
         self._closed = np.array([half, 2.0 * w, float(gammaln(half)), math.log(2.0 * w),
@@ -145,7 +160,7 @@ class WeightedChiSquare(stats.rv_continuous):
         """(log cdf, log sf) at x >= 0 (any shape; 0 and inf allowed)."""
         x = np.asarray(x, dtype=float)
         flat = x.reshape(-1)  # (n,)
-        if self.method == "inversion":
+        if self._engine == "inversion":
             log_cdf, log_sf = self._inversion.log_cdf_sf(flat, self._small)
             return log_cdf.reshape(x.shape), log_sf.reshape(x.shape)
         if self._ruben is None:
@@ -166,7 +181,7 @@ class WeightedChiSquare(stats.rv_continuous):
         """log pdf at x >= 0 (any shape; 0 and inf allowed)."""
         x = np.asarray(x, dtype=float)
         flat = x.reshape(-1)  # (n,)
-        if self.method == "inversion":
+        if self._engine == "inversion":
             return self._inversion.log_pdf(flat, self._small).reshape(x.shape)
         if self._ruben is None:
             return _closed_log_pdf(flat, self._closed).reshape(x.shape)
