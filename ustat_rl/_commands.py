@@ -16,7 +16,40 @@ from pathlib import Path
 
 from ._paths import check_output, write_atomic
 
-__all__ = ["compare", "list_claims", "report", "resolve_claim_ids", "verify"]
+__all__ = ["compare", "list_claims", "missing_dependency", "report", "resolve_claim_ids",
+           "verify"]
+
+
+def missing_dependency(exc: ModuleNotFoundError) -> str | None:
+    """One line naming the extra that installs the module ``exc`` found missing, or ``None``
+    when the missing module is part of this project (a bug, to be raised as it is).
+
+    The extra is looked up in this distribution's metadata (``pyproject.toml``'s
+    ``[project.optional-dependencies]``), preferring a specific extra over ``dev``.
+    """
+    import re
+    from importlib import metadata
+
+    top = (exc.name or "").partition(".")[0]
+    if not top or top in ("ustat_rl", "proofs_check"):
+        return None
+
+    def canonical(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    extras = []
+    try:
+        requires = metadata.requires("ustat-rl") or []
+    except metadata.PackageNotFoundError:
+        requires = []
+    for line in requires:
+        name = re.match(r"[A-Za-z0-9_.-]+", line)
+        extra = re.search(r"extra\s*==\s*['\"]([^'\"]+)['\"]", line)
+        if name and extra and canonical(name.group(0)) == canonical(top):
+            extras.append(extra.group(1))
+    extras.sort(key=lambda e: (e == "dev", e))
+    how = f"pip install 'ustat-rl[{extras[0]}]'" if extras else f"pip install {top}"
+    return f"needs the optional package {top!r}, which is not installed: {how}"
 
 
 def resolve_claim_ids(text: str, known) -> list[str]:

@@ -205,6 +205,18 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 def main(argv=None) -> int:
     args = _parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        return _dispatch(args)
+    except ModuleNotFoundError as exc:  # an optional dependency: one line naming its extra
+        from ._commands import missing_dependency
+
+        if (line := missing_dependency(exc)) is None:
+            raise
+        print(f"ustat-rl {args.command}: error: {line}", file=sys.stderr)
+        return 2
+
+
+def _dispatch(args) -> int:
     if args.command == "list":
         return _list(args)
     if args.command == "compare":
