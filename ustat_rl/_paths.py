@@ -73,13 +73,13 @@ def check_output(path, option: str, kind: str = "file") -> None:
     """Raise ``ValueError("option: reason")`` if ``path`` cannot be written; ``None`` passes.
 
     A command-line ``option`` (``"--json"``) is named as it is typed, a Python parameter
-    (``"out"``) in backticks.
+    (``"out"``) in backticks; an ``option`` already in backticks is kept as it is.
     """
     if path is None:
         return
     problem = output_problem(path, kind)
     if problem is not None:
-        name = option if option.startswith("-") else f"`{option}`"
+        name = option if option.startswith(("-", "`")) else f"`{option}`"
         raise ValueError(f"{name}: {problem}")
 
 

@@ -158,7 +158,9 @@ def _gstar(args) -> int:
         for path, suffixes, name in checks:
             if path is not None and path.suffix not in suffixes:
                 raise ValueError(f"`{name}` must end in one of {suffixes}, got {str(path)!r}")
-            check_output(path, name)
+            if path is not None and not path.parent.is_dir():
+                raise ValueError(f"`{name}`: folder {str(path.parent)!r} does not exist")
+            check_output(path, f"`{name}`")
         if args.budget < 2:
             raise ValueError(f"`--budget` must be an integer >= 2, got {args.budget}")
         if not 0.0 < args.level < 1.0:
