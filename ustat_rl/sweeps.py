@@ -172,7 +172,7 @@ class RayExecutor:
         try:
             ray.init(address=self.address, log_to_driver=False)
         except (ConnectionError, RuntimeError, ValueError) as err:
-            reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            reason = (str(err).strip().splitlines() or [type(err).__name__])[0].split(". ")[0]
             return (f"no Ray cluster reachable ({reason}); start one with `ray start --head`, "
                     "or use 'local'")
         ray.shutdown()
