@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 from scipy import stats
 from scipy.special import gammainc, gammaincc, gammaln
 
 from .._validation import as_finite_array
+from ._closed import closed_log_cdf_sf as _closed_log_cdf_sf
+from ._closed import closed_log_pdf as _closed_log_pdf
 from ._inversion import Inversion
 from ._ruben import RubenSeries
-from ._small_x import log1mexp, small_x_params
+from ._small_x import small_x_params
 
 __all__ = ["WeightedChiSquare"]
 
 METHODS = ("auto", "ruben", "inversion")
-#: Closed forms below this probability are recomputed by inversion (scipy underflows near 1e-308).
-_CLOSED_FLOOR = -690.0
 #: Largest max(w) / min(w) given to Ruben's series: 1 - min(w) / max(w) stays below 1 in float64
 #: with a margin of ten (it rounds to 1 near 9e15).
 RUBEN_MAX_SPREAD = 1e15
@@ -369,48 +368,3 @@ class WeightedChiSquare(stats.rv_continuous):
 for _name in ("cdf", "sf", "logcdf", "logsf", "pdf", "logpdf", "ppf", "isf"):
     getattr(WeightedChiSquare, _name).__doc__ = getattr(stats.rv_continuous, _name).__doc__
 del _name
-
-
-# ---------------------------------------------------------------------------------------------
-# One distinct weight: Q / w ~ chi2_K. ``closed`` holds K/2, 2w, lgamma(K/2), log(2w), mean.
-# ---------------------------------------------------------------------------------------------
-
-
-@numba.njit(cache=True, error_model="numpy")
-def _closed_log_cdf_sf(x, lower_p, upper_p, closed):
-    """(log cdf, log sf, ok) from scipy's regularised incomplete gammas at ``x / 2w`` (n,).
-
-    The tail on the near side of the mean is the one taken from scipy; ``ok`` is False where it
-    underflows (below exp(_CLOSED_FLOOR)) and the caller inverts numerically instead.
-    """
-    log_cdf = np.empty(x.size)  # (n,)
-    log_sf = np.empty(x.size)
-    ok = np.empty(x.size, np.bool_)
-    for j in range(x.size):
-        if x[j] <= closed[4]:
-            log_cdf[j] = math.log(lower_p[j])
-            log_sf[j] = log1mexp(log_cdf[j])
-            ok[j] = log_cdf[j] > _CLOSED_FLOOR
-        else:
-            log_sf[j] = math.log(upper_p[j])
-            log_cdf[j] = log1mexp(log_sf[j])
-            ok[j] = log_sf[j] > _CLOSED_FLOOR
-    return log_cdf, log_sf, ok
-
-
-@numba.njit(cache=True, error_model="numpy")
-def _closed_log_pdf(x, closed):
-    """log of the scaled chi2_K density at ``x`` >= 0 (n,): +inf, finite or -inf at 0 for K = 1,
-    2, >= 3."""
-    half, scale, log_gamma, log_scale = closed[0], closed[1], closed[2], closed[3]
-    out = np.empty(x.size)  # (n,)
-    for j in range(x.size):
-        z = x[j] / scale
-        if z == np.inf:
-            out[j] = -np.inf
-        else:
-            # x / 2w is subnormal or zero for the tiniest x: take its logarithm in two parts
-            log_z = math.log(z) if z > 1e-300 else math.log(x[j]) - log_scale
-            power = 0.0 if half == 1.0 else (half - 1.0) * log_z
-            out[j] = power - z - log_gamma - log_scale
-    return out
