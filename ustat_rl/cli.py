@@ -15,6 +15,7 @@ from ._commands import print_table as _print_table  # noqa: F401 - the verdict t
 from ._commands import report as _report
 from ._commands import verify
 from ._paths import check_output
+from ._script_args import seed_type as _seed
 
 EPILOG = """examples:
   ustat-rl verify --quick                 all claims, small Monte Carlo sizes (under a minute)
@@ -101,16 +102,6 @@ def _parse_args(argv):
     proofs = sub.add_parser("proofs", help="run the symbolic derivations (proofs_check)")
     proofs.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for proofs_check")
     return parser.parse_args(argv)
-
-
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value}")
-    return value
 
 
 def _add_conformance_parser(sub) -> None:
