@@ -66,3 +66,23 @@ def test_quantiles_round_trip_past_the_spread():
     dist = WeightedChiSquare([1e-12, 1e12])
     for p in (1e-6, 0.3, 0.9):
         assert float(dist.cdf(dist.ppf(p))) == pytest.approx(p, rel=1e-9, abs=0.0)
+
+
+@pytest.mark.parametrize("scale", [1e300, 1e-300, 1e150])
+@pytest.mark.parametrize("method", ["auto", "inversion"])
+def test_any_scale_matches_the_reference_of_the_unit_problem(scale, method):
+    """Q / c has weights w / c, so cdf(x; c w) = cdf(x / c; w): the reference at w = (1/3, 1)."""
+    unit = (1.0 / 3.0, 1.0)
+    dist = WeightedChiSquare([scale * w for w in unit], method=method)
+    for x in (0.5, 3.0):
+        for kind, value in (("cdf", dist.cdf(x * scale)), ("sf", dist.sf(x * scale)),
+                            ("pdf", dist.pdf(x * scale) * scale)):
+            assert float(value) == pytest.approx(reference(unit, x, kind), rel=RTOL, abs=0.0), \
+                (kind, x)
+    assert float(dist.ppf(0.3)) / scale == pytest.approx(
+        float(WeightedChiSquare(list(unit)).ppf(0.3)), rel=1e-12, abs=0.0)
+
+
+def test_a_spread_beyond_the_float_range_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"`weights` must satisfy max / min <= 1e\+300"):
+        WeightedChiSquare([1e-300, 1e300])

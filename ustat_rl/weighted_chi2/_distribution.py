@@ -21,6 +21,10 @@ METHODS = ("auto", "ruben", "inversion")
 #: Largest max(w) / min(w) given to Ruben's series: 1 - min(w) / max(w) stays below 1 in float64
 #: with a margin of ten (it rounds to 1 near 9e15).
 RUBEN_MAX_SPREAD = 1e15
+#: Largest max(w) / min(w) accepted at all: w / max(w) must stay a normal float64.
+MAX_SPREAD = 1e300
+#: Weights whose largest lies outside this range are rescaled for the engines.
+_UNIT_RANGE = (1e-100, 1e100)
 
 
 def _as_float(x):
@@ -57,7 +61,10 @@ class WeightedChiSquare(stats.rv_continuous):
     method : {"auto", "ruben", "inversion"}, optional
         ``"auto"`` (default) uses the closed form for a single distinct weight, Ruben's
         positive-term series where it converges within its budget, and contour inversion
-        elsewhere (everywhere when ``max(w) / min(w) > 1e15``, ``RUBEN_MAX_SPREAD``).
+        elsewhere (everywhere when ``max(w) / min(w) > 1e15``, ``RUBEN_MAX_SPREAD``). Any
+        scale of the weights is served (past 1e+-100 the engines work in units of ``max(w)``);
+        their spread
+        ``max / min`` must not exceed 1e300 (``MAX_SPREAD``).
         ``"ruben"`` returns NaN where the series cannot certify its accuracy and raises a
         ValueError for a spread above 1e15; ``"inversion"`` always inverts numerically. The
         last two exist to cross-check engines.
@@ -130,9 +137,17 @@ class WeightedChiSquare(stats.rv_continuous):
         self._distinct = distinct  # (D,) increasing
         self._mult = mult.astype(float)  # (D,)
         self._K = float(mult.sum())
-        self._inversion = Inversion(distinct, self._mult)
         with np.errstate(over="ignore"):
-            spread = float(distinct[-1] / distinct[0])  # inf past the float range: inversion
+            spread = float(distinct[-1] / distinct[0])
+        if not spread <= MAX_SPREAD:
+            raise ValueError(f"`weights` must satisfy max / min <= {MAX_SPREAD:g} (the float64 "
+                             f"range), got {spread:.3g}")
+        # weights beyond 1e+-100 are handed to the engines as w / max(w) (and x as x / max(w)),
+        # so no scale overflows them; others as they are, keeping subnormal x exact
+        top = float(distinct[-1])
+        self._unit = 1.0 if _UNIT_RANGE[0] <= top <= _UNIT_RANGE[1] else top
+        unit = distinct / self._unit  # (D,)
+        self._inversion = Inversion(unit, self._mult)
         if method == "ruben" and not spread <= RUBEN_MAX_SPREAD:
             raise ValueError(f"`method`='ruben' needs max(weights) / min(weights) <= "
                              f"{RUBEN_MAX_SPREAD:g}, got {spread:.3g}; method='auto' or "
@@ -140,10 +155,10 @@ class WeightedChiSquare(stats.rv_continuous):
         # beyond the spread Ruben's mixing law leaves the float range (gamma_d rounds to 1)
         # and its series could not close a window anyway: auto then inverts everywhere
         self._engine = "inversion" if distinct.size > 1 and spread > RUBEN_MAX_SPREAD else method
-        self._ruben = (RubenSeries(distinct, self._mult)
+        self._ruben = (RubenSeries(unit, self._mult)
                        if distinct.size > 1 and self._engine != "inversion" else None)
-        self._small = small_x_params(distinct, self._mult)  # x -> 0 expansion (_small_x)
-        half, w = 0.5 * self._K, float(distinct[0])
+        self._small = small_x_params(unit, self._mult)  # x -> 0 expansion (_small_x)
+        half, w = 0.5 * self._K, float(unit[0])
         self._closed = np.array([half, 2.0 * w, float(gammaln(half)), math.log(2.0 * w),
                                  self._inversion.mean])  # one distinct weight: Q / w ~ chi2_K
 
@@ -158,7 +173,7 @@ class WeightedChiSquare(stats.rv_continuous):
     def _log_cdf_sf(self, x):
         """(log cdf, log sf) at x >= 0 (any shape; 0 and inf allowed)."""
         x = np.asarray(x, dtype=float)
-        flat = x.reshape(-1)  # (n,)
+        flat = x.reshape(-1) / self._unit  # (n,) in units of max(w)
         if self._engine == "inversion":
             log_cdf, log_sf = self._inversion.log_cdf_sf(flat, self._small)
             return log_cdf.reshape(x.shape), log_sf.reshape(x.shape)
@@ -179,16 +194,17 @@ class WeightedChiSquare(stats.rv_continuous):
     def _log_density(self, x):
         """log pdf at x >= 0 (any shape; 0 and inf allowed)."""
         x = np.asarray(x, dtype=float)
-        flat = x.reshape(-1)  # (n,)
+        flat = x.reshape(-1) / self._unit  # (n,) in units of max(w); the density scales back
         if self._engine == "inversion":
-            return self._inversion.log_pdf(flat, self._small).reshape(x.shape)
-        if self._ruben is None:
-            return _closed_log_pdf(flat, self._closed).reshape(x.shape)
-        out, ok = self._ruben.log_pdf(flat, self._small)
-        if self.method != "ruben" and not ok.all():
-            sel = np.flatnonzero(~ok)
-            out[sel] = self._inversion.log_pdf(flat[sel], self._small)
-        return out.reshape(x.shape)
+            out = self._inversion.log_pdf(flat, self._small)
+        elif self._ruben is None:
+            out = _closed_log_pdf(flat, self._closed)
+        else:
+            out, ok = self._ruben.log_pdf(flat, self._small)
+            if self.method != "ruben" and not ok.all():
+                sel = np.flatnonzero(~ok)
+                out[sel] = self._inversion.log_pdf(flat[sel], self._small)
+        return (out - math.log(self._unit)).reshape(x.shape)
 
     def _scalar_log_cdf_sf(self, x: float):
         """(log cdf, log sf) at a float, with rv_continuous's values outside (0, inf)."""
@@ -324,7 +340,7 @@ class WeightedChiSquare(stats.rv_continuous):
 
     def _newton(self, target, upper: bool):
         log_target = np.log(target)
-        start = self._inversion.approx_ppf(target, upper)
+        start = self._inversion.approx_ppf(target, upper) * self._unit
         # lower side: solve log F(e^z) = log p in z = log x; upper side: log S(x) = log q in x
         z = start if upper else np.log(start)
         lo = np.full(z.shape, 0.0 if upper else -np.inf)
