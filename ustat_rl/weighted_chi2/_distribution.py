@@ -63,8 +63,7 @@ class WeightedChiSquare(stats.rv_continuous):
         positive-term series where it converges within its budget, and contour inversion
         elsewhere (everywhere when ``max(w) / min(w) > 1e15``, ``RUBEN_MAX_SPREAD``). Any
         scale of the weights is served (past 1e+-100 the engines work in units of ``max(w)``);
-        their spread
-        ``max / min`` must not exceed 1e300 (``MAX_SPREAD``).
+        their spread ``max / min`` must not exceed 1e300 (``MAX_SPREAD``).
         ``"ruben"`` returns NaN where the series cannot certify its accuracy and raises a
         ValueError for a spread above 1e15; ``"inversion"`` always inverts numerically. The
         last two exist to cross-check engines.
