@@ -12,7 +12,9 @@ computed at build time, the API reference and the notebooks) are written under
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+from importlib import metadata
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
@@ -62,3 +64,30 @@ html_theme = "furo"
 html_title = f"ustat-rl {release}"
 html_static_path: list[str] = []
 html_show_sourcelink = False
+
+# MathJax is served from the built site, not a CDN, so formulas render offline. The file comes
+# from the sphinx-mathjax-offline package (MathJax 3.2.2, in the docs extra); its SVG "full"
+# build carries its fonts and every TeX extension in one file, so nothing else is fetched.
+_MATHJAX = "tex-svg-full.js"
+try:
+    _MATHJAX_SOURCE = Path(metadata.distribution("sphinx-mathjax-offline").locate_file(
+        f"sphinx-mathjax-offline/static/mathjax/{_MATHJAX}"))
+except metadata.PackageNotFoundError:
+    _MATHJAX_SOURCE = None
+if _MATHJAX_SOURCE is None or not _MATHJAX_SOURCE.is_file():
+    raise RuntimeError("the docs serve MathJax locally and need the package sphinx-mathjax-offline: "
+                       "pip install -c constraints.txt -e '.[docs]'")
+mathjax_path = f"mathjax/{_MATHJAX}"
+
+
+def _copy_mathjax(app, exc) -> None:
+    if exc is None and app.builder.format == "html":
+        target = Path(app.outdir) / "_static" / "mathjax"
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(_MATHJAX_SOURCE, target / _MATHJAX)
+
+
+def setup(app):
+    """Copy the local MathJax into the built site once the pages are written."""
+    app.connect("build-finished", _copy_mathjax)
+    return {"parallel_read_safe": True}

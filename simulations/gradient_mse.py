@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
+from ustat_rl._script_args import check_script_args, seed_type
 from ustat_rl.examples import POLICY_STRENGTHS, arithmetic_bandit, one_answer_bandit
 from ustat_rl.montecarlo import prompt_averaged_squared_errors
 from ustat_rl.plotting import plot_mse_grid, save_figure
@@ -206,7 +207,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help=f"tiny run: {QUICK_REPS} replicates per prompt (a few seconds)")
     parser.add_argument("--reps", type=int, default=None,
                         help=f"Monte Carlo replicates per prompt (default {FULL_REPS})")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="root seed")
+    parser.add_argument("--seed", type=seed_type, default=DEFAULT_SEED,
+                        help="root seed, an integer >= 0")
     parser.add_argument("--out", type=Path, default=None,
                         help="output folder for the CSVs and figures (default results/"
                              "gradient_mse, with --quick results/quick/gradient_mse)")
@@ -225,6 +227,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error(f"--n-jobs must be an integer >= 1, got {args.n_jobs}")
     args.executor = executor_from_args(args, parser)
     args.out = default_output(args.out, args.quick, "gradient_mse")
+    check_script_args(parser, args)
     return args
 
 

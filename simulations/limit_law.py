@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ustat_rl._script_args import check_script_args, seed_type
 from ustat_rl.examples import realisable_kl_bandit
 from ustat_rl.plotting_training import (
     new_figure,
@@ -152,7 +153,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="200 runs, n up to 300 (seconds)")
     parser.add_argument("--runs", type=int, default=None, help="number of independent runs")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="root seed")
+    parser.add_argument("--seed", type=seed_type, default=DEFAULT_SEED,
+                        help="root seed, an integer >= 0")
     parser.add_argument("--chunk", type=int, default=CHUNK, help="runs per resumable chunk")
     parser.add_argument("--out", type=Path, default=None,
                         help="output folder (default results/limit_law, with --quick "
@@ -168,6 +170,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error(f"--chunk must be an integer >= 1, got {args.chunk}")
     args.executor = executor_from_args(args, parser)
     args.out = default_output(args.out, args.quick, "limit_law")
+    check_script_args(parser, args)
     return args
 
 

@@ -16,6 +16,10 @@ Weights are saved in float32 (about 0.4 MB each) under ``ustat_rl/data/transform
 together with their exact expected test accuracy. Run (about 2 minutes on one CPU core)::
 
     python simulations/make_transformer_policies.py
+    python simulations/make_transformer_policies.py --quick   # 10/20/30 steps, seconds
+
+``--quick`` is a smoke test of the pipeline: its snapshots go to
+``results/quick/make_transformer_policies`` and never replace the committed policies.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from pathlib import Path
 
 import torch
 
+from ustat_rl._script_args import check_script_args, seed_type
 from ustat_rl.policies.transformer import (
     ArithmeticTask,
     expected_accuracy,
@@ -37,16 +42,27 @@ from ustat_rl.policies.transformer import (
 )
 
 STAGES = (("weak", 400), ("medium", 1200), ("strong", 3000))
+QUICK_STAGES = (("weak", 10), ("medium", 20), ("strong", 30))
 OUT = Path(__file__).resolve().parents[1] / "ustat_rl" / "data" / "transformer_policies"
+QUICK_OUT = Path("results", "quick", "make_transformer_policies")
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seed", type=int, default=0, help="model initialisation and minibatch seed")
-    parser.add_argument("--split-seed", type=int, default=0, help="seed of the train/test split")
-    parser.add_argument("--out", type=Path, default=OUT, help="directory for the .pt files")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{'/'.join(str(s) for _, s in QUICK_STAGES)} warm-up steps into "
+                             f"{QUICK_OUT} (seconds; a smoke test)")
+    parser.add_argument("--seed", type=seed_type, default=0,
+                        help="model initialisation and minibatch seed (an integer >= 0)")
+    parser.add_argument("--split-seed", type=seed_type, default=0,
+                        help="seed of the train/test split (an integer >= 0)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"directory for the .pt files (default the package's {OUT.name}; "
+                             f"with --quick {QUICK_OUT})")
     parser.add_argument("--device", default=None, help="torch device (default: CUDA if available)")
     args = parser.parse_args(argv)
+    args.out = args.out or (QUICK_OUT if args.quick else OUT)
+    check_script_args(parser, args)
     args.out.mkdir(parents=True, exist_ok=True)
     device = resolve_device(args.device)
     task = ArithmeticTask()
@@ -54,7 +70,7 @@ def main(argv=None) -> None:
     policy = new_policy(task, args.seed, device=device)
     gen = torch.Generator(device="cpu").manual_seed(args.seed)
     done, start = 0, time.perf_counter()
-    for name, steps in STAGES:
+    for name, steps in QUICK_STAGES if args.quick else STAGES:
         losses = supervised_warmup(policy, splits.train, steps - done, gen)
         done = steps
         acc = expected_accuracy(policy, splits.test)

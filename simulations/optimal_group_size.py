@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ustat_rl._script_args import check_script_args, seed_type
 from ustat_rl.examples import conflicting_prompts_bandit
 from ustat_rl.group_size import (
     bootstrap_argmin,
@@ -198,7 +199,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="one budget, 3 sizes, 30 runs")
     parser.add_argument("--runs", type=int, default=None, help="runs per cell")
     parser.add_argument("--budgets", type=int, nargs="+", default=None, help="budgets N = BG")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="root seed")
+    parser.add_argument("--seed", type=seed_type, default=DEFAULT_SEED,
+                        help="root seed, an integer >= 0")
     parser.add_argument("--out", type=Path, default=None,
                         help="output folder (default results/optimal_group_size, with --quick "
                              "results/quick/optimal_group_size)")
@@ -220,6 +222,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                          "to compare; choose budgets with at least one such divisor, e.g. 64")
     args.executor = executor_from_args(args, parser)
     args.out = default_output(args.out, args.quick, "optimal_group_size")
+    check_script_args(parser, args)
     return args
 
 

@@ -16,6 +16,9 @@ per-answer scores per prompt (111 per-sample gradients, a few seconds on one CPU
 ``O(111 d)`` per (G, reduction). Run::
 
     python simulations/transformer_aggregation_bias.py --prompts 5
+    python simulations/transformer_aggregation_bias.py --quick   # one policy, one prompt, seconds
+
+Full runs write to ``results``, quick runs to ``results/quick/transformer_aggregation_bias``.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ustat_rl._script_args import check_script_args, positive_int
 from ustat_rl.aggregation import AGGREGATIONS, exact_aggregation_mean
 from ustat_rl.policies.transformer import (
     POLICY_NAMES,
@@ -69,13 +73,21 @@ def simulate_prompt(table, question_text: str, policy_name: str) -> list[dict]:
 
 def main(argv=None) -> pd.DataFrame:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--policies", nargs="+", default=list(POLICY_NAMES),
-                        choices=POLICY_NAMES)
-    parser.add_argument("--prompts", type=int, default=5, help="moderate prompts per policy")
-    parser.add_argument("--out", type=Path, default=Path("results"), help="output directory")
+    parser.add_argument("--quick", action="store_true",
+                        help="the weak policy and one prompt (seconds; a smoke test)")
+    parser.add_argument("--policies", nargs="+", default=None, choices=POLICY_NAMES,
+                        help="default: all (with --quick: weak)")
+    parser.add_argument("--prompts", type=positive_int, default=None,
+                        help="moderate prompts per policy (default 5, with --quick 1)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="output directory (default results, with --quick "
+                             "results/quick/transformer_aggregation_bias)")
     args = parser.parse_args(argv)
-    if args.prompts < 1:
-        parser.error("--prompts must be >= 1")
+    args.policies = args.policies or (["weak"] if args.quick else list(POLICY_NAMES))
+    args.prompts = args.prompts or (1 if args.quick else 5)
+    args.out = args.out or (Path("results", "quick", "transformer_aggregation_bias") if args.quick
+                            else Path("results"))
+    check_script_args(parser, args)
     start = time.perf_counter()
     test = list(make_splits(ArithmeticTask(), seed=0).test)
     rows = []

@@ -43,6 +43,7 @@ import pandas as pd
 from scipy.stats import norm
 
 from ustat_rl import theory
+from ustat_rl._script_args import check_script_args, seed_type
 from ustat_rl.plotting import plot_mse_grid, save_figure
 from ustat_rl.policies.transformer import (
     POLICY_NAMES,
@@ -144,7 +145,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny sizes for smoke tests (~20 s)")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="root seed")
+    parser.add_argument("--seed", type=seed_type, default=DEFAULT_SEED,
+                        help="root seed, an integer >= 0")
     parser.add_argument("--out", type=Path, default=None,
                         help="output directory (default results, with --quick "
                              "results/quick/transformer_gradient_mse)")
@@ -156,6 +158,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.executor = executor_from_args(args, parser)
     args.out = default_output(args.out, args.quick, "transformer_gradient_mse", full="results")
+    check_script_args(parser, args)
     return args
 
 

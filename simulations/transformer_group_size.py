@@ -39,6 +39,7 @@ import pandas as pd
 import torch
 from scipy.stats import t as student_t
 
+from ustat_rl._script_args import check_script_args, positive_int, seed_type
 from ustat_rl.plotting import new_figure, save_figure, set_group_size_ticks
 from ustat_rl.policies.transformer import (
     ArithmeticTask,
@@ -144,22 +145,44 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny sweep for smoke tests")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="root seed")
+    parser.add_argument("--seed", type=seed_type, default=DEFAULT_SEED,
+                        help="root seed, an integer >= 0")
     parser.add_argument("--out", type=Path, default=None,
                         help="output directory (default results, with --quick "
                              "results/quick/transformer_group_size)")
     parser.add_argument("--device", default=None, help="torch device (default: CUDA if available)")
-    parser.add_argument("--budgets", type=int, nargs="+", default=None, help="override N values")
-    parser.add_argument("--groups", type=int, nargs="+", default=None, help="override G values")
-    parser.add_argument("--seeds", type=int, default=None, help="override the number of seeds")
-    parser.add_argument("--iters", type=int, nargs="+", default=None,
-                        help="override the iteration counts evaluated")
-    parser.add_argument("--lr", type=float, default=None, help="override the learning rate")
+    parser.add_argument("--budgets", type=positive_int, nargs="+", default=None,
+                        help="override N values (each needs a G of --groups dividing it)")
+    parser.add_argument("--groups", type=positive_int, nargs="+", default=None,
+                        help="override G values (each >= 2)")
+    parser.add_argument("--seeds", type=positive_int, default=None,
+                        help="override the number of seeds (>= 1)")
+    parser.add_argument("--iters", type=positive_int, nargs="+", default=None,
+                        help="override the iteration counts evaluated (each >= 1)")
+    parser.add_argument("--lr", type=float, default=None,
+                        help="override the learning rate (> 0)")
     add_executor_arguments(parser)
     args = parser.parse_args(argv)
     args.executor = executor_from_args(args, parser)
     args.out = default_output(args.out, args.quick, "transformer_group_size", full="results")
+    _check_grid(parser, args)
+    check_script_args(parser, args)
     return args
+
+
+def _check_grid(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Every budget has a group size dividing it, every G >= 2 and the rate positive."""
+    cfg = CONFIGS["quick" if args.quick else "full"]
+    groups = args.groups or cfg["groups"]
+    if min(groups) < 2:
+        parser.error("--groups: every group size must be >= 2 for the leave-one-out baseline, "
+                     f"got {min(groups)}")
+    for budget in args.budgets or cfg["budgets"]:
+        if not any(budget % g == 0 for g in groups):
+            parser.error(f"--budgets/--groups: no group size of {list(groups)} divides "
+                         f"N = {budget} (G must divide N = B G), so that budget has no cell")
+    if args.lr is not None and not (args.lr > 0 and np.isfinite(args.lr)):
+        parser.error(f"--lr must be a finite number > 0, got {args.lr}")
 
 
 def main(argv=None) -> dict:
@@ -169,8 +192,6 @@ def main(argv=None) -> dict:
     for key in ("budgets", "groups", "seeds", "iters", "lr"):
         if getattr(args, key) is not None:
             cfg[key] = getattr(args, key)
-    if min(cfg["groups"]) < 2:
-        raise SystemExit("--groups: every group size must be >= 2 for the leave-one-out baseline")
     device = resolve_device(args.device)
     args.out.mkdir(parents=True, exist_ok=True)
     csv_path = args.out / CSV_NAME

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -111,3 +112,19 @@ def test_pages_of_the_site_exist(built):
     notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("0*_*.ipynb"))
     rendered = sorted(p.stem for p in (built / "_generated" / "notebooks").glob("*.html"))
     assert rendered == notebooks
+
+
+_REMOTE = re.compile(r'<(?:script|link)\b[^>]*\b(?:src|href)="(?:https?:)?//', re.IGNORECASE)
+
+
+def test_formulas_render_offline_from_a_local_mathjax(built):
+    """Every page that typesets maths loads MathJax from the built site, the file is there, and
+    no page loads a script or style sheet from the network. Negative control: the check flags
+    the CDN tag that sphinx.ext.mathjax writes by default."""
+    assert _REMOTE.search('<script defer="defer" '
+                          'src="https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-mml-chtml.js">')
+    pages = {p: p.read_text(encoding="utf-8") for p in built.rglob("*.html")}
+    assert not [p for p, text in pages.items() if _REMOTE.search(text)]
+    assert (built / "_static" / "mathjax" / "tex-svg-full.js").stat().st_size > 1_000_000
+    maths = [p for p, text in pages.items() if 'class="math' in text]
+    assert maths and all("_static/mathjax/tex-svg-full.js" in pages[p] for p in maths)

@@ -188,3 +188,64 @@ def test_killing_the_driver_loses_only_cells_in_flight(tmp_path):
     resumed = sweep(out, "--workers", "2")
     assert resumed.wait(TIMEOUT_S) == 0, resumed.stderr.read().decode()
     assert path.read_bytes() == ref_csv  # no cell lost or duplicated, same numbers, same order
+
+
+# ------------------------------------------------------------------------------ orphaned workers
+def _children(pid: int) -> list[int]:
+    """Process ids whose parent is ``pid`` (Linux /proc)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for init to reap it counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+ORPHAN_WAIT_S = 10.0  # the watchdog looks every 0.5 s; Linux's parent-death signal is immediate
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_killing_the_driver_leaves_no_worker_behind(tmp_path):
+    """SIGKILL to the driver alone (not its group): its pool workers and the resource tracker
+    must exit within ORPHAN_WAIT_S. Negative control: while the driver lives, they are there."""
+    out = tmp_path / "orphans"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    driver = subprocess.Popen([sys.executable, *SWEEP, "--runs", "20000", "--out", str(out),
+                               "--workers", "2"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        children: list[int] = []
+        while time.monotonic() < deadline and driver.poll() is None:
+            children = _children(driver.pid)
+            if len(children) >= 3:  # two workers and the resource tracker
+                break
+            time.sleep(0.05)
+        assert len(children) >= 3, f"the pool never started: children {children}"
+        time.sleep(0.5)  # the workers are past their initializer and into a cell
+        assert all(_alive(pid) for pid in children)
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait()
+        deadline = time.monotonic() + ORPHAN_WAIT_S
+        while time.monotonic() < deadline and any(_alive(pid) for pid in children):
+            time.sleep(0.1)
+        left = [pid for pid in children if _alive(pid)]
+        assert not left, f"processes still alive {ORPHAN_WAIT_S} s after the driver died: {left}"
+    finally:
+        try:
+            os.killpg(driver.pid, signal.SIGKILL)  # whatever is left of the group
+        except ProcessLookupError:
+            pass

@@ -9,18 +9,52 @@ importable modules (the library, or anything on the workers' path) travel by ref
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
 import importlib
 import importlib.util
 import io
+import os
 import pickle
+import signal
 import sys
+import threading
+import time
 import types
 from dataclasses import dataclass
 from pathlib import Path
 
 _SCRIPTS: dict[str, types.ModuleType] = {}  # source digest -> module, per worker process
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+#: Seconds between two looks of a worker's watchdog thread at its parent process id.
+WATCH_INTERVAL = 0.5
+
+
+def _watchdog(parent_pid: int, interval: float) -> None:
+    while True:
+        time.sleep(interval)
+        if os.getppid() != parent_pid:
+            os._exit(1)  # the driver is gone (we were re-parented): nobody wants our results
+
+
+def watch_parent(parent_pid: int, interval: float = WATCH_INTERVAL) -> None:
+    """End this worker process when the driver ``parent_pid`` dies (a pool initializer).
+
+    On Linux the kernel delivers SIGTERM at the driver's death, even while the worker runs
+    compiled code that holds the GIL; a daemon thread polling ``os.getppid()`` every
+    ``interval`` seconds covers other systems. A driver that died before this ran is caught by
+    the first look.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM))
+        except (OSError, AttributeError):
+            pass  # no prctl: the thread below still watches
+    if os.getppid() != parent_pid:
+        os._exit(1)
+    threading.Thread(target=_watchdog, args=(parent_pid, interval), daemon=True,
+                     name="ustat-rl-parent-watch").start()
 
 
 @dataclass(frozen=True)

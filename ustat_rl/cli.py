@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import os
 import sys
-import time
 from pathlib import Path
 
 from . import __version__, allocate_cli
+from ._commands import compare as _compare
+from ._commands import list_claims as _list
+from ._commands import print_table as _print_table  # noqa: F401 - the verdict table, for tests
+from ._commands import report as _report
+from ._commands import verify
+from ._paths import check_output
+from ._script_args import seed_type as _seed
 
 EPILOG = """examples:
   ustat-rl verify --quick                 all claims, small Monte Carlo sizes (under a minute)
-  ustat-rl verify --errata                the paper's slips, with evidence computed in this run
+  ustat-rl verify --errata                the paper's slips, evidence computed now (no claims run)
   ustat-rl verify --full --json out.json  all claims, large sizes (tens of minutes on a CPU)
   ustat-rl verify --only C5,C6 --seed 7   two claims with another seed
   ustat-rl list                           the registered claims
@@ -46,14 +50,17 @@ def _parse_args(argv):
     size = verify.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="small Monte Carlo sizes (default)")
     size.add_argument("--full", action="store_true", help="large Monte Carlo sizes")
-    verify.add_argument("--only", default=None, help="comma-separated claim IDs, e.g. C5,C6")
+    verify.add_argument("--only", default=None,
+                        help="comma-separated claim IDs, e.g. C5,C6 (blanks and case ignored)")
     verify.add_argument("--seed", type=_seed, default=20260301,
                         help="root seed, an integer >= 0 (default 20260301)")
     verify.add_argument("--json", type=Path, default=None, help="write results as JSON to PATH")
     verify.add_argument("--n-jobs", type=int, default=1, help="Monte Carlo worker threads")
     verify.add_argument("--details", action="store_true", help="print every sub-check")
     verify.add_argument("--errata", action="store_true",
-                        help="print the errata report (paper slips with computed evidence)")
+                        help="print the errata report (paper slips with evidence computed now, "
+                             "about 15 s); alone it runs no claims, with --only it runs those "
+                             "claims first")
 
     listing = sub.add_parser("list", help="list the registered claims")
     listing.add_argument("--markdown", action="store_true",
@@ -98,193 +105,6 @@ def _parse_args(argv):
     return parser.parse_args(argv)
 
 
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value}")
-    return value
-
-
-def _writable_path(path: Path) -> str | None:
-    """Why ``path`` cannot be written (``None`` if it can), checked before any long work."""
-    if path.is_dir():
-        return f"{path} is a directory"
-    parent = path.parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        return f"cannot create {parent}: {exc.strerror or exc}"
-    if not os.access(parent, os.W_OK):
-        return f"{parent} is not writable"
-    return None
-
-
-def _fmt(value: float) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{value:.4g}"
-
-
-def _print_table(results, details: bool, stream) -> None:
-    """The verdict table: one row per claim, then what its headline compares (in words).
-
-    A condition headline (an ordering, a bound, a spread that must vanish) shows ``holds`` or
-    ``fails`` rather than the ``1`` that encodes it; ``details`` lists every sub-check, the
-    headline marked ``*``.
-    """
-    from .claims.display import row_cells
-
-    header = f"{'claim':<10} {'verdict':<8} {'predicted':>11} {'measured':>11} {'interval':>25} " \
-             f"{'evidence':<30} {'s':>6}"
-    print(header, file=stream)
-    print("-" * len(header), file=stream)
-    for r in results:
-        cells = row_cells(r.to_dict())
-        print(f"{r.claim_id:<10} {r.verdict:<8} {cells.predicted:>11} {cells.measured:>11} "
-              f"{cells.interval:>25} {','.join(r.evidence):<30} {r.seconds:6.1f}", file=stream)
-        if not details:
-            print(f"    compared: {cells.compared}", file=stream)
-        shown = r.checks if details else [c for c in r.checks
-                                          if not c.passed or c.refutes]
-        for c in shown:
-            if c.refutes:
-                flag = "REFUTES" if c.passed else "FAIL"
-            else:
-                flag = "ok " if c.passed else ("FAIL" if c.required else "DIFF")
-            if details and c.name == r.headline:
-                flag = "*" + flag
-            print(f"    {flag} {c.name}: predicted {_fmt(c.predicted)}, measured "
-                  f"{_fmt(c.measured)} [{_fmt(c.ci_low)}, {_fmt(c.ci_high)}]  {c.note}",
-                  file=stream)
-        if r.error:
-            print("    " + r.error.strip().replace("\n", "\n    "), file=stream)
-
-
-def _verify(args) -> int:
-    from .claims import VerifyContext, registry, run_claim
-
-    claims = registry()
-    wanted = [] if args.only is None else [c.strip() for c in args.only.split(",") if c.strip()]
-    if args.only is not None and not wanted:
-        print(f"ustat-rl: --only needs at least one claim ID, got {args.only!r}", file=sys.stderr)
-        return 2
-    unknown = [c for c in wanted if c not in claims]
-    if unknown:
-        print(f"ustat-rl: unknown claim ID(s) {', '.join(unknown)}; known: "
-              f"{', '.join(claims)}", file=sys.stderr)
-        return 2
-    if args.n_jobs < 1:
-        print("ustat-rl: --n-jobs must be >= 1", file=sys.stderr)
-        return 2
-    if args.json is not None and (why := _writable_path(args.json)) is not None:
-        print(f"ustat-rl: --json: {why}", file=sys.stderr)
-        return 2
-    selected = [claims[c] for c in (wanted or claims)]
-    ctx = VerifyContext(seed=args.seed, quick=not args.full, n_jobs=args.n_jobs)
-    mode = "quick" if ctx.quick else "full"
-    print(f"ustat-rl verify ({mode}, seed {ctx.seed}): {len(selected)} claims", flush=True)
-    start = time.perf_counter()
-    results = []
-    for claim in selected:
-        print(f"  {claim.claim_id}: {claim.statement[:90]}...", file=sys.stderr, flush=True)
-        results.append(run_claim(claim, ctx))
-    total = time.perf_counter() - start
-    print()
-    _print_table(results, args.details, sys.stdout)
-    verdicts = ("pass", "refuted", "differs", "fail", "error")
-    counts = {v: sum(r.verdict == v for r in results) for v in verdicts}
-    print(f"\nsummary: {counts['pass']} pass, {counts['refuted']} refuted, {counts['differs']} "
-          f"differs, {counts['fail']} fail, {counts['error']} error, in {total:.1f} s")
-    if args.json is not None:
-        from .report import environment
-
-        payload = {"mode": mode, "seed": ctx.seed, "n_jobs": ctx.n_jobs,
-                   "version": __version__, "summary": counts,
-                   "results": [r.to_dict() for r in results],
-                   "seconds": total, "environment": environment()}
-        _write_atomic(args.json, json.dumps(payload, indent=2, allow_nan=False).encode())
-        print(f"wrote {args.json}")
-    if args.errata:
-        print(_errata())
-    return 0 if counts["fail"] == 0 and counts["error"] == 0 else 1
-
-
-def _errata() -> str:
-    try:
-        from proofs_check import errata_report
-    except ImportError:
-        return "errata report unavailable: proofs_check is not installed"
-    return errata_report()
-
-
-def _compare(args) -> int:
-    from .claims.compare import compare_runs, load_run
-
-    try:
-        result = compare_runs(load_run(args.before), load_run(args.after), args.rtol)
-    except ValueError as exc:
-        print(f"ustat-rl compare: error: {exc}", file=sys.stderr)
-        return 2
-    for line in result.mismatches:
-        print(f"MISMATCH {line}")
-    for line in result.notes:
-        print(f"moved    {line}")
-    print(f"{result.n_values} predictions compared at rtol {args.rtol:g}: "
-          f"{len(result.mismatches)} mismatches; {len(result.notes)} measurements moved "
-          f"with their outcome unchanged")
-    return 0 if result.ok else 1
-
-
-def _report(args) -> int:
-    """``ustat-rl report``: output path and inputs checked before the errata are computed."""
-    from .report import load_verify_json, write_report
-
-    if (why := _writable_path(args.out)) is not None:
-        print(f"ustat-rl report: --out: {why}", file=sys.stderr)
-        return 2
-    if args.results is not None and not args.results.is_dir():
-        print(f"ustat-rl report: --results: {args.results} is not a folder", file=sys.stderr)
-        return 2
-    try:
-        load_verify_json(args.verify_json)
-        summary = write_report(args.out, args.verify_json, args.results)
-    except ValueError as exc:
-        print(f"ustat-rl report: error: {exc}", file=sys.stderr)
-        return 2
-    skipped = f", {summary.n_skipped} left out for size" if summary.n_skipped else ""
-    print(f"wrote {summary.path} ({summary.n_bytes / 1e6:.2f} MB, {summary.n_figures} "
-          f"figures{skipped}) in {summary.seconds:.1f} s")
-    return 0
-
-
-def _list(args) -> int:
-    """``ustat-rl list``: plain text, or with ``--markdown`` the table of docs/claims.md."""
-    from .claims import registry
-
-    claims = registry()
-    if args.markdown:
-        from .claims.markdown import THEORY_NOTES, claims_table
-
-        if not THEORY_NOTES.is_file():
-            print(f"ustat-rl: --markdown needs the theory notes of a source checkout; "
-                  f"{THEORY_NOTES} not found", file=sys.stderr)
-            return 2
-        text = claims_table(claims, THEORY_NOTES.read_text(encoding="utf-8"))
-    else:
-        text = "".join(f"{c.claim_id:<10} [{c.source}] {c.statement}\n{'':<10} method: {c.method}\n"
-                       for c in claims.values())
-    if args.out is None:
-        sys.stdout.write(text)
-    else:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text, encoding="utf-8")
-        print(f"wrote {args.out}")
-    return 0
-
-
 def _add_conformance_parser(sub) -> None:
     from .conventions import CONVENTION_NAMES
 
@@ -325,6 +145,7 @@ def _gstar(args) -> int:
                 raise ValueError(f"`{name}` must end in one of {suffixes}, got {str(path)!r}")
             if path is not None and not path.parent.is_dir():
                 raise ValueError(f"`{name}`: folder {str(path.parent)!r} does not exist")
+            check_output(path, f"`{name}`")
         check_report_budget(args.budget, "--budget")
         if not 0.0 < args.level < 1.0:
             raise ValueError(f"`--level` must lie strictly between 0 and 1, got {args.level}")
@@ -370,6 +191,18 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 def main(argv=None) -> int:
     args = _parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        return _dispatch(args)
+    except ModuleNotFoundError as exc:  # an optional dependency: one line naming its extra
+        from ._commands import missing_dependency
+
+        if (line := missing_dependency(exc)) is None:
+            raise
+        print(f"ustat-rl {args.command}: error: {line}", file=sys.stderr)
+        return 2
+
+
+def _dispatch(args) -> int:
     if args.command == "list":
         return _list(args)
     if args.command == "compare":
@@ -384,7 +217,7 @@ def main(argv=None) -> int:
         import proofs_check
 
         return int(proofs_check.main(args.rest))
-    return args.run(args) if args.command == "allocate" else _verify(args)
+    return args.run(args) if args.command == "allocate" else verify(args, __version__)
 
 
 if __name__ == "__main__":

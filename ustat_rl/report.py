@@ -15,7 +15,6 @@ write with :func:`ustat_rl.run_records.write_run_record`. A figure without them 
 from __future__ import annotations
 
 import base64
-import csv
 import json
 import os
 import platform
@@ -26,14 +25,26 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
+from ._paths import write_atomic
 from ._report_html import CSS as _CSS
-from ._report_html import PNG_SIGNATURE, markdown_to_html, png_text_chunks
+from ._report_html import (
+    PNG_SIGNATURE,
+    csv_table_html,
+    environment_html,
+    markdown_to_html,
+    png_text_chunks,
+    verdict_section,
+)
 from ._report_html import escape as _e
-from .claims.display import format_number, row_cells
+from .claims.display import format_number
 from .run_records import RUN_RECORD_SUFFIX
 
-__all__ = ["MAX_REPORT_BYTES", "PNG_SIGNATURE", "ReportSummary", "environment", "load_verify_json",
-           "markdown_to_html", "png_text_chunks", "render_report", "write_report"]
+__all__ = ["MAX_REPORT_BYTES", "PNG_SIGNATURE", "VERDICTS", "ReportSummary", "environment",
+           "load_verify_json", "markdown_to_html", "png_text_chunks", "render_report",
+           "write_report"]
+
+#: The verdicts a claim can have (``ustat_rl.claims.run_claim``), in the summary's order.
+VERDICTS = ("pass", "refuted", "differs", "fail", "error")
 
 #: Size limit of a report. Figures that would push the file past it are listed, not embedded.
 MAX_REPORT_BYTES = 10 * 1024 * 1024
@@ -59,6 +70,9 @@ class ReportSummary:
         Figures listed but not embedded (they would have exceeded ``MAX_REPORT_BYTES``).
     seconds : float
         Time taken, most of it the errata's evidence.
+    dropped : tuple of str
+        Files under the results folder left out because they could not be read (a PNG that is
+        not one, a run record that is not JSON), each with the reason; the report lists them.
     """
 
     path: Path
@@ -66,6 +80,7 @@ class ReportSummary:
     n_figures: int
     n_skipped: int
     seconds: float
+    dropped: tuple[str, ...] = ()
 
 
 def environment() -> dict:
@@ -95,7 +110,7 @@ def load_verify_json(path) -> dict:
     ValueError
         Naming the path and the problem when the file is missing, unreadable, not JSON, or not
         a verify run (a JSON object whose ``results`` is a list of claim results, each with a
-        ``claim_id`` and a ``verdict``).
+        ``claim_id`` and one of the ``VERDICTS``).
     """
     path = Path(path)
     if not path.is_file():
@@ -113,6 +128,9 @@ def load_verify_json(path) -> dict:
         if not (isinstance(result, dict) and "claim_id" in result and "verdict" in result):
             raise ValueError(f"{path}: results[{i}] is not a claim result "
                              "(needs 'claim_id' and 'verdict')")
+        if result["verdict"] not in VERDICTS:
+            raise ValueError(f"{path}: results[{i}] ({result['claim_id']}) has verdict "
+                             f"{result['verdict']!r}; a verdict is one of {', '.join(VERDICTS)}")
     return payload
 
 
@@ -125,15 +143,19 @@ class _Figure:
     run: dict | None
 
 
-def _run_records(results: Path) -> list[tuple[Path, dict]]:
+def _run_records(results: Path, dropped: list) -> list[tuple[Path, dict]]:
     records = []
     for path in sorted(results.rglob(f"*{RUN_RECORD_SUFFIX}")):
+        name = path.relative_to(results).as_posix()
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+            dropped.append(f"{name}: run record not readable ({exc})")
             continue
         if isinstance(record, dict):
             records.append((path, record))
+        else:
+            dropped.append(f"{name}: run record is not a JSON object")
     return records
 
 
@@ -145,69 +167,20 @@ def _record_of(path: Path, records) -> dict | None:
     return None
 
 
-def _figures(results: Path, records) -> list[_Figure]:
+def _figures(results: Path, records, dropped: list) -> list[_Figure]:
     figures = []
     for path in sorted(results.rglob("*.png")):
-        data = path.read_bytes()
         try:
+            data = path.read_bytes()
             caption = png_text_chunks(data).get("Title", "")
-        except ValueError:
-            continue  # not a PNG despite its name: nothing to embed
+        except (OSError, ValueError) as exc:  # unreadable, or not a PNG despite its name
+            dropped.append(f"{path.relative_to(results).as_posix()}: figure not embedded ({exc})")
+            continue
         figures.append(_Figure(path, data, caption, _record_of(path, records)))
     return figures
 
 
 # --------------------------------------------------------------------------- HTML pieces
-def _verdict_section(payload: dict) -> str:
-    results = payload["results"]
-    summary = payload.get("summary") or {}
-    counts = ", ".join(f"{_e(n)} {_e(v)}" for v, n in
-                       ((k, summary.get(k)) for k in ("pass", "refuted", "differs", "fail",
-                                                      "error")) if n is not None)
-    rows = []
-    for r in results:
-        cells = row_cells(r)
-        verdict = str(r.get("verdict", ""))
-        rows.append(
-            f"<tr><td>{_e(r['claim_id'])}</td><td class=\"{_e(verdict)}\">{_e(verdict)}</td>"
-            f"<td>{_e(cells.compared)}</td><td class=\"num\">{_e(cells.predicted)}</td>"
-            f"<td class=\"num\">{_e(cells.measured)}</td><td class=\"num\">{_e(cells.interval)}"
-            f"</td><td>{_e(', '.join(r.get('evidence') or []))}</td>"
-            f"<td class=\"num\">{float(r.get('seconds') or 0.0):.2f}</td></tr>")
-        checks = r.get("checks") or []
-        if checks or r.get("error"):
-            sub = "".join(
-                f"<tr><td>{'ok' if c.get('passed') else 'not met'}"
-                f"{' (refutes)' if c.get('refutes') else ''}"
-                f"{'' if c.get('required', True) else ' (pattern)'}</td><td>{_e(c.get('name'))}"
-                f"</td><td class=\"num\">{_e(format_number(c.get('predicted')))}</td>"
-                f"<td class=\"num\">{_e(format_number(c.get('measured')))}</td>"
-                f"<td class=\"num\">[{_e(format_number(c.get('ci_low')))}, "
-                f"{_e(format_number(c.get('ci_high')))}]</td><td>{_e(c.get('evidence'))}</td>"
-                f"<td>{_e(c.get('note'))}</td></tr>" for c in checks)
-            error = f"<pre>{_e(r['error'])}</pre>" if r.get("error") else ""
-            rows.append(
-                f"<tr><td></td><td colspan=\"7\"><details><summary>{len(checks)} sub-checks of "
-                f"{_e(r['claim_id'])}: {_e(r.get('statement', ''))}</summary>{error}"
-                "<table><tr><th>outcome</th><th>comparison</th><th>predicted</th>"
-                "<th>measured</th><th>interval</th><th>evidence</th><th>note</th></tr>"
-                f"{sub}</table></details></td></tr>")
-    return (
-        "<h2 id=\"verdicts\">Verdicts</h2>"
-        f"<p>{len(results)} claims checked in <code>{_e(payload.get('mode', '?'))}</code> mode "
-        f"with root seed <code>{_e(payload.get('seed', '?'))}</code>"
-        f"{' in ' + _e(format_number(payload.get('seconds'))) + ' s' if payload.get('seconds') is not None else ''}"
-        f" by ustat-rl {_e(payload.get('version', '?'))}: {counts}.</p>"
-        "<p>Each row shows the comparison that decides the verdict (for a pass, the first one). "
-        "A condition (an ordering, a bound, a spread that must vanish) reads <em>holds</em> or "
-        "<em>fails</em>, with the value it measured in the comparison's text. Monte Carlo "
-        "intervals are 4 standard errors wide on each side (two-sided false-failure rate "
-        "6.3e-5 per comparison).</p>"
-        "<table><tr><th>claim</th><th>verdict</th><th>compared</th><th>predicted</th>"
-        "<th>measured</th><th>interval</th><th>evidence</th><th>s</th></tr>"
-        + "\n".join(rows) + "</table>")
-
-
 def _figure_html(number: int, figure: _Figure, results: Path) -> str:
     encoded = base64.b64encode(figure.data).decode("ascii")
     name = figure.path.relative_to(results).as_posix()
@@ -233,41 +206,17 @@ def _figure_html(number: int, figure: _Figure, results: Path) -> str:
 def _tables_html(results: Path, records) -> str:
     parts = []
     for path in sorted(results.rglob("*.csv")):
-        name = path.relative_to(results).as_posix()
-        try:
-            with path.open(newline="", encoding="utf-8") as handle:
-                rows = list(csv.reader(handle))
-        except (OSError, UnicodeDecodeError, csv.Error) as exc:
-            parts.append(f"<h3>{_e(name)}</h3><p>not readable: {_e(exc)}</p>")
-            continue
-        header, body = (rows[0], rows[1:]) if rows else ([], [])
         record = _record_of(path, records)
         made = (f"<code>{_e(record['command'])}</code>" if record and record.get("command")
                 else "<em>command not recorded</em>")
-        parts.append(f"<h3>{_e(name)}</h3><p>{len(body)} rows, {len(header)} columns. "
-                     f"Made by: {made}</p>")
-        if body and len(body) <= _TABLE_ROWS and len(header) <= _TABLE_COLUMNS:
-            head = "".join(f"<th>{_e(h)}</th>" for h in header)
-            cells = "".join("<tr>" + "".join(f"<td>{_e(v)}</td>" for v in row) + "</tr>"
-                            for row in body)
-            parts.append(f"<table><tr>{head}</tr>{cells}</table>")
-        else:
-            parts.append(f"<p>Columns: {_e(', '.join(header))}.</p>")
+        parts.append(csv_table_html(path, path.relative_to(results).as_posix(), made,
+                                    _TABLE_ROWS, _TABLE_COLUMNS))
     return "".join(parts) or "<p>No CSV tables in the results folder.</p>"
 
 
-def _environment_html(title: str, env: dict) -> str:
-    versions = env.get("versions") or {}
-    rows = [(k, v) for k, v in versions.items()]
-    rows += [("python", f"{env.get('python', '?')} ({env.get('implementation', '?')})"),
-             ("platform", env.get("platform", "?")), ("machine", env.get("machine", "?")),
-             ("processor", env.get("processor", "?")), ("CPU count", env.get("cpu_count", "?"))]
-    body = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
-    return f"<h3>{_e(title)}</h3><table>{body}</table>"
-
-
 def render_report(payload: dict, results=None, *, errata: str | None = None,
-                  source: str = "", max_bytes: int = MAX_REPORT_BYTES) -> tuple[str, int, int]:
+                  source: str = "", max_bytes: int = MAX_REPORT_BYTES,
+                  dropped: list | None = None) -> tuple[str, int, int]:
     """The report's HTML for a verify payload and an optional results folder.
 
     Parameters
@@ -283,6 +232,9 @@ def render_report(payload: dict, results=None, *, errata: str | None = None,
         How to name the verify file in the report.
     max_bytes : int
         Size limit of the HTML; figures that would exceed it are listed but not embedded.
+    dropped : list, optional
+        Receives one line per file left out because it could not be read (also listed in the
+        report's figures section).
 
     Returns
     -------
@@ -300,8 +252,9 @@ def render_report(payload: dict, results=None, *, errata: str | None = None,
         else:
             errata = errata_report()
     results = None if results is None else Path(results)
-    records = [] if results is None else _run_records(results)
-    figures = [] if results is None else _figures(results, records)
+    dropped = [] if dropped is None else dropped
+    records = [] if results is None else _run_records(results, dropped)
+    figures = [] if results is None else _figures(results, records, dropped)
     made = datetime.now(timezone.utc).isoformat(timespec="seconds")
 
     head = (
@@ -337,17 +290,17 @@ def render_report(payload: dict, results=None, *, errata: str | None = None,
             "(UTC)</th><th>platform</th></tr>" + runs + "</table>") if records
            else "<p>No simulation run records (<code>*.run.json</code>) found.</p>"))
     env_html = ("<h2 id=\"environment\">Versions and machine</h2>"
-                + (_environment_html("The verify run", payload["environment"])
+                + (environment_html("The verify run", payload["environment"])
                    if isinstance(payload.get("environment"), dict) else
                    "<p>The verify file records no environment (written by an older "
                    "version); below is the one that made this report.</p>")
-                + _environment_html("This report", environment()))
+                + environment_html("This report", environment()))
     tables_html = ("<h2 id=\"tables\">Result tables</h2>"
                    + (_tables_html(results, records) if results is not None
                       else "<p>No results folder given.</p>"))
     tail_fixed = errata_html + tables_html + runs_html + env_html
     # The closing part is added after the figures; its length is known up to the timing line.
-    used = len((head + _verdict_section(payload) + tail_fixed).encode("utf-8")) + 2000
+    used = len((head + verdict_section(payload) + tail_fixed).encode("utf-8")) + 2000
     figure_parts, skipped = [], []
     for figure in figures:
         part = _figure_html(len(figure_parts) + 1, figure, results)
@@ -361,7 +314,11 @@ def render_report(payload: dict, results=None, *, errata: str | None = None,
     if skipped:
         figures_html += (f"<p>Not embedded, to keep this file under {max_bytes // 2**20} MiB: "
                          + ", ".join(f"<code>{_e(s)}</code>" for s in skipped) + ".</p>")
-    document = (head + _verdict_section(payload) + errata_html + figures_html + tables_html
+    if dropped:
+        figures_html += ("<p>Left out as unreadable:</p><ul>"
+                         + "".join(f"<li><code>{_e(line)}</code></li>" for line in dropped)
+                         + "</ul>")
+    document = (head + verdict_section(payload) + errata_html + figures_html + tables_html
                 + runs_html + env_html
                 + f"<p><em>Report made in {time.perf_counter() - start:.1f} s by "
                   f"<code>ustat-rl report</code> (Python {_e(sys.version.split()[0])}).</em></p>"
@@ -398,10 +355,9 @@ def write_report(out, verify_json, results=None, *, errata: str | None = None
     payload = load_verify_json(verify_json)
     if results is not None and not Path(results).is_dir():
         raise ValueError(f"{results}: the results folder does not exist")
+    dropped: list[str] = []
     document, n_figures, n_skipped = render_report(payload, results, errata=errata,
-                                                   source=str(verify_json))
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(document, encoding="utf-8")
-    os.replace(tmp, out)
+                                                   source=str(verify_json), dropped=dropped)
+    write_atomic(out, document.encode("utf-8"))
     return ReportSummary(out, out.stat().st_size, n_figures, n_skipped,
-                         time.perf_counter() - start)
+                         time.perf_counter() - start, tuple(dropped))

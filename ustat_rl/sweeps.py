@@ -16,6 +16,7 @@ Executors: :class:`LocalExecutor` (``workers=1`` runs in the driver process, mor
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ._cell_tasks import make_task, run_task
+from ._cell_tasks import make_task, run_task, watch_parent
 from .run_records import write_run_record
 
 __all__ = ["CellFailedError", "LocalExecutor", "RayExecutor", "add_executor_arguments",
@@ -71,7 +72,8 @@ class LocalExecutor:
 
     The pool uses the ``spawn`` start method (no state inherited from a driver that has already
     started torch or numba threads). A worker that dies breaks the whole pool: every cell in
-    flight then counts one failed try and the pool is restarted.
+    flight then counts one failed try and the pool is restarted. A driver that dies (even by
+    SIGKILL) takes its workers with it (:func:`ustat_rl._cell_tasks.watch_parent`).
     """
 
     workers: int = 1
@@ -104,7 +106,8 @@ class LocalExecutor:
 
         pending = list(cells)
         while pending:
-            with ProcessPoolExecutor(self.workers, mp_context=get_context("spawn")) as pool:
+            with ProcessPoolExecutor(self.workers, mp_context=get_context("spawn"),
+                                     initializer=watch_parent, initargs=(os.getpid(),)) as pool:
                 flight = {}
                 broken = False
                 while (pending or flight) and not broken:
@@ -156,6 +159,24 @@ class RayExecutor:
                              f"'host:port', got {self.address!r}")
 
     in_process = False
+
+    def connection_problem(self) -> str | None:
+        """Why no cluster can be reached at ``address`` (``None`` if it can), found by connecting
+        once and disconnecting; ``"local"`` and a session already open are not probed."""
+        if self.address.startswith("ray://") and importlib.util.find_spec("grpc") is None:
+            return ("Ray Client (a ray:// address) needs Ray's client extra, which this "
+                    "installation lacks: pip install -c constraints.txt 'ray[client]'")
+        ray = import_ray()
+        if self.address == "local" or ray.is_initialized():
+            return None
+        try:
+            ray.init(address=self.address, log_to_driver=False)
+        except (ConnectionError, RuntimeError, ValueError) as err:
+            reason = (str(err).strip().splitlines() or [type(err).__name__])[0].split(". ")[0]
+            return (f"no Ray cluster reachable ({reason}); start one with `ray start --head`, "
+                    "or use 'local'")
+        ray.shutdown()
+        return None
 
     def _run(self, cells: dict, fn, record) -> None:
         ray = import_ray()
@@ -278,8 +299,9 @@ def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
                              "with --ray-address, the most cells in flight")
     parser.add_argument("--ray-address", default=None, metavar="ADDRESS",
                         help="run cells on Ray: 'auto' (a cluster started with `ray start`), "
-                             "'ray://host:port' or 'local' (a private instance); needs "
-                             "pip install ustat-rl[ray]")
+                             "'ray://host:port' (Ray Client: needs pip install 'ray[client]') "
+                             "or 'local' (a private instance); needs pip install "
+                             "'ustat-rl[ray]'")
 
 
 def executor_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser):
@@ -290,10 +312,14 @@ def executor_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser
         return LocalExecutor(args.workers)
     try:
         import_ray()
-        return RayExecutor(args.ray_address, max_in_flight=None if args.workers == 1
-                           else args.workers)
+        executor = RayExecutor(args.ray_address, max_in_flight=None if args.workers == 1
+                               else args.workers)
     except (ImportError, ValueError) as err:
         parser.error(f"--ray-address: {err}")
+    problem = executor.connection_problem()
+    if problem is not None:
+        parser.error(f"--ray-address {args.ray_address!r}: {problem}")
+    return executor
 
 
 def default_output(out, quick: bool, name: str, full: str | None = None) -> Path:

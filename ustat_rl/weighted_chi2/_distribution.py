@@ -4,21 +4,27 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 from scipy import stats
 from scipy.special import gammainc, gammaincc, gammaln
 
 from .._validation import as_finite_array
+from ._closed import closed_log_cdf_sf as _closed_log_cdf_sf
+from ._closed import closed_log_pdf as _closed_log_pdf
 from ._inversion import Inversion
 from ._ruben import RubenSeries
-from ._small_x import log1mexp, small_x_params
+from ._small_x import small_x_params
 
 __all__ = ["WeightedChiSquare"]
 
 METHODS = ("auto", "ruben", "inversion")
-#: Closed forms below this probability are recomputed by inversion (scipy underflows near 1e-308).
-_CLOSED_FLOOR = -690.0
+#: Largest max(w) / min(w) given to Ruben's series: 1 - min(w) / max(w) stays below 1 in float64
+#: with a margin of ten (it rounds to 1 near 9e15).
+RUBEN_MAX_SPREAD = 1e15
+#: Largest max(w) / min(w) accepted at all: w / max(w) must stay a normal float64.
+MAX_SPREAD = 1e300
+#: Weights whose largest lies outside this range are rescaled for the engines.
+_UNIT_RANGE = (1e-100, 1e100)
 
 
 def _as_float(x):
@@ -55,8 +61,12 @@ class WeightedChiSquare(stats.rv_continuous):
     method : {"auto", "ruben", "inversion"}, optional
         ``"auto"`` (default) uses the closed form for a single distinct weight, Ruben's
         positive-term series where it converges within its budget, and contour inversion
-        elsewhere. ``"ruben"`` returns NaN where the series cannot certify its accuracy;
-        ``"inversion"`` always inverts numerically. The last two exist to cross-check engines.
+        elsewhere (everywhere when ``max(w) / min(w) > 1e15``, ``RUBEN_MAX_SPREAD``). Any
+        scale of the weights is served (past 1e+-100 the engines work in units of ``max(w)``);
+        their spread ``max / min`` must not exceed 1e300 (``MAX_SPREAD``).
+        ``"ruben"`` returns NaN where the series cannot certify its accuracy and raises a
+        ValueError for a spread above 1e15; ``"inversion"`` always inverts numerically. The
+        last two exist to cross-check engines.
     **kwargs
         Passed to :class:`scipy.stats.rv_continuous` (``name``, ``seed``, ...).
 
@@ -126,10 +136,28 @@ class WeightedChiSquare(stats.rv_continuous):
         self._distinct = distinct  # (D,) increasing
         self._mult = mult.astype(float)  # (D,)
         self._K = float(mult.sum())
-        self._inversion = Inversion(distinct, self._mult)
-        self._ruben = RubenSeries(distinct, self._mult) if distinct.size > 1 else None
-        self._small = small_x_params(distinct, self._mult)  # x -> 0 expansion (_small_x)
-        half, w = 0.5 * self._K, float(distinct[0])
+        with np.errstate(over="ignore"):
+            spread = float(distinct[-1] / distinct[0])
+        if not spread <= MAX_SPREAD:
+            raise ValueError(f"`weights` must satisfy max / min <= {MAX_SPREAD:g} (the float64 "
+                             f"range), got {spread:.3g}")
+        # weights beyond 1e+-100 are handed to the engines as w / max(w) (and x as x / max(w)),
+        # so no scale overflows them; others as they are, keeping subnormal x exact
+        top = float(distinct[-1])
+        self._unit = 1.0 if _UNIT_RANGE[0] <= top <= _UNIT_RANGE[1] else top
+        unit = distinct / self._unit  # (D,)
+        self._inversion = Inversion(unit, self._mult)
+        if method == "ruben" and not spread <= RUBEN_MAX_SPREAD:
+            raise ValueError(f"`method`='ruben' needs max(weights) / min(weights) <= "
+                             f"{RUBEN_MAX_SPREAD:g}, got {spread:.3g}; method='auto' or "
+                             "'inversion' handle any positive weights")
+        # beyond the spread Ruben's mixing law leaves the float range (gamma_d rounds to 1)
+        # and its series could not close a window anyway: auto then inverts everywhere
+        self._engine = "inversion" if distinct.size > 1 and spread > RUBEN_MAX_SPREAD else method
+        self._ruben = (RubenSeries(unit, self._mult)
+                       if distinct.size > 1 and self._engine != "inversion" else None)
+        self._small = small_x_params(unit, self._mult)  # x -> 0 expansion (_small_x)
+        half, w = 0.5 * self._K, float(unit[0])
         self._closed = np.array([half, 2.0 * w, float(gammaln(half)), math.log(2.0 * w),
                                  self._inversion.mean])  # one distinct weight: Q / w ~ chi2_K
 
@@ -144,8 +172,8 @@ class WeightedChiSquare(stats.rv_continuous):
     def _log_cdf_sf(self, x):
         """(log cdf, log sf) at x >= 0 (any shape; 0 and inf allowed)."""
         x = np.asarray(x, dtype=float)
-        flat = x.reshape(-1)  # (n,)
-        if self.method == "inversion":
+        flat = x.reshape(-1) / self._unit  # (n,) in units of max(w)
+        if self._engine == "inversion":
             log_cdf, log_sf = self._inversion.log_cdf_sf(flat, self._small)
             return log_cdf.reshape(x.shape), log_sf.reshape(x.shape)
         if self._ruben is None:
@@ -165,16 +193,17 @@ class WeightedChiSquare(stats.rv_continuous):
     def _log_density(self, x):
         """log pdf at x >= 0 (any shape; 0 and inf allowed)."""
         x = np.asarray(x, dtype=float)
-        flat = x.reshape(-1)  # (n,)
-        if self.method == "inversion":
-            return self._inversion.log_pdf(flat, self._small).reshape(x.shape)
-        if self._ruben is None:
-            return _closed_log_pdf(flat, self._closed).reshape(x.shape)
-        out, ok = self._ruben.log_pdf(flat, self._small)
-        if self.method != "ruben" and not ok.all():
-            sel = np.flatnonzero(~ok)
-            out[sel] = self._inversion.log_pdf(flat[sel], self._small)
-        return out.reshape(x.shape)
+        flat = x.reshape(-1) / self._unit  # (n,) in units of max(w); the density scales back
+        if self._engine == "inversion":
+            out = self._inversion.log_pdf(flat, self._small)
+        elif self._ruben is None:
+            out = _closed_log_pdf(flat, self._closed)
+        else:
+            out, ok = self._ruben.log_pdf(flat, self._small)
+            if self.method != "ruben" and not ok.all():
+                sel = np.flatnonzero(~ok)
+                out[sel] = self._inversion.log_pdf(flat[sel], self._small)
+        return (out - math.log(self._unit)).reshape(x.shape)
 
     def _scalar_log_cdf_sf(self, x: float):
         """(log cdf, log sf) at a float, with rv_continuous's values outside (0, inf)."""
@@ -310,7 +339,7 @@ class WeightedChiSquare(stats.rv_continuous):
 
     def _newton(self, target, upper: bool):
         log_target = np.log(target)
-        start = self._inversion.approx_ppf(target, upper)
+        start = self._inversion.approx_ppf(target, upper) * self._unit
         # lower side: solve log F(e^z) = log p in z = log x; upper side: log S(x) = log q in x
         z = start if upper else np.log(start)
         lo = np.full(z.shape, 0.0 if upper else -np.inf)
@@ -354,48 +383,3 @@ class WeightedChiSquare(stats.rv_continuous):
 for _name in ("cdf", "sf", "logcdf", "logsf", "pdf", "logpdf", "ppf", "isf"):
     getattr(WeightedChiSquare, _name).__doc__ = getattr(stats.rv_continuous, _name).__doc__
 del _name
-
-
-# ---------------------------------------------------------------------------------------------
-# One distinct weight: Q / w ~ chi2_K. ``closed`` holds K/2, 2w, lgamma(K/2), log(2w), mean.
-# ---------------------------------------------------------------------------------------------
-
-
-@numba.njit(cache=True, error_model="numpy")
-def _closed_log_cdf_sf(x, lower_p, upper_p, closed):
-    """(log cdf, log sf, ok) from scipy's regularised incomplete gammas at ``x / 2w`` (n,).
-
-    The tail on the near side of the mean is the one taken from scipy; ``ok`` is False where it
-    underflows (below exp(_CLOSED_FLOOR)) and the caller inverts numerically instead.
-    """
-    log_cdf = np.empty(x.size)  # (n,)
-    log_sf = np.empty(x.size)
-    ok = np.empty(x.size, np.bool_)
-    for j in range(x.size):
-        if x[j] <= closed[4]:
-            log_cdf[j] = math.log(lower_p[j])
-            log_sf[j] = log1mexp(log_cdf[j])
-            ok[j] = log_cdf[j] > _CLOSED_FLOOR
-        else:
-            log_sf[j] = math.log(upper_p[j])
-            log_cdf[j] = log1mexp(log_sf[j])
-            ok[j] = log_sf[j] > _CLOSED_FLOOR
-    return log_cdf, log_sf, ok
-
-
-@numba.njit(cache=True, error_model="numpy")
-def _closed_log_pdf(x, closed):
-    """log of the scaled chi2_K density at ``x`` >= 0 (n,): +inf, finite or -inf at 0 for K = 1,
-    2, >= 3."""
-    half, scale, log_gamma, log_scale = closed[0], closed[1], closed[2], closed[3]
-    out = np.empty(x.size)  # (n,)
-    for j in range(x.size):
-        z = x[j] / scale
-        if z == np.inf:
-            out[j] = -np.inf
-        else:
-            # x / 2w is subnormal or zero for the tiniest x: take its logarithm in two parts
-            log_z = math.log(z) if z > 1e-300 else math.log(x[j]) - log_scale
-            power = 0.0 if half == 1.0 else (half - 1.0) * log_z
-            out[j] = power - z - log_gamma - log_scale
-    return out

@@ -58,7 +58,7 @@ class Inversion:
         self.t_star = 0.5 / self.w_max
         self.ratio = weights / self.w_max  # (D,) in (0, 1]
         self.mean = float(np.sum(mult * weights))
-        self.sd = float(np.sqrt(2.0 * np.sum(mult * weights**2)))
+        self.sd = self.w_max * float(np.sqrt(2.0 * np.sum(mult * self.ratio**2)))  # no overflow
         # saddlepoints in (-shift_cdf, shift_sf) are too close to the pole at t = 0: there the
         # cdf is computed on a contour crossing at -shift_cdf instead
         self.shift_sf = min(SHIFT / self.sd, 0.5 * self.t_star)
