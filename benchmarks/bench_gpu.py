@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from ustat_rl import ESTIMATORS, SoftmaxBandit
-from ustat_rl.examples import small_bandit
+from ustat_rl.policies.examples import small_bandit
 from ustat_rl.montecarlo import (
     bandit_squared_errors,
     bandit_statistics,

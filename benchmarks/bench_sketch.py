@@ -41,7 +41,7 @@ from ustat_rl.pilot.sketch import (
     torch_projection_matrix,
 )
 from ustat_rl.policies.transformer import ArithmeticTask, load_study_policy, make_splits
-from ustat_rl.run_records import replace_markdown_section
+from ustat_rl.runs.records import replace_markdown_section
 
 SECTION = "## Projected per-sample scores"
 SEED = 20260301

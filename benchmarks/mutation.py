@@ -57,7 +57,7 @@ class Target:
 
 
 TARGETS = (
-    Target("estimators", "ustat_rl/estimators.py",
+    Target("estimators", "ustat_rl/advantages/gradients.py",
            ("tests/test_estimators.py",)),
     Target("ustatistics", "ustat_rl/ustatistics.py",
            ("tests/test_ustatistics.py",)),

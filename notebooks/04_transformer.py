@@ -38,7 +38,7 @@ import pandas as pd
 import torch
 
 from ustat_rl import theory
-from ustat_rl.plotting import new_figure, plot_mse_curve
+from ustat_rl.interface.plotting import new_figure, plot_mse_curve
 from ustat_rl.policies.transformer import (
     POLICY_NAMES,
     ArithmeticTask,
@@ -102,7 +102,7 @@ exact_table.round(2)
 # ## 3. Monte Carlo with real sampling agrees with the exact formulas
 #
 # For the medium policy: three prompts, twenty independent draws of 32 answers each (groups of
-# smaller size are nested in them), vmap scores, and the estimators of `ustat_rl.estimators`.
+# smaller size are nested in them), vmap scores, and the estimators of `ustat_rl.advantages.gradients`.
 # Bars are 95% normal intervals. (The strong policy has heavier-tailed score norms: rare answers
 # with very large $\|W\|$, so it needs many more draws for trustworthy intervals.)
 

@@ -43,7 +43,7 @@ import pandas as pd
 from scipy.stats import norm
 
 from ustat_rl import theory
-from ustat_rl.plotting import plot_mse_grid, save_figure
+from ustat_rl.interface.plotting import plot_mse_grid, save_figure
 from ustat_rl.policies.transformer import (
     POLICY_NAMES,
     ArithmeticTask,
@@ -56,7 +56,7 @@ from ustat_rl.policies.transformer import (
     resolve_device,
 )
 from ustat_rl.rates import loglog_slope
-from ustat_rl.sweeps import (
+from ustat_rl.runs.sweeps import (
     CellFailedError,
     add_executor_arguments,
     default_output,

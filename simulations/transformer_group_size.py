@@ -39,7 +39,7 @@ import pandas as pd
 import torch
 from scipy.stats import t as student_t
 
-from ustat_rl.plotting import new_figure, save_figure, set_group_size_ticks
+from ustat_rl.interface.plotting import new_figure, save_figure, set_group_size_ticks
 from ustat_rl.policies.transformer import (
     ArithmeticTask,
     bootstrap_constants,
@@ -49,7 +49,7 @@ from ustat_rl.policies.transformer import (
     make_splits,
     resolve_device,
 )
-from ustat_rl.sweeps import (
+from ustat_rl.runs.sweeps import (
     CellFailedError,
     add_executor_arguments,
     default_output,

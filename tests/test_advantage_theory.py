@@ -14,7 +14,7 @@ import pytest
 
 from ustat_rl import theory
 from ustat_rl.conventions import _grouped, get_convention
-from ustat_rl.examples import small_bandit
+from ustat_rl.policies.examples import small_bandit
 from ustat_rl.policies.softmax import SoftmaxBandit
 from ustat_rl.theory import advantage as advantage_module
 from ustat_rl.theory.advantage import (
@@ -206,7 +206,7 @@ def test_practical_claims_pass_at_quick_sizes():
 def test_c24_limit_check_rejects_a_wrong_constant():
     """Negative control: the Richardson check rejects the constant without (1 - 2V)^2."""
     from ustat_rl.claims.checks_practical import limit_check
-    from ustat_rl.examples import std_normalisation_bandit
+    from ustat_rl.policies.examples import std_normalisation_bandit
     from ustat_rl.theory.advantage import lemma11_constant
 
     m = std_normalisation_bandit().moments()
@@ -221,7 +221,7 @@ def test_c24_all_equal_check_rejects_one_sided_formula():
     """Negative control: p^G alone (forgetting (1 - p)^G) is rejected by the same MC check."""
     from ustat_rl.claims.checks_practical import _monte_carlo
     from ustat_rl.claims.registry import check_close
-    from ustat_rl.examples import std_normalisation_bandit
+    from ustat_rl.policies.examples import std_normalisation_bandit
 
     bandit = std_normalisation_bandit()
     V = float(bandit.value[0])
@@ -248,8 +248,8 @@ def test_c26_training_distinguishes_finite_g_from_the_limit():
     compares against the right prediction and has the power to tell the two apart.
     """
     from ustat_rl.claims import VerifyContext, registry, run_claim
-    from ustat_rl.examples import arcsin_conflict_bandit
-    from ustat_rl.std_training import mean_field_root
+    from ustat_rl.policies.examples import arcsin_conflict_bandit
+    from ustat_rl.training.std import mean_field_root
 
     result = run_claim(registry()["C26.train"], VerifyContext(seed=123, quick=True))
     assert result.verdict == "pass", (result.error, [c.name for c in result.checks
@@ -262,8 +262,8 @@ def test_c26_training_distinguishes_finite_g_from_the_limit():
 
 def test_kl_penalty_gradient_matches_the_bandit():
     """Two routes to -tau grad KL: the vectorised formula and J's gradient with and without tau."""
-    from ustat_rl.examples import arcsin_conflict_bandit, conflicting_prompts_bandit
-    from ustat_rl.std_training import _binary_part, kl_penalty_gradient
+    from ustat_rl.policies.examples import arcsin_conflict_bandit, conflicting_prompts_bandit
+    from ustat_rl.training.std import _binary_part, kl_penalty_gradient
 
     for bandit in (arcsin_conflict_bandit(), conflicting_prompts_bandit()):
         rng = np.random.default_rng(3)

@@ -1,10 +1,10 @@
-"""Algorithm 2's minibatch-reuse bias (ustat_rl/algorithm2.py; docs/theory.md C25, Theorem 12)."""
+"""Algorithm 2's minibatch-reuse bias (ustat_rl/training/algorithm2.py; docs/theory.md C25, Theorem 12)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ustat_rl.algorithm2 import (
+from ustat_rl.training.algorithm2 import (
     OffPolicyBandit,
     algorithm2_gradient,
     minibatch_bias,

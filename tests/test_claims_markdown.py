@@ -37,7 +37,7 @@ def test_committed_claims_md_is_current():
     committed = CLAIMS_MD.read_bytes() if CLAIMS_MD.is_file() else b""
     assert committed == expected.encode("utf-8"), (
         f"docs/claims.md is out of date with the claims registry or docs/theory.md; regenerate it "
-        f"with `{REGENERATE}` (or `python -m ustat_rl.cli list --markdown --out docs/claims.md`) "
+        f"with `{REGENERATE}` (or `python -m ustat_rl.interface.cli list --markdown --out docs/claims.md`) "
         f"and commit the result")
 
 

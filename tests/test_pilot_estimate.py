@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ustat_rl.examples import interior_optimum_bandit, small_bandit
+from ustat_rl.policies.examples import interior_optimum_bandit, small_bandit
 from ustat_rl.pilot.bandit import bandit_pilot
 from ustat_rl.pilot.estimate import (
     SCORE_MOMENTS,

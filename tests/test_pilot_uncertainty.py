@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ustat_rl.examples import interior_optimum_bandit
+from ustat_rl.policies.examples import interior_optimum_bandit
 from ustat_rl.pilot.bandit import bandit_pilot
 from ustat_rl.pilot.estimate import estimate_constants
 from ustat_rl.pilot.rollouts import Rollouts

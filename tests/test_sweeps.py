@@ -1,6 +1,6 @@
 """The sweep executor: every cell once, whatever the executor, the failures or the interruptions.
 
-Structural checks of :func:`ustat_rl.sweeps.run_cells` on trivial cells, then the property that
+Structural checks of :func:`ustat_rl.runs.sweeps.run_cells` on trivial cells, then the property that
 matters for the simulation scripts: a local-pool run killed with SIGKILL mid-sweep and rerun
 writes exactly the CSV of an uninterrupted run (no cell lost, none duplicated, same bytes).
 """
@@ -19,7 +19,7 @@ import pytest
 from script_loader import ROOT, load_script
 
 from ustat_rl.seeding import child_rng
-from ustat_rl.sweeps import (
+from ustat_rl.runs.sweeps import (
     CellFailedError,
     LocalExecutor,
     RayExecutor,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ustat_rl import theory
-from ustat_rl.examples import conflicting_prompts_bandit, small_bandit
+from ustat_rl.policies.examples import conflicting_prompts_bandit, small_bandit
 from ustat_rl.policies.softmax import SoftmaxBandit
 from ustat_rl.theory import PromptMoments, ScalingConstants
 
@@ -118,7 +118,7 @@ def test_fixed_budget_curve_has_its_minimum_at_g_star():
 
 
 def test_reversal_condition_matches_the_mse_sign_under_assumption2():
-    from ustat_rl.examples import reversal_bandit
+    from ustat_rl.policies.examples import reversal_bandit
 
     for p in (0.1, 0.3, 0.7):
         m = reversal_bandit(p).moments()

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from ustat_rl import theory
-from ustat_rl.estimators import grpo_gradient, oracle_gradient, vanilla_gradient
+from ustat_rl.advantages.gradients import grpo_gradient, oracle_gradient, vanilla_gradient
 from ustat_rl.montecarlo import run_monte_carlo
 from ustat_rl.policies.transformer import (
     ArithmeticTask,
@@ -21,7 +21,7 @@ from ustat_rl.policies.transformer import (
     supervised_warmup,
     value_gradients,
 )
-from ustat_rl.policies.transformer.sampling import _estimator_weights
+from ustat_rl.montecarlo.transformer import _estimator_weights
 from ustat_rl.seeding import child_seed
 from ustat_rl.tolerances import Z_CHECK
 

@@ -4,9 +4,15 @@ Its Policy Gradient is a U-Statistic" (arXiv:2603.01162).
 The public API: estimators, U-statistic tools, the moments contract and the theory built on it
 (:mod:`ustat_rl.theory`), policies with exact moments (:mod:`ustat_rl.policies`), the Monte Carlo
 engine, rate fits and the claims registry behind ``ustat-rl verify``.
+
+Modules that moved into packages keep their old import paths through :mod:`ustat_rl._moved`.
 """
 
-from .estimators import (
+from . import _moved
+
+_moved.install()
+
+from .advantages.gradients import (
     ESTIMATORS,
     baseline_gradient,
     fullmean_gradient,
@@ -38,7 +44,7 @@ from .rates import RateFit, SlopeFit, fit_mse_rate, loglog_slope
 from .seeding import child_seed
 from .theory import PromptMoments, ScalingConstants
 from .theory.limit_law import LimitLaw, bandit_limit_law, quadratic_limit_law
-from .training import NoisyQuadratic, TrainingResult, train
+from .training.algorithm1 import NoisyQuadratic, TrainingResult, train
 from .ustatistics import (
     HoeffdingParts,
     ZetaEstimate,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import as_finite_array
+from .._validation import as_finite_array
 
 __all__ = [
     "ESTIMATORS",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..estimators import ESTIMATORS
+from ..advantages.gradients import ESTIMATORS
 from ..montecarlo import MonteCarloEstimate, bandit_statistics, run_monte_carlo
 from ..policies.softmax import SoftmaxBandit
 from ..rates import loglog_slope
@@ -71,7 +71,7 @@ def slope_check(name: str, sizes, est: MonteCarloEstimate, labels, exact_values,
 
 def enumerate_prompt_estimates(bandit: SoftmaxBandit, prompt: int, group_size: int, estimator):
     """All per-prompt estimates (M, K) and their probabilities (M,), by enumerating outcomes."""
-    from .. import estimators as est_mod
+    from ..advantages import gradients as est_mod
 
     action, reward, prob = bandit.enumerate_groups(prompt, group_size)
     prompts = np.full(len(prob), prompt)

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from ..examples import interior_optimum_bandit
+from ..policies.examples import interior_optimum_bandit
 from ..pilot.bandit import bandit_pilot
 from ..pilot.estimate import SCORE_MOMENTS, estimate_moments
 from ..pilot.transformer import answer_population, population_pilot

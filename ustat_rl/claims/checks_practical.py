@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..conventions import _grouped, get_convention
-from ..examples import std_normalisation_bandit
-from ..std_training import (
+from ..policies.examples import std_normalisation_bandit
+from ..training.std import (
     mean_field_root,
     train_std_normalised,
     trl_group_rule,
@@ -181,7 +181,7 @@ C26_LIMIT_SIZES = (512, 2048, 8192)
           "exact roots of the section 7 mean field (Richardson to G = 8192); 256 training runs "
           "of TRL's group normalisation and of leave-one-out at G = 8")
 def check_c26_train(ctx) -> list:
-    from ..examples import arcsin_conflict_bandit
+    from ..policies.examples import arcsin_conflict_bandit
     from ..theory.advantage import advantage_table
 
     bandit = arcsin_conflict_bandit()
@@ -261,7 +261,7 @@ C25_MC_POINT = (4, 0.16)
 
 def c25_bandit(kl_weight: float = C25_KL_WEIGHT):
     """The softmax bandit of the C25 check (docs/theory.md C25)."""
-    from ..algorithm2 import OffPolicyBandit
+    from ..training.algorithm2 import OffPolicyBandit
 
     return OffPolicyBandit(np.array(C25_LOGITS), np.array(C25_REF_LOGITS), np.array(C25_REWARD),
                            kl_weight, C25_GROUP)
@@ -277,7 +277,7 @@ def c25_slope_checks(bandit, exponent: float = 2.0) -> list:
     constants ``||b||^2/(m eta)^2``, extrapolated the same way, must agree across ``m``: the
     squared bias depends on ``m`` and ``eta`` through ``m eta``.
     """
-    from ..algorithm2 import minibatch_bias
+    from ..training.algorithm2 import minibatch_bias
 
     checks, constants = [], []
     rates = np.array(C25_RATES)
@@ -309,7 +309,7 @@ def c25_slope_checks(bandit, exponent: float = 2.0) -> list:
           "exact enumeration of every batch on a 3-action softmax bandit (slopes, Richardson), "
           "Monte Carlo at one (m, eta), and the K3 direction's eta-independent part")
 def check_c25(ctx) -> list:
-    from ..algorithm2 import minibatch_bias, minibatch_bias_monte_carlo, on_policy_mean
+    from ..training.algorithm2 import minibatch_bias, minibatch_bias_monte_carlo, on_policy_mean
 
     bandit = c25_bandit()
     checks = c25_slope_checks(bandit)

@@ -1,6 +1,6 @@
 """HTML pieces of ``ustat-rl report``: escaping, the errata's Markdown subset, PNG text chunks.
 
-Private to :mod:`ustat_rl.report`, which re-exports :func:`markdown_to_html` and
+Private to :mod:`ustat_rl.interface.report`, which re-exports :func:`markdown_to_html` and
 :func:`png_text_chunks`.
 """
 

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import __version__
+from .. import __version__
 
 EPILOG = """examples:
   ustat-rl verify --quick                 all claims, small Monte Carlo sizes (under a minute)
@@ -134,7 +134,7 @@ def _print_table(results, details: bool, stream) -> None:
     ``fails`` rather than the ``1`` that encodes it; ``details`` lists every sub-check, the
     headline marked ``*``.
     """
-    from .claims.display import row_cells
+    from ..claims.display import row_cells
 
     header = f"{'claim':<10} {'verdict':<8} {'predicted':>11} {'measured':>11} {'interval':>25} " \
              f"{'evidence':<30} {'s':>6}"
@@ -163,7 +163,7 @@ def _print_table(results, details: bool, stream) -> None:
 
 
 def _verify(args) -> int:
-    from .claims import VerifyContext, registry, run_claim
+    from ..claims import VerifyContext, registry, run_claim
 
     claims = registry()
     wanted = [] if args.only is None else [c.strip() for c in args.only.split(",") if c.strip()]
@@ -220,7 +220,7 @@ def _errata() -> str:
 
 
 def _compare(args) -> int:
-    from .claims.compare import compare_runs, load_run
+    from ..claims.compare import compare_runs, load_run
 
     try:
         result = compare_runs(load_run(args.before), load_run(args.after), args.rtol)
@@ -261,11 +261,11 @@ def _report(args) -> int:
 
 def _list(args) -> int:
     """``ustat-rl list``: plain text, or with ``--markdown`` the table of docs/claims.md."""
-    from .claims import registry
+    from ..claims import registry
 
     claims = registry()
     if args.markdown:
-        from .claims.markdown import THEORY_NOTES, claims_table
+        from ..claims.markdown import THEORY_NOTES, claims_table
 
         if not THEORY_NOTES.is_file():
             print(f"ustat-rl: --markdown needs the theory notes of a source checkout; "
@@ -285,7 +285,7 @@ def _list(args) -> int:
 
 
 def _add_conformance_parser(sub) -> None:
-    from .conventions import CONVENTION_NAMES
+    from ..conventions import CONVENTION_NAMES
 
     conf = sub.add_parser(
         "conformance", help="check an advantage function against a framework convention",
@@ -304,7 +304,7 @@ def _add_conformance_parser(sub) -> None:
 
 
 def _conformance(args) -> int:
-    from .conformance import check_conformance, load_function
+    from ..conformance import check_conformance, load_function
 
     if args.max_examples < 1:
         print("ustat-rl conformance: --max-examples must be >= 1", file=sys.stderr)
@@ -321,7 +321,7 @@ def _conformance(args) -> int:
     return 0 if report.passed else 1
 def _gstar(args) -> int:
     """``ustat-rl gstar``: every path and number checked before the pilot is read."""
-    from .pilot.rollouts import check_rollouts_path
+    from ..pilot.rollouts import check_rollouts_path
 
     checks = [(args.json, (".json",), "--json"), (args.plot, (".png", ".pdf", ".svg"), "--plot")]
     try:
@@ -335,8 +335,8 @@ def _gstar(args) -> int:
             raise ValueError(f"`--budget` must be an integer >= 2, got {args.budget}")
         if not 0.0 < args.level < 1.0:
             raise ValueError(f"`--level` must lie strictly between 0 and 1, got {args.level}")
-        from .pilot.report import format_report, gstar_report
-        from .pilot.rollouts import load_rollouts
+        from ..pilot.report import format_report, gstar_report
+        from ..pilot.rollouts import load_rollouts
 
         report = gstar_report(load_rollouts(args.rollouts), args.budget, args.estimator,
                               args.level)

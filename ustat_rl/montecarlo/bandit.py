@@ -13,7 +13,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .._validation import as_group_sizes, as_int
-from ..estimators import (
+from ..advantages.gradients import (
     ESTIMATORS,
     baseline_gradient,
     fullmean_gradient,
@@ -234,7 +234,7 @@ def bandit_squared_errors(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_si
     --------
     The torch backend estimates the same MSE as the exact theory (and the numba backend):
 
-    >>> from ustat_rl.examples import small_bandit
+    >>> from ustat_rl.policies.examples import small_bandit
     >>> bandit = small_bandit()
     >>> stat, labels = bandit_squared_errors(bandit, "grpo", (4,), backend="torch", device="cpu")
     >>> labels

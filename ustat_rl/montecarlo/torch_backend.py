@@ -146,7 +146,7 @@ class TorchBanditStatistic:
     ----------
     bandit : SoftmaxBandit
     codes : ndarray of int
-        Estimator codes, positions in :data:`ustat_rl.estimators.ESTIMATORS`.
+        Estimator codes, positions in :data:`ustat_rl.advantages.gradients.ESTIMATORS`.
     group_sizes : ndarray of int
         Sorted, nested group sizes.
     batch_size : int

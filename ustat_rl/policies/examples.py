@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import as_float
-from .policies.loglinear import LogLinearBandit
-from .policies.softmax import SoftmaxBandit
-from .training import NoisyQuadratic
+from .._validation import as_float
+from .loglinear import LogLinearBandit
+from .softmax import SoftmaxBandit
+from ..training.algorithm1 import NoisyQuadratic
 
 __all__ = [
     "POLICY_STRENGTHS",

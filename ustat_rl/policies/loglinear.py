@@ -26,7 +26,7 @@ from scipy.special import log_softmax
 
 from .. import theory
 from .._validation import as_finite_array, as_float, as_int, as_probabilities
-from ..estimators import ESTIMATORS
+from ..advantages.gradients import ESTIMATORS
 from ..theory import PromptMoments, ScalingConstants
 from ._loglinear_optimum import Optimum, newton_optimum
 from ._loglinear_sampler import sample_gradient as _sample_gradient

@@ -20,7 +20,7 @@ from scipy.special import softmax
 
 from .. import theory
 from .._validation import as_finite_array, as_float, as_int, as_probabilities, as_rng
-from ..estimators import ESTIMATORS
+from ..advantages.gradients import ESTIMATORS
 from ..theory import PromptMoments, ScalingConstants
 
 __all__ = ["SoftmaxBandit", "HoeffdingComponents", "GroupSample"]

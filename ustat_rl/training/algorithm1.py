@@ -21,8 +21,8 @@ import numpy as np
 from scipy.special import ndtri
 from tqdm.auto import tqdm
 
-from ._validation import as_finite_array, as_float, as_int
-from .seeding import child_rng
+from .._validation import as_finite_array, as_float, as_int
+from ..seeding import child_rng
 
 __all__ = ["NoisyQuadratic", "TrainingResult", "train", "run_generators", "learning_rates",
            "quadratic_expected_gap", "SCHEDULES"]

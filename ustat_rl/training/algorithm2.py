@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import as_int
+from .._validation import as_int
 
 __all__ = ["OffPolicyBandit", "algorithm2_gradient", "minibatch_updates", "on_policy_mean",
            "minibatch_bias", "minibatch_bias_monte_carlo"]
@@ -79,7 +79,7 @@ class OffPolicyBandit:
 
     def advantages(self, actions: np.ndarray) -> np.ndarray:
         """Algorithm 2's advantages ``(n, G)`` of the batches ``actions (n, G)``."""
-        from .conventions import _grouped, get_convention
+        from ..conventions import _grouped, get_convention
 
         return _grouped(get_convention("paper_algorithm2"),
                         np.asarray(self.reward, dtype=np.float64)[actions])

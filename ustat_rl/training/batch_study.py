@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import as_int, as_rng
-from .conventions import _grouped, advantages, get_convention
+from .._validation import as_int, as_rng
+from ..conventions import _grouped, advantages, get_convention
 
 __all__ = ["ALL_EQUAL_RULES", "BatchStudy", "batch_monte_carlo"]
 

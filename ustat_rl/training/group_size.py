@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import as_int
-from .theory import ScalingConstants
-from .training import train
+from .._validation import as_int
+from ..theory import ScalingConstants
+from .algorithm1 import train
 
 __all__ = ["GroupSizePredictions", "predicted_group_sizes", "linearised_gap", "sweep_cell",
            "bootstrap_argmin", "common_argmin", "CommonArgmin", "CellResult"]

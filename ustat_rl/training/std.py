@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .conventions import _grouped, get_convention
-from .theory.advantage import advantage_moments
+from ..conventions import _grouped, get_convention
+from ..theory.advantage import advantage_moments
 
 __all__ = ["kl_penalty_gradient", "mean_field", "mean_field_root", "train_std_normalised",
            "trl_group_rule"]
@@ -30,7 +30,7 @@ def trl_group_rule(z, m, G):
 
 def _binary_part(bandit):
     """The same bandit without the KL penalty: its moments describe the binary rewards."""
-    from .policies.loglinear import LogLinearBandit
+    from ..policies.loglinear import LogLinearBandit
 
     return LogLinearBandit(bandit.features, bandit.reward_prob, bandit.prompt_prob,
                            bandit.reward_values, 0.0, bandit.ref_theta)
@@ -59,7 +59,7 @@ def mean_field(bandit, theta: float, factor) -> float:
     exact mean factor ``c_G(x)`` (docs/theory.md section 7) makes this the mean of the
     std-normalised update at group size ``G``.
     """
-    from .theory.advantage import arcsin_weight
+    from ..theory.advantage import arcsin_weight
 
     theta_vec = np.array([float(theta)])
     moments = _binary_part(bandit).moments(theta_vec, matrices=True)

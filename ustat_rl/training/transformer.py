@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..._validation import as_float, as_int
-from ...estimators import leave_one_out_baseline
-from .model import TransformerPolicy
+from .._validation import as_float, as_int
+from ..advantages.gradients import leave_one_out_baseline
+from ..policies.transformer.model import TransformerPolicy
 
 __all__ = [
     "supervised_warmup",
