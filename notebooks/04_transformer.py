@@ -39,18 +39,16 @@ import torch
 
 from ustat_rl import theory
 from ustat_rl.interface.plotting import new_figure, plot_mse_curve
+from ustat_rl.montecarlo.transformer import mc_squared_errors
 from ustat_rl.policies.transformer import (
     POLICY_NAMES,
     ArithmeticTask,
     bootstrap_constants,
     exact_moments,
-    expected_accuracy,
-    grpo_train,
     load_study_policy,
     make_splits,
-    mc_squared_errors,
-    moderate_questions,
 )
+from ustat_rl.training.transformer import expected_accuracy, grpo_train, moderate_questions
 
 splits = make_splits(ArithmeticTask(), seed=0)
 print(len(splits.train), "training and", len(splits.test), "test questions, e.g.",

@@ -44,11 +44,10 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from ustat_rl.policies.examples import POLICY_STRENGTHS, arithmetic_bandit, one_answer_bandit
-from ustat_rl.montecarlo import prompt_averaged_squared_errors
 from ustat_rl.interface.plotting import plot_mse_grid, save_figure
+from ustat_rl.montecarlo import prompt_averaged_squared_errors
+from ustat_rl.policies.examples import POLICY_STRENGTHS, arithmetic_bandit, one_answer_bandit
 from ustat_rl.policies.softmax import SoftmaxBandit
-from ustat_rl.seeding import child_seed
 from ustat_rl.runs.sweeps import (
     CellFailedError,
     add_executor_arguments,
@@ -59,6 +58,7 @@ from ustat_rl.runs.sweeps import (
     write_csv_atomic,
     write_run_record,
 )
+from ustat_rl.seeding import child_seed
 
 FAMILIES = {"arithmetic": arithmetic_bandit, "one_answer": one_answer_bandit}
 ESTIMATORS = ("vanilla", "grpo", "oracle")

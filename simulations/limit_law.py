@@ -36,7 +36,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ustat_rl.policies.examples import realisable_kl_bandit
 from ustat_rl.interface.plotting_training import (
     new_figure,
     plot_limit_histogram,
@@ -44,6 +43,7 @@ from ustat_rl.interface.plotting_training import (
     save_figure,
     tidy_axes,
 )
+from ustat_rl.policies.examples import realisable_kl_bandit
 from ustat_rl.runs.sweeps import (
     CellFailedError,
     add_executor_arguments,

@@ -28,13 +28,12 @@ import torch
 
 from ustat_rl.policies.transformer import (
     ArithmeticTask,
-    expected_accuracy,
     make_splits,
     new_policy,
     resolve_device,
     save_policy,
-    supervised_warmup,
 )
+from ustat_rl.training.transformer import expected_accuracy, supervised_warmup
 
 STAGES = (("weak", 400), ("medium", 1200), ("strong", 3000))
 OUT = Path(__file__).resolve().parents[1] / "ustat_rl" / "data" / "transformer_policies"

@@ -40,15 +40,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ustat_rl.policies.examples import conflicting_prompts_bandit
-from ustat_rl.training.group_size import (
-    bootstrap_argmin,
-    linearised_gap,
-    predicted_group_sizes,
-    sweep_cell,
+from ustat_rl.interface.plotting_training import (
+    new_figure,
+    plot_gap_vs_group_size,
+    save_figure,
+    star_legend,
 )
-from ustat_rl.interface.plotting_training import new_figure, plot_gap_vs_group_size, save_figure, star_legend
-from ustat_rl.seeding import child_rng, child_seed
+from ustat_rl.policies.examples import conflicting_prompts_bandit
 from ustat_rl.runs.sweeps import (
     CellFailedError,
     add_executor_arguments,
@@ -59,7 +57,14 @@ from ustat_rl.runs.sweeps import (
     write_csv_atomic,
     write_run_record,
 )
+from ustat_rl.seeding import child_rng, child_seed
 from ustat_rl.theory import admissible_group_sizes
+from ustat_rl.training.group_size import (
+    bootstrap_argmin,
+    linearised_gap,
+    predicted_group_sizes,
+    sweep_cell,
+)
 
 BETA = 0.5
 VARIANTS = {"iid": "iid", "finite": "stratified"}

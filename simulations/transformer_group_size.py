@@ -44,7 +44,6 @@ from ustat_rl.policies.transformer import (
     ArithmeticTask,
     bootstrap_constants,
     exact_moments,
-    grpo_train,
     load_study_policy,
     make_splits,
     resolve_device,
@@ -59,6 +58,7 @@ from ustat_rl.runs.sweeps import (
     write_csv_atomic,
     write_run_record,
 )
+from ustat_rl.training.transformer import grpo_train
 
 DEFAULT_SEED = 2603
 START_POLICY = "weak"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ustat_rl.claims.checks_practical import c25_bandit, c25_slope_checks
+from ustat_rl.tolerances import Z_TEST
 from ustat_rl.training.algorithm2 import (
     OffPolicyBandit,
     algorithm2_gradient,
@@ -11,8 +13,6 @@ from ustat_rl.training.algorithm2 import (
     minibatch_bias_monte_carlo,
     on_policy_mean,
 )
-from ustat_rl.claims.checks_practical import c25_bandit, c25_slope_checks
-from ustat_rl.tolerances import Z_TEST
 
 
 def _surrogate(bandit, theta, actions, adv):

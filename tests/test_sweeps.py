@@ -18,7 +18,6 @@ import pandas as pd
 import pytest
 from script_loader import ROOT, load_script
 
-from ustat_rl.seeding import child_rng
 from ustat_rl.runs.sweeps import (
     CellFailedError,
     LocalExecutor,
@@ -27,6 +26,7 @@ from ustat_rl.runs.sweeps import (
     order_rows,
     run_cells,
 )
+from ustat_rl.seeding import child_rng
 
 
 def draw(seed: int, index: int) -> float:

@@ -22,10 +22,10 @@ from ustat_rl.policies.transformer import (
     exact_moments,
     load_study_policy,
     make_splits,
-    moderate_questions,
 )
 from ustat_rl.theory.advantage import advantage_moments
 from ustat_rl.tolerances import Z_TEST
+from ustat_rl.training.transformer import moderate_questions
 
 #: The weak policy spreads its mass over answers of 2 and 3 tokens (the strong one does not).
 POLICY = "weak"

@@ -8,10 +8,7 @@ engine, rate fits and the claims registry behind ``ustat-rl verify``.
 Modules that moved into packages keep their old import paths through :mod:`ustat_rl._moved`.
 """
 
-from . import _moved
-
-_moved.install()
-
+from . import _moved  # noqa: F401  (importing it installs the alias finder)
 from .advantages.gradients import (
     ESTIMATORS,
     baseline_gradient,

@@ -102,3 +102,6 @@ def install() -> None:
     """Put the finder on ``sys.meta_path`` once (before the path finders)."""
     if not any(isinstance(f, _MovedFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _MovedFinder())
+
+
+install()

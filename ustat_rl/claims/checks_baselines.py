@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import theory
 from ..advantages.gradients import baseline_gradient
+from ..montecarlo import bandit_squared_errors, run_monte_carlo
 from ..policies.examples import (
     POLICY_STRENGTHS,
     arithmetic_bandit,
@@ -16,7 +17,6 @@ from ..policies.examples import (
     one_answer_bandit,
     reversal_bandit,
 )
-from ..montecarlo import bandit_squared_errors, run_monte_carlo
 from ._common import (
     mc_errors,
 )

@@ -15,11 +15,11 @@ import math
 
 import numpy as np
 
-from ..policies.examples import interior_optimum_bandit
 from ..pilot.bandit import bandit_pilot
 from ..pilot.estimate import SCORE_MOMENTS, estimate_moments
 from ..pilot.transformer import answer_population, population_pilot
 from ..pilot.uncertainty import pilot_intervals
+from ..policies.examples import interior_optimum_bandit
 from ..policies.transformer import (
     exact_moments,
     load_study_policy,

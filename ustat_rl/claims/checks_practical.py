@@ -16,16 +16,16 @@ import numpy as np
 
 from ..conventions import _grouped, get_convention
 from ..policies.examples import std_normalisation_bandit
-from ..training.std import (
-    mean_field_root,
-    train_std_normalised,
-    trl_group_rule,
-)
 from ..theory.advantage import (
     advantage_moments,
     all_equal_probability,
     lemma11_constant,
     lemma11_difference_table,
+)
+from ..training.std import (
+    mean_field_root,
+    train_std_normalised,
+    trl_group_rule,
 )
 from .registry import (
     EXACT_RTOL,

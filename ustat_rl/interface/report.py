@@ -26,11 +26,11 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
+from ..claims.display import format_number, row_cells
+from ..runs.records import RUN_RECORD_SUFFIX
 from ._report_html import CSS as _CSS
 from ._report_html import PNG_SIGNATURE, markdown_to_html, png_text_chunks
 from ._report_html import escape as _e
-from ..claims.display import format_number, row_cells
-from ..runs.records import RUN_RECORD_SUFFIX
 
 __all__ = ["MAX_REPORT_BYTES", "PNG_SIGNATURE", "ReportSummary", "environment", "load_verify_json",
            "markdown_to_html", "png_text_chunks", "render_report", "write_report"]

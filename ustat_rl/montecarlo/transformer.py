@@ -20,11 +20,11 @@ import torch
 
 from .._validation import as_group_sizes, as_int
 from ..advantages.gradients import grpo_gradient, oracle_gradient, vanilla_gradient
-from .engine import MonteCarloEstimate, run_monte_carlo, stratified_estimate
-from ..seeding import child_int, child_seed
 from ..policies.transformer.model import TransformerPolicy
 from ..policies.transformer.moments import value_gradients
+from ..seeding import child_int, child_seed
 from ..training.transformer import question_values
+from .engine import MonteCarloEstimate, run_monte_carlo, stratified_estimate
 
 __all__ = ["MC_ESTIMATORS", "DEGENERATE", "squared_error_statistic", "mc_squared_errors"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import as_float
+from ..training.algorithm1 import NoisyQuadratic
 from .loglinear import LogLinearBandit
 from .softmax import SoftmaxBandit
-from ..training.algorithm1 import NoisyQuadratic
 
 __all__ = [
     "POLICY_STRENGTHS",
