@@ -1,10 +1,14 @@
-"""Group policy-gradient estimators (Algorithm 1 and Table 1 of the paper; docs/theory.md section 2).
+r"""Group policy-gradient estimators (Algorithm 1 and Table 1 of the paper; docs/theory.md section 2).
 
 All estimators share one form: for one prompt with ``G`` samples ``(W_g, Z_g)``,
 
-    g_hat(x) = (1/G) sum_g W_g (Z_g - C_g),
+.. math::
 
-and differ only in the baseline ``C_g``. A minibatch estimate averages ``B`` prompts.
+    \hat g(x) = \frac{1}{G} \sum_g W_g c_g,
+
+and differ only in the advantage rule that gives ``c_g`` (:mod:`ustat_rl.advantages.registry`);
+:func:`rule_gradient` builds the estimate of any registered rule. A minibatch estimate averages
+``B`` prompts.
 
 Shapes: ``score`` is ``(G, d)`` for one prompt or ``(B, G, d)`` for a minibatch, ``reward`` is
 ``(G,)`` or ``(B, G)``. By default a minibatch is reduced to its mean ``(d,)``; pass
@@ -16,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import as_finite_array
+from .registry import ESTIMATORS, get_rule
 
 __all__ = [
     "ESTIMATORS",
@@ -27,13 +32,11 @@ __all__ = [
     "grpo_kernel",
     "grpo_gradient_pairwise",
     "leave_one_out_baseline",
+    "rule_gradient",
 ]
 
-#: Names accepted wherever an estimator is chosen by name.
-ESTIMATORS = ("vanilla", "grpo", "oracle", "fullmean")
 
-
-def _check_group(score, reward, min_group: int = 1):
+def _check_group(score, reward, rule=None):
     score = as_finite_array(score, "score", ndim=(2, 3))
     reward = as_finite_array(reward, "reward", ndim=(1, 2))
     if score.shape[:-1] != reward.shape:
@@ -42,11 +45,9 @@ def _check_group(score, reward, min_group: int = 1):
             f"got {reward.shape}"
         )
     group_size = reward.shape[-1]
-    if group_size < min_group:
-        raise ValueError(
-            f"`group_size` must be an integer >= {min_group} for the leave-one-out baseline, "
-            f"got {group_size}"
-        )
+    if rule is not None and group_size < rule.min_group_size:
+        raise ValueError(f"`group_size` must be an integer >= {rule.min_group_size} "
+                         f"{rule.min_group_reason}, got {group_size}")
     return score, reward
 
 
@@ -69,13 +70,61 @@ def leave_one_out_baseline(reward) -> np.ndarray:
     sums ``Z^{(b,k)}`` over ``k != g``.
     """
     reward = as_finite_array(reward, "reward", ndim=(1, 2))
-    group_size = reward.shape[-1]
-    if group_size < 2:
-        raise ValueError(
-            f"`group_size` must be an integer >= 2 for the leave-one-out baseline, got {group_size}"
-        )
-    total = reward.sum(axis=-1, keepdims=True)
-    return (total - reward) / (group_size - 1)
+    rule = get_rule("grpo")
+    if reward.shape[-1] < rule.min_group_size:
+        raise ValueError(f"`group_size` must be an integer >= {rule.min_group_size} "
+                         f"{rule.min_group_reason}, got {reward.shape[-1]}")
+    flat = reward.reshape(-1, reward.shape[-1])
+    return (flat - rule.grouped(flat)).reshape(reward.shape)
+
+
+def rule_gradient(rule, score, reward, reference=None, *, per_prompt: bool = False) -> np.ndarray:
+    """The estimate ``(1/G) sum_g W_g c_g`` of any registered advantage rule.
+
+    Parameters
+    ----------
+    rule : str or AdvantageRule
+        A name of :func:`ustat_rl.advantages.rule_names` whose statistics are per group.
+    score : array_like, shape (G, d) or (B, G, d)
+    reward : array_like, shape (G,) or (B, G)
+    reference : float or array_like (B,), optional
+        ``r(x)`` for rules that subtract the value or a prompt-only baseline.
+    per_prompt : bool
+        Keep the ``B`` prompt estimates apart instead of averaging them.
+
+    Returns
+    -------
+    ndarray, shape (d,) or (B, d)
+
+    Notes
+    -----
+    .. math::
+
+        \hat g(x) = \frac{1}{G} \sum_{g=1}^G W_g c_g
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rule_gradient("grpo", np.array([[1.0], [-1.0]]), np.array([1.0, 0.0]))
+    array([1.])
+    """
+    rule = get_rule(rule, "rule")
+    if rule.statistics != "group":
+        raise ValueError(f"`rule` {rule.name!r} uses batch statistics; a per-prompt gradient "
+                         "needs a rule of the group alone")
+    score, reward = _check_group(score, reward, rule)
+    flat = reward.reshape(-1, reward.shape[-1])
+    if rule.centring.reference_source is not None:
+        if reference is None:
+            raise ValueError(f"`reference` is required: rule {rule.name!r} subtracts "
+                             f"{rule.centring.reference_source} r(x)")
+        reference = as_finite_array(reference, "reference", ndim=(0, 1))
+        if reference.ndim == 1 and reference.shape != reward.shape[:-1]:
+            raise ValueError(f"`reference` must be a scalar or have shape {reward.shape[:-1]}, "
+                             f"got {reference.shape}")
+        reference = np.broadcast_to(reference, reward.shape[:-1]).reshape(-1)
+    weight = rule.grouped(flat, reference).reshape(reward.shape)
+    return _reduce(_weighted_score_mean(score, weight), per_prompt)
 
 
 def vanilla_gradient(score, reward, *, per_prompt: bool = False) -> np.ndarray:
@@ -100,8 +149,7 @@ def vanilla_gradient(score, reward, *, per_prompt: bool = False) -> np.ndarray:
     >>> vanilla_gradient(np.array([[1.0], [-1.0]]), np.array([1.0, 0.0]))
     array([0.5])
     """
-    score, reward = _check_group(score, reward)
-    return _reduce(_weighted_score_mean(score, reward), per_prompt)
+    return rule_gradient("vanilla", score, reward, per_prompt=per_prompt)
 
 
 def grpo_gradient(score, reward, *, per_prompt: bool = False) -> np.ndarray:
@@ -121,14 +169,7 @@ def grpo_gradient(score, reward, *, per_prompt: bool = False) -> np.ndarray:
     >>> grpo_gradient(np.array([[1.0], [-1.0]]), np.array([1.0, 0.0]))
     array([1.])
     """
-    score, reward = _check_group(score, reward, min_group=2)
-    return _reduce(_grpo_core(score, reward), per_prompt)
-
-
-def _grpo_core(score: np.ndarray, reward: np.ndarray) -> np.ndarray:
-    group_size = reward.shape[-1]
-    centred = reward - reward.mean(axis=-1, keepdims=True)  # (..., G)
-    return np.einsum("...gd,...g->...d", score, centred) / (group_size - 1)
+    return rule_gradient("grpo", score, reward, per_prompt=per_prompt)
 
 
 def oracle_gradient(score, reward, value, *, per_prompt: bool = False) -> np.ndarray:
@@ -137,7 +178,7 @@ def oracle_gradient(score, reward, value, *, per_prompt: bool = False) -> np.nda
     ``value`` is a scalar for one prompt, or shape ``(B,)`` for a minibatch.
     Not implementable in practice; it is the first-order Hoeffding part of GRPO plus g.
     """
-    return baseline_gradient(score, reward, value, per_prompt=per_prompt)
+    return rule_gradient("oracle", score, reward, value, per_prompt=per_prompt)
 
 
 def baseline_gradient(score, reward, baseline, *, per_prompt: bool = False) -> np.ndarray:
@@ -150,8 +191,7 @@ def baseline_gradient(score, reward, baseline, *, per_prompt: bool = False) -> n
     expected = reward.shape[:-1]
     if baseline.ndim == 1 and baseline.shape != expected:
         raise ValueError(f"`baseline` must be a scalar or have shape {expected}, got {baseline.shape}")
-    centred = reward - baseline[..., None]
-    return _reduce(_weighted_score_mean(score, centred), per_prompt)
+    return rule_gradient("baseline", score, reward, baseline, per_prompt=per_prompt)
 
 
 def fullmean_gradient(score, reward, *, per_prompt: bool = False) -> np.ndarray:
@@ -160,9 +200,7 @@ def fullmean_gradient(score, reward, *, per_prompt: bool = False) -> np.ndarray:
     Equals ``(G-1)/G`` times the leave-one-out estimator exactly, so it is biased towards zero
     by the factor ``(G-1)/G``.
     """
-    score, reward = _check_group(score, reward)
-    centred = reward - reward.mean(axis=-1, keepdims=True)
-    return _reduce(_weighted_score_mean(score, centred), per_prompt)
+    return rule_gradient("fullmean", score, reward, per_prompt=per_prompt)
 
 
 def grpo_kernel(score_i, reward_i, score_j, reward_j) -> np.ndarray:
@@ -182,7 +220,7 @@ def grpo_gradient_pairwise(score, reward, *, per_prompt: bool = False) -> np.nda
 
     The slow, literal route; :func:`grpo_gradient` is the fast one. They agree to rounding.
     """
-    score, reward = _check_group(score, reward, min_group=2)
+    score, reward = _check_group(score, reward, get_rule("grpo"))
     group_size = reward.shape[-1]
     # (..., G, G, d) pairwise kernel; the diagonal is zero because z_i - z_i = 0
     pairs = grpo_kernel(score[..., :, None, :], reward[..., :, None],

@@ -13,13 +13,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .._validation import as_group_sizes, as_int
-from ..advantages.gradients import (
-    ESTIMATORS,
-    baseline_gradient,
-    fullmean_gradient,
-    grpo_gradient,
-    vanilla_gradient,
-)
+from ..advantages.gradients import rule_gradient
+from ..advantages.registry import ESTIMATORS, get_rule
 from ..policies.softmax import SoftmaxBandit
 from ..seeding import child_seed
 from .engine import MonteCarloEstimate, Statistic, run_monte_carlo, stratified_estimate
@@ -36,7 +31,18 @@ __all__ = [
 # Fast bandit kernel: groups through sufficient statistics, nested across group sizes
 # ---------------------------------------------------------------------------------------------
 
-_CODES = {name: i for i, name in enumerate(ESTIMATORS)}
+def kernel_tables(rules, sizes, low: float, high: float):
+    """What the kernels read for each (rule, G): ``coef (n_est, n_G, 3)`` with
+    ``c = scale[m] (own z + deviation (z - T/G) - reference V(x))`` and ``scale (n_est, n_G,
+    G_max + 1)`` by the group's number ``m`` of rewards ``high`` (two-point rewards)."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    coef = np.zeros((len(rules), sizes.size, 3))
+    scale = np.zeros((len(rules), sizes.size, int(sizes.max()) + 1))
+    for e, rule in enumerate(rules):
+        for ell, g in enumerate(sizes):
+            coef[e, ell] = [float(v) for v in rule.centring.kernel_coefficients(float(g))]
+            scale[e, ell, :g + 1] = rule.scale_table(int(g), low, high)
+    return coef, scale
 
 
 @numba.njit(cache=True, nogil=True)
@@ -52,6 +58,8 @@ def _draw_prompt(rng, cum_prompt):
 def _add_to_group(rng, pi_x, r_x, lo, hi, increment, counts, sums):
     # Multinomial(increment, pi_x) by sequential binomials, then Binomial successes per action:
     # exactly the law of the per-action counts and reward sums of `increment` new samples.
+    # Returns the number of successes added.
+    added = 0
     remaining = increment
     rest = 1.0
     k = pi_x.shape[0]
@@ -67,19 +75,22 @@ def _add_to_group(rng, pi_x, r_x, lo, hi, increment, counts, sums):
             success = rng.binomial(n_a, r_x[a])
             counts[a] += n_a
             sums[a] += lo * n_a + (hi - lo) * success
+            added += success
         remaining -= n_a
         rest -= pi_x[a]
+    return added
 
 
 @numba.njit(cache=True, nogil=True)
 def _bandit_kernel(rng, n, pi, r, lo, hi, value, cum_prompt, fixed_prompt, batch_size,
-                   group_sizes, codes, target, direction, deg_pair, out_sq, out_proj, out_deg):
+                   group_sizes, coef, scale, target, direction, deg_pair, out_sq, out_proj,
+                   out_deg):
     # Per replicate: the minibatch estimate of every (estimator, G) lives only on the blocks of
     # the drawn prompts, so it is accumulated in a dense scratch and only those blocks are read
     # and reset; untouched coordinates contribute ||target||^2 to every squared error.
     n_prompts, k = pi.shape
     n_sizes = group_sizes.shape[0]
-    n_est = codes.shape[0]
+    n_est = coef.shape[0]
     scratch = np.zeros((n_est, n_sizes, n_prompts * k))
     touched = np.zeros(n_prompts, dtype=np.bool_)
     order = np.zeros(batch_size, dtype=np.int64)
@@ -97,23 +108,22 @@ def _bandit_kernel(rng, n, pi, r, lo, hi, value, cum_prompt, fixed_prompt, batch
             counts[:] = 0.0
             sums[:] = 0.0
             previous = 0
+            successes = 0
             for ell in range(n_sizes):
                 g = group_sizes[ell]
-                _add_to_group(rng, pi[x], r[x], lo, hi, g - previous, counts, sums)
+                successes += _add_to_group(rng, pi[x], r[x], lo, hi, g - previous, counts, sums)
                 previous = g
                 total = sums.sum()
                 for e in range(n_est):
-                    code = codes[e]
+                    # c_g = scale[m] (own z_g + deviation (z_g - T/G) - reference V(x)): the sum
+                    # over the samples of action a, minus pi_a times the sum over the group
+                    own, dev, ref = coef[e, ell, 0], coef[e, ell, 1], coef[e, ell, 2]
+                    factor = scale[e, ell, successes] / (g * batch_size)
+                    group_sum = own * total - ref * value[x] * g
                     for a in range(k):
-                        if code == 0:  # vanilla: c_g = z_g
-                            s_a = sums[a] - pi[x, a] * total
-                        elif code == 1:  # grpo: c_g = (G z_g - T)/(G - 1), sum_g c_g = 0
-                            s_a = (g * sums[a] - counts[a] * total) / (g - 1.0)
-                        elif code == 2:  # oracle: c_g = z_g - V(x)
-                            s_a = (sums[a] - counts[a] * value[x]) - pi[x, a] * (total - g * value[x])
-                        else:  # fullmean: c_g = z_g - T/G, sum_g c_g = 0
-                            s_a = sums[a] - counts[a] * total / g
-                        scratch[e, ell, x * k + a] += s_a / (g * batch_size)
+                        s_a = (own * sums[a] + dev * (sums[a] - counts[a] * total / g)
+                               - ref * value[x] * counts[a] - pi[x, a] * group_sum)
+                        scratch[e, ell, x * k + a] += s_a * factor
         for e in range(n_est):
             for ell in range(n_sizes):
                 sq = target_sq
@@ -165,9 +175,11 @@ def bandit_statistics(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_sizes=
     (:mod:`ustat_rl.montecarlo.torch_backend` states what is reproducible across devices).
     """
     _check_backend(backend, device)
-    codes, sizes, batch_size, fixed = _bandit_setup(bandit, estimators, group_sizes,
+    rules, sizes, batch_size, fixed = _bandit_setup(bandit, estimators, group_sizes,
                                                     batch_size, prompt)
-    names = tuple(ESTIMATORS[c] for c in codes)
+    names = tuple(rule.name for rule in rules)
+    lo, hi = bandit.reward_values
+    coef, scale = kernel_tables(rules, sizes, lo, hi)
     target = bandit.target_gradient(fixed if fixed >= 0 else None)
     use_dir = direction is not None
     if use_dir:
@@ -189,22 +201,21 @@ def bandit_statistics(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_sizes=
     if backend == "torch":
         from .torch_backend import TorchBanditStatistic, resolve_device
 
-        statistic = TorchBanditStatistic(bandit, codes, sizes, batch_size, fixed, target,
+        statistic = TorchBanditStatistic(bandit, (coef, scale), sizes, batch_size, fixed, target,
                                          direction if use_dir else None,
                                          tuple(deg_pair) if degenerate else None,
                                          resolve_device(device))
         return statistic, labels
     pi, r = bandit.policy, bandit.reward_prob
-    lo, hi = bandit.reward_values
     cum_prompt = np.cumsum(bandit.prompt_prob)
-    n_est, n_sizes = len(codes), len(sizes)
+    n_est, n_sizes = len(rules), len(sizes)
 
     def statistic(rng, n):
         out_sq = np.empty((n, n_est, n_sizes))
         out_proj = np.empty((n, n_est, n_sizes))
         out_deg = np.empty((n, n_sizes))
         _bandit_kernel(rng, n, pi, r, lo, hi, bandit.value, cum_prompt, fixed, batch_size,
-                       sizes, codes, target, direction, deg_pair, out_sq, out_proj, out_deg)
+                       sizes, coef, scale, target, direction, deg_pair, out_sq, out_proj, out_deg)
         parts = [out_sq.reshape(n, -1)]
         if use_dir:
             parts.append(out_proj.reshape(n, -1))
@@ -279,21 +290,25 @@ def _check_backend(backend, device) -> None:
 
 
 def _bandit_setup(bandit, estimators, group_sizes, batch_size, prompt):
-    if isinstance(estimators, str):
+    if isinstance(estimators, str) or not np.iterable(estimators):
         estimators = (estimators,)
-    for name in estimators:
-        if name not in _CODES:
-            raise ValueError(f"`estimators` entries must be in {ESTIMATORS}, got {name!r}")
-    needs_two = any(name in ("grpo", "fullmean") for name in estimators)
-    sizes = as_group_sizes(group_sizes, "group_sizes", 2 if needs_two else 1)
+    rules = tuple(_mc_rule(name, "estimators") for name in estimators)
+    sizes = as_group_sizes(group_sizes, "group_sizes", max(r.min_group_size for r in rules))
     batch_size = as_int(batch_size, "batch_size", 1)
     fixed = -1
     if prompt is not None:
         fixed = as_int(prompt, "prompt", 0)
         if fixed >= bandit.n_prompts:
             raise ValueError(f"`prompt` must be in [0, {bandit.n_prompts - 1}], got {fixed}")
-    codes = np.array([_CODES[name] for name in estimators], dtype=np.int64)
-    return codes, sizes, batch_size, fixed
+    return rules, sizes, batch_size, fixed
+
+
+def _mc_rule(name, parameter):
+    rule = get_rule(name, parameter)
+    if rule.statistics != "group" or rule.centring.reference_source == "baseline":
+        raise ValueError(f"`{parameter}` entry {rule.name!r} needs a batch statistic or a "
+                         "baseline b(x); the bandit kernels take rules of the group alone")
+    return rule
 
 
 # ---------------------------------------------------------------------------------------------
@@ -305,9 +320,8 @@ def per_sample_squared_errors(bandit: SoftmaxBandit, estimator: str, group_size,
                               prompt=None) -> Statistic:
     """Squared errors computed sample by sample: sample actions and rewards, build every score
     ``W_g`` and apply the public estimator functions. Slow but literal."""
-    if estimator not in _CODES:
-        raise ValueError(f"`estimator` must be one of {ESTIMATORS}, got {estimator!r}")
-    group_size = as_int(group_size, "group_size", 2 if estimator in ("grpo", "fullmean") else 1)
+    rule = _mc_rule(estimator, "estimator")
+    group_size = as_int(group_size, "group_size", rule.min_group_size, rule.min_group_reason)
     batch_size = as_int(batch_size, "batch_size", 1)
     k = bandit.n_actions
     target = bandit.target_gradient(prompt)
@@ -315,15 +329,8 @@ def per_sample_squared_errors(bandit: SoftmaxBandit, estimator: str, group_size,
     def statistic(rng, n):
         sample = bandit.sample_groups(group_size, n * batch_size, rng, prompt)
         score = bandit.scores(sample.prompt, sample.action)  # (n*B, G, K)
-        if estimator == "vanilla":
-            est = vanilla_gradient(score, sample.reward, per_prompt=True)
-        elif estimator == "grpo":
-            est = grpo_gradient(score, sample.reward, per_prompt=True)
-        elif estimator == "fullmean":
-            est = fullmean_gradient(score, sample.reward, per_prompt=True)
-        else:
-            est = baseline_gradient(score, sample.reward, bandit.value[sample.prompt],
-                                    per_prompt=True)
+        est = rule_gradient(rule, score, sample.reward, bandit.value[sample.prompt],
+                            per_prompt=True)
         full = np.zeros((n * batch_size, bandit.dim))  # (n*B, P*K)
         cols = sample.prompt[:, None] * k + np.arange(k)
         np.put_along_axis(full, cols, est, axis=1)

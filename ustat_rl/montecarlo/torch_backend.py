@@ -145,8 +145,9 @@ class TorchBanditStatistic:
     Parameters
     ----------
     bandit : SoftmaxBandit
-    codes : ndarray of int
-        Estimator codes, positions in :data:`ustat_rl.advantages.gradients.ESTIMATORS`.
+    tables : (ndarray, ndarray)
+        The rules' kernel data from :func:`ustat_rl.montecarlo.bandit.kernel_tables`:
+        ``coef (n_est, n_G, 3)`` and ``scale (n_est, n_G, G_max + 1)``.
     group_sizes : ndarray of int
         Sorted, nested group sizes.
     batch_size : int
@@ -162,17 +163,18 @@ class TorchBanditStatistic:
         Groups per sub-block; the default :data:`SUB_BLOCK_GROUPS` fixes the random stream.
     """
 
-    def __init__(self, bandit, codes, group_sizes, batch_size, prompt, target, direction,
+    def __init__(self, bandit, tables, group_sizes, batch_size, prompt, target, direction,
                  degenerate_pair, device, sub_block_groups=SUB_BLOCK_GROUPS):
         self.device = device
-        self.codes = tuple(int(c) for c in codes)
+        coef, scale = tables
+        self.n_estimators = int(coef.shape[0])
         self.group_sizes = tuple(int(g) for g in group_sizes)
         self.batch_size = int(batch_size)
         self.prompt = int(prompt)
         self.sub_block_size = max(1, int(sub_block_groups) // self.batch_size)
         self.use_direction = direction is not None
         self.degenerate_pair = degenerate_pair
-        n_cols = len(self.codes) * len(self.group_sizes)
+        n_cols = self.n_estimators * len(self.group_sizes)
         self.n_columns = (n_cols * (2 if self.use_direction else 1)
                           + (len(self.group_sizes) if degenerate_pair is not None else 0))
 
@@ -195,6 +197,9 @@ class TorchBanditStatistic:
         self._target_sq = float(np.sum(np.asarray(target) ** 2))
         self._direction = as_t(direction).reshape(bandit.n_prompts, k) if self.use_direction else None
         self._n_prompts, self._k = bandit.n_prompts, k
+        self._coef = [[tuple(float(v) for v in coef[e, ell]) for ell in range(coef.shape[1])]
+                      for e in range(coef.shape[0])]
+        self._scale = as_t(scale)  # (n_est, n_G, G_max + 1)
 
     # ----------------------------------------------------------------- sampling
     def _increment(self, gen, x, inc: int):
@@ -255,7 +260,7 @@ class TorchBanditStatistic:
                 return u.sum(dim=1).square().sum(dim=1)
             return (torch.bmm(same, u) * u).sum(dim=(1, 2))
 
-        n_est, n_sizes = len(self.codes), len(self.group_sizes)
+        n_est, n_sizes = self.n_estimators, len(self.group_sizes)
         out = torch.empty((n, self.n_columns), dtype=torch.float64, device=self.device)
         proj_at = n_est * n_sizes
         deg_at = proj_at * (2 if self.use_direction else 1)
@@ -271,17 +276,16 @@ class TorchBanditStatistic:
                 successes = successes + new_successes
             sums = self._lo * counts + (self._hi - self._lo) * successes  # (N, K)
             total = sums.sum(dim=1, keepdim=True)  # (N, 1)
+            m = successes.sum(dim=1).long()  # (N,) successes of each group
             per_est = []
-            scale = 1.0 / (g * b)  # this group's share of the minibatch estimate
-            for e, code in enumerate(self.codes):
-                if code == 0:  # vanilla: c_g = z_g
-                    s = (sums - pi_x * total) * scale
-                elif code == 1:  # grpo: c_g = (G z_g - T)/(G - 1)
-                    s = (g * sums - counts * total) * (scale / (g - 1.0))
-                elif code == 2:  # oracle: c_g = z_g - V(x)
-                    s = ((sums - counts * value_x) - pi_x * (total - g * value_x)) * scale
-                else:  # fullmean: c_g = z_g - T/G
-                    s = (sums - counts * (total / g)) * scale
+            share = 1.0 / (g * b)  # this group's share of the minibatch estimate
+            for e in range(n_est):
+                # c_g = scale[m] (own z_g + deviation (z_g - T/G) - reference V(x)), as in numba
+                own, dev, ref = self._coef[e][ell]
+                group_sum = own * total - (ref * g) * value_x
+                s = (own * sums + dev * (sums - counts * (total / g)) - ref * value_x * counts
+                     - pi_x * group_sum)
+                s = s * (self._scale[e, ell][m] * share)[:, None]
                 v = s.view(n, b, k)  # (n, B, K)
                 per_est.append(v)
                 col = e * n_sizes + ell

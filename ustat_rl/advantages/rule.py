@@ -1,0 +1,379 @@
+"""What an advantage rule is: centring and scaling as data, and the per-sample function built on them.
+
+An advantage rule turns the rewards of a group into the weights ``c_g`` of the gradient
+estimate ``g_hat = (1/G) sum_g W_g c_g`` (docs/theory.md section 2). Every rule the project
+knows is an :class:`AdvantageRule` made of two parts:
+
+* a :class:`Centring`, affine in the rewards,
+
+  .. math::
+
+      c_g = \\alpha z_g + \\beta \\sum_k z_k - w r(x),
+
+  where ``r(x)`` is the value ``V(x)`` or a prompt-only baseline ``b(x)``; the coefficients are
+  data (:meth:`Centring.kernel_coefficients`), so the Monte Carlo kernels read them instead of
+  calling back into Python;
+* a :class:`Scaling` that divides the centred rewards by a spread: nothing, the group's
+  standard deviation (with or without Bessel's correction), another statistic of the group, or
+  a statistic of the whole batch, with its epsilon and where it goes.
+
+For two-point rewards a group's spread depends only on its success count ``m``, so a scaled
+group rule is, for the kernels, an affine rule times a table indexed by ``m``
+(:meth:`AdvantageRule.scale_table`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+__all__ = ["CENTRING_KINDS", "SCALING_KINDS", "Centring", "Scaling", "Provenance",
+           "AdvantageRule"]
+
+CENTRING_KINDS = ("none", "leave-one-out", "group mean", "value", "baseline")
+SCALING_KINDS = ("none", "group std", "group statistic", "batch std", "batch whitening")
+
+
+@dataclass(frozen=True)
+class Centring:
+    """``c = z - w_m m - w_l l - w_r r``: weights of the group mean ``m``, the leave-one-out mean
+    ``l = (sum_k z_k - z)/(n - 1)`` and a reference ``r`` (``V(x)`` or ``b(x)``).
+
+    Attributes
+    ----------
+    kind : one of :data:`CENTRING_KINDS`
+    mean, leave_one_out, reference : float
+        The weights ``w_m``, ``w_l``, ``w_r``.
+    singleton : {"formula", "reward"}
+        A one-sample group gets what the weights give (``"formula"``: 0 for a mean or a
+        leave-one-out mean defined as 0) or keeps its raw reward (``"reward"``).
+    """
+
+    kind: str
+    mean: float = 0.0
+    leave_one_out: float = 0.0
+    reference: float = 0.0
+    singleton: str = "formula"
+
+    def __post_init__(self):
+        if self.kind not in CENTRING_KINDS:
+            raise ValueError(f"`kind` must be one of {CENTRING_KINDS}, got {self.kind!r}")
+        if self.singleton not in ("formula", "reward"):
+            raise ValueError(f"`singleton` must be 'formula' or 'reward', got {self.singleton!r}")
+
+    @property
+    def min_group_size(self) -> int:
+        """2 when a leave-one-out mean enters (it needs another sample), else 1."""
+        return 2 if self.leave_one_out != 0.0 and self.singleton == "formula" else 1
+
+    @property
+    def reference_source(self) -> str | None:
+        """``"value"``, ``"baseline"`` or ``None``: what ``r(x)`` is."""
+        if self.reference == 0.0:
+            return None
+        return "baseline" if self.kind == "baseline" else "value"
+
+    def kernel_coefficients(self, n):
+        """``(own, deviation, reference)`` with ``c = own z + deviation (z - m) - reference r``.
+
+        ``n`` is the group size (scalar or array). This is where the leave-one-out formula
+        lives: ``z - l = n (z - m)/(n - 1)``.
+
+        .. math::
+
+            c = (1 - w_m - w_l) z + \\Big(w_m + w_l \\frac{n}{n - 1}\\Big)(z - m) - w_r r
+        """
+        n = np.asarray(n, dtype=np.float64)
+        own = np.full(n.shape, 1.0 - self.mean - self.leave_one_out)
+        deviation = self.mean + self.leave_one_out * (n / np.maximum(n - 1.0, 1.0))
+        reference = np.full(n.shape, self.reference)
+        if self.singleton == "reward":
+            one = n == 1
+            own, deviation, reference = (np.where(one, 1.0, own), np.where(one, 0.0, deviation),
+                                         np.where(one, 0.0, reference))
+        return own, deviation, reference
+
+    def moment_coefficients(self, G: float):
+        """``(a, b, w)`` with ``c = a (z - V) + b (z - l) + (a V - w r)`` at group size ``G``.
+
+        ``b (z - l)`` is the pairwise (U-statistic) part: ``z - m = ((G - 1)/G)(z - l)``, so a
+        full-mean weight contributes ``w_m (G - 1)/G``. The exact theory reads these.
+        """
+        if G == 1 and self.singleton == "reward":
+            return 1.0, 0.0, 0.0
+        own = 1.0 - self.mean - self.leave_one_out
+        pairwise = (self.mean * ((G - 1.0) / G) if self.mean else 0.0) + self.leave_one_out
+        return own, pairwise, self.reference
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """How the centred rewards are divided: ``a = c / d(s)`` with ``s`` a spread.
+
+    Attributes
+    ----------
+    kind : one of :data:`SCALING_KINDS`
+        ``"group std"`` and ``"group statistic"`` (``statistic`` of the group's rewards) use the
+        group only; ``"batch std"`` divides by the std of the batch's rewards, ``"batch
+        whitening"`` subtracts the batch mean of ``c`` and divides by the batch std of ``c``.
+    bessel : bool or None
+        Standard deviations divide by ``n - 1`` (``None`` when none is taken).
+    epsilon : float
+    epsilon_placement : {"none", "added to std", "inside sqrt"}
+        ``d(s) = s``, ``s + epsilon`` or ``sqrt(s^2 + epsilon)``.
+    all_equal : {"divide", "zero"}
+        ``"zero"``: a group whose spread is 0 gets advantage 0 (Algorithm 2's rule here);
+        ``"divide"``: whatever the division gives (0 / epsilon = 0 with an epsilon).
+    singleton_divisor : float
+        ``d`` for a one-sample group (NaN: undefined, as a Bessel std of one sample).
+    statistic : callable, optional
+        For ``kind="group statistic"``: ``rewards (M, n) -> spread (M,)``.
+    """
+
+    kind: str = "none"
+    bessel: bool | None = None
+    epsilon: float = 0.0
+    epsilon_placement: str = "none"
+    all_equal: str = "divide"
+    singleton_divisor: float = math.nan
+    statistic: Callable | None = field(default=None, compare=False)
+
+    def __post_init__(self):
+        if self.kind not in SCALING_KINDS:
+            raise ValueError(f"`kind` must be one of {SCALING_KINDS}, got {self.kind!r}")
+        if self.epsilon_placement not in ("none", "added to std", "inside sqrt"):
+            raise ValueError("`epsilon_placement` must be 'none', 'added to std' or 'inside sqrt', "
+                             f"got {self.epsilon_placement!r}")
+        if self.all_equal not in ("divide", "zero"):
+            raise ValueError(f"`all_equal` must be 'divide' or 'zero', got {self.all_equal!r}")
+        if (self.kind == "group statistic") != (self.statistic is not None):
+            raise ValueError("`statistic` is required for, and only for, kind='group statistic'")
+
+    def divisor(self, spread):
+        """``d(s)``: the spread with its epsilon."""
+        spread = np.asarray(spread, dtype=np.float64)
+        if self.epsilon_placement == "added to std":
+            return spread + self.epsilon
+        if self.epsilon_placement == "inside sqrt":
+            return np.sqrt(spread * spread + self.epsilon)
+        return spread
+
+    def std(self, squares, n):
+        """``sqrt(sum of squared deviations / (n - 1 or n))``."""
+        return np.sqrt(squares / (np.maximum(n - 1.0, 1.0) if self.bessel else n))
+
+    def divide(self, c, spread, n):
+        """``c / d(spread)`` with the all-equal and singleton rules (arrays of one shape)."""
+        div = np.where(n > 1, self.divisor(spread), self.singleton_divisor)
+        if self.all_equal == "zero":
+            ok = spread > 0
+            return np.where(ok, c / np.where(ok, div, 1.0), 0.0)
+        return c / div
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a rule comes from: a framework's option read from a source file, or the paper."""
+
+    framework: str
+    option: str
+    source: str
+
+
+def _first_index(inverse, n_groups):
+    first = np.full(n_groups, inverse.size, dtype=np.int64)
+    np.minimum.at(first, inverse, np.arange(inverse.size))
+    return first
+
+
+def group_mean(z, inverse, counts):
+    """Each group's mean, computed around its first reward (so an all-equal group has deviations
+    exactly 0 whatever its offset)."""
+    shift = z[_first_index(inverse, counts.size)]
+    return shift + np.bincount(inverse, z - shift[inverse], minlength=counts.size) / counts
+
+
+def _batch_std(x, bessel):
+    mean = x[0] + np.mean(x - x[0])
+    if x.size < 2:
+        return mean, 0.0
+    return mean, float(np.sqrt(np.sum((x - mean) ** 2) / (x.size - 1 if bessel else x.size)))
+
+
+@dataclass(frozen=True)
+class AdvantageRule:
+    """One advantage rule: its centring, scaling, provenance and stated edge cases.
+
+    Attributes
+    ----------
+    name : str
+        The key in the registry (:func:`ustat_rl.advantages.get_rule`).
+    centring : Centring
+    scaling : Scaling
+    provenance : Provenance
+    formula : str
+        The advantage, in the notation of docs/conventions.md.
+    zero_variance, singleton : str
+        What an all-equal group and a one-sample group get, in words.
+    min_group_size, min_batch_size : int
+        The smallest sizes for which the rule is defined (``ValueError`` below them).
+    equal_group_sizes : bool
+        Whether the rule (its framework) needs every group to have the same size.
+    project_name : str
+        The estimator of docs/theory.md section 2 this rule equals, when it equals one.
+    """
+
+    name: str
+    centring: Centring
+    scaling: Scaling = Scaling()
+    provenance: Provenance = Provenance("ustat-rl", "", "docs/theory.md section 2")
+    formula: str = ""
+    zero_variance: str = "0 (the centred rewards vanish)"
+    singleton: str = "undefined"
+    min_group_size: int = 1
+    min_batch_size: int = 1
+    equal_group_sizes: bool = False
+    project_name: str = ""
+
+    def __post_init__(self):
+        size = max(int(self.min_group_size), self.centring.min_group_size)
+        object.__setattr__(self, "min_group_size", size)
+
+    # ------------------------------------------------------------------ what the layers ask
+    @property
+    def is_affine(self) -> bool:
+        """No scaling: the exact MSE has a closed form for any rewards (:mod:`ustat_rl.theory.mse`)."""
+        return self.scaling.kind == "none"
+
+    @property
+    def statistics(self) -> str:
+        """``"group"`` when an advantage depends on its own group only, else ``"batch"``."""
+        return "batch" if self.scaling.kind.startswith("batch") else "group"
+
+    @property
+    def min_group_reason(self) -> str:
+        """Why ``min_group_size`` is what it is, for error messages."""
+        if self.centring.min_group_size == 2:
+            return "for the leave-one-out baseline"
+        return f"for rule {self.name!r}" if self.min_group_size > 1 else ""
+
+    def scale_table(self, group_size: int, low: float = 0.0, high: float = 1.0) -> np.ndarray:
+        """``1/d`` (or 0) of a group with ``m`` rewards ``high`` and ``G - m`` rewards ``low``,
+        ``m = 0..G``: what a kernel multiplies the affine part by, shape ``(G + 1,)``."""
+        G = int(group_size)
+        if self.statistics != "group":
+            raise ValueError(f"rule {self.name!r} uses batch statistics, so groups are not "
+                             "independent; its Monte Carlo needs the whole batch")
+        if self.is_affine:
+            return np.ones(G + 1)
+        m = np.arange(G + 1)
+        rows = np.where(np.arange(G)[None, :] < m[:, None], float(high), float(low))  # (G+1, G)
+        ones = np.ones(G + 1)
+        return self.scaling.divide(ones, self._group_spread(rows), np.full(G + 1, float(G)))
+
+    def _group_spread(self, rows: np.ndarray) -> np.ndarray:
+        if self.scaling.kind == "group statistic":
+            return np.asarray(self.scaling.statistic(rows), dtype=np.float64).reshape(len(rows))
+        dev = rows - (rows[:, :1] + np.mean(rows - rows[:, :1], axis=1, keepdims=True))
+        return self.scaling.std(np.sum(dev * dev, axis=1), float(rows.shape[1]))
+
+    # ------------------------------------------------------------------ the per-sample function
+    def _centred(self, z, mean, n, reference):
+        own, deviation, ref = self.centring.kernel_coefficients(n)
+        c = own * z + deviation * (z - mean)
+        if self.centring.reference_source is None:
+            return c
+        if reference is None:
+            raise ValueError(f"rule {self.name!r} subtracts {self.centring.reference_source} "
+                             "r(x): pass `reference`")
+        return c - ref * np.broadcast_to(np.asarray(reference, dtype=np.float64), z.shape)
+
+    def _batch_scaled(self, z, c):
+        if self.scaling.kind == "batch std":
+            return c / self.scaling.divisor(_batch_std(z.reshape(-1), self.scaling.bessel)[1])
+        centre, spread = _batch_std(c.reshape(-1), self.scaling.bessel)
+        return (c - centre) / self.scaling.divisor(spread)
+
+    def apply(self, z, inverse, counts, reference=None) -> np.ndarray:
+        """Advantages of validated float rewards ``z (n,)`` in groups ``inverse`` (sizes
+        ``counts``); ``reference (n,)`` is ``r(x)`` per sample when the centring uses one."""
+        n = counts[inverse].astype(np.float64)
+        mean = group_mean(z, inverse, counts)
+        c = self._centred(z, mean[inverse], n, reference)
+        kind = self.scaling.kind
+        if kind == "none":
+            return c
+        if kind.startswith("batch"):
+            return self._batch_scaled(z, c)
+        if kind == "group std":
+            dev = z - mean[inverse]
+            squares = np.bincount(inverse, dev * dev, minlength=counts.size)
+            spread = self.scaling.std(squares, counts.astype(np.float64))
+        else:
+            spread = np.zeros(counts.size)
+            order = np.argsort(inverse, kind="stable")
+            for size in np.unique(counts):
+                groups = np.flatnonzero(counts == size)
+                members = order[np.isin(inverse[order], groups)].reshape(groups.size, size)
+                spread[groups] = self._group_spread(z[members])
+        return self.scaling.divide(c, spread[inverse], n)
+
+    def grouped(self, rewards, reference=None) -> np.ndarray:
+        """Advantages of ``M`` equal groups at once: ``rewards (M, G) -> (M, G)``, no validation.
+
+        ``reference`` is ``r(x)`` per group, shape ``(M,)`` (or a scalar). The same numbers as
+        :meth:`apply`, computed on rows.
+        """
+        z = np.asarray(rewards, dtype=np.float64)
+        M, G = z.shape
+        shift = z[:, :1]
+        mean = shift + np.mean(z - shift, axis=1, keepdims=True)  # (M, 1)
+        ref = None if reference is None else np.broadcast_to(
+            np.asarray(reference, dtype=np.float64).reshape(-1, 1) if np.ndim(reference) else
+            np.asarray(reference, dtype=np.float64), (M, 1))
+        c = self._centred(z, mean, np.full((M, 1), float(G)), ref)
+        kind = self.scaling.kind
+        if kind == "none":
+            return c
+        if kind.startswith("batch"):
+            return self._batch_scaled(z, c)
+        spread = self._group_spread(z)[:, None]  # (M, 1)
+        return self.scaling.divide(c, spread, np.full((M, 1), float(G)))
+
+    def check_inputs(self, rewards, group_ids):
+        """``(z, inverse, counts)`` from validated rewards and group ids, or a one-line error."""
+        z = np.asarray(rewards)
+        if z.ndim != 1 or z.size == 0:
+            raise ValueError(f"`rewards` must be a non-empty 1-D array, got shape {z.shape}")
+        if not np.issubdtype(z.dtype, np.number) or np.iscomplexobj(z):
+            raise TypeError(f"`rewards` must hold real numbers, got dtype {z.dtype}")
+        z = z.astype(np.float64)
+        if not np.all(np.isfinite(z)):
+            raise ValueError("`rewards` must be finite (no NaN or inf)")
+        ids = np.asarray(group_ids)
+        if ids.shape != z.shape:
+            raise ValueError(f"`group_ids` must have the shape of `rewards` {z.shape}, got "
+                             f"{ids.shape}")
+        if not np.issubdtype(ids.dtype, np.integer):
+            raise TypeError(f"`group_ids` must be integers, got dtype {ids.dtype}")
+        _, inverse, counts = np.unique(ids, return_inverse=True, return_counts=True)
+        if counts.min() < self.min_group_size:
+            raise ValueError(f"convention {self.name!r} needs groups of at least "
+                             f"{self.min_group_size} samples (singletons: {self.singleton}), got "
+                             f"a group of {counts.min()}")
+        if z.size < self.min_batch_size:
+            raise ValueError(f"convention {self.name!r} needs a batch of at least "
+                             f"{self.min_batch_size} samples, got {z.size}")
+        if self.equal_group_sizes and counts.min() != counts.max():
+            raise ValueError(f"convention {self.name!r} reshapes rewards into (-1, G), so every "
+                             f"group must have the same size; got sizes from {counts.min()} to "
+                             f"{counts.max()}")
+        return z, inverse.reshape(-1), counts
+
+    def advantages(self, rewards, group_ids, reference=None) -> np.ndarray:
+        """The per-sample advantages ``(n,)`` of rewards ``(n,)`` in groups ``group_ids (n,)``."""
+        z, inverse, counts = self.check_inputs(rewards, group_ids)
+        return self.apply(z, inverse, counts, reference)
