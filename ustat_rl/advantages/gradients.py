@@ -79,7 +79,7 @@ def leave_one_out_baseline(reward) -> np.ndarray:
 
 
 def rule_gradient(rule, score, reward, reference=None, *, per_prompt: bool = False) -> np.ndarray:
-    """The estimate ``(1/G) sum_g W_g c_g`` of any registered advantage rule.
+    r"""The estimate ``(1/G) sum_g W_g c_g`` of any registered advantage rule.
 
     Parameters
     ----------
