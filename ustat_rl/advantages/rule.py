@@ -24,164 +24,15 @@ group rule is, for the kernels, an affine rule times a table indexed by ``m``
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
+from .parts import CENTRING_KINDS, SCALING_KINDS, Centring, Provenance, Scaling
+
 __all__ = ["CENTRING_KINDS", "SCALING_KINDS", "Centring", "Scaling", "Provenance",
-           "AdvantageRule"]
-
-CENTRING_KINDS = ("none", "leave-one-out", "group mean", "value", "baseline")
-SCALING_KINDS = ("none", "group std", "group statistic", "batch std", "batch whitening")
-
-
-@dataclass(frozen=True)
-class Centring:
-    """``c = z - w_m m - w_l l - w_r r``: weights of the group mean ``m``, the leave-one-out mean
-    ``l = (sum_k z_k - z)/(n - 1)`` and a reference ``r`` (``V(x)`` or ``b(x)``).
-
-    Attributes
-    ----------
-    kind : one of :data:`CENTRING_KINDS`
-    mean, leave_one_out, reference : float
-        The weights ``w_m``, ``w_l``, ``w_r``.
-    singleton : {"formula", "reward"}
-        A one-sample group gets what the weights give (``"formula"``: 0 for a mean or a
-        leave-one-out mean defined as 0) or keeps its raw reward (``"reward"``).
-    """
-
-    kind: str
-    mean: float = 0.0
-    leave_one_out: float = 0.0
-    reference: float = 0.0
-    singleton: str = "formula"
-
-    def __post_init__(self):
-        if self.kind not in CENTRING_KINDS:
-            raise ValueError(f"`kind` must be one of {CENTRING_KINDS}, got {self.kind!r}")
-        if self.singleton not in ("formula", "reward"):
-            raise ValueError(f"`singleton` must be 'formula' or 'reward', got {self.singleton!r}")
-
-    @property
-    def min_group_size(self) -> int:
-        """2 when a leave-one-out mean enters (it needs another sample), else 1."""
-        return 2 if self.leave_one_out != 0.0 and self.singleton == "formula" else 1
-
-    @property
-    def reference_source(self) -> str | None:
-        """``"value"``, ``"baseline"`` or ``None``: what ``r(x)`` is."""
-        if self.reference == 0.0:
-            return None
-        return "baseline" if self.kind == "baseline" else "value"
-
-    def kernel_coefficients(self, n):
-        """``(own, deviation, reference)`` with ``c = own z + deviation (z - m) - reference r``.
-
-        ``n`` is the group size (scalar or array). This is where the leave-one-out formula
-        lives: ``z - l = n (z - m)/(n - 1)``.
-
-        .. math::
-
-            c = (1 - w_m - w_l) z + \\Big(w_m + w_l \\frac{n}{n - 1}\\Big)(z - m) - w_r r
-        """
-        n = np.asarray(n, dtype=np.float64)
-        own = np.full(n.shape, 1.0 - self.mean - self.leave_one_out)
-        deviation = self.mean + self.leave_one_out * (n / np.maximum(n - 1.0, 1.0))
-        reference = np.full(n.shape, self.reference)
-        if self.singleton == "reward":
-            one = n == 1
-            own, deviation, reference = (np.where(one, 1.0, own), np.where(one, 0.0, deviation),
-                                         np.where(one, 0.0, reference))
-        return own, deviation, reference
-
-    def moment_coefficients(self, G: float):
-        """``(a, b, w)`` with ``c = a (z - V) + b (z - l) + (a V - w r)`` at group size ``G``.
-
-        ``b (z - l)`` is the pairwise (U-statistic) part: ``z - m = ((G - 1)/G)(z - l)``, so a
-        full-mean weight contributes ``w_m (G - 1)/G``. The exact theory reads these.
-        """
-        if G == 1 and self.singleton == "reward":
-            return 1.0, 0.0, 0.0
-        own = 1.0 - self.mean - self.leave_one_out
-        pairwise = (self.mean * ((G - 1.0) / G) if self.mean else 0.0) + self.leave_one_out
-        return own, pairwise, self.reference
-
-
-@dataclass(frozen=True)
-class Scaling:
-    """How the centred rewards are divided: ``a = c / d(s)`` with ``s`` a spread.
-
-    Attributes
-    ----------
-    kind : one of :data:`SCALING_KINDS`
-        ``"group std"`` and ``"group statistic"`` (``statistic`` of the group's rewards) use the
-        group only; ``"batch std"`` divides by the std of the batch's rewards, ``"batch
-        whitening"`` subtracts the batch mean of ``c`` and divides by the batch std of ``c``.
-    bessel : bool or None
-        Standard deviations divide by ``n - 1`` (``None`` when none is taken).
-    epsilon : float
-    epsilon_placement : {"none", "added to std", "inside sqrt"}
-        ``d(s) = s``, ``s + epsilon`` or ``sqrt(s^2 + epsilon)``.
-    all_equal : {"divide", "zero"}
-        ``"zero"``: a group whose spread is 0 gets advantage 0 (Algorithm 2's rule here);
-        ``"divide"``: whatever the division gives (0 / epsilon = 0 with an epsilon).
-    singleton_divisor : float
-        ``d`` for a one-sample group (NaN: undefined, as a Bessel std of one sample).
-    statistic : callable, optional
-        For ``kind="group statistic"``: ``rewards (M, n) -> spread (M,)``.
-    """
-
-    kind: str = "none"
-    bessel: bool | None = None
-    epsilon: float = 0.0
-    epsilon_placement: str = "none"
-    all_equal: str = "divide"
-    singleton_divisor: float = math.nan
-    statistic: Callable | None = field(default=None, compare=False)
-
-    def __post_init__(self):
-        if self.kind not in SCALING_KINDS:
-            raise ValueError(f"`kind` must be one of {SCALING_KINDS}, got {self.kind!r}")
-        if self.epsilon_placement not in ("none", "added to std", "inside sqrt"):
-            raise ValueError("`epsilon_placement` must be 'none', 'added to std' or 'inside sqrt', "
-                             f"got {self.epsilon_placement!r}")
-        if self.all_equal not in ("divide", "zero"):
-            raise ValueError(f"`all_equal` must be 'divide' or 'zero', got {self.all_equal!r}")
-        if (self.kind == "group statistic") != (self.statistic is not None):
-            raise ValueError("`statistic` is required for, and only for, kind='group statistic'")
-
-    def divisor(self, spread):
-        """``d(s)``: the spread with its epsilon."""
-        spread = np.asarray(spread, dtype=np.float64)
-        if self.epsilon_placement == "added to std":
-            return spread + self.epsilon
-        if self.epsilon_placement == "inside sqrt":
-            return np.sqrt(spread * spread + self.epsilon)
-        return spread
-
-    def std(self, squares, n):
-        """``sqrt(sum of squared deviations / (n - 1 or n))``."""
-        return np.sqrt(squares / (np.maximum(n - 1.0, 1.0) if self.bessel else n))
-
-    def divide(self, c, spread, n):
-        """``c / d(spread)`` with the all-equal and singleton rules (arrays of one shape)."""
-        div = np.where(n > 1, self.divisor(spread), self.singleton_divisor)
-        if self.all_equal == "zero":
-            ok = spread > 0
-            return np.where(ok, c / np.where(ok, div, 1.0), 0.0)
-        return c / div
-
-
-@dataclass(frozen=True)
-class Provenance:
-    """Where a rule comes from: a framework's option read from a source file, or the paper."""
-
-    framework: str
-    option: str
-    source: str
-
+           "AdvantageRule", "group_mean"]
 
 def _first_index(inverse, n_groups):
     first = np.full(n_groups, inverse.size, dtype=np.int64)
@@ -243,6 +94,19 @@ class AdvantageRule:
         object.__setattr__(self, "min_group_size", size)
 
     # ------------------------------------------------------------------ what the layers ask
+    framework = property(lambda self: self.provenance.framework, doc="The framework.")
+    option = property(lambda self: self.provenance.option, doc="The option that selects it.")
+    source = property(lambda self: self.provenance.source, doc="Source file and version.")
+    epsilon = property(lambda self: self.scaling.epsilon, doc="The scaling's epsilon.")
+    epsilon_placement = property(lambda self: self.scaling.epsilon_placement,
+                                 doc="Where the epsilon goes.")
+    bessel = property(lambda self: self.scaling.bessel, doc="Bessel's correction, if a std.")
+
+    @property
+    def function(self) -> Callable:
+        """``(z (n,), inverse (n,), counts (k,)) -> (n,)``: :meth:`apply` without a reference."""
+        return self.apply
+
     @property
     def is_affine(self) -> bool:
         """No scaling: the exact MSE has a closed form for any rewards (:mod:`ustat_rl.theory.mse`)."""
@@ -269,10 +133,33 @@ class AdvantageRule:
                              "independent; its Monte Carlo needs the whole batch")
         if self.is_affine:
             return np.ones(G + 1)
-        m = np.arange(G + 1)
-        rows = np.where(np.arange(G)[None, :] < m[:, None], float(high), float(low))  # (G+1, G)
-        ones = np.ones(G + 1)
-        return self.scaling.divide(ones, self._group_spread(rows), np.full(G + 1, float(G)))
+        m = np.arange(G + 1, dtype=np.float64)
+        if self.scaling.kind == "group std":  # m (high - mean)^2 + (G - m)(low - mean)^2: O(G)
+            mean = low + (high - low) * m / G
+            spread = self.scaling.std(m * (high - mean) ** 2 + (G - m) * (low - mean) ** 2, G)
+        else:
+            rows = np.where(np.arange(G)[None, :] < m[:, None], float(high), float(low))
+            spread = self._group_spread(rows)  # (G + 1,) from (G + 1, G) representative groups
+        return self.scaling.divide(np.ones(G + 1), spread, np.full(G + 1, float(G)))
+
+    def binary_table(self, group_size: int):
+        r"""``(a(1, m), a(0, m))`` for ``m = 0..G`` successes of rewards in ``{0, 1}``: the affine
+        part times :meth:`scale_table`, in ``O(G)`` (impossible entries set to 0).
+
+        .. math::
+
+            a(z, m) = s_m \Big(\text{own}\, z + \text{dev}\,\big(z - \tfrac{m}{G}\big)\Big)
+        """
+        G = int(group_size)
+        if self.centring.reference_source is not None:
+            raise ValueError(f"rule {self.name!r} subtracts {self.centring.reference_source} "
+                             "r(x), so its advantage is not a function of (z, m) alone")
+        own, dev, _ = (float(v) for v in self.centring.kernel_coefficients(float(G)))
+        m = np.arange(G + 1, dtype=np.float64)
+        scale = self.scale_table(G)
+        success = np.where(m > 0, scale * (own + dev * (1.0 - m / G)), 0.0)
+        failure = np.where(m < G, scale * (dev * (0.0 - m / G)), 0.0)
+        return success, failure
 
     def _group_spread(self, rows: np.ndarray) -> np.ndarray:
         if self.scaling.kind == "group statistic":

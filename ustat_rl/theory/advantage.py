@@ -98,9 +98,9 @@ def advantage_table(convention, group_size) -> AdvantageTable:
 
     Parameters
     ----------
-    convention : str, ConventionSpec or callable
-        A name of :data:`ustat_rl.conventions.CONVENTION_NAMES` whose statistics are per group,
-        or a function ``(z, m, G) -> a`` of arrays ``z``, ``m`` and the int ``G``.
+    convention : str, AdvantageRule or callable
+        A registered rule (:func:`ustat_rl.advantages.rule_names`) whose statistics are per
+        group, or a function ``(z, m, G) -> a`` of arrays ``z``, ``m`` and the int ``G``.
     group_size : int
         ``G >= 1`` (at least the convention's smallest group).
 
@@ -126,22 +126,19 @@ def advantage_table(convention, group_size) -> AdvantageTable:
         success, failure = success.copy(), failure.copy()
         success[0], failure[G] = 0.0, 0.0  # a(1, 0) and a(0, G) never occur
         return AdvantageTable(G, success, failure)
-    from ..conventions import _grouped, get_convention
+    from ..advantages.registry import get_rule
 
-    spec = get_convention(convention)
-    if spec.statistics != "group":
-        raise ValueError(f"convention {spec.name!r} uses batch statistics, so groups are not "
+    rule = get_rule(convention, "convention")
+    if rule.statistics != "group":
+        raise ValueError(f"convention {rule.name!r} uses batch statistics, so groups are not "
                          f"independent and the per-group formula does not apply; use Monte Carlo")
-    if (G + 1) * G > _MAX_TABLE_ENTRIES:
+    if rule.scaling.kind == "group statistic" and (G + 1) * G > _MAX_TABLE_ENTRIES:
         raise ValueError(f"`group_size` {G} needs a ({G + 1}, {G}) array of representative groups; "
                          f"pass the rule as a function a(z, m, G) for groups this large")
-    if G < spec.min_group_size:
-        raise ValueError(f"`group_size` must be an integer >= {spec.min_group_size} for "
-                         f"convention {spec.name!r}, got {G}")
-    rewards = (np.arange(G)[None, :] < m[:, None]).astype(np.float64)  # (G+1, G) row m: m ones
-    adv = _grouped(spec, rewards)  # (G+1, G)
-    success = np.where(m > 0, adv[:, 0], 0.0)
-    failure = np.where(m < G, adv[:, -1], 0.0)
+    if G < rule.min_group_size:
+        raise ValueError(f"`group_size` must be an integer >= {rule.min_group_size} for "
+                         f"convention {rule.name!r}, got {G}")
+    success, failure = rule.binary_table(G)
     return AdvantageTable(G, success, failure)
 
 
@@ -347,7 +344,8 @@ def lemma11_difference_table(value: float, group_size: int) -> AdvantageTable:
     sigma = np.sqrt(value * (1.0 - value))
     se = np.sqrt(m * (G - m) / (G * (G - 1.0)))
     inv_se = np.where(se > 0, 1.0 / np.where(se > 0, se, 1.0), 0.0)
-    loo_success, loo_failure = (G - m) / (G - 1.0), -m / (G - 1.0)
+    loo = advantage_table("grpo", G)
+    loo_success, loo_failure = loo.success, loo.failure
     success = loo_success * (inv_se - 1.0 / sigma)
     failure = loo_failure * (inv_se - 1.0 / sigma)
     success[0], failure[G] = 0.0, 0.0
