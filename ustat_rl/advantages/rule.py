@@ -195,18 +195,39 @@ class AdvantageRule:
             return c
         if kind.startswith("batch"):
             return self._batch_scaled(z, c)
-        if kind == "group std":
+        return self.scaling.divide(c, self._spreads(z, inverse, counts, mean)[inverse], n)
+
+    def _spreads(self, z, inverse, counts, mean):
+        """Each group's spread ``(k,)`` (its std, or the rule's statistic)."""
+        if self.scaling.kind == "group std":
             dev = z - mean[inverse]
             squares = np.bincount(inverse, dev * dev, minlength=counts.size)
-            spread = self.scaling.std(squares, counts.astype(np.float64))
-        else:
-            spread = np.zeros(counts.size)
-            order = np.argsort(inverse, kind="stable")
-            for size in np.unique(counts):
-                groups = np.flatnonzero(counts == size)
-                members = order[np.isin(inverse[order], groups)].reshape(groups.size, size)
-                spread[groups] = self._group_spread(z[members])
-        return self.scaling.divide(c, spread[inverse], n)
+            return self.scaling.std(squares, counts.astype(np.float64))
+        spread = np.zeros(counts.size)
+        order = np.argsort(inverse, kind="stable")
+        for size in np.unique(counts):
+            groups = np.flatnonzero(counts == size)
+            members = order[np.isin(inverse[order], groups)].reshape(groups.size, size)
+            spread[groups] = self._group_spread(z[members])
+        return spread
+
+    def denominator(self, z, inverse, counts, reference=None):
+        """``(d (n,), batch)``: each sample's divisor and whether a batch statistic enters.
+
+        ``d = 1`` for an affine rule. The conformance kit's tolerance reads it.
+        """
+        n = counts[inverse].astype(np.float64)
+        kind = self.scaling.kind
+        if kind == "none":
+            return np.ones(z.size), False
+        mean = group_mean(z, inverse, counts)
+        if kind == "batch std":
+            return np.full(z.size, self.scaling.divisor(_batch_std(z, self.scaling.bessel)[1])), True
+        if kind == "batch whitening":
+            c = self._centred(z, mean[inverse], n, reference)
+            return np.full(z.size, self.scaling.divisor(_batch_std(c, self.scaling.bessel)[1])), True
+        spread = self._spreads(z, inverse, counts, mean)[inverse]
+        return np.where(n > 1, self.scaling.divisor(spread), self.scaling.singleton_divisor), False
 
     def grouped(self, rewards, reference=None) -> np.ndarray:
         """Advantages of ``M`` equal groups at once: ``rewards (M, G) -> (M, G)``, no validation.

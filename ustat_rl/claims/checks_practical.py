@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..conventions import _grouped, get_convention
+from ..advantages.registry import get_rule
 from ..policies.examples import std_normalisation_bandit
 from ..theory.advantage import (
     advantage_moments,
@@ -77,8 +77,8 @@ def _monte_carlo(bandit, G: int, n: int, rng):
     """Per-group ``||g_se - g_std||^2`` and all-equal indicators at prompt 0."""
     sample = bandit.sample_groups(G, n, rng, prompt=0)
     sigma = np.sqrt(bandit.value[0] * (1.0 - bandit.value[0]))
-    diff = (_grouped(get_convention("paper_algorithm2"), sample.reward)
-            - _grouped(get_convention("grpo"), sample.reward) / sigma)  # (n, G)
+    diff = (get_rule("paper_algorithm2").grouped(sample.reward)
+            - get_rule("grpo").grouped(sample.reward) / sigma)  # (n, G)
     score = bandit.scores(sample.prompt, sample.action)  # (n, G, K)
     sq = np.sum((np.einsum("ng,ngk->nk", diff, score) / G) ** 2, axis=1)
     equal = np.all(sample.reward == sample.reward[:, :1], axis=1)
@@ -101,8 +101,8 @@ def check_c24(ctx) -> list:
         sigma = np.sqrt(V * (1.0 - V))
         m = np.arange(G + 1)
         groups = (np.arange(G)[None, :] < m[:, None]).astype(float)  # (G+1, G), m ones
-        diff = (_grouped(get_convention("paper_algorithm2"), groups)
-                - _grouped(get_convention("grpo"), groups) / sigma)
+        diff = (get_rule("paper_algorithm2").grouped(groups)
+                - get_rule("grpo").grouped(groups) / sigma)
         table = lemma11_difference_table(V, G)
         checks.append(check_exact(f"closed-form a(z, m) == conventions' difference, G={G}",
                                   np.r_[table.success[1:], table.failure[:-1]],

@@ -76,8 +76,8 @@ def _parse_args(argv):
     gstar.add_argument("rollouts", type=Path, help="pilot rollouts file (.npz or .parquet)")
     gstar.add_argument("--budget", type=int, required=True, help="samples per step N = B G")
     gstar.add_argument("--estimator", default="grpo",
-                       choices=("grpo", "vanilla", "oracle", "fullmean"),
-                       help="estimator whose best group size is reported (default grpo)")
+                       help="advantage rule whose best group size is reported: grpo (default), "
+                            "vanilla, oracle, fullmean or any registered rule")
     gstar.add_argument("--level", type=float, default=0.9, help="interval level (default 0.9)")
     gstar.add_argument("--json", type=Path, default=None, help="write the report as JSON to PATH")
     gstar.add_argument("--plot", type=Path, default=None, help="write the MSE figure to PATH")
@@ -335,6 +335,9 @@ def _gstar(args) -> int:
             raise ValueError(f"`--budget` must be an integer >= 2, got {args.budget}")
         if not 0.0 < args.level < 1.0:
             raise ValueError(f"`--level` must lie strictly between 0 and 1, got {args.level}")
+        from ..advantages.registry import get_rule
+
+        get_rule(args.estimator, "--estimator")
         from ..pilot.report import format_report, gstar_report
         from ..pilot.rollouts import load_rollouts
 

@@ -17,8 +17,9 @@ import numpy as np
 from scipy.special import gammaln
 
 from .._validation import as_int
+from ..advantages.registry import ESTIMATORS, get_rule
 from ..theory import admissible_group_sizes, minibatch_mse, per_prompt_mse, scaling_constants
-from ..theory.advantage import all_equal_probability
+from ..theory.advantage import all_equal_probability, binary_projection
 from .estimate import estimate_moments, pilot_statistics
 from .rollouts import Rollouts
 from .uncertainty import (
@@ -32,7 +33,7 @@ from .uncertainty import (
 __all__ = ["GStarReport", "gstar_report", "format_report", "REPORT_ESTIMATORS", "all_equal_fraction"]
 
 #: Estimators whose predicted MSE the report lists (Algorithm 1; docs/theory.md C5, C6).
-REPORT_ESTIMATORS = ("vanilla", "grpo", "oracle", "fullmean")
+REPORT_ESTIMATORS = ESTIMATORS
 
 
 @dataclass(frozen=True)
@@ -174,8 +175,9 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
     rollouts : Rollouts
     budget : int
         ``N = B G`` samples per step, at least 2.
-    estimator : {"vanilla", "grpo", "oracle", "fullmean"}
-        The estimator whose best group size is reported.
+    estimator : str or AdvantageRule
+        The rule whose best group size is reported: one of :data:`REPORT_ESTIMATORS` (all four
+        are always reported) or any registered rule (:func:`ustat_rl.advantages.get_rule`).
     level : float
         Two-sided interval level.
 
@@ -186,15 +188,23 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
     if not isinstance(rollouts, Rollouts):
         raise TypeError(f"`rollouts` must be a Rollouts, got {type(rollouts).__name__}")
     budget = as_int(budget, "budget", 2, "(a budget needs at least one group of 2)")
-    if estimator not in REPORT_ESTIMATORS:
-        raise ValueError(f"`estimator` must be one of {REPORT_ESTIMATORS}, got {estimator!r}")
+    rule = get_rule(estimator, "estimator")
+    estimator = rule.name
+    names = REPORT_ESTIMATORS + (() if estimator in REPORT_ESTIMATORS else (estimator,))
+    if not rule.is_affine and not np.all((rollouts.reward == 0.0) | (rollouts.reward == 1.0)):
+        raise ValueError(f"`estimator` {estimator!r} scales its advantages; its exact MSE needs "
+                         "rewards in {0, 1}")
     stats = pilot_statistics(rollouts)
     moments = estimate_moments(stats)
     sizes = admissible_group_sizes(budget)  # (n_G,) divisors of N, >= 2
 
-    def curves(m):
+    # the jackknife needs a statistic affine in the moments: the affine rules' MSEs are; a
+    # scaled rule's plug-in MSE (binary rewards, section 7) is reported without an interval
+    affine = tuple(e for e in names if get_rule(e).is_affine)
+
+    def curves(m, rules=affine):
         return np.concatenate([[minibatch_mse(m, e, int(G), budget // int(G)) for G in sizes]
-                               for e in REPORT_ESTIMATORS])
+                               for e in rules])
 
     iid = stats.prompt_prob is None and stats.n_prompts >= 3
     intervals: PilotIntervals | None = pilot_intervals(stats, level) if iid else None
@@ -206,11 +216,15 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
     else:
         est = curves(moments)
         low = high = np.full(est.shape, math.nan)
+    if len(affine) < len(names):
+        scaled = curves(binary_projection(moments), (estimator,))
+        est, nan = np.concatenate([est, scaled]), np.full(scaled.shape, math.nan)
+        low, high = np.concatenate([low, nan]), np.concatenate([high, nan])
     n_G = sizes.size
     mse = {e: {"estimate": est[i * n_G:(i + 1) * n_G].tolist(),
                "low": low[i * n_G:(i + 1) * n_G].tolist(),
                "high": high[i * n_G:(i + 1) * n_G].tolist()}
-           for i, e in enumerate(REPORT_ESTIMATORS)}
+           for i, e in enumerate(names)}
     chosen = np.array(mse[estimator]["estimate"])
     best = int(sizes[int(np.argmin(chosen))])
     best_any = (scaling_constants(moments).best_group_size(budget, divisors_only=False)

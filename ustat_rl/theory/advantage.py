@@ -18,7 +18,7 @@ of Proposition 13 (docs/theory.md C26), ``g(x) / sqrt(V(1 - V))`` (0 where ``V``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.stats import binom
@@ -39,6 +39,7 @@ __all__ = [
     "dynamic_sampling_mse",
     "all_equal_probability",
     "arcsin_weight",
+    "binary_projection",
 ]
 
 #: What an estimator's MSE is measured against.
@@ -155,6 +156,22 @@ def _binary_moments(moments: PromptMoments) -> PromptMoments:
         raise ValueError("`moments` must describe binary rewards Z in {0, 1} (Var Z = V(1-V) and "
                          "E||WZ||^2 = E[||W||^2 Z]); the exact advantage moments need them")
     return moments
+
+
+def binary_projection(moments: PromptMoments) -> PromptMoments:
+    """``moments`` with the identities of binary rewards imposed: ``Var(Z|x) = V(1 - V)`` and
+    ``E||W Z||^2 = E[||W||^2 Z]`` (``Z^2 = Z``).
+
+    Estimated moments of binary rewards satisfy these in expectation but not draw by draw
+    (each side has its own estimator), so the exact advantage moments, which need them, are
+    evaluated on this projection; exact binary moments are returned unchanged in value.
+    """
+    if not isinstance(moments, PromptMoments):
+        raise TypeError(f"`moments` must be a PromptMoments, got {type(moments).__name__}")
+    V = moments.value
+    if np.any((V < -BINARY_RTOL) | (V > 1 + BINARY_RTOL)):
+        raise ValueError("`moments` has values V(x) outside [0, 1]: not binary rewards")
+    return replace(moments, reward_var=V * (1.0 - V), score_sq_reward_sq=moments.score_sq_reward)
 
 
 def arcsin_weight(value) -> np.ndarray:

@@ -79,10 +79,9 @@ class OffPolicyBandit:
 
     def advantages(self, actions: np.ndarray) -> np.ndarray:
         """Algorithm 2's advantages ``(n, G)`` of the batches ``actions (n, G)``."""
-        from ..conventions import _grouped, get_convention
+        from ..advantages.registry import get_rule
 
-        return _grouped(get_convention("paper_algorithm2"),
-                        np.asarray(self.reward, dtype=np.float64)[actions])
+        return get_rule("paper_algorithm2").grouped(np.asarray(self.reward, dtype=np.float64)[actions])
 
 
 def _softmax(theta: np.ndarray) -> np.ndarray:

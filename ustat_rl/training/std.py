@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..conventions import _grouped, get_convention
+from ..advantages.registry import get_rule
 from ..theory.advantage import advantage_moments
 
 __all__ = ["kl_penalty_gradient", "mean_field", "mean_field_root", "train_std_normalised",
@@ -91,7 +91,7 @@ def train_std_normalised(bandit, convention: str, group_size: int, batch_size: i
     ``beta/(i + offset)`` (``beta`` times the mean field's slope exceeds 1/2, as the 1/i rate
     of Lemma 6 needs). Returns each run's average of its iterates over the second half.
     """
-    spec = get_convention(convention)
+    spec = get_rule(convention, "convention")
     theta = np.tile(bandit.ref_theta, (n_runs, 1))  # (R, d)
     total = np.zeros_like(theta)
     feats = bandit.features
@@ -110,7 +110,7 @@ def train_std_normalised(bandit, convention: str, group_size: int, batch_size: i
                   < bandit.reward_prob[x[..., None], action]).astype(np.float64)
         mean_phi = np.einsum("rbk,rbkd->rbd", pi, phi)
         score = np.take_along_axis(phi, action[..., None], axis=2) - mean_phi[:, :, None, :]
-        adv = _grouped(spec, reward.reshape(n_runs * B, G)).reshape(n_runs, B, G)
+        adv = spec.grouped(reward.reshape(n_runs * B, G)).reshape(n_runs, B, G)
         g_hat = np.einsum("rbg,rbgd->rd", adv, score) / (B * G)
         theta = theta + beta / (i + offset) * (g_hat + kl_penalty_gradient(bandit, theta))
         if i > n_iter // 2:
