@@ -17,6 +17,7 @@ import numpy as np
 from ..advantages.registry import get_rule
 from ..policies.examples import std_normalisation_bandit
 from ..theory.advantage import (
+    AdvantageTable,
     advantage_moments,
     all_equal_probability,
     lemma11_constant,
@@ -25,7 +26,6 @@ from ..theory.advantage import (
 from ..training.std import (
     mean_field_root,
     train_std_normalised,
-    trl_group_rule,
 )
 from .registry import (
     EXACT_RTOL,
@@ -196,12 +196,14 @@ def check_c26_train(ctx) -> list:
                          note=f"argmax E V = {theta_value:.4f}, argmax E 2 arcsin sqrt V = "
                               f"{theta_arcsin:.4f}")]
     G = C26_GROUP
-    table = advantage_table("trl_group", G)
-    closed = advantage_table(trl_group_rule, G)
+    table = advantage_table("trl_group", G)  # the rule's O(G) two-point table
+    m = np.arange(G + 1)
+    rows = get_rule("trl_group").grouped((np.arange(G)[None, :] < m[:, None]).astype(float))
+    closed = AdvantageTable(G, np.where(m > 0, rows[:, 0], 0.0), np.where(m < G, rows[:, -1], 0.0))
     checks.append(check_exact(f"closed-form TRL group table == named convention, G={G}",
                               np.r_[table.success[1:], table.failure[:-1]],
                               np.r_[closed.success[1:], closed.failure[:-1]]))
-    roots = [mean_field_root(bandit, advantage_table(trl_group_rule, g))
+    roots = [mean_field_root(bandit, advantage_table("trl_group", g))
              for g in C26_LIMIT_SIZES]
     r_small = (4 * roots[1] - roots[0]) / 3
     r_large = (4 * roots[2] - roots[1]) / 3

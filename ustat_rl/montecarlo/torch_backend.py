@@ -46,14 +46,12 @@ from __future__ import annotations
 
 import functools
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from ..seeding import child_seed
-from .engine import MonteCarloEstimate, _block_seed, _merge
+from .engine import MonteCarloEstimate, block_seed, estimate_from_moments, run_blocks
 
 __all__ = ["SUB_BLOCK_GROUPS", "CATEGORICAL_PER_ACTION", "TorchBanditStatistic",
            "resolve_device"]
@@ -298,7 +296,7 @@ class TorchBanditStatistic:
         return out
 
     def _sub_block(self, root: np.random.SeedSequence, s: int, n: int) -> torch.Tensor:
-        return self._values(_generator(_block_seed(root, s), self.device), n)
+        return self._values(_generator(block_seed(root, s), self.device), n)
 
     def _sizes(self, n_reps: int) -> list[int]:
         size = self.sub_block_size
@@ -329,22 +327,6 @@ class TorchBanditStatistic:
             centred = values - mean
             return values.shape[0], mean.cpu().numpy(), (centred.T @ centred).cpu().numpy()
 
-        total = None
-        bar = tqdm(total=len(sizes), desc=desc, disable=not progress, leave=False)
-        if n_jobs > 1:
-            with ThreadPoolExecutor(max_workers=n_jobs) as pool:
-                for moments in pool.map(run, range(len(sizes))):  # map keeps sub-block order
-                    total = moments if total is None else _merge(total, moments)
-                    bar.update(1)
-        else:
-            for s in range(len(sizes)):
-                moments = run(s)
-                total = moments if total is None else _merge(total, moments)
-                bar.update(1)
-        bar.close()
-        n, mean, m2 = total
-        cov = m2 / (n - 1) / n
-        labels = tuple(range(self.n_columns)) if labels is None else tuple(labels)
-        if len(labels) != self.n_columns:
-            raise ValueError(f"`labels` has {len(labels)} entries for {self.n_columns} statistics")
-        return MonteCarloEstimate(mean, np.sqrt(np.diag(cov)), cov, int(n), labels)
+        total = run_blocks(run, len(sizes), n_jobs=n_jobs, progress=progress, desc=desc)
+        return estimate_from_moments(total, tuple(range(self.n_columns)) if labels is None
+                                     else labels)

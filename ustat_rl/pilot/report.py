@@ -24,10 +24,10 @@ from .estimate import estimate_moments, pilot_statistics
 from .rollouts import Rollouts
 from .uncertainty import (
     PilotIntervals,
-    _interval,
     jackknife,
     pilot_intervals,
     prompts_to_halve_width,
+    student_interval,
 )
 
 __all__ = ["GStarReport", "gstar_report", "format_report", "REPORT_ESTIMATORS", "all_equal_fraction"]
@@ -211,7 +211,7 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
     if iid:
         est, p_se, s_se = jackknife(stats, curves)
         k = stats.n_columns if stats.sketched else None
-        parts = [_interval(e, p, s, level, stats.n_prompts, k) for e, p, s in zip(est, p_se, s_se)]
+        parts = [student_interval(e, p, s, level, stats.n_prompts, k) for e, p, s in zip(est, p_se, s_se)]
         low, high = np.array([p.low for p in parts]), np.array([p.high for p in parts])
     else:
         est = curves(moments)

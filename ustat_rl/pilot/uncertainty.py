@@ -30,7 +30,7 @@ from ..theory import PromptMoments, ScalingConstants, scaling_constants
 from .estimate import SCORE_MOMENTS, PilotStatistics, pilot_statistics
 from .rollouts import Rollouts
 
-__all__ = ["Interval", "PilotIntervals", "pilot_intervals", "jackknife",
+__all__ = ["Interval", "PilotIntervals", "pilot_intervals", "jackknife", "student_interval",
            "prompts_to_halve_width", "student_quantile"]
 
 _NON_SCORE = ("value", "reward_var")
@@ -315,6 +315,11 @@ def _interval(estimate, prompt_se, sketch_se, level, n_prompts, n_columns) -> In
     t = student_quantile(level, prompt_se**2, sketch_se**2, n_prompts, n_columns)
     return Interval(float(estimate), float(estimate - t * se), float(estimate + t * se), float(se),
                     float(prompt_se), float(sketch_se))
+
+
+def student_interval(estimate, prompt_se, sketch_se, level, n_prompts, n_columns) -> Interval:
+    """The pilot's Student-t interval of one estimate from its two standard errors (C32)."""
+    return _interval(estimate, prompt_se, sketch_se, level, n_prompts, n_columns)
 
 
 def pilot_intervals(rollouts, level: float = 0.9, include_sketch: bool = True) -> PilotIntervals:

@@ -30,6 +30,7 @@ __all__ = [
     "lemma11_constant",
     "lemma11_difference_table",
     "AdvantageTable",
+    "as_advantage_table",
     "AdvantageMoments",
     "TARGETS",
     "advantage_table",
@@ -209,7 +210,8 @@ def _moment_terms(m: PromptMoments, table: AdvantageTable):
     return mean_factor, np.sum(pmf * second, axis=1) / G**2
 
 
-def _table(advantage, group_size) -> AdvantageTable:
+def as_advantage_table(advantage, group_size) -> AdvantageTable:
+    """``advantage`` as an :class:`AdvantageTable` (a table is checked against ``group_size``)."""
     if isinstance(advantage, AdvantageTable):
         if group_size is not None and as_int(group_size, "group_size", 1) != advantage.group_size:
             raise ValueError(f"`group_size` {group_size} differs from the table's "
@@ -256,7 +258,7 @@ def advantage_moments(moments: PromptMoments, advantage, group_size=None) -> Adv
     (1.0, 0.020833)
     """
     m = _binary_moments(moments)
-    table = _table(advantage, group_size)
+    table = as_advantage_table(advantage, group_size)
     factor, second = _moment_terms(m, table)
     w = arcsin_weight(m.value)
     gamma = m.grad_sq
@@ -298,7 +300,7 @@ def minibatch_advantage_mse(moments: PromptMoments, advantage, group_size=None, 
     m = _binary_moments(moments)
     B = as_int(batch_size, "batch_size", 1)
     _check_target(target)
-    table = _table(advantage, group_size)
+    table = as_advantage_table(advantage, group_size)
     factor, second = _moment_terms(m, table)
     f, gram = m.prompt_prob, m.grad_gram
     alpha = f * factor
@@ -332,7 +334,7 @@ def dynamic_sampling_mse(moments: PromptMoments, advantage, group_size=None,
     """
     m = _binary_moments(moments)
     B = as_int(batch_size, "batch_size", 1)
-    table = _table(advantage, group_size)
+    table = as_advantage_table(advantage, group_size)
     if table.success[table.group_size] != 0.0 or table.failure[0] != 0.0:
         raise ValueError("the advantage must give all-equal groups zero (a(1, G) = a(0, 0) = 0) "
                          "for dropping them to leave the other groups' moments unchanged")

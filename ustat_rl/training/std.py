@@ -20,12 +20,12 @@ __all__ = ["kl_penalty_gradient", "mean_field", "mean_field_root", "train_std_no
 def trl_group_rule(z, m, G):
     """TRL's ``scale_rewards="group"`` advantage for binary rewards as ``a(z, m, G)``: O(G).
 
-    ``(z - m/G)/(s_m + 1e-4)`` with the Bessel-corrected ``s_m = sqrt(m (G - m)/(G (G - 1)))``
-    (docs/conventions.md); equal to the named convention's table (checked in ``check_c26_train``).
+    ``(z - m/G)/(s_m + 1e-4)`` with the Bessel-corrected ``s_m``, read from the registry's
+    ``trl_group`` rule (:meth:`~ustat_rl.advantages.AdvantageRule.binary_table`).
     """
-    m = np.asarray(m, dtype=np.float64)
-    s = np.sqrt(m * (G - m) / (G * (G - 1.0)))
-    return (np.asarray(z, dtype=np.float64) - m / G) / (s + 1e-4)
+    success, failure = get_rule("trl_group").binary_table(int(G))
+    m = np.asarray(m, dtype=np.int64)
+    return np.where(np.asarray(z, dtype=np.float64) == 1.0, success[m], failure[m])
 
 
 def _binary_part(bandit):
