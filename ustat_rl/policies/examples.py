@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import as_float
-from ..training.algorithm1 import NoisyQuadratic
 from .loglinear import LogLinearBandit
+from .quadratic import NoisyQuadratic
 from .softmax import SoftmaxBandit
 
 __all__ = [
