@@ -335,9 +335,6 @@ def _gstar(args) -> int:
             raise ValueError(f"`--budget` must be an integer >= 2, got {args.budget}")
         if not 0.0 < args.level < 1.0:
             raise ValueError(f"`--level` must lie strictly between 0 and 1, got {args.level}")
-        from ..advantages.registry import get_rule
-
-        get_rule(args.estimator, "--estimator")
         from ..pilot.report import format_report, gstar_report
         from ..pilot.rollouts import load_rollouts
 
