@@ -315,6 +315,26 @@ def _folder_cycles(root: Path) -> list[list[str]]:
     return cycles
 
 
+#: The folders in README's layout order: each may import only folders before it.
+LAYERS = ("advantages", "theory", "policies", "training", "montecarlo", "pilot", "claims", "runs",
+          "interface")
+
+
+def _layer_violations(root: Path) -> list[tuple[str, str]]:
+    """``(folder, imported folder)`` pairs that point down README's layout order."""
+    found = []
+    for path, name in _modules(root):
+        parts = name.split(".")
+        if len(parts) < 2 or parts[1] not in LAYERS:
+            continue
+        for target, imported in _imports(path, name):
+            other = (f"{target}.{imported}" if imported else target).split(".")
+            if (other[0] == root.name and len(other) > 1 and other[1] in LAYERS
+                    and LAYERS.index(other[1]) > LAYERS.index(parts[1])):
+                found.append((parts[1], other[1]))
+    return sorted(set(found))
+
+
 def _long_modules(root: Path, limit: int = MAX_MODULE_LINES) -> list[tuple[str, int]]:
     return [(name, n) for path, name in _modules(root)
             if (n := len(path.read_text().splitlines())) > limit]
@@ -363,6 +383,16 @@ def test_cycle_scan_flags_a_planted_cycle(tmp_path):
                              "x/m.py": "from ..y.n import f\n",
                              "y/n.py": "def f():\n    from ..x import m\n"})
     assert _folder_cycles(root) == [["x", "y", "x"]]
+
+
+def test_folders_import_only_the_layers_before_them():
+    assert _layer_violations(LIBRARY) == []
+
+
+def test_layer_scan_flags_a_planted_upward_import(tmp_path):
+    root = _plant(tmp_path, {"__init__.py": "", "theory/__init__.py": "",
+                             "theory/m.py": "def f():\n    from ..montecarlo import engine\n"})
+    assert _layer_violations(root) == [("theory", "montecarlo")]
 
 
 def test_no_module_over_the_line_limit():
