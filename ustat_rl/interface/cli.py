@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
 from pathlib import Path
 
 from .. import __version__
+from ..formatting import format_number
 
 EPILOG = """examples:
   ustat-rl verify --quick                 all claims, small Monte Carlo sizes (under a minute)
@@ -122,9 +122,7 @@ def _writable_path(path: Path) -> str | None:
 
 
 def _fmt(value: float) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{value:.4g}"
+    return format_number(value)
 
 
 def _print_table(results, details: bool, stream) -> None:

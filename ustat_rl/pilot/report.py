@@ -18,6 +18,7 @@ from scipy.special import gammaln
 
 from .._validation import as_int
 from ..advantages.registry import ESTIMATORS, get_rule
+from ..formatting import format_number, json_ready
 from ..theory import admissible_group_sizes, minibatch_mse, per_prompt_mse, scaling_constants
 from ..theory.advantage import all_equal_probability, binary_projection
 from .estimate import estimate_moments, pilot_statistics
@@ -103,23 +104,11 @@ class GStarReport:
     prompts_to_halve: float
 
     def to_dict(self) -> dict:
-        """A JSON-ready dict (``inf`` and ``nan`` as strings)."""
+        """A JSON-ready dict: NaN as ``null``, ``inf`` as a string (:func:`ustat_rl.formatting.json_ready`)."""
         return _json_ready(asdict(self))
 
 
-def _json_ready(value):
-    if isinstance(value, dict):
-        return {k: _json_ready(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_ready(v) for v in value]
-    if isinstance(value, (float, np.floating)):
-        value = float(value)
-        return value if math.isfinite(value) else str(value)
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return value
+_json_ready = json_ready
 
 
 def all_equal_fraction(successes, group_size: np.ndarray, sizes: np.ndarray):
@@ -262,8 +251,7 @@ def _constants_dict(moments, intervals: PilotIntervals | None) -> dict:
             "gstar": asdict(intervals.optimal_group_size)}
 
 
-def _fmt(value) -> str:
-    return f"{value:.4g}" if isinstance(value, (int, float)) and math.isfinite(value) else str(value)
+_fmt = format_number
 
 
 def format_report(report: GStarReport) -> str:
