@@ -64,7 +64,11 @@ def _weighted_score_mean(score: np.ndarray, weight: np.ndarray) -> np.ndarray:
 
 
 def leave_one_out_baseline(reward) -> np.ndarray:
-    """Leave-one-out mean of the other rewards, Z_bar_{-g} (docs/theory.md section 2).
+    r"""Leave-one-out mean of the other rewards, Z_bar_{-g} (docs/theory.md section 2).
+
+    .. math::
+
+        \bar Z_{-g} = \frac{1}{G - 1} \sum_{k \ne g} Z_k
 
     The paper's Eq. (4) prints ``Z^{(b,g)}`` inside the sum; the intended baseline, used here,
     sums ``Z^{(b,k)}`` over ``k != g``.
@@ -128,7 +132,11 @@ def rule_gradient(rule, score, reward, reference=None, *, per_prompt: bool = Fal
 
 
 def vanilla_gradient(score, reward, *, per_prompt: bool = False) -> np.ndarray:
-    """REINFORCE estimator, baseline 0 (Table 1, docs/theory.md section 2).
+    r"""REINFORCE estimator, baseline 0 (Table 1, docs/theory.md section 2).
+
+    .. math::
+
+        \hat g(x) = \frac{1}{G}\sum_g W_g Z_g
 
     Parameters
     ----------
@@ -153,7 +161,11 @@ def vanilla_gradient(score, reward, *, per_prompt: bool = False) -> np.ndarray:
 
 
 def grpo_gradient(score, reward, *, per_prompt: bool = False) -> np.ndarray:
-    """Leave-one-out GRPO estimator, baseline Z_bar_{-g} (Lemma 1, docs/theory.md C1).
+    r"""Leave-one-out GRPO estimator, baseline Z_bar_{-g} (Lemma 1, docs/theory.md C1).
+
+    .. math::
+
+        \hat g(x) = \frac{1}{G}\sum_g W_g (Z_g - \bar Z_{-g})
 
     Computed in O(G d). Equal to the order-2 U-statistic with kernel
     ``h_ij = (W_i - W_j)(Z_i - Z_j)/2`` (see :func:`grpo_gradient_pairwise`).
@@ -173,7 +185,11 @@ def grpo_gradient(score, reward, *, per_prompt: bool = False) -> np.ndarray:
 
 
 def oracle_gradient(score, reward, value, *, per_prompt: bool = False) -> np.ndarray:
-    """Oracle estimator with the true value V(x) as baseline (Table 1, docs/theory.md C4).
+    r"""Oracle estimator with the true value V(x) as baseline (Table 1, docs/theory.md C4).
+
+    .. math::
+
+        \hat g(x) = \frac{1}{G}\sum_g W_g (Z_g - V(x))
 
     ``value`` is a scalar for one prompt, or shape ``(B,)`` for a minibatch.
     Not implementable in practice; it is the first-order Hoeffding part of GRPO plus g.
@@ -182,7 +198,11 @@ def oracle_gradient(score, reward, value, *, per_prompt: bool = False) -> np.nda
 
 
 def baseline_gradient(score, reward, baseline, *, per_prompt: bool = False) -> np.ndarray:
-    """Estimator with a prompt-only baseline b(x) (Corollary 5, docs/theory.md C8, C9).
+    r"""Estimator with a prompt-only baseline b(x) (Corollary 5, docs/theory.md C8, C9).
+
+    .. math::
+
+        \hat g(x) = \frac{1}{G}\sum_g W_g (Z_g - b(x))
 
     ``baseline`` is a scalar, or shape ``(B,)`` with one value per prompt.
     """
@@ -195,7 +215,11 @@ def baseline_gradient(score, reward, baseline, *, per_prompt: bool = False) -> n
 
 
 def fullmean_gradient(score, reward, *, per_prompt: bool = False) -> np.ndarray:
-    """Full-mean baseline Z_bar, the TRL/verl/OpenRLHF convention without std (docs/theory.md C2).
+    r"""Full-mean baseline Z_bar, the TRL/verl/OpenRLHF convention without std (docs/theory.md C2).
+
+    .. math::
+
+        \hat g(x) = \frac{1}{G}\sum_g W_g (Z_g - \bar Z) = \frac{G - 1}{G}\,\hat g_{\mathrm{GRPO}}(x)
 
     Equals ``(G-1)/G`` times the leave-one-out estimator exactly, so it is biased towards zero
     by the factor ``(G-1)/G``.
@@ -204,7 +228,11 @@ def fullmean_gradient(score, reward, *, per_prompt: bool = False) -> np.ndarray:
 
 
 def grpo_kernel(score_i, reward_i, score_j, reward_j) -> np.ndarray:
-    """Pairwise GRPO kernel h((w, z), (w', z')) = (w - w')(z - z')/2 (Lemma 1, docs/theory.md C1).
+    r"""Pairwise GRPO kernel h((w, z), (w', z')) = (w - w')(z - z')/2 (Lemma 1, docs/theory.md C1).
+
+    .. math::
+
+        h((w, z), (w', z')) = \frac{(w - w')(z - z')}{2}
 
     Symmetric in its two arguments. Broadcasts over leading axes.
     """
@@ -216,7 +244,11 @@ def grpo_kernel(score_i, reward_i, score_j, reward_j) -> np.ndarray:
 
 
 def grpo_gradient_pairwise(score, reward, *, per_prompt: bool = False) -> np.ndarray:
-    """GRPO estimate as the O(G^2) U-statistic C(G,2)^{-1} sum_{i<j} h_ij (Lemma 1, C1).
+    r"""GRPO estimate as the O(G^2) U-statistic C(G,2)^{-1} sum_{i<j} h_ij (Lemma 1, C1).
+
+    .. math::
+
+        \hat g(x) = \binom{G}{2}^{-1} \sum_{i < j} h_{ij}
 
     The slow, literal route; :func:`grpo_gradient` is the fast one. They agree to rounding.
     """

@@ -60,12 +60,21 @@ RULES: dict[str, AdvantageRule] = {rule.name: rule for rule in _PAPER}
 
 
 def rule_names() -> tuple[str, ...]:
-    """The registered names, in registration order."""
+    r"""The registered names, in registration order.
+
+    .. math::
+
+        (\text{vanilla}, \text{grpo}, \dots)
+    """
     return tuple(RULES)
 
 
 def get_rule(rule, parameter: str = "estimator") -> AdvantageRule:
-    """The :class:`AdvantageRule` called ``rule`` (a rule is returned as is).
+    r"""The :class:`AdvantageRule` called ``rule`` (a rule is returned as is).
+
+    .. math::
+
+        \text{name} \mapsto \text{AdvantageRule}
 
     ``ValueError`` naming ``parameter`` and listing the names for an unknown one.
     """
@@ -77,7 +86,12 @@ def get_rule(rule, parameter: str = "estimator") -> AdvantageRule:
 
 
 def register_rule(rule: AdvantageRule, *, replace: bool = False) -> AdvantageRule:
-    """Add ``rule`` to the registry, so every layer accepts its name; returns it."""
+    r"""Add ``rule`` to the registry, so every layer accepts its name; returns it.
+
+    .. math::
+
+        \text{RULES}[\text{rule.name}] = \text{rule}
+    """
     if not isinstance(rule, AdvantageRule):
         raise TypeError(f"`rule` must be an AdvantageRule, got {type(rule).__name__}")
     if rule.name in RULES and not replace:
@@ -87,7 +101,12 @@ def register_rule(rule: AdvantageRule, *, replace: bool = False) -> AdvantageRul
 
 
 def unregister_rule(name: str) -> None:
-    """Remove a rule added with :func:`register_rule` (the built-in ones stay)."""
+    r"""Remove a rule added with :func:`register_rule` (the built-in ones stay).
+
+    .. math::
+
+        \text{RULES} \setminus \{\text{name}\}
+    """
     if name in {r.name for r in _PAPER}:
         raise ValueError(f"`name` {name!r} is a built-in rule")
     RULES.pop(name, None)

@@ -96,7 +96,11 @@ class AdvantageMoments:
 
 
 def advantage_table(convention, group_size) -> AdvantageTable:
-    """``a(z, m)`` of a group convention, read off one representative group per ``m``.
+    r"""``a(z, m)`` of a group convention, read off one representative group per ``m``.
+
+    .. math::
+
+        a(z, m) = \text{the advantage of a draw with reward } z \text{ in a group with } m \text{ successes}
 
     Parameters
     ----------
@@ -160,8 +164,12 @@ def _binary_moments(moments: PromptMoments) -> PromptMoments:
 
 
 def binary_projection(moments: PromptMoments) -> PromptMoments:
-    """``moments`` with the identities of binary rewards imposed: ``Var(Z|x) = V(1 - V)`` and
+    r"""``moments`` with the identities of binary rewards imposed: ``Var(Z|x) = V(1 - V)`` and
     ``E||W Z||^2 = E[||W||^2 Z]`` (``Z^2 = Z``).
+
+    .. math::
+
+        \operatorname{Var}(Z \mid x) = V(1 - V), \qquad E\|W Z\|^2 = E[\|W\|^2 Z]
 
     Estimated moments of binary rewards satisfy these in expectation but not draw by draw
     (each side has its own estimator), so the exact advantage moments, which need them, are
@@ -176,14 +184,24 @@ def binary_projection(moments: PromptMoments) -> PromptMoments:
 
 
 def arcsin_weight(value) -> np.ndarray:
-    """``1/sqrt(V(1-V))``, the derivative of ``2 arcsin sqrt V`` (C26); 0 where ``V`` is 0 or 1."""
+    r"""``1/sqrt(V(1-V))``, the derivative of ``2 arcsin sqrt V`` (C26); 0 where ``V`` is 0 or 1.
+
+    .. math::
+
+        w(V) = \frac{1}{\sqrt{V (1 - V)}}
+    """
     V = np.asarray(value, dtype=np.float64)
     inner = V * (1.0 - V)
     return np.where(inner > 0, 1.0 / np.sqrt(np.where(inner > 0, inner, 1.0)), 0.0)
 
 
 def all_equal_probability(value, group_size) -> np.ndarray:
-    """``P(all G rewards equal) = V^G + (1 - V)^G`` for binary rewards (docs/theory.md C24)."""
+    r"""``P(all G rewards equal) = V^G + (1 - V)^G`` for binary rewards (docs/theory.md C24).
+
+    .. math::
+
+        P(\text{all equal}) = V^G + (1 - V)^G
+    """
     G = as_int(group_size, "group_size", 1)
     V = np.asarray(value, dtype=np.float64)
     return V**G + (1.0 - V) ** G
@@ -211,7 +229,12 @@ def _moment_terms(m: PromptMoments, table: AdvantageTable):
 
 
 def as_advantage_table(advantage, group_size) -> AdvantageTable:
-    """``advantage`` as an :class:`AdvantageTable` (a table is checked against ``group_size``)."""
+    r"""``advantage`` as an :class:`AdvantageTable` (a table is checked against ``group_size``).
+
+    .. math::
+
+        a(z, m), \quad z \in \{0, 1\},\ m = 0, \dots, G
+    """
     if isinstance(advantage, AdvantageTable):
         if group_size is not None and as_int(group_size, "group_size", 1) != advantage.group_size:
             raise ValueError(f"`group_size` {group_size} differs from the table's "
@@ -223,7 +246,11 @@ def as_advantage_table(advantage, group_size) -> AdvantageTable:
 
 
 def advantage_moments(moments: PromptMoments, advantage, group_size=None) -> AdvantageMoments:
-    """Exact mean factor, second moment and MSEs of a group-relative estimator (section 7).
+    r"""Exact mean factor, second moment and MSEs of a group-relative estimator (section 7).
+
+    .. math::
+
+        E\hat g(x) = c(x)\, g(x), \qquad c = \sum_m P(m)\,\frac{m a_1 / V - (G - m) a_0 / (1 - V)}{G}
 
     Parameters
     ----------
@@ -275,7 +302,11 @@ def _check_target(target: str) -> str:
 
 def per_prompt_advantage_mse(moments: PromptMoments, advantage, group_size=None,
                              target: str = "grad") -> np.ndarray:
-    """Exact per-prompt MSE, shape ``(P,)``, against ``g(x)`` or the arcsin gradient (section 7).
+    r"""Exact per-prompt MSE, shape ``(P,)``, against ``g(x)`` or the arcsin gradient (section 7).
+
+    .. math::
+
+        \mathrm{MSE}(x) = E\|\hat g(x)\|^2 - 2 c(x) \langle g(x), t(x)\rangle + \|t(x)\|^2
 
     ``target="grad"`` compares with ``g(x)`` (Theorem 2's target; docs/theory.md C5),
     ``target="arcsin"`` with ``g(x)/sqrt(V(1-V))``, the gradient of Proposition 13's objective
@@ -287,7 +318,11 @@ def per_prompt_advantage_mse(moments: PromptMoments, advantage, group_size=None,
 
 def minibatch_advantage_mse(moments: PromptMoments, advantage, group_size=None, batch_size=1,
                             target: str = "grad") -> float:
-    """Exact MSE of ``(1/B) sum_b g_hat(X_b)`` over ``B`` i.i.d. prompts (Proposition 3, C6).
+    r"""Exact MSE of ``(1/B) sum_b g_hat(X_b)`` over ``B`` i.i.d. prompts (Proposition 3, C6).
+
+    .. math::
+
+        E\|\hat g_B - t\|^2 = \frac{E_X E\|\hat g(X)\|^2}{B} + \Big(1 - \frac{1}{B}\Big)\alpha^\top \Gamma \alpha - 2 \alpha^\top \Gamma \beta + \beta^\top \Gamma \beta
 
     Notes
     -----
@@ -312,7 +347,11 @@ def minibatch_advantage_mse(moments: PromptMoments, advantage, group_size=None, 
 
 def dynamic_sampling_mse(moments: PromptMoments, advantage, group_size=None,
                          batch_size=1) -> tuple[float, float]:
-    """Exact ``(scale, MSE)`` of a batch refilled until no group is all-equal (DAPO, section 7).
+    r"""Exact ``(scale, MSE)`` of a batch refilled until no group is all-equal (DAPO, section 7).
+
+    .. math::
+
+        f'(x) = \frac{f(x)(1 - q(x))}{1 - Q}, \qquad q(x) = V^G + (1 - V)^G
 
     DAPO's dynamic sampling discards groups whose ``G`` rewards are all equal and draws again
     until the batch holds ``B`` groups that are not. Each kept group is then an i.i.d. draw of
@@ -350,7 +389,11 @@ def dynamic_sampling_mse(moments: PromptMoments, advantage, group_size=None,
 
 
 def lemma11_difference_table(value: float, group_size: int) -> AdvantageTable:
-    """``a(z, m)`` of ``g_se - g_std``: Algorithm 2's advantage minus leave-one-out over ``sigma``.
+    r"""``a(z, m)`` of ``g_se - g_std``: Algorithm 2's advantage minus leave-one-out over ``sigma``.
+
+    .. math::
+
+        a(z, m) = (z - \bar Z_{-g}) \Big(\frac{1}{\mathrm{se}_m} - \frac{1}{\sigma}\Big)
 
     Algorithm 2 (docs/theory.md section 2): ``(z - Z_bar_{-g})/se_m`` with
     ``se_m = sqrt(m (G - m)/(G (G - 1)))`` and all-equal groups zeroed; the limit of Lemma 11
@@ -372,7 +415,11 @@ def lemma11_difference_table(value: float, group_size: int) -> AdvantageTable:
 
 
 def lemma11_constant(moments) -> float:
-    """``lim G E||g_se - g_std||^2 = ||g||^2 (1 - 2V)^2 / (4 V^2 (1 - V)^2)`` (derived, C24).
+    r"""``lim G E||g_se - g_std||^2 = ||g||^2 (1 - 2V)^2 / (4 V^2 (1 - V)^2)`` (derived, C24).
+
+    .. math::
+
+        \lim_{G \to \infty} G\, E\|g_{se} - g_{std}\|^2 = \frac{\|g\|^2 (1 - 2V)^2}{4 V^2 (1 - V)^2}
 
     Delta method: ``g_se - g_std = g_loo (1/se - 1/sigma)``, ``g_loo -> g`` and
     ``G Var(se^2) -> mu_4 - sigma^4 = V (1 - V) (1 - 2V)^2`` for Bernoulli rewards, with

@@ -88,14 +88,23 @@ def _reference(m: PromptMoments, rule, b):
 
 
 def shrink_factor(group_size):
-    """``c = (G - 1)/G``: the full-mean estimator is ``c`` times leave-one-out GRPO (C2)."""
+    r"""``c = (G - 1)/G``: the full-mean estimator is ``c`` times leave-one-out GRPO (C2).
+
+    .. math::
+
+        c = \frac{G - 1}{G}
+    """
     G = np.asarray(group_size, dtype=np.float64)
     return (G - 1.0) / G
 
 
 def per_prompt_mse(moments: PromptMoments, estimator: str, group_size,
                    baseline=None) -> np.ndarray:
-    """Exact MSE of the per-prompt estimator against ``g(x)`` (Theorem 2, docs/theory.md C5).
+    r"""Exact MSE of the per-prompt estimator against ``g(x)`` (Theorem 2, docs/theory.md C5).
+
+    .. math::
+
+        \mathrm{MSE}_{\mathrm{GRPO}}(x) = \frac{\operatorname{tr}\Sigma(x)}{G} + \frac{E\|W\|^2 \operatorname{Var}(Z \mid x) + \|g(x)\|^2}{G(G - 1)}
 
     Parameters
     ----------
@@ -150,7 +159,11 @@ def _per_prompt_mse(m: PromptMoments, rule, G: np.ndarray, b) -> np.ndarray:
 
 
 def prompt_averaged_mse(moments: PromptMoments, estimator: str, group_size, baseline=None):
-    """``E_X MSE(X)``: the per-prompt MSE averaged over ``f``, without prompt variance (C5).
+    r"""``E_X MSE(X)``: the per-prompt MSE averaged over ``f``, without prompt variance (C5).
+
+    .. math::
+
+        E_X\,\mathrm{MSE}(X) = \sum_x f(x)\,\mathrm{MSE}(x)
 
     A float for a scalar ``group_size``, an ``(n_G,)`` array for an array of sizes.
     """
@@ -160,7 +173,11 @@ def prompt_averaged_mse(moments: PromptMoments, estimator: str, group_size, base
 
 
 def prompt_heterogeneity(moments: PromptMoments, prompt_prob=None) -> float:
-    """``c1 = E_X||g(X) - g||^2 = E_X||g(X)||^2 - ||g||^2`` (Proposition 3, C6).
+    r"""``c1 = E_X||g(X) - g||^2 = E_X||g(X)||^2 - ||g||^2`` (Proposition 3, C6).
+
+    .. math::
+
+        c_1 = E_X\|g(X) - g\|^2 = E_X\|g(X)\|^2 - \|g\|^2
 
     With ``prompt_prob`` (``(P,)``, non-negative, summing to one), ``c1`` under those prompt
     weights, ``||g||^2 = f^T grad_gram f`` recomputed from the Gram matrix: the value of
@@ -175,7 +192,12 @@ def prompt_heterogeneity(moments: PromptMoments, prompt_prob=None) -> float:
 
 
 def check_prompt_prob(prompt_prob, n_prompts: int) -> np.ndarray:
-    """``prompt_prob`` as a float array ``(P,)`` of weights summing to one, or ``ValueError``."""
+    r"""``prompt_prob`` as a float array ``(P,)`` of weights summing to one, or ``ValueError``.
+
+    .. math::
+
+        f \ge 0, \qquad \sum_x f(x) = 1
+    """
     f = as_finite_array(prompt_prob, "prompt_prob", ndim=(1,))
     if f.shape != (n_prompts,) or np.any(f < 0) or abs(f.sum() - 1.0) > 1e-9:
         raise ValueError(f"`prompt_prob` must be {n_prompts} non-negative weights summing to 1")
@@ -184,7 +206,11 @@ def check_prompt_prob(prompt_prob, n_prompts: int) -> np.ndarray:
 
 def minibatch_mse(moments: PromptMoments, estimator: str, group_size, batch_size=1,
                   baseline=None, prompt_variance_factor=None):
-    """Exact MSE of the minibatch estimator against ``g`` (Proposition 3, docs/theory.md C6).
+    r"""Exact MSE of the minibatch estimator against ``g`` (Proposition 3, docs/theory.md C6).
+
+    .. math::
+
+        E\|\hat g_B - g\|^2 = k\,c_1 + \frac{E_X\,\mathrm{MSE}(X)}{B}, \qquad k = \frac{1}{B}
 
     For the unbiased estimators ``E||g_hat - g||^2 = k c1 + E_X MSE(X) / B`` with ``k = 1/B``
     for ``B`` i.i.d. prompts (``prompt_variance_factor`` overrides ``k``, e.g. for a finite
@@ -218,7 +244,11 @@ def minibatch_mse(moments: PromptMoments, estimator: str, group_size, batch_size
 
 # ---------------------------------------------------------------------- baselines (C8-C10)
 def optimal_constant_baseline(moments: PromptMoments) -> np.ndarray:
-    """MSE-optimal prompt-only baseline ``b*(x) = E[||W||^2 Z] / E||W||^2`` (docs/theory.md C9).
+    r"""MSE-optimal prompt-only baseline ``b*(x) = E[||W||^2 Z] / E||W||^2`` (docs/theory.md C9).
+
+    .. math::
+
+        b^*(x) = \frac{E[\|W\|^2 Z \mid x]}{E[\|W\|^2 \mid x]}
 
     ``inf``-free: prompts with ``E||W||^2 = 0`` (a deterministic policy) have no score noise,
     every baseline is optimal there, and ``b* = V(x)`` is returned for them.
@@ -229,13 +259,22 @@ def optimal_constant_baseline(moments: PromptMoments) -> np.ndarray:
 
 
 def score_reward_covariance(moments: PromptMoments) -> np.ndarray:
-    """``Cov(||W||^2, Z | x)``; zero for every prompt iff Assumption 2 holds (C8)."""
+    r"""``Cov(||W||^2, Z | x)``; zero for every prompt iff Assumption 2 holds (C8).
+
+    .. math::
+
+        \operatorname{Cov}(\|W\|^2, Z \mid x) = E[\|W\|^2 Z] - E\|W\|^2\,V(x)
+    """
     m = _check_moments(moments)
     return m.score_sq_reward - m.score_sq * m.value
 
 
 def assumption2_baseline_mse(moments: PromptMoments, baseline, group_size) -> np.ndarray:
-    """Corollary 5's form ``(tr Sigma + E||W||^2 (V - b)^2)/G``, shape ``(P,)`` (C8).
+    r"""Corollary 5's form ``(tr Sigma + E||W||^2 (V - b)^2)/G``, shape ``(P,)`` (C8).
+
+    .. math::
+
+        \frac{\operatorname{tr}\Sigma(x) + E\|W\|^2 (V(x) - b(x))^2}{G}
 
     Equal to :func:`per_prompt_mse` with ``estimator="baseline"`` exactly when Assumption 2
     (``Cov(||W||^2, Z | x) = 0``) holds; the difference is ``2 (V - b) Cov(||W||^2, Z)/G``.
@@ -247,13 +286,22 @@ def assumption2_baseline_mse(moments: PromptMoments, baseline, group_size) -> np
 
 
 def grpo_vanilla_margin(moments: PromptMoments, group_size) -> np.ndarray:
-    """``MSE_vanilla(x) - MSE_GRPO(x)``: positive where GRPO wins (C10), ``(P,)`` or ``(P, n_G)``."""
+    r"""``MSE_vanilla(x) - MSE_GRPO(x)``: positive where GRPO wins (C10), ``(P,)`` or ``(P, n_G)``.
+
+    .. math::
+
+        \mathrm{MSE}_{\mathrm{vanilla}}(x) - \mathrm{MSE}_{\mathrm{GRPO}}(x)
+    """
     return (per_prompt_mse(moments, "vanilla", group_size)
             - per_prompt_mse(moments, "grpo", group_size))
 
 
 def reversal_condition(moments: PromptMoments, group_size) -> np.ndarray:
-    """C10's closed form: GRPO beats vanilla iff ``(S Var Z + ||g||^2)/(G-1) < S V^2``.
+    r"""C10's closed form: GRPO beats vanilla iff ``(S Var Z + ||g||^2)/(G-1) < S V^2``.
+
+    .. math::
+
+        \frac{E\|W\|^2 \operatorname{Var} Z + \|g(x)\|^2}{G - 1} < E\|W\|^2\, V(x)^2
 
     Exact under Assumption 2, when ``E||WZ||^2 - E||W(Z-V)||^2 = E||W||^2 V^2``; returns a
     boolean array ``(P,)`` or ``(P, n_G)``.
@@ -274,7 +322,11 @@ def _require_matrices(m: PromptMoments) -> None:
 
 def per_prompt_covariance(moments: PromptMoments, estimator: str, group_size,
                           baseline=None) -> np.ndarray:
-    """``Cov(g_hat(x) | x)``, shape ``(P, d, d)``: the matrix form of Theorem 2 (C5, C22, C23).
+    r"""``Cov(g_hat(x) | x)``, shape ``(P, d, d)``: the matrix form of Theorem 2 (C5, C22, C23).
+
+    .. math::
+
+        \operatorname{Cov}(\hat g_{\mathrm{GRPO}}(x) \mid x) = \frac{\Sigma}{G} + \frac{S(1) \operatorname{Var}(Z \mid x) + g g^\top}{G(G - 1)}
 
     Notes
     -----
@@ -299,7 +351,12 @@ def _check_affine(estimator, baseline, n_prompts):
 
 
 def between_prompt_covariance(moments: PromptMoments) -> np.ndarray:
-    """``Cov_X g(X) = sum_x f(x) g(x) g(x)^T - g g^T``, shape ``(d, d)`` (Proposition 3)."""
+    r"""``Cov_X g(X) = sum_x f(x) g(x) g(x)^T - g g^T``, shape ``(d, d)`` (Proposition 3).
+
+    .. math::
+
+        \operatorname{Cov}_X g(X) = \sum_x f(x)\, g(x) g(x)^\top - g g^\top
+    """
     m = _check_moments(moments)
     _require_matrices(m)
     f, gx = m.prompt_prob, m.grad_per_prompt
@@ -309,7 +366,11 @@ def between_prompt_covariance(moments: PromptMoments) -> np.ndarray:
 
 def minibatch_covariance(moments: PromptMoments, estimator: str, group_size, batch_size=1,
                          baseline=None, prompt_variance_factor=None) -> np.ndarray:
-    """Covariance ``Gamma`` of the minibatch estimator, ``(d, d)`` (Proposition 3, Theorem 8).
+    r"""Covariance ``Gamma`` of the minibatch estimator, ``(d, d)`` (Proposition 3, Theorem 8).
+
+    .. math::
+
+        \Gamma = k \operatorname{Cov}_X g(X) + \frac{E_X \operatorname{Cov}(\hat g(X) \mid X)}{B}
 
     ``k Cov_X g(X) + E_X Cov(g_hat(X) | X) / B`` with ``k = 1/B`` for i.i.d. prompts
     (``prompt_variance_factor`` overrides it); the full-mean estimator's is ``((G-1)/G)^2``
