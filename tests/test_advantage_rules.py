@@ -87,22 +87,21 @@ def test_every_rule_has_provenance_and_a_minimum_group_size():
 
 
 def test_kernel_data_reproduce_the_per_sample_function():
-    # what the kernels read (coefficients times a table over m) equals the rule's own function
-    # on two-point groups, for every group rule and for offsets that are not 0 and 1
+    # what the kernels read (a two-point table over m, and the weight of -w V(x)) equals the
+    # rule's own per-sample function on two-point groups, for every group rule, at rewards
+    # that are not 0 and 1
     rng = np.random.default_rng(3)
     low, high = -0.5, 2.0
     for rule in RULES.values():
         if rule.statistics != "group":
             continue
         for G in range(max(1, rule.min_group_size), 6):
-            coef, scale = kernel_tables([rule], [G], low, high)
-            own, dev, ref = coef[0, 0]
+            table, reference = kernel_tables([rule], [G], low, high)
             z = np.where(rng.random((40, G)) < 0.5, high, low)
             value = rng.normal(size=40)
-            m = np.sum(z == high, axis=1)
-            total = z.sum(axis=1, keepdims=True)
-            kernel = scale[0, 0, m][:, None] * (own * z + dev * (z - total / G)
-                                                - ref * value[:, None])
+            m = np.sum(z == high, axis=1)[:, None]
+            kernel = (np.where(z == high, table[0, 0, 0][m], table[0, 0, 1][m])
+                      - reference[0, 0] * value[:, None])
             np.testing.assert_allclose(kernel, rule.grouped(z, value), rtol=1e-12, atol=1e-12,
                                        err_msg=f"{rule.name}, G={G}")
 

@@ -12,10 +12,14 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["CENTRING_KINDS", "SCALING_KINDS", "Centring", "Scaling", "Provenance"]
+__all__ = ["CENTRING_KINDS", "SCALING_KINDS", "PLACEMENTS", "ALL_EQUAL_RULES", "Centring", "Scaling",
+           "Provenance"]
 
 CENTRING_KINDS = ("none", "leave-one-out", "group mean", "value", "baseline")
-SCALING_KINDS = ("none", "group std", "group statistic", "batch std", "batch whitening")
+SCALING_KINDS = ("none", "group std", "others std", "group statistic", "batch std",
+                 "batch whitening")
+PLACEMENTS = ("none", "added to std", "inside sqrt", "variance floor")
+ALL_EQUAL_RULES = ("divide", "zero", "keep numerator")
 
 
 @dataclass(frozen=True)
@@ -99,19 +103,23 @@ class Scaling:
     Attributes
     ----------
     kind : one of :data:`SCALING_KINDS`
-        ``"group std"`` and ``"group statistic"`` (``statistic`` of the group's rewards) use the
-        group only; ``"batch std"`` divides by the std of the batch's rewards, ``"batch
-        whitening"`` subtracts the batch mean of ``c`` and divides by the batch std of ``c``.
+        ``"group std"``: the std of the group's rewards; ``"others std"``: the std of the *other*
+        rewards of the sample's group; ``"group statistic"``: ``statistic`` of the group's
+        rewards; ``"batch std"``: the std of the batch's rewards; ``"batch whitening"``: ``c``
+        less its batch mean, divided by its batch std.
     bessel : bool or None
         Standard deviations divide by ``n - 1`` (``None`` when none is taken).
     epsilon : float
-    epsilon_placement : {"none", "added to std", "inside sqrt"}
-        ``d(s) = s``, ``s + epsilon`` or ``sqrt(s^2 + epsilon)``.
-    all_equal : {"divide", "zero"}
-        ``"zero"``: a group whose spread is 0 gets advantage 0 (Algorithm 2's rule here);
-        ``"divide"``: whatever the division gives (0 / epsilon = 0 with an epsilon).
+    epsilon_placement : {"none", "added to std", "inside sqrt", "variance floor"}
+        ``d(s) = s``, ``s + epsilon``, ``sqrt(s^2 + epsilon)`` or ``sqrt(max(s^2, epsilon))``.
+    all_equal : {"divide", "zero", "keep numerator"}
+        Where the spread is exactly 0: divide anyway (``0 / epsilon = 0`` with an epsilon), give
+        0 (Algorithm 2's rule here), or keep the numerator undivided.
     singleton_divisor : float
-        ``d`` for a one-sample group (NaN: undefined, as a Bessel std of one sample).
+        ``d`` of a one-sample group under a group spread (NaN: undefined, as a Bessel std of one
+        sample).
+    count_epsilon : float
+        Added to the sample count of the whitening mean and variance (verl's ``masked_mean``).
     statistic : callable, optional
         For ``kind="group statistic"``: ``rewards (M, n) -> spread (M,)``.
     """
@@ -122,45 +130,58 @@ class Scaling:
     epsilon_placement: str = "none"
     all_equal: str = "divide"
     singleton_divisor: float = math.nan
+    count_epsilon: float = 0.0
     statistic: Callable | None = field(default=None, compare=False)
 
     def __post_init__(self):
         if self.kind not in SCALING_KINDS:
             raise ValueError(f"`kind` must be one of {SCALING_KINDS}, got {self.kind!r}")
-        if self.epsilon_placement not in ("none", "added to std", "inside sqrt"):
-            raise ValueError("`epsilon_placement` must be 'none', 'added to std' or 'inside sqrt', "
-                             f"got {self.epsilon_placement!r}")
-        if self.all_equal not in ("divide", "zero"):
-            raise ValueError(f"`all_equal` must be 'divide' or 'zero', got {self.all_equal!r}")
+        if self.epsilon_placement not in PLACEMENTS:
+            raise ValueError(f"`epsilon_placement` must be one of {PLACEMENTS}, got "
+                             f"{self.epsilon_placement!r}")
+        if self.all_equal not in ALL_EQUAL_RULES:
+            raise ValueError(f"`all_equal` must be one of {ALL_EQUAL_RULES}, got "
+                             f"{self.all_equal!r}")
         if (self.kind == "group statistic") != (self.statistic is not None):
             raise ValueError("`statistic` is required for, and only for, kind='group statistic'")
 
+    @property
+    def per_group(self) -> bool:
+        """Whether the spread is one number per group (so a function of ``m`` for two-point
+        rewards)."""
+        return self.kind in ("group std", "group statistic")
+
     def divisor(self, spread):
-        """``d(s)``: the spread with its epsilon."""
-        spread = np.asarray(spread, dtype=np.float64)
-        if self.epsilon_placement == "added to std":
-            return spread + self.epsilon
-        if self.epsilon_placement == "inside sqrt":
-            return np.sqrt(spread * spread + self.epsilon)
-        return spread
+        """``d(s)``: the spread with its epsilon.
 
-    def std(self, squares, n):
-        """``sqrt(sum of squared deviations / (n - 1 or n))``."""
-        return np.sqrt(squares / (np.maximum(n - 1.0, 1.0) if self.bessel else n))
+        .. math::
 
-    def divide(self, c, spread, n):
-        """``c / d(spread)`` with the all-equal and singleton rules (arrays of one shape)."""
-        div = np.where(n > 1, self.divisor(spread), self.singleton_divisor)
-        if self.all_equal == "zero":
-            ok = spread > 0
-            return np.where(ok, c / np.where(ok, div, 1.0), 0.0)
-        return c / div
+            d(s) \\in \\{s,\\ s + \\epsilon,\\ \\sqrt{s^2 + \\epsilon},\\
+            \\sqrt{\\max(s^2, \\epsilon)}\\}
+        """
+        s = np.asarray(spread, dtype=np.float64)
+        placement, eps = self.epsilon_placement, self.epsilon
+        if placement == "added to std":
+            return s + eps
+        if placement == "inside sqrt":
+            return np.sqrt(s * s + eps)
+        if placement == "variance floor":
+            return np.sqrt(np.maximum(s * s, eps))
+        return s
 
 
 @dataclass(frozen=True)
 class Provenance:
-    """Where a rule comes from: a framework's option read from a source file, or the paper."""
+    """Where a rule comes from: a framework's option read from a source file, or the paper.
+
+    ``repository``, ``path``, ``commit`` and ``commit_date`` pin a framework rule to the code it
+    was read from (docs/conventions.md); ``source`` says it in one line.
+    """
 
     framework: str
     option: str
     source: str
+    repository: str = ""
+    path: str = ""
+    commit: str = ""
+    commit_date: str = ""

@@ -17,9 +17,9 @@ knows is an :class:`AdvantageRule` made of two parts:
   standard deviation (with or without Bessel's correction), another statistic of the group, or
   a statistic of the whole batch, with its epsilon and where it goes.
 
-For two-point rewards a group's spread depends only on its success count ``m``, so a scaled
-group rule is, for the kernels, an affine rule times a table indexed by ``m``
-(:meth:`AdvantageRule.scale_table`).
+For two-point rewards a group rule's advantage depends only on a draw's reward and its group's
+success count ``m``: the kernels read that table (:meth:`AdvantageRule.two_point_table`), built
+from the coefficients.
 """
 
 from __future__ import annotations
@@ -29,29 +29,14 @@ from typing import Callable
 
 import numpy as np
 
+from .evaluate import Parts, evaluate
 from .parts import CENTRING_KINDS, SCALING_KINDS, Centring, Provenance, Scaling
 
 __all__ = ["CENTRING_KINDS", "SCALING_KINDS", "Centring", "Scaling", "Provenance",
-           "AdvantageRule", "group_mean"]
+           "AdvantageRule", "MAX_TABLE_ENTRIES"]
 
-def _first_index(inverse, n_groups):
-    first = np.full(n_groups, inverse.size, dtype=np.int64)
-    np.minimum.at(first, inverse, np.arange(inverse.size))
-    return first
-
-
-def group_mean(z, inverse, counts):
-    """Each group's mean, computed around its first reward (so an all-equal group has deviations
-    exactly 0 whatever its offset)."""
-    shift = z[_first_index(inverse, counts.size)]
-    return shift + np.bincount(inverse, z - shift[inverse], minlength=counts.size) / counts
-
-
-def _batch_std(x, bessel):
-    mean = x[0] + np.mean(x - x[0])
-    if x.size < 2:
-        return mean, 0.0
-    return mean, float(np.sqrt(np.sum((x - mean) ** 2) / (x.size - 1 if bessel else x.size)))
+#: Largest ``(G + 1) * G`` array of representative groups built for a two-point table.
+MAX_TABLE_ENTRIES = 20_000_000
 
 
 @dataclass(frozen=True)
@@ -124,132 +109,81 @@ class AdvantageRule:
             return "for the leave-one-out baseline"
         return f"for rule {self.name!r}" if self.min_group_size > 1 else ""
 
-    def scale_table(self, group_size: int, low: float = 0.0, high: float = 1.0) -> np.ndarray:
-        """``1/d`` (or 0) of a group with ``m`` rewards ``high`` and ``G - m`` rewards ``low``,
-        ``m = 0..G``: what a kernel multiplies the affine part by, shape ``(G + 1,)``."""
+    def two_point_table(self, group_size: int, low: float = 0.0, high: float = 1.0):
+        r"""``(a_high, a_low)``, each ``(G + 1,)``: the advantage of a reward ``high`` (``low``)
+        in a group of ``G`` with ``m`` rewards ``high``, ``m = 0..G``, without the reference term
+        ``-w r(x)`` (impossible entries set to 0). What the Monte Carlo kernels read.
+
+        Affine rules and the group std come from the coefficients in ``O(G)``; other group
+        spreads from ``G + 1`` representative groups.
+
+        .. math::
+
+            a(z, m) = \frac{\text{own}\, z + \text{dev}\,(z - \bar z_m)}{d(s_m)}, \qquad
+            \bar z_m = \text{low} + (\text{high} - \text{low})\frac{m}{G}
+        """
         G = int(group_size)
         if self.statistics != "group":
             raise ValueError(f"rule {self.name!r} uses batch statistics, so groups are not "
                              "independent; its Monte Carlo needs the whole batch")
-        if self.is_affine:
-            return np.ones(G + 1)
+        if self.centring.reference_source is not None and not self.is_affine:
+            raise ValueError(f"rule {self.name!r} scales a centring that subtracts r(x); no "
+                             "two-point table describes it")
         m = np.arange(G + 1, dtype=np.float64)
-        if self.scaling.kind == "group std":  # m (high - mean)^2 + (G - m)(low - mean)^2: O(G)
-            mean = low + (high - low) * m / G
-            spread = self.scaling.std(m * (high - mean) ** 2 + (G - m) * (low - mean) ** 2, G)
+        low, high = float(low), float(high)
+        if self.is_affine or self.scaling.kind == "group std":
+            own, dev, _ = (float(v) for v in self.centring.kernel_coefficients(float(G)))
+            centre = low + (high - low) * m / G
+            a_high, a_low = own * high + dev * (high - centre), own * low + dev * (low - centre)
+            if not self.is_affine:
+                sc = self.scaling
+                squares = m * (high - centre) ** 2 + (G - m) * (low - centre) ** 2
+                s = np.sqrt(squares / max(G - 1 if sc.bessel else G, 1)) if G > 1 else 0.0 * m
+                d = sc.divisor(s) if G > 1 else np.full(G + 1, sc.singleton_divisor)
+                if sc.all_equal != "divide":
+                    keep = 1.0 if sc.all_equal == "keep numerator" else 0.0
+                    a_high = np.where(s > 0, a_high / np.where(s > 0, d, 1.0), keep * a_high)
+                    a_low = np.where(s > 0, a_low / np.where(s > 0, d, 1.0), keep * a_low)
+                else:
+                    a_high, a_low = a_high / d, a_low / d
         else:
-            rows = np.where(np.arange(G)[None, :] < m[:, None], float(high), float(low))
-            spread = self._group_spread(rows)  # (G + 1,) from (G + 1, G) representative groups
-        return self.scaling.divide(np.ones(G + 1), spread, np.full(G + 1, float(G)))
+            if (G + 1) * G > MAX_TABLE_ENTRIES:
+                raise ValueError(f"`group_size` {G} needs a ({G + 1}, {G}) array of "
+                                 f"representative groups for rule {self.name!r}")
+            rows = np.where(np.arange(G)[None, :] < m[:, None], high, low)  # row m: m highs
+            adv = self.grouped(rows)
+            a_high, a_low = adv[:, 0], adv[:, -1]
+        return np.where(m > 0, a_high, 0.0), np.where(m < G, a_low, 0.0)
 
     def binary_table(self, group_size: int):
-        r"""``(a(1, m), a(0, m))`` for ``m = 0..G`` successes of rewards in ``{0, 1}``: the affine
-        part times :meth:`scale_table`, in ``O(G)`` (impossible entries set to 0).
-
-        .. math::
-
-            a(z, m) = s_m \Big(\text{own}\, z + \text{dev}\,\big(z - \tfrac{m}{G}\big)\Big)
-        """
-        G = int(group_size)
+        """``(a(1, m), a(0, m))`` for rewards in ``{0, 1}``: :meth:`two_point_table` at 0 and 1."""
         if self.centring.reference_source is not None:
             raise ValueError(f"rule {self.name!r} subtracts {self.centring.reference_source} "
                              "r(x), so its advantage is not a function of (z, m) alone")
-        own, dev, _ = (float(v) for v in self.centring.kernel_coefficients(float(G)))
-        m = np.arange(G + 1, dtype=np.float64)
-        scale = self.scale_table(G)
-        success = np.where(m > 0, scale * (own + dev * (1.0 - m / G)), 0.0)
-        failure = np.where(m < G, scale * (dev * (0.0 - m / G)), 0.0)
-        return success, failure
-
-    def _group_spread(self, rows: np.ndarray) -> np.ndarray:
-        if self.scaling.kind == "group statistic":
-            return np.asarray(self.scaling.statistic(rows), dtype=np.float64).reshape(len(rows))
-        dev = rows - (rows[:, :1] + np.mean(rows - rows[:, :1], axis=1, keepdims=True))
-        return self.scaling.std(np.sum(dev * dev, axis=1), float(rows.shape[1]))
+        return self.two_point_table(group_size, 0.0, 1.0)
 
     # ------------------------------------------------------------------ the per-sample function
-    def _centred(self, z, mean, n, reference):
-        own, deviation, ref = self.centring.kernel_coefficients(n)
-        c = own * z + deviation * (z - mean)
-        if self.centring.reference_source is None:
-            return c
-        if reference is None:
-            raise ValueError(f"rule {self.name!r} subtracts {self.centring.reference_source} "
-                             "r(x): pass `reference`")
-        return c - ref * np.broadcast_to(np.asarray(reference, dtype=np.float64), z.shape)
-
-    def _batch_scaled(self, z, c):
-        if self.scaling.kind == "batch std":
-            return c / self.scaling.divisor(_batch_std(z.reshape(-1), self.scaling.bessel)[1])
-        centre, spread = _batch_std(c.reshape(-1), self.scaling.bessel)
-        return (c - centre) / self.scaling.divisor(spread)
+    def parts(self, z, inverse, counts, reference=None) -> Parts:
+        """Numerator, denominator, spread and advantage of validated float rewards ``z (n,)``
+        in groups ``inverse`` of sizes ``counts`` (:func:`~ustat_rl.advantages.evaluate.evaluate`)."""
+        return evaluate(self, z, inverse, counts, reference)
 
     def apply(self, z, inverse, counts, reference=None) -> np.ndarray:
-        """Advantages of validated float rewards ``z (n,)`` in groups ``inverse`` (sizes
-        ``counts``); ``reference (n,)`` is ``r(x)`` per sample when the centring uses one."""
-        n = counts[inverse].astype(np.float64)
-        mean = group_mean(z, inverse, counts)
-        c = self._centred(z, mean[inverse], n, reference)
-        kind = self.scaling.kind
-        if kind == "none":
-            return c
-        if kind.startswith("batch"):
-            return self._batch_scaled(z, c)
-        return self.scaling.divide(c, self._spreads(z, inverse, counts, mean)[inverse], n)
-
-    def _spreads(self, z, inverse, counts, mean):
-        """Each group's spread ``(k,)`` (its std, or the rule's statistic)."""
-        if self.scaling.kind == "group std":
-            dev = z - mean[inverse]
-            squares = np.bincount(inverse, dev * dev, minlength=counts.size)
-            return self.scaling.std(squares, counts.astype(np.float64))
-        spread = np.zeros(counts.size)
-        order = np.argsort(inverse, kind="stable")
-        for size in np.unique(counts):
-            groups = np.flatnonzero(counts == size)
-            members = order[np.isin(inverse[order], groups)].reshape(groups.size, size)
-            spread[groups] = self._group_spread(z[members])
-        return spread
-
-    def denominator(self, z, inverse, counts, reference=None):
-        """``(d (n,), batch)``: each sample's divisor and whether a batch statistic enters.
-
-        ``d = 1`` for an affine rule. The conformance kit's tolerance reads it.
-        """
-        n = counts[inverse].astype(np.float64)
-        kind = self.scaling.kind
-        if kind == "none":
-            return np.ones(z.size), False
-        mean = group_mean(z, inverse, counts)
-        if kind == "batch std":
-            return np.full(z.size, self.scaling.divisor(_batch_std(z, self.scaling.bessel)[1])), True
-        if kind == "batch whitening":
-            c = self._centred(z, mean[inverse], n, reference)
-            return np.full(z.size, self.scaling.divisor(_batch_std(c, self.scaling.bessel)[1])), True
-        spread = self._spreads(z, inverse, counts, mean)[inverse]
-        return np.where(n > 1, self.scaling.divisor(spread), self.scaling.singleton_divisor), False
+        """Advantages ``(n,)`` of validated float rewards (see :meth:`parts`)."""
+        return evaluate(self, z, inverse, counts, reference).advantage
 
     def grouped(self, rewards, reference=None) -> np.ndarray:
         """Advantages of ``M`` equal groups at once: ``rewards (M, G) -> (M, G)``, no validation.
 
-        ``reference`` is ``r(x)`` per group, shape ``(M,)`` (or a scalar). The same numbers as
-        :meth:`apply`, computed on rows.
+        ``reference`` is ``r(x)`` per group, shape ``(M,)`` (or a scalar).
         """
-        z = np.asarray(rewards, dtype=np.float64)
-        M, G = z.shape
-        shift = z[:, :1]
-        mean = shift + np.mean(z - shift, axis=1, keepdims=True)  # (M, 1)
-        ref = None if reference is None else np.broadcast_to(
-            np.asarray(reference, dtype=np.float64).reshape(-1, 1) if np.ndim(reference) else
-            np.asarray(reference, dtype=np.float64), (M, 1))
-        c = self._centred(z, mean, np.full((M, 1), float(G)), ref)
-        kind = self.scaling.kind
-        if kind == "none":
-            return c
-        if kind.startswith("batch"):
-            return self._batch_scaled(z, c)
-        spread = self._group_spread(z)[:, None]  # (M, 1)
-        return self.scaling.divide(c, spread, np.full((M, 1), float(G)))
+        rows = np.asarray(rewards, dtype=np.float64)
+        M, G = rows.shape
+        ref = None if reference is None else np.repeat(
+            np.broadcast_to(np.asarray(reference, dtype=np.float64), (M,)), G)
+        out = evaluate(self, rows.reshape(-1), np.repeat(np.arange(M), G), np.full(M, G), ref,
+                       rows=rows)
+        return out.advantage.reshape(M, G)
 
     def check_inputs(self, rewards, group_ids):
         """``(z, inverse, counts)`` from validated rewards and group ids, or a one-line error."""

@@ -32,17 +32,19 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------
 
 def kernel_tables(rules, sizes, low: float, high: float):
-    """What the kernels read for each (rule, G): ``coef (n_est, n_G, 3)`` with
-    ``c = scale[m] (own z + deviation (z - T/G) - reference V(x))`` and ``scale (n_est, n_G,
-    G_max + 1)`` by the group's number ``m`` of rewards ``high`` (two-point rewards)."""
+    """What the kernels read for each (rule, G): ``table (n_est, n_G, 2, G_max + 1)``, the
+    advantage of a reward ``high`` (``[..., 0, m]``) or ``low`` (``[..., 1, m]``) in a group with
+    ``m`` rewards ``high`` (:meth:`~ustat_rl.advantages.AdvantageRule.two_point_table`), and
+    ``reference (n_est, n_G)``, the weight ``w`` of ``-w V(x)``."""
     sizes = np.asarray(sizes, dtype=np.int64)
-    coef = np.zeros((len(rules), sizes.size, 3))
-    scale = np.zeros((len(rules), sizes.size, int(sizes.max()) + 1))
+    table = np.zeros((len(rules), sizes.size, 2, int(sizes.max()) + 1))
+    reference = np.zeros((len(rules), sizes.size))
     for e, rule in enumerate(rules):
         for ell, g in enumerate(sizes):
-            coef[e, ell] = [float(v) for v in rule.centring.kernel_coefficients(float(g))]
-            scale[e, ell, :g + 1] = rule.scale_table(int(g), low, high)
-    return coef, scale
+            table[e, ell, 0, :g + 1], table[e, ell, 1, :g + 1] = rule.two_point_table(int(g), low,
+                                                                                     high)
+            reference[e, ell] = float(rule.centring.kernel_coefficients(float(g))[2])
+    return table, reference
 
 
 @numba.njit(cache=True, nogil=True)
@@ -55,7 +57,7 @@ def _draw_prompt(rng, cum_prompt):
 
 
 @numba.njit(cache=True, nogil=True)
-def _add_to_group(rng, pi_x, r_x, lo, hi, increment, counts, sums):
+def _add_to_group(rng, pi_x, r_x, lo, hi, increment, counts, sums, wins):
     # Multinomial(increment, pi_x) by sequential binomials, then Binomial successes per action:
     # exactly the law of the per-action counts and reward sums of `increment` new samples.
     # Returns the number of successes added.
@@ -75,6 +77,7 @@ def _add_to_group(rng, pi_x, r_x, lo, hi, increment, counts, sums):
             success = rng.binomial(n_a, r_x[a])
             counts[a] += n_a
             sums[a] += lo * n_a + (hi - lo) * success
+            wins[a] += success
             added += success
         remaining -= n_a
         rest -= pi_x[a]
@@ -83,19 +86,20 @@ def _add_to_group(rng, pi_x, r_x, lo, hi, increment, counts, sums):
 
 @numba.njit(cache=True, nogil=True)
 def _bandit_kernel(rng, n, pi, r, lo, hi, value, cum_prompt, fixed_prompt, batch_size,
-                   group_sizes, coef, scale, target, direction, deg_pair, out_sq, out_proj,
+                   group_sizes, table, reference, target, direction, deg_pair, out_sq, out_proj,
                    out_deg):
     # Per replicate: the minibatch estimate of every (estimator, G) lives only on the blocks of
     # the drawn prompts, so it is accumulated in a dense scratch and only those blocks are read
     # and reset; untouched coordinates contribute ||target||^2 to every squared error.
     n_prompts, k = pi.shape
     n_sizes = group_sizes.shape[0]
-    n_est = coef.shape[0]
+    n_est = table.shape[0]
     scratch = np.zeros((n_est, n_sizes, n_prompts * k))
     touched = np.zeros(n_prompts, dtype=np.bool_)
     order = np.zeros(batch_size, dtype=np.int64)
     counts = np.zeros(k)
     sums = np.zeros(k)
+    wins = np.zeros(k)
     target_sq = np.sum(target**2)
     for rep in range(n):
         n_touched = 0
@@ -107,23 +111,24 @@ def _bandit_kernel(rng, n, pi, r, lo, hi, value, cum_prompt, fixed_prompt, batch
                 n_touched += 1
             counts[:] = 0.0
             sums[:] = 0.0
+            wins[:] = 0.0
             previous = 0
             successes = 0
             for ell in range(n_sizes):
                 g = group_sizes[ell]
-                successes += _add_to_group(rng, pi[x], r[x], lo, hi, g - previous, counts, sums)
+                successes += _add_to_group(rng, pi[x], r[x], lo, hi, g - previous, counts, sums,
+                                           wins)
                 previous = g
-                total = sums.sum()
                 for e in range(n_est):
-                    # c_g = scale[m] (own z_g + deviation (z_g - T/G) - reference V(x)): the sum
-                    # over the samples of action a, minus pi_a times the sum over the group
-                    own, dev, ref = coef[e, ell, 0], coef[e, ell, 1], coef[e, ell, 2]
-                    factor = scale[e, ell, successes] / (g * batch_size)
-                    group_sum = own * total - ref * value[x] * g
+                    # c_g = a(z_g, m) - w V(x) read from the rule's table: the sum over the
+                    # samples of action a, minus pi_a times the sum over the group
+                    a_hi, a_lo = table[e, ell, 0, successes], table[e, ell, 1, successes]
+                    shift = reference[e, ell] * value[x]
+                    group_sum = successes * a_hi + (g - successes) * a_lo - g * shift
                     for a in range(k):
-                        s_a = (own * sums[a] + dev * (sums[a] - counts[a] * total / g)
-                               - ref * value[x] * counts[a] - pi[x, a] * group_sum)
-                        scratch[e, ell, x * k + a] += s_a * factor
+                        s_a = (wins[a] * a_hi + (counts[a] - wins[a]) * a_lo - counts[a] * shift
+                               - pi[x, a] * group_sum)
+                        scratch[e, ell, x * k + a] += s_a / (g * batch_size)
         for e in range(n_est):
             for ell in range(n_sizes):
                 sq = target_sq
@@ -179,7 +184,7 @@ def bandit_statistics(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_sizes=
                                                     batch_size, prompt)
     names = tuple(rule.name for rule in rules)
     lo, hi = bandit.reward_values
-    coef, scale = kernel_tables(rules, sizes, lo, hi)
+    table, reference = kernel_tables(rules, sizes, lo, hi)
     target = bandit.target_gradient(fixed if fixed >= 0 else None)
     use_dir = direction is not None
     if use_dir:
@@ -201,7 +206,7 @@ def bandit_statistics(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_sizes=
     if backend == "torch":
         from .torch_backend import TorchBanditStatistic, resolve_device
 
-        statistic = TorchBanditStatistic(bandit, (coef, scale), sizes, batch_size, fixed, target,
+        statistic = TorchBanditStatistic(bandit, (table, reference), sizes, batch_size, fixed, target,
                                          direction if use_dir else None,
                                          tuple(deg_pair) if degenerate else None,
                                          resolve_device(device))
@@ -215,7 +220,8 @@ def bandit_statistics(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_sizes=
         out_proj = np.empty((n, n_est, n_sizes))
         out_deg = np.empty((n, n_sizes))
         _bandit_kernel(rng, n, pi, r, lo, hi, bandit.value, cum_prompt, fixed, batch_size,
-                       sizes, coef, scale, target, direction, deg_pair, out_sq, out_proj, out_deg)
+                       sizes, table, reference, target, direction, deg_pair, out_sq, out_proj,
+                       out_deg)
         parts = [out_sq.reshape(n, -1)]
         if use_dir:
             parts.append(out_proj.reshape(n, -1))

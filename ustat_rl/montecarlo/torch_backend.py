@@ -145,7 +145,7 @@ class TorchBanditStatistic:
     bandit : SoftmaxBandit
     tables : (ndarray, ndarray)
         The rules' kernel data from :func:`ustat_rl.montecarlo.bandit.kernel_tables`:
-        ``coef (n_est, n_G, 3)`` and ``scale (n_est, n_G, G_max + 1)``.
+        ``table (n_est, n_G, 2, G_max + 1)`` and ``reference (n_est, n_G)``.
     group_sizes : ndarray of int
         Sorted, nested group sizes.
     batch_size : int
@@ -164,8 +164,8 @@ class TorchBanditStatistic:
     def __init__(self, bandit, tables, group_sizes, batch_size, prompt, target, direction,
                  degenerate_pair, device, sub_block_groups=SUB_BLOCK_GROUPS):
         self.device = device
-        coef, scale = tables
-        self.n_estimators = int(coef.shape[0])
+        table, reference = tables
+        self.n_estimators = int(table.shape[0])
         self.group_sizes = tuple(int(g) for g in group_sizes)
         self.batch_size = int(batch_size)
         self.prompt = int(prompt)
@@ -195,9 +195,8 @@ class TorchBanditStatistic:
         self._target_sq = float(np.sum(np.asarray(target) ** 2))
         self._direction = as_t(direction).reshape(bandit.n_prompts, k) if self.use_direction else None
         self._n_prompts, self._k = bandit.n_prompts, k
-        self._coef = [[tuple(float(v) for v in coef[e, ell]) for ell in range(coef.shape[1])]
-                      for e in range(coef.shape[0])]
-        self._scale = as_t(scale)  # (n_est, n_G, G_max + 1)
+        self._table = as_t(table)  # (n_est, n_G, 2, G_max + 1)
+        self._reference = reference.tolist()  # (n_est, n_G) weights of -w V(x)
 
     # ----------------------------------------------------------------- sampling
     def _increment(self, gen, x, inc: int):
@@ -272,18 +271,17 @@ class TorchBanditStatistic:
             else:
                 counts = counts + new_counts
                 successes = successes + new_successes
-            sums = self._lo * counts + (self._hi - self._lo) * successes  # (N, K)
-            total = sums.sum(dim=1, keepdim=True)  # (N, 1)
             m = successes.sum(dim=1).long()  # (N,) successes of each group
             per_est = []
             share = 1.0 / (g * b)  # this group's share of the minibatch estimate
             for e in range(n_est):
-                # c_g = scale[m] (own z_g + deviation (z_g - T/G) - reference V(x)), as in numba
-                own, dev, ref = self._coef[e][ell]
-                group_sum = own * total - (ref * g) * value_x
-                s = (own * sums + dev * (sums - counts * (total / g)) - ref * value_x * counts
-                     - pi_x * group_sum)
-                s = s * (self._scale[e, ell][m] * share)[:, None]
+                # c_g = a(z_g, m) - w V(x) read from the rule's table, as in the numba kernel
+                a_hi = self._table[e, ell, 0][m][:, None]  # (N, 1)
+                a_lo = self._table[e, ell, 1][m][:, None]
+                shift = self._reference[e][ell] * value_x  # (N, 1)
+                group_sum = m[:, None] * a_hi + (g - m[:, None]) * a_lo - g * shift
+                s = (successes * a_hi + (counts - successes) * a_lo - counts * shift
+                     - pi_x * group_sum) * share
                 v = s.view(n, b, k)  # (n, B, K)
                 per_est.append(v)
                 col = e * n_sizes + ell
