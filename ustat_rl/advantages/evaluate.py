@@ -19,12 +19,13 @@ __all__ = ["Parts", "evaluate"]
 @dataclass(frozen=True)
 class Parts:
     """One evaluation, each ``(n,)``: ``advantage = numerator / denominator`` where divided, the
-    spread inside the denominator (0 where none is taken), and the one-sample groups."""
+    spread (a std, or the rule's statistic) inside the denominator (0 where none is taken), and
+    the one-sample groups."""
 
     advantage: np.ndarray
     numerator: np.ndarray
     denominator: np.ndarray
-    spread: np.ndarray
+    std: np.ndarray
     single: np.ndarray
 
 

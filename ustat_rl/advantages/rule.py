@@ -35,6 +35,9 @@ from .parts import CENTRING_KINDS, SCALING_KINDS, Centring, Provenance, Scaling
 __all__ = ["CENTRING_KINDS", "SCALING_KINDS", "Centring", "Scaling", "Provenance",
            "AdvantageRule", "MAX_TABLE_ENTRIES"]
 
+_SCALE_WORDS = {"none": "none", "group std": "group", "others std": "leave_one_out",
+                "group statistic": "statistic", "batch std": "batch", "batch whitening": "whiten"}
+
 #: Largest ``(G + 1) * G`` array of representative groups built for a two-point table.
 MAX_TABLE_ENTRIES = 20_000_000
 
@@ -73,6 +76,7 @@ class AdvantageRule:
     min_batch_size: int = 1
     equal_group_sizes: bool = False
     project_name: str = ""
+    working_precision: str = "the rewards' dtype"
 
     def __post_init__(self):
         size = max(int(self.min_group_size), self.centring.min_group_size)
@@ -86,6 +90,36 @@ class AdvantageRule:
     epsilon_placement = property(lambda self: self.scaling.epsilon_placement,
                                  doc="Where the epsilon goes.")
     bessel = property(lambda self: self.scaling.bessel, doc="Bessel's correction, if a std.")
+    zero_std = property(lambda self: self.scaling.all_equal, doc="The rule where the std is 0.")
+    count_epsilon = property(lambda self: self.scaling.count_epsilon,
+                             doc="Added to the whitening's sample count.")
+    repository = property(lambda self: self.provenance.repository, doc="owner/name on GitHub.")
+    path = property(lambda self: self.provenance.path, doc="The file(s) the rule was read from.")
+    commit = property(lambda self: self.provenance.commit, doc="The commit it was read at.")
+    commit_date = property(lambda self: self.provenance.commit_date, doc="That commit's date.")
+
+    @property
+    def baseline(self) -> str:
+        """The numerator in the conformance kit's words: ``"mean"``, ``"leave_one_out"``, or the
+        centring's kind for the other rules."""
+        return {"group mean": "mean", "leave-one-out": "leave_one_out"}.get(self.centring.kind,
+                                                                              self.centring.kind)
+
+    @property
+    def scale(self) -> str:
+        """The divisor in the conformance kit's words (``"none"``, ``"group"``,
+        ``"leave_one_out"``, ``"batch"``, ``"whiten"``, ``"statistic"``)."""
+        return _SCALE_WORDS[self.scaling.kind]
+
+    @property
+    def singleton_numerator(self) -> str:
+        """``"z"`` when a one-sample group keeps its reward, else ``"0"``."""
+        return "z" if self.centring.singleton == "reward" else "0"
+
+    @property
+    def singleton_divisor(self) -> float:
+        """What divides a one-sample group's numerator under a group spread."""
+        return self.scaling.singleton_divisor
 
     @property
     def function(self) -> Callable:
