@@ -200,11 +200,11 @@ def test_cli_exit_codes(tmp_path, capsys):
 
 
 def test_cli_runs_as_a_module(tmp_path):
-    """One end-to-end run through ``python -m ustat_rl.interface.cli`` (the installed command's path)."""
+    """One end-to-end run through ``python -m ustat_rl.cli`` (the installed command's path)."""
     module = tmp_path / "loo.py"
     module.write_text("from ustat_rl.conventions import advantages\n"
                       "def fn(z, ids):\n    return advantages('grpo', z, ids)\n")
-    done = subprocess.run([sys.executable, "-m", "ustat_rl.interface.cli", "conformance", f"{module}:fn",
+    done = subprocess.run([sys.executable, "-m", "ustat_rl.cli", "conformance", f"{module}:fn",
                            "--convention", "verl_rloo", "--max-examples", "30"],
                           capture_output=True, text=True, timeout=300)
     # leave-one-out differs from verl's rloo only on one-sample groups (verl keeps z)

@@ -192,7 +192,7 @@ _TRL_RLOO = "trl/trainer/rloo_trainer.py (huggingface/trl 00313f21)"
 _VERL = "verl/trainer/ppo/core_algos.py (volcengine/verl 012be9d9)"
 _ORLHF = ("openrlhf/trainer/ppo_utils/experience_maker.py (OpenRLHF/OpenRLHF main; "
           "dr_grpo in recent versions)")
-_HERE = "ustat_rl/advantages/gradients.py; docs/theory.md section 2"
+_HERE = "ustat_rl/estimators.py; docs/theory.md section 2"
 
 
 def _spec(name, framework, option, source, formula, function, *, epsilon=0.0, placement="none",
