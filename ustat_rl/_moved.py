@@ -50,7 +50,14 @@ MOVED_ATTRIBUTES: dict[tuple[str, str], str] = {
 }
 
 
+#: Old paths served without a warning: ``ustat-rl`` scripts installed before the move import
+#: ``ustat_rl.cli:main`` until the package is reinstalled.
+SILENT = frozenset({"ustat_rl.cli"})
+
+
 def _warn(old: str, new: str) -> None:
+    if old in SILENT:
+        return
     warnings.warn(f"{old} has moved to {new}; the old path is deprecated", DeprecationWarning,
                   stacklevel=3)
 
