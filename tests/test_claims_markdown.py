@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from ustat_rl import cli
+from ustat_rl.interface import cli
 from ustat_rl.claims import Claim, registry
 from ustat_rl.claims import markdown as claims_markdown
 from ustat_rl.claims.markdown import (
