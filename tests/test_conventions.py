@@ -6,6 +6,9 @@ correction, epsilon added where the framework adds it). Both routes run in float
 agree to rounding: the tolerance is ``1e-12`` relative to the advantage size plus ``1e-12``.
 """
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -38,14 +41,15 @@ def _literal(name, z, ids):
             out[idx] = (r - mean) / ((std if n > 1 else 0.0) + 1e-4)
         elif name in ("trl_none", "openrlhf_dr_grpo", "fullmean"):
             out[idx] = r - mean
-        elif name == "verl_grpo":
+        elif name in ("verl_grpo", "verl_grpo_vectorized"):
             mean, std = (mean, std) if n > 1 else (torch.tensor(0.0), torch.tensor(1.0))  # float32, as verl
             out[idx] = (r - mean) / (std + 1e-6)
         elif name == "verl_grpo_nostd":
             out[idx] = r - (mean if n > 1 else 0.0)
         elif name == "openrlhf_group_norm":
             out[idx] = (r - mean) / (std + 1e-9)
-        elif name in ("verl_rloo", "openrlhf_rloo", "trl_rloo", "grpo", "trl_rloo_normalized"):
+        elif name in ("verl_rloo", "verl_rloo_vectorized", "openrlhf_rloo", "trl_rloo", "grpo",
+                      "trl_rloo_normalized"):
             if n > 1:
                 out[idx] = r - (r.sum() - r) / (n - 1)
             else:
@@ -54,6 +58,13 @@ def _literal(name, z, ids):
             out[idx] = r - mean
         elif name == "verl_reinforce_pp_baseline":
             out[idx] = r - (mean if n > 1 else 0.0)
+        elif name == "openrlhf_reinforce_baseline":
+            out[idx] = r - mean
+        elif name == "nemo_rl_grpo":
+            for k, i in enumerate(members):
+                others = torch.cat([r[:k], r[k + 1:]])
+                s = others.std()
+                out[i] = (r[k] - others.mean()) / (s + 1e-6) if s > 0 else r[k] - others.mean()
         elif name == "paper_algorithm2":
             loo = r - (r.sum() - r) / (n - 1)
             out[idx] = loo / std if std > 0 else torch.zeros_like(r)
@@ -63,14 +74,21 @@ def _literal(name, z, ids):
         out = out / ((z.std() if z.numel() > 1 else 0.0) + 1e-4)
     elif name == "trl_rloo_normalized":
         out = (out - out.mean()) / (out.std() + 1e-4)
-    elif name == "verl_reinforce_pp_baseline":
-        out = (out - out.mean()) * torch.rsqrt(out.var() + 1e-8)
+    elif name == "verl_reinforce_pp_baseline":  # masked_mean divides by mask.sum() + 1e-8
+        count = out.numel() + 1e-8
+        centred = out - out.sum() / count
+        var = (centred**2).sum() / count * out.numel() / (out.numel() - 1)
+        out = centred * torch.rsqrt(var + 1e-8)
+    elif name == "openrlhf_reinforce_baseline":  # population variance, clamped
+        centred = out - out.mean()
+        out = centred * (centred**2).mean().clamp(min=1e-8).rsqrt()
     return out.numpy()
 
 
 def _example(spec, rng):
     """Three or four groups in shuffled order, ragged where the convention allows it."""
-    sizes = [4, 4, 4] if spec.equal_group_sizes else [2, 5, 3, 1 if spec.min_group_size == 1 else 2]
+    sizes = [4, 4, 4] if spec.equal_group_sizes else [2, 5, 3, 1]
+    sizes = [max(size, spec.min_group_size) for size in sizes]
     ids = np.repeat(np.array([7, -3, 12, 40])[:len(sizes)], sizes)
     z = rng.normal(size=ids.size)
     z[ids == -3] = 0.25  # one all-equal group
@@ -130,6 +148,8 @@ def test_singleton_rules_are_the_frameworks():
     assert VERL_SINGLETON_DIVISOR == 1.0000009536743164  # float32(1) + float32(1e-6)
     assert advantages("verl_grpo_nostd", z, ids)[0] == 0.7
     assert advantages("verl_rloo", z, ids)[0] == 0.7
+    assert advantages("verl_rloo_vectorized", z, ids)[0] == 0.0  # multiplied by (n_g > 1)
+    assert advantages("verl_grpo_vectorized", z, ids)[0] == 0.7 / VERL_SINGLETON_DIVISOR
     one = np.array([0.7])
     assert advantages("trl_group", one, [0])[0] == 0.0
     assert advantages("trl_rloo", one, [0])[0] == 0.0
@@ -148,3 +168,45 @@ def test_validation_names_the_parameter():
         advantages("grpo", [np.nan, 0.0], [0, 0])
     with pytest.raises(ValueError, match="shape"):
         advantages("grpo", [1.0, 0.0], [0, 0, 0])
+
+
+def test_verl_reinforce_pp_baseline_counts_epsilon_in_the_mean():
+    """Two singleton groups [1e6, 1e6]: c = z, masked_mean = 2e6/(2 + 1e-8), so the whitened
+    values are (1e6 - mean) / sqrt(var + 1e-8) = 0.707, where a plain mean would give 0."""
+    c = 1e6
+    mean = 2 * c / (2 + 1e-8)
+    var = 2 * (c - mean) ** 2 / (2 + 1e-8) * 2  # masked_mean of squares, Bessel 2/(2 - 1)
+    expected = (c - mean) / np.sqrt(var + 1e-8)
+    got = advantages("verl_reinforce_pp_baseline", [c, c], [0, 1])
+    np.testing.assert_allclose(got, [expected, expected], rtol=1e-6)
+    assert abs(expected - 0.7071) < 1e-3  # negative control: the plain mean gives exactly 0
+
+
+def test_openrlhf_reinforce_baseline_whitens_with_the_population_variance():
+    # c = [0.5, -0.5, 0, 0]: batch mean 0, population variance 0.125
+    got = advantages("openrlhf_reinforce_baseline", [1.0, 0.0, 2.0, 2.0], [0, 0, 1, 1])
+    np.testing.assert_allclose(got, np.array([0.5, -0.5, 0.0, 0.0]) / np.sqrt(0.125), rtol=1e-12)
+    # all-equal groups leave nothing to whiten; the floor keeps 0/0 away
+    assert np.all(advantages("openrlhf_reinforce_baseline", [3.0, 3.0], [0, 0]) == 0.0)
+
+
+def test_nemo_rl_divides_by_the_others_std_and_keeps_ties_undivided():
+    z = np.array([1.0, 0.7, 0.7, 0.7])
+    got = advantages("nemo_rl_grpo", z, np.zeros(4, dtype=np.int64))
+    assert got[0] == pytest.approx(0.3)  # the others are all 0.7: s_-0 = 0, undivided
+    s = np.std([1.0, 0.7, 0.7], ddof=1)  # the others of sample 1
+    assert got[1] == pytest.approx((0.7 - 0.8) / (s + 1e-6), rel=1e-12)
+    with pytest.raises(ValueError, match="at least 3"):
+        advantages("nemo_rl_grpo", [1.0, 0.0], [0, 0])
+
+
+def test_every_framework_row_names_a_full_commit_and_its_date():
+    text = (Path(__file__).parents[1] / "docs" / "conventions.md").read_text(encoding="utf-8")
+    for spec in CONVENTIONS.values():
+        assert f"`{spec.name}`" in text
+        if spec.framework == "ustat-rl":
+            continue
+        assert re.fullmatch(r"[0-9a-f]{40}", spec.commit), spec.name
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", spec.commit_date), spec.name
+        assert f"{spec.commit[:8]} ({spec.commit_date})" in text, spec.name
+        assert spec.repository in text and spec.path.split(", ")[0].split("/")[-1] in text

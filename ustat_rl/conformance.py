@@ -3,77 +3,87 @@
 Give it your ``fn(rewards, group_ids) -> advantages`` (or a verl-style or TRL-style function,
 through an adapter) and a convention name from :data:`CONVENTION_NAMES`; property-based testing
 with hypothesis draws batches that stress the places where implementations differ: random
-groups, ties, near-ties (differences of 1e-5 and 1e-9), all-equal groups, one-sample groups,
+groups, ties, near-ties (spreads of 1e-3 down to 1e-9), all-equal groups, one-sample groups,
 large offsets (1e6), float32 and float64 inputs, and ragged group ids in any order. The result is
-a :class:`ConformanceReport` with the smallest failing batch hypothesis could shrink to.
+a :class:`ConformanceReport` with the smallest failing batch found (hypothesis shrinks it, then
+groups the failure does not need are dropped one at a time).
 
-Tolerance (stated, and derived from the conditioning of the formula, not tuned): with ``eps`` the
-machine epsilon of the coarser of the input and output dtypes, ``|A|`` the reference advantage,
-``scale`` the largest ``|z|`` the advantage depends on (its group, or the batch for batch
-conventions), ``d`` its denominator (``s + epsilon``, ``sqrt(var + epsilon)``, or 1) and ``n`` the
-number of rewards its statistics run over::
+Tolerance (a bound for any correct implementation whose working precision is float32 or finer,
+whatever dtype the kit passes; derived from the formula's conditioning, not tuned). The rules'
+data (:class:`~ustat_rl.conventions.ConventionSpec`: baseline, scale, epsilon and its placement,
+the all-equal rule) fix every term. With ``eps`` the machine epsilon of the coarsest of float32,
+the input and the output dtypes, ``tiny`` its smallest normal number (values below it may be
+flushed to 0), ``n`` the samples a statistic runs over and ``S`` the largest ``|z|`` among them:
 
-    |got - expected| <= K eps (|A| + (scale / d)(1 + |A|)),   K = 2 (n + 4).
+- a centred reward ``z - m_g`` is off by at most ``dN = (n + 4)(eps S + tiny)`` (the input
+  rounded to the working precision, ``n - 1`` additions, the division and the subtraction, each
+  at most ``eps/2`` relative, counted twice to cover second-order terms and the order of a
+  vectorised reduction); a leave-one-out numerator by ``n/(n - 1)`` times that;
+- a standard deviation by ``ds = sqrt(n/(n - 1)) dN + (n + 3) eps s + sqrt(2 tiny)`` (the
+  deviations' errors through the triangle inequality, the rounding of the sum of squares, and
+  squares that underflow); whitening adds the batch mean's error to each centred value first;
+- the denominator ``d`` (``s + epsilon``, ``sqrt(s^2 + epsilon)``, ``sqrt(max(s^2, epsilon))``)
+  by ``dd = ds + 2 eps d``, and it is never below ``d_low = max(d - dd, floor)``, ``floor`` being
+  ``epsilon`` or ``sqrt(epsilon)``;
 
-The first term is the final rounding; the second bounds the rounding of the centre and of the
-standard deviation (each at most about ``n eps scale`` for recursive summation), amplified by the
-division. A correct float32 implementation at an offset of 1e6 passes; swapping Bessel for the
-population std, moving the epsilon inside the square root, flooring the variance or leaking
-another group into the mean changes advantages by far more on the batches hypothesis finds.
-Algorithm 2's rule for all-equal groups (``d = 0``) is checked exactly. The reference is
-:func:`ustat_rl.conventions.advantages` in float64 on the same (cast) inputs
-(docs/theory.md section 2; docs/conventions.md).
+so ``|got - expected| <= (dN + |A| dd) / d_low + 2 eps |A|``, ``A`` the reference advantage.
+Where ``d_low`` is 0 (no epsilon, and a spread the working precision cannot tell from 0) the
+sample is not checked. Where a rule keeps the numerator, or gives 0, when the std is exactly 0,
+exact ties in the passed values must take that branch (NeMo-RL's one-pass variance gives such
+groups a std of rounding noise, hence its +-1e6 advantages); spreads below ``ds`` may take either.
+At an offset of 1e6 a group whose spread is below one float32 step is thus unchecked, while
+swapping Bessel for the population std, moving the epsilon, flooring the variance (verl's
+vectorised GRPO before PR #6348) or leaking another group into the mean is rejected on the
+batches hypothesis finds, in float32 and float64 alike. The reference is
+:func:`ustat_rl.conventions.advantages` in float64 on the same inputs (docs/conventions.md).
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import os
+import dataclasses
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from .conventions import (
-    CONVENTION_NAMES,
-    ConventionSpec,
-    _batch_mean_std,
-    _centred,
-    _group_std,
-    _leave_one_out,
-    get_convention,
+from .conformance_adapters import (
+    INDEX_KINDS,
+    SIGNATURES,
+    VERL_TOKENS,
+    TargetError,
+    _BadOutput,
+    _first_line,
+    adapt,
+    load_function,
 )
+from .conventions import CONVENTION_NAMES, ConventionSpec, _evaluate, advantages, get_convention
 
-__all__ = ["CONVENTION_NAMES", "SIGNATURES", "ConformanceFailure", "ConformanceReport",
-           "check_conformance", "tolerance", "adapt", "load_function"]
+__all__ = ["CONVENTION_NAMES", "SIGNATURES", "INDEX_KINDS", "ConformanceFailure",
+           "ConformanceReport", "TargetError", "check_conformance", "tolerance", "adapt",
+           "load_function", "run_command"]
 
-#: The call signatures the kit can test (see :func:`adapt`).
-SIGNATURES = ("plain", "verl", "trl")
-
-#: Response length of the verl-style adapter's token-level rewards (responses are 1..T long).
-VERL_TOKENS = 4
+_DTYPES = {"float32": np.float32, "float64": np.float64}
 
 
 @dataclass(frozen=True)
 class ConformanceFailure:
-    """The smallest failing batch found (after hypothesis shrinking).
+    """The smallest failing batch found (hypothesis shrinking, then groups dropped).
 
     Attributes
     ----------
     rewards, group_ids : ndarray
-        The batch, in the dtype it was passed.
+        The batch, in the dtype it was passed (ids as the kit draws them; the adapters pass
+        them on as documented in :func:`adapt`).
     expected : ndarray
         The convention's advantages (float64 reference).
     got : ndarray or None
-        What the function returned (``None`` when it raised or returned the wrong shape).
+        What the function returned (``None`` when it raised or returned no valid array).
     index : int
         The worst sample (-1 when no comparison was possible).
     message : str
-        What went wrong.
+        What went wrong, in one line.
     """
 
     rewards: np.ndarray
@@ -126,155 +136,72 @@ class ConformanceReport:
         return "\n".join(lines)
 
 
-TOLERANCE_RULE = ("|got - expected| <= K eps (|A| + (scale/d)(1 + |A|)), K = 2(n + 4); eps of the "
-                  "coarser dtype, scale = max|z| the advantage depends on, d its denominator, n the "
-                  "samples its statistics use")
+TOLERANCE_RULE = ("|got - expected| <= (dN + |A| dd)/d_low + 2 eps |A|: dN, dd the numerator's and "
+                  "denominator's rounding bounds at float32 (or the coarser passed dtype), d_low the "
+                  "smallest denominator they allow (module docstring)")
 
 
 # --------------------------------------------------------------------------- tolerance
-def _denominator_and_support(spec: ConventionSpec, z, inverse, counts):
-    """Per-sample denominator ``d`` and whether statistics run over the batch."""
-    n = z.size
-    name = spec.name
-    if name in ("trl_group", "verl_grpo", "openrlhf_group_norm", "paper_algorithm2"):
-        _, mean = _centred(z, inverse, counts)
-        singleton = {"trl_group": 0.0, "verl_grpo": 1.0}.get(name, 0.0)
-        std = _group_std(z, inverse, counts, mean, singleton)[inverse]
-        return std + spec.epsilon, False
-    if name == "trl_batch":
-        return np.full(n, _batch_mean_std(z)[1] + spec.epsilon), True
-    if name == "trl_rloo_normalized":
-        loo = _leave_one_out(z, inverse, counts, "zero")
-        return np.full(n, _batch_mean_std(loo)[1] + spec.epsilon), True
-    if name == "verl_reinforce_pp_baseline":
-        dev = _centred(z, inverse, counts, singleton_mean_zero=True)[0]
-        std = _batch_mean_std(dev)[1]
-        return np.full(n, np.sqrt(std * std + spec.epsilon)), True
-    return np.ones(n), spec.statistics == "batch"
+def _working(dtype):
+    coarse = [np.finfo(np.float32)] + ([np.finfo(dtype)] if dtype is not None else [])
+    return max(f.eps for f in coarse), max(f.tiny for f in coarse)
 
 
-def tolerance(convention, rewards, group_ids, expected, dtype=np.float64) -> np.ndarray:
+def tolerance(convention, rewards, group_ids, dtype=None) -> np.ndarray:
     """The allowed ``|got - expected|`` per sample, shape ``(n,)`` (module docstring).
 
-    ``dtype`` is the coarser of the input and output dtypes. Where the denominator is 0
-    (Algorithm 2's all-equal rule) the tolerance is ``K eps |A|``, i.e. the rule is exact.
+    ``dtype`` is the coarser of the input and output dtypes; the working precision is never
+    taken finer than float32. ``inf`` marks samples the working precision cannot resolve.
     """
     spec = get_convention(convention)
     z = np.asarray(rewards, dtype=np.float64)
     _, inverse, counts = np.unique(np.asarray(group_ids), return_inverse=True, return_counts=True)
     inverse = inverse.reshape(-1)
-    d, batch = _denominator_and_support(spec, z, inverse, counts)
-    absz = np.abs(z)
-    if batch:
-        scale = np.full(z.size, absz.max())
-        n = np.full(z.size, z.size)
-    else:
-        group_max = np.zeros(counts.size)
-        np.maximum.at(group_max, inverse, absz)
-        scale, n = group_max[inverse], counts[inverse]
-    eps = float(np.finfo(dtype).eps)
-    A = np.abs(np.asarray(expected, dtype=np.float64))
-    K = 2.0 * (n + 4.0)
-    amplified = np.where(d > 0, scale / np.where(d > 0, d, 1.0) * (1.0 + A), 0.0)
-    return K * eps * (A + amplified)
-
-
-# --------------------------------------------------------------------------- adapters
-def _to_numpy(out):
-    if isinstance(out, (tuple, list)) and len(out) > 0 and not np.isscalar(out[0]):
-        out = out[0]  # verl returns (advantages, returns)
-    if hasattr(out, "detach"):
-        out = out.detach().cpu().numpy()
-    return np.asarray(out)
-
-
-def _tensor(x, tensors):
-    if tensors == "torch":
-        import torch
-
-        return torch.as_tensor(x)
-    return x
-
-
-def adapt(fn: Callable, signature: str = "plain", tensors: str = "numpy",
-          tokens: int = VERL_TOKENS) -> Callable:
-    """Wrap ``fn`` as ``plain(rewards (n,), group_ids (n,)) -> (n,)``.
-
-    Parameters
-    ----------
-    fn : callable
-        ``"plain"``: ``fn(rewards, group_ids)``. ``"verl"``: ``fn(token_level_rewards (n, T),
-        response_mask (n, T), index (n,))`` returning ``(n, T)`` advantages or a tuple whose first
-        item they are; the reward sits on the last token of a response of length ``1..T``, and the
-        advantage must be constant over the response and 0 on padding. ``"trl"``:
-        ``fn(rewards (n,), num_generations)`` with groups contiguous and of equal size.
-    signature : {"plain", "verl", "trl"}
-    tensors : {"numpy", "torch"}
-        What array type ``fn`` receives (torch tensors keep the rewards' dtype).
-    tokens : int
-        ``T`` for the verl-style adapter.
-    """
-    if signature not in SIGNATURES:
-        raise ValueError(f"`signature` must be one of {SIGNATURES}, got {signature!r}")
-    if tensors not in ("numpy", "torch"):
-        raise ValueError(f"`tensors` must be 'numpy' or 'torch', got {tensors!r}")
-    if signature == "plain":
-        return lambda z, ids: _to_numpy(fn(_tensor(z, tensors), _tensor(ids, tensors)))
-    if signature == "trl":
-        def trl(z, ids):
-            _, counts = np.unique(ids, return_counts=True)
-            return _to_numpy(fn(_tensor(z, tensors), int(counts[0])))
-        return trl
-
-    def verl(z, ids):
-        n = z.size
-        length = 1 + np.arange(n) % tokens  # ragged responses, (n,)
-        mask = (np.arange(tokens)[None, :] < length[:, None]).astype(z.dtype)  # (n, T)
-        token_rewards = np.zeros((n, tokens), dtype=z.dtype)
-        token_rewards[np.arange(n), length - 1] = z
-        out = _to_numpy(fn(_tensor(token_rewards, tensors), _tensor(mask, tensors), ids))
-        if out.shape != (n, tokens):
-            raise ValueError(f"verl-style function returned shape {out.shape}, expected "
-                             f"({n}, {tokens})")
-        first = out[:, :1]
-        if np.any((mask == 0) & (out != 0)):
-            raise ValueError("advantages on padding tokens are not 0")
-        if np.any((mask == 1) & (out != first)):
-            raise ValueError("advantage is not constant over a response's tokens")
-        return out[:, 0]
-    return verl
-
-
-def load_function(target: str) -> Callable:
-    """``"package.module:function"`` or ``"path/to/file.py:function"`` -> the function.
-
-    The current directory is searched first, as ``python -m`` would.
-    """
-    if not isinstance(target, str) or target.count(":") != 1:
-        raise ValueError(f"target must look like 'module:function', got {target!r}")
-    module_name, func_name = target.split(":")
-    if module_name.endswith(".py"):
-        path = Path(module_name)
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        if spec is None or not path.is_file():
-            raise ValueError(f"no such file: {module_name}")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    else:
-        if os.getcwd() not in sys.path:
-            sys.path.insert(0, os.getcwd())
-        module = importlib.import_module(module_name)
-    fn = getattr(module, func_name, None)
-    if not callable(fn):
-        raise ValueError(f"{module_name} has no function {func_name!r}")
-    return fn
+    parts = _evaluate(spec, z, inverse, counts)
+    eps, tiny = _working(dtype)
+    A = np.abs(parts.advantage)
+    group_max = np.zeros(counts.size)
+    np.maximum.at(group_max, inverse, np.abs(z))
+    n = counts[inverse].astype(np.float64)
+    dev_err = (n + 4) * (eps * group_max[inverse] + tiny)  # (n,) error of z - m_g
+    loo = n / np.maximum(n - 1, 1) if spec.baseline == "leave_one_out" else 1.0
+    num_err = dev_err * loo
+    if spec.scale == "none":
+        return num_err + 2 * eps * A
+    s, N = parts.std, float(z.size)
+    under = np.sqrt(2 * tiny)
+    if spec.scale == "group":
+        s_err = np.sqrt(n / np.maximum(n - 1, 1)) * dev_err + (n + 3) * eps * s + under
+        s_err = np.where(parts.single, 0.0, s_err)
+    elif spec.scale == "leave_one_out":
+        s_err = np.sqrt((n - 1) / np.maximum(n - 2, 1)) * dev_err + (n + 3) * eps * s + under
+    elif spec.scale == "batch":
+        batch_err = (N + 4) * (eps * np.abs(z).max() + tiny)
+        s_err = np.sqrt(N / max(N - 1, 1)) * batch_err + (N + 3) * eps * s + under
+    else:  # whitening: the batch mean of the numerator adds its error to each centred value
+        c = _evaluate(dataclasses.replace(spec, scale="none"), z, inverse, counts).numerator
+        num_err = num_err + num_err.max() + (N + 3) * eps * np.abs(c).max()
+        s_err = np.sqrt(N / max(N - 1, 1)) * num_err.max() + (N + 3) * eps * s + under
+    d = parts.denominator
+    d_err = s_err + 2 * eps * d
+    floor = {"added to std": spec.epsilon, "inside sqrt": np.sqrt(spec.epsilon),
+             "variance floor": np.sqrt(spec.epsilon)}.get(spec.epsilon_placement, 0.0)
+    d_low = np.maximum(d - d_err, floor)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tol = np.where(d_low > 0, (num_err + A * d_err) / d_low, np.inf) + 2 * eps * A
+        if spec.zero_std != "divide":  # an exact tie must take the rule; a near one may not
+            undivided = num_err + 2 * eps * A
+            either = np.where(floor > 0, (np.abs(parts.numerator) + num_err) / floor, np.inf) + A
+            tol = np.where(s == 0, undivided, np.where(s <= s_err, either, tol))
+    return tol
 
 
 # --------------------------------------------------------------------------- strategies
-_KINDS = ("random", "binary", "ties", "near_tie_1e-5", "near_tie_1e-9", "all_equal")
+_KINDS = ("random", "binary", "ties", "near_tie_1e-3", "near_tie_1e-4", "near_tie_1e-5",
+          "near_tie_1e-9", "all_equal")
 
 
-def _batches(spec: ConventionSpec, equal_sizes: bool, contiguous: bool):
+def _batches(spec: ConventionSpec, equal_sizes: bool, contiguous: bool, dtypes):
     from hypothesis import assume
     from hypothesis import strategies as st
 
@@ -308,7 +235,7 @@ def _batches(spec: ConventionSpec, equal_sizes: bool, contiguous: bool):
                 vals = [draw(value)] * size
             groups.append(vals)
         offset = draw(st.sampled_from([0.0, 1e6]))
-        dtype = draw(st.sampled_from([np.float32, np.float64]))
+        dtype = draw(st.sampled_from(dtypes))
         ids = draw(st.lists(st.integers(-1000, 1000), min_size=n_groups, max_size=n_groups,
                             unique=True))
         z = np.array([v + offset for vals in groups for v in vals], dtype=dtype)
@@ -322,22 +249,16 @@ def _batches(spec: ConventionSpec, equal_sizes: bool, contiguous: bool):
 
 
 def _compare(call, spec: ConventionSpec, z, ids) -> ConformanceFailure | None:
-    from .conventions import advantages
-
     expected = advantages(spec, z, ids)
     try:
         got = call(z.copy(), ids.copy())
-    except Exception as exc:  # any exception on a valid batch is non-conformance
+    except _BadOutput as exc:
+        return ConformanceFailure(z, ids, expected, None, -1, f"the function {exc}")
+    except (Exception, SystemExit) as exc:  # anything raised on a valid batch does not conform
         return ConformanceFailure(z, ids, expected, None, -1,
-                                  f"the function raised {type(exc).__name__}: {exc}")
-    got = np.asarray(got)
-    if got.shape != expected.shape:
-        return ConformanceFailure(z, ids, expected, None, -1,
-                                  f"returned shape {got.shape}, expected {expected.shape}")
-    if not np.issubdtype(got.dtype, np.floating):
-        got = got.astype(np.float64)
+                                  f"the function raised {_first_line(exc)}")
     coarse = z.dtype if np.finfo(z.dtype).eps >= np.finfo(got.dtype).eps else got.dtype
-    tol = tolerance(spec, z, ids, expected, coarse)
+    tol = tolerance(spec, z, ids, coarse)
     diff = np.abs(got.astype(np.float64) - expected)
     bad = ~(diff <= tol)  # NaN counts as a failure
     if not np.any(bad):
@@ -349,9 +270,25 @@ def _compare(call, spec: ConventionSpec, z, ids) -> ConformanceFailure | None:
                               f"(|difference| {diff[i]:.3g} > tolerance {tol[i]:.3g})")
 
 
+def _drop_groups(call, spec: ConventionSpec, failure: ConformanceFailure) -> ConformanceFailure:
+    """Remove whole groups while the batch still fails: the smallest batch that shows it."""
+    dropped = True
+    while dropped:
+        dropped = False
+        z, ids = failure.rewards, failure.group_ids
+        for g in np.unique(ids):
+            keep = ids != g
+            if keep.sum() >= max(spec.min_batch_size, 1):
+                smaller = _compare(call, spec, z[keep], ids[keep])
+                if smaller is not None:
+                    failure, dropped = smaller, True
+                    break
+    return failure
+
+
 def check_conformance(fn: Callable, convention, *, signature: str = "plain",
-                      tensors: str = "numpy", max_examples: int = 200,
-                      seed: int | None = None) -> ConformanceReport:
+                      tensors: str = "numpy", max_examples: int = 200, seed: int | None = None,
+                      dtypes=("float32", "float64"), index: str = "uid") -> ConformanceReport:
     """Property-test ``fn`` against a named convention (docs/conventions.md).
 
     Parameters
@@ -362,34 +299,43 @@ def check_conformance(fn: Callable, convention, *, signature: str = "plain",
         One of :data:`CONVENTION_NAMES`.
     signature : {"plain", "verl", "trl"}
         ``"trl"`` draws contiguous equal-size groups only; conventions that reshape into
-        ``(-1, G)`` get equal sizes under every signature; verl's REINFORCE++-baseline is tested
-        with one-token responses (its whitening weighs tokens).
+        ``(-1, G)`` get equal sizes under every signature; conventions that whiten over the
+        batch are tested with one-token responses under ``"verl"`` (verl weighs tokens).
     tensors : {"numpy", "torch"}
     max_examples : int
         Batches hypothesis generates before shrinking.
     seed : int, optional
         ``None`` (default) runs hypothesis derandomized, so a report is reproducible.
+    dtypes : sequence of {"float32", "float64"}
+        The reward dtypes drawn.
+    index : {"uid", "int"}
+        How the verl-style adapter passes group ids (:func:`adapt`).
 
     Returns
     -------
     ConformanceReport
     """
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import seed as hypothesis_seed
-
     spec = get_convention(convention)
     if isinstance(max_examples, bool) or not isinstance(max_examples, int) or max_examples < 1:
         raise ValueError(f"`max_examples` must be an integer >= 1, got {max_examples!r}")
-    one_token = signature == "verl" and spec.name == "verl_reinforce_pp_baseline"
-    call = adapt(fn, signature, tensors, tokens=1 if one_token else VERL_TOKENS)
+    if isinstance(dtypes, str) or not dtypes or any(d not in _DTYPES for d in dtypes):
+        raise ValueError(f"`dtypes` must be a non-empty sequence of {tuple(_DTYPES)}, got "
+                         f"{dtypes!r}")
+    try:
+        from hypothesis import HealthCheck, given, settings
+        from hypothesis import seed as hypothesis_seed
+    except ImportError:
+        raise ImportError("the conformance kit needs hypothesis: pip install hypothesis") from None
+    tokens = 1 if spec.scale == "whiten" else VERL_TOKENS
+    call = adapt(fn, signature, tensors, tokens=tokens, index=index)
     strategy = _batches(spec, equal_sizes=spec.equal_group_sizes or signature == "trl",
-                        contiguous=signature == "trl")
+                        contiguous=signature == "trl", dtypes=[_DTYPES[d] for d in dtypes])
     failures: list[ConformanceFailure] = []
     count = [0]
 
     @settings(max_examples=max_examples, deadline=None, database=None,
               derandomize=seed is None, suppress_health_check=list(HealthCheck),
-              print_blob=False)
+              print_blob=False, report_multiple_bugs=False)
     @given(strategy)
     def conforms(batch):
         count[0] += 1
@@ -406,6 +352,37 @@ def check_conformance(fn: Callable, convention, *, signature: str = "plain",
         passed = True
     except AssertionError:
         passed = False
-    seconds = time.perf_counter() - start
-    return ConformanceReport(spec.name, signature, passed, count[0], seconds, TOLERANCE_RULE,
-                             failures[-1] if (failures and not passed) else None)
+    except Exception:  # e.g. hypothesis's Flaky for a function whose failure does not replay
+        if not failures:
+            raise
+        passed = False
+    failure = _drop_groups(call, spec, failures[-1]) if (failures and not passed) else None
+    return ConformanceReport(spec.name, signature, passed, count[0], time.perf_counter() - start,
+                             TOLERANCE_RULE, failure)
+
+
+def run_command(target: str, convention: str, *, signature: str = "plain",
+                tensors: str = "numpy", max_examples: int = 200, seed: int | None = None,
+                index: str = "uid") -> int:
+    """``ustat-rl conformance``: print the report; exit code 0 conforms, 1 does not, 2 usage.
+
+    Usage and import errors are one line on stderr.
+    """
+    def usage(message):
+        print(f"ustat-rl conformance: {message}", file=sys.stderr)
+        return 2
+
+    if max_examples < 1:
+        return usage("--max-examples must be >= 1")
+    try:
+        import hypothesis  # noqa: F401
+    except ImportError:
+        return usage("needs hypothesis (pip install hypothesis)")
+    try:
+        fn = load_function(target)
+    except TargetError as exc:
+        return usage(f"cannot load {target!r}: {exc}")
+    report = check_conformance(fn, convention, signature=signature, tensors=tensors,
+                               max_examples=max_examples, seed=seed, index=index)
+    print(report.summary())
+    return 0 if report.passed else 1

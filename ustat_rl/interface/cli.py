@@ -289,34 +289,26 @@ def _add_conformance_parser(sub) -> None:
         "conformance", help="check an advantage function against a framework convention",
         description="Property-test module:function (or path/file.py:function) against a named "
                     "convention of docs/conventions.md. Exit 0: conforms; 1: does not (the "
-                    "smallest failing batch is printed); 2: usage error.")
+                    "smallest failing batch is printed); 2: usage or import error.")
     conf.add_argument("target", help="module:function or path/to/file.py:function")
     conf.add_argument("--convention", required=True, choices=CONVENTION_NAMES)
     conf.add_argument("--signature", default="plain", choices=("plain", "verl", "trl"),
                       help="plain: fn(rewards, group_ids); verl: fn(token_level_rewards, "
                            "response_mask, index); trl: fn(rewards, num_generations)")
     conf.add_argument("--torch", action="store_true", help="pass torch tensors, not numpy arrays")
+    conf.add_argument("--index", default="uid", choices=("uid", "int"),
+                      help="verl signature: group ids as uuid strings (verl's) or 0..k-1 ints")
     conf.add_argument("--max-examples", type=int, default=200, help="batches to try (200)")
     conf.add_argument("--seed", type=int, default=None,
                       help="hypothesis seed (default: derandomized, reproducible)")
 
 
 def _conformance(args) -> int:
-    from ..conformance import check_conformance, load_function
+    from ..conformance import run_command
 
-    if args.max_examples < 1:
-        print("ustat-rl conformance: --max-examples must be >= 1", file=sys.stderr)
-        return 2
-    try:
-        fn = load_function(args.target)
-    except (ValueError, ImportError, OSError, SyntaxError) as exc:
-        print(f"ustat-rl conformance: cannot load {args.target!r}: {exc}", file=sys.stderr)
-        return 2
-    report = check_conformance(fn, args.convention, signature=args.signature,
-                               tensors="torch" if args.torch else "numpy",
-                               max_examples=args.max_examples, seed=args.seed)
-    print(report.summary())
-    return 0 if report.passed else 1
+    return run_command(args.target, args.convention, signature=args.signature, index=args.index,
+                       tensors="torch" if args.torch else "numpy",
+                       max_examples=args.max_examples, seed=args.seed)
 def _gstar(args) -> int:
     """``ustat-rl gstar``: every path and number checked before the pilot is read."""
     from ..pilot.rollouts import check_rollouts_path
