@@ -33,7 +33,7 @@ import numpy as np
 
 from ustat_rl.training.batch_study import batch_monte_carlo
 from ustat_rl.training.std import mean_field_root, trl_group_rule
-from ustat_rl.conventions import advantages
+from ustat_rl.advantages.conventions import advantages
 from ustat_rl.policies.examples import arcsin_conflict_bandit, small_bandit
 from ustat_rl.policies.softmax import SoftmaxBandit
 from ustat_rl.theory.advantage import (

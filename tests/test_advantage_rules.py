@@ -28,7 +28,7 @@ from ustat_rl.advantages import (
     rule_gradient,
     unregister_rule,
 )
-from ustat_rl.advantages.registry import LEAVE_ONE_OUT
+from ustat_rl.advantages.registry import GROUP_MEAN, LEAVE_ONE_OUT
 from ustat_rl.claims._common import enumerate_prompt_estimates
 from ustat_rl.montecarlo import bandit_squared_errors, run_monte_carlo
 from ustat_rl.montecarlo.bandit import kernel_tables
@@ -163,13 +163,14 @@ def test_gradient_of_a_registered_rule(registered):
 
 # ---------------------------------------------------------------------------- conformance kit
 def test_conformance_kit_takes_the_new_rule(registered):
-    from ustat_rl.conformance import check_conformance
+    from ustat_rl.advantages.conformance import check_conformance
 
     def reference(rewards, group_ids):
         return MAD_RULE.advantages(rewards, group_ids)
 
     def perturbed(rewards, group_ids):
-        return MAD_RULE.advantages(rewards, group_ids) * (1.0 + 1e-6)
+        # a plausible slip: the full group mean in the numerator instead of leave-one-out
+        return replace(MAD_RULE, centring=GROUP_MEAN).advantages(rewards, group_ids)
 
     assert check_conformance(reference, "test_loo_mad", max_examples=60, seed=0).passed
     assert not check_conformance(perturbed, "test_loo_mad", max_examples=60, seed=0).passed

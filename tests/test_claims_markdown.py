@@ -5,7 +5,6 @@ import re
 
 import pytest
 
-from ustat_rl.interface import cli
 from ustat_rl.claims import Claim, registry
 from ustat_rl.claims import markdown as claims_markdown
 from ustat_rl.claims.markdown import (
@@ -15,6 +14,7 @@ from ustat_rl.claims.markdown import (
     github_anchor,
     heading_anchors,
 )
+from ustat_rl.interface import cli
 
 CLAIMS_MD = THEORY_NOTES.parent / "claims.md"
 REGENERATE = "ustat-rl list --markdown --out docs/claims.md"

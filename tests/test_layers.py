@@ -238,11 +238,12 @@ KNOWN_LONG = {"ustat_rl.claims.checks_ustatistic": 408, "ustat_rl.interface.repo
               "ustat_rl.weighted_chi2._distribution": 401, "ustat_rl.weighted_chi2._ruben": 426}
 
 #: The leave-one-out advantage, ``z - (S - z)/(n - 1) = n (z - m)/(n - 1)``, in its code forms
-#: (comments and strings blanked, spaces removed): ``(S - z)/(n - 1)``, ``n/(n - 1)`` or
-#: ``n/max(n - 1, 1)``, and ``(G z - T)/(G - 1)``.
+#: (comments and strings blanked, spaces removed): ``(S - z)/(n - 1)``, a product with
+#: ``n/(n - 1)`` or ``n/max(n - 1, 1)`` (not Bessel's ``sqrt(n/(n - 1))``), and
+#: ``(G z - T)/(G - 1)``.
 LOO_PATTERNS = (
     re.compile(r"\([\w.\[\](),:]*(sum|total)[\w.\[\](),:=]*-[\w.\[\]]+\)/\(?\w+-1"),
-    re.compile(r"\b(\w+)/(\(|np\.maximum\()\1-1(\.0)?\b"),
+    re.compile(r"\*\(?(\w+)/(\(|np\.maximum\()\1-1(\.0)?\b"),
     re.compile(r"\((\w+)\*[\w.\[\]]+-[\w.\[\]*]+\)/\(\1-1"),
 )
 

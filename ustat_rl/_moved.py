@@ -38,12 +38,17 @@ MOVED_MODULES: dict[str, str] = {
     "ustat_rl.plotting_training": "ustat_rl.interface.plotting_training",
     "ustat_rl.plotting_pilot": "ustat_rl.interface.plotting_pilot",
     "ustat_rl.examples": "ustat_rl.policies.examples",
+    "ustat_rl.conventions": "ustat_rl.advantages.conventions",
+    "ustat_rl.conformance": "ustat_rl.advantages.conformance",
+    "ustat_rl.conformance_adapters": "ustat_rl.advantages.conformance_adapters",
 }
 
 #: (package, name) -> module that now owns a name the package used to re-export.
 MOVED_ATTRIBUTES: dict[tuple[str, str], str] = {
     **{("ustat_rl.policies.transformer", name): "ustat_rl.montecarlo.transformer"
        for name in ("mc_squared_errors", "squared_error_statistic")},
+    **{("ustat_rl.theory.advantage", name): "ustat_rl.theory.lemma11"
+       for name in ("lemma11_constant", "lemma11_difference_table")},
     **{("ustat_rl.policies.transformer", name): "ustat_rl.training.transformer"
        for name in ("GRPORun", "expected_accuracy", "grpo_step_gradient", "grpo_train",
                     "moderate_questions", "question_values", "supervised_warmup")},

@@ -2,8 +2,9 @@
 
 * :mod:`.rule`: :class:`AdvantageRule` (centring and scaling as data, provenance, edge cases,
   the per-sample function);
-* :mod:`.registry`: every rule the project knows (the paper's here, the frameworks' in
-  :mod:`.frameworks`), :func:`get_rule`, :func:`register_rule`;
+* :mod:`.registry`: every rule the project knows (the paper's in :mod:`.registry`, the
+  frameworks' in :mod:`.conventions`); :mod:`.conformance`, the kit that property-tests an
+  implementation against any of them, :func:`get_rule`, :func:`register_rule`;
 * :mod:`.gradients`: the estimators of Algorithm 1 and Table 1, and :func:`rule_gradient` for
   any rule.
 
@@ -11,7 +12,7 @@ Layering: this package imports only :mod:`ustat_rl._validation`; theory, Monte C
 the pilot and the command line import it.
 """
 
-from . import frameworks  # noqa: F401  (registers the framework conventions)
+from . import conventions  # noqa: F401  (registers the framework conventions)
 from .gradients import (
     baseline_gradient,
     fullmean_gradient,

@@ -18,185 +18,17 @@ batch, and ``n_g`` the size of the group.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
+
+from .frameworks import convention_rule
+from .registry import get_rule, register_rule, rule_names
+from .rule import AdvantageRule
 
 __all__ = ["ConventionSpec", "CONVENTIONS", "CONVENTION_NAMES", "VERL_SINGLETON_DIVISOR", "advantages",
            "get_convention"]
 
-
-@dataclass(frozen=True)
-class ConventionSpec:
-    """What one framework option computes, stated as data the reference and the kit both read.
-
-    Attributes
-    ----------
-    name, framework, option : str
-        The name here (a key of :data:`CONVENTIONS`), the framework, and the option (flag or
-        config key as of ``commit``) that selects the advantage.
-    repository, path, commit, commit_date : str
-        Where the rule was read: ``owner/name`` on GitHub, the file(s), a commit that exists there
-        and its date (docs/conventions.md gives the date it was read).
-    formula : str
-        The advantage, in the notation of the module docstring.
-    baseline : {"mean", "leave_one_out"}
-        Numerator ``z - m_g``, or ``z - (sum_g z - z)/(n_g - 1) = n_g (z - m_g)/(n_g - 1)``.
-    scale : {"none", "group", "leave_one_out", "batch", "whiten"}
-        What divides it: nothing; the std of the group's rewards; the std of the *other* rewards
-        of the group; the std of the batch's rewards; or the numerator is whitened over the batch,
-        ``(c - mean_B c)/d(var_B c)``.
-    epsilon, epsilon_placement : float, {"none", "added to std", "inside sqrt", "variance floor"}
-        ``d = s + epsilon``, ``sqrt(s^2 + epsilon)`` or ``sqrt(max(s^2, epsilon))``.
-    bessel, zero_std : bool or None, {"divide", "keep numerator", "zero"}
-        Whether stds divide by ``n - 1`` (``None``: none is taken); where the std is exactly 0,
-        divide anyway, keep the numerator undivided, or give 0.
-    singleton_numerator, singleton_divisor : {"0", "z"}, float
-        A one-sample group's numerator (its own mean removed, or a mean of 0 substituted) and,
-        under ``scale="group"``, what divides it.
-    count_epsilon : float
-        Added to the sample count of the whitening mean and variance (verl's ``masked_mean``).
-    working_precision : str
-        What the framework computes in (the kit's tolerance covers float32 or finer).
-    zero_variance, singleton, project_name : str
-        What an all-equal group and a one-sample group get, in words; the estimator of
-        docs/theory.md section 2 the convention equals, when it equals one.
-    min_group_size, min_batch_size, equal_group_sizes : int, int, bool
-        The smallest group and batch the framework defines (smaller: ``ValueError`` here);
-        whether it reshapes rewards into ``(-1, G)`` and so needs equal groups.
-
-    ``statistics`` is ``"group"`` when each advantage depends only on its own group's rewards
-    (the exact theory of :mod:`ustat_rl.theory.advantage` applies) and ``"batch"`` otherwise.
-    """
-
-    name: str
-    framework: str
-    option: str
-    repository: str
-    path: str
-    commit: str
-    commit_date: str
-    formula: str
-    baseline: str = "mean"
-    scale: str = "none"
-    epsilon: float = 0.0
-    epsilon_placement: str = "none"
-    bessel: bool | None = None
-    zero_std: str = "divide"
-    singleton_numerator: str = "0"
-    singleton_divisor: float = 1.0
-    count_epsilon: float = 0.0
-    working_precision: str = "the rewards' dtype"
-    zero_variance: str = "0 (the centred rewards vanish)"
-    singleton: str = "0"
-    min_group_size: int = 1
-    min_batch_size: int = 1
-    equal_group_sizes: bool = False
-    project_name: str = ""
-
-    @property
-    def statistics(self) -> str:
-        return "batch" if self.scale in ("batch", "whiten") else "group"
-
-
-@dataclass(frozen=True)
-class _Parts:
-    """One evaluation, each (n,): ``advantage = numerator / denominator`` where divided, the std
-    inside the denominator (0 where none is taken), and which samples are one-sample groups."""
-
-    advantage: np.ndarray
-    numerator: np.ndarray
-    denominator: np.ndarray
-    std: np.ndarray
-    single: np.ndarray
-
-
-# --------------------------------------------------------------------------- private core
-# Every statistic is computed around a shift (the first reward of the group, or of the batch):
-# then an all-equal group has deviations exactly 0 whatever its offset, and large offsets lose
-# no precision in the mean; root sums of squares are scaled by the largest deviation, so they
-# are 0 exactly for ties and never underflow to 0 otherwise.
-def _first_index(inverse: np.ndarray, n_groups: int) -> np.ndarray:
-    first = np.full(n_groups, inverse.size, dtype=np.int64)
-    np.minimum.at(first, inverse, np.arange(inverse.size))
-    return first
-
-
-def _root_ss(dev, inverse, k):
-    """``sqrt(sum dev^2)`` per group, shape (k,)."""
-    top = np.zeros(k)
-    np.maximum.at(top, inverse, np.abs(dev))
-    safe = np.where(top > 0, top, 1.0)
-    return top * np.sqrt(np.bincount(inverse, (dev / safe[inverse]) ** 2, minlength=k))
-
-
-def _deviations(z, inverse, counts):
-    """``z - m_g`` and the groups' root sums of squared deviations, shape (n,) and (k,)."""
-    shift = z[_first_index(inverse, counts.size)]  # (k,)
-    mean = shift + np.bincount(inverse, z - shift[inverse], minlength=counts.size) / counts
-    dev = z - mean[inverse]
-    return dev, _root_ss(dev, inverse, counts.size)
-
-
-def _batch_moments(x, count_epsilon=0.0):
-    """Shifted batch mean (sum / (N + eps)) removed, and the root sum of squares left."""
-    shift = x[0]
-    centred = x - (shift + np.mean(x - shift)) * (x.size / (x.size + count_epsilon))
-    return centred, float(_root_ss(centred, np.zeros(x.size, dtype=np.int64), 1)[0])
-
-
-def _others_std(z, inverse, counts):
-    """Bessel std of the other ``n - 1`` rewards of each sample's group (0 for n < 3)."""
-    out = np.zeros(z.size)
-    order = np.argsort(inverse, kind="stable")
-    for n in np.unique(counts):
-        if n < 3:
-            continue
-        members = order[np.isin(inverse[order], np.flatnonzero(counts == n))].reshape(-1, n)
-        others = z[members][:, None, :].repeat(n, axis=1)[:, ~np.eye(n, dtype=bool)]
-        others = others.reshape(-1, n, n - 1)  # (k, n, n - 1): row i leaves sample i out
-        dev = others - others[..., :1]  # exact zeros for ties
-        dev = dev - dev.mean(axis=-1, keepdims=True)
-        top = np.abs(dev).max(axis=-1, keepdims=True)
-        rms = np.sqrt(np.sum((dev / np.where(top > 0, top, 1.0)) ** 2, axis=-1) / (n - 2))
-        out[members] = top[..., 0] * rms
-    return out
-
-
-def _combine(spec: ConventionSpec, s):
-    placement, eps = spec.epsilon_placement, spec.epsilon
-    if placement in ("inside sqrt", "variance floor"):
-        return np.sqrt(s * s + eps if placement == "inside sqrt" else np.maximum(s * s, eps))
-    return s + eps if placement == "added to std" else s
-
-
-def _evaluate(spec: ConventionSpec, z, inverse, counts) -> _Parts:
-    """The convention's advantages, read off the fields of ``spec`` (no name is special)."""
-    n = counts[inverse].astype(np.float64)  # (n,)
-    single = n == 1
-    dev, root = _deviations(z, inverse, counts)
-    num = dev * n / np.maximum(n - 1, 1) if spec.baseline == "leave_one_out" else dev
-    num = np.where(single, z if spec.singleton_numerator == "z" else 0.0, num)  # (n,)
-    if spec.scale == "none":
-        return _Parts(num, num, np.ones(z.size), np.zeros(z.size), single)
-    if spec.scale == "group":
-        dof = np.maximum(counts - 1 if spec.bessel else counts, 1)
-        s = np.where(single, 0.0, (root / np.sqrt(dof))[inverse])
-    elif spec.scale == "leave_one_out":
-        s = _others_std(z, inverse, counts)
-    elif spec.scale == "batch":
-        root_b = _batch_moments(z)[1]
-        s = np.full(z.size, root_b / np.sqrt(z.size - 1) if z.size > 1 else 0.0)
-    else:  # "whiten": the numerator's batch mean removed, divided by its batch std
-        num, root_b = _batch_moments(num, spec.count_epsilon)
-        var_n = (z.size + spec.count_epsilon) * ((z.size - 1) / z.size if spec.bessel else 1)
-        s = np.full(z.size, root_b / np.sqrt(var_n))
-    d = _combine(spec, s)
-    d = np.where(single, spec.singleton_divisor, d) if spec.scale == "group" else d
-    if spec.zero_std != "divide":  # where s = 0 exactly, the numerator (or 0) is kept
-        d = np.where(s > 0, d, 1.0)
-        num = num if spec.zero_std == "keep numerator" else np.where(s > 0, num, 0.0)
-    return _Parts(num / np.where(d != 0, d, 1.0), num, d, s, single)
+#: A framework option's rule is the registry's one rule type; the kit reads the same fields.
+ConventionSpec = AdvantageRule
 
 
 #: verl substitutes ``torch.tensor(1.0)`` (float32) for a one-sample group's std, so ``std + 1e-6``
@@ -225,7 +57,7 @@ _ZV_WHITEN = "0 before whitening; then shifted by the batch mean"
 
 
 def _spec(name, framework, option, where, formula, **fields):
-    return ConventionSpec(name, framework, option, *where, formula, **fields)
+    return convention_rule(name, framework, option, *where, formula, **fields)
 
 
 _SPECS = (
@@ -297,59 +129,26 @@ _SPECS = (
           zero_variance="0; a sample whose n_g - 1 others are equal keeps its undivided numerator",
           singleton="0 (baseline set to the reward)", min_group_size=3,
           project_name="leave-one-out, divided by the others' std"),
-    _spec("grpo", "ustat-rl", "grpo_gradient (Algorithm 1)", _HERE, _LOO,
-          baseline="leave_one_out", singleton="undefined", min_group_size=2, project_name="grpo"),
-    _spec("fullmean", "ustat-rl", "fullmean_gradient", _HERE, "z - m_g", singleton="undefined",
-          min_group_size=2, project_name="fullmean"),
-    _spec("paper_algorithm2", "ustat-rl", "Algorithm 2 of the paper, all-equal groups zeroed",
-          ("", "docs/theory.md section 2", "", ""), f"({_LOO}) / s_g, 0 when s_g = 0",
-          baseline="leave_one_out", scale="group", bessel=True, zero_std="zero",
-          zero_variance="0 (the rule chosen here)", singleton="undefined", min_group_size=2,
-          project_name="std-normalised, leave-one-out numerator"),
+    get_rule("grpo"),
+    get_rule("fullmean"),
+    get_rule("paper_algorithm2"),
 )
 
-#: Every named convention, by name.
-CONVENTIONS: dict[str, ConventionSpec] = {s.name: s for s in _SPECS}
+#: Every named convention, by name (the framework ones registered with the registry here; the
+#: paper's are the registry's own).
+CONVENTIONS: dict[str, ConventionSpec] = {
+    s.name: s if s.name in rule_names() else register_rule(s) for s in _SPECS}
 
 #: The names, in the order of docs/conventions.md.
 CONVENTION_NAMES: tuple[str, ...] = tuple(CONVENTIONS)
 
 
 def get_convention(name) -> ConventionSpec:
-    """The :class:`ConventionSpec` called ``name``; ``ValueError`` listing the names otherwise."""
-    if isinstance(name, ConventionSpec):
+    """The rule called ``name`` (any registered one; :data:`CONVENTION_NAMES` are the
+    frameworks'); ``ValueError`` listing the names otherwise."""
+    if isinstance(name, AdvantageRule):
         return name
-    if name not in CONVENTIONS:
-        raise ValueError(f"`convention` must be one of {CONVENTION_NAMES}, got {name!r}")
-    return CONVENTIONS[name]
-
-
-def _check_inputs(spec: ConventionSpec, rewards, group_ids):
-    z = np.asarray(rewards)
-    if z.ndim != 1 or z.size == 0:
-        raise ValueError(f"`rewards` must be a non-empty 1-D array, got shape {z.shape}")
-    if not np.issubdtype(z.dtype, np.number) or np.iscomplexobj(z):
-        raise TypeError(f"`rewards` must hold real numbers, got dtype {z.dtype}")
-    z = z.astype(np.float64)
-    if not np.all(np.isfinite(z)):
-        raise ValueError("`rewards` must be finite (no NaN or inf)")
-    ids = np.asarray(group_ids)
-    if ids.shape != z.shape:
-        raise ValueError(f"`group_ids` must have the shape of `rewards` {z.shape}, got {ids.shape}")
-    if not np.issubdtype(ids.dtype, np.integer):
-        raise TypeError(f"`group_ids` must be integers, got dtype {ids.dtype}")
-    _, inverse, counts = np.unique(ids, return_inverse=True, return_counts=True)
-    if counts.min() < spec.min_group_size:
-        raise ValueError(f"convention {spec.name!r} needs groups of at least "
-                         f"{spec.min_group_size} samples (singletons: {spec.singleton}), got a "
-                         f"group of {counts.min()}")
-    if z.size < spec.min_batch_size:
-        raise ValueError(f"convention {spec.name!r} needs a batch of at least "
-                         f"{spec.min_batch_size} samples, got {z.size}")
-    if spec.equal_group_sizes and counts.min() != counts.max():
-        raise ValueError(f"convention {spec.name!r} reshapes rewards into (-1, G), so every group "
-                         f"must have the same size; got sizes {counts.min()} to {counts.max()}")
-    return z, inverse.reshape(-1), counts
+    return get_rule(name, "convention")
 
 
 def advantages(convention, rewards, group_ids) -> np.ndarray:
@@ -388,12 +187,4 @@ def advantages(convention, rewards, group_ids) -> np.ndarray:
     [1.0, -0.5, -0.5, 0.0, 0.0, 0.0]
     """
     spec = get_convention(convention)
-    z, inverse, counts = _check_inputs(spec, rewards, group_ids)
-    return _evaluate(spec, z, inverse, counts).advantage
-
-
-def _grouped(spec: ConventionSpec, rewards: np.ndarray) -> np.ndarray:
-    """Advantages of many equal groups at once: ``rewards (M, G) -> (M, G)``, no validation."""
-    M, G = rewards.shape
-    z = rewards.reshape(-1).astype(np.float64)
-    return _evaluate(spec, z, np.repeat(np.arange(M), G), np.full(M, G)).advantage.reshape(M, G)
+    return spec.advantages(rewards, group_ids)

@@ -20,9 +20,8 @@ from ..theory.advantage import (
     AdvantageTable,
     advantage_moments,
     all_equal_probability,
-    lemma11_constant,
-    lemma11_difference_table,
 )
+from ..theory.lemma11 import lemma11_constant, lemma11_difference_table
 from ..training.std import (
     mean_field_root,
     train_std_normalised,

@@ -283,7 +283,7 @@ def _list(args) -> int:
 
 
 def _add_conformance_parser(sub) -> None:
-    from ..conventions import CONVENTION_NAMES
+    from ..advantages.conventions import CONVENTION_NAMES
 
     conf = sub.add_parser(
         "conformance", help="check an advantage function against a framework convention",
@@ -304,7 +304,7 @@ def _add_conformance_parser(sub) -> None:
 
 
 def _conformance(args) -> int:
-    from ..conformance import run_command
+    from ..advantages.conformance import run_command
 
     return run_command(args.target, args.convention, signature=args.signature, index=args.index,
                        tensors="torch" if args.torch else "numpy",

@@ -3,7 +3,7 @@
 docs/theory.md section 2 and C25 (Theorem 12). One batch of ``G`` actions is drawn from
 ``pi_old = pi_{theta_old}``; its Algorithm 2 advantages ``A_g`` (leave-one-out difference over
 the group standard error, all-equal groups zeroed: ``paper_algorithm2`` of
-:mod:`ustat_rl.conventions`) are fixed, and ``m`` updates ``theta_{j+1} = theta_j + eta g_hat(
+:mod:`ustat_rl.advantages.conventions`) are fixed, and ``m`` updates ``theta_{j+1} = theta_j + eta g_hat(
 theta_j)`` reuse the batch, with
 
     g_hat(theta) = (1/G) sum_g [ mu_g A_g grad log pi_theta(y_g)

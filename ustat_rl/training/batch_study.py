@@ -77,7 +77,7 @@ def batch_monte_carlo(bandit, convention, group_size: int, batch_size: int, n_re
     ----------
     bandit : SoftmaxBandit
     convention : str
-        A name of :data:`ustat_rl.conventions.CONVENTION_NAMES` (batch statistics allowed).
+        A name of :data:`ustat_rl.advantages.conventions.CONVENTION_NAMES` (batch statistics allowed).
     group_size, batch_size : int
         ``G`` and ``B``.
     n_reps : int
