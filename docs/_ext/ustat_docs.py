@@ -192,7 +192,11 @@ def write_generated(app) -> None:
     """``builder-inited`` handler: write every generated page under ``docs/_generated``."""
     _write_if_changed(OUT / "claim_checks.md", claim_checks_page())
     _write_if_changed(OUT / "errata.md", errata_page())
-    for name, text in api_pages().items():
+    pages = api_pages()
+    for stale in (OUT / "api").glob("*.rst"):  # a module that moved leaves its old page behind
+        if stale.name not in pages:
+            stale.unlink()
+    for name, text in pages.items():
         _write_if_changed(OUT / "api" / name, text)
     wanted = sorted((ROOT / "notebooks").glob("0*_*.ipynb"))
     for old in (OUT / "notebooks").glob("*.ipynb"):
