@@ -1,15 +1,16 @@
-"""Advantage rules: one type, one registry, and the gradient estimates built on them.
+"""Advantage rules: one type, one registry, and everything that reads a rule.
 
-* :mod:`.rule`: :class:`AdvantageRule` (centring and scaling as data, provenance, edge cases,
-  the per-sample function);
-* :mod:`.registry`: every rule the project knows (the paper's in :mod:`.registry`, the
-  frameworks' in :mod:`.conventions`); :mod:`.conformance`, the kit that property-tests an
-  implementation against any of them, :func:`get_rule`, :func:`register_rule`;
+* :mod:`.parts`, :mod:`.rule`: :class:`AdvantageRule` (centring and scaling as data,
+  provenance, edge cases) and :mod:`.evaluate`, its one per-sample evaluator;
+* :mod:`.registry`: the registry, :func:`get_rule`, :func:`register_rule`, and the paper's
+  rules; :mod:`.conventions`: the framework options (TRL, verl, OpenRLHF, NeMo-RL), registered
+  through :func:`~ustat_rl.advantages.frameworks.convention_rule`;
 * :mod:`.gradients`: the estimators of Algorithm 1 and Table 1, and :func:`rule_gradient` for
-  any rule.
+  any rule;
+* :mod:`.conformance`: the kit that property-tests an implementation against any rule.
 
-Layering: this package imports only :mod:`ustat_rl._validation`; theory, Monte Carlo, training,
-the pilot and the command line import it.
+Layering: this package imports only :mod:`ustat_rl._validation` from the library; theory,
+Monte Carlo, training, the pilot and the command line import it.
 """
 
 from . import conventions  # noqa: F401  (registers the framework conventions)
