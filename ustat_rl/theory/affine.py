@@ -35,8 +35,13 @@ __all__ = ["affine_coefficients", "affine_variance", "affine_covariance"]
 
 
 def affine_coefficients(rule, G: float, reference: np.ndarray, value: np.ndarray):
-    """``(a, b, c, D, k)`` at group size ``G``: ``c = w r(x)`` and ``D = a V - c`` per prompt
-    ``(P,)``, mean factor ``k = a + b``."""
+    r"""``(a, b, c, D, k)`` at group size ``G``: ``c = w r(x)`` and ``D = a V - c`` per prompt
+    ``(P,)``, mean factor ``k = a + b``.
+
+    .. math::
+
+        a = 1 - w_m - w_l, \qquad b = w_m\frac{G - 1}{G} + w_l, \qquad D = aV - w r
+    """
     a, b, w = rule.centring.moment_coefficients(float(G))
     c = w * reference if w else np.zeros_like(value)
     return a, b, c, a * value - c, a + b
