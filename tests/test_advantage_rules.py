@@ -148,6 +148,18 @@ def test_new_rules_monte_carlo_matches_exact(registered, backend):
         assert abs(est.mean[i] - wrong) > Z * est.std_error[i], (name, G, backend)
 
 
+def test_framework_group_rules_run_in_the_kernel():
+    # scaled framework rules (group std, the others' std) through the numba kernel's table
+    bandit = small_bandit()
+    sizes, B = (3, 5), 2
+    names = ("trl_group", "nemo_rl_grpo")
+    stat, labels = bandit_squared_errors(bandit, names, sizes, B)
+    est = run_monte_carlo(stat, 40_000, seed=21, labels=labels)
+    for i, (name, G) in enumerate(labels):
+        assert abs(est.mean[i] - bandit.exact_mse(name, G, B)) < Z * est.std_error[i], (name, G)
+        assert abs(est.mean[i] - bandit.exact_mse("grpo", G, B)) > Z * est.std_error[i], (name, G)
+
+
 def test_rules_with_batch_statistics_or_a_baseline_are_refused_by_the_kernels():
     with pytest.raises(ValueError, match=r"^`estimators` entry 'trl_batch' needs a batch"):
         bandit_squared_errors(small_bandit(), "trl_batch", (4,))
