@@ -49,13 +49,13 @@ import numpy as np
 import torch
 
 from ustat_rl import ESTIMATORS, SoftmaxBandit
-from ustat_rl.examples import small_bandit
 from ustat_rl.montecarlo import (
     bandit_squared_errors,
     bandit_statistics,
     prompt_averaged_squared_errors,
     run_monte_carlo,
 )
+from ustat_rl.policies.examples import small_bandit
 from ustat_rl.policies.transformer import ArithmeticTask, load_study_policy, make_splits
 
 Z = 4.5

@@ -5,7 +5,7 @@ the leave-one-out GRPO gradient against g(x) (docs/theory.md C5). Engines, timed
 
 * ``per-sample numpy`` (the baseline): :func:`ustat_rl.montecarlo.per_sample_squared_errors`,
   which samples every action and reward, builds every score ``W_g`` and applies
-  :func:`ustat_rl.estimators.grpo_gradient`, vectorised over a block of groups;
+  :func:`ustat_rl.advantages.gradients.grpo_gradient`, vectorised over a block of groups;
 * ``engine n_jobs=1`` and ``engine n_jobs=2``: :func:`ustat_rl.montecarlo.bandit_squared_errors`
   (sufficient statistics, compiled kernel) run by :func:`ustat_rl.montecarlo.run_monte_carlo`.
 

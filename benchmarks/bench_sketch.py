@@ -54,8 +54,10 @@ from ustat_rl.pilot.causal_lm import causal_lm_pilot
 from ustat_rl.pilot.factored import factored_sketch_scores
 from ustat_rl.pilot.forward_sketch import jvp_sketch_scores
 from ustat_rl.pilot.sequence import sequence_log_probs, trainable_parameters
-from ustat_rl.pilot.sketch import sketch_scores
-from ustat_rl.run_records import replace_markdown_section
+from ustat_rl.pilot.sketch import (
+    sketch_scores,
+)
+from ustat_rl.runs.records import replace_markdown_section
 
 SECTION = "## Projected per-sample scores"
 SEED = 20260301
@@ -159,7 +161,7 @@ def measure(route: str, n: int, k: int) -> dict:
 
 def pilot(out: Path) -> dict:
     """``causal_lm_pilot`` on the benchmark model, its file read back by ``ustat-rl gstar``."""
-    from ustat_rl.cli import main as cli_main
+    from ustat_rl.interface.cli import main as cli_main
 
     model = build_model()
     gen = torch.Generator().manual_seed(2)

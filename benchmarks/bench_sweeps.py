@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ustat_rl.run_records import replace_markdown_section
+from ustat_rl.runs.records import replace_markdown_section
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## Full-size sweeps: cost per cell and projected wall time"

@@ -1,6 +1,6 @@
 """Training throughput of Algorithm 1: R runs as one vectorised array vs a loop of single runs.
 
-Workload: :func:`ustat_rl.examples.realisable_kl_bandit` (4 prompts, 3 actions, d = 7),
+Workload: :func:`ustat_rl.policies.examples.realisable_kl_bandit` (4 prompts, 3 actions, d = 7),
 GRPO with G = 4, B = 2, rate beta/i (beta = 0.75), ``n`` iterations from ``theta_ref``: the
 setting of the limit-law check (docs/theory.md C20). Engines, timed in the same process:
 
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ustat_rl.examples import realisable_kl_bandit
+from ustat_rl.policies.examples import realisable_kl_bandit
 from ustat_rl.training import train
 
 SECTION = "Training throughput"

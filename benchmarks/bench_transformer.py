@@ -44,7 +44,7 @@ from ustat_rl.policies.transformer import (
     make_splits,
     resolve_device,
 )
-from ustat_rl.run_records import replace_markdown_section
+from ustat_rl.runs.records import replace_markdown_section
 
 SECTION = "## Transformer per-sample gradients"
 TARGET_RATIO = 4.0

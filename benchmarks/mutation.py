@@ -57,7 +57,7 @@ class Target:
 
 
 TARGETS = (
-    Target("estimators", "ustat_rl/estimators.py",
+    Target("estimators", "ustat_rl/advantages/gradients.py",
            ("tests/test_estimators.py",)),
     Target("ustatistics", "ustat_rl/ustatistics.py",
            ("tests/test_ustatistics.py",)),
@@ -72,6 +72,10 @@ TARGETS = (
     Target("montecarlo.bandit", "ustat_rl/montecarlo/bandit.py",
            ("tests/test_bandit.py", "tests/test_montecarlo.py"),
            env=(("NUMBA_DISABLE_JIT", "1"),)),
+    Target("advantages.parts", "ustat_rl/advantages/parts.py",
+           ("tests/test_advantage_rules.py", "tests/test_estimators.py")),
+    Target("theory.affine", "ustat_rl/theory/affine.py",
+           ("tests/test_theory.py", "tests/test_advantage_rules.py")),
 )
 
 # mutmut 2.x writes one of these into its cache for every mutant it has run.

@@ -38,15 +38,15 @@
 import numpy as np
 import pandas as pd
 
-from ustat_rl.estimators import (
+from ustat_rl.advantages.gradients import (
     fullmean_gradient,
     grpo_gradient,
     grpo_gradient_pairwise,
     grpo_kernel,
 )
-from ustat_rl.examples import interior_optimum_bandit, small_bandit
+from ustat_rl.policies.examples import interior_optimum_bandit, small_bandit
 from ustat_rl.montecarlo import bandit_statistics, run_monte_carlo
-from ustat_rl.plotting import new_figure, plot_mse_curve, set_group_size_ticks
+from ustat_rl.interface.plotting import new_figure, plot_mse_curve, set_group_size_ticks
 from ustat_rl.rates import loglog_slope
 from ustat_rl.ustatistics import u_statistic, ustat_variance
 

@@ -36,16 +36,16 @@
 import numpy as np
 import pandas as pd
 
-from ustat_rl.group_size import linearised_gap, predicted_group_sizes, sweep_cell
+from ustat_rl.training.group_size import linearised_gap, predicted_group_sizes, sweep_cell
 from ustat_rl.theory.limit_law import bandit_limit_law
-from ustat_rl.plotting_training import (
+from ustat_rl.interface.plotting_training import (
     new_figure,
     plot_gap_vs_group_size,
     plot_limit_histogram,
     plot_limit_qq,
     tidy_axes,
 )
-from ustat_rl.examples import (
+from ustat_rl.policies.examples import (
     PL_START,
     conflicting_prompts_bandit,
     pl_quadratic,

@@ -38,19 +38,17 @@ import pandas as pd
 import torch
 
 from ustat_rl import theory
-from ustat_rl.plotting import new_figure, plot_mse_curve
+from ustat_rl.interface.plotting import new_figure, plot_mse_curve
+from ustat_rl.montecarlo.transformer import mc_squared_errors
 from ustat_rl.policies.transformer import (
     POLICY_NAMES,
     ArithmeticTask,
     bootstrap_constants,
     exact_moments,
-    expected_accuracy,
-    grpo_train,
     load_study_policy,
     make_splits,
-    mc_squared_errors,
-    moderate_questions,
 )
+from ustat_rl.training.transformer import expected_accuracy, grpo_train, moderate_questions
 
 splits = make_splits(ArithmeticTask(), seed=0)
 print(len(splits.train), "training and", len(splits.test), "test questions, e.g.",
@@ -102,7 +100,7 @@ exact_table.round(2)
 # ## 3. Monte Carlo with real sampling agrees with the exact formulas
 #
 # For the medium policy: three prompts, twenty independent draws of 32 answers each (groups of
-# smaller size are nested in them), vmap scores, and the estimators of `ustat_rl.estimators`.
+# smaller size are nested in them), vmap scores, and the estimators of `ustat_rl.advantages.gradients`.
 # Bars are 95% normal intervals. (The strong policy has heavier-tailed score norms: rare answers
 # with very large $\|W\|$, so it needs many more draws for trustworthy intervals.)
 

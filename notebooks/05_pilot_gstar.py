@@ -34,11 +34,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ustat_rl.examples import interior_optimum_bandit
+from ustat_rl.policies.examples import interior_optimum_bandit
 from ustat_rl.pilot import estimate_constants, load_rollouts, pilot_intervals
 from ustat_rl.pilot.bandit import bandit_pilot
 from ustat_rl.pilot.report import format_report, gstar_report
-from ustat_rl.plotting_pilot import plot_gstar_report
+from ustat_rl.interface.plotting_pilot import plot_gstar_report
 
 bandit = interior_optimum_bandit()
 exact = bandit.scaling_constants()

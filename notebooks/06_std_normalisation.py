@@ -31,10 +31,10 @@
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ustat_rl.batch_study import batch_monte_carlo
-from ustat_rl.std_training import mean_field_root, trl_group_rule
-from ustat_rl.conventions import advantages
-from ustat_rl.examples import arcsin_conflict_bandit, small_bandit
+from ustat_rl.training.batch_study import batch_monte_carlo
+from ustat_rl.training.std import mean_field_root, trl_group_rule
+from ustat_rl.advantages.conventions import advantages
+from ustat_rl.policies.examples import arcsin_conflict_bandit, small_bandit
 from ustat_rl.policies.softmax import SoftmaxBandit
 from ustat_rl.theory.advantage import (
     advantage_moments,
@@ -149,7 +149,7 @@ print(f"theta_V = {theta_value:.4f}, theta_arcsin = {theta_arcsin:.4f}, "
 # scales the zeroing estimator's mean by $1/(1-Q)$, with $Q$ the probability that a group is
 # all-equal, and has an exact MSE (docs/theory.md section 7). Dropping the groups without
 # refilling divides by a random count, and batch-level std couples the groups: for those two
-# the route is Monte Carlo (`ustat_rl.batch_study`). Below, on `small_bandit` with $B = 4$:
+# the route is Monte Carlo (`ustat_rl.training.batch_study`). Below, on `small_bandit` with $B = 4$:
 # exact MSEs against $g$ for zeroing and refilling, and Monte Carlo for dropping and for TRL's
 # `scale_rewards="batch"`.
 

@@ -33,7 +33,7 @@ import numpy as np
 from ustat_rl.allocation import per_prompt_terms
 from ustat_rl.allocation_pilot import format_pilot_allocation, loglinear_pilot, pilot_allocation
 from ustat_rl.allocation_rules import compare_allocations
-from ustat_rl.examples import HETEROGENEOUS_SCALES, HETEROGENEOUS_VALUES, heterogeneous_score_bandit
+from ustat_rl.policies.examples import HETEROGENEOUS_SCALES, HETEROGENEOUS_VALUES, heterogeneous_score_bandit
 from ustat_rl.plotting_allocation import plot_allocations, plot_mse_curves
 
 # %% [markdown]

@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 import sympy as sp
 
-from ustat_rl.estimators import (
+from ustat_rl.advantages.gradients import (
     fullmean_gradient,
     grpo_gradient,
     grpo_gradient_pairwise,
@@ -186,7 +186,7 @@ def _witness_checks() -> list[Comparison]:
 # ------------------------------------------------------------------------------ Monte Carlo
 def mse_monte_carlo(bandit: SoftmaxBandit, group_size: int, n_groups: int, rng,
                     formula=None) -> list[Comparison]:
-    """MC squared errors of GRPO / vanilla / oracle (``ustat_rl.estimators``) vs symbolic MSE.
+    """MC squared errors of GRPO / vanilla / oracle (``ustat_rl.advantages.gradients``) vs symbolic MSE.
 
     ``formula(name, G) -> float`` defaults to the lambdified symbolic exact MSE; pass a wrong
     one to see the same check reject it.

@@ -38,9 +38,9 @@ import numpy as np
 import pandas as pd
 
 from ustat_rl.allocation_training import TRAINING_RULES, train_allocated
-from ustat_rl.examples import heterogeneous_score_bandit
-from ustat_rl.plotting_training import new_figure, save_figure
-from ustat_rl.sweeps import (
+from ustat_rl.interface.plotting_training import new_figure, save_figure
+from ustat_rl.policies.examples import heterogeneous_score_bandit
+from ustat_rl.runs.sweeps import (
     CellFailedError,
     add_executor_arguments,
     default_output,

@@ -14,9 +14,9 @@ the prompt means are combined with the exact weights ``f(x)`` (stratified sampli
 covariances with weights ``f(x)^2`` since prompts are simulated independently. Intervals are
 normal 95% intervals, ``mse_mc +- 1.96 se``.
 
-Families: ``arithmetic`` (:func:`ustat_rl.examples.arithmetic_bandit`, Assumption 2 holds
+Families: ``arithmetic`` (:func:`ustat_rl.policies.examples.arithmetic_bandit`, Assumption 2 holds
 approximately, the paper's pattern vanilla > GRPO > oracle) and, as a contrast, ``one_answer``
-(:func:`ustat_rl.examples.one_answer_bandit`, Assumption 2 fails and vanilla can win).
+(:func:`ustat_rl.policies.examples.one_answer_bandit`, Assumption 2 fails and vanilla can win).
 
 Each finished cell is appended to ``<out>/gradient_mse.csv`` at once (atomically); a rerun skips
 the cells already there, so an interrupted run resumes where it stopped. Seeds are per
@@ -45,12 +45,11 @@ import pandas as pd
 from scipy.stats import norm
 
 from ustat_rl._script_args import check_script_args, seed_type
-from ustat_rl.examples import POLICY_STRENGTHS, arithmetic_bandit, one_answer_bandit
+from ustat_rl.interface.plotting import plot_mse_grid, save_figure
 from ustat_rl.montecarlo import prompt_averaged_squared_errors
-from ustat_rl.plotting import plot_mse_grid, save_figure
+from ustat_rl.policies.examples import POLICY_STRENGTHS, arithmetic_bandit, one_answer_bandit
 from ustat_rl.policies.softmax import SoftmaxBandit
-from ustat_rl.seeding import child_seed
-from ustat_rl.sweeps import (
+from ustat_rl.runs.sweeps import (
     CellFailedError,
     add_executor_arguments,
     default_output,
@@ -60,6 +59,7 @@ from ustat_rl.sweeps import (
     write_csv_atomic,
     write_run_record,
 )
+from ustat_rl.seeding import child_seed
 
 FAMILIES = {"arithmetic": arithmetic_bandit, "one_answer": one_answer_bandit}
 ESTIMATORS = ("vanilla", "grpo", "oracle")

@@ -3,7 +3,7 @@
 Config -> simulate -> tidy CSV -> figure.
 
 Algorithm 1 (GRPO, rate beta/i, G = 4, B = 2) runs on the KL-regularised shared-parameter bandit
-:func:`ustat_rl.examples.realisable_kl_bandit`, whose maximisers form an affine set with
+:func:`ustat_rl.policies.examples.realisable_kl_bandit`, whose maximisers form an affine set with
 known ``Q``, ``H*`` and noise covariance ``Gamma``. For each run and each checkpoint ``n`` the
 script records ``n Delta_n`` and ``n d^2(theta_n, Theta*)``. It then compares the ``R`` values
 of ``n Delta_n`` at each ``n`` with ``WeightedChiSquare(w)`` for the weights from the Lyapunov
@@ -37,15 +37,15 @@ import numpy as np
 import pandas as pd
 
 from ustat_rl._script_args import check_script_args, seed_type
-from ustat_rl.examples import realisable_kl_bandit
-from ustat_rl.plotting_training import (
+from ustat_rl.interface.plotting_training import (
     new_figure,
     plot_limit_histogram,
     plot_limit_qq,
     save_figure,
     tidy_axes,
 )
-from ustat_rl.sweeps import (
+from ustat_rl.policies.examples import realisable_kl_bandit
+from ustat_rl.runs.sweeps import (
     CellFailedError,
     add_executor_arguments,
     default_output,

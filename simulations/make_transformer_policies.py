@@ -33,13 +33,12 @@ import torch
 from ustat_rl._script_args import check_script_args, seed_type
 from ustat_rl.policies.transformer import (
     ArithmeticTask,
-    expected_accuracy,
     make_splits,
     new_policy,
     resolve_device,
     save_policy,
-    supervised_warmup,
 )
+from ustat_rl.training.transformer import expected_accuracy, supervised_warmup
 
 STAGES = (("weak", 400), ("medium", 1200), ("strong", 3000))
 QUICK_STAGES = (("weak", 10), ("medium", 20), ("strong", 30))

@@ -5,7 +5,7 @@ Config -> simulate -> tidy CSV -> figure.
 For each prompt-sampling variant (``iid``: the theory's model; ``finite``: batches sweep a finite
 set of 8 prompts, the rest without replacement), budget ``N`` and group size ``G`` (``B = N/G``),
 Algorithm 1 (GRPO, constant rate 0.5) runs ``R`` times on
-:func:`ustat_rl.examples.conflicting_prompts_bandit`, where prompts pull shared parameters
+:func:`ustat_rl.policies.examples.conflicting_prompts_bandit`, where prompts pull shared parameters
 apart so ``c1 > 0`` at the optimum and ``G* = 1 + sqrt(c3'/c1)`` is about 18. For several ``n``
 the script records the last-iterate gap and the *tail mean* (mean gap over the last 25% of the
 iterations; same expectation near stationarity, less noise) and compares the empirical argmin
@@ -41,16 +41,14 @@ import numpy as np
 import pandas as pd
 
 from ustat_rl._script_args import check_script_args, seed_type
-from ustat_rl.examples import conflicting_prompts_bandit
-from ustat_rl.group_size import (
-    bootstrap_argmin,
-    linearised_gap,
-    predicted_group_sizes,
-    sweep_cell,
+from ustat_rl.interface.plotting_training import (
+    new_figure,
+    plot_gap_vs_group_size,
+    save_figure,
+    star_legend,
 )
-from ustat_rl.plotting_training import new_figure, plot_gap_vs_group_size, save_figure, star_legend
-from ustat_rl.seeding import child_rng, child_seed
-from ustat_rl.sweeps import (
+from ustat_rl.policies.examples import conflicting_prompts_bandit
+from ustat_rl.runs.sweeps import (
     CellFailedError,
     add_executor_arguments,
     default_output,
@@ -60,7 +58,14 @@ from ustat_rl.sweeps import (
     write_csv_atomic,
     write_run_record,
 )
+from ustat_rl.seeding import child_rng, child_seed
 from ustat_rl.theory import admissible_group_sizes
+from ustat_rl.training.group_size import (
+    bootstrap_argmin,
+    linearised_gap,
+    predicted_group_sizes,
+    sweep_cell,
+)
 
 BETA = 0.5
 VARIANTS = {"iid": "iid", "finite": "stratified"}

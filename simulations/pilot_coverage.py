@@ -39,12 +39,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ustat_rl.examples import interior_optimum_bandit
 from ustat_rl.pilot.bandit import bandit_pilot
 from ustat_rl.pilot.bootstrap import bootstrap_t_intervals
 from ustat_rl.pilot.fieller import gstar_of_ratio
 from ustat_rl.pilot.report import gstar_report
 from ustat_rl.pilot.uncertainty import pilot_intervals, student_quantile
+from ustat_rl.policies.examples import interior_optimum_bandit
 from ustat_rl.theory import admissible_group_sizes
 
 #: (prompts, samples per prompt) of the coverage table.
@@ -107,7 +107,7 @@ def advice_cell(bandit, exact, budget, n_pilots, rng) -> dict:
 
 def write_figures(folder: Path, bandit) -> list[Path]:
     """The ``--plot`` figures of a pilot that cannot bound ``G*`` and of one that can (N = 256)."""
-    from ustat_rl.plotting_pilot import plot_gstar_report
+    from ustat_rl.interface.plotting_pilot import plot_gstar_report
 
     folder.mkdir(parents=True, exist_ok=True)
     paths = []

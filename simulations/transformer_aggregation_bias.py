@@ -39,8 +39,8 @@ from ustat_rl.policies.transformer import (
     answer_table,
     load_study_policy,
     make_splits,
-    moderate_questions,
 )
+from ustat_rl.training.transformer import moderate_questions
 
 #: Group sizes and advantage conventions tabulated.
 GROUP_SIZES = (4, 16)

@@ -44,7 +44,8 @@ from scipy.stats import norm
 
 from ustat_rl import theory
 from ustat_rl._script_args import check_script_args, seed_type
-from ustat_rl.plotting import plot_mse_grid, save_figure
+from ustat_rl.interface.plotting import plot_mse_grid, save_figure
+from ustat_rl.montecarlo.transformer import mc_squared_errors
 from ustat_rl.policies.transformer import (
     POLICY_NAMES,
     ArithmeticTask,
@@ -52,12 +53,10 @@ from ustat_rl.policies.transformer import (
     exact_moments,
     load_study_policy,
     make_splits,
-    mc_squared_errors,
-    moderate_questions,
     resolve_device,
 )
 from ustat_rl.rates import loglog_slope
-from ustat_rl.sweeps import (
+from ustat_rl.runs.sweeps import (
     CellFailedError,
     add_executor_arguments,
     default_output,
@@ -67,6 +66,7 @@ from ustat_rl.sweeps import (
     write_csv_atomic,
     write_run_record,
 )
+from ustat_rl.training.transformer import moderate_questions
 
 ESTIMATORS = ("vanilla", "grpo", "oracle")
 GROUP_SIZES = (4, 8, 16, 32, 64)

@@ -40,17 +40,16 @@ import torch
 from scipy.stats import t as student_t
 
 from ustat_rl._script_args import check_script_args, positive_int, seed_type
-from ustat_rl.plotting import new_figure, save_figure, set_group_size_ticks
+from ustat_rl.interface.plotting import new_figure, save_figure, set_group_size_ticks
 from ustat_rl.policies.transformer import (
     ArithmeticTask,
     bootstrap_constants,
     exact_moments,
-    grpo_train,
     load_study_policy,
     make_splits,
     resolve_device,
 )
-from ustat_rl.sweeps import (
+from ustat_rl.runs.sweeps import (
     CellFailedError,
     add_executor_arguments,
     default_output,
@@ -60,6 +59,7 @@ from ustat_rl.sweeps import (
     write_csv_atomic,
     write_run_record,
 )
+from ustat_rl.training.transformer import grpo_train
 
 DEFAULT_SEED = 2603
 START_POLICY = "weak"

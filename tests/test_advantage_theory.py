@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from ustat_rl import theory
-from ustat_rl.conventions import _grouped, get_convention
-from ustat_rl.examples import small_bandit
+from ustat_rl.advantages.conventions import get_convention
+from ustat_rl.policies.examples import small_bandit
 from ustat_rl.policies.softmax import SoftmaxBandit
 from ustat_rl.theory import advantage as advantage_module
 from ustat_rl.theory.advantage import (
@@ -74,7 +74,7 @@ def _enumerated(bandit, prompt, G, rule):
         m = reward.sum(axis=1, keepdims=True)
         adv = rule(reward, m, G)
     else:
-        adv = _grouped(get_convention(rule), reward)  # (M, G)
+        adv = get_convention(rule).grouped(reward)  # (M, G)
     score = bandit.scores(np.full(len(prob), prompt), action)  # (M, G, K)
     g_hat = np.einsum("mg,mgk->mk", adv, score) / G
     g = bandit.grad_per_prompt[prompt]
@@ -118,7 +118,7 @@ MC_SIZES = (2, 3, 4, 8, 16, 64)
 def _monte_carlo(bandit, prompt, G, rule, n, rng):
     """Per-group squared errors against both targets: means and standard errors."""
     sample = bandit.sample_groups(G, n, rng, prompt=prompt)
-    adv = _grouped(get_convention(rule), sample.reward)  # (n, G)
+    adv = get_convention(rule).grouped(sample.reward)  # (n, G)
     score = bandit.scores(sample.prompt, sample.action)  # (n, G, K)
     g_hat = np.einsum("ng,ngk->nk", adv, score) / G
     g = bandit.grad_per_prompt[prompt]
@@ -160,7 +160,7 @@ def test_minibatch_formula_matches_monte_carlo():
     G, B, n = 4, 3, 30_000
     prompts = bandit.sample_prompts(n * B, rng)
     sample = bandit.sample_groups(G, n * B, rng, prompt=prompts)
-    adv = _grouped(get_convention("trl_group"), sample.reward)
+    adv = get_convention("trl_group").grouped(sample.reward)
     score = bandit.scores(sample.prompt, sample.action, full=True)  # (nB, G, PK)
     g_hat = (np.einsum("ng,ngk->nk", adv, score) / G).reshape(n, B, -1).mean(axis=1)
     w = arcsin_weight(bandit.value)
@@ -206,8 +206,8 @@ def test_practical_claims_pass_at_quick_sizes():
 def test_c24_limit_check_rejects_a_wrong_constant():
     """Negative control: the Richardson check rejects the constant without (1 - 2V)^2."""
     from ustat_rl.claims.checks_practical import limit_check
-    from ustat_rl.examples import std_normalisation_bandit
-    from ustat_rl.theory.advantage import lemma11_constant
+    from ustat_rl.policies.examples import std_normalisation_bandit
+    from ustat_rl.theory.lemma11 import lemma11_constant
 
     m = std_normalisation_bandit().moments()
     V = float(m.value[0])
@@ -221,7 +221,7 @@ def test_c24_all_equal_check_rejects_one_sided_formula():
     """Negative control: p^G alone (forgetting (1 - p)^G) is rejected by the same MC check."""
     from ustat_rl.claims.checks_practical import _monte_carlo
     from ustat_rl.claims.registry import check_close
-    from ustat_rl.examples import std_normalisation_bandit
+    from ustat_rl.policies.examples import std_normalisation_bandit
 
     bandit = std_normalisation_bandit()
     V = float(bandit.value[0])
@@ -248,8 +248,8 @@ def test_c26_training_distinguishes_finite_g_from_the_limit():
     compares against the right prediction and has the power to tell the two apart.
     """
     from ustat_rl.claims import VerifyContext, registry, run_claim
-    from ustat_rl.examples import arcsin_conflict_bandit
-    from ustat_rl.std_training import mean_field_root
+    from ustat_rl.policies.examples import arcsin_conflict_bandit
+    from ustat_rl.training.std import mean_field_root
 
     result = run_claim(registry()["C26.train"], VerifyContext(seed=123, quick=True))
     assert result.verdict == "pass", (result.error, [c.name for c in result.checks
@@ -262,8 +262,8 @@ def test_c26_training_distinguishes_finite_g_from_the_limit():
 
 def test_kl_penalty_gradient_matches_the_bandit():
     """Two routes to -tau grad KL: the vectorised formula and J's gradient with and without tau."""
-    from ustat_rl.examples import arcsin_conflict_bandit, conflicting_prompts_bandit
-    from ustat_rl.std_training import _binary_part, kl_penalty_gradient
+    from ustat_rl.policies.examples import arcsin_conflict_bandit, conflicting_prompts_bandit
+    from ustat_rl.training.std import _binary_part, kl_penalty_gradient
 
     for bandit in (arcsin_conflict_bandit(), conflicting_prompts_bandit()):
         rng = np.random.default_rng(3)

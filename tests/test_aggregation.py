@@ -11,6 +11,7 @@ import itertools
 import numpy as np
 import pytest
 
+from ustat_rl.advantages.conventions import get_convention
 from ustat_rl.aggregation import (
     AGGREGATIONS,
     aggregate_scores,
@@ -21,7 +22,6 @@ from ustat_rl.aggregation import (
     k3_clamped_gradient_factor,
     softmax_k3_expected_gradient,
 )
-from ustat_rl.conventions import _grouped, get_convention
 from ustat_rl.tolerances import Z_TEST
 
 HORIZON = 3
@@ -73,7 +73,7 @@ def test_exact_mean_against_enumeration_of_groups(mode, convention):
     spec = get_convention(convention)
     idx = np.array(list(itertools.product(range(7), repeat=G)))  # (343, G)
     weight = np.prod(prob[idx], axis=1)  # (343,)
-    adv = _grouped(spec, reward[idx])  # (343, G)
+    adv = spec.grouped(reward[idx])  # (343, G)
     est = np.array([aggregate_scores(a, scores[i], lengths[i], mode, HORIZON)
                     for a, i in zip(adv, idx)])  # (343, d)
     brute = weight @ est
@@ -105,7 +105,7 @@ def test_exact_mean_monte_carlo_token_mean():
     G, n = 6, 200_000
     rng = np.random.default_rng(3)
     idx = rng.choice(7, size=(n, G), p=prob)
-    adv = _grouped(get_convention("grpo"), reward[idx])  # (n, G)
+    adv = get_convention("grpo").grouped(reward[idx])  # (n, G)
     c = 1.0 / lengths[idx].sum(axis=1, keepdims=True)  # (n, 1) token-mean weight
     np.testing.assert_allclose(aggregation_weights(lengths[idx[:5]], "token-mean"),
                                np.broadcast_to(c[:5], (5, G)))

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from ustat_rl.allocation_pilot import MIN_SPLIT_GROUP, loglinear_pilot, pilot_allocation
-from ustat_rl.cli import main
-from ustat_rl.examples import heterogeneous_score_bandit
+from ustat_rl.interface.cli import main
 from ustat_rl.pilot.rollouts import Rollouts
+from ustat_rl.policies.examples import heterogeneous_score_bandit
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ from ustat_rl.claims.checks_allocation import (
     random_problem,
 )
 from ustat_rl.claims.registry import Z_CHECK, check_close
-from ustat_rl.examples import heterogeneous_score_bandit
+from ustat_rl.policies.examples import heterogeneous_score_bandit
 from ustat_rl.theory import PromptMoments
 
 

@@ -19,8 +19,8 @@ from script_loader import ROOT, load_script
 
 from ustat_rl._commands import resolve_claim_ids
 from ustat_rl._paths import check_output, output_problem
-from ustat_rl._report_html import csv_table_html, table_cell
-from ustat_rl.cli import main
+from ustat_rl.interface._report_html import csv_table_html, table_cell
+from ustat_rl.interface.cli import main
 
 SCRIPTS = ["gradient_mse", "limit_law", "optimal_group_size", "transformer_gradient_mse",
            "transformer_group_size", "transformer_aggregation_bias", "make_transformer_policies"]
@@ -78,8 +78,8 @@ def test_output_problem_finds_every_unwritable_path_and_creates_nothing(tmp_path
 def test_commands_refuse_unwritable_outputs_before_any_work(tmp_path, capsys, monkeypatch,
                                                             argv, option):
     import ustat_rl.claims as claims_pkg
+    import ustat_rl.interface.report as report
     import ustat_rl.pilot.report as pilot_report
-    import ustat_rl.report as report
 
     def no_work(*args, **kwargs):
         raise AssertionError("work started although an output path was unwritable")
@@ -141,7 +141,7 @@ def test_report_rejects_an_unknown_verdict(tmp_path, capsys):
 
 
 def test_report_says_what_it_left_out(tmp_path):
-    from ustat_rl.report import write_report
+    from ustat_rl.interface.report import write_report
 
     verify = tmp_path / "v.json"
     verify.write_text(json.dumps({"results": [{"claim_id": "C1", "verdict": "pass"}]}))

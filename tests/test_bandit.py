@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from ustat_rl import SoftmaxBandit, grpo_gradient, run_monte_carlo
-from ustat_rl.examples import assumption2_bandit, small_bandit
+from ustat_rl.policies.examples import assumption2_bandit, small_bandit
 from ustat_rl.tolerances import Z_TEST
 
 

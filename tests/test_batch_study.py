@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ustat_rl.batch_study import batch_monte_carlo
-from ustat_rl.examples import small_bandit
+from ustat_rl.policies.examples import small_bandit
 from ustat_rl.theory import advantage_moments, dynamic_sampling_mse, minibatch_advantage_mse
 from ustat_rl.theory.advantage import all_equal_probability
 from ustat_rl.tolerances import Z_TEST
+from ustat_rl.training.batch_study import batch_monte_carlo
 
 N_REPS = 8000
 B = 4

@@ -1,18 +1,18 @@
-"""Algorithm 2's minibatch-reuse bias (ustat_rl/algorithm2.py; docs/theory.md C25, Theorem 12)."""
+"""Algorithm 2's minibatch-reuse bias (ustat_rl/training/algorithm2.py; docs/theory.md C25, Theorem 12)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ustat_rl.algorithm2 import (
+from ustat_rl.claims.checks_practical import c25_bandit, c25_slope_checks
+from ustat_rl.tolerances import Z_TEST
+from ustat_rl.training.algorithm2 import (
     OffPolicyBandit,
     algorithm2_gradient,
     minibatch_bias,
     minibatch_bias_monte_carlo,
     on_policy_mean,
 )
-from ustat_rl.claims.checks_practical import c25_bandit, c25_slope_checks
-from ustat_rl.tolerances import Z_TEST
 
 
 def _surrogate(bandit, theta, actions, adv):

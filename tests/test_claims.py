@@ -11,8 +11,8 @@ from ustat_rl.claims._common import mc_errors
 from ustat_rl.claims.checks_group_size import _mc_argmin
 from ustat_rl.claims.checks_ustatistic import exact_vs_enumeration, rate_checks, unbiasedness_checks
 from ustat_rl.claims.registry import check_close
-from ustat_rl.cli import main
-from ustat_rl.examples import arithmetic_bandit, interior_optimum_bandit, small_bandit
+from ustat_rl.interface.cli import main
+from ustat_rl.policies.examples import arithmetic_bandit, interior_optimum_bandit, small_bandit
 
 CTX = VerifyContext(seed=123, quick=True)
 BANDIT_CLAIMS = ["C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "C10", "C11", "C17",

@@ -5,7 +5,6 @@ import re
 
 import pytest
 
-from ustat_rl import cli
 from ustat_rl.claims import Claim, registry
 from ustat_rl.claims import markdown as claims_markdown
 from ustat_rl.claims.markdown import (
@@ -15,6 +14,7 @@ from ustat_rl.claims.markdown import (
     github_anchor,
     heading_anchors,
 )
+from ustat_rl.interface import cli
 
 CLAIMS_MD = THEORY_NOTES.parent / "claims.md"
 REGENERATE = "ustat-rl list --markdown --out docs/claims.md"
@@ -37,7 +37,7 @@ def test_committed_claims_md_is_current():
     committed = CLAIMS_MD.read_bytes() if CLAIMS_MD.is_file() else b""
     assert committed == expected.encode("utf-8"), (
         f"docs/claims.md is out of date with the claims registry or docs/theory.md; regenerate it "
-        f"with `{REGENERATE}` (or `python -m ustat_rl.cli list --markdown --out docs/claims.md`) "
+        f"with `{REGENERATE}` (or `python -m ustat_rl.interface.cli list --markdown --out docs/claims.md`) "
         f"and commit the result")
 
 

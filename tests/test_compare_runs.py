@@ -32,7 +32,7 @@ FAST_CLAIMS = ("C1", "C2", "C6", "C7", "C8", "C9", "C10", "C11", "C12", "C12.num
 @pytest.fixture(scope="module")
 def rerun(tmp_path_factory):
     out = tmp_path_factory.mktemp("verify") / "after.json"
-    subprocess.run([sys.executable, "-m", "ustat_rl.cli", "verify", "--quick", "--seed", "0",
+    subprocess.run([sys.executable, "-m", "ustat_rl.interface.cli", "verify", "--quick", "--seed", "0",
                     "--only", ",".join(FAST_CLAIMS), "--json", str(out)],
                    check=False, capture_output=True, text=True, timeout=600)
     return load_run(out)

@@ -1,10 +1,10 @@
-"""The conformance kit (ustat_rl.conformance) accepts faithful implementations and rejects
+"""The conformance kit (ustat_rl.advantages.conformance) accepts faithful implementations and rejects
 deliberately wrong ones.
 
 The kit's tolerance is stated in its module docstring: a rounding bound for any implementation
 whose working precision is float32 or finer, whatever dtype it is passed. Hypothesis runs
 derandomized, so these tests are deterministic. The faithful implementations below are written
-here, independently of ``ustat_rl.conventions``, in the frameworks' own style (a torch loop over
+here, independently of ``ustat_rl.advantages.conventions``, in the frameworks' own style (a torch loop over
 groups or a reshape, ``torch.std``, no shift trick), once computing in float32 (the inputs cast,
 as TRL and verl's vectorised path do) and once in float64: both must pass against their
 convention. Each wrong implementation differs from its convention by far more than the tolerance
@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 import torch
 
-import ustat_rl.conventions as conventions_module
+import ustat_rl.advantages.conventions as conventions_module
 from ustat_rl import cli
-from ustat_rl.conformance import (
+from ustat_rl.advantages.conformance import (
     CONVENTION_NAMES,
     _compare,
     adapt,
@@ -33,8 +33,8 @@ from ustat_rl.conformance import (
     load_function,
     tolerance,
 )
-from ustat_rl.conformance_adapters import TargetError
-from ustat_rl.conventions import CONVENTIONS, advantages
+from ustat_rl.advantages.conformance_adapters import TargetError
+from ustat_rl.advantages.conventions import CONVENTIONS, advantages
 
 
 def test_conventions_doctests():
@@ -442,7 +442,7 @@ def test_sys_exit_at_import_is_a_usage_error_from_the_installed_command(tmp_path
 def test_cli_runs_as_a_module(tmp_path):
     """One end-to-end run through ``python -m ustat_rl.cli`` (the installed command's path)."""
     module = tmp_path / "loo.py"
-    module.write_text("from ustat_rl.conventions import advantages\n"
+    module.write_text("from ustat_rl.advantages.conventions import advantages\n"
                       "def fn(z, ids):\n    return advantages('grpo', z, ids)\n")
     done = subprocess.run([sys.executable, "-m", "ustat_rl.cli", "conformance", f"{module}:fn",
                            "--convention", "verl_rloo", "--max-examples", "30"],

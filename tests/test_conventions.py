@@ -1,4 +1,4 @@
-"""Named advantage conventions (ustat_rl.conventions; docs/conventions.md).
+"""Named advantage conventions (ustat_rl.advantages.conventions; docs/conventions.md).
 
 Each convention is checked against a second, literal implementation written here with torch
 tensor operations in the frameworks' own order (group loop, ``torch.std`` with its default Bessel
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from ustat_rl.conventions import (
+from ustat_rl.advantages.conventions import (
     CONVENTION_NAMES,
     CONVENTIONS,
     VERL_SINGLETON_DIVISOR,

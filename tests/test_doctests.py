@@ -5,11 +5,11 @@ import importlib
 
 import pytest
 
-MODULES = ["ustat_rl.estimators", "ustat_rl.policies.softmax", "ustat_rl.montecarlo.bandit",
+MODULES = ["ustat_rl.advantages.gradients", "ustat_rl.policies.softmax", "ustat_rl.montecarlo.bandit",
            "ustat_rl.rates", "ustat_rl.ustatistics", "ustat_rl.policies.loglinear",
-           "ustat_rl.training", "ustat_rl.seeding", "ustat_rl.theory.mse", "ustat_rl.theory.scaling",
+           "ustat_rl.training.algorithm1", "ustat_rl.seeding", "ustat_rl.theory.mse", "ustat_rl.theory.scaling",
            "ustat_rl.theory.hoeffding", "ustat_rl.claims.display", "ustat_rl.aggregation",
-           "ustat_rl.algorithm2"]
+           "ustat_rl.training.algorithm2", "ustat_rl.formatting", "ustat_rl.intervals"]
 
 
 @pytest.mark.parametrize("name", MODULES)

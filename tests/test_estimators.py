@@ -129,7 +129,7 @@ def test_single_draw_is_allowed_without_a_leave_one_out_baseline():
 
 def test_every_estimator_name_has_its_function():
     # ESTIMATORS is what callers choose by name; each name is a `<name>_gradient` of the module
-    import ustat_rl.estimators as module
+    import ustat_rl.advantages.gradients as module
 
     for name in ESTIMATORS:
         assert callable(getattr(module, f"{name}_gradient")), name

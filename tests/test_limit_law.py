@@ -5,8 +5,7 @@ import pytest
 
 from ustat_rl.claims import VerifyContext, registry, run_claim
 from ustat_rl.claims.checks_optimisation import _lemma14_worst
-from ustat_rl.examples import conflicting_prompts_bandit
-from ustat_rl.group_size import bootstrap_argmin, common_argmin, linearised_gap
+from ustat_rl.policies.examples import conflicting_prompts_bandit
 from ustat_rl.theory.limit_law import (
     eigenbasis_covariance,
     limit_weights,
@@ -16,6 +15,7 @@ from ustat_rl.theory.limit_law import (
 )
 from ustat_rl.tolerances import Z_TEST
 from ustat_rl.training import NoisyQuadratic, quadratic_expected_gap, train
+from ustat_rl.training.group_size import bootstrap_argmin, common_argmin, linearised_gap
 
 CTX = VerifyContext(seed=321, quick=True)
 

@@ -7,7 +7,7 @@ from ustat_rl import (
     per_sample_squared_errors,
     run_monte_carlo,
 )
-from ustat_rl.examples import small_bandit
+from ustat_rl.policies.examples import small_bandit
 from ustat_rl.tolerances import Z_TEST
 
 

@@ -22,8 +22,8 @@ from ustat_rl import (
     prompt_averaged_squared_errors,
     run_monte_carlo,
 )
-from ustat_rl.examples import small_bandit
 from ustat_rl.montecarlo.torch_backend import TorchBanditStatistic, _generator, resolve_device
+from ustat_rl.policies.examples import small_bandit
 from ustat_rl.tolerances import Z_TEST
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -159,7 +159,7 @@ def test_quick_benchmark_pilot_of_the_large_model_goes_through_gstar(tmp_path, c
     from a config, saved, and read back by ``ustat-rl gstar``."""
     from script_loader import load_script
 
-    from ustat_rl.cli import main as cli_main
+    from ustat_rl.interface.cli import main as cli_main
     from ustat_rl.pilot.rollouts import load_rollouts
 
     bench = load_script("benchmarks/bench_sketch.py", "bench_sketch_script")

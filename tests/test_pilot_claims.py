@@ -7,7 +7,7 @@ import pytest
 
 from ustat_rl.claims import VerifyContext, registry, run_claim
 from ustat_rl.claims.registry import check_close
-from ustat_rl.examples import interior_optimum_bandit
+from ustat_rl.policies.examples import interior_optimum_bandit
 
 CTX = VerifyContext(seed=123, quick=True)
 

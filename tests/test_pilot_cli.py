@@ -12,11 +12,11 @@ import pytest
 from scipy.special import comb
 from scipy.stats import binom
 
-from ustat_rl.cli import main
-from ustat_rl.examples import interior_optimum_bandit
+from ustat_rl.interface.cli import main
 from ustat_rl.pilot.bandit import bandit_pilot
 from ustat_rl.pilot.estimate import estimate_constants
 from ustat_rl.pilot.report import all_equal_fraction, gstar_report
+from ustat_rl.policies.examples import interior_optimum_bandit
 from ustat_rl.seeding import child_rng
 
 pytest.importorskip("pyarrow", reason="the Parquet round trip needs the optional pyarrow")
@@ -113,6 +113,6 @@ def test_plotting_module_does_not_load_pyplot():
     import subprocess
     import sys
 
-    code = "import sys, ustat_rl.plotting_pilot; print('matplotlib.pyplot' in sys.modules)"
+    code = "import sys, ustat_rl.interface.plotting_pilot; print('matplotlib.pyplot' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 import torch
 
-from ustat_rl.examples import interior_optimum_bandit
 from ustat_rl.pilot.bandit import bandit_pilot
 from ustat_rl.pilot.factored import (
     block_factors,
@@ -38,6 +37,7 @@ from ustat_rl.pilot.sketch import (
     torch_projection_matrix,
 )
 from ustat_rl.pilot.uncertainty import pilot_intervals
+from ustat_rl.policies.examples import interior_optimum_bandit
 from ustat_rl.tolerances import Z_CHECK
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])

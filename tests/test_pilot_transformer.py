@@ -34,15 +34,11 @@ import torch
 from ustat_rl.pilot.estimate import SCORE_MOMENTS, estimate_moments, pilot_statistics
 from ustat_rl.pilot.transformer import AnswerPopulation, answer_population, population_pilot
 from ustat_rl.pilot.uncertainty import pilot_intervals
-from ustat_rl.policies.transformer import (
-    exact_moments,
-    load_study_policy,
-    make_splits,
-    moderate_questions,
-)
+from ustat_rl.policies.transformer import exact_moments, load_study_policy, make_splits
 from ustat_rl.seeding import child_rng
 from ustat_rl.theory import scaling_constants
 from ustat_rl.tolerances import Z_CHECK
+from ustat_rl.training.transformer import moderate_questions
 
 N_QUESTIONS = 12
 N_PILOTS = 500

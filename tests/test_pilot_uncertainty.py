@@ -16,7 +16,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ustat_rl.examples import interior_optimum_bandit
 from ustat_rl.pilot.bandit import bandit_pilot
 from ustat_rl.pilot.estimate import estimate_constants
 from ustat_rl.pilot.rollouts import Rollouts
@@ -26,6 +25,7 @@ from ustat_rl.pilot.uncertainty import (
     prompts_to_halve_width,
     student_quantile,
 )
+from ustat_rl.policies.examples import interior_optimum_bandit
 from ustat_rl.seeding import child_rng
 from ustat_rl.theory import scaling_constants
 

@@ -1,4 +1,4 @@
-"""Tests of ustat_rl.plotting: no global side effects, shapes, validation, files written."""
+"""Tests of ustat_rl.interface.plotting: no global side effects, shapes, validation, files written."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pytest
 def test_import_changes_no_global_state():
     rc_before = dict(matplotlib.rcParams)
     backend_before = matplotlib.get_backend()
-    sys.modules.pop("ustat_rl.plotting", None)
-    importlib.import_module("ustat_rl.plotting")
+    sys.modules.pop("ustat_rl.interface.plotting", None)
+    importlib.import_module("ustat_rl.interface.plotting")
     assert dict(matplotlib.rcParams) == rc_before
     assert matplotlib.get_backend() == backend_before
 
@@ -24,7 +24,7 @@ def test_import_changes_no_global_state():
 def test_import_does_not_load_pyplot():
     # pyplot holds global figure state and picks a backend; a fresh interpreter shows whether
     # importing the module pulls it in
-    code = "import sys, ustat_rl.plotting; print('matplotlib.pyplot' in sys.modules)"
+    code = "import sys, ustat_rl.interface.plotting; print('matplotlib.pyplot' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
 
@@ -42,7 +42,7 @@ def _tidy():
 
 
 def test_plot_mse_grid_layout_and_save(tmp_path):
-    from ustat_rl.plotting import plot_mse_grid, save_figure
+    from ustat_rl.interface.plotting import plot_mse_grid, save_figure
 
     table = _tidy()
     fig = plot_mse_grid(table, table, row="family", col="policy", estimators=("vanilla", "grpo"))
@@ -57,7 +57,7 @@ def test_plot_mse_grid_layout_and_save(tmp_path):
 
 
 def test_plot_mse_grid_names_missing_column():
-    from ustat_rl.plotting import plot_mse_grid
+    from ustat_rl.interface.plotting import plot_mse_grid
 
     with pytest.raises(ValueError, match="ci_low"):
         plot_mse_grid(_tidy().drop(columns="ci_low"), row="family", col="policy",
@@ -65,7 +65,7 @@ def test_plot_mse_grid_names_missing_column():
 
 
 def test_new_figure_validates_grid():
-    from ustat_rl.plotting import new_figure
+    from ustat_rl.interface.plotting import new_figure
 
     fig, axes = new_figure(2, 3)
     assert axes.shape == (2, 3)

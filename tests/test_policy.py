@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from ustat_rl.examples import conflicting_prompts_bandit, realisable_kl_bandit
+from ustat_rl.policies.examples import conflicting_prompts_bandit, realisable_kl_bandit
 from ustat_rl.policies.loglinear import LogLinearBandit
 from ustat_rl.policies.softmax import SoftmaxBandit
 from ustat_rl.tolerances import Z_TEST

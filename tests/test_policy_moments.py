@@ -100,15 +100,14 @@ def loglinear_case() -> Case:
 
 
 def transformer_case() -> Case:
+    from ustat_rl.montecarlo.transformer import mc_squared_errors
     from ustat_rl.policies.transformer import (
         ArithmeticTask,
         exact_moments,
         make_splits,
-        mc_squared_errors,
-        moderate_questions,
         new_policy,
-        supervised_warmup,
     )
+    from ustat_rl.training.transformer import moderate_questions, supervised_warmup
 
     task = ArithmeticTask(max_operand=3, max_factor=3, max_answer=9)  # 11 outputs per prompt
     splits = make_splits(task, n_test=20, n_train=200, seed=0)

@@ -20,9 +20,9 @@ from matplotlib.figure import Figure
 
 from ustat_rl.claims import VerifyContext, run_claim
 from ustat_rl.claims.registry import Claim, check_close, check_true
-from ustat_rl.cli import main
-from ustat_rl.plotting import save_figure
-from ustat_rl.report import (
+from ustat_rl.interface.cli import main
+from ustat_rl.interface.plotting import save_figure
+from ustat_rl.interface.report import (
     MAX_REPORT_BYTES,
     PNG_SIGNATURE,
     load_verify_json,
@@ -30,7 +30,7 @@ from ustat_rl.report import (
     png_text_chunks,
     write_report,
 )
-from ustat_rl.sweeps import write_run_record
+from ustat_rl.runs.sweeps import write_run_record
 
 ERRATA = """# Errata (test)
 
@@ -137,7 +137,7 @@ def test_report_is_self_contained_and_complete(tmp_path):
 
 
 def test_figures_beyond_the_size_limit_are_listed_not_embedded(tmp_path):
-    from ustat_rl.report import render_report
+    from ustat_rl.interface.report import render_report
 
     verify, results = _results(tmp_path)
     payload = load_verify_json(verify)
@@ -164,7 +164,7 @@ def test_png_caption_chunk_and_markdown_escaping(tmp_path):
 
 
 def test_cli_validates_inputs_before_any_work(tmp_path, capsys, monkeypatch):
-    import ustat_rl.report as report
+    import ustat_rl.interface.report as report
 
     def no_work(*args, **kwargs):
         raise AssertionError("the report was rendered although the arguments were invalid")

@@ -10,7 +10,7 @@ from script_loader import load_script
 from ustat_rl.allocation import allocation_mse, optimal_allocation
 from ustat_rl.allocation_training import allocated_gradient, train_allocated
 from ustat_rl.claims.registry import check_close
-from ustat_rl.examples import heterogeneous_score_bandit
+from ustat_rl.policies.examples import heterogeneous_score_bandit
 
 
 def test_quick_study_writes_summary_and_resumes(tmp_path):

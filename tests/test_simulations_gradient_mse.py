@@ -144,7 +144,7 @@ def test_refuses_to_mix_configurations(script, quick_run):
 def test_prompt_weights_of_simulate_cell(script):
     # small_bandit has f = (0.3, 0.7): the stratified combination must give f @ MSE(x), and the
     # same check must reject the unweighted mean of the prompts (negative control)
-    from ustat_rl.examples import small_bandit
+    from ustat_rl.policies.examples import small_bandit
 
     bandit = small_bandit()
     config = script.Config(n_reps=4000, seed=11, estimators=("vanilla", "grpo"),

@@ -1,6 +1,6 @@
 """The sweep executor: every cell once, whatever the executor, the failures or the interruptions.
 
-Structural checks of :func:`ustat_rl.sweeps.run_cells` on trivial cells, then the property that
+Structural checks of :func:`ustat_rl.runs.sweeps.run_cells` on trivial cells, then the property that
 matters for the simulation scripts: a local-pool run killed with SIGKILL mid-sweep and rerun
 writes exactly the CSV of an uninterrupted run (no cell lost, none duplicated, same bytes).
 """
@@ -18,8 +18,7 @@ import pandas as pd
 import pytest
 from script_loader import ROOT, load_script
 
-from ustat_rl.seeding import child_rng
-from ustat_rl.sweeps import (
+from ustat_rl.runs.sweeps import (
     CellFailedError,
     LocalExecutor,
     RayExecutor,
@@ -27,6 +26,7 @@ from ustat_rl.sweeps import (
     order_rows,
     run_cells,
 )
+from ustat_rl.seeding import child_rng
 
 
 def draw(seed: int, index: int) -> float:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ustat_rl import theory
-from ustat_rl.examples import conflicting_prompts_bandit, small_bandit
+from ustat_rl.policies.examples import conflicting_prompts_bandit, small_bandit
 from ustat_rl.policies.softmax import SoftmaxBandit
 from ustat_rl.theory import PromptMoments, ScalingConstants
 
@@ -118,7 +118,7 @@ def test_fixed_budget_curve_has_its_minimum_at_g_star():
 
 
 def test_reversal_condition_matches_the_mse_sign_under_assumption2():
-    from ustat_rl.examples import reversal_bandit
+    from ustat_rl.policies.examples import reversal_bandit
 
     for p in (0.1, 0.3, 0.7):
         m = reversal_bandit(p).moments()
@@ -212,13 +212,17 @@ def test_single_draw_mse_for_estimators_without_leave_one_out(moments):
                                    2.0 * theory.per_prompt_mse(moments, est, 2), rtol=1e-12)
 
 
+def test_fullmean_at_one_sample_is_zero_with_mse_the_squared_gradient(moments):
+    # z - m_g vanishes for a group of one, so the estimate is 0 and its MSE is ||g(x)||^2
+    np.testing.assert_allclose(theory.per_prompt_mse(moments, "fullmean", 1), moments.grad_sq,
+                               rtol=1e-12)
+
+
 def test_mse_argument_messages_are_exact(moments):
     n_prompts = moments.value.size
     cases = [
         (("grpo", 1), {}, r"^`group_size` must be an integer >= 2 for the leave-one-out "
                           r"baseline, got 1$"),
-        (("fullmean", 1), {}, r"^`group_size` must be an integer >= 2 for the leave-one-out "
-                              r"baseline, got 1$"),
         (("vanilla", 0), {}, r"^`group_size` must be an integer >= 1, got 0$"),
         (("grpo", np.full((2, 2), 4)), {}, r"^`group_size` must be an integer or a 1-D array of "
                                            r"integers, got shape \(2, 2\)$"),

@@ -6,7 +6,7 @@ import importlib
 import numpy as np
 import pytest
 
-from ustat_rl.examples import realisable_kl_bandit
+from ustat_rl.policies.examples import realisable_kl_bandit
 from ustat_rl.tolerances import Z_TEST
 from ustat_rl.training import NoisyQuadratic, quadratic_expected_gap, train
 

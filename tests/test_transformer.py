@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from ustat_rl.estimators import grpo_gradient
+from ustat_rl.advantages.gradients import grpo_gradient
 from ustat_rl.policies.transformer import (
     POLICY_NAMES,
     load_policy,
@@ -16,7 +16,7 @@ from ustat_rl.policies.transformer import (
     save_policy,
 )
 from ustat_rl.policies.transformer.task import EOS, PAD, ArithmeticTask, CharTokenizer, make_splits
-from ustat_rl.policies.transformer.training import (
+from ustat_rl.training.transformer import (
     expected_accuracy,
     grpo_step_gradient,
     grpo_train,

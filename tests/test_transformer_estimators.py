@@ -14,18 +14,18 @@ import numpy as np
 import pytest
 import torch
 
+from ustat_rl.advantages.conventions import get_convention
 from ustat_rl.aggregation import AGGREGATIONS, aggregation_weights, exact_aggregation_mean
-from ustat_rl.conventions import _grouped, get_convention
 from ustat_rl.policies.transformer import (
     ArithmeticTask,
     answer_table,
     exact_moments,
     load_study_policy,
     make_splits,
-    moderate_questions,
 )
 from ustat_rl.theory.advantage import advantage_moments
 from ustat_rl.tolerances import Z_TEST
+from ustat_rl.training.transformer import moderate_questions
 
 #: The weak policy spreads its mass over answers of 2 and 3 tokens (the strong one does not).
 POLICY = "weak"
@@ -77,7 +77,7 @@ def test_aggregation_bias_exact_vs_monte_carlo(tables, G):
         u2 = resid / np.linalg.norm(resid)
         proj = t.scores @ np.stack([u1, u2], axis=1)  # (M, 2): the estimators are linear in W
         idx, z = _draw(t, G, N_REPS, rng)
-        adv = _grouped(spec, z)  # (n, G)
+        adv = spec.grouped(z)  # (n, G)
         lengths = t.lengths[idx]  # (n, G)
         for mode in AGGREGATIONS:
             c = aggregation_weights(lengths, mode, HORIZON)  # (n, G), one batch per row
@@ -123,7 +123,7 @@ def test_advantage_moments_on_transformer_vs_monte_carlo(tables, moments, G):
             spec = get_convention(name)
             if G < spec.min_group_size:
                 continue
-            coef = _grouped(spec, z) / G  # (n, G): g_hat = sum_g coef_g W_g
+            coef = spec.grouped(z) / G  # (n, G): g_hat = sum_g coef_g W_g
             factor = np.einsum("ng,ng->n", coef, along[idx])
             second = np.einsum("ng,ngh,nh->n", coef, gram[idx[:, :, None], idx[:, None, :]],
                                coef)

@@ -7,23 +7,24 @@ import pytest
 import torch
 
 from ustat_rl import theory
-from ustat_rl.estimators import grpo_gradient, oracle_gradient, vanilla_gradient
+from ustat_rl.advantages.gradients import grpo_gradient, oracle_gradient, vanilla_gradient
 from ustat_rl.montecarlo import run_monte_carlo
+from ustat_rl.montecarlo.transformer import (
+    _estimator_weights,
+    mc_squared_errors,
+    squared_error_statistic,
+)
 from ustat_rl.policies.transformer import (
     ArithmeticTask,
     bootstrap_constants,
     enumerate_moments,
     make_splits,
-    mc_squared_errors,
     new_policy,
-    question_values,
-    squared_error_statistic,
-    supervised_warmup,
     value_gradients,
 )
-from ustat_rl.policies.transformer.sampling import _estimator_weights
 from ustat_rl.seeding import child_seed
 from ustat_rl.tolerances import Z_CHECK
+from ustat_rl.training.transformer import question_values, supervised_warmup
 
 TASK = ArithmeticTask(max_operand=3, max_factor=3, max_answer=9)
 SPLITS = make_splits(TASK, n_test=20, n_train=200, seed=0)

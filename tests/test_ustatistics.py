@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from ustat_rl import estimate_zetas, hoeffding_parts, run_monte_carlo, u_statistic, ustat_variance
-from ustat_rl.examples import small_bandit
+from ustat_rl.policies.examples import small_bandit
 from ustat_rl.tolerances import Z_TEST
 
 

@@ -7,18 +7,21 @@ engine, rate fits and the claims registry behind ``ustat-rl verify``.
 
 Names are imported on first use (PEP 562), so ``ustat-rl --version`` and ``--help`` start without
 loading torch, numba, scipy or statsmodels; ``from ustat_rl import X`` works as before.
+Modules that moved into packages keep their old import paths through :mod:`ustat_rl._moved`.
 """
 
 from __future__ import annotations
 
 import importlib
 
+from . import _moved  # noqa: F401  (importing it installs the alias finder)
+
 __version__ = "0.1.0"
 
 #: Module (relative to this package) that defines each public name.
 _EXPORTS = {
-    ".estimators": ("ESTIMATORS", "baseline_gradient", "fullmean_gradient", "grpo_gradient",
-        "grpo_gradient_pairwise", "grpo_kernel", "leave_one_out_baseline", "oracle_gradient",
+    ".advantages.gradients": ("ESTIMATORS", "baseline_gradient", "fullmean_gradient",
+        "grpo_gradient", "grpo_gradient_pairwise", "grpo_kernel", "leave_one_out_baseline", "oracle_gradient",
         "vanilla_gradient"),
     ".montecarlo": ("MonteCarloEstimate", "bandit_squared_errors", "bandit_statistics",
         "per_sample_squared_errors", "prompt_averaged_squared_errors", "run_monte_carlo"),
@@ -28,7 +31,7 @@ _EXPORTS = {
     ".seeding": ("child_seed",),
     ".theory": ("PromptMoments", "ScalingConstants"),
     ".theory.limit_law": ("LimitLaw", "bandit_limit_law", "quadratic_limit_law"),
-    ".training": ("NoisyQuadratic", "TrainingResult", "train"),
+    ".training.algorithm1": ("NoisyQuadratic", "TrainingResult", "train"),
     ".ustatistics": ("HoeffdingParts", "ZetaEstimate", "estimate_zetas", "hoeffding_parts",
         "pairwise_kernel_matrix", "u_statistic", "ustat_variance"),
     ".weighted_chi2": ("GofResult", "WeightedChiSquare", "goodness_of_fit_tests"),

@@ -174,7 +174,7 @@ def verify(args, version: str) -> int:
     total = time.perf_counter() - start
     print()
     print_table(results, args.details, sys.stdout)
-    from .report import VERDICTS, environment
+    from .interface.report import VERDICTS, environment
 
     counts = {v: sum(r.verdict == v for r in results) for v in VERDICTS}
     print(f"\nsummary: {counts['pass']} pass, {counts['refuted']} refuted, {counts['differs']} "
@@ -213,7 +213,7 @@ def compare(args) -> int:
 
 def report(args) -> int:
     """``ustat-rl report``: output path and inputs checked before the errata are computed."""
-    from .report import load_verify_json, write_report
+    from .interface.report import load_verify_json, write_report
 
     try:
         check_output(args.out, "--out")

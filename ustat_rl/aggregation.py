@@ -206,7 +206,7 @@ def exact_aggregation_mean(prob, reward, lengths, scores, advantage, group_size:
     ``G - m - 1``) failure lengths; so ``nu`` becomes
     ``sum_t E[W 1{T = t} | Z = z] E[1/(t + S)]`` with that pmf. Cost: ``O(K k + G^3 T)``.
     """
-    from .theory.advantage import _table
+    from .theory.advantage import as_advantage_table
 
     _check_mode(mode, horizon)
     G = as_int(group_size, "group_size", 1)
@@ -222,7 +222,7 @@ def exact_aggregation_mean(prob, reward, lengths, scores, advantage, group_size:
     if np.any(T < 1) or not np.all(T == np.round(T)):
         raise ValueError("`lengths` must be integers >= 1")
     T = T.astype(int)
-    table = _table(advantage, G)
+    table = as_advantage_table(advantage, G)
     V = float(p @ z)
     m = np.arange(G + 1)
     pm = binom.pmf(m, G, V)  # (G+1,)

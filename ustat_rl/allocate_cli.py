@@ -42,7 +42,7 @@ def _check_output(path: Path | None, suffixes, name: str) -> None:
 
 def run(args) -> int:
     """Run ``ustat-rl allocate``; exit status 0, or 2 with a one-line error."""
-    from .cli import _write_atomic
+    from .interface.cli import _write_atomic
     from .pilot.rollouts import check_rollouts_path
 
     try:

@@ -124,7 +124,7 @@ def rule_terms(moments: PromptMoments, estimator: str, group_sizes):
 
 
 def _convention(estimator):
-    from .conventions import CONVENTIONS
+    from .advantages.conventions import CONVENTIONS
     from .theory import ESTIMATOR_NAMES
 
     spec = CONVENTIONS.get(estimator) if isinstance(estimator, str) else None

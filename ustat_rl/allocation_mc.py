@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._validation import as_int, as_rng
-from .estimators import fullmean_gradient, grpo_gradient, vanilla_gradient
+from .advantages.gradients import fullmean_gradient, grpo_gradient, vanilla_gradient
 
 __all__ = ["MC_ESTIMATORS", "allocated_errors"]
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from ._validation import as_float, as_int
+from .advantages.gradients import fullmean_gradient, grpo_gradient
 from .allocation import optimal_allocation
 from .allocation_rules import BASELINE_RULES, baseline_allocation
-from .estimators import fullmean_gradient, grpo_gradient
 from .training import run_generators
 
 __all__ = ["TRAINING_RULES", "allocated_sizes", "allocated_gradient", "train_allocated"]

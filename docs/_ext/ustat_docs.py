@@ -30,19 +30,20 @@ API_MODULES = (
     ("ustat_rl.theory", "finite-G theory of the paper as functions of per-prompt moments"),
     ("ustat_rl.policies", "policies that supply exact moments and samplers"),
     ("ustat_rl.montecarlo", "the reproducible Monte Carlo engine and bandit statistics"),
-    ("ustat_rl.estimators", "the policy-gradient estimators"),
+    ("ustat_rl.advantages", "advantage rules: one type, one registry, the gradient estimators"),
+    ("ustat_rl.theory.affine", "exact moments of an affine advantage rule for any rewards"),
     ("ustat_rl.ustatistics", "U-statistics and Hoeffding decompositions"),
     ("ustat_rl.weighted_chi2", "the weighted chi-square distribution"),
     ("ustat_rl.rates", "log-log slopes and rate estimates"),
-    ("ustat_rl.conventions", "advantage conventions of TRL, verl and OpenRLHF"),
-    ("ustat_rl.conformance", "property tests of an advantage function against a convention"),
-    ("ustat_rl.training", "policy-gradient training loops"),
-    ("ustat_rl.group_size", "group-size sweeps at a fixed budget"),
-    ("ustat_rl.examples", "the example bandits"),
+    ("ustat_rl.advantages.conventions", "advantage conventions of TRL, verl and OpenRLHF"),
+    ("ustat_rl.advantages.conformance", "property tests of an advantage function against a convention"),
+    ("ustat_rl.training", "policy-gradient training loops (Algorithm 1)"),
+    ("ustat_rl.training.group_size", "group-size sweeps at a fixed budget"),
+    ("ustat_rl.policies.examples", "the example bandits"),
     ("ustat_rl.seeding", "seed derivation"),
     ("ustat_rl.tolerances", "named tolerances of the checks"),
-    ("ustat_rl.sweeps", "saving sweep results"),
-    ("ustat_rl.report", "the self-contained HTML report"),
+    ("ustat_rl.runs.sweeps", "saving sweep results"),
+    ("ustat_rl.interface.report", "the self-contained HTML report"),
     ("ustat_rl.claims", "the claims registry behind ustat-rl verify"),
     ("proofs_check", "symbolic derivations (sympy)"),
 )
@@ -191,7 +192,11 @@ def write_generated(app) -> None:
     """``builder-inited`` handler: write every generated page under ``docs/_generated``."""
     _write_if_changed(OUT / "claim_checks.md", claim_checks_page())
     _write_if_changed(OUT / "errata.md", errata_page())
-    for name, text in api_pages().items():
+    pages = api_pages()
+    for stale in (OUT / "api").glob("*.rst"):  # a module that moved leaves its old page behind
+        if stale.name not in pages:
+            stale.unlink()
+    for name, text in pages.items():
         _write_if_changed(OUT / "api" / name, text)
     wanted = sorted((ROOT / "notebooks").glob("0*_*.ipynb"))
     for old in (OUT / "notebooks").glob("*.ipynb"):

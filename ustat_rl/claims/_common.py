@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..estimators import ESTIMATORS
 from ..montecarlo import MonteCarloEstimate, bandit_statistics, run_monte_carlo
 from ..policies.softmax import SoftmaxBandit
 from ..rates import loglog_slope
@@ -71,15 +70,13 @@ def slope_check(name: str, sizes, est: MonteCarloEstimate, labels, exact_values,
 
 def enumerate_prompt_estimates(bandit: SoftmaxBandit, prompt: int, group_size: int, estimator):
     """All per-prompt estimates (M, K) and their probabilities (M,), by enumerating outcomes."""
-    from .. import estimators as est_mod
+    from ..advantages.gradients import rule_gradient
 
     action, reward, prob = bandit.enumerate_groups(prompt, group_size)
     prompts = np.full(len(prob), prompt)
     score = bandit.scores(prompts, action)
-    if estimator == "oracle":
-        values = est_mod.oracle_gradient(score, reward, bandit.value[prompts], per_prompt=True)
-    elif estimator in ESTIMATORS:
-        values = getattr(est_mod, f"{estimator}_gradient")(score, reward, per_prompt=True)
-    else:
+    if callable(estimator):
         values = estimator(score, reward)
+    else:
+        values = rule_gradient(estimator, score, reward, bandit.value[prompts], per_prompt=True)
     return values, prob

@@ -19,7 +19,7 @@ from ..allocation import (
 )
 from ..allocation_mc import allocated_errors
 from ..allocation_rules import compare_allocations
-from ..examples import conflicting_prompts_bandit, heterogeneous_score_bandit
+from ..policies.examples import conflicting_prompts_bandit, heterogeneous_score_bandit
 from ..policies.loglinear import LogLinearBandit
 from ..policies.softmax import SoftmaxBandit
 from .registry import Z_CHECK, check_close, check_true, register

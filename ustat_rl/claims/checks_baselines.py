@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import theory
-from ..estimators import baseline_gradient
-from ..examples import (
+from ..advantages.gradients import baseline_gradient
+from ..montecarlo import bandit_squared_errors, run_monte_carlo
+from ..policies.examples import (
     POLICY_STRENGTHS,
     arithmetic_bandit,
     assumption2_bandit,
@@ -16,7 +17,6 @@ from ..examples import (
     one_answer_bandit,
     reversal_bandit,
 )
-from ..montecarlo import bandit_squared_errors, run_monte_carlo
 from ._common import (
     mc_errors,
 )
@@ -97,7 +97,7 @@ def check_c9(ctx):
 
 def paired_baseline_difference(ctx, bandit, baseline: float, group_size: int, n_reps: int):
     """Monte Carlo ``MSE(V) - MSE(baseline)`` at prompt 0 from the same groups (paired)."""
-    from ..estimators import baseline_gradient
+    from ..advantages.gradients import baseline_gradient
 
     x = 0
     target = bandit.grad_per_prompt[x]

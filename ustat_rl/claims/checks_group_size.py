@@ -8,13 +8,13 @@ import math
 
 import numpy as np
 
-from ..examples import (
+from ..montecarlo import bandit_squared_errors, run_monte_carlo
+from ..policies.examples import (
     conflicting_prompts_bandit,
     interior_optimum_bandit,
 )
-from ..group_size import common_argmin, linearised_gap, predicted_group_sizes, sweep_cell
-from ..montecarlo import bandit_squared_errors, run_monte_carlo
 from ..tolerances import Z_ONE_SIDED
+from ..training.group_size import common_argmin, linearised_gap, predicted_group_sizes, sweep_cell
 from .registry import Z_CHECK, check_close, check_exact, check_true, register
 from .symbolic import symbolic_checks
 

@@ -8,11 +8,11 @@ import math
 
 import numpy as np
 
-from ..examples import realisable_kl_bandit
+from ..policies.examples import realisable_kl_bandit
 from ..rates import loglog_slope
 from ..theory.limit_law import bandit_limit_law, lyapunov_covariance, noise_omega
 from ..tolerances import Z_CHECK
-from ..training import run_generators, train
+from ..training.algorithm1 import run_generators, train
 from ..weighted_chi2 import WeightedChiSquare, goodness_of_fit_tests
 from ..weighted_chi2._reference import reference_probability
 from .registry import Check, check_close, check_exact, check_interval, check_true, register

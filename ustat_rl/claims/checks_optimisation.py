@@ -10,10 +10,10 @@ import numpy as np
 from scipy.optimize import linprog
 
 from .. import theory
-from ..examples import PL_START, pl_quadratic, realisable_kl_bandit
+from ..policies.examples import PL_START, pl_quadratic, realisable_kl_bandit
 from ..theory.limit_law import scalar_limit_weight
 from ..tolerances import Z_ONE_SIDED
-from ..training import NoisyQuadratic, quadratic_expected_gap, train
+from ..training.algorithm1 import NoisyQuadratic, quadratic_expected_gap, train
 from .registry import Check, check_close, check_exact, check_true, register
 from .symbolic import SYMBOLIC_SOURCE, counterexample_check, symbolic_checks
 

@@ -18,19 +18,15 @@ import math
 
 import numpy as np
 
-from ..examples import interior_optimum_bandit
 from ..pilot.bandit import bandit_pilot
 from ..pilot.estimate import SCORE_MOMENTS, estimate_moments
 from ..pilot.transformer import answer_population, population_pilot
 from ..pilot.uncertainty import pilot_intervals
-from ..policies.transformer import (
-    exact_moments,
-    load_study_policy,
-    make_splits,
-    moderate_questions,
-)
+from ..policies.examples import interior_optimum_bandit
+from ..policies.transformer import exact_moments, load_study_policy, make_splits
 from ..theory import scaling_constants
 from ..tolerances import FALSE_FAILURE_ONE_SIDED, FALSE_FAILURE_TWO_SIDED, Z_ONE_SIDED
+from ..training.transformer import moderate_questions
 from .registry import check_close, check_true, register
 from .symbolic import symbolic_checks
 

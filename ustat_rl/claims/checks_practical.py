@@ -14,18 +14,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..conventions import _grouped, get_convention
-from ..examples import std_normalisation_bandit
-from ..std_training import (
-    mean_field_root,
-    train_std_normalised,
-    trl_group_rule,
-)
+from ..advantages.registry import get_rule
+from ..policies.examples import std_normalisation_bandit
 from ..theory.advantage import (
+    AdvantageTable,
     advantage_moments,
     all_equal_probability,
-    lemma11_constant,
-    lemma11_difference_table,
+)
+from ..theory.lemma11 import lemma11_constant, lemma11_difference_table
+from ..training.std import (
+    mean_field_root,
+    train_std_normalised,
 )
 from .registry import (
     EXACT_RTOL,
@@ -77,8 +76,8 @@ def _monte_carlo(bandit, G: int, n: int, rng):
     """Per-group ``||g_se - g_std||^2`` and all-equal indicators at prompt 0."""
     sample = bandit.sample_groups(G, n, rng, prompt=0)
     sigma = np.sqrt(bandit.value[0] * (1.0 - bandit.value[0]))
-    diff = (_grouped(get_convention("paper_algorithm2"), sample.reward)
-            - _grouped(get_convention("grpo"), sample.reward) / sigma)  # (n, G)
+    diff = (get_rule("paper_algorithm2").grouped(sample.reward)
+            - get_rule("grpo").grouped(sample.reward) / sigma)  # (n, G)
     score = bandit.scores(sample.prompt, sample.action)  # (n, G, K)
     sq = np.sum((np.einsum("ng,ngk->nk", diff, score) / G) ** 2, axis=1)
     equal = np.all(sample.reward == sample.reward[:, :1], axis=1)
@@ -101,8 +100,8 @@ def check_c24(ctx) -> list:
         sigma = np.sqrt(V * (1.0 - V))
         m = np.arange(G + 1)
         groups = (np.arange(G)[None, :] < m[:, None]).astype(float)  # (G+1, G), m ones
-        diff = (_grouped(get_convention("paper_algorithm2"), groups)
-                - _grouped(get_convention("grpo"), groups) / sigma)
+        diff = (get_rule("paper_algorithm2").grouped(groups)
+                - get_rule("grpo").grouped(groups) / sigma)
         table = lemma11_difference_table(V, G)
         checks.append(check_exact(f"closed-form a(z, m) == conventions' difference, G={G}",
                                   np.r_[table.success[1:], table.failure[:-1]],
@@ -181,7 +180,7 @@ C26_LIMIT_SIZES = (512, 2048, 8192)
           "exact roots of the section 7 mean field (Richardson to G = 8192); 256 training runs "
           "of TRL's group normalisation and of leave-one-out at G = 8")
 def check_c26_train(ctx) -> list:
-    from ..examples import arcsin_conflict_bandit
+    from ..policies.examples import arcsin_conflict_bandit
     from ..theory.advantage import advantage_table
 
     bandit = arcsin_conflict_bandit()
@@ -196,12 +195,14 @@ def check_c26_train(ctx) -> list:
                          note=f"argmax E V = {theta_value:.4f}, argmax E 2 arcsin sqrt V = "
                               f"{theta_arcsin:.4f}")]
     G = C26_GROUP
-    table = advantage_table("trl_group", G)
-    closed = advantage_table(trl_group_rule, G)
+    table = advantage_table("trl_group", G)  # the rule's O(G) two-point table
+    m = np.arange(G + 1)
+    rows = get_rule("trl_group").grouped((np.arange(G)[None, :] < m[:, None]).astype(float))
+    closed = AdvantageTable(G, np.where(m > 0, rows[:, 0], 0.0), np.where(m < G, rows[:, -1], 0.0))
     checks.append(check_exact(f"closed-form TRL group table == named convention, G={G}",
                               np.r_[table.success[1:], table.failure[:-1]],
                               np.r_[closed.success[1:], closed.failure[:-1]]))
-    roots = [mean_field_root(bandit, advantage_table(trl_group_rule, g))
+    roots = [mean_field_root(bandit, advantage_table("trl_group", g))
              for g in C26_LIMIT_SIZES]
     r_small = (4 * roots[1] - roots[0]) / 3
     r_large = (4 * roots[2] - roots[1]) / 3
@@ -261,7 +262,7 @@ C25_MC_POINT = (4, 0.16)
 
 def c25_bandit(kl_weight: float = C25_KL_WEIGHT):
     """The softmax bandit of the C25 check (docs/theory.md C25)."""
-    from ..algorithm2 import OffPolicyBandit
+    from ..training.algorithm2 import OffPolicyBandit
 
     return OffPolicyBandit(np.array(C25_LOGITS), np.array(C25_REF_LOGITS), np.array(C25_REWARD),
                            kl_weight, C25_GROUP)
@@ -277,7 +278,7 @@ def c25_slope_checks(bandit, exponent: float = 2.0) -> list:
     constants ``||b||^2/(m eta)^2``, extrapolated the same way, must agree across ``m``: the
     squared bias depends on ``m`` and ``eta`` through ``m eta``.
     """
-    from ..algorithm2 import minibatch_bias
+    from ..training.algorithm2 import minibatch_bias
 
     checks, constants = [], []
     rates = np.array(C25_RATES)
@@ -309,7 +310,7 @@ def c25_slope_checks(bandit, exponent: float = 2.0) -> list:
           "exact enumeration of every batch on a 3-action softmax bandit (slopes, Richardson), "
           "Monte Carlo at one (m, eta), and the K3 direction's eta-independent part")
 def check_c25(ctx) -> list:
-    from ..algorithm2 import minibatch_bias, minibatch_bias_monte_carlo, on_policy_mean
+    from ..training.algorithm2 import minibatch_bias, minibatch_bias_monte_carlo, on_policy_mean
 
     bandit = c25_bandit()
     checks = c25_slope_checks(bandit)

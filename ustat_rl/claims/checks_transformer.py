@@ -18,19 +18,18 @@ import numpy as np
 import torch
 
 from .. import theory
+from ..montecarlo.transformer import mc_squared_errors
 from ..policies.transformer import (
     POLICY_NAMES,
     ArithmeticTask,
     bootstrap_constants,
     exact_moments,
-    grpo_train,
     load_study_policy,
     make_splits,
-    mc_squared_errors,
-    moderate_questions,
 )
 from ..rates import loglog_slope
 from ..seeding import child_int, child_seed
+from ..training.transformer import grpo_train, moderate_questions
 from .registry import Z_CHECK, check_close, check_interval, check_true, register
 
 GROUPS = (4, 8, 16, 32, 64)

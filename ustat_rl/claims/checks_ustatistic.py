@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from ..estimators import fullmean_gradient, grpo_gradient, grpo_gradient_pairwise
-from ..examples import arithmetic_bandit, small_bandit
+from ..advantages.gradients import fullmean_gradient, grpo_gradient, grpo_gradient_pairwise
 from ..montecarlo import bandit_squared_errors, bandit_statistics, run_monte_carlo
+from ..policies.examples import arithmetic_bandit, small_bandit
 from ..policies.softmax import SoftmaxBandit
 from ..rates import fit_mse_rate, loglog_slope
 from ..ustatistics import hoeffding_parts, ustat_variance

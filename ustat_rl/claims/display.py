@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..formatting import format_number, parse_number
+
 __all__ = ["RowCells", "format_number", "headline_check", "is_condition", "row_cells"]
 
 
@@ -37,19 +39,7 @@ class RowCells:
     compared: str
 
 
-def _number(value) -> float:
-    if value is None:
-        return math.nan
-    try:
-        return float(value)  # "inf" strings of the JSON files parse too
-    except (TypeError, ValueError):
-        return math.nan
-
-
-def format_number(value) -> str:
-    """Four significant digits, ``"-"`` for a missing value (``None`` or NaN)."""
-    value = _number(value)
-    return "-" if math.isnan(value) else f"{value:.4g}"
+_number = parse_number  # "inf" strings of the JSON files parse too
 
 
 def is_condition(check: dict) -> bool:

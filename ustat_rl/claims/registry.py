@@ -17,6 +17,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..formatting import json_ready
 from ..seeding import child_seed
 from ..tolerances import EXACT_RTOL, Z_CHECK
 
@@ -122,21 +123,7 @@ class ClaimResult:
         return _jsonable(asdict(self))
 
 
-def _jsonable(obj):
-    if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, (np.floating, float)):
-        value = float(obj)
-        if math.isnan(value):
-            return None
-        return value if math.isfinite(value) else str(value)
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    return obj
+_jsonable = json_ready
 
 
 @dataclass(frozen=True)

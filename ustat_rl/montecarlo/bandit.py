@@ -13,13 +13,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .._validation import as_group_sizes, as_int
-from ..estimators import (
-    ESTIMATORS,
-    baseline_gradient,
-    fullmean_gradient,
-    grpo_gradient,
-    vanilla_gradient,
-)
+from ..advantages.gradients import rule_gradient
+from ..advantages.registry import ESTIMATORS, get_rule
 from ..policies.softmax import SoftmaxBandit
 from ..seeding import child_seed
 from .engine import MonteCarloEstimate, Statistic, run_monte_carlo, stratified_estimate
@@ -36,7 +31,20 @@ __all__ = [
 # Fast bandit kernel: groups through sufficient statistics, nested across group sizes
 # ---------------------------------------------------------------------------------------------
 
-_CODES = {name: i for i, name in enumerate(ESTIMATORS)}
+def kernel_tables(rules, sizes, low: float, high: float):
+    """What the kernels read for each (rule, G): ``table (n_est, n_G, 2, G_max + 1)``, the
+    advantage of a reward ``high`` (``[..., 0, m]``) or ``low`` (``[..., 1, m]``) in a group with
+    ``m`` rewards ``high`` (:meth:`~ustat_rl.advantages.AdvantageRule.two_point_table`), and
+    ``reference (n_est, n_G)``, the weight ``w`` of ``-w V(x)``."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    table = np.zeros((len(rules), sizes.size, 2, int(sizes.max()) + 1))
+    reference = np.zeros((len(rules), sizes.size))
+    for e, rule in enumerate(rules):
+        for ell, g in enumerate(sizes):
+            table[e, ell, 0, :g + 1], table[e, ell, 1, :g + 1] = rule.two_point_table(int(g), low,
+                                                                                     high)
+            reference[e, ell] = float(rule.centring.kernel_coefficients(float(g))[2])
+    return table, reference
 
 
 @numba.njit(cache=True, nogil=True)
@@ -49,9 +57,11 @@ def _draw_prompt(rng, cum_prompt):
 
 
 @numba.njit(cache=True, nogil=True)
-def _add_to_group(rng, pi_x, r_x, lo, hi, increment, counts, sums):
+def _add_to_group(rng, pi_x, r_x, lo, hi, increment, counts, sums, wins):
     # Multinomial(increment, pi_x) by sequential binomials, then Binomial successes per action:
     # exactly the law of the per-action counts and reward sums of `increment` new samples.
+    # Returns the number of successes added.
+    added = 0
     remaining = increment
     rest = 1.0
     k = pi_x.shape[0]
@@ -67,24 +77,29 @@ def _add_to_group(rng, pi_x, r_x, lo, hi, increment, counts, sums):
             success = rng.binomial(n_a, r_x[a])
             counts[a] += n_a
             sums[a] += lo * n_a + (hi - lo) * success
+            wins[a] += success
+            added += success
         remaining -= n_a
         rest -= pi_x[a]
+    return added
 
 
 @numba.njit(cache=True, nogil=True)
 def _bandit_kernel(rng, n, pi, r, lo, hi, value, cum_prompt, fixed_prompt, batch_size,
-                   group_sizes, codes, target, direction, deg_pair, out_sq, out_proj, out_deg):
+                   group_sizes, table, reference, target, direction, deg_pair, out_sq, out_proj,
+                   out_deg):
     # Per replicate: the minibatch estimate of every (estimator, G) lives only on the blocks of
     # the drawn prompts, so it is accumulated in a dense scratch and only those blocks are read
     # and reset; untouched coordinates contribute ||target||^2 to every squared error.
     n_prompts, k = pi.shape
     n_sizes = group_sizes.shape[0]
-    n_est = codes.shape[0]
+    n_est = table.shape[0]
     scratch = np.zeros((n_est, n_sizes, n_prompts * k))
     touched = np.zeros(n_prompts, dtype=np.bool_)
     order = np.zeros(batch_size, dtype=np.int64)
     counts = np.zeros(k)
     sums = np.zeros(k)
+    wins = np.zeros(k)
     target_sq = np.sum(target**2)
     for rep in range(n):
         n_touched = 0
@@ -96,23 +111,23 @@ def _bandit_kernel(rng, n, pi, r, lo, hi, value, cum_prompt, fixed_prompt, batch
                 n_touched += 1
             counts[:] = 0.0
             sums[:] = 0.0
+            wins[:] = 0.0
             previous = 0
+            successes = 0
             for ell in range(n_sizes):
                 g = group_sizes[ell]
-                _add_to_group(rng, pi[x], r[x], lo, hi, g - previous, counts, sums)
+                successes += _add_to_group(rng, pi[x], r[x], lo, hi, g - previous, counts, sums,
+                                           wins)
                 previous = g
-                total = sums.sum()
                 for e in range(n_est):
-                    code = codes[e]
+                    # c_g = a(z_g, m) - w V(x) read from the rule's table: the sum over the
+                    # samples of action a, minus pi_a times the sum over the group
+                    a_hi, a_lo = table[e, ell, 0, successes], table[e, ell, 1, successes]
+                    shift = reference[e, ell] * value[x]
+                    group_sum = successes * a_hi + (g - successes) * a_lo - g * shift
                     for a in range(k):
-                        if code == 0:  # vanilla: c_g = z_g
-                            s_a = sums[a] - pi[x, a] * total
-                        elif code == 1:  # grpo: c_g = (G z_g - T)/(G - 1), sum_g c_g = 0
-                            s_a = (g * sums[a] - counts[a] * total) / (g - 1.0)
-                        elif code == 2:  # oracle: c_g = z_g - V(x)
-                            s_a = (sums[a] - counts[a] * value[x]) - pi[x, a] * (total - g * value[x])
-                        else:  # fullmean: c_g = z_g - T/G, sum_g c_g = 0
-                            s_a = sums[a] - counts[a] * total / g
+                        s_a = (wins[a] * a_hi + (counts[a] - wins[a]) * a_lo - counts[a] * shift
+                               - pi[x, a] * group_sum)
                         scratch[e, ell, x * k + a] += s_a / (g * batch_size)
         for e in range(n_est):
             for ell in range(n_sizes):
@@ -165,9 +180,11 @@ def bandit_statistics(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_sizes=
     (:mod:`ustat_rl.montecarlo.torch_backend` states what is reproducible across devices).
     """
     _check_backend(backend, device)
-    codes, sizes, batch_size, fixed = _bandit_setup(bandit, estimators, group_sizes,
+    rules, sizes, batch_size, fixed = _bandit_setup(bandit, estimators, group_sizes,
                                                     batch_size, prompt)
-    names = tuple(ESTIMATORS[c] for c in codes)
+    names = tuple(rule.name for rule in rules)
+    lo, hi = bandit.reward_values
+    table, reference = kernel_tables(rules, sizes, lo, hi)
     target = bandit.target_gradient(fixed if fixed >= 0 else None)
     use_dir = direction is not None
     if use_dir:
@@ -189,22 +206,22 @@ def bandit_statistics(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_sizes=
     if backend == "torch":
         from .torch_backend import TorchBanditStatistic, resolve_device
 
-        statistic = TorchBanditStatistic(bandit, codes, sizes, batch_size, fixed, target,
+        statistic = TorchBanditStatistic(bandit, (table, reference), sizes, batch_size, fixed, target,
                                          direction if use_dir else None,
                                          tuple(deg_pair) if degenerate else None,
                                          resolve_device(device))
         return statistic, labels
     pi, r = bandit.policy, bandit.reward_prob
-    lo, hi = bandit.reward_values
     cum_prompt = np.cumsum(bandit.prompt_prob)
-    n_est, n_sizes = len(codes), len(sizes)
+    n_est, n_sizes = len(rules), len(sizes)
 
     def statistic(rng, n):
         out_sq = np.empty((n, n_est, n_sizes))
         out_proj = np.empty((n, n_est, n_sizes))
         out_deg = np.empty((n, n_sizes))
         _bandit_kernel(rng, n, pi, r, lo, hi, bandit.value, cum_prompt, fixed, batch_size,
-                       sizes, codes, target, direction, deg_pair, out_sq, out_proj, out_deg)
+                       sizes, table, reference, target, direction, deg_pair, out_sq, out_proj,
+                       out_deg)
         parts = [out_sq.reshape(n, -1)]
         if use_dir:
             parts.append(out_proj.reshape(n, -1))
@@ -234,7 +251,7 @@ def bandit_squared_errors(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_si
     --------
     The torch backend estimates the same MSE as the exact theory (and the numba backend):
 
-    >>> from ustat_rl.examples import small_bandit
+    >>> from ustat_rl.policies.examples import small_bandit
     >>> bandit = small_bandit()
     >>> stat, labels = bandit_squared_errors(bandit, "grpo", (4,), backend="torch", device="cpu")
     >>> labels
@@ -279,21 +296,25 @@ def _check_backend(backend, device) -> None:
 
 
 def _bandit_setup(bandit, estimators, group_sizes, batch_size, prompt):
-    if isinstance(estimators, str):
+    if isinstance(estimators, str) or not np.iterable(estimators):
         estimators = (estimators,)
-    for name in estimators:
-        if name not in _CODES:
-            raise ValueError(f"`estimators` entries must be in {ESTIMATORS}, got {name!r}")
-    needs_two = any(name in ("grpo", "fullmean") for name in estimators)
-    sizes = as_group_sizes(group_sizes, "group_sizes", 2 if needs_two else 1)
+    rules = tuple(_mc_rule(name, "estimators") for name in estimators)
+    sizes = as_group_sizes(group_sizes, "group_sizes", max(r.min_group_size for r in rules))
     batch_size = as_int(batch_size, "batch_size", 1)
     fixed = -1
     if prompt is not None:
         fixed = as_int(prompt, "prompt", 0)
         if fixed >= bandit.n_prompts:
             raise ValueError(f"`prompt` must be in [0, {bandit.n_prompts - 1}], got {fixed}")
-    codes = np.array([_CODES[name] for name in estimators], dtype=np.int64)
-    return codes, sizes, batch_size, fixed
+    return rules, sizes, batch_size, fixed
+
+
+def _mc_rule(name, parameter):
+    rule = get_rule(name, parameter)
+    if rule.statistics != "group" or rule.centring.reference_source == "baseline":
+        raise ValueError(f"`{parameter}` entry {rule.name!r} needs a batch statistic or a "
+                         "baseline b(x); the bandit kernels take rules of the group alone")
+    return rule
 
 
 # ---------------------------------------------------------------------------------------------
@@ -305,9 +326,8 @@ def per_sample_squared_errors(bandit: SoftmaxBandit, estimator: str, group_size,
                               prompt=None) -> Statistic:
     """Squared errors computed sample by sample: sample actions and rewards, build every score
     ``W_g`` and apply the public estimator functions. Slow but literal."""
-    if estimator not in _CODES:
-        raise ValueError(f"`estimator` must be one of {ESTIMATORS}, got {estimator!r}")
-    group_size = as_int(group_size, "group_size", 2 if estimator in ("grpo", "fullmean") else 1)
+    rule = _mc_rule(estimator, "estimator")
+    group_size = as_int(group_size, "group_size", rule.min_group_size, rule.min_group_reason)
     batch_size = as_int(batch_size, "batch_size", 1)
     k = bandit.n_actions
     target = bandit.target_gradient(prompt)
@@ -315,15 +335,8 @@ def per_sample_squared_errors(bandit: SoftmaxBandit, estimator: str, group_size,
     def statistic(rng, n):
         sample = bandit.sample_groups(group_size, n * batch_size, rng, prompt)
         score = bandit.scores(sample.prompt, sample.action)  # (n*B, G, K)
-        if estimator == "vanilla":
-            est = vanilla_gradient(score, sample.reward, per_prompt=True)
-        elif estimator == "grpo":
-            est = grpo_gradient(score, sample.reward, per_prompt=True)
-        elif estimator == "fullmean":
-            est = fullmean_gradient(score, sample.reward, per_prompt=True)
-        else:
-            est = baseline_gradient(score, sample.reward, bandit.value[sample.prompt],
-                                    per_prompt=True)
+        est = rule_gradient(rule, score, sample.reward, bandit.value[sample.prompt],
+                            per_prompt=True)
         full = np.zeros((n * batch_size, bandit.dim))  # (n*B, P*K)
         cols = sample.prompt[:, None] * k + np.arange(k)
         np.put_along_axis(full, cols, est, axis=1)

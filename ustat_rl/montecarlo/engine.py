@@ -19,7 +19,8 @@ from tqdm.auto import tqdm
 from .._validation import as_int
 from ..seeding import child_seed
 
-__all__ = ["MonteCarloEstimate", "Statistic", "run_monte_carlo", "stratified_estimate"]
+__all__ = ["MonteCarloEstimate", "Statistic", "run_monte_carlo", "stratified_estimate", "block_seed",
+           "run_blocks", "estimate_from_moments"]
 
 Statistic = Callable[[np.random.Generator, int], np.ndarray]
 
@@ -98,8 +99,34 @@ def _merge(a, b):
     return n, ma + delta * (nb / n), sa + sb + np.outer(delta, delta) * (na * nb / n)
 
 
-def _block_seed(seed, block: int) -> np.random.SeedSequence:
+def block_seed(seed, block: int) -> np.random.SeedSequence:
+    """The seed of block ``block`` under root ``seed``: ``child_seed(seed, block)``."""
     return child_seed(seed, block)
+
+
+def run_blocks(run_block, n_blocks: int, *, n_jobs: int = 1, progress: bool = False,
+               desc: str = "Monte Carlo"):
+    """The block loop: ``run_block(j) -> (n_j, mean_j, m2_j)`` for ``j = 0..n_blocks-1`` on
+    ``n_jobs`` threads, merged in block order (Chan's update), so the result does not depend on
+    ``n_jobs``. Returns the merged ``(n, mean, m2)``."""
+    total = None
+    bar = tqdm(total=n_blocks, desc=desc, disable=not progress, leave=False)
+    with ThreadPoolExecutor(max_workers=n_jobs) if n_jobs > 1 else _Serial() as pool:
+        for moments in pool.map(run_block, range(n_blocks)):  # map keeps block order
+            total = moments if total is None else _merge(total, moments)
+            bar.update(1)
+    bar.close()
+    return total
+
+
+def estimate_from_moments(total, labels=None) -> MonteCarloEstimate:
+    """The :class:`MonteCarloEstimate` of merged block moments ``(n, mean, m2)``."""
+    n, mean, m2 = total
+    cov = m2 / (n - 1) / n
+    labels = tuple(range(mean.shape[0])) if labels is None else tuple(labels)
+    if len(labels) != mean.shape[0]:
+        raise ValueError(f"`labels` has {len(labels)} entries for {mean.shape[0]} statistics")
+    return MonteCarloEstimate(mean, np.sqrt(np.diag(cov)), cov, int(n), labels)
 
 
 def run_monte_carlo(statistic: Statistic, n_reps, seed, *, block_size=4096, n_jobs=1,
@@ -147,7 +174,7 @@ def run_monte_carlo(statistic: Statistic, n_reps, seed, *, block_size=4096, n_jo
     sizes = [min(block_size, n_reps - j * block_size) for j in range(n_blocks)]
 
     def run_block(j: int):
-        rng = np.random.default_rng(_block_seed(seed, j))
+        rng = np.random.default_rng(block_seed(seed, j))
         values = np.asarray(statistic(rng, sizes[j]), dtype=np.float64)
         if values.ndim == 1:
             values = values[:, None]
@@ -157,21 +184,8 @@ def run_monte_carlo(statistic: Statistic, n_reps, seed, *, block_size=4096, n_jo
             raise FloatingPointError("`statistic` returned non-finite values")
         return _block_moments(values)
 
-    total = None
-    bar = tqdm(total=n_blocks, desc=desc, disable=not progress, leave=False)
-    with ThreadPoolExecutor(max_workers=n_jobs) if n_jobs > 1 else _Serial() as pool:
-        for moments in pool.map(run_block, range(n_blocks)):  # map keeps block order
-            total = moments if total is None else _merge(total, moments)
-            bar.update(1)
-    bar.close()
-    n, mean, m2 = total
-    cov = m2 / (n - 1) / n
-    if labels is None:
-        labels = tuple(range(mean.shape[0]))
-    labels = tuple(labels)
-    if len(labels) != mean.shape[0]:
-        raise ValueError(f"`labels` has {len(labels)} entries for {mean.shape[0]} statistics")
-    return MonteCarloEstimate(mean, np.sqrt(np.diag(cov)), cov, int(n), labels)
+    total = run_blocks(run_block, n_blocks, n_jobs=n_jobs, progress=progress, desc=desc)
+    return estimate_from_moments(total, labels)
 
 
 def stratified_estimate(estimates: Sequence[MonteCarloEstimate], weights) -> MonteCarloEstimate:

@@ -46,14 +46,12 @@ from __future__ import annotations
 
 import functools
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from ..seeding import child_seed
-from .engine import MonteCarloEstimate, _block_seed, _merge
+from .engine import MonteCarloEstimate, block_seed, estimate_from_moments, run_blocks
 
 __all__ = ["SUB_BLOCK_GROUPS", "CATEGORICAL_PER_ACTION", "TorchBanditStatistic",
            "resolve_device"]
@@ -145,8 +143,9 @@ class TorchBanditStatistic:
     Parameters
     ----------
     bandit : SoftmaxBandit
-    codes : ndarray of int
-        Estimator codes, positions in :data:`ustat_rl.estimators.ESTIMATORS`.
+    tables : (ndarray, ndarray)
+        The rules' kernel data from :func:`ustat_rl.montecarlo.bandit.kernel_tables`:
+        ``table (n_est, n_G, 2, G_max + 1)`` and ``reference (n_est, n_G)``.
     group_sizes : ndarray of int
         Sorted, nested group sizes.
     batch_size : int
@@ -162,17 +161,18 @@ class TorchBanditStatistic:
         Groups per sub-block; the default :data:`SUB_BLOCK_GROUPS` fixes the random stream.
     """
 
-    def __init__(self, bandit, codes, group_sizes, batch_size, prompt, target, direction,
+    def __init__(self, bandit, tables, group_sizes, batch_size, prompt, target, direction,
                  degenerate_pair, device, sub_block_groups=SUB_BLOCK_GROUPS):
         self.device = device
-        self.codes = tuple(int(c) for c in codes)
+        table, reference = tables
+        self.n_estimators = int(table.shape[0])
         self.group_sizes = tuple(int(g) for g in group_sizes)
         self.batch_size = int(batch_size)
         self.prompt = int(prompt)
         self.sub_block_size = max(1, int(sub_block_groups) // self.batch_size)
         self.use_direction = direction is not None
         self.degenerate_pair = degenerate_pair
-        n_cols = len(self.codes) * len(self.group_sizes)
+        n_cols = self.n_estimators * len(self.group_sizes)
         self.n_columns = (n_cols * (2 if self.use_direction else 1)
                           + (len(self.group_sizes) if degenerate_pair is not None else 0))
 
@@ -195,6 +195,8 @@ class TorchBanditStatistic:
         self._target_sq = float(np.sum(np.asarray(target) ** 2))
         self._direction = as_t(direction).reshape(bandit.n_prompts, k) if self.use_direction else None
         self._n_prompts, self._k = bandit.n_prompts, k
+        self._table = as_t(table)  # (n_est, n_G, 2, G_max + 1)
+        self._reference = reference.tolist()  # (n_est, n_G) weights of -w V(x)
 
     # ----------------------------------------------------------------- sampling
     def _increment(self, gen, x, inc: int):
@@ -255,7 +257,7 @@ class TorchBanditStatistic:
                 return u.sum(dim=1).square().sum(dim=1)
             return (torch.bmm(same, u) * u).sum(dim=(1, 2))
 
-        n_est, n_sizes = len(self.codes), len(self.group_sizes)
+        n_est, n_sizes = self.n_estimators, len(self.group_sizes)
         out = torch.empty((n, self.n_columns), dtype=torch.float64, device=self.device)
         proj_at = n_est * n_sizes
         deg_at = proj_at * (2 if self.use_direction else 1)
@@ -269,19 +271,17 @@ class TorchBanditStatistic:
             else:
                 counts = counts + new_counts
                 successes = successes + new_successes
-            sums = self._lo * counts + (self._hi - self._lo) * successes  # (N, K)
-            total = sums.sum(dim=1, keepdim=True)  # (N, 1)
+            m = successes.sum(dim=1).long()  # (N,) successes of each group
             per_est = []
-            scale = 1.0 / (g * b)  # this group's share of the minibatch estimate
-            for e, code in enumerate(self.codes):
-                if code == 0:  # vanilla: c_g = z_g
-                    s = (sums - pi_x * total) * scale
-                elif code == 1:  # grpo: c_g = (G z_g - T)/(G - 1)
-                    s = (g * sums - counts * total) * (scale / (g - 1.0))
-                elif code == 2:  # oracle: c_g = z_g - V(x)
-                    s = ((sums - counts * value_x) - pi_x * (total - g * value_x)) * scale
-                else:  # fullmean: c_g = z_g - T/G
-                    s = (sums - counts * (total / g)) * scale
+            share = 1.0 / (g * b)  # this group's share of the minibatch estimate
+            for e in range(n_est):
+                # c_g = a(z_g, m) - w V(x) read from the rule's table, as in the numba kernel
+                a_hi = self._table[e, ell, 0][m][:, None]  # (N, 1)
+                a_lo = self._table[e, ell, 1][m][:, None]
+                shift = self._reference[e][ell] * value_x  # (N, 1)
+                group_sum = m[:, None] * a_hi + (g - m[:, None]) * a_lo - g * shift
+                s = (successes * a_hi + (counts - successes) * a_lo - counts * shift
+                     - pi_x * group_sum) * share
                 v = s.view(n, b, k)  # (n, B, K)
                 per_est.append(v)
                 col = e * n_sizes + ell
@@ -294,7 +294,7 @@ class TorchBanditStatistic:
         return out
 
     def _sub_block(self, root: np.random.SeedSequence, s: int, n: int) -> torch.Tensor:
-        return self._values(_generator(_block_seed(root, s), self.device), n)
+        return self._values(_generator(block_seed(root, s), self.device), n)
 
     def _sizes(self, n_reps: int) -> list[int]:
         size = self.sub_block_size
@@ -325,22 +325,6 @@ class TorchBanditStatistic:
             centred = values - mean
             return values.shape[0], mean.cpu().numpy(), (centred.T @ centred).cpu().numpy()
 
-        total = None
-        bar = tqdm(total=len(sizes), desc=desc, disable=not progress, leave=False)
-        if n_jobs > 1:
-            with ThreadPoolExecutor(max_workers=n_jobs) as pool:
-                for moments in pool.map(run, range(len(sizes))):  # map keeps sub-block order
-                    total = moments if total is None else _merge(total, moments)
-                    bar.update(1)
-        else:
-            for s in range(len(sizes)):
-                moments = run(s)
-                total = moments if total is None else _merge(total, moments)
-                bar.update(1)
-        bar.close()
-        n, mean, m2 = total
-        cov = m2 / (n - 1) / n
-        labels = tuple(range(self.n_columns)) if labels is None else tuple(labels)
-        if len(labels) != self.n_columns:
-            raise ValueError(f"`labels` has {len(labels)} entries for {self.n_columns} statistics")
-        return MonteCarloEstimate(mean, np.sqrt(np.diag(cov)), cov, int(n), labels)
+        total = run_blocks(run, len(sizes), n_jobs=n_jobs, progress=progress, desc=desc)
+        return estimate_from_moments(total, tuple(range(self.n_columns)) if labels is None
+                                     else labels)

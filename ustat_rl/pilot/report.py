@@ -16,8 +16,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy.special import gammaln
 
+from ..advantages.registry import ESTIMATORS, get_rule
+from ..formatting import json_ready
 from ..theory import admissible_group_sizes, minibatch_mse, per_prompt_mse, scaling_constants
-from ..theory.advantage import all_equal_probability
+from ..theory.advantage import all_equal_probability, binary_projection
 from ..theory.scaling import check_budget
 from .advice import Advice, advise
 from .estimate import estimate_moments, pilot_statistics
@@ -25,17 +27,17 @@ from .report_text import format_report
 from .rollouts import Rollouts
 from .uncertainty import (
     PilotIntervals,
-    _interval,
     jackknife,
     pilot_intervals,
     prompts_to_halve_width,
+    student_interval,
 )
 
 __all__ = ["GStarReport", "gstar_report", "format_report", "REPORT_ESTIMATORS", "all_equal_fraction",
            "check_report_budget", "check_degenerate"]
 
 #: Estimators whose predicted MSE the report lists (Algorithm 1; docs/theory.md C5, C6).
-REPORT_ESTIMATORS = ("vanilla", "grpo", "oracle", "fullmean")
+REPORT_ESTIMATORS = ESTIMATORS
 
 
 @dataclass(frozen=True)
@@ -121,23 +123,11 @@ class GStarReport:
     prompts_to_bound: float
 
     def to_dict(self) -> dict:
-        """A JSON-ready dict (``inf`` and ``nan`` as strings)."""
+        """A JSON-ready dict: NaN as ``null``, ``inf`` as a string (:func:`ustat_rl.formatting.json_ready`)."""
         return _json_ready(asdict(self))
 
 
-def _json_ready(value):
-    if isinstance(value, dict):
-        return {k: _json_ready(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_ready(v) for v in value]
-    if isinstance(value, (float, np.floating)):
-        value = float(value)
-        return value if math.isfinite(value) else str(value)
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return value
+_json_ready = json_ready
 
 
 def all_equal_fraction(successes, group_size: np.ndarray, sizes: np.ndarray):
@@ -193,8 +183,9 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
     rollouts : Rollouts
     budget : int
         ``N = B G`` samples per step, at least 2.
-    estimator : {"vanilla", "grpo", "oracle", "fullmean"}
-        The estimator whose best group size is reported.
+    estimator : str or AdvantageRule
+        The rule whose best group size is reported: one of :data:`REPORT_ESTIMATORS` (all four
+        are always reported) or any registered rule (:func:`ustat_rl.advantages.get_rule`).
     level : float
         Two-sided interval level.
 
@@ -205,32 +196,44 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
     if not isinstance(rollouts, Rollouts):
         raise TypeError(f"`rollouts` must be a Rollouts, got {type(rollouts).__name__}")
     budget = check_report_budget(budget)
-    if estimator not in REPORT_ESTIMATORS:
-        raise ValueError(f"`estimator` must be one of {REPORT_ESTIMATORS}, got {estimator!r}")
+    rule = get_rule(estimator, "estimator")
+    estimator = rule.name
+    names = REPORT_ESTIMATORS + (() if estimator in REPORT_ESTIMATORS else (estimator,))
+    if not rule.is_affine and not np.all((rollouts.reward == 0.0) | (rollouts.reward == 1.0)):
+        raise ValueError(f"`estimator` {estimator!r} scales its advantages; its exact MSE needs "
+                         "rewards in {0, 1}")
     sizes = admissible_group_sizes(budget)  # (n_G,) divisors of N, >= 2
     check_degenerate(rollouts)
     stats = pilot_statistics(rollouts)
     moments = estimate_moments(stats)
 
-    def curves(m):
+    # the jackknife needs a statistic affine in the moments: the affine rules' MSEs are; a
+    # scaled rule's plug-in MSE (binary rewards, section 7) is reported without an interval
+    affine = tuple(e for e in names if get_rule(e).is_affine)
+
+    def curves(m, rules=affine):
         return np.concatenate([[minibatch_mse(m, e, int(G), budget // int(G)) for G in sizes]
-                               for e in REPORT_ESTIMATORS])
+                               for e in rules])
 
     iid = stats.prompt_prob is None and stats.n_prompts >= 3
     intervals: PilotIntervals | None = pilot_intervals(stats, level) if iid else None
     if iid:
         est, p_se, s_se = jackknife(stats, curves)
         k = stats.n_columns if stats.sketched else None
-        parts = [_interval(e, p, s, level, stats.n_prompts, k) for e, p, s in zip(est, p_se, s_se)]
+        parts = [student_interval(e, p, s, level, stats.n_prompts, k) for e, p, s in zip(est, p_se, s_se)]
         low, high = np.array([p.low for p in parts]), np.array([p.high for p in parts])
     else:
         est = curves(moments)
         low = high = np.full(est.shape, math.nan)
+    if len(affine) < len(names):
+        scaled = curves(binary_projection(moments), (estimator,))
+        est, nan = np.concatenate([est, scaled]), np.full(scaled.shape, math.nan)
+        low, high = np.concatenate([low, nan]), np.concatenate([high, nan])
     n_G = sizes.size
     mse = {e: {"estimate": est[i * n_G:(i + 1) * n_G].tolist(),
                "low": low[i * n_G:(i + 1) * n_G].tolist(),
                "high": high[i * n_G:(i + 1) * n_G].tolist()}
-           for i, e in enumerate(REPORT_ESTIMATORS)}
+           for i, e in enumerate(names)}
     chosen = np.array(mse[estimator]["estimate"])
     best = int(sizes[int(np.argmin(chosen))])
     best_any = (scaling_constants(moments).best_group_size(budget, divisors_only=False)

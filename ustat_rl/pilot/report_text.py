@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import math
 
+from ..formatting import format_number
+
 __all__ = ["format_report", "format_mse", "format_percent"]
 
 
-def _fmt(value) -> str:
-    return f"{value:.4g}" if isinstance(value, (int, float)) and math.isfinite(value) else str(value)
+_fmt = format_number
 
 
 def format_percent(fraction: float) -> str:

@@ -36,7 +36,7 @@ from .estimate import SCORE_MOMENTS, PilotStatistics, pilot_statistics
 from .fieller import fieller_from_errors, gstar_of_ratio
 from .rollouts import Rollouts
 
-__all__ = ["Interval", "PilotIntervals", "pilot_intervals", "jackknife",
+__all__ = ["Interval", "PilotIntervals", "pilot_intervals", "jackknife", "student_interval",
            "prompts_to_halve_width", "student_quantile"]
 
 _NON_SCORE = ("value", "reward_var")
@@ -335,6 +335,11 @@ def _interval(estimate, prompt_se, sketch_se, level, n_prompts, n_columns) -> In
                     float(prompt_se), float(sketch_se))
 
 
+def student_interval(estimate, prompt_se, sketch_se, level, n_prompts, n_columns) -> Interval:
+    """The pilot's Student-t interval of one estimate from its two standard errors (C32)."""
+    return _interval(estimate, prompt_se, sketch_se, level, n_prompts, n_columns)
+
+
 def pilot_intervals(rollouts, level: float = 0.9, include_sketch: bool = True) -> PilotIntervals:
     """Jackknife intervals for ``c1``, ``c2``, ``c3'``, ``c1/c3'`` and ``G*`` (C17, C32).
 
@@ -354,7 +359,7 @@ def pilot_intervals(rollouts, level: float = 0.9, include_sketch: bool = True) -
 
     Examples
     --------
-    >>> from ustat_rl.examples import interior_optimum_bandit
+    >>> from ustat_rl.policies.examples import interior_optimum_bandit
     >>> from ustat_rl.pilot.bandit import bandit_pilot
     >>> pilot = bandit_pilot(interior_optimum_bandit(), 64, 16, rng=1, sketch_dim=16)
     >>> out = pilot_intervals(pilot)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..advantages.registry import get_rule
+
 __all__ = ["sample_gradient"]
 
 
@@ -15,10 +17,15 @@ def sample_gradient(bandit, theta, uniforms, estimator, group_size, batch_size):
 
     Per run: ``B`` prompts from ``f`` and, per prompt, ``G`` actions from ``pi_theta`` and
     rewards, all by inverse-CDF from the uniforms; then ``g_hat = (1/(BG)) sum W (Z~ - C)``
-    with ``C`` = 0 (vanilla), the leave-one-out mean (GRPO), ``V(x)`` (oracle) or the group
-    mean (full-mean). Per-sample contributions are summed into per-(prompt, action)
+    with the centred rewards of any group rule of :mod:`ustat_rl.advantages` (``C`` = 0 for
+    vanilla, the leave-one-out mean for GRPO, ``V(x)`` for the oracle, the group mean for the
+    full mean), the value being that of the shaped reward. Per-sample contributions are summed into per-(prompt, action)
     coefficients with one ``bincount`` and mapped through the features once.
     """
+    rule = get_rule(estimator, "estimator")
+    if rule.statistics != "group" or rule.centring.reference_source == "baseline":
+        raise ValueError(f"`estimator` {rule.name!r} needs a batch statistic or a baseline b(x); "
+                         "the sampler takes rules of the group alone")
     n_runs = theta.shape[0]
     P, K, B, G = bandit.n_prompts, bandit.n_actions, batch_size, group_size
     lo, hi = bandit.reward_values
@@ -47,20 +54,11 @@ def sample_gradient(bandit, theta, uniforms, estimator, group_size, batch_size):
     if bandit.kl_weight:
         log_ratio = np.log(pi) - bandit.ref_log_policy  # (R, P, K)
         reward = reward - bandit.kl_weight * log_ratio.reshape(n_runs, -1)[rows[:, :, None], cell]
-    if estimator == "vanilla":
-        centred = reward
-    elif estimator == "oracle":
+    value = None
+    if rule.centring.reference_source == "value":
         shaped = bandit.reward_mean - (bandit.kl_weight * log_ratio if bandit.kl_weight else 0.0)
-        value = np.sum(pi * shaped, axis=2)  # (R, P)
-        centred = reward - value[rows, prompt][:, :, None]
-    elif estimator == "grpo":
-        total = reward.sum(axis=2, keepdims=True)
-        centred = reward - (total - reward) / (G - 1)
-    elif estimator == "fullmean":
-        centred = reward - reward.mean(axis=2, keepdims=True)
-    else:
-        raise ValueError(f"`estimator` must be one of ('vanilla', 'grpo', 'oracle', 'fullmean'), "
-                         f"got {estimator!r}")
+        value = np.sum(pi * shaped, axis=2)[rows, prompt].reshape(-1)  # (R B,)
+    centred = rule.grouped(reward.reshape(-1, G), value).reshape(reward.shape)
     index = (np.arange(n_runs)[:, None, None] * (P * K) + cell).ravel()
     coef = np.bincount(index, weights=centred.ravel() / (B * G),
                        minlength=n_runs * P * K).reshape(n_runs, P, K)  # sum of (Z~ - C)/(BG)

@@ -26,7 +26,7 @@ from scipy.special import log_softmax
 
 from .. import theory
 from .._validation import as_finite_array, as_float, as_int, as_probabilities
-from ..estimators import ESTIMATORS
+from ..advantages.registry import get_rule
 from ..theory import PromptMoments, ScalingConstants
 from ._loglinear_optimum import Optimum, newton_optimum
 from ._loglinear_sampler import sample_gradient as _sample_gradient
@@ -271,17 +271,14 @@ class LogLinearBandit:
         return theory.per_prompt_covariance(self.moments(theta), *args)
 
     def _check_estimator(self, estimator, group_size, baseline):
-        if estimator not in ESTIMATORS + ("baseline",):
-            raise ValueError(f"`estimator` must be one of {ESTIMATORS + ('baseline',)}, "
-                             f"got {estimator!r}")
-        minimum = 2 if estimator in ("grpo", "fullmean") else 1
-        group_size = as_int(group_size, "group_size", minimum,
-                            "for the leave-one-out baseline" if minimum == 2 else "")
-        if estimator == "baseline" and baseline is None:
-            raise ValueError("`baseline` is required when `estimator` is 'baseline'")
-        if estimator != "baseline" and baseline is not None:
+        rule = get_rule(estimator, "estimator")
+        group_size = as_int(group_size, "group_size", rule.min_group_size, rule.min_group_reason)
+        uses_baseline = rule.centring.reference_source == "baseline"
+        if uses_baseline and baseline is None:
+            raise ValueError(f"`baseline` is required when `estimator` is {rule.name!r}")
+        if not uses_baseline and baseline is not None:
             raise ValueError("`baseline` is only used with `estimator='baseline'`")
-        return estimator, group_size, baseline
+        return rule, group_size, baseline
 
     def noise_covariance(self, theta, estimator: str, group_size, batch_size=1,
                          baseline=None) -> np.ndarray:

@@ -20,7 +20,7 @@ from scipy.special import softmax
 
 from .. import theory
 from .._validation import as_finite_array, as_float, as_int, as_probabilities, as_rng
-from ..estimators import ESTIMATORS
+from ..advantages.registry import get_rule
 from ..theory import PromptMoments, ScalingConstants
 
 __all__ = ["SoftmaxBandit", "HoeffdingComponents", "GroupSample"]
@@ -359,7 +359,9 @@ def _scalar_size(group_size) -> int:
     return as_int(group_size, "group_size", 1)
 
 
-def _check_estimator(estimator) -> str:
-    if estimator not in ESTIMATORS:
-        raise ValueError(f"`estimator` must be one of {ESTIMATORS}, got {estimator!r}")
-    return estimator
+def _check_estimator(estimator):
+    rule = get_rule(estimator, "estimator")
+    if rule.centring.reference_source == "baseline":
+        raise ValueError(f"`estimator` {rule.name!r} needs a baseline b(x); use "
+                         "ustat_rl.theory with `baseline`")
+    return rule

@@ -18,7 +18,7 @@ of Proposition 13 (docs/theory.md C26), ``g(x) / sqrt(V(1 - V))`` (0 where ``V``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.stats import binom
@@ -27,9 +27,8 @@ from .._validation import as_int
 from .moments import PromptMoments
 
 __all__ = [
-    "lemma11_constant",
-    "lemma11_difference_table",
     "AdvantageTable",
+    "as_advantage_table",
     "AdvantageMoments",
     "TARGETS",
     "advantage_table",
@@ -39,6 +38,7 @@ __all__ = [
     "dynamic_sampling_mse",
     "all_equal_probability",
     "arcsin_weight",
+    "binary_projection",
 ]
 
 #: What an estimator's MSE is measured against.
@@ -94,13 +94,17 @@ class AdvantageMoments:
 
 
 def advantage_table(convention, group_size) -> AdvantageTable:
-    """``a(z, m)`` of a group convention, read off one representative group per ``m``.
+    r"""``a(z, m)`` of a group convention, read off one representative group per ``m``.
+
+    .. math::
+
+        a(z, m) = \text{the advantage of a draw with reward } z \text{ in a group with } m \text{ successes}
 
     Parameters
     ----------
-    convention : str, ConventionSpec or callable
-        A name of :data:`ustat_rl.conventions.CONVENTION_NAMES` whose statistics are per group,
-        or a function ``(z, m, G) -> a`` of arrays ``z``, ``m`` and the int ``G``.
+    convention : str, AdvantageRule or callable
+        A registered rule (:func:`ustat_rl.advantages.rule_names`) whose statistics are per
+        group, or a function ``(z, m, G) -> a`` of arrays ``z``, ``m`` and the int ``G``.
     group_size : int
         ``G >= 1`` (at least the convention's smallest group).
 
@@ -126,22 +130,19 @@ def advantage_table(convention, group_size) -> AdvantageTable:
         success, failure = success.copy(), failure.copy()
         success[0], failure[G] = 0.0, 0.0  # a(1, 0) and a(0, G) never occur
         return AdvantageTable(G, success, failure)
-    from ..conventions import _grouped, get_convention
+    from ..advantages.registry import get_rule
 
-    spec = get_convention(convention)
-    if spec.statistics != "group":
-        raise ValueError(f"convention {spec.name!r} uses batch statistics, so groups are not "
+    rule = get_rule(convention, "convention")
+    if rule.statistics != "group":
+        raise ValueError(f"convention {rule.name!r} uses batch statistics, so groups are not "
                          f"independent and the per-group formula does not apply; use Monte Carlo")
-    if (G + 1) * G > _MAX_TABLE_ENTRIES:
+    if rule.scaling.kind == "group statistic" and (G + 1) * G > _MAX_TABLE_ENTRIES:
         raise ValueError(f"`group_size` {G} needs a ({G + 1}, {G}) array of representative groups; "
                          f"pass the rule as a function a(z, m, G) for groups this large")
-    if G < spec.min_group_size:
-        raise ValueError(f"`group_size` must be an integer >= {spec.min_group_size} for "
-                         f"convention {spec.name!r}, got {G}")
-    rewards = (np.arange(G)[None, :] < m[:, None]).astype(np.float64)  # (G+1, G) row m: m ones
-    adv = _grouped(spec, rewards)  # (G+1, G)
-    success = np.where(m > 0, adv[:, 0], 0.0)
-    failure = np.where(m < G, adv[:, -1], 0.0)
+    if G < rule.min_group_size:
+        raise ValueError(f"`group_size` must be an integer >= {rule.min_group_size} for "
+                         f"convention {rule.name!r}, got {G}")
+    success, failure = rule.binary_table(G)
     return AdvantageTable(G, success, failure)
 
 
@@ -160,15 +161,45 @@ def _binary_moments(moments: PromptMoments) -> PromptMoments:
     return moments
 
 
+def binary_projection(moments: PromptMoments) -> PromptMoments:
+    r"""``moments`` with the identities of binary rewards imposed: ``Var(Z|x) = V(1 - V)`` and
+    ``E||W Z||^2 = E[||W||^2 Z]`` (``Z^2 = Z``).
+
+    .. math::
+
+        \operatorname{Var}(Z \mid x) = V(1 - V), \qquad E\|W Z\|^2 = E[\|W\|^2 Z]
+
+    Estimated moments of binary rewards satisfy these in expectation but not draw by draw
+    (each side has its own estimator), so the exact advantage moments, which need them, are
+    evaluated on this projection; exact binary moments are returned unchanged in value.
+    """
+    if not isinstance(moments, PromptMoments):
+        raise TypeError(f"`moments` must be a PromptMoments, got {type(moments).__name__}")
+    V = moments.value
+    if np.any((V < -BINARY_RTOL) | (V > 1 + BINARY_RTOL)):
+        raise ValueError("`moments` has values V(x) outside [0, 1]: not binary rewards")
+    return replace(moments, reward_var=V * (1.0 - V), score_sq_reward_sq=moments.score_sq_reward)
+
+
 def arcsin_weight(value) -> np.ndarray:
-    """``1/sqrt(V(1-V))``, the derivative of ``2 arcsin sqrt V`` (C26); 0 where ``V`` is 0 or 1."""
+    r"""``1/sqrt(V(1-V))``, the derivative of ``2 arcsin sqrt V`` (C26); 0 where ``V`` is 0 or 1.
+
+    .. math::
+
+        w(V) = \frac{1}{\sqrt{V (1 - V)}}
+    """
     V = np.asarray(value, dtype=np.float64)
     inner = V * (1.0 - V)
     return np.where(inner > 0, 1.0 / np.sqrt(np.where(inner > 0, inner, 1.0)), 0.0)
 
 
 def all_equal_probability(value, group_size) -> np.ndarray:
-    """``P(all G rewards equal) = V^G + (1 - V)^G`` for binary rewards (docs/theory.md C24)."""
+    r"""``P(all G rewards equal) = V^G + (1 - V)^G`` for binary rewards (docs/theory.md C24).
+
+    .. math::
+
+        P(\text{all equal}) = V^G + (1 - V)^G
+    """
     G = as_int(group_size, "group_size", 1)
     V = np.asarray(value, dtype=np.float64)
     return V**G + (1.0 - V) ** G
@@ -195,7 +226,13 @@ def _moment_terms(m: PromptMoments, table: AdvantageTable):
     return mean_factor, np.sum(pmf * second, axis=1) / G**2
 
 
-def _table(advantage, group_size) -> AdvantageTable:
+def as_advantage_table(advantage, group_size) -> AdvantageTable:
+    r"""``advantage`` as an :class:`AdvantageTable` (a table is checked against ``group_size``).
+
+    .. math::
+
+        a(z, m), \quad z \in \{0, 1\},\ m = 0, \dots, G
+    """
     if isinstance(advantage, AdvantageTable):
         if group_size is not None and as_int(group_size, "group_size", 1) != advantage.group_size:
             raise ValueError(f"`group_size` {group_size} differs from the table's "
@@ -207,7 +244,11 @@ def _table(advantage, group_size) -> AdvantageTable:
 
 
 def advantage_moments(moments: PromptMoments, advantage, group_size=None) -> AdvantageMoments:
-    """Exact mean factor, second moment and MSEs of a group-relative estimator (section 7).
+    r"""Exact mean factor, second moment and MSEs of a group-relative estimator (section 7).
+
+    .. math::
+
+        E\hat g(x) = c(x)\, g(x), \qquad c = \sum_m P(m)\,\frac{m a_1 / V - (G - m) a_0 / (1 - V)}{G}
 
     Parameters
     ----------
@@ -242,7 +283,7 @@ def advantage_moments(moments: PromptMoments, advantage, group_size=None) -> Adv
     (1.0, 0.020833)
     """
     m = _binary_moments(moments)
-    table = _table(advantage, group_size)
+    table = as_advantage_table(advantage, group_size)
     factor, second = _moment_terms(m, table)
     w = arcsin_weight(m.value)
     gamma = m.grad_sq
@@ -259,7 +300,11 @@ def _check_target(target: str) -> str:
 
 def per_prompt_advantage_mse(moments: PromptMoments, advantage, group_size=None,
                              target: str = "grad") -> np.ndarray:
-    """Exact per-prompt MSE, shape ``(P,)``, against ``g(x)`` or the arcsin gradient (section 7).
+    r"""Exact per-prompt MSE, shape ``(P,)``, against ``g(x)`` or the arcsin gradient (section 7).
+
+    .. math::
+
+        \mathrm{MSE}(x) = E\|\hat g(x)\|^2 - 2 c(x) \langle g(x), t(x)\rangle + \|t(x)\|^2
 
     ``target="grad"`` compares with ``g(x)`` (Theorem 2's target; docs/theory.md C5),
     ``target="arcsin"`` with ``g(x)/sqrt(V(1-V))``, the gradient of Proposition 13's objective
@@ -271,7 +316,11 @@ def per_prompt_advantage_mse(moments: PromptMoments, advantage, group_size=None,
 
 def minibatch_advantage_mse(moments: PromptMoments, advantage, group_size=None, batch_size=1,
                             target: str = "grad") -> float:
-    """Exact MSE of ``(1/B) sum_b g_hat(X_b)`` over ``B`` i.i.d. prompts (Proposition 3, C6).
+    r"""Exact MSE of ``(1/B) sum_b g_hat(X_b)`` over ``B`` i.i.d. prompts (Proposition 3, C6).
+
+    .. math::
+
+        E\|\hat g_B - t\|^2 = \frac{E_X E\|\hat g(X)\|^2}{B} + \Big(1 - \frac{1}{B}\Big)\alpha^\top \Gamma \alpha - 2 \alpha^\top \Gamma \beta + \beta^\top \Gamma \beta
 
     Notes
     -----
@@ -284,7 +333,7 @@ def minibatch_advantage_mse(moments: PromptMoments, advantage, group_size=None, 
     m = _binary_moments(moments)
     B = as_int(batch_size, "batch_size", 1)
     _check_target(target)
-    table = _table(advantage, group_size)
+    table = as_advantage_table(advantage, group_size)
     factor, second = _moment_terms(m, table)
     f, gram = m.prompt_prob, m.grad_gram
     alpha = f * factor
@@ -296,7 +345,11 @@ def minibatch_advantage_mse(moments: PromptMoments, advantage, group_size=None, 
 
 def dynamic_sampling_mse(moments: PromptMoments, advantage, group_size=None,
                          batch_size=1) -> tuple[float, float]:
-    """Exact ``(scale, MSE)`` of a batch refilled until no group is all-equal (DAPO, section 7).
+    r"""Exact ``(scale, MSE)`` of a batch refilled until no group is all-equal (DAPO, section 7).
+
+    .. math::
+
+        f'(x) = \frac{f(x)(1 - q(x))}{1 - Q}, \qquad q(x) = V^G + (1 - V)^G
 
     DAPO's dynamic sampling discards groups whose ``G`` rewards are all equal and draws again
     until the batch holds ``B`` groups that are not. Each kept group is then an i.i.d. draw of
@@ -318,7 +371,7 @@ def dynamic_sampling_mse(moments: PromptMoments, advantage, group_size=None,
     """
     m = _binary_moments(moments)
     B = as_int(batch_size, "batch_size", 1)
-    table = _table(advantage, group_size)
+    table = as_advantage_table(advantage, group_size)
     if table.success[table.group_size] != 0.0 or table.failure[0] != 0.0:
         raise ValueError("the advantage must give all-equal groups zero (a(1, G) = a(0, 0) = 0) "
                          "for dropping them to leave the other groups' moments unchanged")
@@ -333,33 +386,7 @@ def dynamic_sampling_mse(moments: PromptMoments, advantage, group_size=None,
     return 1.0 / keep, mse
 
 
-def lemma11_difference_table(value: float, group_size: int) -> AdvantageTable:
-    """``a(z, m)`` of ``g_se - g_std``: Algorithm 2's advantage minus leave-one-out over ``sigma``.
+def __getattr__(name):
+    from .._moved import moved_attribute
 
-    Algorithm 2 (docs/theory.md section 2): ``(z - Z_bar_{-g})/se_m`` with
-    ``se_m = sqrt(m (G - m)/(G (G - 1)))`` and all-equal groups zeroed; the limit of Lemma 11
-    divides the same leave-one-out difference by ``sigma = sqrt(V (1 - V))``. For binary rewards
-    ``z - Z_bar_{-g}`` is ``(G - m)/(G - 1)`` for a success and ``-m/(G - 1)`` for a failure
-    (docs/theory.md section 7). O(G), so usable at ``G = 16384``.
-    """
-    G = int(group_size)
-    m = np.arange(G + 1, dtype=np.float64)
-    sigma = np.sqrt(value * (1.0 - value))
-    se = np.sqrt(m * (G - m) / (G * (G - 1.0)))
-    inv_se = np.where(se > 0, 1.0 / np.where(se > 0, se, 1.0), 0.0)
-    loo_success, loo_failure = (G - m) / (G - 1.0), -m / (G - 1.0)
-    success = loo_success * (inv_se - 1.0 / sigma)
-    failure = loo_failure * (inv_se - 1.0 / sigma)
-    success[0], failure[G] = 0.0, 0.0
-    return AdvantageTable(G, success, failure)
-
-
-def lemma11_constant(moments) -> float:
-    """``lim G E||g_se - g_std||^2 = ||g||^2 (1 - 2V)^2 / (4 V^2 (1 - V)^2)`` (derived, C24).
-
-    Delta method: ``g_se - g_std = g_loo (1/se - 1/sigma)``, ``g_loo -> g`` and
-    ``G Var(se^2) -> mu_4 - sigma^4 = V (1 - V) (1 - 2V)^2`` for Bernoulli rewards, with
-    ``1/se - 1/sigma ~ -(se^2 - sigma^2)/(2 sigma^3)``.
-    """
-    V, gsq = float(moments.value[0]), float(moments.grad_sq[0])
-    return gsq * (1.0 - 2.0 * V) ** 2 / (4.0 * V**2 * (1.0 - V) ** 2)
+    return moved_attribute(__name__, name)

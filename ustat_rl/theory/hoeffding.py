@@ -29,7 +29,11 @@ class KernelZetas:
 
 
 def kernel_zetas(moments: PromptMoments) -> KernelZetas:
-    """The Hoeffding variances of the GRPO kernel at every prompt (Lemma 1, C4).
+    r"""The Hoeffding variances of the GRPO kernel at every prompt (Lemma 1, C4).
+
+    .. math::
+
+        \zeta_1 = \operatorname{Var} h_1(X), \qquad \zeta_2 = \operatorname{Var} h(X, X')
 
     Examples
     --------

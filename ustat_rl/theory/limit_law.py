@@ -74,7 +74,11 @@ def _check_stable(curvature: np.ndarray, beta: float) -> None:
 
 
 def lyapunov_covariance(curvature, omega, learning_rate) -> np.ndarray:
-    """``Sigma`` solving ``(beta Lambda - I/2) Sigma + Sigma (beta Lambda - I/2) = Omega``.
+    r"""``Sigma`` solving ``(beta Lambda - I/2) Sigma + Sigma (beta Lambda - I/2) = Omega``.
+
+    .. math::
+
+        (\beta\Lambda - I/2)\Sigma + \Sigma(\beta\Lambda - I/2) = \Omega
 
     Parameters
     ----------
@@ -97,7 +101,11 @@ def lyapunov_covariance(curvature, omega, learning_rate) -> np.ndarray:
 
 
 def eigenbasis_covariance(curvature_eigenvalues, omega_eigenbasis, learning_rate) -> np.ndarray:
-    """The closed form in the eigenbasis: ``Sigma_kl = Omega_kl / (beta (lambda_k + lambda_l) - 1)``.
+    r"""The closed form in the eigenbasis: ``Sigma_kl = Omega_kl / (beta (lambda_k + lambda_l) - 1)``.
+
+    .. math::
+
+        \Sigma_{kl} = \frac{\Omega_{kl}}{\beta(\lambda_k + \lambda_l) - 1}
 
     An independent route to :func:`lyapunov_covariance` (docs/theory.md C20).
     """
@@ -107,7 +115,12 @@ def eigenbasis_covariance(curvature_eigenvalues, omega_eigenbasis, learning_rate
 
 
 def limit_weights(curvature, sigma) -> np.ndarray:
-    """Eigenvalues of ``Sigma^{1/2} Lambda Sigma^{1/2} / 2``, descending."""
+    r"""Eigenvalues of ``Sigma^{1/2} Lambda Sigma^{1/2} / 2``, descending.
+
+    .. math::
+
+        w = \operatorname{eig}\big(\Sigma^{1/2}\Lambda\Sigma^{1/2}/2\big)
+    """
     eig, vec = np.linalg.eigh(np.asarray(sigma))
     root = (vec * np.sqrt(np.clip(eig, 0.0, None))) @ vec.T
     w = np.linalg.eigvalsh(0.5 * root @ np.asarray(curvature) @ root)
@@ -115,7 +128,12 @@ def limit_weights(curvature, sigma) -> np.ndarray:
 
 
 def noise_omega(basis, noise_cov, learning_rate, printed: bool = False) -> np.ndarray:
-    """``Omega = beta^2 Q^T Gamma Q`` (corrected) or the paper's printed ``Q^T Gamma Q``."""
+    r"""``Omega = beta^2 Q^T Gamma Q`` (corrected) or the paper's printed ``Q^T Gamma Q``.
+
+    .. math::
+
+        \Omega = \beta^2 Q^\top \Gamma Q
+    """
     q = np.asarray(basis)
     om = q.T @ np.asarray(noise_cov) @ q
     return om if printed else float(learning_rate) ** 2 * om
@@ -132,7 +150,11 @@ def _law(curvature, basis, noise_cov, beta) -> LimitLaw:
 
 def bandit_limit_law(bandit, learning_rate, estimator="grpo", group_size=8, batch_size=1,
                      optimum=None, baseline=None) -> LimitLaw:
-    """Theorem 8's weights for Algorithm 1 on a KL-regularised :class:`LogLinearBandit`.
+    r"""Theorem 8's weights for Algorithm 1 on a KL-regularised :class:`LogLinearBandit`.
+
+    .. math::
+
+        \Lambda = -Q^\top H(\theta^*) Q, \qquad \Omega = \beta^2 Q^\top \Gamma Q
 
     ``Gamma`` is the exact covariance of the minibatch estimator at ``theta*``
     (:meth:`LogLinearBandit.noise_covariance`) and ``Lambda = -Q^T H(theta*) Q``.
@@ -144,14 +166,23 @@ def bandit_limit_law(bandit, learning_rate, estimator="grpo", group_size=8, batc
 
 
 def quadratic_limit_law(problem, learning_rate) -> LimitLaw:
-    """Theorem 8's weights for a :class:`~ustat_rl.training.NoisyQuadratic`."""
+    r"""Theorem 8's weights for a :class:`~ustat_rl.training.NoisyQuadratic`.
+
+    .. math::
+
+        \Lambda = Q^\top A Q, \qquad \Omega = \beta^2 Q^\top \Gamma Q
+    """
     beta = as_float(learning_rate, "learning_rate", low=0.0)
     q = problem.identifiable_basis
     return _law(q.T @ problem.curvature @ q, q, problem.noise_cov, beta)
 
 
 def scalar_limit_weight(curvature: float, noise_var: float, learning_rate: float) -> float:
-    """1-D weight ``lambda beta^2 gamma / (2 (2 beta lambda - 1))`` (docs/theory.md C15, C20).
+    r"""1-D weight ``lambda beta^2 gamma / (2 (2 beta lambda - 1))`` (docs/theory.md C15, C20).
+
+    .. math::
+
+        w = \frac{\lambda\beta^2\gamma}{2(2\beta\lambda - 1)}
 
     Also the limit of ``n E Delta_n`` for ``J = -lambda theta^2 / 2`` with noise variance
     ``gamma``: the 1/i bound of Lemma 6 is tight there.

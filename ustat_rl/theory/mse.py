@@ -1,9 +1,23 @@
-"""Exact finite-G MSE of every group estimator, as functions of :class:`PromptMoments`.
+r"""Exact finite-G MSE of every group estimator, as functions of :class:`PromptMoments`.
 
 Each formula of the paper's finite-G theory is stated here once (docs/theory.md C5-C10):
 per-prompt MSE against ``g(x)`` (Theorem 2 and its exact form), the minibatch MSE against ``g``
 (Proposition 3), prompt-only baselines (Corollary 5), the reversal condition (C10) and the
 matrix forms of the same results (the noise covariance of Theorem 8).
+
+An estimator is an advantage rule of :mod:`ustat_rl.advantages` (or its name). An affine rule
+(no scaling) is, by :meth:`~ustat_rl.advantages.Centring.moment_coefficients`,
+
+.. math::
+
+    \hat g = a\,\hat g_{\text{oracle}} + b\,\hat g_{\text{GRPO}} + D\,\frac{1}{G}\sum_g W_g,
+    \qquad D = a V - w r,
+
+so its mean is ``(a + b) g(x)`` and its MSE a quadratic form in the oracle, GRPO and score
+moments; the paper's rules are the cases ``(a, b, D) = (1, 0, V)`` (vanilla), ``(0, 1, 0)``
+(GRPO), ``(1, 0, 0)`` (oracle) and ``(0, (G - 1)/G, 0)`` (full mean). A scaled group rule has the
+exact binary-reward MSE of :mod:`ustat_rl.theory.advantage`, which these functions use when the
+moments describe binary rewards.
 """
 
 from __future__ import annotations
@@ -11,6 +25,9 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import as_finite_array, as_int
+from ..advantages.registry import ESTIMATOR_NAMES, get_rule
+from .advantage import minibatch_advantage_mse, per_prompt_advantage_mse
+from .affine import affine_covariance, affine_variance
 from .moments import PromptMoments
 
 __all__ = [
@@ -30,9 +47,6 @@ __all__ = [
     "minibatch_covariance",
 ]
 
-#: Estimators with a closed-form MSE: the four of Algorithm 1 and a prompt-only baseline.
-ESTIMATOR_NAMES = ("vanilla", "grpo", "oracle", "fullmean", "baseline")
-_LEAVE_ONE_OUT = ("grpo", "fullmean")
 
 
 def _check_moments(moments) -> PromptMoments:
@@ -41,10 +55,9 @@ def _check_moments(moments) -> PromptMoments:
     return moments
 
 
-def _check_sizes(estimator: str, group_size) -> np.ndarray:
-    """``group_size`` as a float array (0-d or 1-d), validated for ``estimator``."""
-    minimum = 2 if estimator in _LEAVE_ONE_OUT else 1
-    reason = "for the leave-one-out baseline" if minimum == 2 else ""
+def _check_sizes(rule, group_size) -> np.ndarray:
+    """``group_size`` as a float array (0-d or 1-d), validated for ``rule``."""
+    minimum, reason = rule.min_group_size, rule.min_group_reason
     raw = np.asarray(group_size)
     if raw.ndim > 1:
         raise ValueError(f"`group_size` must be an integer or a 1-D array of integers, got shape "
@@ -55,30 +68,43 @@ def _check_sizes(estimator: str, group_size) -> np.ndarray:
 
 
 def _check_estimator(estimator, baseline, n_prompts: int):
-    if estimator not in ESTIMATOR_NAMES:
-        raise ValueError(f"`estimator` must be one of {ESTIMATOR_NAMES}, got {estimator!r}")
-    if estimator == "baseline":
+    rule = get_rule(estimator, "estimator")
+    if rule.centring.reference_source == "baseline":
         if baseline is None:
-            raise ValueError("`baseline` is required when `estimator` is 'baseline'")
+            raise ValueError(f"`baseline` is required when `estimator` is {rule.name!r}")
         baseline = as_finite_array(baseline, "baseline", ndim=(0, 1))
         if baseline.ndim == 1 and baseline.shape != (n_prompts,):
             raise ValueError(f"`baseline` must be a scalar or shape ({n_prompts},), got "
                              f"{baseline.shape}")
-        return np.broadcast_to(baseline, (n_prompts,))
+        return rule, np.broadcast_to(baseline, (n_prompts,))
     if baseline is not None:
         raise ValueError("`baseline` is only used with `estimator='baseline'`")
-    return None
+    return rule, None
+
+
+def _reference(m: PromptMoments, rule, b):
+    """``r(x)``, shape ``(P,)``: the value, the baseline, or zeros."""
+    return b if rule.centring.reference_source == "baseline" else m.value
 
 
 def shrink_factor(group_size):
-    """``c = (G - 1)/G``: the full-mean estimator is ``c`` times leave-one-out GRPO (C2)."""
+    r"""``c = (G - 1)/G``: the full-mean estimator is ``c`` times leave-one-out GRPO (C2).
+
+    .. math::
+
+        c = \frac{G - 1}{G}
+    """
     G = np.asarray(group_size, dtype=np.float64)
     return (G - 1.0) / G
 
 
 def per_prompt_mse(moments: PromptMoments, estimator: str, group_size,
                    baseline=None) -> np.ndarray:
-    """Exact MSE of the per-prompt estimator against ``g(x)`` (Theorem 2, docs/theory.md C5).
+    r"""Exact MSE of the per-prompt estimator against ``g(x)`` (Theorem 2, docs/theory.md C5).
+
+    .. math::
+
+        \mathrm{MSE}_{\mathrm{GRPO}}(x) = \frac{\operatorname{tr}\Sigma(x)}{G} + \frac{E\|W\|^2 \operatorname{Var}(Z \mid x) + \|g(x)\|^2}{G(G - 1)}
 
     Parameters
     ----------
@@ -111,34 +137,33 @@ def per_prompt_mse(moments: PromptMoments, estimator: str, group_size,
     [0.125, 0.020833]
     """
     m = _check_moments(moments)
-    b = _check_estimator(estimator, baseline, m.n_prompts)
-    G = _check_sizes(estimator, group_size)
-    return _per_prompt_mse(m, estimator, G, b)
+    rule, b = _check_estimator(estimator, baseline, m.n_prompts)
+    G = _check_sizes(rule, group_size)
+    return _per_prompt_mse(m, rule, G, b)
 
 
-def _per_prompt_mse(m: PromptMoments, estimator: str, G: np.ndarray, b) -> np.ndarray:
-    if G.ndim == 1:
-        G = G[None, :]
-        col = (slice(None), None)
+def _per_prompt_mse(m: PromptMoments, rule, G: np.ndarray, b) -> np.ndarray:
+    """Per-prompt MSE ``(P,)`` or ``(P, n_G)``: the affine closed form, or the binary-reward
+    sums of :mod:`.advantage` for a scaled group rule."""
+    sizes = np.atleast_1d(G)
+    if rule.is_affine:
+        ref = _reference(m, rule, b)
+        cols = []
+        for g in sizes:
+            var, k = affine_variance(m, rule, float(g), ref)
+            cols.append(var + (k - 1.0) ** 2 * m.grad_sq if k != 1 else var)
     else:
-        col = (slice(None),)
-    gsq = m.grad_sq[col]
-    if estimator == "oracle":
-        return m.trace_sigma_oracle[col] / G
-    if estimator == "vanilla":
-        return (m.score_sq_reward_sq[col] - gsq) / G
-    if estimator == "baseline":
-        second = m.score_sq_reward_sq - 2.0 * b * m.score_sq_reward + b**2 * m.score_sq
-        return (second[col] - gsq) / G
-    grpo = m.trace_sigma_oracle[col] / G + (m.score_sq_reward_var[col] + gsq) / (G * (G - 1.0))
-    if estimator == "grpo":
-        return grpo
-    c = shrink_factor(G)
-    return c**2 * grpo + (1.0 - c) ** 2 * gsq
+        cols = [per_prompt_advantage_mse(m, rule, int(g)) for g in sizes]
+    out = np.stack(cols, axis=1)
+    return out if G.ndim == 1 else out[:, 0]
 
 
 def prompt_averaged_mse(moments: PromptMoments, estimator: str, group_size, baseline=None):
-    """``E_X MSE(X)``: the per-prompt MSE averaged over ``f``, without prompt variance (C5).
+    r"""``E_X MSE(X)``: the per-prompt MSE averaged over ``f``, without prompt variance (C5).
+
+    .. math::
+
+        E_X\,\mathrm{MSE}(X) = \sum_x f(x)\,\mathrm{MSE}(x)
 
     A float for a scalar ``group_size``, an ``(n_G,)`` array for an array of sizes.
     """
@@ -148,7 +173,11 @@ def prompt_averaged_mse(moments: PromptMoments, estimator: str, group_size, base
 
 
 def prompt_heterogeneity(moments: PromptMoments, prompt_prob=None) -> float:
-    """``c1 = E_X||g(X) - g||^2 = E_X||g(X)||^2 - ||g||^2`` (Proposition 3, C6).
+    r"""``c1 = E_X||g(X) - g||^2 = E_X||g(X)||^2 - ||g||^2`` (Proposition 3, C6).
+
+    .. math::
+
+        c_1 = E_X\|g(X) - g\|^2 = E_X\|g(X)\|^2 - \|g\|^2
 
     With ``prompt_prob`` (``(P,)``, non-negative, summing to one), ``c1`` under those prompt
     weights, ``||g||^2 = f^T grad_gram f`` recomputed from the Gram matrix: the value of
@@ -163,7 +192,12 @@ def prompt_heterogeneity(moments: PromptMoments, prompt_prob=None) -> float:
 
 
 def check_prompt_prob(prompt_prob, n_prompts: int) -> np.ndarray:
-    """``prompt_prob`` as a float array ``(P,)`` of weights summing to one, or ``ValueError``."""
+    r"""``prompt_prob`` as a float array ``(P,)`` of weights summing to one, or ``ValueError``.
+
+    .. math::
+
+        f \ge 0, \qquad \sum_x f(x) = 1
+    """
     f = as_finite_array(prompt_prob, "prompt_prob", ndim=(1,))
     if f.shape != (n_prompts,) or np.any(f < 0) or abs(f.sum() - 1.0) > 1e-9:
         raise ValueError(f"`prompt_prob` must be {n_prompts} non-negative weights summing to 1")
@@ -172,7 +206,11 @@ def check_prompt_prob(prompt_prob, n_prompts: int) -> np.ndarray:
 
 def minibatch_mse(moments: PromptMoments, estimator: str, group_size, batch_size=1,
                   baseline=None, prompt_variance_factor=None):
-    """Exact MSE of the minibatch estimator against ``g`` (Proposition 3, docs/theory.md C6).
+    r"""Exact MSE of the minibatch estimator against ``g`` (Proposition 3, docs/theory.md C6).
+
+    .. math::
+
+        E\|\hat g_B - g\|^2 = k\,c_1 + \frac{E_X\,\mathrm{MSE}(X)}{B}, \qquad k = \frac{1}{B}
 
     For the unbiased estimators ``E||g_hat - g||^2 = k c1 + E_X MSE(X) / B`` with ``k = 1/B``
     for ``B`` i.i.d. prompts (``prompt_variance_factor`` overrides ``k``, e.g. for a finite
@@ -183,21 +221,34 @@ def minibatch_mse(moments: PromptMoments, estimator: str, group_size, batch_size
     """
     m = _check_moments(moments)
     batch_size = as_int(batch_size, "batch_size", 1)
+    rule, b = _check_estimator(estimator, baseline, m.n_prompts)
+    G = _check_sizes(rule, group_size)
+    if not rule.is_affine:
+        if prompt_variance_factor is not None:
+            raise ValueError(f"`prompt_variance_factor` needs an affine rule; {rule.name!r} "
+                             "scales its advantages")
+        mse = np.array([minibatch_advantage_mse(m, rule, int(g), batch_size)
+                        for g in np.atleast_1d(G)])
+        return float(mse[0]) if G.ndim == 0 else mse
     factor = 1.0 / batch_size if prompt_variance_factor is None else float(prompt_variance_factor)
-    unbiased = "grpo" if estimator == "fullmean" else estimator
-    b = _check_estimator(estimator, baseline, m.n_prompts)
-    G = _check_sizes(estimator, group_size)
-    within = m.prompt_prob @ _per_prompt_mse(m, unbiased, G, b)
-    mse = prompt_heterogeneity(m) * factor + within / batch_size
-    if estimator == "fullmean":
-        c = shrink_factor(G)
-        mse = c**2 * mse + (1.0 - c) ** 2 * float(m.grad_norm_sq)
+    ref = _reference(m, rule, b)
+    c1 = prompt_heterogeneity(m)
+    out = []
+    for g in np.atleast_1d(G):
+        var, k = affine_variance(m, rule, float(g), ref)
+        value = (k * k if k != 1 else 1.0) * c1 * factor + (m.prompt_prob @ var) / batch_size
+        out.append(value + (k - 1.0) ** 2 * float(m.grad_norm_sq) if k != 1 else value)
+    mse = np.array(out) if G.ndim == 1 else out[0]
     return float(mse) if np.ndim(mse) == 0 else mse
 
 
 # ---------------------------------------------------------------------- baselines (C8-C10)
 def optimal_constant_baseline(moments: PromptMoments) -> np.ndarray:
-    """MSE-optimal prompt-only baseline ``b*(x) = E[||W||^2 Z] / E||W||^2`` (docs/theory.md C9).
+    r"""MSE-optimal prompt-only baseline ``b*(x) = E[||W||^2 Z] / E||W||^2`` (docs/theory.md C9).
+
+    .. math::
+
+        b^*(x) = \frac{E[\|W\|^2 Z \mid x]}{E[\|W\|^2 \mid x]}
 
     ``inf``-free: prompts with ``E||W||^2 = 0`` (a deterministic policy) have no score noise,
     every baseline is optimal there, and ``b* = V(x)`` is returned for them.
@@ -208,37 +259,55 @@ def optimal_constant_baseline(moments: PromptMoments) -> np.ndarray:
 
 
 def score_reward_covariance(moments: PromptMoments) -> np.ndarray:
-    """``Cov(||W||^2, Z | x)``; zero for every prompt iff Assumption 2 holds (C8)."""
+    r"""``Cov(||W||^2, Z | x)``; zero for every prompt iff Assumption 2 holds (C8).
+
+    .. math::
+
+        \operatorname{Cov}(\|W\|^2, Z \mid x) = E[\|W\|^2 Z] - E\|W\|^2\,V(x)
+    """
     m = _check_moments(moments)
     return m.score_sq_reward - m.score_sq * m.value
 
 
 def assumption2_baseline_mse(moments: PromptMoments, baseline, group_size) -> np.ndarray:
-    """Corollary 5's form ``(tr Sigma + E||W||^2 (V - b)^2)/G``, shape ``(P,)`` (C8).
+    r"""Corollary 5's form ``(tr Sigma + E||W||^2 (V - b)^2)/G``, shape ``(P,)`` (C8).
+
+    .. math::
+
+        \frac{\operatorname{tr}\Sigma(x) + E\|W\|^2 (V(x) - b(x))^2}{G}
 
     Equal to :func:`per_prompt_mse` with ``estimator="baseline"`` exactly when Assumption 2
     (``Cov(||W||^2, Z | x) = 0``) holds; the difference is ``2 (V - b) Cov(||W||^2, Z)/G``.
     """
     m = _check_moments(moments)
-    b = _check_estimator("baseline", baseline, m.n_prompts)
+    _, b = _check_estimator("baseline", baseline, m.n_prompts)
     G = as_int(group_size, "group_size", 1)
     return (m.trace_sigma_oracle + m.score_sq * (m.value - b) ** 2) / G
 
 
 def grpo_vanilla_margin(moments: PromptMoments, group_size) -> np.ndarray:
-    """``MSE_vanilla(x) - MSE_GRPO(x)``: positive where GRPO wins (C10), ``(P,)`` or ``(P, n_G)``."""
+    r"""``MSE_vanilla(x) - MSE_GRPO(x)``: positive where GRPO wins (C10), ``(P,)`` or ``(P, n_G)``.
+
+    .. math::
+
+        \mathrm{MSE}_{\mathrm{vanilla}}(x) - \mathrm{MSE}_{\mathrm{GRPO}}(x)
+    """
     return (per_prompt_mse(moments, "vanilla", group_size)
             - per_prompt_mse(moments, "grpo", group_size))
 
 
 def reversal_condition(moments: PromptMoments, group_size) -> np.ndarray:
-    """C10's closed form: GRPO beats vanilla iff ``(S Var Z + ||g||^2)/(G-1) < S V^2``.
+    r"""C10's closed form: GRPO beats vanilla iff ``(S Var Z + ||g||^2)/(G-1) < S V^2``.
+
+    .. math::
+
+        \frac{E\|W\|^2 \operatorname{Var} Z + \|g(x)\|^2}{G - 1} < E\|W\|^2\, V(x)^2
 
     Exact under Assumption 2, when ``E||WZ||^2 - E||W(Z-V)||^2 = E||W||^2 V^2``; returns a
     boolean array ``(P,)`` or ``(P, n_G)``.
     """
     m = _check_moments(moments)
-    G = _check_sizes("grpo", group_size)
+    G = _check_sizes(get_rule("grpo"), group_size)
     col = (slice(None), None) if G.ndim == 1 else (slice(None),)
     return ((m.score_sq_reward_var + m.grad_sq)[col] / (G - 1.0)
             < (m.score_sq * m.value**2)[col])
@@ -253,7 +322,11 @@ def _require_matrices(m: PromptMoments) -> None:
 
 def per_prompt_covariance(moments: PromptMoments, estimator: str, group_size,
                           baseline=None) -> np.ndarray:
-    """``Cov(g_hat(x) | x)``, shape ``(P, d, d)``: the matrix form of Theorem 2 (C5, C22, C23).
+    r"""``Cov(g_hat(x) | x)``, shape ``(P, d, d)``: the matrix form of Theorem 2 (C5, C22, C23).
+
+    .. math::
+
+        \operatorname{Cov}(\hat g_{\mathrm{GRPO}}(x) \mid x) = \frac{\Sigma}{G} + \frac{S(1) \operatorname{Var}(Z \mid x) + g g^\top}{G(G - 1)}
 
     Notes
     -----
@@ -264,24 +337,26 @@ def per_prompt_covariance(moments: PromptMoments, estimator: str, group_size,
     """
     m = _check_moments(moments)
     _require_matrices(m)
-    b = _check_estimator(estimator, baseline, m.n_prompts)
-    G = float(as_int(group_size, "group_size", 2 if estimator in _LEAVE_ONE_OUT else 1))
-    gg = np.einsum("pk,pl->pkl", m.grad_per_prompt, m.grad_per_prompt)  # (P, d, d)
+    rule, b = _check_affine(estimator, baseline, m.n_prompts)
+    G = float(as_int(group_size, "group_size", rule.min_group_size, rule.min_group_reason))
+    return affine_covariance(m, rule, G, _reference(m, rule, b))[0]
 
-    def centred(c):  # E[W W^T (Z - c)^2 | x] for c of shape (P,)
-        c = c[:, None, None]
-        return m.score_outer_reward_sq - 2.0 * c * m.score_outer_reward + c**2 * m.score_outer
 
-    if estimator in ("vanilla", "oracle", "baseline"):
-        c = {"vanilla": np.zeros(m.n_prompts), "oracle": m.value}.get(estimator, b)
-        return (centred(c) - gg) / G
-    sigma = centred(m.value) - gg
-    cov = sigma / G + (m.score_outer * m.reward_var[:, None, None] + gg) / (G * (G - 1.0))
-    return cov if estimator == "grpo" else shrink_factor(G) ** 2 * cov
+def _check_affine(estimator, baseline, n_prompts):
+    rule, b = _check_estimator(estimator, baseline, n_prompts)
+    if not rule.is_affine:
+        raise ValueError(f"`estimator` {rule.name!r} scales its advantages; the matrix forms "
+                         "cover affine rules")
+    return rule, b
 
 
 def between_prompt_covariance(moments: PromptMoments) -> np.ndarray:
-    """``Cov_X g(X) = sum_x f(x) g(x) g(x)^T - g g^T``, shape ``(d, d)`` (Proposition 3)."""
+    r"""``Cov_X g(X) = sum_x f(x) g(x) g(x)^T - g g^T``, shape ``(d, d)`` (Proposition 3).
+
+    .. math::
+
+        \operatorname{Cov}_X g(X) = \sum_x f(x)\, g(x) g(x)^\top - g g^\top
+    """
     m = _check_moments(moments)
     _require_matrices(m)
     f, gx = m.prompt_prob, m.grad_per_prompt
@@ -291,7 +366,11 @@ def between_prompt_covariance(moments: PromptMoments) -> np.ndarray:
 
 def minibatch_covariance(moments: PromptMoments, estimator: str, group_size, batch_size=1,
                          baseline=None, prompt_variance_factor=None) -> np.ndarray:
-    """Covariance ``Gamma`` of the minibatch estimator, ``(d, d)`` (Proposition 3, Theorem 8).
+    r"""Covariance ``Gamma`` of the minibatch estimator, ``(d, d)`` (Proposition 3, Theorem 8).
+
+    .. math::
+
+        \Gamma = k \operatorname{Cov}_X g(X) + \frac{E_X \operatorname{Cov}(\hat g(X) \mid X)}{B}
 
     ``k Cov_X g(X) + E_X Cov(g_hat(X) | X) / B`` with ``k = 1/B`` for i.i.d. prompts
     (``prompt_variance_factor`` overrides it); the full-mean estimator's is ``((G-1)/G)^2``
@@ -300,9 +379,9 @@ def minibatch_covariance(moments: PromptMoments, estimator: str, group_size, bat
     m = _check_moments(moments)
     batch_size = as_int(batch_size, "batch_size", 1)
     factor = 1.0 / batch_size if prompt_variance_factor is None else float(prompt_variance_factor)
-    if estimator == "fullmean":
-        grpo = minibatch_covariance(m, "grpo", group_size, batch_size, None, factor)
-        return shrink_factor(float(group_size)) ** 2 * grpo
-    within = np.einsum("p,pkl->kl", m.prompt_prob,
-                       per_prompt_covariance(m, estimator, group_size, baseline))
-    return between_prompt_covariance(m) * factor + within / batch_size
+    rule, b = _check_affine(estimator, baseline, m.n_prompts)
+    G = float(as_int(group_size, "group_size", rule.min_group_size, rule.min_group_reason))
+    _require_matrices(m)
+    cov, k = affine_covariance(m, rule, G, _reference(m, rule, b))
+    within = np.einsum("p,pkl->kl", m.prompt_prob, cov)
+    return (k * k if k != 1 else 1.0) * between_prompt_covariance(m) * factor + within / batch_size

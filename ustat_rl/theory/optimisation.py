@@ -17,7 +17,12 @@ __all__ = ["contraction_factor", "lemma6_constant_bound", "lemma14_start", "lemm
 
 
 def contraction_factor(smoothness, pl_constant, learning_rate) -> float:
-    """``rho = 1 - 2 mu beta + L mu beta^2``, in ``[0, 1)`` for ``beta < 1/(2L)`` (Lemma 6, C14)."""
+    r"""``rho = 1 - 2 mu beta + L mu beta^2``, in ``[0, 1)`` for ``beta < 1/(2L)`` (Lemma 6, C14).
+
+    .. math::
+
+        \rho = 1 - 2\mu\beta + L\mu\beta^2
+    """
     L = as_float(smoothness, "smoothness", low=0.0)
     mu = as_float(pl_constant, "pl_constant", low=0.0)
     beta = as_float(learning_rate, "learning_rate", low=0.0)
@@ -26,7 +31,11 @@ def contraction_factor(smoothness, pl_constant, learning_rate) -> float:
 
 def lemma6_constant_bound(smoothness, pl_constant, noise_bound, learning_rate, initial_gap,
                           n_iter) -> np.ndarray:
-    """``E Delta_n <= rho^n E Delta_0 + L beta^2 M / (4 mu beta - 2 L mu beta^2)`` (C14).
+    r"""``E Delta_n <= rho^n E Delta_0 + L beta^2 M / (4 mu beta - 2 L mu beta^2)`` (C14).
+
+    .. math::
+
+        E\Delta_n \le \rho^n E\Delta_0 + \frac{L\beta^2 M}{4\mu\beta - 2L\mu\beta^2}
 
     Parameters
     ----------
@@ -54,7 +63,12 @@ def lemma6_constant_bound(smoothness, pl_constant, noise_bound, learning_rate, i
 
 
 def lemma14_start(A, B, eps: float = 1.0) -> int:
-    """``n0 = ceil(B (1 + eps) / (eps (A - 1))) + 1`` of Lemma 14 as printed (C16)."""
+    r"""``n0 = ceil(B (1 + eps) / (eps (A - 1))) + 1`` of Lemma 14 as printed (C16).
+
+    .. math::
+
+        n_0 = \Big\lceil \frac{B (1 + \epsilon)}{\epsilon (A - 1)} \Big\rceil + 1
+    """
     A = as_float(A, "A")
     if A <= 1.0:
         raise ValueError(f"Lemma 14 needs `A` > 1, got {A:g}")
@@ -63,7 +77,11 @@ def lemma14_start(A, B, eps: float = 1.0) -> int:
 
 def lemma6_inverse_bound(smoothness, pl_constant, noise_bound, learning_rate, sup_gap, n_iter,
                          eps: float = 1.0) -> np.ndarray:
-    """``E Delta_n <= max{(1+eps) L beta^2 M / ((4 mu beta - 2) n), a n0 / n}`` (C15).
+    r"""``E Delta_n <= max{(1+eps) L beta^2 M / ((4 mu beta - 2) n), a n0 / n}`` (C15).
+
+    .. math::
+
+        E\Delta_n \le \max\Big\{\frac{(1 + \epsilon) L \beta^2 M}{(4\mu\beta - 2) n},\ \frac{a n_0}{n}\Big\}
 
     The 1/i schedule ``eta_i = beta / i`` with ``beta > 1/(2 mu)``; from Lemma 14 with
     ``A = 2 mu beta``, ``B = L mu beta^2``, ``C = L beta^2 M / 2`` and ``a = sup_n E Delta_n``.

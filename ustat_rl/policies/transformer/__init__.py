@@ -10,9 +10,10 @@ C18), organised by concept:
   :data:`POLICY_NAMES`;
 * :mod:`.moments`: exact :class:`~ustat_rl.theory.PromptMoments` by enumerating every answer,
   so that :mod:`ustat_rl.theory` gives the exact MSEs, scaling constants and ``G*``;
-* :mod:`.sampling`: the Monte Carlo of squared errors through
-  :func:`ustat_rl.montecarlo.run_monte_carlo`, the independent route;
-* :mod:`.training`: supervised warm-up, GRPO training (Algorithm 1) and exact accuracies.
+* the Monte Carlo of squared errors (the independent route) is in
+  :mod:`ustat_rl.montecarlo.transformer`, and supervised warm-up, GRPO training (Algorithm 1)
+  and exact accuracies in :mod:`ustat_rl.training.transformer`: a policy does not import the
+  layers that use it (their names are still served here, with a deprecation note).
 
 Importing this package imports torch; :mod:`ustat_rl.policies` does not import it.
 """
@@ -29,7 +30,6 @@ from .moments import (
     exact_moments,
     value_gradients,
 )
-from .sampling import mc_squared_errors, squared_error_statistic
 from .task import (
     ArithmeticSplits,
     ArithmeticTask,
@@ -38,15 +38,13 @@ from .task import (
     make_splits,
     verify_answer,
 )
-from .training import (
-    GRPORun,
-    expected_accuracy,
-    grpo_step_gradient,
-    grpo_train,
-    moderate_questions,
-    question_values,
-    supervised_warmup,
-)
+
+
+def __getattr__(name):
+    from ..._moved import moved_attribute
+
+    return moved_attribute(__name__, name)
+
 
 __all__ = [
     "POLICY_NAMES",
@@ -57,7 +55,6 @@ __all__ = [
     "CharTokenizer",
     "ConstantsInterval",
     "Enumeration",
-    "GRPORun",
     "Question",
     "TinyTransformer",
     "TransformerConfig",
@@ -65,20 +62,12 @@ __all__ = [
     "bootstrap_constants",
     "enumerate_moments",
     "exact_moments",
-    "expected_accuracy",
-    "grpo_step_gradient",
-    "grpo_train",
     "load_policy",
     "load_study_policy",
     "make_splits",
-    "mc_squared_errors",
-    "moderate_questions",
     "new_policy",
-    "question_values",
     "resolve_device",
     "save_policy",
-    "squared_error_statistic",
-    "supervised_warmup",
     "value_gradients",
     "verify_answer",
 ]

@@ -27,6 +27,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..._validation import as_int, as_rng
+from ...intervals import percentile_interval
 from ...theory import PromptMoments, ScalingConstants, scaling_constants
 from .model import TransformerPolicy
 from .task import PAD
@@ -265,9 +266,7 @@ def bootstrap_constants(moments: PromptMoments, rng, n_boot: int = 2000,
         weight = np.bincount(rng.integers(0, n, size=n), minlength=n) / n  # (P,)
         c = scaling_constants(moments, prompt_prob=weight)  # = moments.reweight(weight)
         draws[b] = (c.c1, c.c2, c.c3, c.optimal_group_size())
-    tail = (1.0 - level) / 2.0
-    lo = np.quantile(draws, tail, axis=0, method="inverted_cdf")  # no inf - inf interpolation
-    hi = np.quantile(draws, 1.0 - tail, axis=0, method="inverted_cdf")
+    lo, hi = percentile_interval(draws, level)  # no inf - inf interpolation
     keys = ("c1", "c2", "c3", "g_star")
     constants = scaling_constants(moments)
     return ConstantsInterval(constants, constants.optimal_group_size(), dict(zip(keys, lo)),

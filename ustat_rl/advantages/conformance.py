@@ -10,7 +10,7 @@ groups the failure does not need are dropped one at a time).
 
 Tolerance (a bound for any correct implementation whose working precision is float32 or finer,
 whatever dtype the kit passes; derived from the formula's conditioning, not tuned). The rules'
-data (:class:`~ustat_rl.conventions.ConventionSpec`: baseline, scale, epsilon and its placement,
+data (:class:`~ustat_rl.advantages.conventions.ConventionSpec`: baseline, scale, epsilon and its placement,
 the all-equal rule) fix every term. With ``eps`` the machine epsilon of the coarsest of float32,
 the input and the output dtypes, ``tiny`` its smallest normal number (values below it may be
 flushed to 0), ``n`` the samples a statistic runs over and ``S`` the largest ``|z|`` among them:
@@ -35,7 +35,7 @@ At an offset of 1e6 a group whose spread is below one float32 step is thus unche
 swapping Bessel for the population std, moving the epsilon, flooring the variance (verl's
 vectorised GRPO before PR #6348) or leaking another group into the mean is rejected on the
 batches hypothesis finds, in float32 and float64 alike. The reference is
-:func:`ustat_rl.conventions.advantages` in float64 on the same inputs (docs/conventions.md).
+:func:`ustat_rl.advantages.conventions.advantages` in float64 on the same inputs (docs/conventions.md).
 """
 
 from __future__ import annotations
@@ -52,13 +52,14 @@ from .conformance_adapters import (
     INDEX_KINDS,
     SIGNATURES,
     VERL_TOKENS,
+    BadOutput,
     TargetError,
-    _BadOutput,
-    _first_line,
     adapt,
+    first_line,
     load_function,
 )
-from .conventions import CONVENTION_NAMES, ConventionSpec, _evaluate, advantages, get_convention
+from .conventions import CONVENTION_NAMES, ConventionSpec, advantages, get_convention
+from .parts import Scaling
 
 __all__ = ["CONVENTION_NAMES", "SIGNATURES", "INDEX_KINDS", "ConformanceFailure",
            "ConformanceReport", "TargetError", "check_conformance", "tolerance", "adapt",
@@ -157,20 +158,21 @@ def tolerance(convention, rewards, group_ids, dtype=None) -> np.ndarray:
     z = np.asarray(rewards, dtype=np.float64)
     _, inverse, counts = np.unique(np.asarray(group_ids), return_inverse=True, return_counts=True)
     inverse = inverse.reshape(-1)
-    parts = _evaluate(spec, z, inverse, counts)
+    parts = spec.parts(z, inverse, counts)
     eps, tiny = _working(dtype)
     A = np.abs(parts.advantage)
     group_max = np.zeros(counts.size)
     np.maximum.at(group_max, inverse, np.abs(z))
     n = counts[inverse].astype(np.float64)
     dev_err = (n + 4) * (eps * group_max[inverse] + tiny)  # (n,) error of z - m_g
-    loo = n / np.maximum(n - 1, 1) if spec.baseline == "leave_one_out" else 1.0
+    deviation = spec.centring.kernel_coefficients(n)[1]  # n/(n - 1) for leave-one-out
+    loo = np.where(deviation != 0, np.abs(deviation), 1.0)
     num_err = dev_err * loo
     if spec.scale == "none":
         return num_err + 2 * eps * A
     s, N = parts.std, float(z.size)
     under = np.sqrt(2 * tiny)
-    if spec.scale == "group":
+    if spec.scale in ("group", "statistic"):  # a spread of the group's rewards
         s_err = np.sqrt(n / np.maximum(n - 1, 1)) * dev_err + (n + 3) * eps * s + under
         s_err = np.where(parts.single, 0.0, s_err)
     elif spec.scale == "leave_one_out":
@@ -179,7 +181,7 @@ def tolerance(convention, rewards, group_ids, dtype=None) -> np.ndarray:
         batch_err = (N + 4) * (eps * np.abs(z).max() + tiny)
         s_err = np.sqrt(N / max(N - 1, 1)) * batch_err + (N + 3) * eps * s + under
     else:  # whitening: the batch mean of the numerator adds its error to each centred value
-        c = _evaluate(dataclasses.replace(spec, scale="none"), z, inverse, counts).numerator
+        c = dataclasses.replace(spec, scaling=Scaling()).parts(z, inverse, counts).numerator
         num_err = num_err + num_err.max() + (N + 3) * eps * np.abs(c).max()
         s_err = np.sqrt(N / max(N - 1, 1)) * num_err.max() + (N + 3) * eps * s + under
     d = parts.denominator
@@ -252,11 +254,11 @@ def _compare(call, spec: ConventionSpec, z, ids) -> ConformanceFailure | None:
     expected = advantages(spec, z, ids)
     try:
         got = call(z.copy(), ids.copy())
-    except _BadOutput as exc:
+    except BadOutput as exc:
         return ConformanceFailure(z, ids, expected, None, -1, f"the function {exc}")
     except (Exception, SystemExit) as exc:  # anything raised on a valid batch does not conform
         return ConformanceFailure(z, ids, expected, None, -1,
-                                  f"the function raised {_first_line(exc)}")
+                                  f"the function raised {first_line(exc)}")
     coarse = z.dtype if np.finfo(z.dtype).eps >= np.finfo(got.dtype).eps else got.dtype
     tol = tolerance(spec, z, ids, coarse)
     diff = np.abs(got.astype(np.float64) - expected)

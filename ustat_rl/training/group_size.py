@@ -20,9 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import as_int
-from .theory import ScalingConstants
-from .training import train
+from .._validation import as_int
+from ..intervals import percentile_interval
+from ..theory import ScalingConstants
+from .algorithm1 import train
 
 __all__ = ["GroupSizePredictions", "predicted_group_sizes", "linearised_gap", "sweep_cell",
            "bootstrap_argmin", "common_argmin", "CommonArgmin", "CellResult"]
@@ -145,7 +146,7 @@ def bootstrap_argmin(group_sizes, samples, n_boot, rng, level=0.95):
         idx = rng.integers(0, len(s), size=(n_boot, len(s)))
         boot[:, j] = np.asarray(s)[idx].mean(axis=1)
     choice = sizes[np.argmin(boot, axis=1)]
-    lo, hi = np.quantile(choice, [(1 - level) / 2, (1 + level) / 2], method="inverted_cdf")
+    lo, hi = percentile_interval(choice, level)
     freq = np.array([np.mean(choice == g) for g in sizes])
     return int(sizes[np.argmin(means)]), (int(lo), int(hi)), freq
 

@@ -11,10 +11,10 @@ import math
 
 import numpy as np
 
-from ._validation import as_float
-from .policies.loglinear import LogLinearBandit
-from .policies.softmax import SoftmaxBandit
-from .training import NoisyQuadratic
+from .._validation import as_float
+from .loglinear import LogLinearBandit
+from .quadratic import NoisyQuadratic
+from .softmax import SoftmaxBandit
 
 __all__ = [
     "POLICY_STRENGTHS",

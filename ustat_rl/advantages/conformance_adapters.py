@@ -1,4 +1,4 @@
-"""Adapters and loading for the conformance kit (:mod:`ustat_rl.conformance`).
+"""Adapters and loading for the conformance kit (:mod:`ustat_rl.advantages.conformance`).
 
 The kit tests ``plain(rewards (n,), group_ids (n,)) -> (n,)``; :func:`adapt` turns a verl-style or
 TRL-style function into that form, passing ids the way those frameworks do, and checks that what
@@ -34,11 +34,11 @@ class TargetError(ValueError):
     """The function under test could not be loaded (a usage error: exit 2)."""
 
 
-class _BadOutput(Exception):
+class BadOutput(Exception):
     """The function returned something that is not a real floating array of the right shape."""
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
@@ -52,20 +52,20 @@ def _to_numpy(out):
     try:
         return np.asarray(out)
     except Exception as exc:  # ragged lists and other objects numpy cannot hold
-        raise _BadOutput(f"returned {type(out).__name__} that is not an array ({exc})") from None
+        raise BadOutput(f"returned {type(out).__name__} that is not an array ({exc})") from None
 
 
 def _real_floating(out, shape):
     if out.dtype.kind in "US":
-        raise _BadOutput(f"returned strings (dtype {out.dtype}), expected real floating "
+        raise BadOutput(f"returned strings (dtype {out.dtype}), expected real floating "
                          f"advantages")
     if out.dtype.kind == "c":
-        raise _BadOutput(f"returned complex values (dtype {out.dtype}), expected real floating "
+        raise BadOutput(f"returned complex values (dtype {out.dtype}), expected real floating "
                          f"advantages")
     if out.dtype.kind != "f":
-        raise _BadOutput(f"returned dtype {out.dtype}, expected real floating advantages")
+        raise BadOutput(f"returned dtype {out.dtype}, expected real floating advantages")
     if out.shape != shape:
-        raise _BadOutput(f"returned shape {out.shape}, expected {shape}")
+        raise BadOutput(f"returned shape {out.shape}, expected {shape}")
     return out
 
 
@@ -135,9 +135,9 @@ def adapt(fn: Callable, signature: str = "plain", tensors: str = "numpy",
                            _verl_index(ids, index)))
         out = _real_floating(out, (n, tokens))
         if np.any((mask == 0) & (out != 0)):
-            raise _BadOutput("advantages on padding tokens are not 0")
+            raise BadOutput("advantages on padding tokens are not 0")
         if np.any((mask == 1) & (out != out[:, :1])):
-            raise _BadOutput("advantage is not constant over a response's tokens")
+            raise BadOutput("advantage is not constant over a response's tokens")
         return out[:, 0]
     return verl
 
@@ -170,7 +170,7 @@ def load_function(target: str) -> Callable:
     except SystemExit as exc:
         raise TargetError(f"importing {module_name} called sys.exit({exc.code!r})") from None
     except Exception as exc:
-        raise TargetError(f"importing {module_name} raised {_first_line(exc)}") from None
+        raise TargetError(f"importing {module_name} raised {first_line(exc)}") from None
     if not hasattr(module, func_name):
         raise TargetError(f"{module_name} has no attribute {func_name!r}")
     fn = getattr(module, func_name)

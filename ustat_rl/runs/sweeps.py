@@ -25,7 +25,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ._cell_tasks import make_task, run_task, watch_parent
-from .run_records import write_run_record
+from .records import write_run_record
 
 __all__ = ["CellFailedError", "LocalExecutor", "RayExecutor", "add_executor_arguments",
            "default_output", "executor_from_args", "order_rows", "run_cells", "write_csv_atomic",

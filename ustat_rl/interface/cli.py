@@ -8,14 +8,14 @@ import json
 import sys
 from pathlib import Path
 
-from . import __version__, allocate_cli
-from ._commands import compare as _compare
-from ._commands import list_claims as _list
-from ._commands import print_table as _print_table  # noqa: F401 - the verdict table, for tests
-from ._commands import report as _report
-from ._commands import verify
-from ._paths import check_output
-from ._script_args import seed_type as _seed
+from .. import __version__, allocate_cli
+from .._commands import compare as _compare
+from .._commands import list_claims as _list
+from .._commands import print_table as _print_table  # noqa: F401 - the verdict table, for tests
+from .._commands import report as _report
+from .._commands import verify
+from .._paths import check_output
+from .._script_args import seed_type as _seed
 
 EPILOG = """examples:
   ustat-rl verify --quick                 all claims, small Monte Carlo sizes (under a minute)
@@ -84,8 +84,8 @@ def _parse_args(argv):
     gstar.add_argument("rollouts", type=Path, help="pilot rollouts file (.npz or .parquet)")
     gstar.add_argument("--budget", type=int, required=True, help="samples per step N = B G")
     gstar.add_argument("--estimator", default="grpo",
-                       choices=("grpo", "vanilla", "oracle", "fullmean"),
-                       help="estimator whose best group size is reported (default grpo)")
+                       help="advantage rule whose best group size is reported: grpo (default), "
+                            "vanilla, oracle, fullmean or any registered rule")
     gstar.add_argument("--level", type=float, default=0.9, help="interval level (default 0.9)")
     gstar.add_argument("--json", type=Path, default=None, help="write the report as JSON to PATH")
     gstar.add_argument("--plot", type=Path, default=None, help="write the MSE figure to PATH")
@@ -106,7 +106,7 @@ def _parse_args(argv):
 
 
 def _add_conformance_parser(sub) -> None:
-    from .conventions import CONVENTION_NAMES
+    from ..advantages.conventions import CONVENTION_NAMES
 
     conf = sub.add_parser(
         "conformance", help="check an advantage function against a framework convention",
@@ -127,15 +127,15 @@ def _add_conformance_parser(sub) -> None:
 
 
 def _conformance(args) -> int:
-    from .conformance import run_command
+    from ..advantages.conformance import run_command
 
     return run_command(args.target, args.convention, signature=args.signature, index=args.index,
                        tensors="torch" if args.torch else "numpy",
                        max_examples=args.max_examples, seed=args.seed)
 def _gstar(args) -> int:
     """``ustat-rl gstar``: every path and number checked before the pilot is read."""
-    from .pilot.report import check_report_budget
-    from .pilot.rollouts import check_rollouts_path
+    from ..pilot.report import check_report_budget
+    from ..pilot.rollouts import check_rollouts_path
 
     checks = [(args.json, (".json",), "--json"), (args.plot, (".png", ".pdf", ".svg"), "--plot")]
     try:
@@ -149,8 +149,8 @@ def _gstar(args) -> int:
         check_report_budget(args.budget, "--budget")
         if not 0.0 < args.level < 1.0:
             raise ValueError(f"`--level` must lie strictly between 0 and 1, got {args.level}")
-        from .pilot.report import format_report, gstar_report
-        from .pilot.rollouts import load_rollouts
+        from ..pilot.report import format_report, gstar_report
+        from ..pilot.rollouts import load_rollouts
 
         report = gstar_report(load_rollouts(args.rollouts, "ROLLOUTS"), args.budget,
                               args.estimator, args.level)
@@ -194,7 +194,7 @@ def main(argv=None) -> int:
     try:
         return _dispatch(args)
     except ModuleNotFoundError as exc:  # an optional dependency: one line naming its extra
-        from ._commands import missing_dependency
+        from .._commands import missing_dependency
 
         if (line := missing_dependency(exc)) is None:
             raise

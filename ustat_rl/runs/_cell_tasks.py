@@ -1,4 +1,4 @@
-"""What a worker process receives to run one cell of a sweep (private to :mod:`ustat_rl.sweeps`).
+"""What a worker process receives to run one cell of a sweep (private to :mod:`ustat_rl.runs.sweeps`).
 
 A simulation script is not an importable module: it runs as ``__main__`` or is loaded by path.
 Its cell function therefore travels as the script's source text, which the worker executes once

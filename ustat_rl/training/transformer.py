@@ -21,9 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..._validation import as_float, as_int
-from ...estimators import leave_one_out_baseline
-from .model import TransformerPolicy
+from .._validation import as_float, as_int
+from ..advantages.gradients import leave_one_out_baseline
+from ..advantages.registry import get_rule
+from ..policies.transformer.model import TransformerPolicy
 
 __all__ = [
     "supervised_warmup",
@@ -168,7 +169,8 @@ def grpo_train(policy: TransformerPolicy, train_questions, test_questions, group
         Iterations after which to evaluate the exact test accuracy (default: 0 and ``n_iter``).
     """
     _check_policy(policy)
-    group_size = as_int(group_size, "group_size", 2, "for the leave-one-out baseline")
+    loo = get_rule("grpo")
+    group_size = as_int(group_size, "group_size", loo.min_group_size, loo.min_group_reason)
     budget = as_int(budget, "budget", 2)
     if budget % group_size:
         raise ValueError(f"`group_size` = {group_size} must divide `budget` = {budget}")

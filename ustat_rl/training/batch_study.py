@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import as_int, as_rng
-from .conventions import _grouped, advantages, get_convention
+from .._validation import as_int, as_rng
+from ..advantages.registry import get_rule
 
 __all__ = ["ALL_EQUAL_RULES", "BatchStudy", "batch_monte_carlo"]
 
@@ -64,9 +64,9 @@ def _batch_advantages(spec, reward: np.ndarray) -> np.ndarray:
     """Advantages of batches ``reward (n, B, G)``; batch statistics are computed per batch."""
     n, B, G = reward.shape
     if spec.statistics == "group":
-        return _grouped(spec, reward.reshape(n * B, G)).reshape(n, B, G)
+        return spec.grouped(reward.reshape(n * B, G)).reshape(n, B, G)
     ids = np.repeat(np.arange(B), G)
-    return np.stack([advantages(spec, r.reshape(-1), ids).reshape(B, G) for r in reward])
+    return np.stack([spec.advantages(r.reshape(-1), ids).reshape(B, G) for r in reward])
 
 
 def batch_monte_carlo(bandit, convention, group_size: int, batch_size: int, n_reps: int, rng,
@@ -77,7 +77,7 @@ def batch_monte_carlo(bandit, convention, group_size: int, batch_size: int, n_re
     ----------
     bandit : SoftmaxBandit
     convention : str
-        A name of :data:`ustat_rl.conventions.CONVENTION_NAMES` (batch statistics allowed).
+        A name of :data:`ustat_rl.advantages.conventions.CONVENTION_NAMES` (batch statistics allowed).
     group_size, batch_size : int
         ``G`` and ``B``.
     n_reps : int
@@ -93,7 +93,7 @@ def batch_monte_carlo(bandit, convention, group_size: int, batch_size: int, n_re
     """
     if all_equal not in ALL_EQUAL_RULES:
         raise ValueError(f"`all_equal` must be one of {ALL_EQUAL_RULES}, got {all_equal!r}")
-    spec = get_convention(convention)
+    spec = get_rule(convention, "convention")
     G = as_int(group_size, "group_size", 2)
     B = as_int(batch_size, "batch_size", 1)
     n = as_int(n_reps, "n_reps", 2)

@@ -10,7 +10,8 @@ another order).
 
 Problems implement ``draws_per_step(estimator, G, B)``, ``sample_gradient(theta (R, d), uniforms
 (R, m), estimator, G, B) -> (R, d)`` and ``objective_many(theta (R, d)) -> (R,)``:
-:class:`ustat_rl.policies.loglinear.LogLinearBandit` and :class:`NoisyQuadratic` here.
+:class:`ustat_rl.policies.loglinear.LogLinearBandit` and
+:class:`ustat_rl.policies.quadratic.NoisyQuadratic` (re-exported here).
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import ndtri
 from tqdm.auto import tqdm
 
-from ._validation import as_finite_array, as_float, as_int
-from .seeding import child_rng
+from .._validation import as_finite_array, as_float, as_int
+from ..advantages.registry import get_rule
+from ..policies.quadratic import NoisyQuadratic
+from ..seeding import child_rng
 
 __all__ = ["NoisyQuadratic", "TrainingResult", "train", "run_generators", "learning_rates",
            "quadratic_expected_gap", "SCHEDULES"]
@@ -57,81 +59,6 @@ class TrainingResult:
         return float(optimum_value) - self.objective
 
 
-class NoisyQuadratic:
-    """PL test objective ``J = J* - (theta - theta*)^T A (theta - theta*)/2`` with a null space.
-
-    The gradient oracle returns ``g(theta) + xi`` with ``xi ~ N(0, Gamma)`` independent across
-    steps, so ``M = sup MSE = tr Gamma`` (Lemma 6, docs/theory.md C14, C15). With ``A`` positive
-    semi-definite, ``J`` is ``L``-smooth with ``L = lambda_max(A)`` and PL with
-    ``mu = lambda_min^+(A)`` (C12, C13); the maximisers form ``theta* + null(A)``.
-
-    Parameters
-    ----------
-    curvature : array_like (d, d)
-        ``A``, symmetric positive semi-definite and not zero.
-    optimum : array_like (d,)
-        One maximiser ``theta*``.
-    noise_cov : array_like (d, d)
-        ``Gamma``, symmetric positive semi-definite.
-    value : float
-        ``J*``.
-
-    Examples
-    --------
-    >>> q = NoisyQuadratic([[2.0, 0.0], [0.0, 0.0]], [0.0, 0.0], [[1.0, 0.0], [0.0, 0.0]])
-    >>> q.smoothness, q.pl_constant, q.rank
-    (2.0, 2.0, 1)
-    """
-
-    def __init__(self, curvature, optimum, noise_cov, value=0.0):
-        a = as_finite_array(curvature, "curvature", ndim=(2,))
-        d = a.shape[0]
-        if a.shape != (d, d) or not np.allclose(a, a.T, atol=1e-12):
-            raise ValueError(f"`curvature` must be a symmetric square matrix, got shape {a.shape}")
-        eig, vec = np.linalg.eigh(a)
-        tol = 1e-10 * max(1.0, abs(eig).max())
-        if eig.min() < -tol or eig.max() <= tol:
-            raise ValueError("`curvature` must be positive semi-definite and not zero")
-        opt = as_finite_array(optimum, "optimum", ndim=(1,))
-        gam = as_finite_array(noise_cov, "noise_cov", ndim=(2,))
-        if opt.shape != (d,) or gam.shape != (d, d):
-            raise ValueError(f"`optimum` must have shape ({d},) and `noise_cov` ({d}, {d})")
-        geig, gvec = np.linalg.eigh((gam + gam.T) / 2)
-        if geig.min() < -1e-10 * max(1.0, abs(geig).max()):
-            raise ValueError("`noise_cov` must be positive semi-definite")
-        self.curvature, self.optimum, self.noise_cov = a, opt, gam
-        self.value = as_float(value, "value")
-        self.dim = d
-        keep = eig > tol
-        self.identifiable_basis = vec[:, keep]  # (d, r)  Q
-        self.null_basis = vec[:, ~keep]
-        self.rank = int(keep.sum())
-        self.smoothness = float(eig.max())
-        self.pl_constant = float(eig[keep].min())
-        self._noise_root = gvec * np.sqrt(np.clip(geig, 0.0, None))  # (d, d)  Gamma = R R^T
-
-    def objective(self, theta) -> float:
-        u = np.asarray(theta, dtype=np.float64) - self.optimum
-        return float(self.value - 0.5 * u @ self.curvature @ u)
-
-    def objective_many(self, theta) -> np.ndarray:
-        u = np.asarray(theta, dtype=np.float64) - self.optimum  # (R, d)
-        return self.value - 0.5 * np.einsum("rd,de,re->r", u, self.curvature, u)
-
-    def grad(self, theta) -> np.ndarray:
-        return -self.curvature @ (np.asarray(theta, dtype=np.float64) - self.optimum)
-
-    def draws_per_step(self, estimator=None, group_size=None, batch_size=None) -> int:
-        return self.dim
-
-    def sample_gradient(self, theta, uniforms, estimator=None, group_size=None,
-                        batch_size=None) -> np.ndarray:
-        # 2^-54 floor: Generator.random can return exactly 0, where ndtri is -inf
-        normal = ndtri(np.maximum(uniforms, 2.0**-54))  # (R, d)
-        return -(theta - self.optimum) @ self.curvature + normal @ self._noise_root.T
-
-
-# ---------------------------------------------------------------------- Algorithm 1
 def run_generators(seed, n_runs: int, run_offset: int = 0) -> list[np.random.Generator]:
     """One generator per run: run ``j`` uses ``child_seed(seed, run_offset + j)``."""
     return [child_rng(seed, run_offset + j) for j in range(n_runs)]
@@ -194,9 +121,9 @@ def train(problem, theta0, n_iter, *, learning_rate, schedule="inverse", n_runs=
         raise ValueError("`learning_rate` must be > 0")
     if schedule not in SCHEDULES:
         raise ValueError(f"`schedule` must be one of {SCHEDULES}, got {schedule!r}")
-    minimum = 2 if estimator in ("grpo", "fullmean") else 1
-    group_size = as_int(group_size, "group_size", minimum,
-                        "for the leave-one-out baseline" if minimum == 2 else "")
+    rule = None if estimator is None else get_rule(estimator, "estimator")
+    group_size = as_int(group_size, "group_size", rule.min_group_size if rule else 1,
+                        rule.min_group_reason if rule else "")
     batch_size = as_int(batch_size, "batch_size", 1)
     theta = as_finite_array(theta0, "theta0", ndim=(1, 2))
     if theta.shape[-1] != problem.dim or (theta.ndim == 2 and theta.shape[0] != n_runs):

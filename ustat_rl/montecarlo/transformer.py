@@ -2,7 +2,7 @@
 
 The route independent of :mod:`.moments`: answers are drawn autoregressively with a
 ``torch.Generator``, scores come from ``vmap`` per-sample gradients, the estimators of
-:mod:`ustat_rl.estimators` are formed and ``||g_hat(x) - g(x)||^2`` is recorded, with ``g(x)``
+:mod:`ustat_rl.advantages.gradients` are formed and ``||g_hat(x) - g(x)||^2`` is recorded, with ``g(x)``
 computed directly as ``grad pi(y*|x)`` (:func:`.moments.value_gradients`). Groups of every size
 are nested in one draw of ``max(G)`` answers (common random numbers).
 
@@ -18,13 +18,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..._validation import as_group_sizes, as_int
-from ...estimators import grpo_gradient, oracle_gradient, vanilla_gradient
-from ...montecarlo import MonteCarloEstimate, run_monte_carlo, stratified_estimate
-from ...seeding import child_int, child_seed
-from .model import TransformerPolicy
-from .moments import value_gradients
-from .training import question_values
+from .._validation import as_group_sizes, as_int
+from ..advantages.gradients import grpo_gradient, oracle_gradient, vanilla_gradient
+from ..policies.transformer.model import TransformerPolicy
+from ..policies.transformer.moments import value_gradients
+from ..seeding import child_int, child_seed
+from ..training.transformer import question_values
+from .engine import MonteCarloEstimate, run_monte_carlo, stratified_estimate
 
 __all__ = ["MC_ESTIMATORS", "DEGENERATE", "squared_error_statistic", "mc_squared_errors"]
 
@@ -38,7 +38,7 @@ def _estimator_weights(reward: np.ndarray, sizes: np.ndarray, value: float) -> n
     """Coefficients ``c`` with ``g_hat = c @ W`` for every (estimator, G), nested groups.
 
     The estimators are linear in the scores, so evaluating them at ``W = I_G`` returns exactly
-    their per-sample weights; the formulas stay in :mod:`ustat_rl.estimators`.
+    their per-sample weights; the formulas stay in :mod:`ustat_rl.advantages.gradients`.
     """
     g_max = reward.shape[0]
     rows = []

@@ -1,7 +1,7 @@
 """HTML pieces of ``ustat-rl report``: escaping, the errata's Markdown subset, PNG text chunks,
 and the verdict and result tables (in boxes that scroll sideways, numbers rounded).
 
-Private to :mod:`ustat_rl.report`, which re-exports :func:`markdown_to_html` and
+Private to :mod:`ustat_rl.interface.report`, which re-exports :func:`markdown_to_html` and
 :func:`png_text_chunks`.
 """
 

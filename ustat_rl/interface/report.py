@@ -7,9 +7,9 @@ as a base64 ``data:`` URI, with its caption and the command that made it), the r
 and the seeds, timings, versions and machine. It needs no network access: no scripts, fonts or
 style sheets are loaded from anywhere, and it contains no script at all.
 
-Captions come from the ``Title`` text chunk that :func:`ustat_rl.plotting.save_figure` writes
+Captions come from the ``Title`` text chunk that :func:`ustat_rl.interface.plotting.save_figure` writes
 into PNG files; commands come from the run records (``*.run.json``) that the simulation scripts
-write with :func:`ustat_rl.run_records.write_run_record`. A figure without them says so.
+write with :func:`ustat_rl.runs.records.write_run_record`. A figure without them says so.
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from ._paths import write_atomic
+from .._paths import write_atomic
+from ..claims.display import format_number
+from ..runs.records import RUN_RECORD_SUFFIX
 from ._report_html import CSS as _CSS
 from ._report_html import (
     PNG_SIGNATURE,
@@ -36,8 +38,6 @@ from ._report_html import (
     verdict_section,
 )
 from ._report_html import escape as _e
-from .claims.display import format_number
-from .run_records import RUN_RECORD_SUFFIX
 
 __all__ = ["MAX_REPORT_BYTES", "PNG_SIGNATURE", "VERDICTS", "ReportSummary", "environment",
            "load_verify_json", "markdown_to_html", "png_text_chunks", "render_report",
@@ -88,7 +88,7 @@ def environment() -> dict:
 
     Versions are read from the installed distributions' metadata, without importing them.
     """
-    from . import __version__
+    from .. import __version__
 
     versions = {"ustat-rl": __version__}
     for name in _VERSIONED:

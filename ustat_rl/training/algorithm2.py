@@ -3,7 +3,7 @@
 docs/theory.md section 2 and C25 (Theorem 12). One batch of ``G`` actions is drawn from
 ``pi_old = pi_{theta_old}``; its Algorithm 2 advantages ``A_g`` (leave-one-out difference over
 the group standard error, all-equal groups zeroed: ``paper_algorithm2`` of
-:mod:`ustat_rl.conventions`) are fixed, and ``m`` updates ``theta_{j+1} = theta_j + eta g_hat(
+:mod:`ustat_rl.advantages.conventions`) are fixed, and ``m`` updates ``theta_{j+1} = theta_j + eta g_hat(
 theta_j)`` reuse the batch, with
 
     g_hat(theta) = (1/G) sum_g [ mu_g A_g grad log pi_theta(y_g)
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import as_int
+from .._validation import as_int
 
 __all__ = ["OffPolicyBandit", "algorithm2_gradient", "minibatch_updates", "on_policy_mean",
            "minibatch_bias", "minibatch_bias_monte_carlo"]
@@ -79,10 +79,9 @@ class OffPolicyBandit:
 
     def advantages(self, actions: np.ndarray) -> np.ndarray:
         """Algorithm 2's advantages ``(n, G)`` of the batches ``actions (n, G)``."""
-        from .conventions import _grouped, get_convention
+        from ..advantages.registry import get_rule
 
-        return _grouped(get_convention("paper_algorithm2"),
-                        np.asarray(self.reward, dtype=np.float64)[actions])
+        return get_rule("paper_algorithm2").grouped(np.asarray(self.reward, dtype=np.float64)[actions])
 
 
 def _softmax(theta: np.ndarray) -> np.ndarray:

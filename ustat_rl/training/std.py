@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .conventions import _grouped, get_convention
-from .theory.advantage import advantage_moments
+from ..advantages.registry import get_rule
+from ..theory.advantage import advantage_moments
 
 __all__ = ["kl_penalty_gradient", "mean_field", "mean_field_root", "train_std_normalised",
            "trl_group_rule"]
@@ -20,17 +20,17 @@ __all__ = ["kl_penalty_gradient", "mean_field", "mean_field_root", "train_std_no
 def trl_group_rule(z, m, G):
     """TRL's ``scale_rewards="group"`` advantage for binary rewards as ``a(z, m, G)``: O(G).
 
-    ``(z - m/G)/(s_m + 1e-4)`` with the Bessel-corrected ``s_m = sqrt(m (G - m)/(G (G - 1)))``
-    (docs/conventions.md); equal to the named convention's table (checked in ``check_c26_train``).
+    ``(z - m/G)/(s_m + 1e-4)`` with the Bessel-corrected ``s_m``, read from the registry's
+    ``trl_group`` rule (:meth:`~ustat_rl.advantages.AdvantageRule.binary_table`).
     """
-    m = np.asarray(m, dtype=np.float64)
-    s = np.sqrt(m * (G - m) / (G * (G - 1.0)))
-    return (np.asarray(z, dtype=np.float64) - m / G) / (s + 1e-4)
+    success, failure = get_rule("trl_group").binary_table(int(G))
+    m = np.asarray(m, dtype=np.int64)
+    return np.where(np.asarray(z, dtype=np.float64) == 1.0, success[m], failure[m])
 
 
 def _binary_part(bandit):
     """The same bandit without the KL penalty: its moments describe the binary rewards."""
-    from .policies.loglinear import LogLinearBandit
+    from ..policies.loglinear import LogLinearBandit
 
     return LogLinearBandit(bandit.features, bandit.reward_prob, bandit.prompt_prob,
                            bandit.reward_values, 0.0, bandit.ref_theta)
@@ -59,7 +59,7 @@ def mean_field(bandit, theta: float, factor) -> float:
     exact mean factor ``c_G(x)`` (docs/theory.md section 7) makes this the mean of the
     std-normalised update at group size ``G``.
     """
-    from .theory.advantage import arcsin_weight
+    from ..theory.advantage import arcsin_weight
 
     theta_vec = np.array([float(theta)])
     moments = _binary_part(bandit).moments(theta_vec, matrices=True)
@@ -91,7 +91,7 @@ def train_std_normalised(bandit, convention: str, group_size: int, batch_size: i
     ``beta/(i + offset)`` (``beta`` times the mean field's slope exceeds 1/2, as the 1/i rate
     of Lemma 6 needs). Returns each run's average of its iterates over the second half.
     """
-    spec = get_convention(convention)
+    spec = get_rule(convention, "convention")
     theta = np.tile(bandit.ref_theta, (n_runs, 1))  # (R, d)
     total = np.zeros_like(theta)
     feats = bandit.features
@@ -110,7 +110,7 @@ def train_std_normalised(bandit, convention: str, group_size: int, batch_size: i
                   < bandit.reward_prob[x[..., None], action]).astype(np.float64)
         mean_phi = np.einsum("rbk,rbkd->rbd", pi, phi)
         score = np.take_along_axis(phi, action[..., None], axis=2) - mean_phi[:, :, None, :]
-        adv = _grouped(spec, reward.reshape(n_runs * B, G)).reshape(n_runs, B, G)
+        adv = spec.grouped(reward.reshape(n_runs * B, G)).reshape(n_runs, B, G)
         g_hat = np.einsum("rbg,rbgd->rd", adv, score) / (B * G)
         theta = theta + beta / (i + offset) * (g_hat + kl_penalty_gradient(bandit, theta))
         if i > n_iter // 2:

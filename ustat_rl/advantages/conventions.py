@@ -1,0 +1,190 @@
+"""Named advantage conventions: the group-relative advantages that RL frameworks actually compute.
+
+The paper analyses the leave-one-out baseline (Algorithm 1) and a std-normalised variant
+(Algorithm 2); the frameworks people run differ from both in small ways that matter: a full
+group mean instead of leave-one-out, a Bessel-corrected standard deviation with an epsilon
+*added to it*, batch instead of group statistics, and rules for all-equal and one-sample groups.
+Each convention is ``advantages(rewards (n,), group_ids (n,)) -> (n,)``, computed from the fields
+of its :class:`ConventionSpec` (baseline, scale, epsilon and its placement, the singleton and
+zero-std rules) by one evaluator, so the rule's data is all there is to it. The table in
+``docs/conventions.md`` maps each (framework, option, commit) to its name here; the exact
+finite-G moments of the group conventions, for binary rewards, are in
+:mod:`ustat_rl.theory.advantage` (docs/theory.md section 7).
+
+Notation: ``z`` is a reward, ``m_g`` the mean of its group, ``s_g`` the Bessel-corrected standard
+deviation of its group (``sqrt(sum (z - m_g)^2 / (n_g - 1))``), ``s_B`` the same over the whole
+batch, and ``n_g`` the size of the group.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .frameworks import convention_rule
+from .registry import get_rule, register_rule, rule_names
+from .rule import AdvantageRule
+
+__all__ = ["ConventionSpec", "CONVENTIONS", "CONVENTION_NAMES", "VERL_SINGLETON_DIVISOR", "advantages",
+           "get_convention"]
+
+#: A framework option's rule is the registry's one rule type; the kit reads the same fields.
+ConventionSpec = AdvantageRule
+
+
+#: verl substitutes ``torch.tensor(1.0)`` (float32) for a one-sample group's std, so ``std + 1e-6``
+#: is rounded to float32 whatever the rewards' dtype: 1.0000009536743164, not 1.000001.
+VERL_SINGLETON_DIVISOR = float(np.float32(1.0) + np.float32(1e-6))
+
+def _at(pin, path):
+    return (pin[0], path, *pin[1:])
+
+
+_TRL = ("huggingface/trl", "f2cd57710ae345ea6428ae95363267fcf38a3dc8", "2026-07-24")
+_VERL = ("verl-project/verl", "1dda039b9c6311889a9c9a26040677e1254814f9", "2026-08-22")
+_ORLHF = ("OpenRLHF/OpenRLHF", "3c3be6234e0cb353e76bb8019947db9dfe99fca7", "2026-08-13")
+_NEMO = ("NVIDIA-NeMo/RL", "7ea279abfbeb698b092856d0dab61e7cf39bc909", "2026-08-22")
+_TRL_G, _TRL_R = _at(_TRL, "trl/trainer/grpo_trainer.py"), _at(_TRL, "trl/trainer/rloo_trainer.py")
+_VERL_C = _at(_VERL, "verl/trainer/ppo/core_algos.py")
+_VERL_V, _VERL_W = (_at(_VERL, f"verl/trainer/ppo/core_algos.py, verl/utils/{f}.py")
+                    for f in ("groupwise", "torch_functional"))
+_ORL = _at(_ORLHF, "openrlhf/trainer/ppo_utils/experience_maker.py")
+_NEMO_A = _at(_NEMO, "nemo_rl/algorithms/advantage_estimator.py, nemo_rl/algorithms/utils.py")
+_HERE = ("", "ustat_rl/estimators.py; docs/theory.md section 2", "", "")
+_LOO, _F32 = "z - (sum_g z - z)/(n_g - 1)", "float32"
+_STD = dict(scale="group", epsilon_placement="added to std", bessel=True)
+_STD_MEAN, _WHITENED = "std-normalised, full-mean numerator", "full mean, then batch-whitened"
+_ZV_WHITEN = "0 before whitening; then shifted by the batch mean"
+
+
+def _spec(name, framework, option, where, formula, **fields):
+    return convention_rule(name, framework, option, *where, formula, **fields)
+
+
+_SPECS = (
+    _spec("trl_group", "TRL", 'GRPOTrainer, scale_rewards="group" (default)', _TRL_G,
+          "(z - m_g) / (s_g + 1e-4)", **_STD, epsilon=1e-4, singleton_divisor=1e-4,
+          singleton="0 (std set to 0, numerator 0)", equal_group_sizes=True,
+          working_precision=_F32, project_name=_STD_MEAN),
+    _spec("trl_batch", "TRL", 'GRPOTrainer, scale_rewards="batch"', _TRL_G,
+          "(z - m_g) / (s_B + 1e-4)", scale="batch", epsilon=1e-4, bessel=True,
+          epsilon_placement="added to std", equal_group_sizes=True, working_precision=_F32,
+          project_name="full mean divided by the batch std"),
+    _spec("trl_none", "TRL", 'GRPOTrainer, scale_rewards="none"', _TRL_G, "z - m_g",
+          equal_group_sizes=True, working_precision=_F32, project_name="fullmean"),
+    _spec("verl_grpo", "verl", "algorithm.adv_estimator=grpo, norm_adv_by_std_in_grpo=True "
+          "(default)", _VERL_C, "(z - m_g) / (s_g + 1e-6)", **_STD, epsilon=1e-6,
+          singleton_numerator="z", singleton_divisor=VERL_SINGLETON_DIVISOR,
+          singleton="z / 1.0000009537 (mean 0 and a float32 std 1 are substituted; 1 + 1e-6 "
+                    "rounds in float32)", project_name=_STD_MEAN),
+    _spec("verl_grpo_vectorized", "verl", "algorithm.adv_estimator=grpo_vectorized", _VERL_V,
+          "(z - m_g) / (s_g + 1e-6), m_g and s_g computed in float32", **_STD, epsilon=1e-6,
+          singleton_numerator="z", singleton_divisor=VERL_SINGLETON_DIVISOR,
+          working_precision="float32 statistics whatever the rewards' dtype",
+          singleton="z / 1.0000009537 (as verl_grpo)", project_name=_STD_MEAN),
+    _spec("verl_grpo_nostd", "verl", "algorithm.adv_estimator=grpo, norm_adv_by_std_in_grpo=False",
+          _VERL_C, "z - m_g", singleton_numerator="z", singleton="z (mean 0 is substituted)",
+          project_name="fullmean"),
+    _spec("verl_rloo", "verl", "algorithm.adv_estimator=rloo", _VERL_C,
+          "z - (sum_g z - z)/(n_g - 1) = n_g (z - m_g)/(n_g - 1)", baseline="leave_one_out",
+          singleton_numerator="z", singleton="z (left unchanged)", project_name="grpo"),
+    _spec("verl_rloo_vectorized", "verl", "algorithm.adv_estimator=rloo_vectorized", _VERL_C,
+          "(n_g z - sum_g z)/(n_g - 1), 0 for a singleton", baseline="leave_one_out",
+          singleton="0 (multiplied by n_g > 1)", project_name="grpo"),
+    _spec("verl_reinforce_pp_baseline", "verl",
+          "algorithm.adv_estimator=reinforce_plus_plus_baseline", _VERL_W,
+          "c = z - m_g; (c - mean_B c) / sqrt(var_B c + 1e-8), mean_B and var_B dividing by "
+          "N + 1e-8 (masked_mean), one token per response", scale="whiten", epsilon=1e-8,
+          epsilon_placement="inside sqrt", bessel=True, count_epsilon=1e-8,
+          singleton_numerator="z", zero_variance=_ZV_WHITEN,
+          singleton="c = z (mean 0 is substituted)", min_batch_size=2, project_name=_WHITENED),
+    _spec("openrlhf_group_norm", "OpenRLHF", "--algo.advantage.estimator group_norm", _ORL,
+          "(z - m_g) / (s_g + 1e-9)", **_STD, epsilon=1e-9, singleton_divisor=np.nan,
+          singleton="NaN (Bessel std of one sample)", min_group_size=2, equal_group_sizes=True,
+          project_name=_STD_MEAN),
+    _spec("openrlhf_dr_grpo", "OpenRLHF", "--algo.advantage.estimator dr_grpo", _ORL, "z - m_g",
+          equal_group_sizes=True, project_name="fullmean"),
+    _spec("openrlhf_reinforce_baseline", "OpenRLHF",
+          "--algo.advantage.estimator reinforce_baseline", _ORL,
+          "c = z - m_g; (c - mean_B c) / sqrt(max(var_B c, 1e-8)), population variance, one "
+          "token per response", scale="whiten", epsilon=1e-8, epsilon_placement="variance floor",
+          bessel=False, working_precision="float32 (whitened after .float())",
+          zero_variance=_ZV_WHITEN, equal_group_sizes=True, project_name=_WHITENED),
+    _spec("openrlhf_rloo", "OpenRLHF", "--algo.advantage.estimator rloo", _ORL, _LOO,
+          baseline="leave_one_out", singleton="division by zero (n_samples_per_prompt - 1 = 0)",
+          min_group_size=2, equal_group_sizes=True, project_name="grpo"),
+    _spec("trl_rloo", "TRL", "RLOOTrainer, normalize_advantages=False (default)", _TRL_R, _LOO,
+          baseline="leave_one_out", working_precision=_F32, equal_group_sizes=True,
+          project_name="grpo"),
+    _spec("trl_rloo_normalized", "TRL", "RLOOTrainer, normalize_advantages=True", _TRL_R,
+          "a = leave-one-out; (a - mean_B a) / (s_B(a) + 1e-4)", baseline="leave_one_out",
+          scale="whiten", epsilon=1e-4, epsilon_placement="added to std", bessel=True,
+          working_precision=_F32, zero_variance="0 before the batch normalisation",
+          singleton="0 before normalisation", min_batch_size=2, equal_group_sizes=True,
+          project_name="grpo, whitened over the batch"),
+    _spec("nemo_rl_grpo", "NeMo-RL", "grpo.use_leave_one_out_baseline=true, "
+          "grpo.normalize_rewards=true (the defaults)", _NEMO_A,
+          f"({_LOO}) / (s_-i + 1e-6), s_-i the Bessel std of the other n_g - 1 rewards; "
+          "undivided where s_-i = 0", baseline="leave_one_out", scale="leave_one_out",
+          epsilon=1e-6, epsilon_placement="added to std", bessel=True, zero_std="keep numerator",
+          zero_variance="0; a sample whose n_g - 1 others are equal keeps its undivided numerator",
+          singleton="0 (baseline set to the reward)", min_group_size=3,
+          project_name="leave-one-out, divided by the others' std"),
+    get_rule("grpo"),
+    get_rule("fullmean"),
+    get_rule("paper_algorithm2"),
+)
+
+#: Every named convention, by name (the framework ones registered with the registry here; the
+#: paper's are the registry's own).
+CONVENTIONS: dict[str, ConventionSpec] = {
+    s.name: s if s.name in rule_names() else register_rule(s) for s in _SPECS}
+
+#: The names, in the order of docs/conventions.md.
+CONVENTION_NAMES: tuple[str, ...] = tuple(CONVENTIONS)
+
+
+def get_convention(name) -> ConventionSpec:
+    """The rule called ``name`` (any registered one; :data:`CONVENTION_NAMES` are the
+    frameworks'); ``ValueError`` listing the names otherwise."""
+    if isinstance(name, AdvantageRule):
+        return name
+    return get_rule(name, "convention")
+
+
+def advantages(convention, rewards, group_ids) -> np.ndarray:
+    """The advantages a named framework option computes (docs/theory.md section 2).
+
+    Parameters
+    ----------
+    convention : str or ConventionSpec
+        One of :data:`CONVENTION_NAMES`.
+    rewards : array_like, shape (n,)
+        One scalar reward per response (float32 inputs are computed in float64).
+    group_ids : array_like of int, shape (n,)
+        The prompt (group) of each response, in any order; groups may be ragged unless the
+        convention reshapes into equal groups.
+
+    Returns
+    -------
+    ndarray, shape (n,)
+        float64 advantages.
+
+    Notes
+    -----
+    Each convention's formula, epsilon and rules are in its :class:`ConventionSpec` and in
+    docs/conventions.md. The frameworks that subtract the full group mean compute
+    ``z - m_g = ((n_g - 1)/n_g) (z - leave-one-out mean)``, so without the std division they are
+    ``(G - 1)/G`` times the unbiased leave-one-out estimator (docs/theory.md C2); with it, they
+    are ``(G - 1)/G`` times Algorithm 2's advantage, up to the epsilon and the all-equal rule.
+
+    Examples
+    --------
+    >>> r = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0]
+    >>> ids = [0, 0, 0, 1, 1, 1]
+    >>> [round(float(a), 4) for a in advantages("trl_group", r, ids)]
+    [1.1545, -0.5773, -0.5773, 0.0, 0.0, 0.0]
+    >>> [round(float(a), 4) for a in advantages("grpo", r, ids)]
+    [1.0, -0.5, -0.5, 0.0, 0.0, 0.0]
+    """
+    spec = get_convention(convention)
+    return spec.advantages(rewards, group_ids)

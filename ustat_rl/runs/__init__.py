@@ -1,0 +1,5 @@
+"""Run infrastructure: parameter sweeps over worker processes, their cell tasks, run records.
+
+* :mod:`.sweeps`: cells of a parameter grid run in order or in parallel, seeded per cell;
+* :mod:`.records`: the JSON record written next to every output.
+"""
