@@ -11,7 +11,7 @@ the interval ignores), which is a bug in the check, not bad luck.
 Cells are ``(claim, seed)`` pairs run through :func:`ustat_rl.sweeps.run_cells`; each finished
 cell is written to ``<out>/calibration.csv`` at once, and a rerun skips the cells already there
 (resumable: interrupting loses at most the cells in flight). A row also records a fingerprint
-of the source file of its claim's check, and rows whose check has changed since are run again.
+of its claim's check function, and rows whose check has changed since are run again.
 
 Selections: ``--claims all`` (every registered claim), ``--claims monte-carlo`` (the claims
 whose check used Monte Carlo evidence at the first seed, which therefore runs for every claim),
@@ -65,14 +65,15 @@ def stated_rate(note: str, evidence: str) -> float:
 
 @functools.lru_cache(maxsize=None)
 def fingerprint(claim_id: str) -> str:
-    """Short digest of the source file that defines the claim's check.
+    """Short digest of the source of the claim's check function.
 
     Read once per process, when the check modules have just been imported, so an edit made
-    while a run is under way does not relabel results of the code that was loaded.
+    while a run is under way does not relabel results of the code that was loaded. Only the
+    check function's own text is hashed: after editing a helper it calls, delete the CSV (or
+    its rows of that claim).
     """
     check = registry()[claim_id].check
-    text = Path(inspect.getsourcefile(check)).read_bytes()
-    return hashlib.sha256(text).hexdigest()[:12]
+    return hashlib.sha256(inspect.getsource(check).encode()).hexdigest()[:12]
 
 
 def calibration_cell(claim_id: str, seed: int) -> list[dict]:

@@ -202,9 +202,10 @@ def check_c1_loo(ctx) -> list:
     return checks
 
 
-#: Smallest fraction of the kit's groups (size >= 2) that must be all-equal, and that must hold
-#: a tie without being all-equal: one of the generator's six group kinds each (1/6 of groups),
-#: so a fifth of that is a wide margin; a generator that loses them gives 0.
+#: Smallest fraction of the kit's groups (size >= 2) that must be all-equal (size >= 3, at a
+#: value other than 0 or 1), and that must hold a tie: the all-equal kind is one of the
+#: generator's six (measured: 36 of 118 groups at 80 examples, derandomized), so 1/30 is a wide
+#: margin; without that kind the count is 0 (measured 0 of 209).
 KIT_MIN_FRACTION = 1 / 30
 KIT_EXAMPLES = 80
 
@@ -249,20 +250,26 @@ def check_c2_kit(ctx) -> list:
                 continue
             total += 1
             n_distinct = np.unique(vals).size
-            equal += n_distinct == 1
-            tied += 1 < n_distinct < vals.size
+            # all-equal at a value hypothesis's own float strategy rarely repeats three times
+            base = vals[0] - np.round(vals[0] / 1e6) * 1e6  # the offset of 0 or 1e6 removed
+            equal += n_distinct == 1 and vals.size >= 3 and base not in (0.0, 1.0)
+            tied += n_distinct < vals.size
     checks = [
         check_true("kit: a loop implementation of trl_group conforms", good.passed,
                    float(good.n_examples), note=f"{good.n_examples} batches"),
         check_true("kit: the population-std variant does not conform (negative control)",
                    not bad.passed, float(bad.n_examples),
                    note=bad.failure.message if bad.failure is not None else "no failure found"),
-        check_true(f"kit batches: all-equal groups >= {KIT_MIN_FRACTION:.3f} of groups",
-                   total > 0 and equal / total >= KIT_MIN_FRACTION,
-                   equal / max(total, 1), note=f"{equal} of {total} groups of size >= 2"),
-        check_true(f"kit batches: tied (not all-equal) groups >= {KIT_MIN_FRACTION:.3f}",
-                   total > 0 and tied / total >= KIT_MIN_FRACTION,
-                   tied / max(total, 1), note=f"{tied} of {total} groups of size >= 2"),
+        check_true(f"kit batches: all-equal groups (size >= 3, value not 0 or 1) >= "
+                   f"{KIT_MIN_FRACTION:.3f} of groups", total > 0 and equal / total
+                   >= KIT_MIN_FRACTION, equal / max(total, 1),
+                   note=f"{equal} of {total} groups of size >= 2; 0 when the generator's "
+                        f"all-equal kind is lost"),
+        check_true(f"kit batches: groups with a tie >= {KIT_MIN_FRACTION:.3f} of groups",
+                   total > 0 and tied / total >= KIT_MIN_FRACTION, tied / max(total, 1),
+                   note=f"{tied} of {total} groups of size >= 2; hypothesis's float strategy "
+                        f"repeats values itself, so this guards against a generator that "
+                        f"separates every value, not against the loss of the ties kind alone"),
     ]
     rng = np.random.default_rng(ctx.seed_for("C2.kit"))
     n, t_max, d = 5, 6, 3
