@@ -72,6 +72,23 @@ TARGETS = (
     Target("montecarlo.bandit", "ustat_rl/montecarlo/bandit.py",
            ("tests/test_bandit.py", "tests/test_montecarlo.py"),
            env=(("NUMBA_DISABLE_JIT", "1"),)),
+    # modules added since the first rounds
+    Target("aggregation", "ustat_rl/aggregation.py",
+           ("tests/test_aggregation.py",)),
+    Target("theory.advantage", "ustat_rl/theory/advantage.py",
+           ("tests/test_advantage_theory.py",)),
+    Target("conventions", "ustat_rl/conventions.py",
+           ("tests/test_conventions.py", "tests/test_conformance.py")),
+    Target("conformance", "ustat_rl/conformance.py",
+           ("tests/test_conformance.py",)),
+    Target("montecarlo.torch_backend", "ustat_rl/montecarlo/torch_backend.py",
+           ("tests/test_montecarlo_torch.py",)),
+    Target("pilot.estimate", "ustat_rl/pilot/estimate.py",
+           ("tests/test_pilot_estimate.py",)),
+    Target("pilot.uncertainty", "ustat_rl/pilot/uncertainty.py",
+           ("tests/test_pilot_uncertainty.py",)),
+    Target("pilot.sketch", "ustat_rl/pilot/sketch.py",
+           ("tests/test_pilot_sketch.py",)),
 )
 
 # mutmut 2.x writes one of these into its cache for every mutant it has run.
