@@ -21,11 +21,16 @@ def _failing(result):
     return [c.name for c in result.checks if c.required and not c.passed]
 
 
+@pytest.mark.parametrize("claim_id", ["C6.engine", "C1.loo", "C20.inv", "C3.enum", "C2.kit"])
+def test_power_claims_pass_on_the_code_as_it_is(claim_id):
+    result = _run(claim_id)
+    assert result.verdict == "pass", (_failing(result), result.error)
+
+
 def test_monte_carlo_engine_claim_catches_a_stream_shared_across_blocks(monkeypatch):
     from ustat_rl.montecarlo import engine
     from ustat_rl.seeding import child_seed
 
-    assert _run("C6.engine").verdict == "pass"
     monkeypatch.setattr(engine, "_block_seed", lambda seed, block: child_seed(seed, 0))
     result = _run("C6.engine")
     assert result.verdict == "fail"
@@ -46,7 +51,6 @@ def test_monte_carlo_engine_claim_catches_a_worker_dependent_result(monkeypatch)
 
 
 def test_loo_claim_catches_the_printed_index_of_eq4(monkeypatch):
-    assert _run("C1.loo").verdict == "pass"
 
     def printed(reward):  # Eq. (4) as printed: Z^{(b,g)} inside the sum
         reward = np.asarray(reward, dtype=float)
@@ -59,7 +63,6 @@ def test_loo_claim_catches_the_printed_index_of_eq4(monkeypatch):
 def test_weighted_chi2_claim_catches_a_ppf_returning_the_other_tail(monkeypatch):
     from ustat_rl.weighted_chi2 import WeightedChiSquare
 
-    assert _run("C20.inv").verdict == "pass"
     monkeypatch.setattr(WeightedChiSquare, "ppf", lambda self, q, *a, **k: self.isf(q))
     result = _run("C20.inv")
     assert result.verdict == "fail"
@@ -86,7 +89,6 @@ def test_enumeration_claim_catches_a_dropped_outcome(monkeypatch):
 def test_kit_claim_catches_a_generator_without_all_equal_groups(monkeypatch):
     from ustat_rl import conformance
 
-    assert _run("C2.kit").verdict == "pass"
     # the all-equal, ties and near-tie kinds lost; random and binary groups remain
     monkeypatch.setattr(conformance, "_KINDS", ("random", "binary"))
     result = _run("C2.kit")
@@ -109,7 +111,7 @@ def test_kit_claim_catches_a_broken_aggregation(monkeypatch):
         _run("C2.kit"))
 
 
-@pytest.mark.parametrize("claim_id", ["C1.loo", "C20.inv", "C6.engine"])
+@pytest.mark.parametrize("claim_id", ["C1.loo", "C6.engine"])  # C20.inv draws nothing
 def test_power_claims_pass_at_other_seeds(claim_id):
     for seed in (1, 2):
         result = _run(claim_id, seed)
