@@ -200,8 +200,8 @@ def _tail(failures: int, seeds: int, rate: float) -> float:
 def family_wise(table: pd.DataFrame, claims: pd.DataFrame) -> dict:
     """Per-run false-failure rate of a whole run of the claims in ``table``.
 
-    ``stated`` is the union bound ``sum of every required sub-check's stated rate`` (NaN when
-    a Monte Carlo sub-check states none); ``runs`` and ``failed_runs`` count the seeds at which
+    ``stated`` is the union bound ``sum of the required sub-checks' stated rates`` over those
+    that state one (``unstated`` counts the Monte Carlo sub-checks that do not); ``runs`` and ``failed_runs`` count the seeds at which
     every claim ran and the seeds at which at least one failed; ``claim_runs`` and
     ``failed_claim_runs`` pool the claims over all their seeds.
     """
@@ -209,8 +209,7 @@ def family_wise(table: pd.DataFrame, claims: pd.DataFrame) -> dict:
     full = table.groupby("seed")["claim"].nunique()
     seeds = full[full == table["claim"].nunique()].index
     bad = table[table["seed"].isin(seeds) & table["verdict"].isin(["fail", "error"])]
-    return dict(stated=float(sub["stated_rate"].sum(min_count=1))
-                if not sub["stated_rate"].isna().any() else float("nan"),
+    return dict(stated=float(sub["stated_rate"].sum()),  # NaN (unstated) rates skipped
                 unstated=int(sub["stated_rate"].isna().sum()), runs=len(seeds),
                 failed_runs=int(bad["seed"].nunique()),
                 claim_runs=int(claims["seeds"].sum()),
@@ -219,6 +218,8 @@ def family_wise(table: pd.DataFrame, claims: pd.DataFrame) -> dict:
 
 def render(table: pd.DataFrame) -> str:
     """Markdown tables: per claim, then each sub-check that failed or states no rate."""
+    if table.empty:
+        return "No finished cells for this selection."
     sub, claims = summarise(table)
     fw = family_wise(table, claims)
 
@@ -248,7 +249,8 @@ def render(table: pd.DataFrame) -> str:
     lines += ["", f"Whole runs (every selected claim at one seed): {fw['failed_runs']} of "
               f"{fw['runs']} had a failing claim; stated family-wise rate (union bound over "
               f"{len(sub)} required sub-checks) "
-              f"{rate(fw['stated'])}{'' if not fw['unstated'] else ' plus ' + str(fw['unstated']) + ' sub-checks with no stated rate'}. "
+              f"{rate(fw['stated'])}"
+              f"{'' if not fw['unstated'] else ', not counting ' + str(fw['unstated']) + ' with no stated rate'}. "
               f"Claim-runs pooled: {fw['failed_claim_runs']} failing of {fw['claim_runs']}."]
     return "\n".join(lines)
 
