@@ -74,7 +74,7 @@ TARGETS = (
            env=(("NUMBA_DISABLE_JIT", "1"),)),
     # modules added since the first rounds
     Target("aggregation", "ustat_rl/aggregation.py",
-           ("tests/test_aggregation.py",)),
+           ("tests/test_aggregation.py", "tests/test_aggregation_validation.py")),
     Target("theory.advantage", "ustat_rl/theory/advantage.py",
            ("tests/test_advantage_theory.py",)),
     Target("conventions", "ustat_rl/conventions.py",
