@@ -76,6 +76,23 @@ TARGETS = (
            ("tests/test_advantage_rules.py", "tests/test_estimators.py")),
     Target("theory.affine", "ustat_rl/theory/affine.py",
            ("tests/test_theory.py", "tests/test_advantage_rules.py")),
+    # modules added since the first rounds
+    Target("aggregation", "ustat_rl/aggregation.py",
+           ("tests/test_aggregation.py", "tests/test_aggregation_validation.py")),
+    Target("theory.advantage", "ustat_rl/theory/advantage.py",
+           ("tests/test_advantage_theory.py",)),
+    Target("advantages.conventions", "ustat_rl/advantages/conventions.py",
+           ("tests/test_conventions.py", "tests/test_conformance.py")),
+    Target("advantages.conformance", "ustat_rl/advantages/conformance.py",
+           ("tests/test_conformance.py",)),
+    Target("montecarlo.torch_backend", "ustat_rl/montecarlo/torch_backend.py",
+           ("tests/test_montecarlo_torch.py",)),
+    Target("pilot.estimate", "ustat_rl/pilot/estimate.py",
+           ("tests/test_pilot_estimate.py",)),
+    Target("pilot.uncertainty", "ustat_rl/pilot/uncertainty.py",
+           ("tests/test_pilot_uncertainty.py",)),
+    Target("pilot.sketch", "ustat_rl/pilot/sketch.py",
+           ("tests/test_pilot_sketch.py",)),
 )
 
 # mutmut 2.x writes one of these into its cache for every mutant it has run.

@@ -27,9 +27,16 @@ from ..policies.transformer import (
     load_study_policy,
     make_splits,
 )
+from ..policies.transformer.moments import answer_table
 from ..rates import loglog_slope
 from ..seeding import child_int, child_seed
+from ..tolerances import FALSE_FAILURE_ONE_SIDED, Z_ONE_SIDED
 from ..training.transformer import grpo_train, moderate_questions
+from ._intervals import (
+    grpo_squared_error_moments,
+    iid_mean_squared_error_moments,
+    nonnegative_lower_margin,
+)
 from .registry import Z_CHECK, check_close, check_interval, check_true, register
 
 GROUPS = (4, 8, 16, 32, 64)
@@ -106,10 +113,14 @@ def check_c5_tf(ctx):
     mc = mc_squared_errors(policy, questions, groups, ctx.reps(30, 100),
                            _stream(ctx, "C5.tf"))
     checks = []
+    n_reps = ctx.reps(30, 100)
+    tables = [_gram_coordinates(answer_table(policy, q)) for q in questions]
     for est in ("grpo", "oracle", "vanilla"):
         for g, value in zip(groups, theory.prompt_averaged_mse(m, est, groups)):
             mean, se = mc.get((est, g))
-            checks.append(check_close(f"MC vs exact MSE_{est}, G = {g}", value, mean, se))
+            strata = [_estimator_moments(t, est, g) for t in tables]
+            checks.append(_heavy_tailed_check(f"MC vs exact MSE_{est}, G = {g}", value, mean, se,
+                                              strata, n_reps))
     oracle = mc.subset([("oracle", g) for g in groups])
     fit = loglog_slope(np.array(groups, float), oracle.mean, cov=oracle.cov)
     checks.append(check_interval("slope of MSE_oracle in G (G*MSE_oracle flat)", -1.0, fit.slope,
@@ -131,6 +142,50 @@ def check_c5_tf(ctx):
     checks.append(check_close(f"MSE_GRPO/MSE_oracle at G = {g_top} (C7: tends to 1)", ratio_exact,
                               ratio_mc, ratio_se, note=f"exact ratio {ratio_exact:.4f}"))
     return checks
+
+
+def _gram_coordinates(table):
+    """The table with its ``(M, d)`` scores replaced by ``(M, M)`` rows of the same Gram matrix.
+
+    The squared-error moments depend on the scores only through inner products, so rows
+    ``U sqrt(L)`` from ``W W^T = U L U^T`` give the same values at ``M = 111`` columns instead of
+    ``d = 103,508`` (36 moment evaluations per run).
+    """
+    gram = table.scores @ table.scores.T  # (M, M)
+    evals, evecs = np.linalg.eigh(gram)
+    return replace(table, scores=evecs * np.sqrt(np.clip(evals, 0.0, None)))
+
+
+def _estimator_moments(table, estimator: str, group_size: int):
+    """Exact first two moments of one prompt's squared error ``||g_hat - g(x)||^2``."""
+    if estimator == "grpo":
+        return grpo_squared_error_moments(table.prob, table.reward, table.scores, group_size)
+    centre = 0.0 if estimator == "vanilla" else float(table.prob @ table.reward)
+    rows = (table.reward - centre)[:, None] * table.scores  # (M, d) Z W or (Z - V) W
+    return iid_mean_squared_error_moments(table.prob, rows, group_size)
+
+
+def _heavy_tailed_check(name, predicted, measured, se, strata, n_reps):
+    """MC mean of squared errors vs its prediction, with an interval valid for heavy tails.
+
+    The squared errors are heavy-tailed (rare answers with large ``||W||``): a normal interval
+    from the sample se fails about 3e-3 of the time per comparison, always with the measured
+    mean below the prediction (docs/theory.md C5). That side uses Maurer's bound with the exact
+    ``E X^2`` (valid at every sample size); the other keeps the ``Z_ONE_SIDED`` normal bound,
+    which right skew makes conservative.
+    """
+    weights = np.full(len(strata), 1.0 / len(strata))
+    below = nonnegative_lower_margin(strata, [n_reps] * len(strata), weights,
+                                     FALSE_FAILURE_ONE_SIDED)
+    second = float(weights**2 @ np.array([s.second for s in strata]) / n_reps) ** 0.5
+    return check_interval(
+        name, predicted, measured, measured - Z_ONE_SIDED * se, measured + below,
+        note=f"upper end: Maurer's bound for non-negative replicates with the exact E X^2 "
+             f"(one-sided false-failure rate <= {FALSE_FAILURE_ONE_SIDED:.1e} at any sample "
+             f"size; sqrt(sum f^2 E X^2/n) = {second:.3g}); lower end: measured - "
+             f"{Z_ONE_SIDED:g} se (se = {se:.3g}; {FALSE_FAILURE_ONE_SIDED:.1e} by the normal "
+             f"approximation, conservative under right skew); two-sided false-failure rate "
+             f"{2 * FALSE_FAILURE_ONE_SIDED:.1e}")
 
 
 def _ratio(mc, group_size: int) -> tuple[float, float]:

@@ -82,7 +82,7 @@ def mean_field_root(bandit, factor, bracket=(-4.0, 6.0)) -> float:
 
 def train_std_normalised(bandit, convention: str, group_size: int, batch_size: int,
                          n_iter: int, n_runs: int, rng, beta: float = 30.0,
-                         offset: float = 30.0) -> np.ndarray:
+                         offset: float = 30.0, windows=((0.5, 1.0),)) -> np.ndarray:
     """Stochastic gradient ascent with a named advantage convention; Polyak averages ``(R, d)``.
 
     Each step draws ``B`` prompts from ``f`` and ``G`` responses per prompt from ``pi_theta``
@@ -90,10 +90,19 @@ def train_std_normalised(bandit, convention: str, group_size: int, batch_size: i
     ``convention``'s advantages, adds the exact penalty gradient ``-tau grad KL`` and steps
     ``beta/(i + offset)`` (``beta`` times the mean field's slope exceeds 1/2, as the 1/i rate
     of Lemma 6 needs). Returns each run's average of its iterates over the second half.
+
+    ``windows`` lists ``(start, stop)`` fractions of ``n_iter``: with more than one window the
+    result is ``(n_windows, R, d)``, the average of iterates ``start n_iter < i <= stop n_iter``
+    for each (one window, the default second half, returns ``(R, d)``). Windows of one run let a
+    caller extrapolate the averaged iterate's O(1/n) bias away (``check_c26_train``).
     """
+    spans = [(int(a * n_iter), int(b * n_iter)) for a, b in windows]
+    if not spans or any(not 0 <= lo < hi <= n_iter for lo, hi in spans):
+        raise ValueError(f"`windows` must hold (start, stop) fractions with 0 <= start < stop "
+                         f"<= 1 that cover at least one step, got {windows!r}")
     spec = get_rule(convention, "convention")
     theta = np.tile(bandit.ref_theta, (n_runs, 1))  # (R, d)
-    total = np.zeros_like(theta)
+    total = np.zeros((len(spans),) + theta.shape)  # (n_windows, R, d)
     feats = bandit.features
     B, G = batch_size, group_size
     for i in range(1, n_iter + 1):
@@ -113,6 +122,8 @@ def train_std_normalised(bandit, convention: str, group_size: int, batch_size: i
         adv = spec.grouped(reward.reshape(n_runs * B, G)).reshape(n_runs, B, G)
         g_hat = np.einsum("rbg,rbgd->rd", adv, score) / (B * G)
         theta = theta + beta / (i + offset) * (g_hat + kl_penalty_gradient(bandit, theta))
-        if i > n_iter // 2:
-            total += theta
-    return total / (n_iter - n_iter // 2)
+        for k, (lo, hi) in enumerate(spans):
+            if lo < i <= hi:
+                total[k] += theta
+    means = total / np.array([hi - lo for lo, hi in spans], dtype=np.float64)[:, None, None]
+    return means[0] if len(spans) == 1 else means
