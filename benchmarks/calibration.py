@@ -8,7 +8,7 @@ probability of seeing that many. A seed at which a check fails far more often th
 allows points at a check whose interval is not valid for its statistic (heavy tails, a bias
 the interval ignores), which is a bug in the check, not bad luck.
 
-Cells are ``(claim, seed)`` pairs run through :func:`ustat_rl.sweeps.run_cells`; each finished
+Cells are ``(claim, seed)`` pairs run through :func:`ustat_rl.runs.sweeps.run_cells`; each finished
 cell is written to ``<out>/calibration.csv`` at once, and a rerun skips the cells already there
 (resumable: interrupting loses at most the cells in flight). A row also records a fingerprint
 of its claim's check function, and rows whose check has changed since are run again.

@@ -30,11 +30,11 @@
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ustat_rl.allocation import per_prompt_terms
-from ustat_rl.allocation_pilot import format_pilot_allocation, loglinear_pilot, pilot_allocation
-from ustat_rl.allocation_rules import compare_allocations
+from ustat_rl.theory.allocation import per_prompt_terms
+from ustat_rl.pilot.allocation import format_pilot_allocation, loglinear_pilot, pilot_allocation
+from ustat_rl.theory.allocation_rules import compare_allocations
 from ustat_rl.policies.examples import HETEROGENEOUS_SCALES, HETEROGENEOUS_VALUES, heterogeneous_score_bandit
-from ustat_rl.plotting_allocation import plot_allocations, plot_mse_curves
+from ustat_rl.interface.plotting_allocation import plot_allocations, plot_mse_curves
 
 # %% [markdown]
 # ## Six prompts: three success rates, two score scales

@@ -3,9 +3,9 @@
 Config -> simulate -> tidy CSV -> figure.
 
 Algorithm 1 (leave-one-out GRPO, constant rate) runs ``R`` times on
-:func:`ustat_rl.examples.heterogeneous_score_bandit` with a KL penalty (``tau = 1``, so the
+:func:`ustat_rl.policies.examples.heterogeneous_score_bandit` with a KL penalty (``tau = 1``, so the
 optimum is finite), spending ``N`` rollouts per iteration on its six prompts. Each rule
-(:data:`ustat_rl.allocation_training.TRAINING_RULES`) recomputes its group sizes at every
+(:data:`ustat_rl.training.allocation.TRAINING_RULES`) recomputes its group sizes at every
 iterate from the exact moments there; every rule's runs use the same seeds. The script records
 the gap ``J* - J(theta_n)`` at the checkpoints and, at the last one, each rule's mean gap and its
 paired difference to uniform with a 95% interval (mean +- 1.96 se over runs; runs with the same
@@ -37,7 +37,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ustat_rl.allocation_training import TRAINING_RULES, train_allocated
 from ustat_rl.interface.plotting_training import new_figure, save_figure
 from ustat_rl.policies.examples import heterogeneous_score_bandit
 from ustat_rl.runs.sweeps import (
@@ -50,6 +49,7 @@ from ustat_rl.runs.sweeps import (
     write_csv_atomic,
     write_run_record,
 )
+from ustat_rl.training.allocation import TRAINING_RULES, train_allocated
 
 KL_WEIGHT, BETA, DEFAULT_SEED = 1.0, 0.3, 1903
 FULL = dict(budget=24, n_iter=400, checkpoints=(0, 25, 50, 100, 200, 400), n_runs=100,

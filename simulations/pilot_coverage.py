@@ -4,7 +4,7 @@ Config -> simulate -> tidy CSV -> table.
 
 *Coverage*: for each pilot size (prompts x samples: 16 x 8, 32 x 8, 64 x 16, 128 x 16) and score
 kind (full scores, or a k = 32 Gaussian projection), independent pilots of
-:func:`ustat_rl.examples.interior_optimum_bandit` (the bandit of C31, C32 and notebook 05; exact
+:func:`ustat_rl.policies.examples.interior_optimum_bandit` (the bandit of C31, C32 and notebook 05; exact
 ``c1 = 0.00291``, ``G* = 8.26``) each give nominal 90% intervals
 (:func:`ustat_rl.pilot.pilot_intervals`); the table counts how many cover the exact ``c1``,
 ``c2``, ``c3'`` and ``G*``. Two intervals for ``G*`` are compared: Fieller's (the one the package

@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from ustat_rl.allocation_pilot import MIN_SPLIT_GROUP, loglinear_pilot, pilot_allocation
 from ustat_rl.interface.cli import main
+from ustat_rl.pilot.allocation import MIN_SPLIT_GROUP, loglinear_pilot, pilot_allocation
 from ustat_rl.pilot.rollouts import Rollouts
 from ustat_rl.policies.examples import heterogeneous_score_bandit
 

@@ -10,17 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ustat_rl.allocation import (
-    _dp,
-    _greedy,
-    allocation_mse,
-    brute_force_allocation,
-    optimal_allocation,
-    rule_is_unbiased,
-    rule_min_group_size,
-)
-from ustat_rl.allocation_mc import allocated_errors
-from ustat_rl.allocation_rules import BASELINE_RULES, compare_allocations, round_to_budget
 from ustat_rl.claims.checks_allocation import (
     BIASED_RULES,
     UNBIASED_RULES,
@@ -28,8 +17,19 @@ from ustat_rl.claims.checks_allocation import (
     random_problem,
 )
 from ustat_rl.claims.registry import Z_CHECK, check_close
+from ustat_rl.montecarlo.allocation import allocated_errors
 from ustat_rl.policies.examples import heterogeneous_score_bandit
 from ustat_rl.theory import PromptMoments
+from ustat_rl.theory.allocation import (
+    _dp,
+    allocation_mse,
+    brute_force_allocation,
+    greedy_sizes,
+    optimal_allocation,
+    rule_is_unbiased,
+    rule_min_group_size,
+)
+from ustat_rl.theory.allocation_rules import BASELINE_RULES, compare_allocations, round_to_budget
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +67,7 @@ def test_greedy_fails_without_convexity_where_the_dp_does_not():
         best = min(sum(h[x, k] for x, k in enumerate(ks))
                    for ks in np.ndindex(6, 6, 6) if sum(ks) == spare)
         assert np.isclose(h[np.arange(3), _dp(h, spare)].sum(), best, rtol=0, atol=1e-15)
-        greedy_wrong += h[np.arange(3), _greedy(h, spare)].sum() > best + 1e-15
+        greedy_wrong += h[np.arange(3), greedy_sizes(h, spare)].sum() > best + 1e-15
     assert greedy_wrong > 0
 
 
@@ -204,8 +204,8 @@ def test_allocation_claims_pass_quick(claim_id):
     assert result.verdict == "pass", [c.name for c in result.checks if not c.passed] or result.error
 
 
-@pytest.mark.parametrize("name", ["ustat_rl.allocation", "ustat_rl.allocation_rules",
-                                  "ustat_rl.allocation_pilot"])
+@pytest.mark.parametrize("name", ["ustat_rl.theory.allocation", "ustat_rl.theory.allocation_rules",
+                                  "ustat_rl.pilot.allocation"])
 def test_examples_run_as_doctests(name):
     import doctest
     import importlib

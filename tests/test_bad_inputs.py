@@ -17,8 +17,8 @@ import pytest
 import torch
 from script_loader import ROOT, load_script
 
-from ustat_rl._commands import resolve_claim_ids
 from ustat_rl._paths import check_output, output_problem
+from ustat_rl.interface._commands import resolve_claim_ids
 from ustat_rl.interface._report_html import csv_table_html, table_cell
 from ustat_rl.interface.cli import main
 
@@ -112,8 +112,8 @@ def test_only_follows_one_rule_blanks_and_case_ignored():
 
 
 def test_errata_alone_runs_no_claim(capsys, monkeypatch, tmp_path):
-    import ustat_rl._commands as commands
     import ustat_rl.claims as claims_pkg
+    import ustat_rl.interface._commands as commands
 
     def no_claims(*args, **kwargs):
         raise AssertionError("a claim ran although only the errata were asked for")

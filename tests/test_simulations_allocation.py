@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 from script_loader import load_script
 
-from ustat_rl.allocation import allocation_mse, optimal_allocation
-from ustat_rl.allocation_training import allocated_gradient, train_allocated
 from ustat_rl.claims.registry import check_close
 from ustat_rl.policies.examples import heterogeneous_score_bandit
+from ustat_rl.theory.allocation import allocation_mse, optimal_allocation
+from ustat_rl.training.allocation import allocated_gradient, train_allocated
 
 
 def test_quick_study_writes_summary_and_resumes(tmp_path):

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..allocation import (
+from ..montecarlo.allocation import allocated_errors
+from ..policies.examples import conflicting_prompts_bandit, heterogeneous_score_bandit
+from ..policies.loglinear import LogLinearBandit
+from ..policies.softmax import SoftmaxBandit
+from ..theory.allocation import (
     allocation_mse,
     brute_force_allocation,
     optimal_allocation,
     rule_min_group_size,
 )
-from ..allocation_mc import allocated_errors
-from ..allocation_rules import compare_allocations
-from ..policies.examples import conflicting_prompts_bandit, heterogeneous_score_bandit
-from ..policies.loglinear import LogLinearBandit
-from ..policies.softmax import SoftmaxBandit
+from ..theory.allocation_rules import compare_allocations
 from .registry import Z_CHECK, check_close, check_true, register
 from .symbolic import symbolic_checks
 
@@ -220,8 +220,8 @@ def cross_fit_errors(rng, n_pilots: int, n_prompts: int = 20, group_size: int = 
     ``group_size`` samples per prompt, fits the optimal sizes on alternate samples (half A),
     and scores them on half B (cross-fitted) and on half A (in-sample).
     """
-    from ..allocation_pilot import _terms, loglinear_pilot, split_rollouts
     from ..pilot import estimate_moments
+    from ..pilot.allocation import loglinear_pilot, pilot_terms, split_rollouts
 
     draw = np.random.default_rng(CROSS_FIT_BANDIT_SEED)
     bandit, theta = heterogeneous_score_bandit(draw.uniform(0.1, 0.9, n_prompts),
@@ -233,8 +233,8 @@ def cross_fit_errors(rng, n_pilots: int, n_prompts: int = 20, group_size: int = 
                           split_rollouts(loglinear_pilot(bandit, theta, group_size, rng)))
         sizes = optimal_allocation(half_a, "grpo", budget_per_prompt * n_prompts).group_sizes
         truth = allocation_mse(exact, "grpo", sizes)
-        cross[i] = _terms(half_b, "grpo", sizes).sum() - truth
-        inside[i] = _terms(half_a, "grpo", sizes).sum() - truth
+        cross[i] = pilot_terms(half_b, "grpo", sizes).sum() - truth
+        inside[i] = pilot_terms(half_a, "grpo", sizes).sum() - truth
     return cross, inside
 
 

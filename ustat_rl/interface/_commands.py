@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from ._paths import check_output, write_atomic
+from .._paths import check_output, write_atomic
 
 __all__ = ["compare", "list_claims", "missing_dependency", "report", "resolve_claim_ids",
            "verify"]
@@ -105,7 +105,7 @@ def print_table(results, details: bool, stream) -> None:
     ``fails`` rather than the ``1`` that encodes it; ``details`` lists every sub-check, the
     headline marked ``*``.
     """
-    from .claims.display import row_cells
+    from ..claims.display import row_cells
 
     header = f"{'claim':<10} {'verdict':<8} {'predicted':>11} {'measured':>11} {'interval':>25} " \
              f"{'evidence':<30} {'s':>6}"
@@ -144,7 +144,7 @@ def errata() -> str:
 
 def verify(args, version: str) -> int:
     """``ustat-rl verify``; with ``--errata`` and no ``--only``, the errata alone (no claims)."""
-    from .claims import registry
+    from ..claims import registry
 
     claims = registry()
     try:
@@ -160,7 +160,7 @@ def verify(args, version: str) -> int:
     if args.errata and not wanted:
         print(errata())
         return 0
-    from .claims import VerifyContext, run_claim
+    from ..claims import VerifyContext, run_claim
 
     selected = [claims[c] for c in (wanted or claims)]
     ctx = VerifyContext(seed=args.seed, quick=not args.full, n_jobs=args.n_jobs)
@@ -174,7 +174,7 @@ def verify(args, version: str) -> int:
     total = time.perf_counter() - start
     print()
     print_table(results, args.details, sys.stdout)
-    from .interface.report import VERDICTS, environment
+    from .report import VERDICTS, environment
 
     counts = {v: sum(r.verdict == v for r in results) for v in VERDICTS}
     print(f"\nsummary: {counts['pass']} pass, {counts['refuted']} refuted, {counts['differs']} "
@@ -193,7 +193,7 @@ def verify(args, version: str) -> int:
 
 def compare(args) -> int:
     """``ustat-rl compare``: two verify runs with the same seed agree."""
-    from .claims.compare import compare_runs, load_run
+    from ..claims.compare import compare_runs, load_run
 
     if not (args.rtol >= 0.0 and math.isfinite(args.rtol)):
         return _fail("compare", f"--rtol must be a finite number >= 0, got {args.rtol}")
@@ -213,7 +213,7 @@ def compare(args) -> int:
 
 def report(args) -> int:
     """``ustat-rl report``: output path and inputs checked before the errata are computed."""
-    from .interface.report import load_verify_json, write_report
+    from .report import load_verify_json, write_report
 
     try:
         check_output(args.out, "--out")
@@ -237,11 +237,11 @@ def list_claims(args) -> int:
         check_output(args.out, "--out")
     except ValueError as exc:
         return _fail("list", str(exc))
-    from .claims import registry
+    from ..claims import registry
 
     claims = registry()
     if args.markdown:
-        from .claims.markdown import THEORY_NOTES, claims_table
+        from ..claims.markdown import THEORY_NOTES, claims_table
 
         if not THEORY_NOTES.is_file():
             return _fail("list", f"--markdown needs the theory notes of a source checkout; "

@@ -2,7 +2,7 @@
 
 Registered by :mod:`ustat_rl.cli` with :func:`add_parser`; :func:`run` checks every path and
 number before the pilot is read, prints the table of
-:func:`ustat_rl.allocation_pilot.format_pilot_allocation` and writes the JSON and the figure.
+:func:`ustat_rl.pilot.allocation.format_pilot_allocation` and writes the JSON and the figure.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ def _check_output(path: Path | None, suffixes, name: str) -> None:
 
 def run(args) -> int:
     """Run ``ustat-rl allocate``; exit status 0, or 2 with a one-line error."""
-    from .interface.cli import _write_atomic
-    from .pilot.rollouts import check_rollouts_path
+    from .._paths import write_atomic as _write_atomic
+    from ..pilot.rollouts import check_rollouts_path
 
     try:
         check_rollouts_path(args.rollouts, "ROLLOUTS", must_exist=True)
@@ -53,9 +53,9 @@ def run(args) -> int:
             raise ValueError(f"`--level` must lie strictly between 0 and 1, got {args.level}")
         if args.budget < 1:
             raise ValueError(f"`--budget` must be a positive integer, got {args.budget}")
-        from .allocation import rule_min_group_size
-        from .allocation_pilot import format_pilot_allocation, pilot_allocation
-        from .pilot.rollouts import load_rollouts
+        from ..pilot.allocation import format_pilot_allocation, pilot_allocation
+        from ..pilot.rollouts import load_rollouts
+        from ..theory.allocation import rule_min_group_size
 
         rule_min_group_size(args.estimator)  # an unknown rule fails before the pilot is read
         report = pilot_allocation(load_rollouts(args.rollouts), args.budget, args.estimator,

@@ -8,14 +8,15 @@ import json
 import sys
 from pathlib import Path
 
-from .. import __version__, allocate_cli
-from .._commands import compare as _compare
-from .._commands import list_claims as _list
-from .._commands import print_table as _print_table  # noqa: F401 - the verdict table, for tests
-from .._commands import report as _report
-from .._commands import verify
+from .. import __version__
 from .._paths import check_output
 from .._script_args import seed_type as _seed
+from . import allocate as allocate_cli
+from ._commands import compare as _compare
+from ._commands import list_claims as _list
+from ._commands import print_table as _print_table  # noqa: F401 - the verdict table, for tests
+from ._commands import report as _report
+from ._commands import verify
 
 EPILOG = """examples:
   ustat-rl verify --quick                 all claims, small Monte Carlo sizes (under a minute)
@@ -194,7 +195,7 @@ def main(argv=None) -> int:
     try:
         return _dispatch(args)
     except ModuleNotFoundError as exc:  # an optional dependency: one line naming its extra
-        from .._commands import missing_dependency
+        from ._commands import missing_dependency
 
         if (line := missing_dependency(exc)) is None:
             raise

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from .pilot.report_text import format_percent
+from ..pilot.report_text import format_percent
 from .plotting import ESTIMATOR_STYLE, new_figure, set_group_size_ticks
 
 __all__ = ["plot_gstar_report"]

@@ -1,7 +1,7 @@
 """Monte Carlo of the allocated batch estimator on a log-linear bandit (docs/theory.md C40, C41).
 
 One replicate draws, for every prompt ``x`` of the bandit, its own group of ``G_x`` actions and
-rewards, forms the per-prompt estimator of :mod:`ustat_rl.estimators` from the literal scores
+rewards, forms the per-prompt estimator of :mod:`ustat_rl.advantages.gradients` from the literal scores
 ``W = phi(x, a) - E_pi phi(x, .)``, and returns ``g_hat = sum_x f(x) g_hat_x`` minus the
 batch target ``sum_x f(x) g(x)``: the quantity whose mean square C40's exact formula predicts
 and whose mean C41 says is zero for an allocation fixed before the groups are drawn.
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import as_int, as_rng
-from .advantages.gradients import fullmean_gradient, grpo_gradient, vanilla_gradient
+from .._validation import as_int, as_rng
+from ..advantages.gradients import fullmean_gradient, grpo_gradient, vanilla_gradient
 
 __all__ = ["MC_ESTIMATORS", "allocated_errors"]
 
@@ -29,7 +29,7 @@ MC_ESTIMATORS = tuple(_ESTIMATORS)
 _BLOCK = 2048
 
 
-def _draw(rng, pi_x, reward_x, n, size):
+def draw_groups(rng, pi_x, reward_x, n, size):
     """Actions by inverse CDF and Bernoulli rewards: ``(n, size)`` each."""
     cum = np.cumsum(pi_x)
     cum[-1] = 1.0
@@ -82,7 +82,7 @@ def allocated_errors(bandit, theta, estimator: str, group_sizes, n_reps, rng,
         total = np.zeros((n, bandit.dim))
         for x, G in enumerate(sizes):
             pi_x, r_x, w_x = state.policy[x], bandit.reward_prob[x], state.score[x]  # w_x (K, d)
-            action, success = _draw(rng, pi_x, r_x, n, 2 * G if adaptive else G)
+            action, success = draw_groups(rng, pi_x, r_x, n, 2 * G if adaptive else G)
             reward = lo + (hi - lo) * success
             if not adaptive:
                 total += f[x] * _prompt_estimate(fn, w_x, action, reward)

@@ -2,7 +2,7 @@
 
 A pilot (:class:`~ustat_rl.pilot.Rollouts`) gives unbiased per-prompt moments
 (:func:`~ustat_rl.pilot.estimate_moments`), so every allocation rule of
-:mod:`ustat_rl.allocation` and :mod:`ustat_rl.allocation_rules` can be computed and scored on
+:mod:`ustat_rl.theory.allocation` and :mod:`ustat_rl.theory.allocation_rules` can be computed and scored on
 them. Two numbers come out:
 
 * the **plug-in** allocation and MSE of each rule, from the whole pilot: the sizes to use;
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .allocation import per_prompt_terms, rule_is_unbiased, rule_min_group_size
-from .allocation_rules import BASELINE_RULES, compare_allocations
+from ..theory.allocation import per_prompt_terms, rule_is_unbiased, rule_min_group_size
+from ..theory.allocation_rules import BASELINE_RULES, compare_allocations
 
 __all__ = ["RatioInterval", "PilotAllocation", "MIN_SPLIT_GROUP", "split_rollouts",
            "pilot_allocation", "format_pilot_allocation", "loglinear_pilot"]
@@ -99,7 +99,7 @@ class PilotAllocation:
 def split_rollouts(rollouts):
     """Two :class:`Rollouts` holding alternate samples of every prompt (ranks 0, 2, ... and
     1, 3, ... within each group, in file order)."""
-    from .pilot.rollouts import Rollouts
+    from .rollouts import Rollouts
 
     ids, index = rollouts.groups()
     order = np.argsort(index, kind="stable")
@@ -117,7 +117,7 @@ def split_rollouts(rollouts):
 
 
 def _ratio(terms_rule, terms_uniform, level) -> RatioInterval:
-    from .pilot.uncertainty import student_quantile
+    from .uncertainty import student_quantile
 
     P = terms_rule.size
     ratio = float(terms_rule.sum() / terms_uniform.sum())
@@ -127,7 +127,7 @@ def _ratio(terms_rule, terms_uniform, level) -> RatioInterval:
     return RatioInterval(ratio, se, ratio - t * se, ratio + t * se)
 
 
-def _terms(moments, estimator, sizes):
+def pilot_terms(moments, estimator, sizes):
     """``f^2 MSE_x(G_x)`` for each prompt, ``(P,)``, for an unbiased rule."""
     low = rule_min_group_size(estimator)
     _, h, _ = per_prompt_terms(moments, estimator, low, int(sizes.max()))
@@ -145,20 +145,20 @@ def pilot_allocation(rollouts, budget, estimator: str = "grpo", level: float = 0
     budget : int
         Rollouts per batch over the pilot's prompts.
     estimator : str
-        The advantage rule (:func:`ustat_rl.allocation.rule_terms`).
+        The advantage rule (:func:`ustat_rl.theory.allocation.rule_terms`).
     level : float
         Two-sided level of the ratio intervals.
 
     Examples
     --------
-    >>> from ustat_rl.examples import heterogeneous_score_bandit
+    >>> from ustat_rl.policies.examples import heterogeneous_score_bandit
     >>> bandit, theta = heterogeneous_score_bandit()
     >>> pilot = loglinear_pilot(bandit, theta, 8, rng=0)
     >>> out = pilot_allocation(pilot, 48)
     >>> int(out.allocations["optimal"].group_sizes.sum()), sorted(out.ratios)
     (48, ['neyman', 'optimal', 'sgpo', 'vip'])
     """
-    from .pilot import estimate_moments, pilot_statistics
+    from .estimate import estimate_moments, pilot_statistics
 
     if not 0.0 < float(level) < 1.0:
         raise ValueError(f"`level` must lie strictly between 0 and 1, got {level}")
@@ -175,10 +175,10 @@ def pilot_allocation(rollouts, budget, estimator: str = "grpo", level: float = 0
     else:
         half_a, half_b = (estimate_moments(h) for h in split_rollouts(rollouts))
         fitted = compare_allocations(half_a, estimator, budget, rules)
-        uniform = _terms(half_b, estimator, fitted["uniform"].group_sizes)
+        uniform = pilot_terms(half_b, estimator, fitted["uniform"].group_sizes)
         for name, alloc in fitted.items():
             if name != "uniform":
-                ratios[name] = _ratio(_terms(half_b, estimator, alloc.group_sizes), uniform,
+                ratios[name] = _ratio(pilot_terms(half_b, estimator, alloc.group_sizes), uniform,
                                       level)
     return PilotAllocation(stats.prompt_ids, estimator, int(budget), float(level), allocations,
                            ratios, note)
@@ -225,9 +225,9 @@ def loglinear_pilot(bandit, theta, group_size, rng):
     The groups are the bandit's prompts in order (ids ``0..P-1``), full scores; a worked
     example for ``ustat-rl allocate`` and for the tests.
     """
-    from ._validation import as_int, as_rng
-    from .allocation_mc import _draw
-    from .pilot.rollouts import Rollouts
+    from .._validation import as_int, as_rng
+    from ..montecarlo.allocation import draw_groups
+    from .rollouts import Rollouts
 
     group_size = as_int(group_size, "group_size", 3)
     rng = as_rng(rng)
@@ -235,7 +235,7 @@ def loglinear_pilot(bandit, theta, group_size, rng):
     lo, hi = bandit.reward_values
     ids, rewards, scores = [], [], []
     for x in range(bandit.n_prompts):
-        action, success = _draw(rng, state.policy[x], bandit.reward_prob[x], 1, group_size)
+        action, success = draw_groups(rng, state.policy[x], bandit.reward_prob[x], 1, group_size)
         ids.append(np.full(group_size, x))
         rewards.append(lo + (hi - lo) * success[0])
         scores.append(state.score[x][action[0]])

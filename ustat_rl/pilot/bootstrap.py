@@ -24,7 +24,7 @@ import numpy as np
 from .._validation import as_int, as_rng
 from .estimate import SCORE_MOMENTS
 from .fieller import gstar_of_ratio
-from .uncertainty import _affine_map, _constants, _stats, _summary, _two_way_cov
+from .replicates import affine_map, checked_statistics, constants_vector, pilot_summary, two_way_cov
 
 __all__ = ["bootstrap_t_intervals"]
 
@@ -69,10 +69,10 @@ def bootstrap_t_intervals(rollouts, level: float = 0.9, n_boot: int = 999, rng=N
         raise ValueError(f"`level` must lie strictly between 0 and 1, got {level}")
     n_boot = as_int(n_boot, "n_boot", 99)
     rng = as_rng(rng)
-    stats = _stats(rollouts)
+    stats = checked_statistics(rollouts)
     P = stats.n_prompts
-    full, _, _ = _summary(stats)
-    at_full, jac = _affine_map(_constants, full)  # (3,), (3, 9)
+    full, _, _ = pilot_summary(stats)
+    at_full, jac = affine_map(constants_vector, full)  # (3,), (3, 9)
     per_prompt = np.column_stack([stats.value, stats.reward_var]
                                  + [stats.columns[n].sum(axis=1) for n in SCORE_MOMENTS])
     gm = stats.grad_mean
@@ -95,7 +95,7 @@ def bootstrap_t_intervals(rollouts, level: float = 0.9, n_boot: int = 999, rng=N
     q_lo, q_hi = np.quantile(pivot, [alpha / 2.0, 1.0 - alpha / 2.0], axis=0)  # (3,) each
     se = se_hat[0] ** 2
     if include_sketch and stats.sketched:
-        _, _, cov_sketch = _two_way_cov(
+        _, _, cov_sketch = two_way_cov(
             stats, lambda x: at_full[None, :] + (x - full[None, :]) @ jac.T, True)
         se = se + np.maximum(np.diag(cov_sketch), 0.0)
     se = np.sqrt(se)

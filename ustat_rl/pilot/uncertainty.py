@@ -10,7 +10,7 @@ scores, with the projection ``R``. Both sources are resampled by a delete-one ja
   share per row, so leaving row ``r`` out gives ``k/(k - 1)`` times the other rows' shares. A
   factored sketch (``Rollouts.sketch_blocks = m``) has ``m`` i.i.d. blocks of dependent rows, and
   the same jackknife runs over blocks (a block's share is the sum of its rows' shares, ``k``
-  becomes ``m``; :func:`_blocks`).
+  becomes ``m``; :func:`block_labels`).
 
 Both one-way jackknifes also see the prompt-by-row interaction, so it is estimated from double
 deletions (prompt ``a`` and row ``r``) and removed once before the variances add. Intervals are ``estimate +- t se`` with a Student quantile whose degrees of freedom combine
@@ -31,16 +31,22 @@ import numpy as np
 from scipy import stats as sps
 
 from .._validation import as_float
-from ..theory import PromptMoments, ScalingConstants, scaling_constants
-from .estimate import SCORE_MOMENTS, PilotStatistics, pilot_statistics
+from ..theory import PromptMoments, ScalingConstants
+from .estimate import PilotStatistics
 from .fieller import fieller_from_errors, gstar_of_ratio
+from .replicates import (
+    affine_map,
+    block_labels,
+    checked_statistics,
+    constants_vector,
+    pilot_summary,
+    two_way_cov,
+)
 from .rollouts import Rollouts
 
 __all__ = ["Interval", "PilotIntervals", "pilot_intervals", "jackknife", "student_interval",
            "prompts_to_halve_width", "student_quantile"]
 
-_NON_SCORE = ("value", "reward_var")
-_SUMMARY = _NON_SCORE + SCORE_MOMENTS + ("grad_norm_sq",)
 
 
 @dataclass(frozen=True)
@@ -114,134 +120,6 @@ class PilotIntervals:
 
 
 # ---------------------------------------------------------------------- replicates
-def _blocks(stats: PilotStatistics) -> np.ndarray:
-    """``(k, m)`` indicator of the independent projection blocks: one per column unless the
-    sketch is factored (``PilotStatistics.column_group``, C31)."""
-    group = np.arange(stats.n_columns) if stats.column_group is None else stats.column_group
-    return (np.asarray(group)[:, None] == np.unique(group)[None, :]).astype(float)
-
-
-def _summary(stats: PilotStatistics) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """Prompt averages of every field and ``||g||^2``: full ``(9,)``, leave-one-prompt-out
-    ``(P, 9)`` and leave-one-block-out ``(m, 9)`` (``None`` for full scores)."""
-    P, k = stats.n_prompts, _blocks(stats).shape[1]
-    per_prompt = np.column_stack([stats.value, stats.reward_var]
-                                 + [stats.columns[n].sum(axis=1) for n in SCORE_MOMENTS])  # (P, 8)
-    gm = stats.grad_mean  # (P, k)
-    total = gm.sum(axis=0)  # (k,)
-    own = np.sum(gm * gm, axis=1)  # (P,)
-    cross = float(total @ total - own.sum())  # sum over ordered pairs a != b
-    full = np.r_[per_prompt.mean(axis=0), cross / (P * (P - 1.0))]
-    loo_means = (per_prompt.sum(axis=0)[None, :] - per_prompt) / (P - 1.0)  # (P, 8)
-    loo_cross = cross - 2.0 * (gm @ total) + 2.0 * own  # pairs without prompt a
-    prompt_reps = np.column_stack([loo_means, loo_cross / ((P - 1.0) * (P - 2.0))])
-    if not stats.sketched or k < 2:
-        return full, prompt_reps, None
-    n0 = len(_NON_SCORE)
-    shares = np.column_stack([stats.columns[n].mean(axis=0) for n in SCORE_MOMENTS]
-                             + [(total * total - np.sum(gm * gm, axis=0)) / (P * (P - 1.0))])
-    shares = _blocks(stats).T @ shares  # (k, 8): one share per block
-    column_reps = np.tile(full, (k, 1))  # (k, 9); reward fields do not involve R
-    column_reps[:, n0:] = k / (k - 1.0) * (full[None, n0:] - shares)
-    return full, prompt_reps, column_reps
-
-
-def _cell_replicates(stats: PilotStatistics, prompts: slice) -> np.ndarray:
-    """Summaries without prompt ``a`` and projection row ``r``: ``(p, k, 9)`` for ``a`` in
-    ``prompts`` (the double deletions behind the interaction term); ``r`` runs over blocks."""
-    blocks = _blocks(stats)  # (columns, k)
-    P, k = stats.n_prompts, blocks.shape[1]
-    n0 = len(_NON_SCORE)
-    per_prompt = np.column_stack([stats.value, stats.reward_var])  # (P, 2)
-    loo = (per_prompt.sum(axis=0)[None, :] - per_prompt[prompts]) / (P - 1.0)  # (p, 2)
-    p = loo.shape[0]
-    out = np.empty((p, k, n0 + len(SCORE_MOMENTS) + 1))
-    out[:, :, :n0] = loo[:, None, :]
-    scale = k / (k - 1.0) / (P - 1.0)
-    for j, name in enumerate(SCORE_MOMENTS):
-        x = stats.columns[name] @ blocks  # (P, k) prompt a's share from block r
-        rest = x.sum() - x.sum(axis=1)[prompts, None] - x.sum(axis=0)[None, :] + x[prompts]
-        out[:, :, n0 + j] = scale * rest
-    gm = stats.grad_mean  # (P, k)
-    total = gm.sum(axis=0)  # (k,)
-    cross_r = total * total - np.sum(gm * gm, axis=0)  # (k,) ordered pairs, per row
-    cut = (cross_r[None, :] - 2.0 * gm[prompts] * total[None, :] + 2.0 * gm[prompts] ** 2
-           ) @ blocks  # (p, k)
-    out[:, :, -1] = (k / (k - 1.0)) * (cut.sum(axis=1, keepdims=True) - cut) \
-        / ((P - 1.0) * (P - 2.0))
-    return out
-
-
-def _jackknife_cov(values: np.ndarray) -> np.ndarray:
-    """Delete-one jackknife covariance ``(m - 1)/m sum (t_i - t_bar)(t_i - t_bar)^T``."""
-    m = values.shape[0]
-    centred = values - values.mean(axis=0)
-    return (m - 1.0) / m * centred.T @ centred
-
-
-#: Prompts per block of double-deletion replicates (bounds memory at ``block * k * 9`` floats).
-_CELL_BLOCK_ELEMENTS = 1 << 20
-
-
-def _two_way_cov(stats: PilotStatistics, fn: Callable[[np.ndarray], np.ndarray],
-                 include_sketch: bool):
-    """``(estimate, cov_prompt, cov_sketch)`` of the vectorised statistic ``fn(summary)``.
-
-    ``cov_prompt`` is the jackknife over prompts. ``cov_sketch`` is the jackknife over
-    projection rows minus the prompt-by-row interaction, which both one-way jackknifes contain:
-    for a mean of a ``P x k`` two-way array the prompt jackknife estimates
-    ``(s_A^2 + s_AR^2/k)/P`` and the row jackknife ``(s_R^2 + s_AR^2/P)/k``; the double
-    deletions estimate ``s_AR^2/(P k)`` by ``(P-1)(k-1)/(P k) sum_ar D_ar D_ar^T`` with
-    ``D_ar = t_(-a,-r) - t_(-a) - t_(-r) + t``.
-    """
-    full, prompt_reps, row_reps = _summary(stats)
-    estimate = fn(full[None, :])[0]
-    t_prompt = fn(prompt_reps)  # (P, q)
-    cov_prompt = _jackknife_cov(t_prompt)
-    cov_sketch = np.zeros_like(cov_prompt)
-    if include_sketch and row_reps is not None:
-        P, k = stats.n_prompts, row_reps.shape[0]
-        t_row = fn(row_reps)  # (k, q)
-        interaction = np.zeros_like(cov_prompt)
-        block = max(1, _CELL_BLOCK_ELEMENTS // (9 * k))
-        for start in range(0, P, block):
-            rows = slice(start, min(P, start + block))
-            cells = fn(_cell_replicates(stats, rows).reshape(-1, full.size))
-            d = (cells.reshape(rows.stop - rows.start, k, -1) - t_prompt[rows, None, :]
-                 - t_row[None, :, :] + estimate[None, None, :]).reshape(-1, estimate.size)
-            interaction += d.T @ d
-        cov_sketch = _jackknife_cov(t_row) - (P - 1.0) * (k - 1.0) / (P * k) * interaction
-    return estimate, cov_prompt, cov_sketch
-
-
-def _as_moments(summary: np.ndarray) -> PromptMoments:
-    """One pseudo-prompt holding the prompt averages: the scaling constants and minibatch MSEs
-    depend on the moments only through them and ``||g||^2`` (C6, C17)."""
-    fields = dict(zip(_SUMMARY[:-1], (np.array([v]) for v in summary[:-1])))
-    return PromptMoments(prompt_prob=np.ones(1), grad_gram=fields["grad_sq"][:, None],
-                         kind="estimated", grad_norm_sq=float(summary[-1]), **fields)
-
-
-def _affine_map(statistic: Callable[[PromptMoments], np.ndarray], full: np.ndarray):
-    """``(t(full), J)`` with ``t(s) = t(full) + J (s - full)``, read off at unit steps; raises
-    unless ``statistic`` is affine in the summary (checked at one more point)."""
-    n = full.size
-
-    def evaluate(summary):
-        return np.atleast_1d(np.asarray(statistic(_as_moments(summary)), dtype=float))
-
-    estimate = evaluate(full)
-    steps = np.maximum(np.abs(full), 1e-3)  # (n,)
-    jac = np.column_stack([(evaluate(full + steps[j] * np.eye(n)[j]) - estimate) / steps[j]
-                           for j in range(n)])  # (q, n)
-    probe = full + 0.5 * steps * np.linspace(-1.0, 1.0, n)
-    if not np.allclose(evaluate(probe), estimate + jac @ (probe - full), rtol=1e-6,
-                       atol=1e-9 * max(1.0, float(np.max(np.abs(estimate))))):
-        raise ValueError("`statistic` must be affine in the prompt-averaged moments and "
-                         "||g||^2 (a scaling constant or a minibatch MSE)")
-    return estimate, jac
-
-
 def jackknife(rollouts, statistic: Callable[[PromptMoments], np.ndarray],
               include_sketch: bool = True):
     """Jackknife standard errors of an affine ``statistic(moments)`` over prompts and rows.
@@ -266,31 +144,15 @@ def jackknife(rollouts, statistic: Callable[[PromptMoments], np.ndarray],
     Notes
     -----
     For ``t = a^T s + b`` with ``s`` the summary vector, the variances are ``a^T C a`` with ``C``
-    the two-way jackknife covariances of ``s`` (see :func:`_two_way_cov`); ``a`` is read off
+    the two-way jackknife covariances of ``s`` (see :func:`two_way_cov`); ``a`` is read off
     ``statistic`` at unit steps.
     """
-    stats = _stats(rollouts)
-    full, cov_prompt, cov_sketch = _two_way_cov(stats, lambda x: x, include_sketch)
-    estimate, jac = _affine_map(statistic, full)
+    stats = checked_statistics(rollouts)
+    full, cov_prompt, cov_sketch = two_way_cov(stats, lambda x: x, include_sketch)
+    estimate, jac = affine_map(statistic, full)
     prompt_var = np.einsum("qi,ij,qj->q", jac, cov_prompt, jac)
     sketch_var = np.einsum("qi,ij,qj->q", jac, cov_sketch, jac)
     return estimate, np.sqrt(np.maximum(prompt_var, 0.0)), np.sqrt(np.maximum(sketch_var, 0.0))
-
-
-def _stats(rollouts) -> PilotStatistics:
-    stats = rollouts if isinstance(rollouts, PilotStatistics) else pilot_statistics(rollouts)
-    if stats.prompt_prob is not None:
-        raise ValueError("`rollouts` must have i.i.d. prompts (no `prompt_weight`) for intervals: "
-                         "the prompt jackknife resamples prompts drawn from f")
-    if stats.n_prompts < 3:
-        raise ValueError(f"`rollouts` must hold >= 3 prompts for a jackknife, got "
-                         f"{stats.n_prompts}")
-    return stats
-
-
-def _constants(m: PromptMoments) -> np.ndarray:
-    c = scaling_constants(m)
-    return np.array([c.c1, c.c2, c.c3])
 
 
 def _constants_and_ratio(stats: PilotStatistics):
@@ -299,8 +161,8 @@ def _constants_and_ratio(stats: PilotStatistics):
     ``c1, c2, c3'`` are affine in the summary, so their map is read off
     :func:`ustat_rl.theory.scaling_constants` once and applied to every replicate at once.
     """
-    full, _, _ = _summary(stats)
-    at_full, jac = _affine_map(_constants, full)
+    full, _, _ = pilot_summary(stats)
+    at_full, jac = affine_map(constants_vector, full)
 
     def fn(summary):
         c = at_full[None, :] + (summary - full[None, :]) @ jac.T  # (m, 3)
@@ -372,12 +234,12 @@ def pilot_intervals(rollouts, level: float = 0.9, include_sketch: bool = True) -
     if not isinstance(rollouts, (Rollouts, PilotStatistics)):
         raise TypeError(f"`rollouts` must be Rollouts or PilotStatistics, got "
                         f"{type(rollouts).__name__}")
-    stats = _stats(rollouts)
-    est, cov_prompt, cov_sketch = _two_way_cov(stats, _constants_and_ratio(stats),
+    stats = checked_statistics(rollouts)
+    est, cov_prompt, cov_sketch = two_way_cov(stats, _constants_and_ratio(stats),
                                                include_sketch)
     p_se = np.sqrt(np.maximum(np.diag(cov_prompt), 0.0))
     s_se = np.sqrt(np.maximum(np.diag(cov_sketch), 0.0))
-    k = _blocks(stats).shape[1] if (include_sketch and stats.sketched) else None
+    k = block_labels(stats).shape[1] if (include_sketch and stats.sketched) else None
     parts = [_interval(e, p, q, level, stats.n_prompts, k) for e, p, q in zip(est, p_se, s_se)]
     t = student_quantile(level, p_se[0] ** 2, s_se[0] ** 2, stats.n_prompts, k)  # c1's quantile
     r_low, r_high = fieller_from_errors(est[0], est[2], parts[0].std_error, parts[2].std_error,
@@ -390,7 +252,7 @@ def pilot_intervals(rollouts, level: float = 0.9, include_sketch: bool = True) -
                      gstar_of_ratio(r_high), gstar_of_ratio(r_low), *(slope * e for e in se))
     return PilotIntervals(level, constants, parts[0], parts[1], parts[2], ratio, gstar,
                           stats.n_prompts, stats.n_columns,
-                          bool(include_sketch and stats.sketched and _blocks(stats).shape[1] >= 2))
+                          bool(include_sketch and stats.sketched and block_labels(stats).shape[1] >= 2))
 
 
 def prompts_to_halve_width(interval: Interval, n_prompts: int) -> float:

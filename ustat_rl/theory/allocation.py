@@ -47,8 +47,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import as_int
-from .theory.moments import PromptMoments
+from .._validation import as_int
+from .moments import PromptMoments
 
 __all__ = ["Allocation", "ALLOCATION_METHODS", "MAX_COMPOSITIONS", "rule_terms",
            "rule_min_group_size", "rule_is_unbiased", "allocation_mse", "per_prompt_terms",
@@ -102,10 +102,10 @@ def rule_terms(moments: PromptMoments, estimator: str, group_sizes):
     ``v_x(G) = E||g_hat_x - c_x g(x)||^2`` and ``E g_hat_x = c_x(G) g(x)``. Names of
     :data:`ustat_rl.theory.ESTIMATOR_NAMES` (except ``"baseline"``) use the closed forms of
     :mod:`ustat_rl.theory.mse` (any rewards); the per-group conventions of
-    :mod:`ustat_rl.conventions` use the binary-reward moments of
+    :mod:`ustat_rl.advantages.conventions` use the binary-reward moments of
     :func:`ustat_rl.theory.advantage_moments`.
     """
-    from .theory import advantage_moments, per_prompt_mse, shrink_factor
+    from . import advantage_moments, per_prompt_mse, shrink_factor
 
     sizes = np.atleast_1d(np.asarray(group_sizes, dtype=np.int64))
     P = moments.n_prompts
@@ -124,8 +124,8 @@ def rule_terms(moments: PromptMoments, estimator: str, group_sizes):
 
 
 def _convention(estimator):
-    from .advantages.conventions import CONVENTIONS
-    from .theory import ESTIMATOR_NAMES
+    from ..advantages.conventions import CONVENTIONS
+    from . import ESTIMATOR_NAMES
 
     spec = CONVENTIONS.get(estimator) if isinstance(estimator, str) else None
     if spec is None or spec.statistics != "group":
@@ -172,7 +172,7 @@ def check_budget(budget, n_prompts: int, min_group: int, estimator: str) -> int:
     return budget
 
 
-def _prepare(moments, estimator, budget, max_group_size):
+def prepare_terms(moments, estimator, budget, max_group_size):
     m = _check_moments(moments)
     if not isinstance(estimator, str):
         raise TypeError(f"`estimator` must be a rule name (str), got {type(estimator).__name__}")
@@ -239,7 +239,7 @@ def allocation_mse(moments: PromptMoments, estimator: str, group_sizes) -> float
 
 
 # ------------------------------------------------------------------ exact methods
-def _greedy(h: np.ndarray, spare: int) -> np.ndarray:
+def greedy_sizes(h: np.ndarray, spare: int) -> np.ndarray:
     """Give ``spare`` rollouts one at a time to the largest decrease ``h[x, k] - h[x, k+1]``."""
     P, K = h.shape
     extra = np.zeros(P, dtype=np.int64)
@@ -341,7 +341,7 @@ def optimal_allocation(moments: PromptMoments, estimator: str, budget, method: s
 
     Examples
     --------
-    >>> from ustat_rl.examples import heterogeneous_score_bandit
+    >>> from ustat_rl.policies.examples import heterogeneous_score_bandit
     >>> bandit, theta = heterogeneous_score_bandit()
     >>> out = optimal_allocation(bandit.moments(theta, matrices=False), "grpo", 64)
     >>> int(out.group_sizes.sum()), out.method
@@ -349,7 +349,7 @@ def optimal_allocation(moments: PromptMoments, estimator: str, budget, method: s
     """
     if method not in ALLOCATION_METHODS:
         raise ValueError(f"`method` must be one of {ALLOCATION_METHODS}, got {method!r}")
-    m, low, high, budget = _prepare(moments, estimator, budget, max_group_size)
+    m, low, high, budget = prepare_terms(moments, estimator, budget, max_group_size)
     spare = budget - m.n_prompts * low
     _, h, c = per_prompt_terms(m, estimator, low, high)
     # the mean factors themselves decide: a convention's singleton rule may be biased at G = 1
@@ -363,7 +363,7 @@ def optimal_allocation(moments: PromptMoments, estimator: str, budget, method: s
     if method == "enumerate":
         extra = _enumerate(m, estimator, low, high - low + 1, spare)
     else:
-        extra = (_greedy if method == "greedy" else _dp)(h, spare)
+        extra = (greedy_sizes if method == "greedy" else _dp)(h, spare)
     sizes = low + extra
     return Allocation("optimal", estimator, sizes, allocation_mse(m, estimator, sizes), method)
 
@@ -372,7 +372,7 @@ def brute_force_allocation(moments: PromptMoments, estimator: str, budget,
                            max_group_size=None) -> Allocation:
     """The minimiser over every composition, each scored by :func:`allocation_mse` directly
     (an independent route for checking the exact methods on small problems)."""
-    m, low, high, budget = _prepare(moments, estimator, budget, max_group_size)
+    m, low, high, budget = prepare_terms(moments, estimator, budget, max_group_size)
     spare = budget - m.n_prompts * low
     extra = _enumerate(m, estimator, low, high - low + 1, spare,
                        objective=lambda s: allocation_mse(m, estimator, s))

@@ -2,7 +2,7 @@
 
 Each rule decides a prompt's group size from its success rate ``p = V(x)`` alone (no score
 norms), as stated in its source; every one is evaluated here by the same exact batch MSE as the
-optimal allocation (:func:`ustat_rl.allocation.allocation_mse`):
+optimal allocation (:func:`ustat_rl.theory.allocation.allocation_mse`):
 
 ``uniform``
     ``G_x = N/P`` for every prompt (the paper's setting; the remainder of ``N mod P`` goes to the
@@ -41,9 +41,9 @@ import numpy as np
 
 from .allocation import (
     Allocation,
-    _prepare,
     allocation_mse,
     optimal_allocation,
+    prepare_terms,
 )
 
 __all__ = ["BASELINE_RULES", "round_to_budget", "baseline_allocation", "compare_allocations"]
@@ -110,14 +110,14 @@ def _weights(moments, rule: str, budget: int) -> np.ndarray:
 
 
 def _vip(moments, low: int, budget: int) -> np.ndarray:
-    """Integer minimiser of ``sum f^2 p(1-p)/G`` by the greedy of :mod:`ustat_rl.allocation`."""
-    from .allocation import _greedy
+    """Integer minimiser of ``sum f^2 p(1-p)/G`` by the greedy of :mod:`ustat_rl.theory.allocation`."""
+    from .allocation import greedy_sizes
 
     var = np.clip(moments.reward_var, 0.0, None) * moments.prompt_prob**2
     spare = budget - moments.n_prompts * low
     sizes = np.arange(low, low + spare + 1, dtype=np.float64)
     h = var[:, None] / sizes[None, :]  # (P, K) convex, decreasing
-    return low + _greedy(h, spare)
+    return low + greedy_sizes(h, spare)
 
 
 def baseline_allocation(moments, rule: str, estimator: str, budget) -> Allocation:
@@ -125,7 +125,7 @@ def baseline_allocation(moments, rule: str, estimator: str, budget) -> Allocatio
 
     Examples
     --------
-    >>> from ustat_rl.examples import heterogeneous_score_bandit
+    >>> from ustat_rl.policies.examples import heterogeneous_score_bandit
     >>> bandit, theta = heterogeneous_score_bandit()
     >>> m = bandit.moments(theta, matrices=False)
     >>> baseline_allocation(m, "sgpo", "grpo", 36).group_sizes.tolist()
@@ -133,7 +133,7 @@ def baseline_allocation(moments, rule: str, estimator: str, budget) -> Allocatio
     """
     if rule not in BASELINE_RULES:
         raise ValueError(f"`rule` must be one of {BASELINE_RULES}, got {rule!r}")
-    m, low, _, budget = _prepare(moments, estimator, budget, None)
+    m, low, _, budget = prepare_terms(moments, estimator, budget, None)
     if rule == "vip":
         sizes = _vip(m, low, budget)
         method = "greedy on p(1-p)/G"

@@ -1,7 +1,7 @@
 """Algorithm 1 with per-prompt group sizes at a fixed budget per iteration (docs/theory.md C40).
 
 Each iteration of each run: the exact moments of a log-linear bandit at the current iterate give
-the group sizes of the chosen rule (:mod:`ustat_rl.allocation`, :mod:`ustat_rl.allocation_rules`),
+the group sizes of the chosen rule (:mod:`ustat_rl.theory.allocation`, :mod:`ustat_rl.theory.allocation_rules`),
 every prompt then draws its own group of ``G_x`` samples, and
 ``theta <- theta + beta g_hat`` with ``g_hat = sum_x f(x) g_hat_x``. The sizes depend on the
 iterate only, never on the groups they are used with, so the gradient stays unbiased (C41).
@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import as_float, as_int
-from .advantages.gradients import fullmean_gradient, grpo_gradient
-from .allocation import optimal_allocation
-from .allocation_rules import BASELINE_RULES, baseline_allocation
-from .training import run_generators
+from .._validation import as_float, as_int
+from ..advantages.gradients import fullmean_gradient, grpo_gradient
+from ..theory.allocation import optimal_allocation
+from ..theory.allocation_rules import BASELINE_RULES, baseline_allocation
+from .algorithm1 import run_generators
 
 __all__ = ["TRAINING_RULES", "allocated_sizes", "allocated_gradient", "train_allocated"]
 
