@@ -31,7 +31,7 @@ def test_monte_carlo_engine_claim_catches_a_stream_shared_across_blocks(monkeypa
     from ustat_rl.montecarlo import engine
     from ustat_rl.seeding import child_seed
 
-    monkeypatch.setattr(engine, "_block_seed", lambda seed, block: child_seed(seed, 0))
+    monkeypatch.setattr(engine, "block_seed", lambda seed, block: child_seed(seed, 0))
     result = _run("C6.engine")
     assert result.verdict == "fail"
     assert any("distinct replicates" in name for name in _failing(result))
