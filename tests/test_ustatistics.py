@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+from scipy import stats
 
 from ustat_rl import estimate_zetas, hoeffding_parts, run_monte_carlo, u_statistic, ustat_variance
 from ustat_rl.policies.examples import small_bandit
@@ -91,3 +92,43 @@ def test_smallest_samples_and_scalar_kernels():
         with pytest.raises(ValueError, match=rf"^`sample` needs at least 2 observations, got "
                                              rf"shape {shape}$"):
             u_statistic(_variance_kernel, sample)
+
+
+@pytest.mark.parametrize("group_size", [2, 3, 4])
+def test_projected_grpo_cumulants_match_enumeration(group_size):
+    from ustat_rl.claims._common import enumerate_prompt_estimates
+    from ustat_rl.theory.edgeworth import projected_grpo_cumulants
+
+    bandit, x = small_bandit(), 1
+    u = bandit.grad_per_prompt[x] / np.linalg.norm(bandit.grad_per_prompt[x])
+    values, prob = enumerate_prompt_estimates(bandit, x, group_size, "grpo")
+    t = values @ u
+    c = t - prob @ t
+    central = [prob @ c**j for j in (2, 3, 4)]
+    enum = [prob @ t, central[0], central[1], central[2] - 3 * central[0] ** 2]
+    got = projected_grpo_cumulants(bandit.policy[x], bandit.reward_prob[x],
+                                   bandit.score_table[x] @ u, bandit.reward_values, group_size)
+    np.testing.assert_allclose(got, enum, rtol=1e-9, atol=1e-15)
+
+
+def test_projected_grpo_cumulants_variance_is_lemma1_and_input_errors():
+    from ustat_rl.policies.examples import arithmetic_bandit
+    from ustat_rl.theory.edgeworth import edgeworth_cdf, projected_grpo_cumulants
+
+    bandit, x, g = arithmetic_bandit(2.8), 3, 256
+    u = bandit.grad_per_prompt[x] / np.linalg.norm(bandit.grad_per_prompt[x])
+    comp = bandit.hoeffding(x)
+    h1c, hc = (comp.h1 - comp.h0) @ u, (comp.kernel - comp.h0) @ u
+    zeta1 = comp.outcome_prob @ h1c**2
+    zeta2 = comp.outcome_prob @ hc**2 @ comp.outcome_prob
+    args = (bandit.policy[x], bandit.reward_prob[x], bandit.score_table[x] @ u,
+            bandit.reward_values)
+    kappa = projected_grpo_cumulants(*args, g)
+    np.testing.assert_allclose(kappa[:2], [np.linalg.norm(bandit.grad_per_prompt[x]),
+                                           ustat_variance(zeta1, zeta2, g)], rtol=1e-10)
+    grid = np.linspace(-4, 4, 9)
+    np.testing.assert_allclose(edgeworth_cdf(grid, 0.0, 0.0), stats.norm.cdf(grid))
+    with pytest.raises(ValueError, match="group_size"):
+        projected_grpo_cumulants(*args, 1)
+    with pytest.raises(ValueError, match="reward_prob"):
+        projected_grpo_cumulants(args[0], np.zeros_like(args[1]), args[2], args[3], g)
