@@ -24,6 +24,7 @@ from ustat_rl.runs.script_config import (
 
 CONVERTED = [
     "simulations/gradient_mse.py",
+    "simulations/limit_law.py",
 ]
 
 
