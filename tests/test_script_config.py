@@ -25,6 +25,7 @@ from ustat_rl.runs.script_config import (
 CONVERTED = [
     "simulations/gradient_mse.py",
     "simulations/limit_law.py",
+    "simulations/optimal_group_size.py",
 ]
 
 
@@ -90,3 +91,13 @@ def test_missing_option_and_other_converter_are_detected():
 def test_option_refuses_a_flag_without_dashes():
     with pytest.raises(ValueError, match="flag"):
         option(1, flag="runs", help="runs")
+
+
+def test_names_choose_the_help_order_and_refuse_unknown_fields():
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser, _Demo, ["seed", "n_runs", "sizes"])
+    flags = [a.option_strings[0] for a in parser._actions if a.option_strings][1:]
+    assert flags == ["--seed", "--runs", "--sizes"]
+    assert parser_default_mismatches(parser, _Demo) == []
+    with pytest.raises(ValueError, match="label"):
+        add_config_arguments(argparse.ArgumentParser(), _Demo, ["label"])

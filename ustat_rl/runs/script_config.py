@@ -94,7 +94,7 @@ def _parser_default(fld: dataclasses.Field):
     return default
 
 
-def add_config_arguments(parser: argparse.ArgumentParser, config_cls) -> None:
+def add_config_arguments(parser: argparse.ArgumentParser, config_cls, names=None) -> None:
     """Add one argument to ``parser`` per :func:`option` field of ``config_cls``.
 
     Parameters
@@ -103,8 +103,17 @@ def add_config_arguments(parser: argparse.ArgumentParser, config_cls) -> None:
     config_cls : dataclass type
         Its :func:`option` fields give each argument's flag, default, help, type, nargs and
         choices.
+    names : sequence of str, optional
+        Field names, in the order the help lists them (default: every option field, in
+        declaration order); for a dataclass whose field order is fixed by positional callers.
     """
-    for fld in config_options(config_cls):
+    options = {f.name: f for f in config_options(config_cls)}
+    if names is not None:
+        unknown = [n for n in names if n not in options]
+        if unknown:
+            raise ValueError(f"names: {unknown} are not option fields of {config_cls.__name__}")
+        options = {n: options[n] for n in names}
+    for fld in options.values():
         meta = fld.metadata
         kwargs = {"default": _parser_default(fld), "help": meta["help"]}
         for key in ("type", "nargs", "choices"):
