@@ -23,6 +23,7 @@ from ustat_rl.runs.script_config import (
 )
 
 CONVERTED = [
+    "simulations/allocation_training.py",
     "simulations/gradient_mse.py",
     "simulations/limit_law.py",
     "simulations/optimal_group_size.py",
