@@ -27,6 +27,7 @@ CONVERTED = [
     "simulations/gradient_mse.py",
     "simulations/limit_law.py",
     "simulations/optimal_group_size.py",
+    "simulations/pilot_coverage.py",
 ]
 
 
