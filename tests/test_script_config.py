@@ -28,6 +28,7 @@ CONVERTED = [
     "simulations/limit_law.py",
     "simulations/optimal_group_size.py",
     "simulations/pilot_coverage.py",
+    "simulations/transformer_aggregation_bias.py",
 ]
 
 
