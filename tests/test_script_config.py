@@ -26,6 +26,7 @@ CONVERTED = [
     "simulations/allocation_training.py",
     "simulations/gradient_mse.py",
     "simulations/limit_law.py",
+    "simulations/make_transformer_policies.py",
     "simulations/optimal_group_size.py",
     "simulations/pilot_coverage.py",
     "simulations/transformer_aggregation_bias.py",
