@@ -29,7 +29,7 @@ __all__ = [
 _NO_QUICK = object()
 
 
-def option(default, *, flag: str, help: str, type=None, nargs=None, choices=None,
+def option(default, *, flag: str, help: str | None, type=None, nargs=None, choices=None,
            quick=_NO_QUICK) -> dataclasses.Field:
     """A dataclass field that is also a command-line option.
 
@@ -42,8 +42,8 @@ def option(default, *, flag: str, help: str, type=None, nargs=None, choices=None
     flag : str
         The option's flag, for example ``"--reps"``; its argparse ``dest`` (``reps``) is the
         attribute the parsed namespace carries.
-    help : str
-        The option's help text.
+    help : str or None
+        The option's help text (``None``: the option is listed without one).
     type : callable, optional
         Argparse ``type=`` converter (validation happens while parsing).
     nargs : str or int, optional
