@@ -30,6 +30,7 @@ CONVERTED = [
     "simulations/optimal_group_size.py",
     "simulations/pilot_coverage.py",
     "simulations/transformer_aggregation_bias.py",
+    "simulations/transformer_gradient_mse.py",
 ]
 
 
