@@ -31,6 +31,7 @@ CONVERTED = [
     "simulations/pilot_coverage.py",
     "simulations/transformer_aggregation_bias.py",
     "simulations/transformer_gradient_mse.py",
+    "simulations/transformer_group_size.py",
 ]
 
 
