@@ -39,6 +39,7 @@ import pandas as pd
 
 from ustat_rl.interface.plotting_training import new_figure, save_figure
 from ustat_rl.policies.examples import heterogeneous_score_bandit
+from ustat_rl.runs.script_config import add_config_arguments, option, resolve_quick
 from ustat_rl.runs.sweeps import (
     CellFailedError,
     add_executor_arguments,
@@ -62,12 +63,13 @@ Z95 = 1.959964
 
 @dataclass(frozen=True)
 class Config:
-    budget: int
-    n_iter: int
-    checkpoints: tuple
-    n_runs: int
-    rules: tuple
-    seed: int = DEFAULT_SEED
+    budget: int = FULL["budget"]
+    n_iter: int = FULL["n_iter"]
+    checkpoints: tuple = FULL["checkpoints"]
+    n_runs: int = option(FULL["n_runs"], flag="--runs", type=int, quick=QUICK["n_runs"],
+                         help="runs per rule")
+    rules: tuple = FULL["rules"]
+    seed: int = option(DEFAULT_SEED, flag="--seed", type=int, help="root seed")
 
 
 def _problem():
@@ -119,18 +121,23 @@ def make_figure(runs: pd.DataFrame, out: Path):
     return save_figure(fig, out / "allocation_training")
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The script's options; the ones that set :class:`Config` come from its fields."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="3 rules, 6 runs, 20 iterations")
-    parser.add_argument("--runs", type=int, default=None, help="runs per rule")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="root seed")
+    add_config_arguments(parser, Config)
     parser.add_argument("--out", type=Path, default=None, help="output folder")
     parser.add_argument("--overwrite", action="store_true", help="discard finished cells")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     parser.add_argument("--no-figure", action="store_true", help="write the CSVs only")
     add_executor_arguments(parser)
-    args = parser.parse_args(argv)
-    if args.runs is not None and args.runs < 2:
+    return parser
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = build_parser()
+    args = resolve_quick(parser.parse_args(argv), Config)
+    if args.runs < 2:
         parser.error(f"--runs must be an integer >= 2, got {args.runs}")
     args.executor = executor_from_args(args, parser)
     args.out = default_output(args.out, args.quick, "allocation_training")
@@ -140,10 +147,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> pd.DataFrame:
     args = parse_args(argv)
     start = time.perf_counter()
-    base = dict(QUICK if args.quick else FULL)
-    if args.runs:
-        base["n_runs"] = args.runs
-    config = Config(base["budget"], base["n_iter"], tuple(base["checkpoints"]), base["n_runs"],
+    base = QUICK if args.quick else FULL
+    config = Config(base["budget"], base["n_iter"], tuple(base["checkpoints"]), args.runs,
                     tuple(base["rules"]), args.seed)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

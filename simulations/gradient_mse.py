@@ -49,6 +49,7 @@ from ustat_rl.interface.plotting import plot_mse_grid, save_figure
 from ustat_rl.montecarlo import prompt_averaged_squared_errors
 from ustat_rl.policies.examples import POLICY_STRENGTHS, arithmetic_bandit, one_answer_bandit
 from ustat_rl.policies.softmax import SoftmaxBandit
+from ustat_rl.runs.script_config import add_config_arguments, option, resolve_quick
 from ustat_rl.runs.sweeps import (
     CellFailedError,
     add_executor_arguments,
@@ -81,8 +82,10 @@ COLUMNS = ["family", "policy", "strength", "mean_success", "estimator", "group_s
 class Config:
     """What one run simulates; ``n_reps`` counts replicates per prompt."""
 
-    n_reps: int = FULL_REPS
-    seed: int = DEFAULT_SEED
+    n_reps: int = option(FULL_REPS, flag="--reps", type=int, quick=QUICK_REPS,
+                         help=f"Monte Carlo replicates per prompt (default {FULL_REPS})")
+    seed: int = option(DEFAULT_SEED, flag="--seed", type=seed_type,
+                       help="root seed, an integer >= 0")
     families: tuple = tuple(FAMILIES)
     policies: tuple = tuple(POLICY_STRENGTHS)
     estimators: tuple = ESTIMATORS
@@ -201,14 +204,12 @@ def make_figure(table: pd.DataFrame, exact: pd.DataFrame, config: Config, out: P
 
 
 # ------------------------------------------------------------------------------ main
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The script's options; the ones that set :class:`Config` come from its fields."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help=f"tiny run: {QUICK_REPS} replicates per prompt (a few seconds)")
-    parser.add_argument("--reps", type=int, default=None,
-                        help=f"Monte Carlo replicates per prompt (default {FULL_REPS})")
-    parser.add_argument("--seed", type=seed_type, default=DEFAULT_SEED,
-                        help="root seed, an integer >= 0")
+    add_config_arguments(parser, Config)
     parser.add_argument("--out", type=Path, default=None,
                         help="output folder for the CSVs and figures (default results/"
                              "gradient_mse, with --quick results/quick/gradient_mse)")
@@ -218,9 +219,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--overwrite", action="store_true",
                         help="discard results already in --out instead of resuming")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    args = parser.parse_args(argv)
-    if args.reps is None:
-        args.reps = QUICK_REPS if args.quick else FULL_REPS
+    return parser
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = build_parser()
+    args = resolve_quick(parser.parse_args(argv), Config)
     if args.reps < 2:
         parser.error(f"--reps must be an integer >= 2, got {args.reps}")
     if args.n_jobs < 1:

@@ -45,6 +45,7 @@ from ustat_rl.interface.plotting_training import (
     tidy_axes,
 )
 from ustat_rl.policies.examples import realisable_kl_bandit
+from ustat_rl.runs.script_config import add_config_arguments, option, resolve_quick
 from ustat_rl.runs.sweeps import (
     CellFailedError,
     add_executor_arguments,
@@ -69,10 +70,12 @@ RUN_COLUMNS = ["run", "n", "n_gap", "n_dist2", "seed", "beta", "group_size", "ba
 
 @dataclass(frozen=True)
 class Config:
-    n_runs: int
-    checkpoints: tuple
-    seed: int = DEFAULT_SEED
-    chunk: int = CHUNK
+    n_runs: int = option(FULL["n_runs"], flag="--runs", type=int, quick=QUICK["n_runs"],
+                         help="number of independent runs")
+    checkpoints: tuple = FULL["checkpoints"]
+    seed: int = option(DEFAULT_SEED, flag="--seed", type=seed_type,
+                       help="root seed, an integer >= 0")
+    chunk: int = option(CHUNK, flag="--chunk", type=int, help="runs per resumable chunk")
 
     def chunks(self) -> list[tuple[int, int]]:
         """``(first run, number of runs)`` of each chunk."""
@@ -149,13 +152,11 @@ def read_done(path: Path, config: Config) -> pd.DataFrame:
     return done
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The script's options; the ones that set :class:`Config` come from its fields."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="200 runs, n up to 300 (seconds)")
-    parser.add_argument("--runs", type=int, default=None, help="number of independent runs")
-    parser.add_argument("--seed", type=seed_type, default=DEFAULT_SEED,
-                        help="root seed, an integer >= 0")
-    parser.add_argument("--chunk", type=int, default=CHUNK, help="runs per resumable chunk")
+    add_config_arguments(parser, Config)
     parser.add_argument("--out", type=Path, default=None,
                         help="output folder (default results/limit_law, with --quick "
                              "results/quick/limit_law)")
@@ -163,8 +164,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     parser.add_argument("--no-figure", action="store_true", help="write the CSVs only")
     add_executor_arguments(parser)
-    args = parser.parse_args(argv)
-    if args.runs is not None and args.runs < 2:
+    return parser
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = build_parser()
+    args = resolve_quick(parser.parse_args(argv), Config)
+    if args.runs < 2:
         parser.error(f"--runs must be an integer >= 2, got {args.runs}")
     if args.chunk < 1:
         parser.error(f"--chunk must be an integer >= 1, got {args.chunk}")
@@ -178,7 +184,7 @@ def main(argv=None) -> pd.DataFrame:
     args = parse_args(argv)
     start = time.perf_counter()
     base = QUICK if args.quick else FULL
-    config = Config(args.runs or base["n_runs"], tuple(base["checkpoints"]), args.seed, args.chunk)
+    config = Config(args.runs, tuple(base["checkpoints"]), args.seed, args.chunk)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     runs_path = out / RUNS_CSV

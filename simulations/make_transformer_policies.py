@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -38,6 +39,7 @@ from ustat_rl.policies.transformer import (
     resolve_device,
     save_policy,
 )
+from ustat_rl.runs.script_config import add_config_arguments, option, resolve_quick
 from ustat_rl.training.transformer import expected_accuracy, supervised_warmup
 
 STAGES = (("weak", 400), ("medium", 1200), ("strong", 3000))
@@ -46,20 +48,33 @@ OUT = Path(__file__).resolve().parents[1] / "ustat_rl" / "data" / "transformer_p
 QUICK_OUT = Path("results", "quick", "make_transformer_policies")
 
 
-def main(argv=None) -> None:
+@dataclass(frozen=True)
+class Config:
+    """The seeds of the study policies (the warm-up stages are ``STAGES``/``QUICK_STAGES``)."""
+
+    seed: int = option(0, flag="--seed", type=seed_type,
+                       help="model initialisation and minibatch seed (an integer >= 0)")
+    split_seed: int = option(0, flag="--split-seed", type=seed_type,
+                             help="seed of the train/test split (an integer >= 0)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The script's options; the ones that set :class:`Config` come from its fields."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help=f"{'/'.join(str(s) for _, s in QUICK_STAGES)} warm-up steps into "
                              f"{QUICK_OUT} (seconds; a smoke test)")
-    parser.add_argument("--seed", type=seed_type, default=0,
-                        help="model initialisation and minibatch seed (an integer >= 0)")
-    parser.add_argument("--split-seed", type=seed_type, default=0,
-                        help="seed of the train/test split (an integer >= 0)")
+    add_config_arguments(parser, Config)
     parser.add_argument("--out", type=Path, default=None,
                         help=f"directory for the .pt files (default the package's {OUT.name}; "
                              f"with --quick {QUICK_OUT})")
     parser.add_argument("--device", default=None, help="torch device (default: CUDA if available)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> None:
+    parser = build_parser()
+    args = resolve_quick(parser.parse_args(argv), Config)
     args.out = args.out or (QUICK_OUT if args.quick else OUT)
     check_script_args(parser, args)
     args.out.mkdir(parents=True, exist_ok=True)

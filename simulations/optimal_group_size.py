@@ -48,6 +48,7 @@ from ustat_rl.interface.plotting_training import (
     star_legend,
 )
 from ustat_rl.policies.examples import conflicting_prompts_bandit
+from ustat_rl.runs.script_config import add_config_arguments, option, resolve_quick
 from ustat_rl.runs.sweeps import (
     CellFailedError,
     add_executor_arguments,
@@ -82,11 +83,14 @@ RUN_COLUMNS = ["variant", "budget", "group_size", "batch_size", "n", "run", "gap
 
 @dataclass(frozen=True)
 class Config:
-    budgets: tuple
-    sizes: tuple
-    n_iters: tuple
-    n_runs: int
-    seed: int = DEFAULT_SEED
+    budgets: tuple = option(FULL["budgets"], flag="--budgets", type=int, nargs="+",
+                            quick=QUICK["budgets"], help="budgets N = BG")
+    sizes: tuple = FULL["sizes"]
+    n_iters: tuple = FULL["n_iters"]
+    n_runs: int = option(FULL["n_runs"], flag="--runs", type=int, quick=QUICK["n_runs"],
+                         help="runs per cell")
+    seed: int = option(DEFAULT_SEED, flag="--seed", type=seed_type,
+                       help="root seed, an integer >= 0")
     variants: tuple = tuple(VARIANTS)
 
     def cells(self) -> list[tuple[int, int, int, str, int, int]]:
@@ -199,13 +203,11 @@ def read_done(path: Path, config: Config) -> pd.DataFrame:
     return done
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The script's options; the ones that set :class:`Config` come from its fields."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="one budget, 3 sizes, 30 runs")
-    parser.add_argument("--runs", type=int, default=None, help="runs per cell")
-    parser.add_argument("--budgets", type=int, nargs="+", default=None, help="budgets N = BG")
-    parser.add_argument("--seed", type=seed_type, default=DEFAULT_SEED,
-                        help="root seed, an integer >= 0")
+    add_config_arguments(parser, Config, ["n_runs", "budgets", "seed"])
     parser.add_argument("--out", type=Path, default=None,
                         help="output folder (default results/optimal_group_size, with --quick "
                              "results/quick/optimal_group_size)")
@@ -213,13 +215,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     parser.add_argument("--no-figure", action="store_true", help="write the CSVs only")
     add_executor_arguments(parser)
-    args = parser.parse_args(argv)
-    if args.runs is not None and args.runs < 2:
+    return parser
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = build_parser()
+    args = resolve_quick(parser.parse_args(argv), Config)
+    if args.runs < 2:
         parser.error(f"--runs must be an integer >= 2, got {args.runs}")
-    if args.budgets is not None and min(args.budgets) < 2:
+    if min(args.budgets) < 2:
         parser.error("--budgets must be integers >= 2")
     sizes = (QUICK if args.quick else FULL)["sizes"]
-    for budget in args.budgets or ():
+    for budget in args.budgets:
         usable = sorted(set(admissible_group_sizes(budget).tolist()) & set(sizes))
         if not usable:
             parser.error(f"--budgets: no group size of this sweep divides N = {budget} "
@@ -234,13 +241,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None):
     args = parse_args(argv)
     start = time.perf_counter()
-    base = dict(QUICK if args.quick else FULL)
-    if args.runs:
-        base["n_runs"] = args.runs
-    if args.budgets:
-        base["budgets"] = tuple(args.budgets)
-    config = Config(tuple(base["budgets"]), tuple(base["sizes"]), tuple(base["n_iters"]),
-                    base["n_runs"], args.seed)
+    base = QUICK if args.quick else FULL
+    config = Config(tuple(args.budgets), tuple(base["sizes"]), tuple(base["n_iters"]),
+                    args.runs, args.seed)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     runs_path = out / "group_size_runs.csv"

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +46,7 @@ from ustat_rl.pilot.fieller import gstar_of_ratio
 from ustat_rl.pilot.report import gstar_report
 from ustat_rl.pilot.uncertainty import pilot_intervals, student_quantile
 from ustat_rl.policies.examples import interior_optimum_bandit
+from ustat_rl.runs.script_config import add_config_arguments, option, resolve_quick
 from ustat_rl.theory import admissible_group_sizes
 
 #: (prompts, samples per prompt) of the coverage table.
@@ -54,6 +56,8 @@ SKETCHES = (None, 32)
 #: Budgets of notebook 05's advice.
 BUDGETS = (256, 480)
 LEVEL = 0.9
+FULL_PILOTS, QUICK_PILOTS = 1000, 30  # pilots per cell
+DEFAULT_SEED = 0
 
 
 def delta_gstar(out) -> tuple[float, float]:
@@ -130,16 +134,32 @@ def markdown(frame: pd.DataFrame, count_columns) -> str:
     return "\n".join([head, rule, *rows])
 
 
-def main(argv=None) -> dict:
+@dataclass(frozen=True)
+class Config:
+    """The options that set what a run computes (full-run values; ``--quick`` pilots apart)."""
+
+    n_pilots: int = option(FULL_PILOTS, flag="--pilots", type=int, quick=QUICK_PILOTS,
+                           help=f"pilots per cell (default {FULL_PILOTS})")
+    seed: int = option(DEFAULT_SEED, flag="--seed", type=int,
+                       help=f"root seed (default {DEFAULT_SEED})")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The script's options; the ones that set :class:`Config` come from its fields."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="30 pilots per cell (seconds)")
-    parser.add_argument("--pilots", type=int, default=None, help="pilots per cell (default 1000)")
-    parser.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{QUICK_PILOTS} pilots per cell (seconds)")
+    add_config_arguments(parser, Config)
     parser.add_argument("--out", type=Path, default=None, help="output folder")
     parser.add_argument("--figures", type=Path, default=None,
                         help="also write the docs' two gstar figures to this folder")
-    args = parser.parse_args(argv)
-    n_pilots = args.pilots if args.pilots is not None else (30 if args.quick else 1000)
+    return parser
+
+
+def main(argv=None) -> dict:
+    parser = build_parser()
+    args = resolve_quick(parser.parse_args(argv), Config)
+    n_pilots = args.pilots
     if n_pilots < 1:
         parser.error(f"--pilots must be >= 1, got {n_pilots}")
     if args.seed < 0:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,7 @@ from ustat_rl.policies.transformer import (
     load_study_policy,
     make_splits,
 )
+from ustat_rl.runs.script_config import add_config_arguments, option, resolve_quick
 from ustat_rl.training.transformer import moderate_questions
 
 #: Group sizes and advantage conventions tabulated.
@@ -47,6 +49,8 @@ GROUP_SIZES = (4, 16)
 CONVENTIONS = ("grpo", "trl_group")
 #: ``L`` of seq-mean-token-sum-norm: the longest answer (two digits and the end token).
 HORIZON = 3
+#: Moderate prompts per policy in a full and in a ``--quick`` run.
+FULL_PROMPTS, QUICK_PROMPTS = 5, 1
 
 
 def simulate_prompt(table, question_text: str, policy_name: str) -> list[dict]:
@@ -71,20 +75,34 @@ def simulate_prompt(table, question_text: str, policy_name: str) -> list[dict]:
     return rows
 
 
-def main(argv=None) -> pd.DataFrame:
+@dataclass(frozen=True)
+class Config:
+    """The options that set what a run tabulates (full-run values, ``--quick`` ones beside)."""
+
+    policies: tuple = option(tuple(POLICY_NAMES), flag="--policies", nargs="+",
+                             choices=POLICY_NAMES, quick=("weak",),
+                             help="default: all (with --quick: weak)")
+    n_prompts: int = option(FULL_PROMPTS, flag="--prompts", type=positive_int,
+                            quick=QUICK_PROMPTS,
+                            help=f"moderate prompts per policy (default {FULL_PROMPTS}, "
+                                 f"with --quick {QUICK_PROMPTS})")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The script's options; the ones that set :class:`Config` come from its fields."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="the weak policy and one prompt (seconds; a smoke test)")
-    parser.add_argument("--policies", nargs="+", default=None, choices=POLICY_NAMES,
-                        help="default: all (with --quick: weak)")
-    parser.add_argument("--prompts", type=positive_int, default=None,
-                        help="moderate prompts per policy (default 5, with --quick 1)")
+    add_config_arguments(parser, Config)
     parser.add_argument("--out", type=Path, default=None,
                         help="output directory (default results, with --quick "
                              "results/quick/transformer_aggregation_bias)")
-    args = parser.parse_args(argv)
-    args.policies = args.policies or (["weak"] if args.quick else list(POLICY_NAMES))
-    args.prompts = args.prompts or (1 if args.quick else 5)
+    return parser
+
+
+def main(argv=None) -> pd.DataFrame:
+    parser = build_parser()
+    args = resolve_quick(parser.parse_args(argv), Config)
     args.out = args.out or (Path("results", "quick", "transformer_aggregation_bias") if args.quick
                             else Path("results"))
     check_script_args(parser, args)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +57,7 @@ from ustat_rl.policies.transformer import (
     resolve_device,
 )
 from ustat_rl.rates import loglog_slope
+from ustat_rl.runs.script_config import add_config_arguments, option, resolve_quick
 from ustat_rl.runs.sweeps import (
     CellFailedError,
     add_executor_arguments,
@@ -141,21 +143,36 @@ def make_figure(table: pd.DataFrame, out: Path) -> list[Path]:
     return save_figure(fig, out / "transformer_gradient_mse")
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+@dataclass(frozen=True)
+class Config:
+    """The options that choose a run's cells (the sizes of a cell are ``SIZES``)."""
+
+    seed: int = option(DEFAULT_SEED, flag="--seed", type=seed_type,
+                       help="root seed, an integer >= 0")
+    policies: tuple = option(tuple(POLICY_NAMES), flag="--policies", nargs="+",
+                             choices=POLICY_NAMES, help=None)
+    prompt_sets: tuple = option(PROMPT_SETS, flag="--prompt-sets", nargs="+", choices=PROMPT_SETS,
+                                quick=("moderate",), help="default: both (quick: moderate only)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The script's options; the ones that choose the cells come from :class:`Config`."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny sizes for smoke tests (~20 s)")
-    parser.add_argument("--seed", type=seed_type, default=DEFAULT_SEED,
-                        help="root seed, an integer >= 0")
+    add_config_arguments(parser, Config, ["seed"])
     parser.add_argument("--out", type=Path, default=None,
                         help="output directory (default results, with --quick "
                              "results/quick/transformer_gradient_mse)")
     parser.add_argument("--device", default=None, help="torch device (default: CUDA if available)")
-    parser.add_argument("--policies", nargs="+", default=list(POLICY_NAMES), choices=POLICY_NAMES)
-    parser.add_argument("--prompt-sets", nargs="+", default=None, choices=PROMPT_SETS,
-                        help="default: both (quick: moderate only)")
+    add_config_arguments(parser, Config, ["policies", "prompt_sets"])
     add_executor_arguments(parser)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = build_parser()
+    args = resolve_quick(parser.parse_args(argv), Config)
     args.executor = executor_from_args(args, parser)
     args.out = default_output(args.out, args.quick, "transformer_gradient_mse", full="results")
     check_script_args(parser, args)
@@ -166,7 +183,7 @@ def main(argv=None) -> dict:
     args = parse_args(argv)
     start = time.perf_counter()
     sizes = SIZES["quick" if args.quick else "full"]
-    prompt_sets = args.prompt_sets or (["moderate"] if args.quick else list(PROMPT_SETS))
+    prompt_sets = args.prompt_sets
     device = resolve_device(args.device)
     args.out.mkdir(parents=True, exist_ok=True)
     paths = {k: args.out / v for k, v in NAMES.items()}

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +50,7 @@ from ustat_rl.policies.transformer import (
     make_splits,
     resolve_device,
 )
+from ustat_rl.runs.script_config import add_config_arguments, option, resolve_quick
 from ustat_rl.runs.sweeps import (
     CellFailedError,
     add_executor_arguments,
@@ -141,28 +143,47 @@ def make_figure(summary: pd.DataFrame, prediction: pd.DataFrame, start_accuracy:
     return save_figure(fig, out / "transformer_group_size")
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def _sweep_option(key: str, **kwargs):
+    """An option whose full and quick values are ``CONFIGS[...][key]``."""
+    return option(CONFIGS["full"][key], flag=f"--{key}", quick=CONFIGS["quick"][key], **kwargs)
+
+
+@dataclass(frozen=True)
+class Config:
+    """The options of a sweep: full-run values, the quick ones from ``CONFIGS["quick"]``."""
+
+    seed: int = option(DEFAULT_SEED, flag="--seed", type=seed_type,
+                       help="root seed, an integer >= 0")
+    budgets: tuple = _sweep_option("budgets", type=positive_int, nargs="+",
+                                   help="override N values (each needs a G of --groups dividing "
+                                        "it)")
+    groups: tuple = _sweep_option("groups", type=positive_int, nargs="+",
+                                  help="override G values (each >= 2)")
+    seeds: int = _sweep_option("seeds", type=positive_int,
+                               help="override the number of seeds (>= 1)")
+    iters: tuple = _sweep_option("iters", type=positive_int, nargs="+",
+                                 help="override the iteration counts evaluated (each >= 1)")
+    lr: float = _sweep_option("lr", type=float, help="override the learning rate (> 0)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The script's options; the sweep's come from :class:`Config`."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny sweep for smoke tests")
-    parser.add_argument("--seed", type=seed_type, default=DEFAULT_SEED,
-                        help="root seed, an integer >= 0")
+    add_config_arguments(parser, Config, ["seed"])
     parser.add_argument("--out", type=Path, default=None,
                         help="output directory (default results, with --quick "
                              "results/quick/transformer_group_size)")
     parser.add_argument("--device", default=None, help="torch device (default: CUDA if available)")
-    parser.add_argument("--budgets", type=positive_int, nargs="+", default=None,
-                        help="override N values (each needs a G of --groups dividing it)")
-    parser.add_argument("--groups", type=positive_int, nargs="+", default=None,
-                        help="override G values (each >= 2)")
-    parser.add_argument("--seeds", type=positive_int, default=None,
-                        help="override the number of seeds (>= 1)")
-    parser.add_argument("--iters", type=positive_int, nargs="+", default=None,
-                        help="override the iteration counts evaluated (each >= 1)")
-    parser.add_argument("--lr", type=float, default=None,
-                        help="override the learning rate (> 0)")
+    add_config_arguments(parser, Config, ["budgets", "groups", "seeds", "iters", "lr"])
     add_executor_arguments(parser)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = build_parser()
+    args = resolve_quick(parser.parse_args(argv), Config)
     args.executor = executor_from_args(args, parser)
     args.out = default_output(args.out, args.quick, "transformer_group_size", full="results")
     _check_grid(parser, args)
@@ -190,8 +211,7 @@ def main(argv=None) -> dict:
     start = time.perf_counter()
     cfg = dict(CONFIGS["quick" if args.quick else "full"])
     for key in ("budgets", "groups", "seeds", "iters", "lr"):
-        if getattr(args, key) is not None:
-            cfg[key] = getattr(args, key)
+        cfg[key] = getattr(args, key)
     device = resolve_device(args.device)
     args.out.mkdir(parents=True, exist_ok=True)
     csv_path = args.out / CSV_NAME
