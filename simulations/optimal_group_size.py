@@ -206,7 +206,8 @@ def read_done(path: Path, config: Config) -> pd.DataFrame:
 def build_parser() -> argparse.ArgumentParser:
     """The script's options; the ones that set :class:`Config` come from its fields."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="one budget, 3 sizes, 30 runs")
+    parser.add_argument("--quick", action="store_true", help=f"{len(QUICK['budgets'])} budget, {len(QUICK['sizes'])} sizes, "
+                        f"{QUICK['n_runs']} runs")
     add_config_arguments(parser, Config, ["n_runs", "budgets", "seed"])
     parser.add_argument("--out", type=Path, default=None,
                         help="output folder (default results/optimal_group_size, with --quick "
