@@ -10,6 +10,7 @@ from pathlib import Path
 
 from .. import __version__
 from .._paths import check_output
+from .._paths import write_atomic as _write_atomic
 from .._script_args import seed_type as _seed
 from . import allocate as allocate_cli
 from ._commands import compare as _compare
@@ -172,22 +173,6 @@ def _gstar(args) -> int:
         _write_atomic(args.plot, buffer.getvalue())
         print(f"wrote {args.plot}")
     return 0
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``path``, then rename it into place."""
-    import os
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def main(argv=None) -> int:
