@@ -23,10 +23,12 @@ from ustat_rl.claims.compare import compare_runs, load_run
 REFERENCE = Path(__file__).parent / "data" / "verify_quick_seed0_before_contract.json"
 #: C18 is left out since its decision rule changed on purpose after the reference was taken (a
 #: common G inside every cell's simultaneous bootstrap interval instead of identical point
-#: argmins); the new rule has its own tests in test_limit_law.py.
+#: argmins); the new rule has its own tests in test_limit_law.py. C28 is left out for the same
+#: reason: its normality test now compares with the Edgeworth-corrected finite-G law (the plain
+#: normal at G = 256 failed at 5.8e-3 against a stated 1e-4), tested in test_ustatistics.py.
 FAST_CLAIMS = ("C1", "C2", "C6", "C7", "C8", "C9", "C10", "C11", "C12", "C12.num", "C13",
                "C13.num", "C14", "C16", "C16.num", "C17", "C17.train", "C21", "C21.num",
-               "C22", "C23", "C26", "C28", "C30")
+               "C22", "C23", "C26", "C30")
 
 
 @pytest.fixture(scope="module")

@@ -139,7 +139,7 @@ def test_budget_without_an_admissible_group_size_is_a_usage_error(capsys):
         script.parse_args(["--budgets", "7"])
     assert info.value.code == 2
     assert "--budgets" in capsys.readouterr().err
-    assert script.parse_args(["--budgets", "8"]).budgets == [8]  # 8 has G = 2, 4, 8
+    assert script.parse_args(["--budgets", "8"]).budgets == (8,)  # 8 has G = 2, 4, 8
 
 
 # ------------------------------------------------------------------------------ kill the driver
