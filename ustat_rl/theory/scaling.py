@@ -72,7 +72,11 @@ class ScalingConstants:
                 raise ValueError(f"`{name}` must be finite (no NaN or inf), got {value}")
 
     def fixed_budget_mse(self, group_size, budget):
-        """Minibatch GRPO MSE at ``N = B G``: ``(c1 G + c2 + c3'/(G-1))/N`` (Proposition 3, C17).
+        r"""Minibatch GRPO MSE at ``N = B G``: ``(c1 G + c2 + c3'/(G-1))/N`` (Proposition 3, C17).
+
+        .. math::
+
+            \mathrm{MSE}(G; N) = \frac{1}{N}\Bigl(c_1 G + c_2 + \frac{c_3'}{G - 1}\Bigr)
 
         ``group_size`` is a scalar or an array of real ``G > 1``: the formula is the continuous
         relaxation in ``B = N/G`` (exact at integers ``G`` that divide ``N``).
@@ -86,13 +90,22 @@ class ScalingConstants:
         return float(out) if out.ndim == 0 else out
 
     def fixed_budget_minimum(self, budget) -> float:
-        """``(c1 + c2 + 2 sqrt(c1 c3'))/N``: the minimum over real ``G > 1`` (C17)."""
+        r"""``(c1 + c2 + 2 sqrt(c1 c3'))/N``: the minimum over real ``G > 1`` (C17).
+
+        .. math::
+
+            \min_{G > 1} \mathrm{MSE}(G; N) = \frac{c_1 + c_2 + 2\sqrt{c_1 c_3'}}{N}
+        """
         budget = as_int(budget, "budget", 2)
         c1 = max(self.c1, 0.0)
         return (c1 + self.c2 + 2.0 * math.sqrt(c1 * max(self.c3, 0.0))) / budget
 
     def optimal_group_size(self, exact: bool = True) -> float:
-        """``G* = 1 + sqrt(c3'/c1)`` (``exact=True``), or the paper's ``sqrt(c3/c1)`` (C17).
+        r"""``G* = 1 + sqrt(c3'/c1)`` (``exact=True``), or the paper's ``sqrt(c3/c1)`` (C17).
+
+        .. math::
+
+            G^* = 1 + \sqrt{c_3' / c_1}
 
         Returns ``inf`` when ``c1 <= 0`` (one prompt, prompts with equal gradients, or an
         estimate of ``c1`` at or below zero): the fixed-budget MSE then decreases in ``G``
@@ -133,7 +146,12 @@ def check_budget(budget, name: str = "budget") -> int:
 
 
 def scaling_constants(moments: PromptMoments, prompt_prob=None) -> ScalingConstants:
-    """``c1 = E||g(X) - g||^2``, ``c2 = E tr Sigma_oracle``, ``c3' = E[S Var + ||g(X)||^2]`` (C17).
+    r"""``c1 = E||g(X) - g||^2``, ``c2 = E tr Sigma_oracle``, ``c3' = E[S Var + ||g(X)||^2]`` (C17).
+
+    .. math::
+
+        c_1 = E_X\|g(X) - g\|^2, \qquad c_2 = E_X \operatorname{tr}\Sigma_{\text{oracle}}(X),
+        \qquad c_3' = E_X\bigl[E\|W\|^2 \operatorname{Var}(Z \mid X) + \|g(X)\|^2\bigr]
 
     ``c1`` is set to zero when it is within :data:`C1_RTOL` of ``E||g(X)||^2`` (cancellation) or
     :data:`C1_NOISE_RTOL` of ``E_X E||WZ||^2`` (gradients at rounding level), so ``G*`` is
