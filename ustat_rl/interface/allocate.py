@@ -7,7 +7,6 @@ number before the pilot is read, prints the table of
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -31,24 +30,14 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
-def _check_output(path: Path | None, suffixes, name: str) -> None:
-    if path is None:
-        return
-    if path.suffix not in suffixes:
-        raise ValueError(f"`{name}` must end in one of {suffixes}, got {str(path)!r}")
-    if not path.parent.is_dir():
-        raise ValueError(f"`{name}`: folder {str(path.parent)!r} does not exist")
-
-
 def run(args) -> int:
     """Run ``ustat-rl allocate``; exit status 0, or 2 with a one-line error."""
-    from .._paths import write_atomic as _write_atomic
     from ..pilot.rollouts import check_rollouts_path
+    from ._outputs import check_report_outputs, write_report_outputs
 
     try:
         check_rollouts_path(args.rollouts, "ROLLOUTS", must_exist=True)
-        _check_output(args.json, (".json",), "--json")
-        _check_output(args.plot, (".png", ".pdf", ".svg"), "--plot")
+        check_report_outputs(args.json, args.plot)
         if not 0.0 < args.level < 1.0:
             raise ValueError(f"`--level` must lie strictly between 0 and 1, got {args.level}")
         if args.budget < 1:
@@ -64,17 +53,11 @@ def run(args) -> int:
         print(f"ustat-rl allocate: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
     print(format_pilot_allocation(report))
-    if args.json is not None:
-        _write_atomic(args.json, json.dumps(report.to_dict(), indent=2).encode())
-        print(f"wrote {args.json}")
-    if args.plot is not None:
-        import io
 
+    def figure():  # matplotlib is loaded only when --plot asks for a figure
         from .plotting_allocation import plot_allocations
 
-        buffer = io.BytesIO()
-        plot_allocations(report.allocations, report.prompt_ids).savefig(
-            buffer, format=args.plot.suffix[1:], dpi=150)
-        _write_atomic(args.plot, buffer.getvalue())
-        print(f"wrote {args.plot}")
+        return plot_allocations(report.allocations, report.prompt_ids)
+
+    write_report_outputs(report.to_dict(), figure, args.json, args.plot)
     return 0

@@ -4,13 +4,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from .. import __version__
-from .._paths import check_output
-from .._paths import write_atomic as _write_atomic
 from .._script_args import seed_type as _seed
 from . import allocate as allocate_cli
 from ._commands import compare as _compare
@@ -18,6 +15,7 @@ from ._commands import list_claims as _list
 from ._commands import print_table as _print_table  # noqa: F401 - the verdict table, for tests
 from ._commands import report as _report
 from ._commands import verify
+from ._outputs import check_report_outputs, write_report_outputs
 
 EPILOG = """examples:
   ustat-rl verify --quick                 all claims, small Monte Carlo sizes (under a minute)
@@ -134,20 +132,16 @@ def _conformance(args) -> int:
     return run_command(args.target, args.convention, signature=args.signature, index=args.index,
                        tensors="torch" if args.torch else "numpy",
                        max_examples=args.max_examples, seed=args.seed)
+
+
 def _gstar(args) -> int:
     """``ustat-rl gstar``: every path and number checked before the pilot is read."""
     from ..pilot.report import check_report_budget
     from ..pilot.rollouts import check_rollouts_path
 
-    checks = [(args.json, (".json",), "--json"), (args.plot, (".png", ".pdf", ".svg"), "--plot")]
     try:
         check_rollouts_path(args.rollouts, "ROLLOUTS", must_exist=True)
-        for path, suffixes, name in checks:
-            if path is not None and path.suffix not in suffixes:
-                raise ValueError(f"`{name}` must end in one of {suffixes}, got {str(path)!r}")
-            if path is not None and not path.parent.is_dir():
-                raise ValueError(f"`{name}`: folder {str(path.parent)!r} does not exist")
-            check_output(path, f"`{name}`")
+        check_report_outputs(args.json, args.plot)
         check_report_budget(args.budget, "--budget")
         if not 0.0 < args.level < 1.0:
             raise ValueError(f"`--level` must lie strictly between 0 and 1, got {args.level}")
@@ -160,18 +154,13 @@ def _gstar(args) -> int:
         print(f"ustat-rl gstar: error: {exc}", file=sys.stderr)
         return 2
     print(format_report(report))
-    if args.json is not None:
-        _write_atomic(args.json, json.dumps(report.to_dict(), indent=2).encode())
-        print(f"wrote {args.json}")
-    if args.plot is not None:
-        import io
 
+    def figure():  # matplotlib is loaded only when --plot asks for a figure
         from .plotting_pilot import plot_gstar_report
 
-        buffer = io.BytesIO()
-        plot_gstar_report(report).savefig(buffer, format=args.plot.suffix[1:], dpi=150)
-        _write_atomic(args.plot, buffer.getvalue())
-        print(f"wrote {args.plot}")
+        return plot_gstar_report(report)
+
+    write_report_outputs(report.to_dict(), figure, args.json, args.plot)
     return 0
 
 
