@@ -91,7 +91,9 @@ def _torch_checks(bandit, ctx) -> list:
     from ..montecarlo.torch_backend import TorchBanditStatistic
 
     statistic, _ = bandit_statistics(bandit, ("grpo",), (4,), 2, backend="torch", device="cpu")
-    assert isinstance(statistic, TorchBanditStatistic)
+    if not isinstance(statistic, TorchBanditStatistic):  # kept under python -O, unlike assert
+        raise TypeError(f"backend='torch' gave a {type(statistic).__name__}, not the torch "
+                        "statistic whose sub-blocks this check varies")
     small = copy.copy(statistic)
     small.sub_block_size = 64  # many sub-blocks at a small cost (the unit of randomness)
     seed = ctx.seed_for("C6.engine", 1)
