@@ -1,0 +1,29 @@
+"""The theory inside the frameworks people train with (docs/theory.md C17, C18, C32).
+
+* :mod:`.trajectory`: the trajectory file, one record per monitored window of a training run
+  (``c1``, ``c2``, ``c3'``, ``G*`` with intervals, predicted and observed all-equal groups);
+* :mod:`.window`: the estimates of one window from grouped rewards and sketched scores, the same
+  computation as ``ustat-rl gstar`` on the same groups;
+* :mod:`.gather`: rows gathered across data-parallel processes before estimation;
+* :mod:`.trl_monitor`: :class:`GroupSizeMonitor`, a callback for TRL's ``GRPOTrainer`` (the
+  ``trl`` extra).
+
+Nothing here imports ``trl`` until a monitor is attached.
+"""
+
+from __future__ import annotations
+
+__all__ = ["GroupSizeMonitor", "TRAJECTORY_FIELDS", "read_trajectory", "append_record",
+           "window_record", "gather_rows"]
+
+_LAZY = {"GroupSizeMonitor": ".trl_monitor", "TRAJECTORY_FIELDS": ".trajectory",
+         "read_trajectory": ".trajectory", "append_record": ".trajectory",
+         "window_record": ".window", "gather_rows": ".gather"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        from importlib import import_module
+
+        return getattr(import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
