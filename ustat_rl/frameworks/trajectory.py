@@ -41,7 +41,7 @@ TRAJECTORY_FIELDS = (
     "c1", "c2", "c3",     # intervals
     "gstar",              # interval for G* = 1 + sqrt(c3'/c1); high "inf" when unbounded
     "bounded",            # whether the window bounds G* from above
-    "recommended_group_size",
+    "recommended_group_size",  # the pilot advice for GRPO (minimax regret over the G* interval)
     "mse_run",            # interval: predicted gradient MSE of `estimator` at the run's G
     "mse_gstar",          # predicted fixed-budget MSE of GRPO at G* (continuous G, C17)
     "mse_best",           # predicted MSE of `estimator` at the best divisor of N

@@ -201,6 +201,13 @@ class _Sketcher:
         return x.reshape(self.acc.shape[0], -1, width).to(self.dtype)
 
     def hook(self, module, inputs, output):
+        with torch.autocast(output.device.type, enabled=False):
+            return self._hook(module, inputs, output)
+
+    def _hook(self, module, inputs, output):
+        """Project this layer's input now and register the gradient callback; mixed precision
+        (a ``bf16`` autocast around the forward) is off here and in the callbacks, so every
+        projection runs in ``dtype``."""
         if not (torch.is_grad_enabled() and output.requires_grad):
             return None
         x, batch, replaced = inputs[0], self.acc.shape[0], None
@@ -217,11 +224,17 @@ class _Sketcher:
             side = None if spec is None else \
                 self._flat(x, x.shape[-1]) @ (spec[1] if transposed else spec[2]).T
             callback = partial(self._matrix, module, spec, side, transposed)
+        callback = partial(self._full_precision, callback)
         if x.requires_grad:  # downstream of another covered output: a tensor hook fires
             output.register_hook(callback)
         else:  # a first layer: the backward pass takes its gradient explicitly
             self.roots.append((output, callback))
         return replaced
+
+    @staticmethod
+    def _full_precision(callback, grad):
+        with torch.autocast(grad.device.type, enabled=False):
+            callback(grad)
 
     def _matrix(self, module, spec, side, transposed, grad):
         g = self._flat(grad, grad.shape[-1])  # (B, T, out)

@@ -1,0 +1,248 @@
+"""The TRL monitor inside the real GRPOTrainer on the CPU (ustat_rl.frameworks.trl_monitor).
+
+A two-layer GPT-2 built from a config and a character tokenizer built here (no download) learn a
+toy arithmetic reward (the first answer character has the parity of a + b) for a few steps with
+the monitor attached. The checks are exact (equalities to rounding), not statistical.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+trl = pytest.importorskip("trl")
+torch = pytest.importorskip("torch")
+datasets = pytest.importorskip("datasets")
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers  # noqa: E402
+from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast  # noqa: E402
+
+from ustat_rl.frameworks import GroupSizeMonitor, read_trajectory  # noqa: E402
+from ustat_rl.frameworks.trl_monitor import run_rule  # noqa: E402
+from ustat_rl.pilot import load_rollouts  # noqa: E402
+from ustat_rl.pilot.factored import factored_projection_matrix  # noqa: E402
+from ustat_rl.pilot.sequence import trainable_parameters  # noqa: E402
+
+G, B, K, BLOCKS = 4, 8, 32, 8
+
+
+def tokenizer():
+    chars = "0123456789+="
+    vocab = {"<pad>": 0, "<eos>": 1, **{c: i + 2 for i, c in enumerate(chars)}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
+    tok.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>")
+
+
+def tiny_gpt2(seed=0):
+    torch.manual_seed(seed)
+    return GPT2LMHeadModel(GPT2Config(vocab_size=14, n_positions=32, n_embd=16, n_layer=2,
+                                      n_head=2, bos_token_id=1, eos_token_id=1, pad_token_id=0))
+
+
+def parity(completions, prompts, **kwargs):
+    out = []
+    for p, c in zip(prompts, completions):
+        a, b = p[:-1].split("+")
+        out.append(1.0 if c[:1].isdigit() and int(c[0]) % 2 == (int(a) + int(b)) % 2 else 0.0)
+    return out
+
+
+def make_trainer(tmp_path, model=None, reward=parity, steps=4, lr=1e-3, cls=None, **config):
+    data = datasets.Dataset.from_dict({"prompt": [f"{a}+{b}=" for a in range(10)
+                                                  for b in range(10)]})
+    args = trl.GRPOConfig(output_dir=str(tmp_path / "out"), per_device_train_batch_size=G * B,
+                          num_generations=G, max_completion_length=3, max_steps=steps,
+                          logging_steps=1, report_to=[], use_cpu=True, learning_rate=lr,
+                          save_strategy="no", seed=0, disable_tqdm=True, **config)
+    cls = cls or trl.GRPOTrainer
+    return cls(model=model or tiny_gpt2(), reward_funcs=reward, args=args, train_dataset=data,
+               processing_class=tokenizer())
+
+
+def attach(trainer, tmp_path, **kwargs):
+    options = dict(every=1, sketch_dim=K, sketch_blocks=BLOCKS, pool=3,
+                   trajectory=tmp_path / "trajectory.jsonl", save_rollouts=tmp_path / "windows")
+    monitor = GroupSizeMonitor(trainer, **{**options, **kwargs})
+    trainer.add_callback(monitor)
+    return monitor
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("trl")
+    trainer = make_trainer(tmp)
+    monitor = attach(trainer, tmp)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.train()
+    return trainer, monitor, tmp
+
+
+def test_logged_fields_and_trajectory(run):
+    trainer, monitor, tmp = run
+    logs = [h for h in trainer.state.log_history if "loss" in h]
+    assert len(logs) == 4
+    assert all(h["ustat/window_skipped"] == 0.0 for h in logs)
+    for key in ("ustat/c1", "ustat/c2", "ustat/c3", "ustat/mse_run", "ustat/all_equal_observed",
+                "ustat/recommended_group_size"):
+        assert all(key in h for h in logs), key
+    records = read_trajectory(tmp / "trajectory.jsonl")
+    assert [r["step"] for r in records] == [0, 1, 2, 3]
+    assert [r["windows_pooled"] for r in records] == [1, 2, 3, 3]
+    assert all(r["status"] == "ok" and r["rule"] == "trl_group" for r in records)
+    assert records[-1]["n_prompts"] == 3 * B and records[-1]["budget"] == G * B
+    # the observed all-equal fraction is TRL's own frac_reward_zero_std of the same batch
+    for r, h in zip(records, logs):
+        assert r["all_equal_observed"] == pytest.approx(h["frac_reward_zero_std"], abs=1e-7)
+    assert math.isnan(records[0]["all_equal_predicted"])
+    assert 0.0 <= records[-1]["all_equal_predicted"] <= 1.0
+
+
+def test_estimates_equal_gstar_on_the_written_rollouts(run, tmp_path):
+    from ustat_rl.formatting import parse_number
+    from ustat_rl.interface.cli import main
+
+    _, monitor, tmp = run
+    for record in monitor.records[1:]:
+        path = tmp / "windows" / f"window_{record['step']:06d}.npz"
+        out = tmp_path / f"gstar_{record['step']}.json"
+        assert main(["gstar", str(path), "--budget", str(G * B), "--json", str(out)]) == 0
+        import json
+
+        report = json.loads(out.read_text())
+        for name in ("c1", "c2", "c3"):
+            for end in ("estimate", "low", "high"):
+                want = parse_number(report["constants"][name][end])
+                assert record[name][end] == pytest.approx(want, rel=1e-12), (name, end)
+        for end in ("estimate", "low", "high"):
+            want = report["gstar"][end]
+            assert record["gstar"][end] == pytest.approx(
+                math.inf if want == "inf" else parse_number(want), rel=1e-12)
+        assert record["recommended_group_size"] == report["recommended_group_size"]
+        assert record["grpo_beats_vanilla"] == (G not in report["grpo_loses"])
+
+
+def test_scores_are_the_projected_gradients_of_the_sampled_completions(tmp_path):
+    """With the learning rate 0 the parameters that scored a batch are the final ones, so each
+    saved score row must equal R grad log pi(completion | prompt) by autograd. The run is in
+    float32 (``bf16=False``): under mixed precision the forward, hence the score, is bf16's."""
+    trainer = make_trainer(tmp_path, steps=2, lr=0.0, temperature=0.7, bf16=False)
+    monitor = attach(trainer, tmp_path, pool=1)
+    seen = []
+    inner = trainer._generate_and_score_completions
+
+    def keep(inputs):
+        out = inner(inputs)
+        seen.append({k: v.clone() for k, v in out.items() if isinstance(v, torch.Tensor)})
+        return out
+
+    trainer._generate_and_score_completions = keep
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.train()
+    model = trainer.accelerator.unwrap_model(trainer.model).eval()
+    params = trainable_parameters(model)
+    R = factored_projection_matrix(model, K, monitor.seed, BLOCKS)
+    rollouts = load_rollouts(tmp_path / "windows" / "window_000001.npz")
+    out = seen[-1]
+    for row in range(0, G * B, 5):
+        prompt = out["prompt_ids"][row][out["prompt_mask"][row].bool()]
+        keep_tokens = out["completion_mask"][row].bool()
+        answer = out["completion_ids"][row][keep_tokens]
+        tokens = torch.cat([prompt, answer])[None, :]
+        logits = model(tokens).logits[0, prompt.numel() - 1:-1] / 0.7
+        log_prob = torch.log_softmax(logits, dim=-1).gather(-1, answer[:, None]).sum()
+        grads = torch.autograd.grad(log_prob, list(params.values()))
+        full = torch.cat([g.reshape(-1) for g in grads]).double().numpy()
+        np.testing.assert_allclose(rollouts.score[row], R @ full, rtol=2e-4,
+                                   atol=2e-5 * np.abs(R @ full).max())
+    # a wrong temperature is a different policy: the rows must not match it (negative control)
+    logits = model(tokens).logits[0, prompt.numel() - 1:-1]
+    log_prob = torch.log_softmax(logits, dim=-1).gather(-1, answer[:, None]).sum()
+    wrong = torch.cat([g.reshape(-1) for g in torch.autograd.grad(log_prob, list(
+        params.values()))]).double().numpy()
+    assert not np.allclose(rollouts.score[row], R @ wrong, rtol=2e-4)
+
+
+class ShuffledTrainer(trl.GRPOTrainer):
+    """Interleaves the groups before generation: TRL then groups rows that are not one
+    prompt's, which the monitor must detect."""
+
+    def _generate_and_score_completions(self, inputs):
+        order = np.random.default_rng(0).permutation(len(inputs))
+        return super()._generate_and_score_completions([inputs[i] for i in order])
+
+
+def _train(trainer):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.train()
+    return [str(w.message) for w in caught if "GroupSizeMonitor" in str(w.message)]
+
+
+def test_groups_not_contiguous_skip_the_window(tmp_path):
+    trainer = make_trainer(tmp_path, steps=2, cls=ShuffledTrainer)
+    monitor = attach(trainer, tmp_path)
+    messages = _train(trainer)
+    assert trainer.state.global_step == 2  # training went on
+    assert [r["status"] for r in monitor.records] == ["skipped", "skipped"]
+    assert all("not contiguous" in r["reason"] for r in monitor.records)
+    assert any("not contiguous" in m for m in messages)
+
+
+def test_nan_reward_skips_the_window(tmp_path):
+    def sometimes_none(completions, prompts, **kwargs):
+        values = parity(completions, prompts)
+        return [None] + values[1:]
+
+    trainer = make_trainer(tmp_path, steps=2, reward=sometimes_none)
+    monitor = attach(trainer, tmp_path)
+    _train(trainer)
+    assert trainer.state.global_step == 2
+    assert all(r["status"] == "skipped" and "NaN" in r["reason"] for r in monitor.records)
+    records = read_trajectory(tmp_path / "trajectory.jsonl")
+    assert [r["status"] for r in records] == ["skipped", "skipped"]
+
+
+def test_uncovered_parameter_skips_the_window(tmp_path):
+    model = tiny_gpt2()
+    model.transformer.extra_scale = torch.nn.Parameter(torch.ones(1))  # no covered module
+    trainer = make_trainer(tmp_path, model=model, steps=2)
+    with pytest.warns(UserWarning, match="does not cover"):
+        monitor = attach(trainer, tmp_path)
+    _train(trainer)
+    assert trainer.state.global_step == 2
+    assert all("extra_scale" in r["reason"] for r in monitor.records)
+
+
+def test_run_rule_reads_the_config():
+    class Args:
+        multi_objective_aggregation = "sum_then_normalize"
+
+    for scale, name in (("group", "trl_group"), ("batch", "trl_batch"), ("none", "trl_none")):
+        args = Args()
+        args.scale_rewards = scale
+        assert run_rule(args)[0] == name
+    args = Args()
+    args.scale_rewards, args.multi_objective_aggregation = "group", "normalize_then_sum"
+    rule, source = run_rule(args)
+    assert rule is None and "not a rule of the registry" in source
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(every=0), "every"), (dict(sketch_dim=30, sketch_blocks=8), "sketch_blocks"),
+    (dict(level=1.0), "level"), (dict(pool=0), "pool"), (dict(kind="sparse"), "kind")])
+def test_bad_options_name_the_parameter(tmp_path, kwargs, match):
+    trainer = make_trainer(tmp_path, steps=1)
+    with pytest.raises(ValueError, match=match):
+        GroupSizeMonitor(trainer, trajectory=tmp_path / "t.jsonl", **kwargs)
+
+
+def test_not_a_trainer():
+    with pytest.raises(TypeError, match="GRPOTrainer"):
+        GroupSizeMonitor(object())

@@ -1,0 +1,289 @@
+"""G*, the noise budget and degenerate groups from inside a live TRL GRPO run (C17, C18, C32).
+
+One line attaches it::
+
+    trainer.add_callback(GroupSizeMonitor(trainer, every=50, sketch_dim=256))
+
+Every ``every`` training steps the monitor takes the generation batch the trainer has just
+produced (TRL ``GRPOTrainer``, trl >= 1.16: prompts, completions and the rewards as the trainer
+combined its reward functions), computes the factored sketch of each completion's score at the
+parameters that sampled it (:func:`ustat_rl.pilot.factored.factored_sketch_scores`, dropout
+off), pools the last ``pool`` such batches and estimates ``c1``, ``c2``, ``c3'``, ``G*`` with
+intervals, the predicted gradient MSE at the run's ``G`` and at ``G*``, whether GRPO beats
+vanilla at the run's ``G``, and the predicted against the observed fraction of all-equal groups
+(:mod:`ustat_rl.frameworks.window`). The run's advantage rule is read from the trainer's config
+(``scale_rewards``, ``multi_objective_aggregation``) and looked up in the registry
+(``trl_group``, ``trl_batch``, ``trl_none``).
+
+Where it hooks in: TRL's documented extension point is the ``transformers`` callback, which does
+not see the generated batch, so the monitor also wraps two methods of this one trainer instance,
+``_calculate_rewards`` (the rewards of all processes, gathered by TRL) and
+``_generate_and_score_completions`` (this process's prompt and completion tokens). Both are
+called through unchanged; nothing of the training computation is altered.
+
+Precision: the sketch's projections run in the parameters' precision (float32), but a model
+forward that the trainer runs under mixed precision (``bf16=True``, TRL's default) stays in
+bf16, so the scores carry bf16's rounding, as the trainer's own gradients do (about 1% per
+entry on the test model, far below the estimates' sampling error).
+
+Results go to the trainer's own metrics (``ustat/...``, averaged over the logging interval and
+written by every logger TRL supports) and, one record per window, to a trajectory file
+(:mod:`ustat_rl.frameworks.trajectory`; ``ustat-rl gstar --trajectory FILE`` reads it). A window
+that cannot be estimated (groups not contiguous, a NaN reward, a parameter the sketch does not
+cover, no reward variation) is recorded as skipped with the reason; training goes on.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+import zlib
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+import torch
+from transformers import TrainerCallback
+
+from .._paths import check_output
+from .._validation import as_float, as_int
+from ..pilot.causal_lm import DEFAULT_SKETCH_BLOCKS
+from ..pilot.factored import factored_sketch_scores, uncovered_parameters
+from ..pilot.sequence import trainable_parameters
+from .gather import gather_rows, world
+from .trajectory import append_record
+from .window import Batch, batch_problem, skipped_record, window_record
+
+__all__ = ["GroupSizeMonitor", "run_rule", "LOGGED"]
+
+#: Record fields written to the trainer's metrics, as ``ustat/<field>``.
+LOGGED = ("gstar", "c1", "c2", "c3", "mse_run", "mse_gstar", "grpo_beats_vanilla",
+          "all_equal_predicted", "all_equal_observed", "recommended_group_size")
+
+_SCALE_RULES = {"group": "trl_group", True: "trl_group", "batch": "trl_batch",
+                "none": "trl_none", False: "trl_none"}
+
+
+def run_rule(args) -> tuple[str | None, str]:
+    """The registry name of a TRL ``GRPOConfig``'s advantage rule, and where it was read.
+
+    ``None`` when the configuration's rule is not a per-group rule of the registry
+    (``multi_objective_aggregation="normalize_then_sum"`` normalises each reward function
+    before summing).
+    """
+    aggregation = getattr(args, "multi_objective_aggregation", "sum_then_normalize")
+    scale = getattr(args, "scale_rewards", "group")
+    source = f"GRPOConfig(scale_rewards={scale!r}, multi_objective_aggregation={aggregation!r})"
+    if aggregation != "sum_then_normalize" or scale not in _SCALE_RULES:
+        return None, source + ": not a rule of the registry; MSEs are the paper's GRPO rule's"
+    return _SCALE_RULES[scale], source
+
+
+def _prompt_key(ids: torch.Tensor) -> int:
+    return zlib.crc32(ids.to("cpu", torch.int64).numpy().tobytes())
+
+
+class GroupSizeMonitor(TrainerCallback):
+    """A TRL callback that estimates ``G*`` and the noise budget along a GRPO run.
+
+    Parameters
+    ----------
+    trainer : trl.GRPOTrainer
+        The trainer to monitor (trl >= 1.16); its ``num_generations`` is the run's ``G``.
+    every : int
+        Estimate at the first generation batch at or after every ``every``-th step.
+    sketch_dim : int
+        ``k``, columns of the factored sketch (a multiple of ``sketch_blocks``).
+    sketch_blocks : int, optional
+        Independent blocks of the sketch (default 16, or ``sketch_dim`` if smaller).
+    pool : int
+        Generation batches pooled into one window (the newest last).
+    level : float
+        Two-sided interval level.
+    seed : int
+        Seed of the projection, fixed for the whole run.
+    trajectory : path-like, optional
+        The trajectory file (default ``<output_dir>/ustat_trajectory.jsonl``); appended to.
+    save_rollouts : path-like, optional
+        A folder for each window's pooled rollouts (``window_<step>.npz``), which
+        ``ustat-rl gstar`` reads.
+    chunk_size : int
+        Completions per sketched backward pass.
+    kind : {"gaussian", "rademacher"}
+    dtype : torch.dtype, optional
+        Precision of the projection (default: the model's).
+    """
+
+    def __init__(self, trainer, every: int = 50, sketch_dim: int = 256, sketch_blocks=None,
+                 pool: int = 4, level: float = 0.9, seed: int = 0, trajectory=None,
+                 save_rollouts=None, chunk_size: int = 16, kind: str = "gaussian", dtype=None):
+        for name in ("_generate_and_score_completions", "_calculate_rewards", "num_generations",
+                     "accelerator", "args", "state"):
+            if not hasattr(trainer, name):
+                raise TypeError(f"`trainer` must be a trl GRPOTrainer (>= 1.16); it has no "
+                                f"`{name}`")
+        self.every = as_int(every, "every", 1)
+        self.sketch_dim = as_int(sketch_dim, "sketch_dim", 1)
+        blocks = min(DEFAULT_SKETCH_BLOCKS, self.sketch_dim) if sketch_blocks is None \
+            else as_int(sketch_blocks, "sketch_blocks", 1)
+        if self.sketch_dim % blocks:
+            raise ValueError(f"`sketch_blocks` ({blocks}) must divide `sketch_dim` "
+                             f"({self.sketch_dim})")
+        self.sketch_blocks = blocks
+        self.pool = as_int(pool, "pool", 1)
+        self.level = as_float(level, "level", low=0.5)
+        if not self.level < 1.0:
+            raise ValueError(f"`level` must be in [0.5, 1), got {level!r}")
+        self.seed = as_int(seed, "seed", 0)
+        self.chunk_size = as_int(chunk_size, "chunk_size", 1)
+        if kind not in ("gaussian", "rademacher"):
+            raise ValueError(f"`kind` must be 'gaussian' or 'rademacher', got {kind!r}")
+        self.kind, self.dtype = kind, dtype
+        self.trainer = trainer
+        self.group_size = int(trainer.num_generations)
+        self.trajectory = Path(trajectory) if trajectory is not None else \
+            Path(trainer.args.output_dir) / "ustat_trajectory.jsonl"
+        check_output(self.trajectory, "trajectory")
+        self.save_rollouts = None if save_rollouts is None else Path(save_rollouts)
+        if self.save_rollouts is not None:
+            check_output(self.save_rollouts, "save_rollouts", kind="folder")
+            self.save_rollouts.mkdir(parents=True, exist_ok=True)
+        self.rule, self.rule_source = run_rule(trainer.args)
+        self.temperature = float(getattr(trainer.args, "temperature", 1.0) or 1.0)
+        self.records: list[dict] = []
+        self._batches: deque = deque(maxlen=self.pool)
+        self._next_step, self._next_id, self._rewards = 0, 0, None
+        self._uncovered = uncovered_parameters(self._model())
+        if self._uncovered:
+            warnings.warn(f"GroupSizeMonitor: the factored sketch does not cover parameters "
+                          f"{self._uncovered[:3]}; every window will be skipped", stacklevel=2)
+        self._wrap(trainer)
+
+    # ------------------------------------------------------------------ hooks
+    def _model(self):
+        return self.trainer.accelerator.unwrap_model(self.trainer.model)
+
+    def _wrap(self, trainer):
+        calculate, generate = trainer._calculate_rewards, trainer._generate_and_score_completions
+
+        def calculate_rewards(*args, **kwargs):
+            out = calculate(*args, **kwargs)
+            self._rewards = out.detach()
+            return out
+
+        def generate_and_score(*args, **kwargs):
+            out = generate(*args, **kwargs)
+            if self._model().training and trainer.state.global_step >= self._next_step:
+                self._next_step = (trainer.state.global_step // self.every + 1) * self.every
+                self._window(out)
+            return out
+
+        trainer._calculate_rewards = calculate_rewards
+        trainer._generate_and_score_completions = generate_and_score
+
+    def _combined_rewards(self) -> np.ndarray:
+        """The trainer's combination of its reward functions: weighted ``nansum``, NaN where
+        every function returned ``None`` (``GRPOTrainer._generate_and_score_completions``)."""
+        per_func = self._rewards.to("cpu", torch.float64)
+        weights = self.trainer.reward_weights.to("cpu", torch.float64)
+        combined = (per_func * weights[None, :]).nansum(dim=1)
+        combined[torch.isnan(per_func).all(dim=1)] = math.nan
+        return combined.numpy()
+
+    def _tokens(self, out):
+        """Unpadded prompt + completion rows, right-padded: ``(tokens, target, keys)``."""
+        prompt_ids, prompt_mask = out["prompt_ids"], out["prompt_mask"].bool()
+        completion_ids, completion_mask = out["completion_ids"], out["completion_mask"]
+        rows, targets, keys = [], [], []
+        for p, pm, c, cm in zip(prompt_ids, prompt_mask, completion_ids, completion_mask):
+            prompt = p[pm]
+            keys.append(_prompt_key(prompt))
+            rows.append(torch.cat([prompt, c]))
+            targets.append(torch.cat([torch.zeros_like(prompt, dtype=cm.dtype), cm]))
+        width = max(r.numel() for r in rows)
+        pad = int(getattr(self.trainer, "pad_token_id", None) or 0)
+        tokens = torch.full((len(rows), width), pad, dtype=rows[0].dtype, device=rows[0].device)
+        target = torch.zeros((len(rows), width), dtype=torch.float32, device=rows[0].device)
+        for i, (r, t) in enumerate(zip(rows, targets)):
+            tokens[i, :r.numel()], target[i, :t.numel()] = r, t
+        return tokens, target, np.array(keys, dtype=np.int64)
+
+    def _scores(self, tokens, target) -> np.ndarray:
+        """Sketched scores of this process's rows, in the parameters' own precision: a mixed
+        precision context of the training step (``bf16``) is switched off for the sketch."""
+        model = self._model()
+        with torch.autocast(tokens.device.type, enabled=False):
+            parts = self._score_parts(model, tokens, target)
+        return np.concatenate(parts)
+
+    def _score_parts(self, model, tokens, target) -> list:
+        return [factored_sketch_scores(model, tokens[s:s + self.chunk_size],
+                                        target[s:s + self.chunk_size], self.sketch_dim,
+                                        self.seed, self.sketch_blocks, self.kind, self.dtype,
+                                        self.temperature).to("cpu", torch.float64).numpy()
+                for s in range(0, tokens.shape[0], self.chunk_size)]
+
+    # ------------------------------------------------------------------ windows
+    def _window(self, out) -> None:
+        step = int(self.trainer.state.global_step)
+        reward = self._combined_rewards() if self._rewards is not None else np.array([])
+        self._rewards = None
+        budget = reward.size
+        tokens, target, keys = self._tokens(out)
+        keys = gather_rows(keys)  # every process takes part in every gather
+        G = self.group_size
+        common = (G, max(budget, 2), self.level, self.sketch_dim, self.rule, self.rule_source)
+        reason = batch_problem(keys, reward, G) if budget else "no rewards were captured"
+        if reason is None and self._uncovered:
+            reason = (f"the factored sketch does not cover parameters {self._uncovered[:3]} "
+                      f"({len(self._uncovered)} in all)")
+        if reason is None:
+            try:
+                score = gather_rows(self._scores(tokens, target))
+                batch = Batch(step, G, reward, score, self._next_id)
+                batches = (list(self._batches) + [batch])[-self.pool:]
+                record, rollouts = window_record(batches, self._meta(), budget, self.level,
+                                                 self.rule, self.rule_source)
+            except Exception as exc:  # a window that fails must not stop the run
+                reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            else:
+                self._batches.append(batch)
+                self._next_id += batch.n_groups
+        if reason is not None:
+            from .window import observed_all_equal
+
+            seen = observed_all_equal(reward, G) if budget and budget % G == 0 else math.nan
+            record, rollouts = skipped_record(step, reason, *common, observed=seen), None
+            warnings.warn(f"GroupSizeMonitor skipped the window at step {step}: {reason}",
+                          stacklevel=2)
+        self._emit(record, rollouts)
+
+    def _meta(self) -> dict:
+        model = self._model()
+        name = getattr(getattr(model, "config", None), "name_or_path", "") or type(model).__name__
+        return dict(sketch_kind=self.kind, sketch_seed=self.seed, sketch_blocks=self.sketch_blocks,
+                    sketch_route="factored", model_name=str(name),
+                    param_dim=int(sum(p.numel() for p in trainable_parameters(model).values())))
+
+    def _emit(self, record: dict, rollouts) -> None:
+        self.records.append(record)
+        rank, _ = world()
+        if rank == 0:
+            append_record(self.trajectory, record)
+            if rollouts is not None and self.save_rollouts is not None:
+                rollouts.save(self.save_rollouts / f"window_{record['step']:06d}.npz")
+        metrics = getattr(self.trainer, "_metrics", None)
+        if metrics is None:
+            return
+        train = metrics["train"]
+        train["ustat/window_skipped"].append(float(record["status"] != "ok"))
+        for name in LOGGED:
+            value = record[name]
+            if isinstance(value, dict):
+                value = value["estimate"]
+            if value is not None and math.isfinite(float(value)):
+                train[f"ustat/{name}"].append(float(value))
+        if record["gstar"] is not None:  # an unbounded end is left out (loggers want finite)
+            for end in ("low", "high"):
+                if math.isfinite(record["gstar"][end]):
+                    train[f"ustat/gstar_{end}"].append(float(record["gstar"][end]))
