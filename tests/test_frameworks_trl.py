@@ -1,8 +1,8 @@
 """The TRL monitor inside the real GRPOTrainer on the CPU (ustat_rl.frameworks.trl_monitor).
 
-A two-layer GPT-2 built from a config and a character tokenizer built here (no download) learn a
-toy arithmetic reward (the first answer character has the parity of a + b) for a few steps with
-the monitor attached. The checks are exact (equalities to rounding), not statistical.
+The demo run of :mod:`ustat_rl.frameworks.demo` (a two-layer GPT-2 built from a config and a
+character tokenizer built locally, no download) learns a toy arithmetic reward for a few steps
+with the monitor attached. The checks are exact (equalities to rounding), not statistical.
 """
 
 from __future__ import annotations
@@ -17,51 +17,20 @@ trl = pytest.importorskip("trl")
 torch = pytest.importorskip("torch")
 datasets = pytest.importorskip("datasets")
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers  # noqa: E402
-from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast  # noqa: E402
-
 from ustat_rl.frameworks import GroupSizeMonitor, read_trajectory  # noqa: E402
+from ustat_rl.frameworks.demo import demo_trainer, parity_reward, tiny_gpt2  # noqa: E402
 from ustat_rl.frameworks.trl_monitor import run_rule  # noqa: E402
 from ustat_rl.pilot import load_rollouts  # noqa: E402
 from ustat_rl.pilot.factored import factored_projection_matrix  # noqa: E402
 from ustat_rl.pilot.sequence import trainable_parameters  # noqa: E402
 
 G, B, K, BLOCKS = 4, 8, 32, 8
-
-
-def tokenizer():
-    chars = "0123456789+="
-    vocab = {"<pad>": 0, "<eos>": 1, **{c: i + 2 for i, c in enumerate(chars)}}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
-    tok.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
-    tok.decoder = decoders.Fuse()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>")
-
-
-def tiny_gpt2(seed=0):
-    torch.manual_seed(seed)
-    return GPT2LMHeadModel(GPT2Config(vocab_size=14, n_positions=32, n_embd=16, n_layer=2,
-                                      n_head=2, bos_token_id=1, eos_token_id=1, pad_token_id=0))
-
-
-def parity(completions, prompts, **kwargs):
-    out = []
-    for p, c in zip(prompts, completions):
-        a, b = p[:-1].split("+")
-        out.append(1.0 if c[:1].isdigit() and int(c[0]) % 2 == (int(a) + int(b)) % 2 else 0.0)
-    return out
+parity = parity_reward
 
 
 def make_trainer(tmp_path, model=None, reward=parity, steps=4, lr=1e-3, cls=None, **config):
-    data = datasets.Dataset.from_dict({"prompt": [f"{a}+{b}=" for a in range(10)
-                                                  for b in range(10)]})
-    args = trl.GRPOConfig(output_dir=str(tmp_path / "out"), per_device_train_batch_size=G * B,
-                          num_generations=G, max_completion_length=3, max_steps=steps,
-                          logging_steps=1, report_to=[], use_cpu=True, learning_rate=lr,
-                          save_strategy="no", seed=0, disable_tqdm=True, **config)
-    cls = cls or trl.GRPOTrainer
-    return cls(model=model or tiny_gpt2(), reward_funcs=reward, args=args, train_dataset=data,
-               processing_class=tokenizer())
+    return demo_trainer(tmp_path / "out", G, B, steps, lr, model=model, reward=reward, cls=cls,
+                        **config)
 
 
 def attach(trainer, tmp_path, **kwargs):

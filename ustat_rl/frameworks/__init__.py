@@ -6,19 +6,20 @@
   computation as ``ustat-rl gstar`` on the same groups;
 * :mod:`.gather`: rows gathered across data-parallel processes before estimation;
 * :mod:`.trl_monitor`: :class:`GroupSizeMonitor`, a callback for TRL's ``GRPOTrainer`` (the
-  ``trl`` extra).
+  ``trl`` extra);
+* :mod:`.demo`: a GRPO run small enough for a laptop CPU (tests, notebook 07, the benchmark).
 
 Nothing here imports ``trl`` until a monitor is attached.
 """
 
 from __future__ import annotations
 
-__all__ = ["GroupSizeMonitor", "TRAJECTORY_FIELDS", "read_trajectory", "append_record",
-           "window_record", "gather_rows"]
+__all__ = ["GroupSizeMonitor", "demo_trainer", "TRAJECTORY_FIELDS", "read_trajectory",
+           "append_record", "window_record", "gather_rows"]
 
-_LAZY = {"GroupSizeMonitor": ".trl_monitor", "TRAJECTORY_FIELDS": ".trajectory",
-         "read_trajectory": ".trajectory", "append_record": ".trajectory",
-         "window_record": ".window", "gather_rows": ".gather"}
+_LAZY = {"GroupSizeMonitor": ".trl_monitor", "demo_trainer": ".demo",
+         "TRAJECTORY_FIELDS": ".trajectory", "read_trajectory": ".trajectory",
+         "append_record": ".trajectory", "window_record": ".window", "gather_rows": ".gather"}
 
 
 def __getattr__(name):

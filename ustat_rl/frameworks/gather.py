@@ -50,9 +50,9 @@ def gather_rows(rows) -> np.ndarray:
     """
     import torch.distributed as dist
 
-    local = np.ascontiguousarray(rows)
-    if local.ndim == 0:
+    if np.ndim(rows) == 0:
         raise ValueError("`rows` must have a leading row dimension")
+    local = np.ascontiguousarray(rows)
     _, size = world()
     if size == 1:
         return local

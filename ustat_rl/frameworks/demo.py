@@ -1,0 +1,81 @@
+"""A GRPO run small enough for a laptop CPU: the monitor's test bed, notebook and benchmark.
+
+A GPT-2 built from a config (no download), a character tokenizer built here, the prompts
+``"a+b="`` for digits ``a, b`` and a toy arithmetic reward: 1 when the answer's first character
+is a digit with the parity of ``a + b``, else 0 (an untrained model earns it about a third of
+the time, so groups of a few answers are often but not always all equal). Needs the ``trl``
+extra.
+"""
+
+from __future__ import annotations
+
+from .._validation import as_int
+
+__all__ = ["char_tokenizer", "tiny_gpt2", "parity_reward", "arithmetic_prompts", "demo_trainer",
+           "VOCAB"]
+
+#: Token ids of the character tokenizer: padding, end of sequence, digits, ``+`` and ``=``.
+VOCAB = {"<pad>": 0, "<eos>": 1, **{c: i + 2 for i, c in enumerate("0123456789+=")}}
+
+
+def char_tokenizer():
+    """A ``PreTrainedTokenizerFast`` with one token per character of :data:`VOCAB`."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordLevel(VOCAB, unk_token="<pad>"))
+    tok.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>")
+
+
+def tiny_gpt2(seed: int = 0, n_embd: int = 16, n_layer: int = 2, n_head: int = 2):
+    """A randomly initialised ``GPT2LMHeadModel`` over :data:`VOCAB` (seeded)."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(as_int(seed, "seed", 0))
+    config = GPT2Config(vocab_size=len(VOCAB), n_positions=32, n_embd=n_embd, n_layer=n_layer,
+                        n_head=n_head, bos_token_id=1, eos_token_id=1, pad_token_id=0)
+    return GPT2LMHeadModel(config)
+
+
+def parity_reward(completions, prompts, **kwargs) -> list[float]:
+    """TRL reward function: 1.0 when the completion starts with a digit of the parity of
+    ``a + b`` for the prompt ``"a+b="``, else 0.0."""
+    out = []
+    for prompt, completion in zip(prompts, completions):
+        a, b = prompt[:-1].split("+")
+        first = completion[:1]
+        out.append(1.0 if first.isdigit() and int(first) % 2 == (int(a) + int(b)) % 2 else 0.0)
+    return out
+
+
+def arithmetic_prompts() -> list[str]:
+    """The 100 prompts ``"a+b="``, ``a, b`` in ``0..9``."""
+    return [f"{a}+{b}=" for a in range(10) for b in range(10)]
+
+
+def demo_trainer(output_dir, group_size: int = 4, groups: int = 8, steps: int = 4,
+                 learning_rate: float = 1e-3, model=None, reward=parity_reward, cls=None,
+                 **config):
+    """A ``trl.GRPOTrainer`` on the CPU: ``groups`` prompts of ``group_size`` answers per step,
+    answers of at most 3 tokens, logging every step, no reports or checkpoints.
+
+    Extra keywords go to ``trl.GRPOConfig``; ``cls`` replaces ``trl.GRPOTrainer``.
+    """
+    import datasets
+    import trl
+
+    group_size = as_int(group_size, "group_size", 2)
+    groups = as_int(groups, "groups", 1)
+    data = datasets.Dataset.from_dict({"prompt": arithmetic_prompts()})
+    options = dict(output_dir=str(output_dir), per_device_train_batch_size=group_size * groups,
+                   num_generations=group_size, max_completion_length=3,
+                   max_steps=as_int(steps, "steps", 1), logging_steps=1, report_to=[],
+                   use_cpu=True, learning_rate=learning_rate, save_strategy="no", seed=0,
+                   disable_tqdm=True)
+    args = trl.GRPOConfig(**{**options, **config})
+    return (cls or trl.GRPOTrainer)(model=model if model is not None else tiny_gpt2(),
+                                    reward_funcs=reward, args=args, train_dataset=data,
+                                    processing_class=char_tokenizer())
