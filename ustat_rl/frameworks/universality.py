@@ -28,7 +28,12 @@ from dataclasses import asdict, dataclass
 from ..formatting import format_number, json_ready
 from ..pilot.uncertainty import fieller_gstar
 
-__all__ = ["WindowInterval", "Universality", "universality", "format_universality"]
+__all__ = ["WindowInterval", "Universality", "gstar_universality", "format_universality",
+           "statement"]
+
+#: Record fields each window of :meth:`Universality.to_dict` repeats.
+_SHOWN_FIELDS = ("windows_pooled", "n_prompts", "group_size", "c1", "c2", "c3",
+                 "all_equal_predicted", "all_equal_observed")
 
 
 @dataclass(frozen=True)
@@ -118,7 +123,9 @@ class Universality:
         """A JSON-ready dict (NaN as ``null``, ``inf`` as a string)."""
         out = asdict(self)
         for window in out["windows"]:
-            window.pop("record")
+            record = window.pop("record")
+            window.update({f: record[f] for f in _SHOWN_FIELDS}, record_gstar=record["gstar"],
+                          record_level=record["level"])
         out.update(consistent=self.consistent, group_size_inside=self.group_size_inside,
                    statement=statement(self))
         return json_ready(out)
@@ -142,7 +149,7 @@ def _window(record: dict, window_level: float) -> WindowInterval | str:
                           float(level), rebuilt, record)
 
 
-def universality(records, level: float = 0.9) -> Universality:
+def gstar_universality(records, level: float = 0.9) -> Universality:
     """Whether one ``G`` lies inside every window's interval for ``G*``, at a stated level.
 
     Parameters
@@ -168,7 +175,7 @@ def universality(records, level: float = 0.9) -> Universality:
     --------
     >>> from ustat_rl.frameworks.trajectory import synthetic_record
     >>> recs = [synthetic_record(s, 1.0, 2.0, 49.0, 0.05, 2.0) for s in (10, 20, 30)]
-    >>> out = universality(recs, 0.9)
+    >>> out = gstar_universality(recs, 0.9)
     >>> out.consistent, round(out.window_level, 4), out.group_size_inside
     (True, 0.9667, True)
     """
@@ -219,9 +226,13 @@ def statement(result: Universality) -> str:
         levels = sorted({f"{100 * w.level:.4g}%" for w in result.windows if not w.rebuilt})
         how = (f"{k - rebuilt} of {k} windows carry no standard errors for G* (`gstar_errors`), "
                f"so their own intervals at {', '.join(levels)} are used; by Bonferroni the "
-               f"family holds at >= 1 - sum(1 - level) = {100 * result.simultaneous_level:.4g}%")
+               "family holds at >= 1 - sum(1 - level) = ")
         if result.simultaneous_level <= 0:
-            how += " (no guarantee: the verdict below is descriptive only)"
+            how += (f"{result.simultaneous_level:.4g} <= 0, no guarantee: the verdict above is "
+                    "descriptive only (the monitor can write `gstar_errors` so that the "
+                    "windows are rebuilt at a Bonferroni level)")
+        else:
+            how += f"{100 * result.simultaneous_level:.4g}%"
     how += ("; Bonferroni needs no independence, so it holds although windows pooling up to "
             f"{result.max_pooled} generation batches share groups" if result.max_pooled > 1 else
             "; Bonferroni needs no independence between windows")
