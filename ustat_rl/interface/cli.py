@@ -98,7 +98,9 @@ def _parse_args(argv):
     gstar.add_argument("--estimator", default=None,
                        help="advantage rule whose best group size is reported: grpo (default), "
                             "vanilla, oracle, fullmean or any registered rule")
-    gstar.add_argument("--level", type=float, default=0.9, help="interval level (default 0.9)")
+    gstar.add_argument("--level", type=float, default=0.9,
+                       help="interval level (default 0.9); with --trajectory the simultaneous "
+                            "level of all windows together")
     gstar.add_argument("--json", type=Path, default=None, help="write the report as JSON to PATH")
     gstar.add_argument("--plot", type=Path, default=None,
                        help="write the MSE figure (with --trajectory: the run's panels) to PATH")
