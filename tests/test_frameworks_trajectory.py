@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from ustat_rl.frameworks.trajectory import (
+    GSTAR_ERROR_FIELDS,
     TRAJECTORY_FIELDS,
     append_record,
     gstar_errors_of,
@@ -107,19 +108,35 @@ def test_a_bad_line_is_one_error_naming_file_and_line(tmp_path, edit, words):
 
 # ------------------------------------------------------------------ G*'s interval, rebuilt
 @pytest.fixture(scope="module")
-def intervals():
-    pilot = bandit_pilot(interior_optimum_bandit(), 48, 8, child_rng(20260301, 5), sketch_dim=8)
+def pilot():
+    return bandit_pilot(interior_optimum_bandit(), 48, 8, child_rng(20260301, 5), sketch_dim=8)
+
+
+@pytest.fixture(scope="module")
+def intervals(pilot):
     return pilot_intervals(pilot, 0.9)
 
 
-def test_stored_errors_rebuild_the_pilots_interval(intervals):
+def test_stored_errors_rebuild_the_pilots_interval(pilot, intervals):
+    from ustat_rl.pilot.report import gstar_report
+
     errors = gstar_errors_of(intervals)
-    assert errors["sketch_units"] == 8
+    assert set(errors) == set(GSTAR_ERROR_FIELDS) and errors["sketch_units"] == 8
     _, rebuilt = fieller_gstar(intervals.c1.estimate, intervals.c3.estimate,
                                errors["c1_prompt_se"], errors["c1_sketch_se"], errors["c3_se"],
                                errors["cov13"], intervals.n_prompts, errors["sketch_units"], 0.9)
     g = intervals.optimal_group_size
     assert rebuilt == pytest.approx((g.low, g.high), rel=1e-12)
+    # the report `ustat-rl gstar` computes carries the same errors, and they rebuild its interval
+    report = gstar_report(pilot, 96, level=0.9)
+    assert gstar_errors_of(report) == errors
+    c = report.constants
+    _, again = fieller_gstar(c["c1"]["estimate"], c["c3"]["estimate"], errors["c1_prompt_se"],
+                             errors["c1_sketch_se"], errors["c3_se"], errors["cov13"],
+                             report.n_prompts, errors["sketch_units"], report.level)
+    assert again == pytest.approx((report.gstar["low"], report.gstar["high"]), rel=1e-12)
+    with pytest.raises(TypeError, match="`estimates`"):
+        gstar_errors_of({"c1": 1.0})
 
 
 @pytest.mark.parametrize("level", [0.5, 0.9, 0.99, 0.9999, 0.999999])

@@ -158,8 +158,15 @@ def _restored(raw: dict) -> dict:
     return record
 
 
-def gstar_errors_of(intervals) -> dict:
-    """The ``gstar_errors`` field of a window from its :class:`~ustat_rl.pilot.uncertainty.PilotIntervals`.
+def gstar_errors_of(estimates) -> dict | None:
+    """The ``gstar_errors`` field of a window from its pilot estimates.
+
+    Parameters
+    ----------
+    estimates : PilotIntervals or GStarReport
+        The window's :class:`~ustat_rl.pilot.uncertainty.PilotIntervals`, or the
+        :class:`~ustat_rl.pilot.report.GStarReport` that ``ustat-rl gstar`` computes (``None``
+        when that report has no intervals).
 
     Examples
     --------
@@ -170,9 +177,12 @@ def gstar_errors_of(intervals) -> dict:
     >>> sorted(gstar_errors_of(out)) == sorted(GSTAR_ERROR_FIELDS)
     True
     """
-    return {"c1_prompt_se": intervals.c1.prompt_std_error,
-            "c1_sketch_se": intervals.c1.sketch_std_error, "c3_se": intervals.c3.std_error,
-            "cov13": intervals.cov13, "sketch_units": intervals.sketch_units}
+    if hasattr(estimates, "fieller_inputs"):
+        return estimates.fieller_inputs()
+    if hasattr(estimates, "gstar_errors"):
+        return estimates.gstar_errors
+    raise TypeError(f"`estimates` must be PilotIntervals or GStarReport, got "
+                    f"{type(estimates).__name__}")
 
 
 def synthetic_record(step: int, c1: float, c2: float, c3: float, se1: float, se3: float, *,

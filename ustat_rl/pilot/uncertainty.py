@@ -127,6 +127,13 @@ class PilotIntervals:
         """Whether the pilot bounds ``G*`` from above (``c1``'s interval stays above 0)."""
         return bool(math.isfinite(self.optimal_group_size.high))
 
+    def fieller_inputs(self) -> dict:
+        """What :func:`fieller_gstar` needs besides the estimates and ``n_prompts``: ``c1``'s two
+        standard errors, ``c3'``'s, their covariance and the projection units."""
+        return {"c1_prompt_se": self.c1.prompt_std_error,
+                "c1_sketch_se": self.c1.sketch_std_error, "c3_se": self.c3.std_error,
+                "cov13": self.cov13, "sketch_units": self.sketch_units}
+
     def gstar_at(self, level: float) -> tuple[float, float]:
         """``G*``'s interval ``(low, high)`` at another two-sided ``level`` (:func:`fieller_gstar`)."""
         return fieller_gstar(self.c1.estimate, self.c3.estimate, self.c1.prompt_std_error,
