@@ -139,7 +139,7 @@ def _window(record: dict, window_level: float) -> WindowInterval | str:
     if errors is not None:
         values = (record["c1"]["estimate"], record["c3"]["estimate"], errors["c1_prompt_se"],
                   errors["c1_sketch_se"], errors["c3_se"], errors["cov13"])
-        if all(math.isfinite(v) for v in values) and record["n_prompts"]:
+        if all(math.isfinite(v) for v in values) and (record["n_prompts"] or 0) >= 3:
             _, (low, high) = fieller_gstar(*values, record["n_prompts"], errors["sketch_units"],
                                            window_level)
             level, rebuilt = window_level, True

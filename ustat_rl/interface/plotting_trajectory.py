@@ -62,7 +62,7 @@ def _gstar_panel(ax, result, steps) -> None:
     ax.set_ylabel("G* = 1 + sqrt(c3'/c1)")
     ax.set_title("one G fits every window" if result.consistent else
                  "no single G fits every window", fontsize=9)
-    ax.legend(fontsize=6, loc="best")
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
 def plot_trajectory(result):
@@ -88,5 +88,5 @@ def plot_trajectory(result):
         ax.plot(steps, [w.record[key] for w in result.windows], style, ms=3, label=text)
     ax.set_ylabel("all-equal groups", fontsize=8)
     ax.set_xlabel("training step")
-    ax.legend(fontsize=6)
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
