@@ -211,6 +211,12 @@ def test_without_stored_errors_the_bonferroni_level_of_the_records_is_stated():
     many = gstar_universality(_constant_run(range(10, 210, 10), with_errors=False), 0.9)
     assert many.simultaneous_level == pytest.approx(-1.0)
     assert "no guarantee" in format_universality(many)
+    # two windows rebuilt at 1 - 0.1/3 each, one kept at its record's 99%
+    mixed = gstar_universality(_constant_run((10, 20)) + _constant_run(
+        (30,), level=0.99, with_errors=False), 0.9)
+    assert [w.rebuilt for w in mixed.windows] == [True, True, False]
+    assert mixed.simultaneous_level == pytest.approx(1 - 2 * 0.1 / 3 - 0.01)
+    assert "1 of 3 windows carry no standard errors" in format_universality(mixed)
 
 
 def _false_alarm_rate(with_errors: bool, pooled: bool = False, n_runs: int = 1000,
