@@ -215,3 +215,20 @@ def test_bad_options_name_the_parameter(tmp_path, kwargs, match):
 def test_not_a_trainer():
     with pytest.raises(TypeError, match="GRPOTrainer"):
         GroupSizeMonitor(object())
+
+
+def test_the_monitors_trajectory_goes_through_gstar_trajectory(run, tmp_path):
+    """The file the real monitor wrote carries each window's G* errors, so the universality
+    verdict rebuilds every interval at the Bonferroni level (not the per-window 90%)."""
+    import json
+
+    from ustat_rl.interface.cli import main
+
+    _, monitor, tmp = run
+    assert all(r["gstar_errors"] is not None for r in monitor.records)
+    out, png = tmp_path / "u.json", tmp_path / "u.png"
+    assert main(["gstar", "--trajectory", str(tmp / "trajectory.jsonl"), "--json", str(out),
+                 "--plot", str(png)]) == 0
+    verdict = json.loads(out.read_text())
+    assert verdict["window_level"] == pytest.approx(1 - 0.1 / len(monitor.records))
+    assert verdict["group_size"] == G and png.stat().st_size > 0

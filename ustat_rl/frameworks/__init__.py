@@ -2,6 +2,8 @@
 
 * :mod:`.trajectory`: the trajectory file, one record per monitored window of a training run
   (``c1``, ``c2``, ``c3'``, ``G*`` with intervals, predicted and observed all-equal groups);
+* :mod:`.universality`: whether one ``G`` lies inside every window's interval for ``G*``, at a
+  stated simultaneous level (``ustat-rl gstar --trajectory``);
 * :mod:`.window`: the estimates of one window from grouped rewards and sketched scores, the same
   computation as ``ustat-rl gstar`` on the same groups;
 * :mod:`.gather`: rows gathered across data-parallel processes before estimation;
@@ -15,11 +17,14 @@ Nothing here imports ``trl`` until a monitor is attached.
 from __future__ import annotations
 
 __all__ = ["GroupSizeMonitor", "demo_trainer", "TRAJECTORY_FIELDS", "read_trajectory",
-           "append_record", "window_record", "gather_rows"]
+           "append_record", "window_record", "gather_rows", "gstar_universality",
+           "format_universality", "synthetic_record", "gstar_errors_of"]
 
 _LAZY = {"GroupSizeMonitor": ".trl_monitor", "demo_trainer": ".demo",
          "TRAJECTORY_FIELDS": ".trajectory", "read_trajectory": ".trajectory",
-         "append_record": ".trajectory", "window_record": ".window", "gather_rows": ".gather"}
+         "append_record": ".trajectory", "window_record": ".window", "gather_rows": ".gather",
+         "gstar_universality": ".universality", "format_universality": ".universality",
+         "synthetic_record": ".trajectory", "gstar_errors_of": ".trajectory"}
 
 
 def __getattr__(name):

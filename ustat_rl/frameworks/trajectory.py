@@ -6,6 +6,11 @@ object with the fields of :data:`TRAJECTORY_FIELDS`; an interval is ``{"estimate
 "high"}`` with ``null`` for NaN and the string ``"inf"`` for an unbounded end
 (:func:`ustat_rl.formatting.json_ready`). A window the monitor could not estimate has ``status``
 ``"skipped"``, its ``reason`` in words, and ``null`` estimates.
+
+The last field, ``gstar_errors``, is optional (``null`` or absent in files written without it):
+the standard errors and covariance from which ``G*``'s interval is Fieller's (C32), so a reader
+can rebuild every window's interval at a simultaneous (Bonferroni) level
+(:func:`gstar_errors_of`, :mod:`ustat_rl.frameworks.universality`).
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from pathlib import Path
 
 from ..formatting import json_ready, parse_number
 
-__all__ = ["TRAJECTORY_FIELDS", "INTERVAL_FIELDS", "append_record", "read_trajectory",
+__all__ = ["TRAJECTORY_FIELDS", "INTERVAL_FIELDS", "OPTIONAL_FIELDS", "GSTAR_ERROR_FIELDS",
+           "append_record", "read_trajectory", "gstar_errors_of", "synthetic_record",
            "TRAJECTORY_VERSION"]
 
 TRAJECTORY_VERSION = 1
@@ -48,7 +54,16 @@ TRAJECTORY_FIELDS = (
     "grpo_beats_vanilla",  # whether GRPO's predicted MSE is below vanilla's at the run's G
     "all_equal_predicted",  # predicted fraction of all-equal groups at the run's G (binary rewards)
     "all_equal_observed",   # fraction of all-equal groups in the window's own batch
+    "gstar_errors",       # optional: {GSTAR_ERROR_FIELDS} behind G*'s interval, or null
 )
+
+#: Fields a record may omit (read and written as ``null``).
+OPTIONAL_FIELDS = ("gstar_errors",)
+
+#: What ``gstar_errors`` holds: :func:`ustat_rl.pilot.uncertainty.fieller_gstar`'s inputs besides
+#: the estimates of ``c1``, ``c3'`` and the record's ``n_prompts`` (``sketch_units`` ``null``
+#: when the projection was not resampled).
+GSTAR_ERROR_FIELDS = ("c1_prompt_se", "c1_sketch_se", "c3_se", "cov13", "sketch_units")
 
 #: The fields that hold an interval ``{"estimate", "low", "high"}``.
 INTERVAL_FIELDS = ("c1", "c2", "c3", "gstar", "mse_run")
@@ -60,11 +75,14 @@ def append_record(path, record: dict) -> None:
     The line is written with one ``write`` and flushed, so a run stopped between windows leaves
     every finished window readable.
     """
-    missing = [f for f in TRAJECTORY_FIELDS if f not in record]
+    missing = [f for f in TRAJECTORY_FIELDS if f not in record and f not in OPTIONAL_FIELDS]
     extra = [f for f in record if f not in TRAJECTORY_FIELDS]
     if missing or extra:
         raise ValueError(f"`record`: missing fields {missing}, unknown fields {extra}")
-    line = json.dumps(json_ready({f: record[f] for f in TRAJECTORY_FIELDS}), allow_nan=False)
+    errors = record.get("gstar_errors")
+    if errors is not None and (not isinstance(errors, dict) or set(errors) != set(GSTAR_ERROR_FIELDS)):
+        raise ValueError(f"`record`: `gstar_errors` must be null or hold {list(GSTAR_ERROR_FIELDS)}")
+    line = json.dumps(json_ready({f: record.get(f) for f in TRAJECTORY_FIELDS}), allow_nan=False)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a", encoding="utf-8") as handle:
@@ -97,13 +115,118 @@ def read_trajectory(path) -> list[dict]:
             if number == len(lines):  # a write cut short by an interrupted run
                 break
             raise ValueError(f"{path}, line {number}: not JSON ({exc.msg})") from None
-        if not isinstance(raw, dict) or set(raw) != set(TRAJECTORY_FIELDS):
+        required = set(TRAJECTORY_FIELDS) - set(OPTIONAL_FIELDS)
+        if not isinstance(raw, dict) or not required <= set(raw) <= set(TRAJECTORY_FIELDS):
             got = sorted(raw) if isinstance(raw, dict) else type(raw).__name__
             raise ValueError(f"{path}, line {number}: not a trajectory record (fields {got})")
-        for name in INTERVAL_FIELDS:
-            if raw[name] is not None:
-                raw[name] = {k: _number(v) for k, v in raw[name].items()}
-        for name in ("mse_gstar", "mse_best", "all_equal_predicted", "all_equal_observed"):
-            raw[name] = _number(raw[name])
-        records.append(raw)
+        try:
+            records.append(_restored(raw))
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"{path}, line {number}: {exc}") from None
     return records
+
+
+def _restored(raw: dict) -> dict:
+    """``raw`` with numbers restored and the fields a reader relies on checked."""
+    record = {f: raw.get(f) for f in TRAJECTORY_FIELDS}
+    if record["status"] not in ("ok", "skipped"):
+        raise ValueError(f"`status` must be 'ok' or 'skipped', got {record['status']!r}")
+    if isinstance(record["step"], bool) or not isinstance(record["step"], int):
+        raise ValueError(f"`step` must be an integer, got {record['step']!r}")
+    for name in INTERVAL_FIELDS:
+        if record[name] is not None:
+            if not isinstance(record[name], dict):
+                raise ValueError(f"`{name}` must be an interval {{estimate, low, high}} or null, "
+                                 f"got {record[name]!r}")
+            record[name] = {k: _number(v) for k, v in record[name].items()}
+    for name in ("level", "mse_gstar", "mse_best", "all_equal_predicted", "all_equal_observed"):
+        record[name] = _number(record[name])
+    if record["gstar_errors"] is not None:
+        errors = record["gstar_errors"]
+        if not isinstance(errors, dict) or set(errors) != set(GSTAR_ERROR_FIELDS):
+            raise ValueError(f"`gstar_errors` must be null or hold {list(GSTAR_ERROR_FIELDS)}, "
+                             f"got {errors!r}")
+        record["gstar_errors"] = {k: v if k == "sketch_units" else _number(v)
+                                  for k, v in errors.items()}
+    if record["status"] == "ok":
+        if not 0.0 < record["level"] < 1.0:
+            raise ValueError(f"`level` must lie strictly between 0 and 1, got {raw['level']!r}")
+        for name in ("c1", "c3", "gstar"):
+            if record[name] is None or not {"estimate", "low", "high"} <= set(record[name]):
+                raise ValueError(f"`{name}` of a window with status 'ok' must be an interval "
+                                 "{estimate, low, high}")
+    return record
+
+
+def gstar_errors_of(estimates) -> dict | None:
+    """The ``gstar_errors`` field of a window from its pilot estimates.
+
+    Parameters
+    ----------
+    estimates : PilotIntervals or GStarReport
+        The window's :class:`~ustat_rl.pilot.uncertainty.PilotIntervals`, or the
+        :class:`~ustat_rl.pilot.report.GStarReport` that ``ustat-rl gstar`` computes (``None``
+        when that report has no intervals).
+
+    Examples
+    --------
+    >>> from ustat_rl.policies.examples import interior_optimum_bandit
+    >>> from ustat_rl.pilot.bandit import bandit_pilot
+    >>> from ustat_rl.pilot.uncertainty import pilot_intervals
+    >>> out = pilot_intervals(bandit_pilot(interior_optimum_bandit(), 64, 16, rng=1, sketch_dim=16))
+    >>> sorted(gstar_errors_of(out)) == sorted(GSTAR_ERROR_FIELDS)
+    True
+    """
+    if hasattr(estimates, "fieller_inputs"):
+        return estimates.fieller_inputs()
+    if hasattr(estimates, "gstar_errors"):
+        return estimates.gstar_errors
+    raise TypeError(f"`estimates` must be PilotIntervals or GStarReport, got "
+                    f"{type(estimates).__name__}")
+
+
+def synthetic_record(step: int, c1: float, c2: float, c3: float, se1: float, se3: float, *,
+                     se2: float = 0.0, cov13: float = 0.0, n_prompts: int = 64,
+                     level: float = 0.9, group_size: int = 8, budget: int = 256,
+                     windows_pooled: int = 1, with_errors: bool = True,
+                     all_equal=(math.nan, math.nan), reason: str | None = None) -> dict:
+    """A valid record for estimates ``c1, c2, c3'`` with standard errors, for tests and examples.
+
+    The intervals are built as :func:`~ustat_rl.pilot.uncertainty.pilot_intervals` builds them
+    for full scores (``estimate +- t se`` with ``P - 1`` degrees of freedom, ``G*`` by
+    :func:`~ustat_rl.pilot.uncertainty.fieller_gstar`); the MSE fields are ``NaN``. With
+    ``reason`` the record is a skipped window (``null`` estimates).
+
+    Examples
+    --------
+    >>> rec = synthetic_record(10, 1.0, 2.0, 49.0, 0.01, 0.5)
+    >>> rec["gstar"]["estimate"], rec["bounded"]
+    (8.0, True)
+    """
+    from ..pilot.uncertainty import fieller_gstar, student_quantile
+    from ..theory import ScalingConstants
+
+    record = dict.fromkeys(TRAJECTORY_FIELDS)
+    record.update(version=TRAJECTORY_VERSION, step=int(step), windows_pooled=windows_pooled,
+                  n_prompts=n_prompts, n_samples=n_prompts * group_size, group_size=group_size,
+                  budget=budget, level=level, sketch_dim=None, rule="grpo",
+                  rule_source="synthetic", estimator="grpo", mse_gstar=math.nan,
+                  mse_best=math.nan, all_equal_predicted=all_equal[0],
+                  all_equal_observed=all_equal[1])
+    if reason is not None:
+        record.update(status="skipped", reason=reason)
+        return record
+    t = student_quantile(level, 1.0, 0.0, n_prompts, None)
+    for name, value, se in (("c1", c1, se1), ("c2", c2, se2), ("c3", c3, se3)):
+        record[name] = {"estimate": value, "low": value - t * se, "high": value + t * se}
+    _, (low, high) = fieller_gstar(c1, c3, se1, 0.0, se3, cov13, n_prompts, None, level)
+    point = ScalingConstants(c1, c2, c3).optimal_group_size() if c3 >= 0 else math.nan
+    record.update(status="ok", gstar={"estimate": point, "low": low, "high": high},
+                  bounded=math.isfinite(high),
+                  recommended_group_size=group_size,
+                  mse_run={"estimate": math.nan, "low": math.nan, "high": math.nan},
+                  grpo_beats_vanilla=None)
+    if with_errors:
+        record["gstar_errors"] = {"c1_prompt_se": se1, "c1_sketch_se": 0.0, "c3_se": se3,
+                                  "cov13": cov13, "sketch_units": None}
+    return record

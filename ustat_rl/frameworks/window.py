@@ -26,7 +26,7 @@ from .._validation import as_int
 from ..pilot.report import all_equal_fraction, gstar_report
 from ..pilot.rollouts import MIN_GROUP_SIZE, Rollouts
 from ..theory import ScalingConstants
-from .trajectory import TRAJECTORY_FIELDS, TRAJECTORY_VERSION
+from .trajectory import TRAJECTORY_FIELDS, TRAJECTORY_VERSION, gstar_errors_of
 
 __all__ = ["Batch", "batch_problem", "window_rollouts", "window_record", "skipped_record",
            "observed_all_equal"]
@@ -210,5 +210,6 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
         mse_best=float(min(pick["estimate"])),
         grpo_beats_vanilla=None if run is None else bool(G not in report.grpo_loses),
         all_equal_predicted=_predicted_all_equal(batches),
-        all_equal_observed=observed_all_equal(batches[-1].reward, G))
+        all_equal_observed=observed_all_equal(batches[-1].reward, G),
+        gstar_errors=gstar_errors_of(report))
     return record, rollouts

@@ -1,4 +1,5 @@
-"""The ``verify``, ``list``, ``compare`` and ``report`` subcommands of ``ustat-rl`` (see cli.py).
+"""The ``verify``, ``list``, ``compare`` and ``report`` subcommands of ``ustat-rl`` (see cli.py),
+and ``gstar --trajectory``.
 
 Each one checks its arguments and output paths before any work and reports a bad input as one
 line on stderr with exit code 2. Claim IDs given to ``--only`` follow one rule
@@ -16,8 +17,8 @@ from pathlib import Path
 
 from .._paths import check_output, write_atomic
 
-__all__ = ["compare", "list_claims", "missing_dependency", "report", "resolve_claim_ids",
-           "verify"]
+__all__ = ["compare", "gstar_trajectory", "list_claims", "missing_dependency", "report",
+           "resolve_claim_ids", "verify"]
 
 
 def missing_dependency(exc: ModuleNotFoundError) -> str | None:
@@ -255,4 +256,42 @@ def list_claims(args) -> int:
     else:
         write_atomic(args.out, text.encode("utf-8"))
         print(f"wrote {args.out}")
+    return 0
+
+
+def gstar_trajectory(args) -> int:
+    """``ustat-rl gstar --trajectory FILE``: G* along a run and the universality verdict (C18).
+
+    Conflicting arguments and output paths are checked before the file is read; a bad file is
+    one line naming the file and line.
+    """
+    from ._outputs import check_report_outputs, write_report_outputs
+
+    try:
+        if args.rollouts is not None:
+            raise ValueError(f"give a pilot rollouts file ({args.rollouts}) or --trajectory, "
+                             "not both")
+        for name, value in (("--budget", args.budget), ("--estimator", args.estimator)):
+            if value is not None:
+                raise ValueError(f"`{name}` applies to a pilot file; a trajectory's windows "
+                                 "carry the run's own")
+        if not 0.0 < args.level < 1.0:
+            raise ValueError(f"`--level` must lie strictly between 0 and 1, got {args.level}")
+        check_report_outputs(args.json, args.plot)
+        from ..frameworks.trajectory import read_trajectory
+        from ..frameworks.universality import format_universality, gstar_universality
+
+        result = gstar_universality(read_trajectory(args.trajectory), args.level)
+        if args.plot is not None and not result.windows:
+            raise ValueError(f"`--plot`: {args.trajectory} holds no estimated window to plot")
+    except ValueError as exc:
+        return _fail("gstar", str(exc))
+    print(format_universality(result))
+
+    def figure():  # matplotlib is loaded only when --plot asks for a figure
+        from .plotting_trajectory import plot_trajectory
+
+        return plot_trajectory(result)
+
+    write_report_outputs(result.to_dict(), figure, args.json, args.plot)
     return 0

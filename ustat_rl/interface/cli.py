@@ -11,6 +11,7 @@ from .. import __version__
 from .._script_args import seed_type as _seed
 from . import allocate as allocate_cli
 from ._commands import compare as _compare
+from ._commands import gstar_trajectory as _gstar_trajectory
 from ._commands import list_claims as _list
 from ._commands import print_table as _print_table  # noqa: F401 - the verdict table, for tests
 from ._commands import report as _report
@@ -26,6 +27,7 @@ EPILOG = """examples:
   ustat-rl report out.json --results results --out report.html   one offline HTML report
   ustat-rl conformance mymod:adv --convention trl_group   check an advantage function
   ustat-rl gstar pilot.npz --budget 512   G* and predicted MSEs from your own pilot rollouts
+  ustat-rl gstar --trajectory run.jsonl --plot run.png   G* along a training run: one G for all?
 """
 
 
@@ -80,15 +82,28 @@ def _parse_args(argv):
         "gstar", help="G* and the noise budget from a pilot of your own policy",
         description="Estimate c1, c2, c3' and G* with intervals from pilot rollouts (.npz or "
                     ".parquet: prompt_id, reward, score), and predict each estimator's MSE over "
-                    "the group sizes that divide the budget (docs/theory.md C17, C32).")
-    gstar.add_argument("rollouts", type=Path, help="pilot rollouts file (.npz or .parquet)")
-    gstar.add_argument("--budget", type=int, required=True, help="samples per step N = B G")
-    gstar.add_argument("--estimator", default="grpo",
+                    "the group sizes that divide the budget (docs/theory.md C17, C32). With "
+                    "--trajectory FILE instead of a pilot file: G* along a training run, and "
+                    "whether one G lies inside every window's interval (C18).")
+    gstar.add_argument("rollouts", type=Path, nargs="?", default=None,
+                       help="pilot rollouts file (.npz or .parquet); not with --trajectory")
+    gstar.add_argument("--trajectory", type=Path, default=None, metavar="FILE",
+                       help="a run's trajectory file (JSON lines, one monitored window a line): "
+                            "G*, c1, c2, c3' and all-equal groups against the step, and whether "
+                            "one G lies inside every window's interval; --level is then the "
+                            "simultaneous level (Bonferroni); --budget and --estimator do not "
+                            "apply")
+    gstar.add_argument("--budget", type=int, default=None,
+                       help="samples per step N = B G (required with a pilot file)")
+    gstar.add_argument("--estimator", default=None,
                        help="advantage rule whose best group size is reported: grpo (default), "
                             "vanilla, oracle, fullmean or any registered rule")
-    gstar.add_argument("--level", type=float, default=0.9, help="interval level (default 0.9)")
+    gstar.add_argument("--level", type=float, default=0.9,
+                       help="interval level (default 0.9); with --trajectory the simultaneous "
+                            "level of all windows together")
     gstar.add_argument("--json", type=Path, default=None, help="write the report as JSON to PATH")
-    gstar.add_argument("--plot", type=Path, default=None, help="write the MSE figure to PATH")
+    gstar.add_argument("--plot", type=Path, default=None,
+                       help="write the MSE figure (with --trajectory: the run's panels) to PATH")
     report = sub.add_parser(
         "report", help="one self-contained HTML report of a verify run and simulation results",
         description="Write one HTML file that opens offline: the verdict table of a `verify "
@@ -139,7 +154,14 @@ def _gstar(args) -> int:
     from ..pilot.report import check_report_budget
     from ..pilot.rollouts import check_rollouts_path
 
+    if args.trajectory is not None:
+        return _gstar_trajectory(args)
     try:
+        if args.rollouts is None:
+            raise ValueError("give a pilot rollouts file, or --trajectory FILE for a training "
+                             "run's windows")
+        if args.budget is None:
+            raise ValueError("`--budget` is required with a pilot file")
         check_rollouts_path(args.rollouts, "ROLLOUTS", must_exist=True)
         check_report_outputs(args.json, args.plot)
         check_report_budget(args.budget, "--budget")
@@ -149,7 +171,7 @@ def _gstar(args) -> int:
         from ..pilot.rollouts import load_rollouts
 
         report = gstar_report(load_rollouts(args.rollouts, "ROLLOUTS"), args.budget,
-                              args.estimator, args.level)
+                              args.estimator or "grpo", args.level)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
         print(f"ustat-rl gstar: error: {exc}", file=sys.stderr)
         return 2

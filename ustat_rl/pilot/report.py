@@ -96,6 +96,10 @@ class GStarReport:
         Whether the pilot bounds ``G*`` from above.
     prompts_to_bound : float
         Pilot prompts in all that would bound ``G*`` (:func:`~ustat_rl.pilot.advice.prompts_to_bound`).
+    gstar_errors : dict or None
+        The standard errors and covariance ``G*``'s interval was built from
+        (:meth:`~ustat_rl.pilot.uncertainty.PilotIntervals.fieller_inputs`), so that it can be
+        rebuilt at another level; ``None`` without intervals.
     """
 
     budget: int
@@ -121,6 +125,7 @@ class GStarReport:
     worst_excess: float
     bounded: bool
     prompts_to_bound: float
+    gstar_errors: dict | None = None
 
     def to_dict(self) -> dict:
         """A JSON-ready dict: NaN as ``null``, ``inf`` as a string (:func:`ustat_rl.formatting.json_ready`)."""
@@ -264,7 +269,8 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
         all_equal=all_equal, all_equal_unbiased=unbiased,
         prompts_to_halve=halve, recommended_group_size=advice.group_size,
         worst_excess=advice.worst_excess, bounded=advice.bounded,
-        prompts_to_bound=advice.prompts_to_bound)
+        prompts_to_bound=advice.prompts_to_bound,
+        gstar_errors=intervals.fieller_inputs() if intervals is not None else None)
 
 
 def check_report_budget(budget, name: str = "budget") -> int:

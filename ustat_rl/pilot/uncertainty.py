@@ -45,7 +45,7 @@ from .replicates import (
 from .rollouts import Rollouts
 
 __all__ = ["Interval", "PilotIntervals", "pilot_intervals", "jackknife", "student_interval",
-           "prompts_to_halve_width", "student_quantile"]
+           "prompts_to_halve_width", "student_quantile", "fieller_gstar"]
 
 
 
@@ -100,6 +100,13 @@ class PilotIntervals:
         ``P`` and ``k``.
     sketch_included : bool
         Whether the projection was resampled (``False`` for full scores or when ignored).
+    cov13 : float
+        Jackknife covariance of ``(c1_hat, c3_hat)`` (prompts plus projection), before
+        :func:`fieller_from_errors` clips it.
+    sketch_units : int or None
+        The projection's resampled units in ``c1``'s degrees of freedom (rows, or blocks of a
+        factored sketch; ``None`` when the projection was not resampled). With ``cov13`` they
+        let :meth:`gstar_at` rebuild ``G*``'s interval at another level.
     """
 
     level: float
@@ -112,11 +119,26 @@ class PilotIntervals:
     n_prompts: int
     n_columns: int
     sketch_included: bool
+    cov13: float = math.nan
+    sketch_units: int | None = None
 
     @property
     def bounded(self) -> bool:
         """Whether the pilot bounds ``G*`` from above (``c1``'s interval stays above 0)."""
         return bool(math.isfinite(self.optimal_group_size.high))
+
+    def fieller_inputs(self) -> dict:
+        """What :func:`fieller_gstar` needs besides the estimates and ``n_prompts``: ``c1``'s two
+        standard errors, ``c3'``'s, their covariance and the projection units."""
+        return {"c1_prompt_se": self.c1.prompt_std_error,
+                "c1_sketch_se": self.c1.sketch_std_error, "c3_se": self.c3.std_error,
+                "cov13": self.cov13, "sketch_units": self.sketch_units}
+
+    def gstar_at(self, level: float) -> tuple[float, float]:
+        """``G*``'s interval ``(low, high)`` at another two-sided ``level`` (:func:`fieller_gstar`)."""
+        return fieller_gstar(self.c1.estimate, self.c3.estimate, self.c1.prompt_std_error,
+                             self.c1.sketch_std_error, self.c3.std_error, self.cov13,
+                             self.n_prompts, self.sketch_units, level)[1]
 
 
 # ---------------------------------------------------------------------- replicates
@@ -202,6 +224,25 @@ def student_interval(estimate, prompt_se, sketch_se, level, n_prompts, n_columns
     return _interval(estimate, prompt_se, sketch_se, level, n_prompts, n_columns)
 
 
+def fieller_gstar(c1, c3, c1_prompt_se, c1_sketch_se, c3_se, cov13, n_prompts, sketch_units,
+                  level):
+    """Fieller's interval for ``rho = c1/c3'`` and its image for ``G*`` at ``level`` (C32).
+
+    The quantile is ``c1``'s (:func:`student_quantile` from its two variance parts), so ``G*`` is
+    unbounded above exactly when ``c1``'s interval at ``level`` reaches 0.
+
+    Returns
+    -------
+    (rho_low, rho_high), (gstar_low, gstar_high) : tuple of float pairs
+        ``G* = 1 + rho^(-1/2)`` is decreasing in ``rho``, so ``gstar_low`` is the image of
+        ``rho_high``; ``inf`` where ``rho <= 0`` is allowed.
+    """
+    t = student_quantile(level, c1_prompt_se**2, c1_sketch_se**2, n_prompts, sketch_units)
+    low, high = fieller_from_errors(c1, c3, math.hypot(c1_prompt_se, c1_sketch_se), c3_se, cov13,
+                                    t)
+    return (low, high), (gstar_of_ratio(high), gstar_of_ratio(low))
+
+
 def pilot_intervals(rollouts, level: float = 0.9, include_sketch: bool = True) -> PilotIntervals:
     """Jackknife intervals for ``c1``, ``c2``, ``c3'``, ``c1/c3'`` and ``G*`` (C17, C32).
 
@@ -241,18 +282,20 @@ def pilot_intervals(rollouts, level: float = 0.9, include_sketch: bool = True) -
     s_se = np.sqrt(np.maximum(np.diag(cov_sketch), 0.0))
     k = block_labels(stats).shape[1] if (include_sketch and stats.sketched) else None
     parts = [_interval(e, p, q, level, stats.n_prompts, k) for e, p, q in zip(est, p_se, s_se)]
-    t = student_quantile(level, p_se[0] ** 2, s_se[0] ** 2, stats.n_prompts, k)  # c1's quantile
-    r_low, r_high = fieller_from_errors(est[0], est[2], parts[0].std_error, parts[2].std_error,
-                                        cov_prompt[0, 2] + cov_sketch[0, 2], t)
+    cov13 = float(cov_prompt[0, 2] + cov_sketch[0, 2])
+    (r_low, r_high), (g_low, g_high) = fieller_gstar(est[0], est[2], p_se[0], s_se[0],
+                                                     parts[2].std_error, cov13, stats.n_prompts,
+                                                     k, level)
     se = (parts[3].std_error, parts[3].prompt_std_error, parts[3].sketch_std_error)  # delta
     ratio = Interval(float(est[0] / est[2]) if est[2] > 0 else math.nan, r_low, r_high, *se)
     constants = ScalingConstants(float(est[0]), float(est[1]), float(est[2]))
     slope = 0.5 * ratio.estimate ** -1.5 if ratio.estimate > 0 else math.inf  # |dG*/drho|
     gstar = Interval(constants.optimal_group_size() if est[2] >= 0 else math.nan,
-                     gstar_of_ratio(r_high), gstar_of_ratio(r_low), *(slope * e for e in se))
+                     g_low, g_high, *(slope * e for e in se))
     return PilotIntervals(level, constants, parts[0], parts[1], parts[2], ratio, gstar,
                           stats.n_prompts, stats.n_columns,
-                          bool(include_sketch and stats.sketched and block_labels(stats).shape[1] >= 2))
+                          bool(include_sketch and stats.sketched and block_labels(stats).shape[1] >= 2),
+                          cov13, k)
 
 
 def prompts_to_halve_width(interval: Interval, n_prompts: int) -> float:
