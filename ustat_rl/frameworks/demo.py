@@ -60,7 +60,8 @@ def demo_trainer(output_dir, group_size: int = 4, groups: int = 8, steps: int = 
                  learning_rate: float = 1e-3, model=None, reward=parity_reward, cls=None,
                  **config):
     """A ``trl.GRPOTrainer`` on the CPU: ``groups`` prompts of ``group_size`` answers per step,
-    answers of at most 3 tokens, logging every step, no reports or checkpoints.
+    answers of at most 3 tokens, logging every step into ``state.log_history`` (not printed),
+    no reports or checkpoints.
 
     Extra keywords go to ``trl.GRPOConfig``; ``cls`` replaces ``trl.GRPOTrainer``.
     """
@@ -76,6 +77,10 @@ def demo_trainer(output_dir, group_size: int = 4, groups: int = 8, steps: int = 
                    use_cpu=True, learning_rate=learning_rate, save_strategy="no", seed=0,
                    disable_tqdm=True)
     args = trl.GRPOConfig(**{**options, **config})
-    return (cls or trl.GRPOTrainer)(model=model if model is not None else tiny_gpt2(),
-                                    reward_funcs=reward, args=args, train_dataset=data,
-                                    processing_class=char_tokenizer())
+    trainer = (cls or trl.GRPOTrainer)(model=model if model is not None else tiny_gpt2(),
+                                       reward_funcs=reward, args=args, train_dataset=data,
+                                       processing_class=char_tokenizer())
+    from transformers import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # quiet: the logs stay in state.log_history
+    return trainer
