@@ -1,0 +1,37 @@
+"""Run by tests/test_frameworks_trl_dp.py under ``torchrun --nproc_per_node 2`` (gloo, CPU):
+the demo GRPO run with the monitor, each process saving its own records and local scores."""
+
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from ustat_rl.frameworks import GroupSizeMonitor
+from ustat_rl.frameworks.demo import demo_trainer
+
+out = Path(sys.argv[1])
+trainer = demo_trainer(out / "run", group_size=4, groups=8, steps=2, learning_rate=0.0,
+                       bf16=False)
+monitor = GroupSizeMonitor(trainer, every=1, sketch_dim=32, sketch_blocks=8, pool=2,
+                           trajectory=out / "trajectory.jsonl", save_rollouts=out / "windows")
+rank = trainer.accelerator.process_index
+local = []
+own_scores = monitor._scores
+
+
+def keep_scores(tokens, target):
+    scores = own_scores(tokens, target)
+    local.append(scores)
+    return scores
+
+
+monitor._scores = keep_scores
+trainer.add_callback(monitor)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    trainer.train()
+np.save(out / f"local_scores.{rank}.npy", np.stack(local))
+(out / f"records.{rank}.json").write_text(json.dumps(
+    {"world": trainer.accelerator.num_processes, "records": monitor.records}, default=str))
