@@ -56,6 +56,8 @@ nb_execution_timeout = 600
 autodoc_member_order = "bysource"
 autodoc_typehints = "none"
 autodoc_default_options = {"members": True, "show-inheritance": False}
+# the trl extra's packages are not in the docs extra: the TRL monitor's page is built without them
+autodoc_mock_imports = ["trl", "transformers"]
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_xref_param_type = False
