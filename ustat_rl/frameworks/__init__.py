@@ -7,6 +7,8 @@
 * :mod:`.gather`: rows gathered across data-parallel processes before estimation;
 * :mod:`.trl_monitor`: :class:`GroupSizeMonitor`, a callback for TRL's ``GRPOTrainer`` (the
   ``trl`` extra).
+* :mod:`.grouped`, :mod:`.verl`, :mod:`.dumps`: grouped rewards without scores from a verl batch,
+  verl's rollout dumps and TRL's completion logs; :mod:`.rewards_only`: what they say alone.
 
 Nothing here imports ``trl`` until a monitor is attached.
 """
@@ -19,6 +21,13 @@ __all__ = ["GroupSizeMonitor", "TRAJECTORY_FIELDS", "read_trajectory", "append_r
 _LAZY = {"GroupSizeMonitor": ".trl_monitor", "TRAJECTORY_FIELDS": ".trajectory",
          "read_trajectory": ".trajectory", "append_record": ".trajectory",
          "window_record": ".window", "gather_rows": ".gather"}
+
+# the reward-only adapters (verl batches, verl dumps, TRL completion logs)
+__all__ += ["GroupedRewards", "verl_rewards", "verl_rollouts", "read_verl_dump",
+            "read_trl_completions", "read_rewards", "rewards_report"]
+_LAZY.update({"GroupedRewards": ".grouped", "verl_rewards": ".verl", "verl_rollouts": ".verl",
+              "read_verl_dump": ".dumps", "read_trl_completions": ".dumps",
+              "read_rewards": ".dumps", "rewards_report": ".rewards_only"})
 
 
 def __getattr__(name):
