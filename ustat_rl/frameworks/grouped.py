@@ -74,12 +74,12 @@ class GroupedRewards:
         bad = np.flatnonzero(~np.isfinite(reward))
         if bad.size:
             row = int(bad[0])
-            raise ValueError(f"`reward` must be finite; row {row} (group {ids[row]!r}) is "
-                             f"{reward[row]!r} ({bad.size} such rows)")
+            raise ValueError(f"`reward` must be finite; row {row} (group {str(ids[row])!r}) is "
+                             f"{float(reward[row])} ({bad.size} such rows)")
         _, index, counts = np.unique(ids, return_inverse=True, return_counts=True)
         small = np.flatnonzero(counts < MIN_REWARD_GROUP)
         if small.size:
-            name = np.unique(ids)[small[0]]
+            name = str(np.unique(ids)[small[0]])
             raise ValueError(f"`group_id`: group {name!r} has {counts[small[0]]} sample; every "
                              f"group needs >= {MIN_REWARD_GROUP} (a variance, an all-equal "
                              "event), so check how the groups were rebuilt")

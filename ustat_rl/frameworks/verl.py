@@ -26,7 +26,7 @@ __all__ = ["verl_rewards", "verl_rollouts", "VERL_FIELDS"]
 VERL_FIELDS = ("uid", "token_level_rewards", "response_mask")
 
 
-def _numpy(value, name: str) -> np.ndarray:
+def _numpy(value) -> np.ndarray:
     if hasattr(value, "detach"):  # a torch tensor, without importing torch
         value = value.detach().cpu().float().numpy() if value.is_floating_point() else \
             value.detach().cpu().numpy()
@@ -43,7 +43,7 @@ def _field(batch, name: str):
         return batch[name]
     place = "non_tensor_batch" if name == "uid" else "batch"
     holder = getattr(batch, place, None)
-    if holder is None:
+    if holder is None or not hasattr(batch, "batch" if name == "uid" else "non_tensor_batch"):
         raise TypeError(f"`batch` must be a dict of {VERL_FIELDS} or have .batch and "
                         f".non_tensor_batch like verl's DataProto, got {type(batch).__name__}")
     try:
@@ -77,9 +77,9 @@ def verl_rewards(batch, step: int | None = None) -> GroupedRewards:
     >>> out.reward.tolist(), out.group_sizes().tolist()
     ([1.0, 0.0, 0.5, 1.0], [2, 2])
     """
-    uid = _numpy(_field(batch, "uid"), "uid")
-    rewards = _numpy(_field(batch, "token_level_rewards"), "token_level_rewards")
-    mask = _numpy(_field(batch, "response_mask"), "response_mask")
+    uid = _numpy(_field(batch, "uid"))
+    rewards = _numpy(_field(batch, "token_level_rewards"))
+    mask = _numpy(_field(batch, "response_mask"))
     if rewards.ndim != 2:
         raise ValueError(f"`token_level_rewards` must be (b, t), got shape {rewards.shape}")
     if mask.shape != rewards.shape:
