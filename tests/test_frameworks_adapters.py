@@ -332,3 +332,74 @@ def test_cli_rewards_errors_are_one_line(tmp_path, capsys, args, message):
     assert main(["rewards"] + args) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("ustat-rl rewards: error: ") and message in err and "\n" not in err
+
+
+# ----------------------------------------------------------------------------- real TRL run
+@pytest.fixture(scope="module")
+def trl_log(tmp_path_factory):
+    """Two steps of TRL's GRPOTrainer on the CPU with ``log_completions=True``: a one-layer
+    GPT-2 from a config, a word-level tokenizer of digits built here (no download), and the
+    reward "the completion starts with an even digit"."""
+    trl = pytest.importorskip("trl")
+    pytest.importorskip("torch")
+    datasets = pytest.importorskip("datasets")
+    import warnings
+
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    symbols = {"[pad]": 0, "[end]": 1, **{str(d): d + 2 for d in range(10)}, "?": 12}
+    core = Tokenizer(models.WordLevel(symbols, unk_token="[pad]"))
+    core.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+    core.decoder = decoders.Fuse()
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="[pad]", eos_token="[end]")
+    torch.manual_seed(1)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(symbols), n_positions=16, n_embd=8,
+                                       n_layer=1, n_head=1, bos_token_id=1, eos_token_id=1,
+                                       pad_token_id=0))
+
+    def even_start(completions, **kwargs):
+        return [float(c[:1].isdigit() and int(c[0]) % 2 == 0) for c in completions]
+
+    G, B = 4, 6
+    out = tmp_path_factory.mktemp("trl_log")
+    args = trl.GRPOConfig(output_dir=str(out), per_device_train_batch_size=G * B,
+                          num_generations=G, max_completion_length=2, max_steps=2,
+                          logging_steps=1, report_to=[], use_cpu=True, save_strategy="no",
+                          seed=3, disable_tqdm=True, log_completions=True,
+                          num_completions_to_print=0)
+    data = datasets.Dataset.from_dict({"prompt": [f"{a}{b}?" for a in range(10) for b in range(10)]})
+    trainer = trl.GRPOTrainer(model=model, reward_funcs=even_start, args=args,
+                              train_dataset=data, processing_class=tok)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.train()
+    logs = {h["step"]: h for h in trainer.state.log_history if "frac_reward_zero_std" in h}
+    return out / "completions", logs, G, B
+
+
+def test_a_real_trl_completion_log_is_read_into_its_groups(trl_log):
+    folder, logs, G, B = trl_log
+    files = sorted(folder.glob("completions_*.parquet"))
+    assert [f.name for f in files] == ["completions_00001.parquet", "completions_00002.parquet"]
+    table = read_trl_completions(folder, group_size=G)
+    assert table.n_samples == 2 * G * B and set(table.group_sizes()) == {G}
+    equal = []
+    for step in (1, 2):
+        part = table.select_step(step)
+        _, idx = part.groups()
+        logged = pd.read_parquet(folder / f"completions_{step:05d}.parquet")["advantage"]
+        # the rebuilt groups reproduce the trainer's own advantages (float32 arithmetic there)
+        again = get_rule("trl_group").advantages(part.reward, idx)
+        np.testing.assert_allclose(again, logged.to_numpy(), rtol=1e-5, atol=1e-5)
+        # negative control: groups one row out of place do not
+        shifted = get_rule("trl_group").advantages(np.roll(part.reward, 1), idx)
+        assert not np.allclose(shifted, logged.to_numpy(), rtol=1e-5, atol=1e-5)
+        report = rewards_report(part, G * B, rule="trl_group")
+        equal.append(report.steps[0]["all_equal"])
+        # TRL's frac_reward_zero_std is the fraction of completions in zero-std groups: with
+        # equal groups it is the fraction of groups (float32 mean: 1e-7)
+        assert equal[-1] == pytest.approx(logs[step]["frac_reward_zero_std"], abs=1e-6)
+    assert rewards_report(table, G * B).steps[1]["all_equal"] == equal[1]
+
