@@ -110,6 +110,13 @@ def _files(path, pattern: str, name: str) -> list[Path]:
     return [path]
 
 
+def _require_pyarrow() -> None:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise ImportError("Parquet logs need pyarrow: pip install 'ustat-rl[parquet]'") from None
+
+
 def _as_text(value) -> str:
     """A prompt as a hashable string: text as is, a conversation as canonical JSON."""
     if isinstance(value, str):
@@ -204,6 +211,7 @@ def read_trl_completions(path, reward_columns=None, reward_weights=None,
     """
     import pandas as pd
 
+    _require_pyarrow()
     group_size = _check_group_size(group_size)
     frames = []
     for file in _files(path, "completions_*.parquet", name):
@@ -253,6 +261,7 @@ def _read_arrays(path, name: str) -> GroupedRewards:
         with np.load(path, allow_pickle=False) as data:
             arrays = {key: data[key] for key in data.files}
     else:
+        _require_pyarrow()
         import pyarrow.parquet as pq
 
         table = pq.read_table(path)
@@ -288,6 +297,7 @@ def detect_format(path) -> str:
     if path.suffix == ".npz":
         return "npz"
     if path.suffix == ".parquet":
+        _require_pyarrow()
         import pyarrow.parquet as pq
 
         names = pq.read_schema(path).names
