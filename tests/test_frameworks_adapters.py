@@ -27,7 +27,7 @@ from ustat_rl.frameworks import (
     verl_rewards,
     verl_rollouts,
 )
-from ustat_rl.frameworks.rewards_only import observed_all_equal
+from ustat_rl.frameworks.rewards_only import matching_rules, observed_all_equal
 from ustat_rl.interface.cli import main
 from ustat_rl.pilot.estimate import estimate_moments
 from ustat_rl.pilot.report import all_equal_fraction
@@ -189,6 +189,13 @@ def test_trl_log_combines_rewards_like_trl_and_groups_are_its_blocks(tmp_path):
     _, index = table.groups()
     again = get_rule("trl_group").advantages(table.reward, index)
     np.testing.assert_allclose(again, logged, rtol=1e-12, atol=1e-12)
+    matches = rewards_report(table, 12).logged_rule_matches
+    assert "trl_group" in matches and "verl_grpo" not in matches and "trl_none" not in matches
+    # negative control: advantages without the std division match trl_none, not trl_group
+    centred = GroupedRewards(table.group_id, table.reward, table.step,
+                             advantage=get_rule("trl_none").advantages(table.reward, index))
+    other = matching_rules(centred)
+    assert "trl_none" in other and "trl_group" not in other
 
 
 def test_trl_conversational_prompts_and_repeats(tmp_path):
@@ -402,4 +409,14 @@ def test_a_real_trl_completion_log_is_read_into_its_groups(trl_log):
         # equal groups it is the fraction of groups (float32 mean: 1e-7)
         assert equal[-1] == pytest.approx(logs[step]["frac_reward_zero_std"], abs=1e-6)
     assert rewards_report(table, G * B).steps[1]["all_equal"] == equal[1]
+    assert "trl_group" in rewards_report(table, G * B).logged_rule_matches
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import ustat_rl.frameworks.verl as module
+
+    result = doctest.testmod(module)
+    assert result.attempted > 0 and result.failed == 0
 

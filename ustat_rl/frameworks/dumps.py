@@ -250,7 +250,9 @@ def read_trl_completions(path, reward_columns=None, reward_weights=None,
     step = frame["step"].to_numpy().astype(np.int64)
     prompts = np.asarray([_as_text(p) for p in frame["prompt"]])
     ids = rebuild_groups(step, prompts, group_size, contiguous=True)
-    return GroupedRewards(ids, reward, step, prompts, source="TRL completion log")
+    logged = frame["advantage"].to_numpy(dtype=np.float64) if "advantage" in frame else None
+    return GroupedRewards(ids, reward, step, prompts, source="TRL completion log",
+                          advantage=logged)
 
 
 def _read_arrays(path, name: str) -> GroupedRewards:

@@ -50,6 +50,8 @@ class GroupedRewards:
         Per-completion scores (or sketched scores), when the source supplies them.
     source : str
         Where the table came from, in words (metadata).
+    advantage : ndarray (n,), optional
+        The advantage the trainer logged for each completion (TRL's ``advantage`` column).
     """
 
     group_id: np.ndarray
@@ -58,6 +60,7 @@ class GroupedRewards:
     prompt: np.ndarray | None = None
     score: np.ndarray | None = None
     source: str = ""
+    advantage: np.ndarray | None = None
 
     def __post_init__(self):
         ids = np.asarray(self.group_id)
@@ -90,8 +93,14 @@ class GroupedRewards:
             score = np.asarray(self.score, dtype=np.float64)
             if score.ndim != 2 or score.shape[0] != n:
                 raise ValueError(f"`score` must have shape ({n}, k), got {score.shape}")
+        advantage = None
+        if self.advantage is not None:
+            advantage = np.asarray(self.advantage, dtype=np.float64)
+            if advantage.shape != (n,) or not np.all(np.isfinite(advantage)):
+                raise ValueError(f"`advantage` must be {n} finite numbers, got shape "
+                                 f"{advantage.shape}")
         for name, value in (("group_id", ids), ("reward", reward), ("step", step),
-                            ("prompt", prompt), ("score", score)):
+                            ("prompt", prompt), ("score", score), ("advantage", advantage)):
             if value is not None:
                 value = value.copy() if value is getattr(self, name) else value
                 value.setflags(write=False)
@@ -141,9 +150,12 @@ class GroupedRewards:
         if not np.any(keep):
             raise ValueError(f"`step` {step} is not in the table; it has steps "
                              f"{np.unique(self.step).tolist()[:10]}")
+        def rows(a):
+            return None if a is None else a[keep]
+
         return GroupedRewards(self.group_id[keep], self.reward[keep], self.step[keep],
-                              None if self.prompt is None else self.prompt[keep],
-                              None if self.score is None else self.score[keep], self.source)
+                              rows(self.prompt), rows(self.score), self.source,
+                              rows(self.advantage))
 
     def to_rollouts(self, score=None, **metadata):
         """The pilot schema :class:`~ustat_rl.pilot.Rollouts` with ``score (n, k)`` rows in the

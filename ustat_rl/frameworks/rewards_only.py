@@ -20,6 +20,10 @@ TRL completion log) three things follow; everything else needs the scores (:data
   Neyman, VIP, sGPO), whose group sizes depend on ``p`` and ``Var(Z | x)`` only
   (:func:`~ustat_rl.theory.allocation_rules.baseline_group_sizes`), for the groups of one step.
   Their predicted MSEs, and the MSE-optimal allocation, need scores.
+
+Where the log has the trainer's advantages (TRL's ``advantage`` column), the registered rules
+that reproduce them on the rebuilt groups are listed (:func:`matching_rules`): a check of the
+group reconstruction and a reading of which rule the run used.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from ..theory import admissible_group_sizes
 from .grouped import NEEDS_SCORES, GroupedRewards
 
 __all__ = ["RewardsReport", "rewards_report", "format_rewards_report", "observed_all_equal",
-           "SUCCESS_BINS"]
+           "matching_rules", "SUCCESS_BINS"]
 
 #: Bins of the success-rate histogram: exactly 0, four open quarters, exactly 1.
 SUCCESS_BINS = ("0", "(0, 1/4]", "(1/4, 1/2]", "(1/2, 3/4]", "(3/4, 1)", "1")
@@ -94,6 +98,8 @@ class RewardsReport:
         What that rule gives an all-equal group.
     needs_scores : list of str
         What the rewards cannot tell (:data:`~ustat_rl.frameworks.grouped.NEEDS_SCORES`).
+    logged_rule_matches : list of str or None
+        Registered rules that reproduce the logged advantages (:func:`matching_rules`).
     """
 
     source: str
@@ -114,6 +120,7 @@ class RewardsReport:
     rule: str | None
     rule_zero_variance: str
     needs_scores: list
+    logged_rule_matches: list | None = None
 
     def to_dict(self) -> dict:
         """JSON-ready (:func:`ustat_rl.formatting.json_ready`)."""
@@ -152,6 +159,35 @@ def observed_all_equal(table: GroupedRewards, sizes) -> dict:
                   if per_group.size > 1 else math.nan)
         used.append(int(per_group.size))
     return {"fraction": np.array(frac), "std_error": np.array(se), "groups": np.array(used)}
+
+
+#: Agreement of recomputed and logged advantages: the trainer works in float32 (2^-24
+#: relative per operation, a few operations per advantage).
+ADVANTAGE_RTOL = ADVANTAGE_ATOL = 1e-5
+
+
+def matching_rules(table: GroupedRewards) -> list | None:
+    """The registered rules whose advantages on the table's groups, step by step (a batch-scaled
+    rule's batch is one step), equal the logged ones to :data:`ADVANTAGE_RTOL`; ``None`` when
+    nothing was logged. A rule needing a reference value, or whose group sizes the table breaks,
+    does not match."""
+    if table.advantage is None:
+        return None
+    from ..advantages import RULES
+
+    parts = [table] if table.step is None else [table.select_step(s) for s in np.unique(table.step)]
+    found = []
+    for rule in RULES.values():
+        if rule.centring.reference_source is not None:
+            continue
+        try:
+            ok = all(np.allclose(rule.advantages(part.reward, part.groups()[1]), part.advantage,
+                                 rtol=ADVANTAGE_RTOL, atol=ADVANTAGE_ATOL) for part in parts)
+        except ValueError:
+            ok = False
+        if ok:
+            found.append(rule.name)
+    return found
 
 
 def _success_rate(value: np.ndarray, binary: bool) -> dict:
@@ -254,7 +290,7 @@ def rewards_report(table: GroupedRewards, budget, rule: str | None = None,
         success_rate=_success_rate(stats["value"], binary), by_group_size=by_g, steps=steps,
         allocation_step=step, allocation=alloc, allocation_groups=alloc_ids,
         allocation_note=note, rule=rule, rule_zero_variance=zero_variance,
-        needs_scores=list(NEEDS_SCORES))
+        needs_scores=list(NEEDS_SCORES), logged_rule_matches=matching_rules(table))
 
 
 def observed_all_equal_groups(table: GroupedRewards) -> np.ndarray:
@@ -281,6 +317,10 @@ def format_rewards_report(report: RewardsReport, max_steps: int = 20) -> str:
     if report.rule:
         lines.append(f"advantage rule {report.rule!r}: an all-equal group gets "
                      f"{report.rule_zero_variance}")
+    if report.logged_rule_matches is not None:
+        names = ", ".join(report.logged_rule_matches) or (
+            "none registered (a rule outside the registry, or groups rebuilt differently)")
+        lines.append(f"logged advantages reproduced by: {names}")
     sr = report.success_rate
     q = "  ".join(f"{k} {v:.3f}" for k, v in sr["quantiles"].items())
     lines += ["", f"{'success rate' if report.binary else 'group mean reward'} per group: "
