@@ -420,3 +420,36 @@ def test_docstring_examples_run():
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0
 
+
+
+def test_base_install_reads_verl_dumps_and_names_the_parquet_extra(tmp_path):
+    """Under the base install (the extras hidden, tests/_base_install.py) a verl dump is read
+    and a TRL log fails in one line naming the ``parquet`` extra."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("tomllib", reason="reading pyproject.toml needs Python 3.11's tomllib")
+    from _base_install import RUNNER, blocked_modules
+
+    runner = tmp_path / "runner.py"
+    runner.write_text(RUNNER)
+    write_verl_step(tmp_path / "dump", 1, [("A", [1, 0, 1]), ("B", [0, 0, 0])],
+                    np.random.default_rng(0))
+    (tmp_path / "completions_00001.parquet").write_bytes(b"PAR1")  # pyarrow is missing first
+    root = str(Path(__file__).resolve().parents[1])
+
+    def run(target):
+        command = [sys.executable, str(runner), ",".join(blocked_modules()), "-m",
+                   "ustat_rl.cli", "rewards", target, "--budget", "6"]
+        return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "PYTHONPATH": root, "OMP_NUM_THREADS": "1"})
+
+    ok = run("dump")
+    assert ok.returncode == 0 and "verl rollout dump: 6 completions in 2 groups" in ok.stdout, \
+        ok.stderr[-2000:]
+    missing = run("completions_00001.parquet")
+    lines = missing.stderr.strip().splitlines()
+    assert missing.returncode == 2 and len(lines) == 1 and "ustat-rl[parquet]" in lines[0], \
+        missing.stderr[-2000:]
