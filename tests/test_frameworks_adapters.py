@@ -332,10 +332,21 @@ def test_cli_rewards_end_to_end(tmp_path, capsys):
     (["DUMP", "--budget", "8", "--group-size", "1"], "`--group-size` must be an integer >= 2"),
     (["DUMP", "--budget", "8", "--group-size", "3"], "`group_size` 3"),
     (["DUMP", "--budget", "8", "--json", "out.txt"], "`--json` must end in"),
+    (["RAGGED", "--budget", "8", "--rule", "trl_group"], "every group must have the same size"),
+    (["NAN", "--budget", "8"], "`reward` must be finite; row"),
+    (["SINGLE", "--budget", "8"], "has 1 sample; every group needs >= 2"),
+    (["NOPROMPT", "--budget", "8"], "has no column 'prompt'"),
 ])
 def test_cli_rewards_errors_are_one_line(tmp_path, capsys, args, message):
-    dump = write_verl_step(tmp_path, 1, [("A", [1, 0]), ("B", [1, 1])], np.random.default_rng(0))
-    args = [str(dump) if a == "DUMP" else a for a in args]
+    rng = np.random.default_rng(0)
+    files = {"DUMP": write_verl_step(tmp_path / "d", 1, [("A", [1, 0]), ("B", [1, 1])], rng),
+             "RAGGED": write_verl_step(tmp_path / "r", 1, [("A", [1, 0, 1]), ("B", [1, 1])], rng),
+             "NAN": write_verl_step(tmp_path / "n", 1, [("A", [1, float("nan")])], rng),
+             "SINGLE": write_verl_step(tmp_path / "s", 1, [("A", [1, 0]), ("B", [1])], rng),
+             "NOPROMPT": tmp_path / "completions_00001.parquet"}
+    pd.DataFrame({"step": [1, 1], "completion": ["x", "y"], "acc": [1.0, 0.0]}).to_parquet(
+        files["NOPROMPT"])
+    args = [str(files.get(a, a)) for a in args]
     assert main(["rewards"] + args) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("ustat-rl rewards: error: ") and message in err and "\n" not in err

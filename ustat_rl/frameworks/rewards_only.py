@@ -342,6 +342,9 @@ def format_rewards_report(report: RewardsReport, max_steps: int = 20) -> str:
     if report.run_group_size is not None:
         lines.append(f"(at the run's G = {report.run_group_size} predicted and observed coincide "
                      "by construction)")
+    if by["predicted_unbiased"] is not None and not all(by["predicted_unbiased"]):
+        lines.append("(* plug-in (m/n)^G + (1 - m/n)^G above the group size: it counts a group "
+                     "with all rewards equal as all-equal at every G, so it overstates)")
     lines += ["", f"{'step':>8}{'groups':>8}{'mean reward':>13}{'all-equal':>11}"]
     for row in report.steps[-max_steps:]:
         label = "-" if row["step"] is None else str(row["step"])
