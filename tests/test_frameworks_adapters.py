@@ -464,3 +464,21 @@ def test_base_install_reads_verl_dumps_and_names_the_parquet_extra(tmp_path):
     lines = missing.stderr.strip().splitlines()
     assert missing.returncode == 2 and len(lines) == 1 and "ustat-rl[parquet]" in lines[0], \
         missing.stderr[-2000:]
+
+
+def test_verl_dump_uses_uid_when_a_reward_function_logged_it(tmp_path):
+    rows = [{"input": "same", "score": z, "step": 1, "uid": u}
+            for u, z in (("u1", 1.0), ("u2", 0.0), ("u1", 1.0), ("u2", 0.0), ("u1", 0.0))]
+    (tmp_path / "1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    table = read_verl_dump(tmp_path)
+    assert sorted(group_multisets(table).values()) == [[0.0, 0.0], [0.0, 1.0, 1.0]]
+
+
+def test_trl_log_repeated_for_reused_generation_batches_is_read_once(tmp_path):
+    acc = np.array([1.0, 0, 0, 0, 1, 1])
+    for step in (1, 2):  # num_iterations = 2: step 2 logs the batch of step 1 again
+        write_trl_step(tmp_path, step, ["a"] * 3 + ["b"] * 3, {"acc": acc}, [1.0], 3)
+    write_trl_step(tmp_path, 3, ["c"] * 3 + ["b"] * 3, {"acc": acc}, [1.0], 3)
+    table = read_trl_completions(tmp_path)
+    assert table.n_samples == 12 and sorted(set(table.step.tolist())) == [1, 3]
+    assert table.source == "TRL completion log (1 repeated file(s) skipped)"

@@ -21,7 +21,11 @@ TRL's completion log
     trainer reshapes rewards to ``(-1, num_generations)``). The trainer's reward is
     ``nansum_k w_k r_k`` over the reward functions with ``reward_weights`` ``w`` (default all 1),
     NaN when every function returned ``None``; :func:`read_trl_completions` combines the columns
-    the same way.
+    the same way. The log is not cleared between calls, so when a generation batch serves several
+    optimiser steps (``num_iterations > 1``, or ``steps_per_generation`` above the gradient
+    accumulation steps) consecutive files repeat it under new step numbers; a file whose rows
+    equal the previous file's in every column but ``step`` is skipped, and the table's
+    ``source`` says how many were.
 
 A prompt drawn twice in one step has twice the rows under one text. Given ``group_size`` (verl's
 ``rollout.n``, TRL's ``num_generations``), such a run of ``k G`` rows is split into ``k`` groups in
@@ -213,7 +217,7 @@ def read_trl_completions(path, reward_columns=None, reward_weights=None,
 
     _require_pyarrow()
     group_size = _check_group_size(group_size)
-    frames = []
+    frames, repeats = [], 0
     for file in _files(path, "completions_*.parquet", name):
         frame = pd.read_parquet(file)
         missing = [c for c in ("step", "prompt") if c not in frame.columns]
@@ -221,6 +225,9 @@ def read_trl_completions(path, reward_columns=None, reward_weights=None,
             raise ValueError(f"`{name}` {file.name} has no column {missing[0]!r}; TRL's "
                              f"completion log has {', '.join(TRL_FIXED_COLUMNS)} and one column "
                              "per reward function")
+        if frames and _same_rows(frames[-1], frame):
+            repeats += 1  # the trainer logged one generation batch again (module docstring)
+            continue
         frames.append(frame)
     frame = pd.concat(frames, ignore_index=True)
     if reward_columns is None:
@@ -251,8 +258,16 @@ def read_trl_completions(path, reward_columns=None, reward_weights=None,
     prompts = np.asarray([_as_text(p) for p in frame["prompt"]])
     ids = rebuild_groups(step, prompts, group_size, contiguous=True)
     logged = frame["advantage"].to_numpy(dtype=np.float64) if "advantage" in frame else None
-    return GroupedRewards(ids, reward, step, prompts, source="TRL completion log",
-                          advantage=logged)
+    source = "TRL completion log" + (f" ({repeats} repeated file(s) skipped)" if repeats else "")
+    return GroupedRewards(ids, reward, step, prompts, source=source, advantage=logged)
+
+
+def _same_rows(before, after) -> bool:
+    """Whether two logs hold the same completions (all columns but ``step``)."""
+    if before.shape != after.shape or list(before.columns) != list(after.columns):
+        return False
+    rest = [c for c in before.columns if c != "step"]
+    return all(before[c].astype(str).tolist() == after[c].astype(str).tolist() for c in rest)
 
 
 def _read_arrays(path, name: str) -> GroupedRewards:
