@@ -353,11 +353,11 @@ def test_cli_rewards_errors_are_one_line(tmp_path, capsys, args, message):
 
 
 # ----------------------------------------------------------------------------- real TRL run
-@pytest.fixture(scope="module")
-def trl_log(tmp_path_factory):
+def run_trl(out, **config):
     """Two steps of TRL's GRPOTrainer on the CPU with ``log_completions=True``: a one-layer
     GPT-2 from a config, a word-level tokenizer of digits built here (no download), and the
-    reward "the completion starts with an even digit"."""
+    reward "the completion starts with an even digit". Returns the completions folder and the
+    logged metrics by step."""
     trl = pytest.importorskip("trl")
     pytest.importorskip("torch")
     datasets = pytest.importorskip("datasets")
@@ -380,13 +380,11 @@ def trl_log(tmp_path_factory):
     def even_start(completions, **kwargs):
         return [float(c[:1].isdigit() and int(c[0]) % 2 == 0) for c in completions]
 
-    G, B = 4, 6
-    out = tmp_path_factory.mktemp("trl_log")
-    args = trl.GRPOConfig(output_dir=str(out), per_device_train_batch_size=G * B,
-                          num_generations=G, max_completion_length=2, max_steps=2,
+    args = trl.GRPOConfig(output_dir=str(out), per_device_train_batch_size=TRL_G * TRL_B,
+                          num_generations=TRL_G, max_completion_length=2, max_steps=2,
                           logging_steps=1, report_to=[], use_cpu=True, save_strategy="no",
                           seed=3, disable_tqdm=True, log_completions=True,
-                          num_completions_to_print=0)
+                          num_completions_to_print=0, **config)
     data = datasets.Dataset.from_dict({"prompt": [f"{a}{b}?" for a in range(10) for b in range(10)]})
     trainer = trl.GRPOTrainer(model=model, reward_funcs=even_start, args=args,
                               train_dataset=data, processing_class=tok)
@@ -394,7 +392,16 @@ def trl_log(tmp_path_factory):
         warnings.simplefilter("ignore")
         trainer.train()
     logs = {h["step"]: h for h in trainer.state.log_history if "frac_reward_zero_std" in h}
-    return out / "completions", logs, G, B
+    return out / "completions", logs
+
+
+TRL_G, TRL_B = 4, 6
+
+
+@pytest.fixture(scope="module")
+def trl_log(tmp_path_factory):
+    folder, logs = run_trl(tmp_path_factory.mktemp("trl_log"))
+    return folder, logs, TRL_G, TRL_B
 
 
 def test_a_real_trl_completion_log_is_read_into_its_groups(trl_log):
@@ -482,3 +489,12 @@ def test_trl_log_repeated_for_reused_generation_batches_is_read_once(tmp_path):
     table = read_trl_completions(tmp_path)
     assert table.n_samples == 12 and sorted(set(table.step.tolist())) == [1, 3]
     assert table.source == "TRL completion log (1 repeated file(s) skipped)"
+
+
+def test_a_real_trl_run_reusing_its_batch_logs_it_twice_and_is_read_once(tmp_path):
+    folder, _ = run_trl(tmp_path, num_iterations=2)  # one generation serves steps 1 and 2
+    first, second = (pd.read_parquet(folder / f"completions_0000{s}.parquet") for s in (1, 2))
+    assert first.drop(columns="step").equals(second.drop(columns="step"))
+    table = read_trl_completions(folder)
+    assert set(table.step.tolist()) == {1} and table.n_samples == TRL_G * TRL_B
+    assert "1 repeated file(s) skipped" in table.source
