@@ -498,3 +498,14 @@ def test_a_real_trl_run_reusing_its_batch_logs_it_twice_and_is_read_once(tmp_pat
     table = read_trl_completions(folder)
     assert set(table.step.tolist()) == {1} and table.n_samples == TRL_G * TRL_B
     assert "1 repeated file(s) skipped" in table.source
+
+
+def test_a_rollouts_file_with_scores_points_to_gstar(tmp_path, capsys):
+    rng = np.random.default_rng(2)
+    pilot = binary_table(rng, rng.uniform(size=5), 4).to_rollouts(rng.normal(size=(20, 2)))
+    pilot.save(tmp_path / "pilot.npz")
+    assert main(["rewards", str(tmp_path / "pilot.npz"), "--budget", "20"]) == 0
+    text = capsys.readouterr().out
+    assert "this file also has scores: `ustat-rl gstar`" in text and "needs scores" not in text
+    table = read_rewards(tmp_path / "pilot.npz")
+    np.testing.assert_array_equal(table.to_rollouts().score, pilot.score)

@@ -100,6 +100,8 @@ class RewardsReport:
         What the rewards cannot tell (:data:`~ustat_rl.frameworks.grouped.NEEDS_SCORES`).
     logged_rule_matches : list of str or None
         Registered rules that reproduce the logged advantages (:func:`matching_rules`).
+    has_scores : bool
+        Whether the table carries per-sample scores (then ``ustat-rl gstar`` gives the rest).
     """
 
     source: str
@@ -121,6 +123,7 @@ class RewardsReport:
     rule_zero_variance: str
     needs_scores: list
     logged_rule_matches: list | None = None
+    has_scores: bool = False
 
     def to_dict(self) -> dict:
         """JSON-ready (:func:`ustat_rl.formatting.json_ready`)."""
@@ -290,7 +293,8 @@ def rewards_report(table: GroupedRewards, budget, rule: str | None = None,
         success_rate=_success_rate(stats["value"], binary), by_group_size=by_g, steps=steps,
         allocation_step=step, allocation=alloc, allocation_groups=alloc_ids,
         allocation_note=note, rule=rule, rule_zero_variance=zero_variance,
-        needs_scores=list(NEEDS_SCORES), logged_rule_matches=matching_rules(table))
+        needs_scores=list(NEEDS_SCORES), logged_rule_matches=matching_rules(table),
+        has_scores=table.score is not None)
 
 
 def observed_all_equal_groups(table: GroupedRewards) -> np.ndarray:
@@ -339,7 +343,7 @@ def format_rewards_report(report: RewardsReport, max_steps: int = 20) -> str:
         lines.append(f"{G:>6}{pred:>11}{_num(by['all_equal_observed'][i]):>10}"
                      f"{_num(by['observed_std_error'][i]):>8}{by['observed_groups'][i]:>8}"
                      f"{_num(by['informative_groups'][i], 1):>30}")
-    if report.run_group_size is not None:
+    if report.run_group_size is not None and report.binary:
         lines.append(f"(at the run's G = {report.run_group_size} predicted and observed coincide "
                      "by construction)")
     if by["predicted_unbiased"] is not None and not all(by["predicted_unbiased"]):
@@ -362,5 +366,9 @@ def format_rewards_report(report: RewardsReport, max_steps: int = 20) -> str:
             lines.append(f"  {name:<8} {got.min()}/{int(np.median(got))}/{got.max()}")
     else:
         lines.append(report.allocation_note)
-    lines += ["", "needs scores (not in this file):"] + [f"  {s}" for s in report.needs_scores]
+    if report.has_scores:
+        lines += ["", "this file also has scores: `ustat-rl gstar` on it gives c1, c2, c3', G* "
+                      "and the predicted MSEs"]
+    else:
+        lines += ["", "needs scores (not in this file):"] + [f"  {s}" for s in report.needs_scores]
     return "\n".join(lines)
