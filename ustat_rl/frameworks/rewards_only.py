@@ -333,8 +333,9 @@ def format_rewards_report(report: RewardsReport, max_steps: int = 20) -> str:
         lines.append("  groups by success rate: " + "  ".join(
             f"{k}: {v}" for k, v in sr["histogram"].items()))
     by = report.by_group_size
-    lines += ["", f"all-equal groups by G at N = {report.budget} (predicted: average of "
-                  "p^G + (1-p)^G, * = plug-in; observed: disjoint blocks of G, +- 1 s.e.)",
+    lines += ["", f"all-equal groups by G at N = {report.budget} (predicted, binary rewards "
+                  "only: average of p^G + (1-p)^G, * = plug-in; observed: disjoint blocks of G, "
+                  "+- 1 s.e.)",
               f"{'G':>6}{'predicted':>11}{'observed':>10}{'s.e.':>8}{'groups':>8}"
               f"{'informative groups per step':>30}"]
     for i, G in enumerate(by["group_size"]):
