@@ -9,7 +9,9 @@
 * :mod:`.gather`: rows gathered across data-parallel processes before estimation;
 * :mod:`.trl_monitor`: :class:`GroupSizeMonitor`, a callback for TRL's ``GRPOTrainer`` (the
   ``trl`` extra);
-* :mod:`.demo`: a GRPO run small enough for a laptop CPU (tests, notebook 07, the benchmark).
+* :mod:`.demo`: a GRPO run small enough for a laptop CPU (tests, notebook 07, the benchmark);
+* :mod:`.grouped`, :mod:`.verl`, :mod:`.dumps`: grouped rewards without scores from a verl batch,
+  verl's rollout dumps and TRL's completion logs; :mod:`.rewards_only`: what they say alone.
 
 Nothing here imports ``trl`` until a monitor is attached.
 """
@@ -25,6 +27,13 @@ _LAZY = {"GroupSizeMonitor": ".trl_monitor", "demo_trainer": ".demo",
          "append_record": ".trajectory", "window_record": ".window", "gather_rows": ".gather",
          "gstar_universality": ".universality", "format_universality": ".universality",
          "synthetic_record": ".trajectory", "gstar_errors_of": ".trajectory"}
+
+# the reward-only adapters (verl batches, verl dumps, TRL completion logs)
+__all__ += ["GroupedRewards", "verl_rewards", "verl_rollouts", "read_verl_dump",
+            "read_trl_completions", "read_rewards", "rewards_report"]
+_LAZY.update({"GroupedRewards": ".grouped", "verl_rewards": ".verl", "verl_rollouts": ".verl",
+              "read_verl_dump": ".dumps", "read_trl_completions": ".dumps",
+              "read_rewards": ".dumps", "rewards_report": ".rewards_only"})
 
 
 def __getattr__(name):

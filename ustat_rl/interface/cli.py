@@ -10,6 +10,7 @@ from pathlib import Path
 from .. import __version__
 from .._script_args import seed_type as _seed
 from . import allocate as allocate_cli
+from . import rewards as rewards_cli
 from ._commands import compare as _compare
 from ._commands import gstar_trajectory as _gstar_trajectory
 from ._commands import list_claims as _list
@@ -28,6 +29,7 @@ EPILOG = """examples:
   ustat-rl conformance mymod:adv --convention trl_group   check an advantage function
   ustat-rl gstar pilot.npz --budget 512   G* and predicted MSEs from your own pilot rollouts
   ustat-rl gstar --trajectory run.jsonl --plot run.png   G* along a training run: one G for all?
+  ustat-rl rewards run/completions/ --budget 64   what a verl or TRL run's logged rewards say
 """
 
 
@@ -78,6 +80,7 @@ def _parse_args(argv):
     compare.add_argument("--rtol", type=float, default=1e-12, help="relative tolerance (1e-12)")
     _add_conformance_parser(sub)
     allocate_cli.add_parser(sub)
+    rewards_cli.add_parser(sub)
     gstar = sub.add_parser(
         "gstar", help="G* and the noise budget from a pilot of your own policy",
         description="Estimate c1, c2, c3' and G* with intervals from pilot rollouts (.npz or "
@@ -214,7 +217,7 @@ def _dispatch(args) -> int:
         import proofs_check
 
         return int(proofs_check.main(args.rest))
-    return args.run(args) if args.command == "allocate" else verify(args, __version__)
+    return args.run(args) if args.command in ("allocate", "rewards") else verify(args, __version__)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from ..theory import PromptMoments, ScalingConstants, scaling_constants
 from .rollouts import Rollouts
 
 __all__ = ["PilotStatistics", "pilot_statistics", "estimate_moments", "estimate_constants",
-           "SCORE_MOMENTS", "group_moments"]
+           "SCORE_MOMENTS", "group_moments", "reward_statistics"]
 
 #: The score moments of the contract, each a sum over score columns (docs/theory.md section 7).
 SCORE_MOMENTS = ("score_sq", "score_sq_reward", "score_sq_reward_sq", "score_sq_centred",
@@ -123,11 +123,24 @@ def group_moments(reward, score) -> dict:
     return out
 
 
-def _statistics(index: np.ndarray, P: int, z: np.ndarray, w: np.ndarray) -> dict:
-    """The power-sum core: per-prompt values and per-column shares of every estimate."""
+def reward_statistics(index: np.ndarray, P: int, z: np.ndarray) -> dict:
+    """``n``, ``value`` and ``reward_var`` per group ``(P,)`` from rewards alone.
+
+    ``index (n,)`` is each row's group in ``0..P-1``; ``value`` is the sample mean and
+    ``reward_var`` the Bessel-corrected variance (unbiased; it needs two samples per group), with
+    the power sums ``s1``, ``s2`` that the score moments reuse.
+    """
     n = np.bincount(index, minlength=P).astype(np.float64)  # (P,)
     s1 = np.bincount(index, z, P)
     s2 = np.bincount(index, z * z, P)
+    return {"n": n, "s1": s1, "s2": s2, "value": s1 / n,
+            "reward_var": (s2 - s1 * s1 / n) / (n - 1.0)}
+
+
+def _statistics(index: np.ndarray, P: int, z: np.ndarray, w: np.ndarray) -> dict:
+    """The power-sum core: per-prompt values and per-column shares of every estimate."""
+    rewards = reward_statistics(index, P, z)
+    n, s1, s2 = rewards["n"], rewards["s1"], rewards["s2"]
     sq = w * w  # (n, k) column shares of ||W_i||^2
 
     order = np.argsort(index, kind="stable")
@@ -145,8 +158,8 @@ def _statistics(index: np.ndarray, P: int, z: np.ndarray, w: np.ndarray) -> dict
     S1, S2 = s1[:, None], s2[:, None]
     return {
         "n": n,
-        "value": s1 / n,
-        "reward_var": (s2 - s1 * s1 / n) / (n - 1.0),
+        "value": rewards["value"],
+        "reward_var": rewards["reward_var"],
         "score_sq": a0 / n_,
         "score_sq_reward": a1 / n_,
         "score_sq_reward_sq": a2 / n_,

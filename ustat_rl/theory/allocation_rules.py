@@ -46,7 +46,8 @@ from .allocation import (
     prepare_terms,
 )
 
-__all__ = ["BASELINE_RULES", "round_to_budget", "baseline_allocation", "compare_allocations"]
+__all__ = ["BASELINE_RULES", "round_to_budget", "baseline_allocation", "baseline_group_sizes",
+           "compare_allocations"]
 
 #: The reward-only rules, in the order reports list them.
 BASELINE_RULES = ("uniform", "neyman", "vip", "sgpo")
@@ -134,13 +135,22 @@ def baseline_allocation(moments, rule: str, estimator: str, budget) -> Allocatio
     if rule not in BASELINE_RULES:
         raise ValueError(f"`rule` must be one of {BASELINE_RULES}, got {rule!r}")
     m, low, _, budget = prepare_terms(moments, estimator, budget, None)
-    if rule == "vip":
-        sizes = _vip(m, low, budget)
-        method = "greedy on p(1-p)/G"
-    else:
-        sizes = round_to_budget(_weights(m, rule, budget), budget, low)
-        method = "largest remainder"
+    sizes, method = baseline_group_sizes(m, rule, budget, low)
     return Allocation(rule, estimator, sizes, allocation_mse(m, estimator, sizes), method)
+
+
+def baseline_group_sizes(moments, rule: str, budget: int, min_group: int):
+    """``(sizes, method)``: one reward-only rule's integer group sizes ``(P,)`` and its rounding.
+
+    Reads only ``prompt_prob``, ``value``, ``reward_var`` and ``n_prompts`` of ``moments``, so
+    any object with those fields will do (rewards alone fix these rules' sizes; scoring them
+    needs the full moments, :func:`baseline_allocation`). ``budget >= P * min_group``.
+    """
+    if rule not in BASELINE_RULES:
+        raise ValueError(f"`rule` must be one of {BASELINE_RULES}, got {rule!r}")
+    if rule == "vip":
+        return _vip(moments, min_group, budget), "greedy on p(1-p)/G"
+    return round_to_budget(_weights(moments, rule, budget), budget, min_group), "largest remainder"
 
 
 def compare_allocations(moments, estimator: str, budget, rules=BASELINE_RULES,
