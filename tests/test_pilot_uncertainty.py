@@ -149,3 +149,31 @@ def test_bad_input():
         pilot_intervals(weighted)
     with pytest.raises(TypeError, match="`rollouts`"):
         pilot_intervals("pilot.npz")
+
+
+def test_report_curves_take_the_projection_units_as_degrees_of_freedom():
+    """A factored sketch's projection part is resampled by blocks, so the report's MSE-curve
+    intervals use m - 1 degrees of freedom for it, as the constants' intervals do: they equal
+    Student intervals rebuilt from the same jackknife with m units, and differ from those
+    rebuilt with the k column count (the negative control)."""
+    import dataclasses
+
+    from ustat_rl.pilot.bandit import bandit_pilot
+    from ustat_rl.pilot.estimate import pilot_statistics
+    from ustat_rl.pilot.report import gstar_report
+    from ustat_rl.pilot.uncertainty import jackknife, student_interval
+    from ustat_rl.policies.examples import interior_optimum_bandit
+    from ustat_rl.theory import minibatch_mse
+
+    pilot = dataclasses.replace(bandit_pilot(interior_optimum_bandit(), 32, 8, rng=3,
+                                             sketch_dim=16), sketch_blocks=4)
+    report = gstar_report(pilot, 64)
+    stats = pilot_statistics(pilot)
+    sizes = report.group_sizes
+    est, p_se, s_se = jackknife(stats, lambda m: np.array(
+        [minibatch_mse(m, "grpo", G, 64 // G) for G in sizes]))
+    for units, equal in ((4, True), (16, False)):
+        rebuilt = [student_interval(e, p, q, 0.9, stats.n_prompts, units)
+                   for e, p, q in zip(est, p_se, s_se)]
+        same = np.allclose([r.high for r in rebuilt], report.mse["grpo"]["high"], rtol=1e-12)
+        assert same == equal, units

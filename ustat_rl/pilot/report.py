@@ -23,6 +23,7 @@ from ..theory.advantage import all_equal_probability, binary_projection
 from ..theory.scaling import check_budget
 from .advice import Advice, advise
 from .estimate import estimate_moments, pilot_statistics
+from .replicates import block_labels
 from .report_text import format_report
 from .rollouts import Rollouts
 from .uncertainty import (
@@ -224,7 +225,9 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
     intervals: PilotIntervals | None = pilot_intervals(stats, level) if iid else None
     if iid:
         est, p_se, s_se = jackknife(stats, curves)
-        k = stats.n_columns if stats.sketched else None
+        # degrees of freedom of the projection part: its resampled units (blocks of a factored
+        # sketch, else columns), as in pilot_intervals
+        k = block_labels(stats).shape[1] if stats.sketched else None
         parts = [student_interval(e, p, s, level, stats.n_prompts, k) for e, p, s in zip(est, p_se, s_se)]
         low, high = np.array([p.low for p in parts]), np.array([p.high for p in parts])
     else:
