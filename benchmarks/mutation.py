@@ -93,6 +93,8 @@ TARGETS = (
            ("tests/test_pilot_uncertainty.py",)),
     Target("pilot.sketch", "ustat_rl/pilot/sketch.py",
            ("tests/test_pilot_sketch.py",)),
+    Target("pilot.factored", "ustat_rl/pilot/factored.py",
+           ("tests/test_pilot_sketch.py",)),
 )
 
 # mutmut 2.x writes one of these into its cache for every mutant it has run.
