@@ -80,7 +80,7 @@ TARGETS = (
     Target("aggregation", "ustat_rl/aggregation.py",
            ("tests/test_aggregation.py", "tests/test_aggregation_validation.py")),
     Target("theory.advantage", "ustat_rl/theory/advantage.py",
-           ("tests/test_advantage_theory.py",)),
+           ("tests/test_advantage_theory_validation.py", "tests/test_advantage_theory.py")),
     Target("advantages.conventions", "ustat_rl/advantages/conventions.py",
            ("tests/test_conventions.py", "tests/test_conformance.py")),
     Target("advantages.conformance", "ustat_rl/advantages/conformance.py",
