@@ -210,3 +210,13 @@ def test_every_framework_row_names_a_full_commit_and_its_date():
         assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", spec.commit_date), spec.name
         assert f"{spec.commit[:8]} ({spec.commit_date})" in text, spec.name
         assert spec.repository in text and spec.path.split(", ")[0].split("/")[-1] in text
+
+
+def test_convention_spec_is_the_registry_rule_type():
+    """``ConventionSpec`` is public (``__all__``): the type of every convention, so callers can
+    check what ``get_convention`` returns."""
+    from ustat_rl.advantages.conventions import CONVENTIONS, ConventionSpec
+    from ustat_rl.advantages.rule import AdvantageRule
+
+    assert ConventionSpec is AdvantageRule
+    assert all(isinstance(spec, ConventionSpec) for spec in CONVENTIONS.values())
