@@ -90,7 +90,7 @@ TARGETS = (
     Target("montecarlo.torch_backend", "ustat_rl/montecarlo/torch_backend.py",
            ("tests/test_montecarlo_torch.py",)),
     Target("pilot.estimate", "ustat_rl/pilot/estimate.py",
-           ("tests/test_pilot_estimate.py",)),
+           ("tests/test_pilot_estimate_validation.py", "tests/test_pilot_estimate.py")),
     Target("pilot.uncertainty", "ustat_rl/pilot/uncertainty.py",
            ("tests/test_pilot_uncertainty.py",)),
     Target("pilot.sketch", "ustat_rl/pilot/sketch.py",
