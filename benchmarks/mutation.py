@@ -92,7 +92,7 @@ TARGETS = (
     Target("pilot.estimate", "ustat_rl/pilot/estimate.py",
            ("tests/test_pilot_estimate_validation.py", "tests/test_pilot_estimate.py")),
     Target("pilot.uncertainty", "ustat_rl/pilot/uncertainty.py",
-           ("tests/test_pilot_uncertainty.py",)),
+           ("tests/test_pilot_uncertainty_validation.py", "tests/test_pilot_uncertainty.py")),
     Target("pilot.sketch", "ustat_rl/pilot/sketch.py",
            ("tests/test_pilot_sketch.py",)),
     Target("pilot.factored", "ustat_rl/pilot/factored.py",

@@ -220,3 +220,14 @@ def test_convention_spec_is_the_registry_rule_type():
 
     assert ConventionSpec is AdvantageRule
     assert all(isinstance(spec, ConventionSpec) for spec in CONVENTIONS.values())
+
+
+def test_every_source_file_a_convention_cites_is_in_the_conventions_page():
+    """The provenance paths (the files each rule was read from) match docs/conventions.md."""
+    from ustat_rl.advantages.conventions import CONVENTIONS
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "conventions.md").read_text()
+    cited = {p.strip() for spec in CONVENTIONS.values() if spec.path
+             for p in spec.path.split(",")}
+    assert cited and all(p.endswith(".py") for p in cited), cited
+    assert {p for p in cited if p not in page} == set()
