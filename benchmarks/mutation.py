@@ -96,7 +96,7 @@ TARGETS = (
     Target("pilot.sketch", "ustat_rl/pilot/sketch.py",
            ("tests/test_pilot_sketch.py",)),
     Target("pilot.factored", "ustat_rl/pilot/factored.py",
-           ("tests/test_pilot_sketch.py",)),
+           ("tests/test_pilot_factored_validation.py", "tests/test_pilot_sketch.py")),
 )
 
 # mutmut 2.x writes one of these into its cache for every mutant it has run.
