@@ -2,7 +2,7 @@
 
 A convention given as a function ``a(z, m, G)``: its table at ``G = 1``, its unused entries set
 to 0 even where the function is undefined, and its shape checked on each reward separately;
-the size limit for rules whose spread is a group statistic; the binary-reward tolerance on
+the size limit for rules whose spread is a group statistic and the messages for named rules; the binary-reward tolerance on
 both sides of ``BINARY_RTOL``; frozen results.
 """
 
@@ -73,9 +73,24 @@ def test_group_statistic_rules_are_limited_to_tables_that_fit():
     rule = _statistic_rule()
     small = advantage_table(rule, 4)  # ranges 1 except the all-equal groups
     assert small.success.shape == (5,) and np.all(np.isfinite(small.success))
-    # (G + 1) G = 4473 * 4472 = 20,003,256 > 20,000,000: refused before any array is built
-    with pytest.raises(ValueError, match=r"^`group_size` 4472 needs a \(4473, 4472\) array"):
+    # (G + 1) G = 4473 * 4472 = 20,003,256 > 20,000,000: refused before any array is built, with
+    # the way out (the rule's own check says the same without it)
+    with pytest.raises(ValueError, match=r"^`group_size` 4472 needs a \(4473, 4472\) array of "
+                                         r"representative groups; pass the rule as a function "
+                                         r"a\(z, m, G\) for groups this large$"):
         advantage_table(rule, 4472)
+
+
+def test_named_conventions_errors_name_the_parameter_and_the_rule():
+    with pytest.raises(ValueError, match=r"^`convention` must be one of"):
+        advantage_table("no-such-rule", 3)
+    with pytest.raises(ValueError, match=r"^convention 'trl_batch' uses batch statistics, so "
+                                         r"groups are not independent and the per-group formula "
+                                         r"does not apply; use Monte Carlo$"):
+        advantage_table("trl_batch", 4)
+    with pytest.raises(ValueError, match=r"^`group_size` must be an integer >= 2 for convention "
+                                         r"'grpo', got 1$"):
+        advantage_table("grpo", 1)
 
 
 def _moments_with_value_offset(offset):
