@@ -43,3 +43,9 @@ def test_column_group_defaults_to_none():
     bare = PilotStatistics(**fields)
     assert bare.column_group is None
     assert set(bare.columns) == set(SCORE_MOMENTS)
+
+
+@pytest.mark.parametrize("score", [np.zeros((4, 2)), np.zeros(3), np.zeros((3, 2, 1))])
+def test_group_moments_needs_one_score_row_per_reward(score):
+    with pytest.raises(ValueError, match=r"^`score` must have shape \(3, k\), got \("):
+        group_moments(np.zeros(3), score)
