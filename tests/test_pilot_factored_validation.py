@@ -9,6 +9,7 @@ from ustat_rl.pilot.factored import block_factors
 
 
 @pytest.mark.parametrize("k, expected", [(1, (1, 1)), (2, (1, 2)), (7, (1, 7)), (8, (2, 4)),
+                                         (10, (2, 5)), (18, (3, 6)),
                                          (12, (3, 4)), (16, (4, 4)), (30, (5, 6))])
 def test_block_factors_split_into_the_most_square_divisor_pair(k, expected):
     k_out, k_in = block_factors(k)
