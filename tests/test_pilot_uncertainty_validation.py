@@ -38,3 +38,25 @@ def test_bounded_follows_the_upper_end_and_the_result_is_frozen():
     assert finite.bounded is True
     with pytest.raises(dataclasses.FrozenInstanceError):
         out.level = 0.5
+
+
+def test_ratio_standard_error_is_the_jackknife_of_recomputed_ratios():
+    """The ratio's (reference) standard error comes from the replicates c1/c3' of the pilot
+    without each prompt, each recomputed here from scratch."""
+    import numpy as np
+
+    from ustat_rl.pilot.estimate import estimate_constants
+    from ustat_rl.pilot.rollouts import Rollouts
+
+    pilot = bandit_pilot(interior_optimum_bandit(), 12, 8, child_rng(3, 2))
+    out = pilot_intervals(pilot)
+    ids, index = pilot.groups()
+    reps = []
+    for a in range(ids.size):
+        keep = index != a
+        c = estimate_constants(Rollouts(prompt_id=pilot.prompt_id[keep],
+                                        reward=pilot.reward[keep], score=pilot.score[keep]))
+        reps.append(c.c1 / c.c3)
+    reps = np.array(reps)
+    var = (reps.size - 1) / reps.size * np.sum((reps - reps.mean()) ** 2)
+    assert out.ratio.prompt_std_error == pytest.approx(math.sqrt(var), rel=1e-8)
