@@ -7,6 +7,7 @@ both sides of ``BINARY_RTOL``; frozen results.
 """
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -18,6 +19,8 @@ from ustat_rl.theory.advantage import (
     BINARY_RTOL,
     advantage_moments,
     advantage_table,
+    all_equal_probability,
+    arcsin_weight,
     binary_projection,
 )
 
@@ -120,3 +123,60 @@ def test_results_are_frozen():
     moments = advantage_moments(small_bandit().moments(), "grpo", 3)
     with pytest.raises(dataclasses.FrozenInstanceError):
         moments.mse_grad = None
+
+
+def _binary(value=None, score_sq=None, offset=0.0):
+    """The small bandit's moments with ``value`` and ``score_sq`` replaced, ``Var Z = V(1 - V)``
+    (0 outside [0, 1], where a variance cannot follow it), and ``E||WZ||^2`` moved by ``offset``
+    from ``E[||W||^2 Z]``."""
+    m = small_bandit().moments()
+    V = m.value if value is None else np.full(m.value.shape, value, dtype=float)
+    s = m.score_sq if score_sq is None else np.full(m.value.shape, score_sq, dtype=float)
+    return dataclasses.replace(m, value=V, reward_var=np.maximum(V * (1 - V), 0.0), score_sq=s,
+                               score_sq_reward_sq=m.score_sq_reward + offset)
+
+
+def test_binary_band_of_values_on_both_ends():
+    for V in (0.0, 1.0):
+        assert np.all(np.isfinite(advantage_moments(_binary(V), "grpo", 3).mse_grad))
+    for V in (0.0, 1.0):  # just outside, V(1 - V) < 0 is no variance (PromptMoments refuses it)
+        assert np.all(binary_projection(_binary(V)).value == V)
+    for V in (-3 * BINARY_RTOL, 1.5):
+        with pytest.raises(ValueError, match=r"^`moments` must describe binary rewards"):
+            advantage_moments(_binary(V), "grpo", 3)
+        with pytest.raises(ValueError, match=r"^`moments` has values V\(x\) outside \[0, 1\]"):
+            binary_projection(_binary(V))
+
+
+def test_score_identity_tolerance_scales_with_the_largest_score_norm():
+    m = small_bandit().moments()
+    # score norms below 1: the absolute slack is BINARY_RTOL itself
+    gap = 1.5 * BINARY_RTOL + BINARY_RTOL * np.abs(m.score_sq_reward)
+    with pytest.raises(ValueError, match=re.escape(
+            "`moments` must describe binary rewards Z in {0, 1} (Var Z = V(1-V) and "
+            "E||WZ||^2 = E[||W||^2 Z]); the exact advantage moments need them")):
+        advantage_moments(_binary(score_sq=0.5, offset=gap), "grpo", 3)
+    # norms of 100: the slack grows to 100 BINARY_RTOL
+    assert np.all(np.isfinite(advantage_moments(_binary(score_sq=100.0, offset=50 * BINARY_RTOL),
+                                                "grpo", 3).mse_grad))
+
+
+def test_binary_projection_imposes_the_binary_identities():
+    m = small_bandit().moments()
+    out = binary_projection(dataclasses.replace(m, reward_var=m.reward_var + 0.01,
+                                                score_sq_reward_sq=m.score_sq_reward_sq + 0.1))
+    np.testing.assert_array_equal(out.reward_var, m.value * (1.0 - m.value))
+    np.testing.assert_array_equal(out.score_sq_reward_sq, m.score_sq_reward)
+
+
+@pytest.mark.parametrize("func", [lambda x: advantage_moments(x, "grpo", 3), binary_projection])
+def test_moments_of_the_wrong_type_are_named(func):
+    with pytest.raises(TypeError, match=r"^`moments` must be a PromptMoments, got str$"):
+        func("moments")
+
+
+def test_arcsin_weight_and_all_equal_probability_at_their_edges():
+    np.testing.assert_array_equal(arcsin_weight([0.0, 1.0, 0.5]), [0.0, 0.0, 2.0])
+    np.testing.assert_allclose(all_equal_probability([0.3, 0.0], 1), [1.0, 1.0])
+    with pytest.raises(ValueError, match=r"^`group_size` must be"):
+        all_equal_probability(0.5, 0)
