@@ -13,6 +13,7 @@ from ustat_rl.claims.checks_ustatistic import exact_vs_enumeration, rate_checks,
 from ustat_rl.claims.registry import check_close
 from ustat_rl.interface.cli import main
 from ustat_rl.policies.examples import arithmetic_bandit, interior_optimum_bandit, small_bandit
+from ustat_rl.tolerances import Z_STRICT, strict_reps
 
 CTX = VerifyContext(seed=123, quick=True)
 BANDIT_CLAIMS = ["C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "C10", "C11", "C17",
@@ -60,12 +61,12 @@ def test_negative_control_perturbed_mse_formula():
 def test_negative_control_prompt_variance_from_wrong_estimator():
     bandit = arithmetic_bandit(2.8)
     c1 = bandit.scaling_constants().c1
-    est = mc_errors(CTX, "C6", bandit, (4,), 20_000, batch_size=2)
+    est = mc_errors(CTX, "C6", bandit, (4,), strict_reps(20_000), batch_size=2)  # as C6 does
     m, se = est.get(("grpo", 4))
     within = bandit.prompt_prob @ bandit.exact_mse_per_prompt("grpo", 4)
-    assert check_close("right", c1, 2 * m - within, 2 * se).passed
+    assert check_close("right", c1, 2 * m - within, 2 * se, z=Z_STRICT).passed
     wrong = bandit.prompt_prob @ bandit.exact_mse_per_prompt("vanilla", 4)
-    assert not check_close("wrong", c1, 2 * m - wrong, 2 * se).passed
+    assert not check_close("wrong", c1, 2 * m - wrong, 2 * se, z=Z_STRICT).passed
 
 
 def test_negative_control_wrong_optimal_group_size():

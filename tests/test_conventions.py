@@ -210,3 +210,24 @@ def test_every_framework_row_names_a_full_commit_and_its_date():
         assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", spec.commit_date), spec.name
         assert f"{spec.commit[:8]} ({spec.commit_date})" in text, spec.name
         assert spec.repository in text and spec.path.split(", ")[0].split("/")[-1] in text
+
+
+def test_convention_spec_is_the_registry_rule_type():
+    """``ConventionSpec`` is public (``__all__``): the type of every convention, so callers can
+    check what ``get_convention`` returns."""
+    from ustat_rl.advantages.conventions import CONVENTIONS, ConventionSpec
+    from ustat_rl.advantages.rule import AdvantageRule
+
+    assert ConventionSpec is AdvantageRule
+    assert all(isinstance(spec, ConventionSpec) for spec in CONVENTIONS.values())
+
+
+def test_every_source_file_a_convention_cites_is_in_the_conventions_page():
+    """The provenance paths (the files each rule was read from) match docs/conventions.md."""
+    from ustat_rl.advantages.conventions import CONVENTIONS
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "conventions.md").read_text()
+    cited = {p.strip() for spec in CONVENTIONS.values() if spec.path
+             for p in spec.path.split(",")}
+    assert cited and all(p.endswith(".py") for p in cited), cited
+    assert {p for p in cited if p not in page} == set()

@@ -11,6 +11,7 @@ from ..montecarlo import bandit_squared_errors, bandit_statistics, run_monte_car
 from ..policies.examples import arithmetic_bandit, small_bandit
 from ..policies.softmax import SoftmaxBandit
 from ..rates import fit_mse_rate, loglog_slope
+from ..tolerances import Z_STRICT, strict_reps
 from ..ustatistics import hoeffding_parts, ustat_variance
 from ._clt import NORMALITY_ALPHA, normality_pvalues
 from ._common import (
@@ -231,7 +232,7 @@ def rate_checks(ctx, claim_id: str, bandit: SoftmaxBandit, prompt: int, n_reps: 
         exact = exact_curve(bandit, name, RATE_SIZES, True, prompt)
         for g, value in zip(RATE_SIZES, exact):
             m, se = est.get((name, int(g)))
-            checks.append(check_close(f"MC MSE_{name} == exact, G={g}", value, m, se))
+            checks.append(check_close(f"MC MSE_{name} == exact, G={g}", value, m, se, z=Z_STRICT))
     return checks
 
 
@@ -239,7 +240,8 @@ def rate_checks(ctx, claim_id: str, bandit: SoftmaxBandit, prompt: int, n_reps: 
           "/(G(G-1)); G x MSE_oracle is constant (rate 1/G) and MSE_GRPO - MSE_oracle decays "
           "like 1/G^2.", "Theorem 2", "enumeration, Monte Carlo over G = 2..256, GLS slopes")
 def check_c5(ctx):
-    checks = rate_checks(ctx, "C5", arithmetic_bandit(2.8), 5, ctx.reps(30_000, 300_000))
+    checks = rate_checks(ctx, "C5", arithmetic_bandit(2.8), 5,
+                         ctx.reps(strict_reps(30_000), strict_reps(300_000)))
     checks += exact_vs_enumeration(small_bandit(), small_bandit().exact_mse_per_prompt)
     return checks + symbolic_checks("C5")
 
@@ -260,7 +262,7 @@ def check_c6(ctx):
     checks.append(check_exact("exact GRPO minibatch MSE == (c1 + c2/G + c3/(G(G-1)))/B, G=8, B=4",
                               (c.c1 + c.c2 / 8 + c.c3 / 56) / 4, bandit.exact_mse("grpo", 8, 4)))
     batches = np.array([1, 2, 4, 8])
-    n_reps = ctx.reps(20_000, 200_000)
+    n_reps = ctx.reps(strict_reps(20_000), strict_reps(200_000))  # 24 comparisons at Z_STRICT
     per_b = []
     for i, b in enumerate(batches):
         est = mc_errors(ctx, "C6", bandit, (4, 16), n_reps, batch_size=int(b), stream=i)
@@ -270,7 +272,7 @@ def check_c6(ctx):
                 m, se = est.get((name, g))
                 within = bandit.prompt_averaged_mse(name, g)
                 checks.append(check_close(f"B x MSE - E_X MSE(X) == c1, {name}, G={g}, B={b}",
-                                          c.c1, b * m - within, b * se))
+                                          c.c1, b * m - within, b * se, z=Z_STRICT))
     means = np.array([e.get(("grpo", 16))[0] for e in per_b])
     ses = np.array([e.get(("grpo", 16))[1] for e in per_b])
     fit = loglog_slope(batches, means, std_error=ses, level=SLOPE_LEVEL)
@@ -292,18 +294,20 @@ def _torch_backend_checks(ctx, bandit: SoftmaxBandit) -> list:
     """The torch Monte Carlo backend (on CPU) against the exact minibatch MSE, every estimator.
 
     The same law as the numba kernel drawn by other code, so a bug in either backend turns this
-    claim; ``Z_CHECK`` standard errors, false-failure rate 6.3e-5 per comparison.
+    claim; ``Z_STRICT`` standard errors at ``strict_reps`` replicates, false-failure rate 6.8e-6
+    per comparison (ustat_rl.tolerances: eight at ``Z_CHECK`` would exceed a claim's budget).
     """
     names = ("vanilla", "grpo", "oracle", "fullmean")
     stat, labels = bandit_squared_errors(bandit, names, (4, 16), batch_size=2, backend="torch",
                                          device="cpu")
-    est = run_monte_carlo(stat, ctx.reps(20_000, 200_000), ctx.seed_for("C6.torch"),
+    est = run_monte_carlo(stat, ctx.reps(strict_reps(20_000), strict_reps(200_000)),
+                          ctx.seed_for("C6.torch"),
                           labels=labels, n_jobs=ctx.n_jobs)
     checks = []
     for name, g in labels:
         m, se = est.get((name, g))
         checks.append(check_close(f"torch backend MC MSE == exact, {name}, G={g}, B=2",
-                                  bandit.exact_mse(name, g, 2), m, se))
+                                  bandit.exact_mse(name, g, 2), m, se, z=Z_STRICT))
     return checks
 
 

@@ -37,9 +37,11 @@ __all__ = [
 ]
 
 #: ``Z_CHECK`` (4 standard errors, two-sided false-failure rate 6.3e-5 per comparison) and
-#: ``EXACT_RTOL`` live in :mod:`ustat_rl.tolerances`. Summed over every required comparison of
-#: ``ustat-rl verify --quick`` the stated rates give a union bound of about 1.4% per run;
-#: ``benchmarks/calibration.py`` measures the rates over many seeds (docs/calibration.md).
+#: ``EXACT_RTOL`` live in :mod:`ustat_rl.tolerances`, with the run's false-failure budget (1e-2)
+#: and the share of it one claim may spend; claims above it compare at ``Z_STRICT``. Summed over
+#: every required comparison of ``ustat-rl verify --quick`` the stated rates give a union bound
+#: of about 0.55% per run; ``benchmarks/calibration.py`` measures the rates over many seeds
+#: (docs/calibration.md).
 
 EVIDENCE_KINDS = ("symbolic", "exact-numeric", "monte-carlo")
 
