@@ -49,7 +49,6 @@ _VERL_V, _VERL_W = (_at(_VERL, f"verl/trainer/ppo/core_algos.py, verl/utils/{f}.
                     for f in ("groupwise", "torch_functional"))
 _ORL = _at(_ORLHF, "openrlhf/trainer/ppo_utils/experience_maker.py")
 _NEMO_A = _at(_NEMO, "nemo_rl/algorithms/advantage_estimator.py, nemo_rl/algorithms/utils.py")
-_HERE = ("", "ustat_rl/estimators.py; docs/theory.md section 2", "", "")
 _LOO, _F32 = "z - (sum_g z - z)/(n_g - 1)", "float32"
 _STD = dict(scale="group", epsilon_placement="added to std", bessel=True)
 _STD_MEAN, _WHITENED = "std-normalised, full-mean numerator", "full mean, then batch-whitened"
