@@ -180,3 +180,28 @@ def test_arcsin_weight_and_all_equal_probability_at_their_edges():
     np.testing.assert_allclose(all_equal_probability([0.3, 0.0], 1), [1.0, 1.0])
     with pytest.raises(ValueError, match=r"^`group_size` must be"):
         all_equal_probability(0.5, 0)
+
+
+def _always_succeeds(offset):
+    """small_bandit with prompt 0 made certain to succeed (V = 1 + offset, no variance, no
+    gradient), a value the binary check accepts for offsets below BINARY_RTOL."""
+    m = small_bandit().moments()
+    V, rv = m.value.copy(), m.reward_var.copy()
+    V[0], rv[0] = 1.0 + offset, 0.0
+    s, s2, c = m.score_sq_reward.copy(), m.score_sq_reward_sq.copy(), m.score_sq_centred.copy()
+    s[0] = s2[0] = m.score_sq[0]
+    c[0] = 0.0
+    gram, sq = m.grad_gram.copy(), m.grad_sq.copy()
+    gram[0, :] = gram[:, 0] = sq[0] = 0.0
+    return dataclasses.replace(m, value=V, reward_var=rv, score_sq_reward=s,
+                               score_sq_reward_sq=s2, score_sq_centred=c, grad_gram=gram,
+                               grad_sq=sq)
+
+
+def test_a_value_a_rounding_above_one_gives_the_moments_at_one():
+    """V is clipped to [0, 1] before the binomial weights: a V that rounding put just above 1
+    (accepted by the binary check) must give the moments at V = 1, not NaN."""
+    exact = advantage_moments(_always_succeeds(0.0), "grpo", 3)
+    above = advantage_moments(_always_succeeds(0.5 * BINARY_RTOL), "grpo", 3)
+    for name in ("mean_factor", "second_moment", "mse_grad"):
+        np.testing.assert_array_equal(getattr(above, name), getattr(exact, name))

@@ -60,3 +60,19 @@ def test_ratio_standard_error_is_the_jackknife_of_recomputed_ratios():
     reps = np.array(reps)
     var = (reps.size - 1) / reps.size * np.sum((reps - reps.mean()) ** 2)
     assert out.ratio.prompt_std_error == pytest.approx(math.sqrt(var), rel=1e-8)
+
+
+@pytest.mark.parametrize("units, sketch_df", [(2, 1.0), (5, 4.0), (1, None), (None, None)])
+def test_student_quantile_welch_satterthwaite(units, sketch_df):
+    """Degrees of freedom (v_p + v_s)^2 / (v_p^2/(P - 1) + v_s^2/(k - 1)), the projection term
+    present only for k >= 2 units (two units is the smallest jackknife), checked at k = 2."""
+    from scipy import stats as sps
+
+    from ustat_rl.pilot.uncertainty import student_quantile
+
+    vp, vs, P = 1.0, 0.5, 10
+    terms = vp**2 / (P - 1) + (0.0 if sketch_df is None else vs**2 / sketch_df)
+    want = sps.t.ppf(0.95, (vp + vs) ** 2 / terms)
+    assert student_quantile(0.9, vp, vs, P, units) == pytest.approx(want, rel=1e-12)
+    # no variance at all: the normal quantile, not a NaN
+    assert student_quantile(0.9, 0.0, 0.0, P, units) == pytest.approx(sps.norm.ppf(0.95))

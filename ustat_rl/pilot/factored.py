@@ -56,23 +56,20 @@ def _conv1d_type():
     return getattr(module, "Conv1D", None)
 
 
-def _roles(model) -> dict:
-    """``{id(parameter): role}`` for the parameters of covered modules; role is ``"matrix"`` or
-    ``"vector"``, with the modules in ``model.modules()`` order."""
+def _covered(model) -> set:
+    """``id`` of every parameter of a covered module: the weight and bias of ``nn.Linear`` and
+    GPT-2's ``Conv1D``, the weight of an ``nn.Embedding`` without ``max_norm``, and the weight and
+    bias of a one-dimensional ``nn.LayerNorm``."""
     conv1d = _conv1d_type()
-    roles = {}
+    covered = set()
     for module in model.modules():
         if isinstance(module, nn.Linear) or (conv1d is not None and isinstance(module, conv1d)):
-            roles[id(module.weight)] = "matrix"
-            if module.bias is not None:
-                roles[id(module.bias)] = "vector"
+            covered.update(id(p) for p in (module.weight, module.bias) if p is not None)
         elif isinstance(module, nn.Embedding) and module.max_norm is None:
-            roles[id(module.weight)] = "matrix"
+            covered.add(id(module.weight))
         elif isinstance(module, nn.LayerNorm) and len(module.normalized_shape) == 1:
-            for p in (module.weight, module.bias):
-                if p is not None:
-                    roles[id(p)] = "vector"
-    return roles
+            covered.update(id(p) for p in (module.weight, module.bias) if p is not None)
+    return covered
 
 
 def uncovered_parameters(model) -> list[str]:
@@ -81,8 +78,8 @@ def uncovered_parameters(model) -> list[str]:
     A parameter is covered when it belongs to a covered module type and enters the forward pass
     only through that module (a tensor used functionally elsewhere is not detected).
     """
-    roles = _roles(model)
-    return [name for name, p in trainable_parameters(model).items() if id(p) not in roles]
+    covered = _covered(model)
+    return [name for name, p in trainable_parameters(model).items() if id(p) not in covered]
 
 
 def _draw(shape, seed: int, kind: str) -> torch.Tensor:
