@@ -26,8 +26,12 @@ REFERENCE = Path(__file__).parent / "data" / "verify_quick_seed0_before_contract
 #: argmins); the new rule has its own tests in test_limit_law.py. C28 is left out for the same
 #: reason: its normality test now compares with the Edgeworth-corrected finite-G law (the plain
 #: normal at G = 256 failed at 5.8e-3 against a stated 1e-4), tested in test_ustatistics.py.
+#: C17 is left out since the run's false-failure budget gave it 1.27x the Monte Carlo replicates
+#: at 4.5 standard errors (docs/calibration.md, "Rate allocation"), which changes the names of
+#: its sub-checks (they state the measured margin in standard errors); tested in
+#: test_rate_allocation.py.
 FAST_CLAIMS = ("C1", "C2", "C6", "C7", "C8", "C9", "C10", "C11", "C12", "C12.num", "C13",
-               "C13.num", "C14", "C16", "C16.num", "C17", "C17.train", "C21", "C21.num",
+               "C13.num", "C14", "C16", "C16.num", "C17.train", "C21", "C21.num",
                "C22", "C23", "C26", "C30")
 
 
@@ -67,3 +71,12 @@ def test_a_missing_claim_and_a_bad_file_are_reported(tmp_path):
     bad.write_text(json.dumps({"no": "results"}))
     with pytest.raises(ValueError, match="not a `ustat-rl verify --json` file"):
         load_run(bad)
+
+
+def test_rounding_noise_is_equal_and_a_small_real_change_is_not():
+    from ustat_rl.claims.compare import ROUNDING_FLOOR, _same
+
+    assert _same(3.469446951953614e-18, 6.938893903907228e-18, 1e-12)  # two runs' rounding
+    assert _same(0.0, ROUNDING_FLOOR, 1e-12)
+    assert not _same(1e-14, 2e-14, 1e-12)  # above the floor: compared relatively
+    assert not _same(1.0, 1.0 + 1e-9, 1e-12)

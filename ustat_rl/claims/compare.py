@@ -60,13 +60,22 @@ def _number(value) -> float:
     return float(value)  # "nan" strings from older files parse too
 
 
+#: Values at or below this magnitude compare equal: rounding noise of the O(1) quantities the
+#: claims compare (float64 resolves about 2.2e-16 of 1).
+ROUNDING_FLOOR = 1e-15
+
+
 def _same(a, b, rtol: float) -> bool:
     a, b = _number(a), _number(b)
     if math.isnan(a) or math.isnan(b):
         return math.isnan(a) and math.isnan(b)
     if math.isinf(a) or math.isinf(b):
         return a == b
-    return abs(a - b) <= rtol * max(abs(a), abs(b)) or abs(a - b) <= 1e-300
+    # both at rounding level (an exact comparison's discrepancy, say 3e-18 in one run and 7e-18
+    # in another): float64 noise of O(1) quantities, not a change of result
+    if max(abs(a), abs(b)) <= ROUNDING_FLOOR:
+        return True
+    return abs(a - b) <= rtol * max(abs(a), abs(b))
 
 
 def compare_runs(before: dict, after: dict, rtol: float = 1e-12, claims=None) -> RunComparison:
