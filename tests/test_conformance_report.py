@@ -31,3 +31,7 @@ def test_a_report_has_no_failure_by_default_and_both_records_are_frozen():
     failure = ConformanceFailure(np.zeros(1), np.zeros(1), np.zeros(1), None, -1, "x")
     with pytest.raises(dataclasses.FrozenInstanceError):
         failure.index = 0
+
+
+def test_summary_second_line_states_the_tolerance():
+    assert _report(True).summary().splitlines()[1] == "tolerance: 4 ulp"

@@ -57,3 +57,31 @@ def test_none_is_not_a_random_kind(kind):
 def test_score_shape_is_checked(shape):
     with pytest.raises(ValueError, match=r"^`score` must have shape \(n, d\) with d >= 1, got "):
         project_scores(np.ones(shape), 2, rng=0)
+
+
+def _log_prob(params, sample):
+    return (params["w"] * sample).sum()
+
+
+@pytest.mark.parametrize("log_prob, params, message", [
+    (None, {"w": torch.zeros(2)},
+     "`log_prob` must be callable as log_prob(params, sample) -> scalar"),
+    (_log_prob, {}, "`params` must be a non-empty dict of name -> torch.Tensor"),
+    (_log_prob, [torch.zeros(2)], "`params` must be a non-empty dict of name -> torch.Tensor"),
+    (_log_prob, {"w": np.zeros(2)}, "`params` entry 'w' must be a torch.Tensor, got ndarray")])
+def test_policy_arguments_are_named(log_prob, params, message):
+    from ustat_rl.pilot.sketch import full_scores, sketch_scores
+
+    samples = torch.ones(3, 2)
+    with pytest.raises(TypeError, match="^" + re.escape(message) + "$"):
+        full_scores(log_prob, params, samples)
+    with pytest.raises(TypeError, match="^" + re.escape(message) + "$"):
+        sketch_scores(log_prob, params, samples, 2, 0)
+
+
+def test_a_valid_policy_is_scored():
+    from ustat_rl.pilot.sketch import full_scores
+
+    samples = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    np.testing.assert_allclose(full_scores(_log_prob, {"w": torch.zeros(2)}, samples),
+                               samples.numpy())
