@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["GroupedRewards", "NEEDS_SCORES", "MIN_REWARD_GROUP"]
+__all__ = ["GroupedRewards", "NEEDS_SCORES", "MIN_REWARD_GROUP", "all_equal_by_group"]
 
 #: The smallest group with reward-only information: the Bessel variance and the all-equal event
 #: need two samples.
@@ -170,6 +170,21 @@ class GroupedRewards:
             raise ValueError("`score` is needed to build Rollouts: rewards alone cannot give "
                              + "; ".join(NEEDS_SCORES))
         return Rollouts(self.group_id, self.reward, score, **metadata)
+
+
+def all_equal_by_group(index, reward, n_groups: int) -> np.ndarray:
+    """Whether the rewards of each group are all equal ``(n_groups,)``: ``index`` ``(n,)`` gives
+    each row's group in ``0..n_groups-1`` (a group without rows counts as all equal).
+
+    The one test of "all-equal" for the frameworks layer: whole groups of a grouped-rewards
+    table, disjoint blocks of ``G`` rows within them, and a monitor's contiguous groups.
+    """
+    index, reward = np.asarray(index), np.asarray(reward, dtype=np.float64)
+    low = np.full(n_groups, np.inf)
+    high = np.full(n_groups, -np.inf)
+    np.minimum.at(low, index, reward)
+    np.maximum.at(high, index, reward)
+    return (low == high) | (low == np.inf)
 
 
 def _int_column(value, name: str, n: int) -> np.ndarray:

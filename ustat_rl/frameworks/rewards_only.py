@@ -37,7 +37,7 @@ from ..formatting import json_ready
 from ..pilot.estimate import reward_statistics
 from ..pilot.report import all_equal_fraction, check_report_budget
 from ..theory import admissible_group_sizes
-from .grouped import NEEDS_SCORES, GroupedRewards
+from .grouped import NEEDS_SCORES, GroupedRewards, all_equal_by_group
 
 __all__ = ["RewardsReport", "rewards_report", "format_rewards_report", "observed_all_equal",
            "matching_rules", "SUCCESS_BINS"]
@@ -151,12 +151,9 @@ def observed_all_equal(table: GroupedRewards, sizes) -> dict:
             continue
         key = index[keep] * (int(full.max()) + 1) + rank[keep] // G
         labels, block = np.unique(key, return_inverse=True)
-        low = np.full(labels.size, np.inf)
-        high = np.full(labels.size, -np.inf)
-        np.minimum.at(low, block, table.reward[keep])
-        np.maximum.at(high, block, table.reward[keep])
+        equal = all_equal_by_group(block, table.reward[keep], labels.size)
         group = labels // (int(full.max()) + 1)  # (blocks,)
-        per_group = np.bincount(group, low == high, counts.size)[full > 0] / full[full > 0]
+        per_group = np.bincount(group, equal, counts.size)[full > 0] / full[full > 0]
         frac.append(float(per_group.mean()))
         se.append(float(per_group.std(ddof=1) / math.sqrt(per_group.size))
                   if per_group.size > 1 else math.nan)
@@ -300,11 +297,7 @@ def rewards_report(table: GroupedRewards, budget, rule: str | None = None,
 def observed_all_equal_groups(table: GroupedRewards) -> np.ndarray:
     """Whether each whole group's rewards are all equal ``(P,)``, in the order of ``groups()``."""
     _, index = table.groups()
-    low = np.full(table.n_groups, np.inf)
-    high = np.full(table.n_groups, -np.inf)
-    np.minimum.at(low, index, table.reward)
-    np.maximum.at(high, index, table.reward)
-    return low == high
+    return all_equal_by_group(index, table.reward, table.n_groups)
 
 
 def _num(value, digits: int = 3) -> str:

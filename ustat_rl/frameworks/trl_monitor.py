@@ -52,7 +52,7 @@ from ..pilot.factored import factored_sketch_scores, uncovered_parameters
 from ..pilot.sequence import trainable_parameters
 from .gather import gather_rows, world
 from .trajectory import append_record
-from .window import Batch, batch_problem, skipped_record, window_record
+from .window import Batch, batch_problem, observed_all_equal, skipped_record, window_record
 
 __all__ = ["GroupSizeMonitor", "run_rule", "LOGGED"]
 
@@ -250,8 +250,6 @@ class GroupSizeMonitor(TrainerCallback):
                 self._batches.append(batch)
                 self._next_id += batch.n_groups
         if reason is not None:
-            from .window import observed_all_equal
-
             seen = observed_all_equal(reward, G) if budget and budget % G == 0 else math.nan
             record, rollouts = skipped_record(step, reason, *common, observed=seen), None
             warnings.warn(f"GroupSizeMonitor skipped the window at step {step}: {reason}",

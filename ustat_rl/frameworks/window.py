@@ -26,6 +26,7 @@ from .._validation import as_int
 from ..pilot.report import all_equal_fraction, gstar_report
 from ..pilot.rollouts import MIN_GROUP_SIZE, Rollouts
 from ..theory import ScalingConstants
+from .grouped import all_equal_by_group
 from .trajectory import TRAJECTORY_FIELDS, TRAJECTORY_VERSION, gstar_errors_of
 
 __all__ = ["Batch", "batch_problem", "window_rollouts", "window_record", "skipped_record",
@@ -95,8 +96,10 @@ def batch_problem(prompt_keys, reward, group_size: int) -> str | None:
 def observed_all_equal(reward, group_size: int) -> float:
     """Fraction of the batch's groups whose rewards are all equal (TRL's
     ``frac_reward_zero_std`` for one generation batch)."""
-    groups = np.asarray(reward, dtype=np.float64).reshape(-1, group_size)
-    return float(np.mean(np.all(groups == groups[:, :1], axis=1)))
+    reward = np.asarray(reward, dtype=np.float64)
+    n_groups = reward.size // group_size
+    return float(np.mean(all_equal_by_group(np.arange(reward.size) // group_size, reward,
+                                            n_groups)))
 
 
 def window_rollouts(batches, meta: dict) -> Rollouts:
