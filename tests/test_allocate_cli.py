@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from ustat_rl.interface.cli import main
+from ustat_rl.intervals import ratio_verdict
 from ustat_rl.pilot.allocation import MIN_SPLIT_GROUP, loglinear_pilot, pilot_allocation
 from ustat_rl.pilot.rollouts import Rollouts
 from ustat_rl.policies.examples import heterogeneous_score_bandit
@@ -41,7 +42,8 @@ def test_allocate_prints_writes_json_and_plot(pilot_file, tmp_path, capsys):
     assert data["predicted_mse"]["optimal"] <= min(data["predicted_mse"].values())
     for ratio in data["ratio_to_uniform"].values():
         assert ratio["low"] <= ratio["estimate"] <= ratio["high"]
-        assert ratio["within_noise"] == (ratio["high"] >= 1.0)
+        assert ratio["within_noise"] == (ratio["low"] <= 1.0 <= ratio["high"])
+        assert ratio["verdict"] == ratio_verdict(ratio["estimate"], ratio["low"], ratio["high"])
     assert out_png.stat().st_size > 1000
 
 

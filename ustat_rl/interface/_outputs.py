@@ -40,7 +40,7 @@ def write_report_outputs(payload: dict, make_figure: Callable, json_path: Path |
                          plot_path: Path | None) -> None:
     """Write ``payload`` as JSON to ``json_path`` and ``make_figure()`` to ``plot_path``."""
     if json_path is not None:
-        write_atomic(json_path, json.dumps(payload, indent=2).encode())
+        write_atomic(json_path, json.dumps(payload, indent=2, allow_nan=False).encode())
         print(f"wrote {json_path}")
     if plot_path is not None:
         buffer = io.BytesIO()

@@ -19,6 +19,10 @@ Student quantile of :func:`ustat_rl.pilot.uncertainty.student_quantile` with ``P
 freedom. (The pilot's jackknife, :func:`ustat_rl.pilot.jackknife`, covers statistics affine in
 the prompt averages; a ragged allocation's MSE is not one, so it does not apply.) The interval
 is for the sizes fitted on half the pilot, which can only be noisier than the plug-in sizes.
+A ratio of MSEs is positive, so the interval's lower end is clipped at 0; when either half-B sum
+is not positive (the unbiased per-prompt terms can be negative, and are noise then) the ratio is
+undefined (NaN). Its verdict is :func:`ustat_rl.intervals.ratio_verdict`'s: a gain is shown
+only by an interval below 1, and an interval above 1 says the rule is worse than uniform.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..intervals import ratio_verdict
 from ..theory.allocation import per_prompt_terms, rule_is_unbiased, rule_min_group_size
 from ..theory.allocation_rules import BASELINE_RULES, compare_allocations
 
@@ -40,7 +45,8 @@ MIN_SPLIT_GROUP = 6
 
 @dataclass(frozen=True)
 class RatioInterval:
-    """Cross-fitted ``MSE(rule)/MSE(uniform)``: estimate, standard error and interval."""
+    """Cross-fitted ``MSE(rule)/MSE(uniform)``: estimate, standard error and interval (all NaN
+    when the ratio is undefined, module docstring)."""
 
     estimate: float
     std_error: float
@@ -48,9 +54,15 @@ class RatioInterval:
     high: float
 
     @property
+    def verdict(self) -> str:
+        """``"gain shown"``, ``"worse than uniform"``, ``"within the noise"`` or ``"undefined"``
+        (:func:`ustat_rl.intervals.ratio_verdict`)."""
+        return ratio_verdict(self.estimate, self.low, self.high, "uniform")
+
+    @property
     def within_noise(self) -> bool:
-        """Whether the interval reaches 1 (no gain over uniform shown at this level)."""
-        return bool(self.high >= 1.0)
+        """Whether the interval holds 1 (neither a gain nor a loss shown at this level)."""
+        return self.verdict == "within the noise"
 
 
 @dataclass(frozen=True)
@@ -82,18 +94,21 @@ class PilotAllocation:
     note: str = ""
 
     def to_dict(self) -> dict:
-        """JSON-ready: sorted prompt ids, and each rule's group sizes in that order."""
-        return {
+        """JSON-ready: sorted prompt ids, and each rule's group sizes in that order (an
+        undefined ratio's numbers as ``null``, :func:`ustat_rl.formatting.json_ready`)."""
+        from ..formatting import json_ready
+
+        return json_ready({
             "estimator": self.estimator, "budget": self.budget, "level": self.level,
             "prompt_ids": [p.item() for p in self.prompt_ids],
             "group_sizes": {k: a.group_sizes.tolist() for k, a in self.allocations.items()},
             "predicted_mse": {k: a.mse for k, a in self.allocations.items()},
             "ratio_to_uniform": {k: {"estimate": r.estimate, "std_error": r.std_error,
                                      "low": r.low, "high": r.high,
-                                     "within_noise": r.within_noise}
+                                     "within_noise": r.within_noise, "verdict": r.verdict}
                                  for k, r in self.ratios.items()},
             "note": self.note,
-        }
+        })
 
 
 def split_rollouts(rollouts):
@@ -120,11 +135,13 @@ def _ratio(terms_rule, terms_uniform, level) -> RatioInterval:
     from .uncertainty import student_quantile
 
     P = terms_rule.size
+    if not (terms_rule.sum() > 0.0 and terms_uniform.sum() > 0.0):  # noise, or NaN: no ratio
+        return RatioInterval(math.nan, math.nan, math.nan, math.nan)
     ratio = float(terms_rule.sum() / terms_uniform.sum())
     resid = terms_rule - ratio * terms_uniform
     se = float(math.sqrt(np.sum(resid**2) / (P * (P - 1.0))) / terms_uniform.mean())
     t = student_quantile(level, se**2, 0.0, P, None)
-    return RatioInterval(ratio, se, ratio - t * se, ratio + t * se)
+    return RatioInterval(ratio, se, max(0.0, ratio - t * se), ratio + t * se)
 
 
 def pilot_terms(moments, estimator, sizes):
@@ -159,10 +176,13 @@ def pilot_allocation(rollouts, budget, estimator: str = "grpo", level: float = 0
     (48, ['neyman', 'optimal', 'sgpo', 'vip'])
     """
     from .estimate import estimate_moments, pilot_statistics
+    from .report import check_signal
 
     if not 0.0 < float(level) < 1.0:
         raise ValueError(f"`level` must lie strictly between 0 and 1, got {level}")
     stats = pilot_statistics(rollouts)
+    check_signal(rollouts, "there is nothing to allocate (every group size gives the same zero "
+                           "gradient)")
     allocations = compare_allocations(estimate_moments(stats), estimator, budget, rules)
     ratios, note = {}, ""
     if not rule_is_unbiased(estimator):
@@ -184,8 +204,26 @@ def pilot_allocation(rollouts, budget, estimator: str = "grpo", level: float = 0
                            ratios, note)
 
 
+#: The last line of the table, by the verdict on the optimal sizes' cross-fitted ratio.
+_ADVICE = {
+    "gain shown": "the pilot shows a gain: use the optimal sizes",
+    "within the noise": "the pilot does not show a gain over uniform at this level: keep "
+                        "uniform, or collect more samples per prompt",
+    "worse than uniform": "the optimal sizes fitted on half the pilot are worse than uniform on "
+                          "the other half: keep uniform (the pilot's moments are too noisy to "
+                          "allocate by), or collect more samples per prompt",
+    "undefined": "the pilot cannot compare the optimal sizes with uniform (a cross-fitted MSE "
+                 "estimate is not positive): keep uniform, or collect more samples per prompt",
+}
+
+
 def format_pilot_allocation(report: PilotAllocation, max_rows: int = 40) -> str:
-    """Plain-text table: sizes per prompt for every rule, then predicted MSEs and ratios."""
+    """Plain-text table: sizes per prompt for every rule, then predicted MSEs and ratios.
+
+    A plug-in MSE that is not positive (an unbiased estimate below what the pilot resolves) is
+    shown as ``<= 0`` with no ratio to uniform; a cross-fitted ratio carries the verdict of
+    :func:`ustat_rl.intervals.ratio_verdict`, and an undefined one no numbers.
+    """
     names = list(report.allocations)
     lines = [f"allocation of N = {report.budget} rollouts over {report.prompt_ids.size} prompts, "
              f"estimator {report.estimator!r}",
@@ -202,20 +240,24 @@ def format_pilot_allocation(report: PilotAllocation, max_rows: int = 40) -> str:
               "cross-fitted: sizes from half the pilot, scored on the other half)"]
     for name in names:
         mse = report.allocations[name].mse
+        shown = f"{mse:.4g}" if mse > 0.0 else "<= 0"
+        versus = f"{mse / uniform:.3f}" if mse > 0.0 and uniform > 0.0 else "-"
         r = report.ratios.get(name)
         if r is None:
             extra = "-" if name == "uniform" else "not available"
+        elif r.verdict == "undefined":
+            extra = "undefined: a cross-fitted MSE estimate is not positive"
         else:
-            flag = "gain within the noise" if r.within_noise else "gain shown"
-            extra = f"{r.estimate:.3f} [{r.low:.3f}, {r.high:.3f}]  {flag}"
-        lines.append(f"{name:<10}{mse:>14.4g}{mse / uniform:>10.3f}   {extra}")
+            extra = f"{r.estimate:.3f} [{r.low:.3f}, {r.high:.3f}]  {r.verdict}"
+        lines.append(f"{name:<10}{shown:>14}{versus:>10}   {extra}")
+    if any(a.mse <= 0.0 for a in report.allocations.values()):
+        lines.append("<= 0: the unbiased estimate of that MSE is not positive (the MSE is below "
+                     "what the pilot resolves); '/uniform' is shown only where both are positive")
     if report.note:
         lines.append(report.note)
     best = report.ratios.get("optimal")
     if best is not None:
-        lines.append("the pilot shows a gain: use the optimal sizes" if not best.within_noise else
-                     "the pilot does not show a gain over uniform at this level: keep uniform, "
-                     "or collect more samples per prompt")
+        lines.append(_ADVICE[best.verdict])
     return "\n".join(lines)
 
 

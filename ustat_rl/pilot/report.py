@@ -35,7 +35,7 @@ from .uncertainty import (
 )
 
 __all__ = ["GStarReport", "gstar_report", "format_report", "REPORT_ESTIMATORS", "all_equal_fraction",
-           "check_report_budget", "check_degenerate"]
+           "check_report_budget", "check_degenerate", "check_signal"]
 
 #: Estimators whose predicted MSE the report lists (Algorithm 1; docs/theory.md C5, C6).
 REPORT_ESTIMATORS = ESTIMATORS
@@ -288,20 +288,32 @@ def check_report_budget(budget, name: str = "budget") -> int:
     return budget
 
 
-def check_degenerate(rollouts: Rollouts) -> None:
-    """Raise one ``ValueError`` naming what a pilot lacks for ``G*`` (C32), before any work.
+def check_signal(rollouts: Rollouts, consequence: str) -> None:
+    """Raise one ``ValueError`` when a pilot carries no gradient signal, saying ``consequence``.
 
-    Equal rewards everywhere or all-zero scores leave no gradient signal (``c1 = c3' = 0``), and
-    i.i.d. prompts need at least 3 for the jackknife over prompts.
+    With all rewards equal every advantage is 0, and with all scores 0 every score is: either
+    way every group's gradient estimate is 0 at every group size, so nothing that depends on
+    the group size (``G*``, an allocation) can be estimated. One rule for ``ustat-rl gstar``
+    (:func:`check_degenerate`) and ``ustat-rl allocate``
+    (:func:`ustat_rl.pilot.allocation.pilot_allocation`).
     """
     reward = rollouts.reward
     if np.all(reward == reward[0]):
-        raise ValueError(f"`rollouts`: every reward equals {reward[0]:g}, so the pilot carries "
-                         "no gradient signal and G* cannot be estimated; pilot prompts whose "
-                         "rewards vary are needed")
+        raise ValueError(f"`rollouts`: all rewards are equal (every reward equals {reward[0]:g}), "
+                         f"so the pilot carries no gradient signal and {consequence}; pilot "
+                         "prompts whose rewards vary are needed")
     if not np.any(rollouts.score):
-        raise ValueError("`rollouts`: every score is 0, so the pilot carries no gradient signal "
-                         "and G* cannot be estimated; check that the scores were recorded")
+        raise ValueError(f"`rollouts`: every score is 0, so the pilot carries no gradient signal "
+                         f"and {consequence}; check that the scores were recorded")
+
+
+def check_degenerate(rollouts: Rollouts) -> None:
+    """Raise one ``ValueError`` naming what a pilot lacks for ``G*`` (C32), before any work.
+
+    Equal rewards everywhere or all-zero scores leave no gradient signal (``c1 = c3' = 0``,
+    :func:`check_signal`), and i.i.d. prompts need at least 3 for the jackknife over prompts.
+    """
+    check_signal(rollouts, "G* cannot be estimated")
     n_prompts = np.unique(rollouts.prompt_id).size
     if rollouts.prompt_weight is None and n_prompts < 3:
         raise ValueError(f"`rollouts` must hold >= 3 i.i.d. prompts for intervals (the "
