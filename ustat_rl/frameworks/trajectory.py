@@ -91,20 +91,43 @@ def append_record(path, record: dict) -> None:
         os.fsync(handle.fileno())
 
 
-def _number(value):
-    return math.nan if value is None else parse_number(value)
+def _number(value, name: str):
+    """A number as :func:`~ustat_rl.formatting.json_ready` writes it (``null``, a JSON number,
+    ``"inf"``, ``"-inf"``, or an older ``"nan"``); anything else is an error, not a NaN."""
+    if value is None:
+        return math.nan
+    number = parse_number(value)
+    valid = (isinstance(value, (int, float)) and not isinstance(value, bool)) or (
+        isinstance(value, str) and (not math.isnan(number) or value.strip().lower() == "nan"))
+    if not valid:
+        raise ValueError(f"`{name}` must be a number, null or 'inf', got {value!r}")
+    return number
 
 
 def read_trajectory(path) -> list[dict]:
     """The records of a trajectory file, numbers restored (``null`` to NaN, ``"inf"`` to inf).
 
-    Raises a one-line ``ValueError`` naming the line for anything that is not a record of
-    :data:`TRAJECTORY_FIELDS`; a last line cut short by an interrupted write is ignored.
+    Raises a one-line ``ValueError`` naming the file (and the line) for anything that is not a
+    file of records of :data:`TRAJECTORY_FIELDS`: a file that is not UTF-8 text, holds no line,
+    or has a line that is not such a record. Only a last line cut short by an interrupted write
+    is ignored: one with no newline at its end (a record is written with its newline in one
+    write) that begins as every record does, with ``{``; a file whose only line is cut short
+    holds no record and is an error too.
     """
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"trajectory file {path} does not exist")
-    lines = path.read_text(encoding="utf-8").splitlines()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not a trajectory file (byte {exc.start} is not UTF-8 text; "
+                         "a trajectory file holds one JSON record a line)") from None
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be read ({exc.strerror})") from None
+    if not text.strip():
+        raise ValueError(f"{path}: not a trajectory file (it is empty; a trajectory file holds "
+                         "one JSON record a line)")
+    lines = text.splitlines()
     records = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -112,9 +135,13 @@ def read_trajectory(path) -> list[dict]:
         try:
             raw = json.loads(line)
         except json.JSONDecodeError as exc:
-            if number == len(lines):  # a write cut short by an interrupted run
+            cut_short = (number == len(lines) and not text.endswith(("\n", "\r"))
+                         and line.lstrip().startswith("{"))
+            if cut_short and records:  # a write cut short by an interrupted run
                 break
-            raise ValueError(f"{path}, line {number}: not JSON ({exc.msg})") from None
+            what = "its only line is cut short" if cut_short else f"not JSON ({exc.msg})"
+            raise ValueError(f"{path}, line {number}: {what}; a trajectory file holds one JSON "
+                             "record a line") from None
         required = set(TRAJECTORY_FIELDS) - set(OPTIONAL_FIELDS)
         if not isinstance(raw, dict) or not required <= set(raw) <= set(TRAJECTORY_FIELDS):
             got = sorted(raw) if isinstance(raw, dict) else type(raw).__name__
@@ -138,15 +165,18 @@ def _restored(raw: dict) -> dict:
             if not isinstance(record[name], dict):
                 raise ValueError(f"`{name}` must be an interval {{estimate, low, high}} or null, "
                                  f"got {record[name]!r}")
-            record[name] = {k: _number(v) for k, v in record[name].items()}
+            record[name] = {k: _number(v, f"{name}.{k}") for k, v in record[name].items()}
+            low, high = record[name].get("low", math.nan), record[name].get("high", math.nan)
+            if low > high:
+                raise ValueError(f"`{name}` is reversed: low {low:g} > high {high:g}")
     for name in ("level", "mse_gstar", "mse_best", "all_equal_predicted", "all_equal_observed"):
-        record[name] = _number(record[name])
+        record[name] = _number(record[name], name)
     if record["gstar_errors"] is not None:
         errors = record["gstar_errors"]
         if not isinstance(errors, dict) or set(errors) != set(GSTAR_ERROR_FIELDS):
             raise ValueError(f"`gstar_errors` must be null or hold {list(GSTAR_ERROR_FIELDS)}, "
                              f"got {errors!r}")
-        record["gstar_errors"] = {k: v if k == "sketch_units" else _number(v)
+        record["gstar_errors"] = {k: v if k == "sketch_units" else _number(v, f"gstar_errors.{k}")
                                   for k, v in errors.items()}
     if record["status"] == "ok":
         if not 0.0 < record["level"] < 1.0:
