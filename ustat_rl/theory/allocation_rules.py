@@ -111,10 +111,17 @@ def _weights(moments, rule: str, budget: int) -> np.ndarray:
 
 
 def _vip(moments, low: int, budget: int) -> np.ndarray:
-    """Integer minimiser of ``sum f^2 p(1-p)/G`` by the greedy of :mod:`ustat_rl.theory.allocation`."""
+    """Integer minimiser of ``sum f^2 p(1-p)/G`` by the greedy of :mod:`ustat_rl.theory.allocation`.
+
+    When every ``p(1-p)`` is 0 (all rewards equal within every prompt) every allocation is a
+    minimiser; the uniform split is returned, as :func:`round_to_budget` does for all-zero
+    weights, rather than the greedy's tie-break (all of the spare budget on one prompt).
+    """
     from .allocation import greedy_sizes
 
     var = np.clip(moments.reward_var, 0.0, None) * moments.prompt_prob**2
+    if not np.any(var > 0.0):
+        return round_to_budget(np.zeros(moments.n_prompts), budget, low)
     spare = budget - moments.n_prompts * low
     sizes = np.arange(low, low + spare + 1, dtype=np.float64)
     h = var[:, None] / sizes[None, :]  # (P, K) convex, decreasing
