@@ -117,8 +117,8 @@ def test_every_route_matches_its_matrix_on_the_same_answers(model):
         causal_lm_pilot(model, prompts, reward, sketch_dim=12, sketch_blocks=5, **kwargs)
 
 
-class _Uncovered(torch.nn.Module):
-    """A causal LM with a parameter outside every covered module (a free logit offset)."""
+class _Offset(torch.nn.Module):
+    """A causal LM with a parameter outside its layers (a free logit offset of the top module)."""
 
     def __init__(self):
         super().__init__()
@@ -130,16 +130,24 @@ class _Uncovered(torch.nn.Module):
         return self.head(torch.tanh(self.embed(tokens))) + self.offset
 
 
-def test_auto_route_falls_back_to_jvp_for_uncovered_parameters():
+def test_auto_route_is_factored_and_exact_for_a_parameter_outside_the_layers():
+    """The offset is covered by what it does (an elementwise shift of the logits), so the auto
+    route is the factored one, and it equals the full scores times its matrix."""
+    from ustat_rl.pilot.coverage import parameter_coverage
+
     with torch.random.fork_rng():
         torch.manual_seed(1)
-        net = _Uncovered().double()
-    out = causal_lm_pilot(net, [[1, 2], [3, 4]], lambda i, a: float(a[0] % 2), 3, 2, seed=0,
-                          sketch_dim=4)
-    assert out.sketch_route == "jvp" and out.sketch_blocks is None
-    with pytest.raises(ValueError, match="offset"):
-        causal_lm_pilot(net, [[1, 2], [3, 4]], lambda i, a: 0.0, 3, 2, seed=0, sketch_dim=4,
-                        route="factored")
+        net = _Offset().double()
+    with torch.no_grad():
+        net.offset.normal_()
+    assert parameter_coverage(net)["offset"] == "elementwise"
+    kwargs = dict(prompts=[[1, 2], [3, 4]], reward_fn=lambda i, a: float(a[0] % 2),
+                  group_size=3, max_new_tokens=2, seed=0)
+    out = causal_lm_pilot(net, sketch_dim=4, sketch_blocks=2, **kwargs)
+    full = causal_lm_pilot(net, **kwargs)
+    assert out.sketch_route == "factored" and out.sketch_blocks == 2
+    R = factored_projection_matrix(net, 4, out.sketch_seed, blocks=2)
+    assert np.allclose(out.score, full.score @ R.T, rtol=1e-10, atol=1e-12)
 
 
 def test_bad_input(model):

@@ -8,10 +8,10 @@ records per-sample scores ``W = grad log pi(answer | prompt)`` (the sum over ans
 and including the end token, docs/theory.md section 1), full or projected. Projection routes:
 
 * ``"factored"``: :func:`ustat_rl.pilot.factored.factored_sketch_scores`, one batched backward
-  pass per group, ``m`` independent Kronecker blocks (the default when every trainable parameter
-  is covered);
+  pass per group, ``m`` independent Kronecker blocks, exact for every module (the default;
+  :func:`ustat_rl.pilot.coverage.parameter_coverage` says how each parameter is covered);
 * ``"jvp"``: :func:`ustat_rl.pilot.forward_sketch.jvp_sketch_scores`, one forward-mode pass per
-  direction, for any model (the default otherwise);
+  direction, for any model;
 * ``"dense"``: :func:`ustat_rl.pilot.sketch.sketch_scores`, per-sample gradients times
   regenerated dense directions (the reference).
 
@@ -28,10 +28,10 @@ import numpy as np
 import torch
 
 from .._validation import as_float, as_int
-from .factored import factored_sketch_scores, uncovered_parameters
+from .factored import factored_sketch_scores
 from .forward_sketch import jvp_sketch_scores
 from .rollouts import Rollouts
-from .sequence import model_logits, sequence_log_probs, trainable_parameters
+from .sequence import functional_safe, model_logits, sequence_log_probs, trainable_parameters
 from .sketch import full_scores, sketch_scores
 
 __all__ = ["causal_lm_log_prob", "sample_answers", "causal_lm_pilot", "ROUTES",
@@ -133,16 +133,13 @@ def sample_answers(model, prompt_ids: torch.Tensor, group_size: int, max_new_tok
 
 
 def _pick_route(model, route: str, sketch_dim) -> str:
+    """``"factored"`` for ``"auto"``: exact for every module (:mod:`ustat_rl.pilot.coverage`),
+    one backward pass where the jvp route needs ``k`` forward passes."""
+    if route != "auto" and route not in ROUTES:
+        raise ValueError(f"`route` must be 'auto' or one of {ROUTES}, got {route!r}")
     if sketch_dim is None:
         return "full"
-    if route == "auto":
-        return "factored" if not uncovered_parameters(model) else "jvp"
-    if route not in ROUTES:
-        raise ValueError(f"`route` must be 'auto' or one of {ROUTES}, got {route!r}")
-    missing = uncovered_parameters(model) if route == "factored" else []
-    if missing:
-        raise ValueError(f"`route`: the factored sketch does not cover parameters {missing[:3]}")
-    return route
+    return "factored" if route == "auto" else route
 
 
 def _group_scores(route, model, params, prompt, answers, mask, settings) -> np.ndarray:
@@ -152,9 +149,15 @@ def _group_scores(route, model, params, prompt, answers, mask, settings) -> np.n
         log_prob = causal_lm_log_prob(model, prompt, temperature)
         detached = {name: p.detach() for name, p in params.items()}
         samples = (answers, mask.to(next(iter(detached.values())).dtype))
-        if route == "full":
-            return full_scores(log_prob, detached, samples, chunk_size)
-        return sketch_scores(log_prob, detached, samples, k, seed, kind, chunk_size)
+        was_training = model.training
+        model.eval()  # dropout off, as in the sampler and the other routes
+        try:
+            with functional_safe(model):
+                if route == "full":
+                    return full_scores(log_prob, detached, samples, chunk_size)
+                return sketch_scores(log_prob, detached, samples, k, seed, kind, chunk_size)
+        finally:
+            model.train(was_training)
     tokens = torch.cat([prompt[None, :].expand(answers.shape[0], -1), answers], dim=1)
     target = torch.cat([torch.zeros(answers.shape[0], prompt.numel(), dtype=mask.dtype,
                                     device=mask.device), mask], dim=1)
@@ -203,8 +206,7 @@ def causal_lm_pilot(model, prompts: Sequence, reward_fn: Callable, group_size, m
     model_name : str
         Stored in the metadata.
     route : {"auto", "factored", "jvp", "dense"}
-        ``"auto"``: factored when :func:`ustat_rl.pilot.factored.uncovered_parameters` is empty,
-        else jvp.
+        ``"auto"``: factored (exact for every module, the fastest route).
     sketch_blocks : int, optional
         Independent blocks ``m`` of a factored sketch (default :data:`DEFAULT_SKETCH_BLOCKS`;
         ``k`` must be a multiple).

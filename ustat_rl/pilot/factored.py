@@ -11,10 +11,13 @@ unbiased (docs/theory.md, C31). It is computed as ``sum_t (A u_t)(B v_t)^T`` fro
 inputs and output gradients, never forming ``G_i``. Columns ``g k/m .. (g+1) k/m - 1`` are block
 ``g``; blocks are independent, columns inside one are not (``Rollouts.sketch_blocks``).
 
-Covered modules: ``nn.Linear`` (weight ``(out, in)``), Hugging Face's GPT-2 ``Conv1D`` (weight
-stored transposed, ``(in, out)``), ``nn.Embedding`` (the token's column of ``A``), and
-``nn.LayerNorm`` and every bias, whose exact per-sample gradients are projected by a dense
-``N(0, 1/k)`` matrix. A tensor shared by two modules (GPT-2's ``wte`` and ``lm_head``) has one
+Every trainable parameter is covered, by what it does in the forward pass
+(:mod:`ustat_rl.pilot.coverage`): matrices applied to inputs through their factors, embedding
+rows through the token's column of ``A``, elementwise scales and shifts (every normalisation)
+and biases through their exact per-sample gradients times a dense ``N(0, 1/k)`` matrix, and any
+other module through the exact per-sample gradient of its own tensors (the fallback,
+:func:`uncovered_parameters`), projected by the same factors. A tensor shared by two modules
+(a tied embedding and language-model head) has one
 pair of factors and both contributions add. The factors are drawn on the CPU in float64 from
 ``child_int(seed, p, j)`` (``p`` the tensor's index in ``named_parameters``) and moved to the
 model's device: they are small (``(m k_o, a)``), and so ``R`` is bitwise the same on every device;
@@ -24,19 +27,19 @@ the scores agree across devices to floating-point rounding.
 from __future__ import annotations
 
 import math
-import sys
 from functools import partial
 
 import numpy as np
 import torch
-from torch import nn
 
 from .._validation import as_float, as_int
 from ..seeding import child_int
+from ._sketcher import Sketcher
+from .coverage import check_supported, module_rules, parameter_coverage, uncovered_parameters
 from .sequence import sequence_log_probs, trainable_parameters
 
-__all__ = ["FACTORED_KINDS", "block_factors", "uncovered_parameters", "factored_sketch_scores",
-           "factored_projection_matrix", "kronecker_projection_matrix"]
+__all__ = ["FACTORED_KINDS", "block_factors", "uncovered_parameters", "parameter_coverage",
+           "factored_sketch_scores", "factored_projection_matrix", "kronecker_projection_matrix"]
 
 FACTORED_KINDS = ("gaussian", "rademacher")
 
@@ -48,38 +51,6 @@ def block_factors(block_dim: int) -> tuple[int, int]:
     while block_dim % k_out:
         k_out -= 1
     return k_out, block_dim // k_out
-
-
-def _conv1d_type():
-    """Hugging Face's ``Conv1D`` if ``transformers`` is already imported (never imports it)."""
-    module = sys.modules.get("transformers.pytorch_utils")
-    return getattr(module, "Conv1D", None)
-
-
-def _covered(model) -> set:
-    """``id`` of every parameter of a covered module: the weight and bias of ``nn.Linear`` and
-    GPT-2's ``Conv1D``, the weight of an ``nn.Embedding`` without ``max_norm``, and the weight and
-    bias of a one-dimensional ``nn.LayerNorm``."""
-    conv1d = _conv1d_type()
-    covered = set()
-    for module in model.modules():
-        if isinstance(module, nn.Linear) or (conv1d is not None and isinstance(module, conv1d)):
-            covered.update(id(p) for p in (module.weight, module.bias) if p is not None)
-        elif isinstance(module, nn.Embedding) and module.max_norm is None:
-            covered.add(id(module.weight))
-        elif isinstance(module, nn.LayerNorm) and len(module.normalized_shape) == 1:
-            covered.update(id(p) for p in (module.weight, module.bias) if p is not None)
-    return covered
-
-
-def uncovered_parameters(model) -> list[str]:
-    """Names of trainable parameters the hooks do not cover (empty: the factored route applies).
-
-    A parameter is covered when it belongs to a covered module type and enters the forward pass
-    only through that module (a tensor used functionally elsewhere is not detected).
-    """
-    covered = _covered(model)
-    return [name for name, p in trainable_parameters(model).items() if id(p) not in covered]
 
 
 def _draw(shape, seed: int, kind: str) -> torch.Tensor:
@@ -163,102 +134,8 @@ def _check_dims(k, blocks, kind):
 
 def _check_sketch(model, k, blocks, kind):
     k, blocks, kind = _check_dims(k, blocks, kind)
-    missing = uncovered_parameters(model)
-    if missing:
-        raise ValueError(f"`model` has parameters the factored sketch does not cover: "
-                         f"{missing[:3]} (use route='jvp' or 'dense')")
+    check_supported(model)
     return k, blocks, kind
-
-
-class _Sketcher:
-    """Forward hooks on covered modules that add each sample's projected gradient to ``acc``."""
-
-    def __init__(self, factors: dict, k: int, blocks: int, dtype, device, batch: int):
-        self.k, self.m = k, blocks
-        self.k_out, self.k_in = block_factors(k // blocks)
-        self.dtype = dtype
-        self.factors = {key: tuple(x if isinstance(x, str) else x.to(device, dtype) for x in spec)
-                        for key, spec in factors.items()}
-        self.acc = torch.zeros(batch, k, dtype=dtype, device=device)
-        self.roots = []  # (output, callback) of first layers: gradients taken at these outputs
-        self.conv1d = _conv1d_type()
-
-    def _outer(self, left, right):
-        """``m^(-1/2) sum_t left_t right_t^T`` per sample and block: ``(B, k)``."""
-        n = left.shape[0]
-        left = left.reshape(n, -1, self.m, self.k_out)
-        right = right.reshape(n, -1, self.m, self.k_in)
-        return torch.einsum("btmo,btmi->bmoi", left, right).reshape(n, self.k) / math.sqrt(self.m)
-
-    def _vector(self, param, per_sample):
-        if param is not None and id(param) in self.factors:
-            self.acc += per_sample @ self.factors[id(param)][1].T
-
-    def _flat(self, x, width):
-        return x.reshape(self.acc.shape[0], -1, width).to(self.dtype)
-
-    def hook(self, module, inputs, output):
-        with torch.autocast(output.device.type, enabled=False):
-            return self._hook(module, inputs, output)
-
-    def _hook(self, module, inputs, output):
-        """Project this layer's input now and register the gradient callback; mixed precision
-        (a ``bf16`` autocast around the forward) is off here and in the callbacks, so every
-        projection runs in ``dtype``."""
-        if not (torch.is_grad_enabled() and output.requires_grad):
-            return None
-        x, batch, replaced = inputs[0], self.acc.shape[0], None
-        if isinstance(module, nn.Embedding):
-            if output.shape[0] == 1 and batch > 1:  # shared ids (GPT-2's positions): expand, so
-                x = x.expand(batch, *x.shape[1:])  # the gradient stays per sample
-                output = replaced = output.expand(batch, *output.shape[1:])
-            callback = partial(self._embedding, module, x)
-        elif isinstance(module, nn.LayerNorm):
-            callback = partial(self._layer_norm, module, x)
-        else:
-            transposed = not isinstance(module, nn.Linear)  # Conv1D stores (in, out)
-            spec = self.factors.get(id(module.weight))
-            side = None if spec is None else \
-                self._flat(x, x.shape[-1]) @ (spec[1] if transposed else spec[2]).T
-            callback = partial(self._matrix, module, spec, side, transposed)
-        callback = partial(self._full_precision, callback)
-        if x.requires_grad:  # downstream of another covered output: a tensor hook fires
-            output.register_hook(callback)
-        else:  # a first layer: the backward pass takes its gradient explicitly
-            self.roots.append((output, callback))
-        return replaced
-
-    @staticmethod
-    def _full_precision(callback, grad):
-        with torch.autocast(grad.device.type, enabled=False):
-            callback(grad)
-
-    def _matrix(self, module, spec, side, transposed, grad):
-        g = self._flat(grad, grad.shape[-1])  # (B, T, out)
-        if spec is not None:
-            A, B = spec[1], spec[2]
-            if transposed:
-                self.acc += self._outer(side, g @ B.T)
-            else:
-                self.acc += self._outer(g @ A.T, side)
-        self._vector(module.bias, g.sum(dim=1))
-
-    def _layer_norm(self, module, x, grad):
-        g = self._flat(grad, grad.shape[-1])
-        xs = self._flat(x, x.shape[-1])
-        mean = xs.mean(dim=-1, keepdim=True)
-        var = xs.var(dim=-1, unbiased=False, keepdim=True)
-        xhat = (xs - mean) / torch.sqrt(var + module.eps)
-        self._vector(module.weight, (g * xhat).sum(dim=1))
-        self._vector(module.bias, g.sum(dim=1))
-
-    def _embedding(self, module, ids, grad):
-        spec = self.factors.get(id(module.weight))
-        if spec is None:
-            return
-        A, B = spec[1], spec[2]
-        n = self.acc.shape[0]
-        self.acc += self._outer(A.T[ids.reshape(n, -1)], self._flat(grad, grad.shape[-1]) @ B.T)
 
 
 def factored_sketch_scores(model, tokens, target_mask, k, seed, blocks: int = 1,
@@ -303,18 +180,23 @@ def factored_sketch_scores(model, tokens, target_mask, k, seed, blocks: int = 1,
     factors = dict(zip((id(p) for p in params.values()),
                        _factors([tuple(p.shape) for p in params.values()], k, blocks,
                                 as_int(seed, "seed", 0), kind)))
-    sketcher = _Sketcher(factors, k, blocks, dtype, first.device, tokens.shape[0])
-    covered = tuple(t for t in (nn.Linear, nn.Embedding, nn.LayerNorm, _conv1d_type()) if t)
-    handles = [m.register_forward_hook(sketcher.hook) for m in model.modules()
-               if isinstance(m, covered)]
+    sketcher = Sketcher(factors, k, blocks, block_factors(k // blocks), dtype, first.device,
+                        tokens.shape[0])
+    handles = [module.register_forward_hook(partial(sketcher.hook, rule, own), with_kwargs=True)
+               for module, rule, own in module_rules(model)]
     was_training = model.training
     model.eval()
     try:
         with torch.enable_grad():
             total = sequence_log_probs(model, tokens, target_mask, temperature).sum()
+            sketcher.closed = True  # a recomputation in the backward (checkpointing) is not new
+            if sketcher.gradless:
+                raise ValueError(f"`model`: modules {sorted(set(sketcher.gradless))[:3]} ran "
+                                 f"with gradients off inside the forward pass (reentrant "
+                                 f"gradient checkpointing?); their scores would be lost")
             if not sketcher.roots:
-                raise ValueError("`model` has no covered first layer whose output the "
-                                 "backward pass can start from")
+                raise ValueError("`model` has no trainable module whose output the backward "
+                                 "pass can start from")
             grads = torch.autograd.grad(total, [out for out, _ in sketcher.roots],
                                         allow_unused=True)
         for (_, callback), grad in zip(sketcher.roots, grads):

@@ -6,6 +6,11 @@ forward-mode pass of the batch's log-probabilities gives column ``r`` of ``R W_i
 rows of ``R`` are i.i.d. (a dense projection, ``E[R^T R] = I``), so the jackknife over projection
 rows applies column by column. Cost: ``k`` forward passes with tangents, memory of one.
 
+Attention runs through PyTorch's math kernel of ``scaled_dot_product_attention`` here (the fused
+CPU and CUDA kernels have no forward-mode derivative): the same function, composed of
+differentiable operations, so any model that calls it (every Hugging Face family's ``sdpa``
+attention) has a jvp route; its cost is that of the unfused kernel.
+
 Directions come from ``torch.Generator(device).manual_seed(child_int(seed, 0))``, drawn in order (direction,
 then parameter in ``named_parameters`` order): bitwise reproducible on one device type; CPU and
 CUDA generators differ, so a CUDA run uses another (equally distributed) ``R``.
@@ -18,6 +23,7 @@ import math
 import numpy as np
 import torch
 from torch.func import jvp
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .._validation import as_float, as_int
 from ..seeding import child_int
@@ -90,13 +96,26 @@ def jvp_sketch_scores(model, tokens, target_mask, k, seed, kind: str = "gaussian
 
     was_training = model.training
     model.eval()
+    handles = [module.register_forward_hook(_padding_stops_tangent)
+               for module in model.modules()
+               if isinstance(module, torch.nn.Embedding) and module.padding_idx is not None]
     try:
-        with torch.no_grad():
+        with torch.no_grad(), sdpa_kernel([SDPBackend.MATH]):
             for r, tangent in enumerate(_directions(params, k, seed, kind)):
                 out[:, r] = jvp(log_probs, (params,), (tangent,))[1].to(dtype)
     finally:
+        for handle in handles:
+            handle.remove()
         model.train(was_training)
     return out
+
+
+def _padding_stops_tangent(module, inputs, output):
+    """An embedding's ``padding_idx`` row gets no gradient from that embedding in autograd
+    (every other route's convention, and the trainer's); forward mode would carry its tangent,
+    so the gathered padding rows are detached (a tied head's use of the row is untouched)."""
+    pad = (inputs[0] == module.padding_idx)[..., None]
+    return torch.where(pad, output.detach(), output)
 
 
 def jvp_projection_matrix(model, k, seed, kind: str = "gaussian") -> np.ndarray:

@@ -8,10 +8,12 @@ one function here, so the policy they score is the same.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 from torch.func import functional_call
 
-__all__ = ["model_logits", "sequence_log_probs", "trainable_parameters"]
+__all__ = ["model_logits", "sequence_log_probs", "trainable_parameters", "functional_safe"]
 
 
 def model_logits(model, tokens: torch.Tensor, params=None) -> torch.Tensor:
@@ -54,3 +56,22 @@ def trainable_parameters(model) -> dict:
     if not params:
         raise ValueError("`model` has no trainable parameters (requires_grad=True)")
     return params
+
+
+@contextmanager
+def functional_safe(model):
+    """Lift Hugging Face's ``enable_input_require_grads`` hook for a ``torch.func`` pass.
+
+    Gradient checkpointing of a model (``gradient_checkpointing_enable``, and TRL's
+    ``gradient_checkpointing=True``) installs a forward hook that calls ``requires_grad_`` on the
+    embeddings' output, which ``vmap`` and ``grad`` refuse; the hook changes nothing the full and
+    dense routes compute, so it is removed for the pass and put back.
+    """
+    if getattr(model, "_require_grads_hook", None) is None:
+        yield
+        return
+    model.disable_input_require_grads()
+    try:
+        yield
+    finally:
+        model.enable_input_require_grads()

@@ -1,0 +1,125 @@
+"""How each trainable parameter enters a model's forward pass, for the factored sketch (C31).
+
+The factored sketch (:mod:`ustat_rl.pilot.factored`) projects each sample's gradient from what a
+forward hook sees of the module that owns the parameter (its inputs, its output and, in the
+backward pass, the gradient of its output). Which formula applies depends on what the parameter
+does there, never on the module's class name:
+
+* ``"linear"``: a matrix applied to the last axis of the input (``nn.Linear`` whose ``forward`` is
+  ``nn.Linear``'s own, and Hugging Face's ``Conv1D``, the same map with the matrix stored
+  transposed). The per-sample gradient ``sum_t u_t x_t^T`` is projected through its Kronecker
+  factors without being formed.
+* ``"embedding"``: rows of a table gathered by integer ids, times any scale that does not depend
+  on the table (``nn.Embedding`` and subclasses such as Gemma's ``embed_scale`` embedding, checked
+  at run time); ``padding_idx`` rows get no gradient, as in autograd.
+* ``"elementwise"``: 1-D parameters of the output's width whose Jacobian is diagonal along the
+  last axis: every normalisation's scale and shift (``LayerNorm``, ``RMSNorm`` in any family's
+  spelling, Gemma's ``(1 + w)``). The diagonal is one forward-mode pass of the module alone,
+  checked at run time against a random direction.
+* ``"module"``: anything else, the general fallback: the exact per-sample gradient of the
+  module's own parameters, recomputed sample by sample from its saved inputs and the gradient of
+  its output, then projected. Exact for any module whose rows do not interact; cost: one extra
+  forward and backward of that module per sample. :func:`uncovered_parameters` lists the
+  parameters that take it.
+
+An ``"elementwise"`` module whose run-time check fails is sketched through the fallback (still
+exact); an ``"embedding"`` whose check fails is refused with one line.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+from torch import nn
+
+from .sequence import trainable_parameters
+
+__all__ = ["RULES", "module_rules", "parameter_coverage", "uncovered_parameters",
+           "check_supported"]
+
+#: The ways a parameter can enter the forward pass, fastest first; ``"module"`` is the fallback.
+RULES = ("linear", "embedding", "elementwise", "module")
+
+
+def _conv1d_type():
+    """Hugging Face's ``Conv1D`` if ``transformers`` is already imported (never imports it)."""
+    module = sys.modules.get("transformers.pytorch_utils")
+    return getattr(module, "Conv1D", None)
+
+
+def own_trainable(module) -> list[tuple[str, torch.nn.Parameter]]:
+    """``(attribute, parameter)`` of the module's own (not its children's) trainable tensors."""
+    return [(name, p) for name, p in module._parameters.items()
+            if p is not None and p.requires_grad]
+
+
+def _is_linear(module) -> bool:
+    conv1d = _conv1d_type()
+    if conv1d is not None and type(module).forward is conv1d.forward:
+        return True
+    return isinstance(module, nn.Linear) and type(module).forward is nn.Linear.forward
+
+
+def _rule(module, own) -> str:
+    names = {name for name, _ in own}
+    if _is_linear(module) and names <= {"weight", "bias"} and module.weight.ndim == 2:
+        return "linear"
+    if isinstance(module, nn.Embedding) and module.max_norm is None and names == {"weight"} \
+            and not module.sparse:
+        return "embedding"
+    sizes = {p.numel() for _, p in own}
+    if all(p.ndim == 1 for _, p in own) and len(sizes) == 1:
+        return "elementwise"
+    return "module"
+
+
+def module_rules(model) -> list[tuple]:
+    """``(module, rule, [(attribute, parameter), ...])`` for every module owning trainable
+    tensors, in ``model.modules()`` order."""
+    out = []
+    for module in model.modules():
+        own = own_trainable(module)
+        if own:
+            out.append((module, _rule(module, own), own))
+    return out
+
+
+def parameter_coverage(model) -> dict[str, str]:
+    """``{name: rule}`` for every trainable parameter (a tensor tied into two modules, as a tied
+    language-model head, lists both rules joined by ``"+"``).
+
+    Examples
+    --------
+    >>> from torch import nn
+    >>> parameter_coverage(nn.Sequential(nn.Embedding(5, 4), nn.LayerNorm(4), nn.Linear(4, 5)))
+    {'0.weight': 'embedding', '1.weight': 'elementwise', '1.bias': 'elementwise', \
+'2.weight': 'linear', '2.bias': 'linear'}
+    """
+    by_id: dict[int, list[str]] = {}
+    for _, rule, own in module_rules(model):
+        for _, p in own:
+            rules = by_id.setdefault(id(p), [])
+            if rule not in rules:
+                rules.append(rule)
+    return {name: "+".join(by_id[id(p)]) for name, p in trainable_parameters(model).items()}
+
+
+def uncovered_parameters(model) -> list[str]:
+    """Names of trainable parameters that take the general fallback (``"module"``).
+
+    They are still sketched exactly, at the cost of one extra forward and backward of their
+    module per sample; an empty list means every parameter has a fast rule. A tensor used
+    functionally outside the module that owns it is not detected (its use there is not seen).
+    """
+    return [name for name, rule in parameter_coverage(model).items() if "module" in rule]
+
+
+def check_supported(model) -> None:
+    """Refuse, in one line, a model whose parameters the hooks cannot see whole: sharded
+    tensors (FSDP's ``DTensor`` or its flat parameters)."""
+    for name, p in trainable_parameters(model).items():
+        kind = type(p).__name__
+        if kind == "DTensor" or "FlatParam" in kind:
+            raise ValueError(f"`model`: parameter {name!r} is sharded ({kind}); the sketch needs "
+                             f"whole parameters on each process (data parallelism, not FSDP)")
