@@ -1,7 +1,8 @@
 """Seconds per training step of a TRL GRPO run with and without the G* monitor.
 
 Workload: the demo run of :mod:`ustat_rl.frameworks.demo` (TRL ``GRPOTrainer`` on the CPU, a
-GPT-2 built from a config: :data:`WIDTH` wide, :data:`LAYERS` layers; :data:`GROUPS` prompts x
+GPT-2, or with ``--family qwen2`` a tied Qwen2 (RMSNorm, q/k/v biases, rotary), built from a
+config: :data:`WIDTH` wide, :data:`LAYERS` layers; :data:`GROUPS` prompts x
 :data:`GROUP_SIZE` answers of at most 3 tokens per step, float32), trained for ``--steps`` steps
 in one process per setting: no monitor (the baseline), then
 :class:`~ustat_rl.frameworks.trl_monitor.GroupSizeMonitor` with ``every`` in :data:`EVERY`
@@ -14,6 +15,7 @@ same run.
 Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/bench_monitor.py --readme benchmarks/README.md
+    OMP_NUM_THREADS=1 python benchmarks/bench_monitor.py --family qwen2 --readme benchmarks/README.md
     OMP_NUM_THREADS=1 python benchmarks/bench_monitor.py --quick
 """
 
@@ -33,17 +35,30 @@ from pathlib import Path
 
 WIDTH, LAYERS, GROUPS, GROUP_SIZE, SKETCH_DIM = 64, 2, 16, 8, 64
 EVERY = (1, 10, 50)
-HEADING = "## TRL monitor overhead"
+FAMILIES = ("gpt2", "qwen2")
+HEADINGS = {"gpt2": "## TRL monitor overhead", "qwen2": "## TRL monitor overhead, Qwen2"}
+HEADING = HEADINGS["gpt2"]
 
 
-def one_run(every: int | None, steps: int) -> dict:
+def build(family: str):
+    """The benchmark's model of ``family`` (seed 0, float32)."""
+    from ustat_rl.frameworks.demo import tiny_family, tiny_gpt2
+
+    if family == "gpt2":
+        return tiny_gpt2(0, WIDTH, LAYERS, 4)
+    return tiny_family("qwen2", 0, hidden_size=WIDTH, intermediate_size=2 * WIDTH,
+                       num_hidden_layers=LAYERS, num_attention_heads=4, num_key_value_heads=2,
+                       tie_word_embeddings=True)
+
+
+def one_run(every: int | None, steps: int, family: str = "gpt2") -> dict:
     """Train ``steps`` steps with the monitor every ``every`` steps (``None``: no monitor)."""
     from ustat_rl.frameworks import GroupSizeMonitor
-    from ustat_rl.frameworks.demo import demo_trainer, tiny_gpt2
+    from ustat_rl.frameworks.demo import demo_trainer
 
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = demo_trainer(tmp, GROUP_SIZE, GROUPS, steps, 1e-3,
-                               model=tiny_gpt2(0, WIDTH, LAYERS, 4), bf16=False)
+        trainer = demo_trainer(tmp, GROUP_SIZE, GROUPS, steps, 1e-3, model=build(family),
+                               bf16=False)
         monitor = None
         if every is not None:
             monitor = GroupSizeMonitor(trainer, every=every, sketch_dim=SKETCH_DIM,
@@ -61,12 +76,13 @@ def one_run(every: int | None, steps: int) -> dict:
             "wall_s": wall, "windows": windows, "windows_ok": ok}
 
 
-def measure(steps: int) -> list[dict]:
+def measure(steps: int, family: str = "gpt2") -> list[dict]:
     """Each setting in a fresh process (no shared caches), baseline first."""
     rows = []
     for every in (None, *EVERY):
         code = (f"import json, sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
-                f"import bench_monitor as b; print(json.dumps(b.one_run({every!r}, {steps})))")
+                f"import bench_monitor as b; "
+                f"print(json.dumps(b.one_run({every!r}, {steps}, {family!r})))")
         out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                              text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -75,14 +91,17 @@ def measure(steps: int) -> list[dict]:
     return rows
 
 
-def section(rows, load: str) -> str:
+def section(rows, load: str, family: str = "gpt2") -> str:
     base = rows[0]["median_step_s"]
-    lines = [HEADING, "",
-             f"TRL `GRPOTrainer` on the CPU, demo model (GPT-2 config, width {WIDTH}, {LAYERS} "
+    model = "GPT-2 config" if family == "gpt2" else "Qwen2 config, tied head, 4 query and 2 " \
+        "key-value heads"
+    command = "" if family == "gpt2" else f" --family {family}"
+    lines = [HEADINGS[family], "",
+             f"TRL `GRPOTrainer` on the CPU, demo model ({model}, width {WIDTH}, {LAYERS} "
              f"layers), {GROUPS} prompts x {GROUP_SIZE} answers per step, monitor with k = "
              f"{SKETCH_DIM} (16 blocks). Median seconds per step from TRL's `step_time` over "
              f"steps 2..{rows[0]['steps']}; ratio against the run without the monitor "
-             f"(`python benchmarks/bench_monitor.py`). Machine: {platform.machine()}, "
+             f"(`python benchmarks/bench_monitor.py{command}`). Machine: {platform.machine()}, "
              f"{os.cpu_count()} cores, {load}. GPU: not measured: no GPU.", "",
              "| monitor | s/step (median) | ratio to no monitor | windows estimated |",
              "|---|---|---|---|"]
@@ -107,20 +126,22 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="12 steps per setting")
     parser.add_argument("--readme", type=Path, help="replace the section in this markdown file")
     parser.add_argument("--json", type=Path, help="write the rows as JSON")
+    parser.add_argument("--family", choices=FAMILIES, default="gpt2",
+                        help="the model family of the demo run (default gpt2)")
     args = parser.parse_args(argv)
     steps = 12 if args.quick else args.steps
     if steps < 3:
         parser.error("--steps must be >= 3")
-    rows = measure(steps)
+    rows = measure(steps, args.family)
     load = f"load average {os.getloadavg()[0]:.1f} at the end"
-    text = section(rows, load)
+    text = section(rows, load, args.family)
     print(text)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
     if args.readme:
         from ustat_rl.runs.records import replace_markdown_section
 
-        replace_markdown_section(args.readme, HEADING, text)
+        replace_markdown_section(args.readme, HEADINGS[args.family], text)
     return rows
 
 

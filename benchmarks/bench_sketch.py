@@ -24,6 +24,16 @@ route starts, model and batch already built. Times are wall seconds of one run, 
 goals (factored within 3x of plain in time per sequence and 2x in memory, and >= 20x the dense
 route's sequences/s) are evaluated from the figures.
 
+``--family qwen2`` measures the factored route against the plain pass on the family people
+fine-tune with GRPO, built from configs of :mod:`ustat_rl.pilot.families` (random weights, no
+download): :data:`~ustat_rl.pilot.families.QWEN2_100M` (Qwen2 architecture, Qwen2.5's
+vocabulary, tied head, 108.2M parameters) with :data:`N_ANSWERS` answers, and the published
+Qwen2.5-0.5B configuration (:data:`~ustat_rl.pilot.families.QWEN2_5_0_5B`, 494.0M parameters)
+with ``--small-batch`` answers (default :data:`SMALL_BATCH`); plus, on the 100M model, the
+factored route with every RMSNorm sent through the exact per-sample fallback, the cost the
+fallback would add (no parameter of these models uses it). Goals: time and memory within
+:data:`FAMILY_LIMIT` x plain (goal :data:`FAMILY_GOAL` x).
+
 ``--quick`` runs only the pilot: :func:`~ustat_rl.pilot.causal_lm.causal_lm_pilot` on the same
 model (4 prompts x 4 answers of 16 tokens, factored, k = 64) written to ``--out`` and read back by
 ``ustat-rl gstar``; the full run includes it too.
@@ -32,11 +42,13 @@ Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/bench_sketch.py --quick --out /tmp/pilot.npz
     OMP_NUM_THREADS=1 python benchmarks/bench_sketch.py --readme benchmarks/README.md
+    python benchmarks/bench_sketch.py --family qwen2 --threads 2 --readme benchmarks/README.md
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -69,21 +81,57 @@ JVP_SUBSET, JVP_DIRECTIONS = 8, 4
 DENSE_SUBSET, DENSE_CHUNK, DENSE_KS = 2, 2, (64,)
 PILOT = dict(prompts=4, group_size=4, max_new_tokens=16, k=64)
 TIME_GOAL, MEMORY_GOAL, SPEEDUP_GOAL = 3.0, 2.0, 20.0
+FAMILY_SECTION = "## Projected per-sample scores on Qwen2"
+FAMILY_KS = (64, 256)
+SMALL_BATCH = 16
+FAMILY_LIMIT, FAMILY_GOAL = 1.5, 1.2
 
 
-def build_model():
-    """The benchmark's GPT-2-style model (transformers imported here, the optional extra)."""
+def _family_configs():
+    from ustat_rl.pilot.families import QWEN2_5_0_5B, QWEN2_100M
+
+    return {"qwen2-100m": QWEN2_100M, "qwen2.5-0.5b": QWEN2_5_0_5B}
+
+
+def build_model(name: str = "gpt2"):
+    """The benchmark's model: the GPT-2-style one, or a Qwen2 of :func:`_family_configs`
+    (transformers imported here, the optional extra)."""
     import transformers
 
-    cfg = transformers.GPT2Config(**MODEL, attn_implementation="eager")
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        return transformers.GPT2LMHeadModel(cfg).eval()
+        if name == "gpt2":
+            cfg = transformers.GPT2Config(**MODEL, attn_implementation="eager")
+            return transformers.GPT2LMHeadModel(cfg).eval()
+        return transformers.Qwen2ForCausalLM(transformers.Qwen2Config(
+            **_family_configs()[name])).eval()
 
 
-def workload(n: int):
+def _vocab(name: str) -> int:
+    return MODEL["vocab_size"] if name == "gpt2" else _family_configs()[name]["vocab_size"]
+
+
+@contextlib.contextmanager
+def _norms_through_the_fallback():
+    """Send every elementwise module (the RMSNorms) through the exact per-sample fallback."""
+    from ustat_rl.pilot import coverage
+
+    rule = coverage._rule
+
+    def forced(module, own):
+        out = rule(module, own)
+        return "module" if out == "elementwise" else out
+
+    coverage._rule = forced
+    try:
+        yield
+    finally:
+        coverage._rule = rule
+
+
+def workload(n: int, name: str = "gpt2"):
     gen = torch.Generator().manual_seed(1)
-    tokens = torch.randint(0, MODEL["vocab_size"], (n, PROMPT_LEN + ANSWER_LEN), generator=gen)
+    tokens = torch.randint(0, _vocab(name), (n, PROMPT_LEN + ANSWER_LEN), generator=gen)
     mask = torch.zeros(tokens.shape)
     mask[:, PROMPT_LEN:] = 1.0
     return tokens, mask
@@ -116,6 +164,11 @@ class PeakRSS:
 
 
 def _route_fn(route: str, model, tokens, mask, k: int):
+    if route == "fallback":
+        def run():
+            with _norms_through_the_fallback():
+                return factored_sketch_scores(model, tokens, mask, k, SEED, blocks=BLOCKS)
+        return run
     if route == "plain":
         def run():
             model.zero_grad(set_to_none=True)
@@ -134,10 +187,10 @@ def _route_fn(route: str, model, tokens, mask, k: int):
                                  chunk_size=DENSE_CHUNK)
 
 
-def measure_one(route: str, n: int, k: int) -> dict:
+def measure_one(route: str, n: int, k: int, model: str = "gpt2") -> dict:
     """Time and peak RSS of one route in this process."""
-    model = build_model()
-    tokens, mask = workload(n)
+    name, model = model, build_model(model)
+    tokens, mask = workload(n, name)
     run = _route_fn(route, model, tokens, mask, k)
     gc.collect()
     with PeakRSS() as mem:
@@ -145,16 +198,16 @@ def measure_one(route: str, n: int, k: int) -> dict:
         run()
         seconds = time.perf_counter() - start
     return {"route": route, "n": n, "k": k, "seconds": seconds, "seq_per_s": n / seconds,
-            "peak_mib": mem.delta / 2**20}
+            "peak_mib": mem.delta / 2**20, "model": name}
 
 
-def measure(route: str, n: int, k: int) -> dict:
+def measure(route: str, n: int, k: int, model: str = "gpt2") -> dict:
     """:func:`measure_one` in a fresh process (so the memory figure is the route's own)."""
-    spec = json.dumps({"route": route, "n": n, "k": k})
+    spec = json.dumps({"route": route, "n": n, "k": k, "model": model})
     out = subprocess.run([sys.executable, __file__, "--one", spec], capture_output=True,
                          text=True, check=True, env=os.environ.copy())
     row = json.loads(out.stdout.strip().splitlines()[-1])
-    print(f"  {route:9s} n={n:3d} k={k:5d}: {row['seconds']:8.2f} s, {row['seq_per_s']:8.3f} "
+    print(f"  {model} {route:9s} n={n:3d} k={k:5d}: {row['seconds']:8.2f} s, {row['seq_per_s']:8.3f} "
           f"seq/s, peak RSS +{row['peak_mib']:,.0f} MiB", flush=True)
     return row
 
@@ -187,13 +240,21 @@ def main(argv=None) -> dict:
     parser.add_argument("--out", type=Path, default=None, help="pilot rollouts file (.npz)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--readme", type=Path, default=None, help="update this README section")
+    parser.add_argument("--family", choices=("qwen2",), default=None,
+                        help="measure the factored route on Qwen2 models instead (see above)")
+    parser.add_argument("--small-batch", type=int, default=SMALL_BATCH,
+                        help=f"answers on Qwen2.5-0.5B (default {SMALL_BATCH})")
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.threads < 1 or args.small_batch < 1:
+        parser.error("--threads and --small-batch must be >= 1")
     torch.set_num_threads(args.threads)
     if args.one is not None:
         row = measure_one(**json.loads(args.one))
         print(json.dumps(row))
         return row
+    if args.family is not None:
+        return family_main(args)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         res = {"pilot": pilot(args.out or Path(tmp) / "pilot.npz")}
@@ -272,6 +333,70 @@ def render(res: dict) -> str:
               "Command:", "", "```",
               "OMP_NUM_THREADS=1 python benchmarks/bench_sketch.py --readme benchmarks/README.md",
               "```", ""]
+    return "\n".join(lines)
+
+
+def family_main(args) -> dict:
+    """The Qwen2 measurements (``--family qwen2``), each route in a fresh process."""
+    start = time.perf_counter()
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    rows = []
+    for name, n in (("qwen2-100m", N_ANSWERS), ("qwen2.5-0.5b", args.small_batch)):
+        rows.append(measure("plain", n, 0, name))
+        rows += [measure("factored", n, k, name) for k in FAMILY_KS]
+        if name == "qwen2-100m":
+            rows.append(measure("fallback", n, FAMILY_KS[-1], name))
+    res = {"rows": rows, "seconds": time.perf_counter() - start, "threads": args.threads,
+           "load": os.getloadavg()}
+    section = render_family(res)
+    print(section)
+    if args.readme is not None:
+        replace_markdown_section(args.readme, FAMILY_SECTION, section)
+    return res
+
+
+def render_family(res: dict) -> str:
+    """The README section of ``--family qwen2`` from its rows."""
+    configs = _family_configs()
+    lines = [FAMILY_SECTION, "",
+             "Workloads: `qwen2-100m` (Qwen2 architecture, Qwen2.5's vocabulary of 151,936, "
+             "tied head, width 512, 8 layers of 8 query and 2 key-value heads, 108.2M "
+             "parameters) and `qwen2.5-0.5b` (the published Qwen2.5-0.5B `config.json` values: "
+             "width 896, 24 layers, 14 query and 2 key-value heads, tied head, 494.0M "
+             "parameters), both built from configs with random weights (float32, no download), "
+             f"answers of {ANSWER_LEN} tokens after a {PROMPT_LEN}-token prompt, "
+             f"`{configs['qwen2-100m']['hidden_act']}` MLPs, RMSNorm, q/k/v biases. Baseline: "
+             "one plain forward + backward of the summed log-probabilities of the same batch. "
+             f"Each route ran once in its own process with {res['threads']} torch thread(s); "
+             "memory is the peak RSS above the RSS before the route (model and batch built). "
+             "`fallback` is the factored route with every RMSNorm sent through the exact "
+             "per-sample fallback: what the fallback would cost; no parameter of these models "
+             "uses it.", "",
+             "| model | route | answers | k | seconds | time / plain | peak RSS above start | "
+             "memory / plain |", "|---|---|---|---|---|---|---|---|"]
+    verdicts = []
+    for r in res["rows"]:
+        plain = next(p for p in res["rows"] if p["model"] == r["model"]
+                     and p["route"] == "plain")
+        t, m = r["seconds"] / plain["seconds"], r["peak_mib"] / plain["peak_mib"]
+        k = "-" if r["route"] == "plain" else str(r["k"])
+        lines.append(f"| {r['model']} | {r['route']} | {r['n']} | {k} | {r['seconds']:.1f} | "
+                     f"{t:.2f}x | {r['peak_mib']:,.0f} MiB | {m:.2f}x |")
+        if r["route"] == "factored":
+            def word(x):
+                return ("goal met" if x <= FAMILY_GOAL else "within the limit"
+                        if x <= FAMILY_LIMIT else "NOT within the limit")
+            verdicts.append(f"- {r['model']}, k = {r['k']}, {r['n']} answers: time {t:.2f}x "
+                            f"plain ({word(t)}), memory {m:.2f}x plain ({word(m)}); limit "
+                            f"{FAMILY_LIMIT:g}x, goal {FAMILY_GOAL:g}x.")
+    load = ", ".join(f"{x:.1f}" for x in res["load"])
+    lines += ["", "Against the limits, from the figures above:", "", *verdicts, "",
+              f"Measured on {platform.machine()}, {os.cpu_count()} cores, Python "
+              f"{platform.python_version()}, torch {torch.__version__}, "
+              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average at the end "
+              f"{load}; {res['seconds']:.0f} s in all. GPU: not measured: no GPU. Command:",
+              "", "```", f"python benchmarks/bench_sketch.py --family qwen2 --threads "
+              f"{res['threads']} --readme benchmarks/README.md", "```", ""]
     return "\n".join(lines)
 
 

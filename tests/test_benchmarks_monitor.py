@@ -18,8 +18,9 @@ def bench():
     return load_script("benchmarks/bench_monitor.py", "bench_monitor_script")
 
 
-def test_one_monitored_run(bench):
-    row = bench.one_run(1, 3)
+@pytest.mark.parametrize("family", ["gpt2", "qwen2"])
+def test_one_monitored_run(bench, family):
+    row = bench.one_run(1, 3, family)
     assert row["windows"] == 3 and row["windows_ok"] == 3
     assert row["median_step_s"] > 0 and row["wall_s"] > 0
 

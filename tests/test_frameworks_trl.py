@@ -18,7 +18,12 @@ torch = pytest.importorskip("torch")
 datasets = pytest.importorskip("datasets")
 
 from ustat_rl.frameworks import GroupSizeMonitor, read_trajectory  # noqa: E402
-from ustat_rl.frameworks.demo import demo_trainer, parity_reward, tiny_gpt2  # noqa: E402
+from ustat_rl.frameworks.demo import (  # noqa: E402
+    demo_trainer,
+    parity_reward,
+    tiny_family,
+    tiny_gpt2,
+)
 from ustat_rl.frameworks.trl_monitor import run_rule  # noqa: E402
 from ustat_rl.pilot import load_rollouts  # noqa: E402
 from ustat_rl.pilot.factored import factored_projection_matrix  # noqa: E402
@@ -72,17 +77,16 @@ def test_logged_fields_and_trajectory(run):
     assert 0.0 <= records[-1]["all_equal_predicted"] <= 1.0
 
 
-def test_estimates_equal_gstar_on_the_written_rollouts(run, tmp_path):
+def _assert_gstar_agrees(monitor, tmp, out_dir):
+    import json
+
     from ustat_rl.formatting import parse_number
     from ustat_rl.interface.cli import main
 
-    _, monitor, tmp = run
     for record in monitor.records[1:]:
         path = tmp / "windows" / f"window_{record['step']:06d}.npz"
-        out = tmp_path / f"gstar_{record['step']}.json"
+        out = out_dir / f"gstar_{record['step']}.json"
         assert main(["gstar", str(path), "--budget", str(G * B), "--json", str(out)]) == 0
-        import json
-
         report = json.loads(out.read_text())
         for name in ("c1", "c2", "c3"):
             for end in ("estimate", "low", "high"):
@@ -96,11 +100,36 @@ def test_estimates_equal_gstar_on_the_written_rollouts(run, tmp_path):
         assert record["grpo_beats_vanilla"] == (G not in report["grpo_loses"])
 
 
-def test_scores_are_the_projected_gradients_of_the_sampled_completions(tmp_path):
+def test_estimates_equal_gstar_on_the_written_rollouts(run, tmp_path):
+    _, monitor, tmp = run
+    _assert_gstar_agrees(monitor, tmp, tmp_path)
+
+
+def _lora(**kwargs):
+    peft = pytest.importorskip("peft", reason="the trl extra")
+    return peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"],
+                           **kwargs)
+
+
+#: The models the monitor is checked on: GPT-2, full fine-tuning of a tied Qwen2, and a Llama
+#: LoRA adapter under gradient checkpointing (TRL's ``gradient_checkpointing=True``).
+MODELS = {
+    "gpt2": lambda: (tiny_gpt2(), {}),
+    "qwen2": lambda: (tiny_family("qwen2", tie_word_embeddings=True), {}),
+    "llama-lora": lambda: (tiny_family("llama"), dict(peft_config=_lora(),
+                                                      gradient_checkpointing=True)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_scores_are_the_projected_gradients_of_the_sampled_completions(tmp_path, name):
     """With the learning rate 0 the parameters that scored a batch are the final ones, so each
-    saved score row must equal R grad log pi(completion | prompt) by autograd. The run is in
-    float32 (``bf16=False``): under mixed precision the forward, hence the score, is bf16's."""
-    trainer = make_trainer(tmp_path, steps=2, lr=0.0, temperature=0.7, bf16=False)
+    saved score row must equal R grad log pi(completion | prompt) by autograd, with respect to
+    the parameters the trainer updates (the adapter's alone under LoRA). The run is in float32
+    (``bf16=False``): under mixed precision the forward, hence the score, is bf16's."""
+    model, options = MODELS[name]()
+    trainer = make_trainer(tmp_path, model=model, steps=2, lr=0.0, temperature=0.7, bf16=False,
+                           **options)
     monitor = attach(trainer, tmp_path, pool=1)
     seen = []
     inner = trainer._generate_and_score_completions
@@ -114,8 +143,11 @@ def test_scores_are_the_projected_gradients_of_the_sampled_completions(tmp_path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.train()
+    assert all(r["status"] == "ok" for r in monitor.records)
     model = trainer.accelerator.unwrap_model(trainer.model).eval()
     params = trainable_parameters(model)
+    if "lora" in name:
+        assert params and all("lora_" in n for n in params)
     R = factored_projection_matrix(model, K, monitor.seed, BLOCKS)
     rollouts = load_rollouts(tmp_path / "windows" / "window_000001.npz")
     out = seen[-1]
@@ -136,6 +168,21 @@ def test_scores_are_the_projected_gradients_of_the_sampled_completions(tmp_path)
     wrong = torch.cat([g.reshape(-1) for g in torch.autograd.grad(log_prob, list(
         params.values()))]).double().numpy()
     assert not np.allclose(rollouts.score[row], R @ wrong, rtol=2e-4)
+
+
+@pytest.mark.parametrize("name", ["qwen2", "llama-lora"])
+def test_every_window_of_a_family_run_is_estimated_and_equals_gstar(tmp_path, name):
+    """Full fine-tuning of a tied Qwen2, and a Llama LoRA adapter with gradient checkpointing:
+    no window is skipped, and ``ustat-rl gstar`` on each saved window gives the monitor's
+    numbers (as the GPT-2 run's test checks)."""
+    model, options = MODELS[name]()
+    trainer = make_trainer(tmp_path, model=model, steps=3, **options)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback warning: every rule is a fast one
+        monitor = attach(trainer, tmp_path, pool=2)
+    assert not _train(trainer)  # no window skipped
+    assert [r["status"] for r in monitor.records] == ["ok"] * 3
+    _assert_gstar_agrees(monitor, tmp_path, tmp_path)
 
 
 class ShuffledTrainer(trl.GRPOTrainer):
@@ -178,15 +225,43 @@ def test_nan_reward_skips_the_window(tmp_path):
     assert [r["status"] for r in records] == ["skipped", "skipped"]
 
 
-def test_uncovered_parameter_skips_the_window(tmp_path):
+def test_a_module_the_sketch_cannot_follow_skips_the_window(tmp_path):
+    """A trainable tensor on a module that returns a model output (not a tensor): its gradient
+    cannot be followed through hooks, so each window is skipped with the reason, and training
+    goes on."""
     model = tiny_gpt2()
-    model.transformer.extra_scale = torch.nn.Parameter(torch.ones(1))  # no covered module
+    model.transformer.extra_scale = torch.nn.Parameter(torch.ones(1))
     trainer = make_trainer(tmp_path, model=model, steps=2)
-    with pytest.warns(UserWarning, match="does not cover"):
+    monitor = attach(trainer, tmp_path)
+    messages = _train(trainer)
+    assert trainer.state.global_step == 2 and len(messages) == 2
+    assert all("GPT2Model returns" in r["reason"] and "not a tensor" in r["reason"]
+               for r in monitor.records)
+
+
+def test_fallback_parameters_are_announced_and_estimated(tmp_path):
+    """A GPT-2 whose head is a linear layer with its own ``forward``: no fast rule, so the
+    exact per-sample fallback sketches it (announced once, with its cost) and no window skips."""
+
+    class Doubled(torch.nn.Linear):
+        def forward(self, x):
+            return 2.0 * torch.nn.functional.linear(x, self.weight, self.bias)
+
+    model = tiny_gpt2()
+    head = Doubled(model.config.n_embd, model.config.vocab_size, bias=False)
+    model.lm_head = head
+    trainer = make_trainer(tmp_path, model=model, steps=2)
+    with pytest.warns(UserWarning, match="exact per-sample fallback"):
         monitor = attach(trainer, tmp_path)
-    _train(trainer)
-    assert trainer.state.global_step == 2
-    assert all("extra_scale" in r["reason"] for r in monitor.records)
+    assert not _train(trainer)
+    assert [r["status"] for r in monitor.records] == ["ok", "ok"]
+
+
+def test_fsdp_is_refused_in_one_line(tmp_path):
+    trainer = make_trainer(tmp_path, steps=1)
+    trainer.is_fsdp_enabled = True
+    with pytest.raises(ValueError, match="FSDP shards the parameters"):
+        attach(trainer, tmp_path)
 
 
 def test_run_rule_reads_the_config():

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from .._validation import as_int
 
-__all__ = ["char_tokenizer", "tiny_gpt2", "parity_reward", "arithmetic_prompts", "demo_trainer",
-           "VOCAB"]
+__all__ = ["char_tokenizer", "tiny_gpt2", "tiny_family", "parity_reward", "arithmetic_prompts",
+           "demo_trainer", "VOCAB"]
 
 #: Token ids of the character tokenizer: padding, end of sequence, digits, ``+`` and ``=``.
 VOCAB = {"<pad>": 0, "<eos>": 1, **{c: i + 2 for i, c in enumerate("0123456789+=")}}
@@ -40,6 +40,17 @@ def tiny_gpt2(seed: int = 0, n_embd: int = 16, n_layer: int = 2, n_head: int = 2
     return GPT2LMHeadModel(config)
 
 
+def tiny_family(name: str, seed: int = 0, **values):
+    """A randomly initialised model of a decoder family of
+    :data:`ustat_rl.pilot.families.FAMILIES` (Qwen2, Llama, ...) over :data:`VOCAB`, width 16
+    and 2 layers unless ``values`` say otherwise (seeded; float32)."""
+    from ..pilot.families import build_family
+
+    settings = dict(vocab_size=len(VOCAB), pad_token_id=0, bos_token_id=1, eos_token_id=1,
+                    max_position_embeddings=32)
+    return build_family(name, seed=seed, **{**settings, **values})
+
+
 def parity_reward(completions, prompts, **kwargs) -> list[float]:
     """TRL reward function: 1.0 when the completion starts with a digit of the parity of
     ``a + b`` for the prompt ``"a+b="``, else 0.0."""
@@ -58,12 +69,13 @@ def arithmetic_prompts() -> list[str]:
 
 def demo_trainer(output_dir, group_size: int = 4, groups: int = 8, steps: int = 4,
                  learning_rate: float = 1e-3, model=None, reward=parity_reward, cls=None,
-                 **config):
+                 peft_config=None, **config):
     """A ``trl.GRPOTrainer`` on the CPU: ``groups`` prompts of ``group_size`` answers per step,
     answers of at most 3 tokens, logging every step into ``state.log_history`` (not printed),
     no reports or checkpoints.
 
-    Extra keywords go to ``trl.GRPOConfig``; ``cls`` replaces ``trl.GRPOTrainer``.
+    Extra keywords go to ``trl.GRPOConfig``; ``cls`` replaces ``trl.GRPOTrainer``;
+    ``peft_config`` (a ``peft.LoraConfig``) trains an adapter, as ``GRPOTrainer`` takes it.
     """
     import datasets
     import trl
@@ -79,7 +91,8 @@ def demo_trainer(output_dir, group_size: int = 4, groups: int = 8, steps: int = 
     args = trl.GRPOConfig(**{**options, **config})
     trainer = (cls or trl.GRPOTrainer)(model=model if model is not None else tiny_gpt2(),
                                        reward_funcs=reward, args=args, train_dataset=data,
-                                       processing_class=char_tokenizer())
+                                       processing_class=char_tokenizer(),
+                                       peft_config=peft_config)
     from transformers import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # quiet: the logs stay in state.log_history

@@ -29,8 +29,16 @@ entry on the test model, far below the estimates' sampling error).
 Results go to the trainer's own metrics (``ustat/...``, averaged over the logging interval and
 written by every logger TRL supports) and, one record per window, to a trajectory file
 (:mod:`ustat_rl.frameworks.trajectory`; ``ustat-rl gstar --trajectory FILE`` reads it). A window
-that cannot be estimated (groups not contiguous, a NaN reward, a parameter the sketch does not
-cover, no reward variation) is recorded as skipped with the reason; training goes on.
+that cannot be estimated (groups not contiguous, a NaN reward, no reward variation, a module
+the sketch cannot follow) is recorded as skipped with the reason; training goes on.
+
+Models: every trainable parameter is sketched exactly, whatever the family
+(:mod:`ustat_rl.pilot.coverage`): full fine-tuning of Qwen2/Qwen3, Llama, Mistral, Gemma2,
+Phi3 and GPT-2, a PEFT adapter (``peft_config``: the scores are with respect to the adapter's
+parameters, the ones the trainer updates), gradient checkpointing (the sketch runs in eval mode,
+where Hugging Face layers do not checkpoint, so a window's memory is that of one plain
+forward and backward of ``chunk_size`` completions), and data parallelism. FSDP, which shards
+the parameters, is refused when the monitor is made.
 """
 
 from __future__ import annotations
@@ -153,10 +161,14 @@ class GroupSizeMonitor(TrainerCallback):
         self.records: list[dict] = []
         self._batches: deque = deque(maxlen=self.pool)
         self._next_step, self._next_id, self._rewards = 0, 0, None
-        self._uncovered = uncovered_parameters(self._model())
-        if self._uncovered:
-            warnings.warn(f"GroupSizeMonitor: the factored sketch does not cover parameters "
-                          f"{self._uncovered[:3]}; every window will be skipped", stacklevel=2)
+        if getattr(trainer, "is_fsdp_enabled", False):
+            raise ValueError("`trainer`: FSDP shards the parameters, and the sketch needs them "
+                             "whole on each process; GroupSizeMonitor supports data parallelism")
+        fallback = uncovered_parameters(self._model())
+        if fallback:
+            warnings.warn(f"GroupSizeMonitor: parameters {fallback[:3]} ({len(fallback)} in all) "
+                          f"are sketched by the exact per-sample fallback, one extra forward and "
+                          f"backward of their module per completion", stacklevel=2)
         self._wrap(trainer)
 
     # ------------------------------------------------------------------ hooks
@@ -234,9 +246,6 @@ class GroupSizeMonitor(TrainerCallback):
         G = self.group_size
         common = (G, max(budget, 2), self.level, self.sketch_dim, self.rule, self.rule_source)
         reason = batch_problem(keys, reward, G) if budget else "no rewards were captured"
-        if reason is None and self._uncovered:
-            reason = (f"the factored sketch does not cover parameters {self._uncovered[:3]} "
-                      f"({len(self._uncovered)} in all)")
         if reason is None:
             try:
                 score = gather_rows(self._scores(tokens, target))
