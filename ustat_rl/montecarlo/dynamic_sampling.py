@@ -1,0 +1,131 @@
+"""Monte Carlo of verl's dynamic sampling loop (DAPO's ``filter_groups``) on a softmax bandit.
+
+docs/theory.md section 7, "Dynamic sampling (beyond the paper)". The loop of verl's
+``RayDAPOTrainer.fit`` (``recipe/dapo/dapo_ray_trainer.py``), run for many independent steps at
+once: draw a generation batch of ``b`` prompts from ``f`` with ``G`` answers each, keep the groups
+whose rewards are not all equal (verl keeps ``np.std(rewards) > 0``), append them in order, and
+stop when ``B`` groups are kept, cutting the batch to its first ``B`` groups; after
+``max_num_gen_batches`` batches without filling, the step fails (verl raises). The exact
+counterparts are in :mod:`ustat_rl.theory.dynamic_sampling`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._validation import as_int, as_rng
+from ..advantages.registry import get_rule
+from ..policies.softmax import SoftmaxBandit
+from ..theory.dynamic_sampling import keep_probability
+
+__all__ = ["DynamicSamplingRun", "simulate_dynamic_sampling"]
+
+
+@dataclass(frozen=True)
+class DynamicSamplingRun:
+    """Independent steps of the dynamic sampling loop.
+
+    Attributes
+    ----------
+    gradients : ndarray (n_filled, P*K)
+        ``g_DS = (1/(B G)) sum_b sum_g A_bg W_bg`` over the first ``B`` kept groups, one row per
+        step that filled its batch.
+    gen_batches : ndarray (n_reps,)
+        Generation batches each step drew (``max_num_gen_batches`` for a failed step).
+    kept_groups : ndarray (n_reps,)
+        Groups each step kept, the ``B`` used and the overflow of its last batch.
+    filled : ndarray (n_reps,) of bool
+        Whether the step found ``B`` groups within the cap.
+    group_size, batch_size, gen_batch_size, max_num_gen_batches : int
+        ``G``, ``B``, ``b`` and ``K`` (0: no cap).
+    """
+
+    gradients: np.ndarray
+    gen_batches: np.ndarray
+    kept_groups: np.ndarray
+    filled: np.ndarray
+    group_size: int
+    batch_size: int
+    gen_batch_size: int
+    max_num_gen_batches: int
+
+
+def simulate_dynamic_sampling(bandit: SoftmaxBandit, advantage, group_size, batch_size, n_reps,
+                              rng, gen_batch_size=None,
+                              max_num_gen_batches=0) -> DynamicSamplingRun:
+    """Run ``n_reps`` independent steps of verl's ``filter_groups`` loop on ``bandit``.
+
+    Parameters
+    ----------
+    bandit : SoftmaxBandit
+        Binary rewards (``reward_values=(0, 1)``).
+    advantage : str or AdvantageRule
+        A rule of :mod:`ustat_rl.advantages` whose statistics are per group.
+    group_size, batch_size : int
+        ``G >= 2`` and ``B >= 1``.
+    n_reps : int
+        Steps.
+    rng : numpy.random.Generator or int
+    gen_batch_size : int, optional
+        ``b``; ``B`` by default.
+    max_num_gen_batches : int
+        ``K >= 0``; 0 for no cap.
+
+    Returns
+    -------
+    DynamicSamplingRun
+
+    Examples
+    --------
+    >>> from ustat_rl.policies.softmax import SoftmaxBandit
+    >>> bandit = SoftmaxBandit([[0.0, 0.0]], [[1.0, 0.0]])
+    >>> run = simulate_dynamic_sampling(bandit, "grpo", 2, 3, 5, 0)
+    >>> run.gradients.shape, bool(run.filled.all()), bool((run.kept_groups >= 3).all())
+    ((5, 2), True, True)
+    """
+    if not isinstance(bandit, SoftmaxBandit):
+        raise TypeError(f"`bandit` must be a SoftmaxBandit, got {type(bandit).__name__}")
+    if bandit.reward_values != (0.0, 1.0):
+        raise ValueError(f"`bandit` must have binary rewards (0, 1), got {bandit.reward_values}")
+    rule = get_rule(advantage, "advantage")
+    if rule.statistics != "group" or rule.centring.reference_source is not None:
+        raise ValueError(f"`advantage` {rule.name!r} must be a rule of the group's rewards alone "
+                         "(no batch statistics, no V(x) or b(x) reference)")
+    G = as_int(group_size, "group_size", max(2, rule.min_group_size))
+    B = as_int(batch_size, "batch_size", 1)
+    n = as_int(n_reps, "n_reps", 1)
+    b = B if gen_batch_size is None else as_int(gen_batch_size, "gen_batch_size", 1)
+    K = as_int(max_num_gen_batches, "max_num_gen_batches", 0, "(0 for no cap)")
+    rng = as_rng(rng)
+    if K == 0 and keep_probability(bandit.value, G, bandit.prompt_prob) <= 0.0:
+        raise ValueError("every group of `bandit` is all-equal with probability 1: without a "
+                         "cap (`max_num_gen_batches`) the loop never ends")
+    grad_sum = np.zeros((n, bandit.dim))
+    count = np.zeros(n, dtype=np.int64)  # kept groups used, at most B
+    kept = np.zeros(n, dtype=np.int64)
+    batches = np.zeros(n, dtype=np.int64)
+    active = np.ones(n, dtype=bool)
+    while active.any():
+        idx = np.flatnonzero(active)
+        s = bandit.sample_groups(G, idx.size * b, rng)
+        reward = s.reward.reshape(idx.size, b, G)
+        ok = reward.min(axis=2) != reward.max(axis=2)  # (m, b): std > 0
+        batches[idx] += 1
+        kept[idx] += ok.sum(axis=1)
+        # the first B kept groups in generation order enter the batch
+        take = ok & (count[idx, None] + np.cumsum(ok, axis=1) <= B)  # (m, b)
+        rows = np.flatnonzero(take.ravel())
+        if rows.size:
+            adv = rule.grouped(s.reward[rows])  # (t, G)
+            score = bandit.scores(s.prompt[rows], s.action[rows], full=True)  # (t, G, P*K)
+            per_group = np.einsum("tg,tgk->tk", adv, score) / G
+            np.add.at(grad_sum, idx[rows // b], per_group)
+        count[idx] += take.sum(axis=1)
+        done = count[idx] >= B
+        if K > 0:
+            done |= batches[idx] >= K
+        active[idx[done]] = False
+    filled = count >= B
+    return DynamicSamplingRun(grad_sum[filled] / B, batches, kept, filled, G, B, b, K)
