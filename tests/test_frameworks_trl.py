@@ -151,6 +151,9 @@ def test_scores_are_the_projected_gradients_of_the_sampled_completions(tmp_path,
     R = factored_projection_matrix(model, K, monitor.seed, BLOCKS)
     rollouts = load_rollouts(tmp_path / "windows" / "window_000001.npz")
     out = seen[-1]
+    # trainer units: TRL's default loss ("dapo") divides by the batch's completion tokens
+    assert trainer.args.loss_type == "dapo"
+    weight = out["completion_mask"].shape[0] / float(out["completion_mask"].sum())
     for row in range(0, G * B, 5):
         prompt = out["prompt_ids"][row][out["prompt_mask"][row].bool()]
         keep_tokens = out["completion_mask"][row].bool()
@@ -159,13 +162,13 @@ def test_scores_are_the_projected_gradients_of_the_sampled_completions(tmp_path,
         logits = model(tokens).logits[0, prompt.numel() - 1:-1] / 0.7
         log_prob = torch.log_softmax(logits, dim=-1).gather(-1, answer[:, None]).sum()
         grads = torch.autograd.grad(log_prob, list(params.values()))
-        full = torch.cat([g.reshape(-1) for g in grads]).double().numpy()
+        full = weight * torch.cat([g.reshape(-1) for g in grads]).double().numpy()
         np.testing.assert_allclose(rollouts.score[row], R @ full, rtol=2e-4,
                                    atol=2e-5 * np.abs(R @ full).max())
     # a wrong temperature is a different policy: the rows must not match it (negative control)
     logits = model(tokens).logits[0, prompt.numel() - 1:-1]
     log_prob = torch.log_softmax(logits, dim=-1).gather(-1, answer[:, None]).sum()
-    wrong = torch.cat([g.reshape(-1) for g in torch.autograd.grad(log_prob, list(
+    wrong = weight * torch.cat([g.reshape(-1) for g in torch.autograd.grad(log_prob, list(
         params.values()))]).double().numpy()
     assert not np.allclose(rollouts.score[row], R @ wrong, rtol=2e-4)
 

@@ -7,7 +7,9 @@ object with the fields of :data:`TRAJECTORY_FIELDS`; an interval is ``{"estimate
 (:func:`ustat_rl.formatting.json_ready`). A window the monitor could not estimate has ``status``
 ``"skipped"``, its ``reason`` in words, and ``null`` estimates.
 
-The last field, ``gstar_errors``, is optional (``null`` or absent in files written without it):
+The fields ``var_run`` and ``units`` (the predicted variance of the run's gradient around its
+mean, and which gradient the estimates are of: the trainer's, per ``loss_type``) are optional, as
+is ``gstar_errors`` (``null`` or absent in files written without it):
 the standard errors and covariance from which ``G*``'s interval is Fieller's (C32), so a reader
 can rebuild every window's interval at a simultaneous (Bonferroni) level
 (:func:`gstar_errors_of`, :mod:`ustat_rl.frameworks.universality`).
@@ -55,10 +57,12 @@ TRAJECTORY_FIELDS = (
     "all_equal_predicted",  # predicted fraction of all-equal groups at the run's G (binary rewards)
     "all_equal_observed",   # fraction of all-equal groups in the window's own batch
     "gstar_errors",       # optional: {GSTAR_ERROR_FIELDS} behind G*'s interval, or null
+    "var_run",            # optional: predicted variance of the run's gradient at its G
+    "units",              # optional: which gradient the estimates are of, and how exactly
 )
 
 #: Fields a record may omit (read and written as ``null``).
-OPTIONAL_FIELDS = ("gstar_errors",)
+OPTIONAL_FIELDS = ("gstar_errors", "var_run", "units")
 
 #: What ``gstar_errors`` holds: :func:`ustat_rl.pilot.uncertainty.fieller_gstar`'s inputs besides
 #: the estimates of ``c1``, ``c3'`` and the record's ``n_prompts`` (``sketch_units`` ``null``
@@ -171,6 +175,8 @@ def _restored(raw: dict) -> dict:
                 raise ValueError(f"`{name}` is reversed: low {low:g} > high {high:g}")
     for name in ("level", "mse_gstar", "mse_best", "all_equal_predicted", "all_equal_observed"):
         record[name] = _number(record[name], name)
+    if record["var_run"] is not None:
+        record["var_run"] = _number(record["var_run"], "var_run")
     if record["gstar_errors"] is not None:
         errors = record["gstar_errors"]
         if not isinstance(errors, dict) or set(errors) != set(GSTAR_ERROR_FIELDS):

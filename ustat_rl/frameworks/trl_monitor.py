@@ -26,6 +26,13 @@ forward that the trainer runs under mixed precision (``bf16=True``, TRL's defaul
 bf16, so the scores carry bf16's rounding, as the trainer's own gradients do (about 1% per
 entry on the test model, far below the estimates' sampling error).
 
+Units: the estimates are of the gradient the trainer computes. TRL aggregates each completion's
+per-token loss by ``loss_type`` (``dapo`` by default: divided by the batch's tokens), so the
+monitor weighs each completion's sketched score as the trainer's gradient does
+(:mod:`ustat_rl.frameworks.trainer_units`) before estimating; the record's ``units`` says which
+aggregation and how exactly the finite-G formulas apply to it, and ``var_run`` is the predicted
+variance of the run's gradient over fresh batches, what the trainer's gradient noise is.
+
 Results go to the trainer's own metrics (``ustat/...``, averaged over the logging interval and
 written by every logger TRL supports) and, one record per window, to a trajectory file
 (:mod:`ustat_rl.frameworks.trajectory`; ``ustat-rl gstar --trajectory FILE`` reads it). A window
@@ -59,13 +66,14 @@ from ..pilot.causal_lm import DEFAULT_SKETCH_BLOCKS
 from ..pilot.factored import factored_sketch_scores, uncovered_parameters
 from ..pilot.sequence import trainable_parameters
 from .gather import gather_rows, world
+from .trainer_units import LOSS_WEIGHTS, completion_weights, units_note
 from .trajectory import append_record
 from .window import Batch, batch_problem, observed_all_equal, skipped_record, window_record
 
 __all__ = ["GroupSizeMonitor", "run_rule", "LOGGED"]
 
 #: Record fields written to the trainer's metrics, as ``ustat/<field>``.
-LOGGED = ("gstar", "c1", "c2", "c3", "mse_run", "mse_gstar", "grpo_beats_vanilla",
+LOGGED = ("gstar", "c1", "c2", "c3", "mse_run", "var_run", "mse_gstar", "grpo_beats_vanilla",
           "all_equal_predicted", "all_equal_observed", "recommended_group_size")
 
 _SCALE_RULES = {"group": "trl_group", True: "trl_group", "batch": "trl_batch",
@@ -157,6 +165,10 @@ class GroupSizeMonitor(TrainerCallback):
             check_output(self.save_rollouts, "save_rollouts", kind="folder")
             self.save_rollouts.mkdir(parents=True, exist_ok=True)
         self.rule, self.rule_source = run_rule(trainer.args)
+        # the trainer's gradient weighs each completion's score by its loss aggregation
+        self.loss_type = str(getattr(trainer.args, "loss_type", "dapo"))
+        self.max_completion_length = getattr(trainer.args, "max_completion_length", None)
+        self.units = units_note(self.loss_type)
         self.temperature = float(getattr(trainer.args, "temperature", 1.0) or 1.0)
         self.records: list[dict] = []
         self._batches: deque = deque(maxlen=self.pool)
@@ -243,16 +255,17 @@ class GroupSizeMonitor(TrainerCallback):
         budget = reward.size
         tokens, target, keys = self._tokens(out)
         keys = gather_rows(keys)  # every process takes part in every gather
+        lengths = gather_rows(target.sum(dim=1).to("cpu", torch.float64).numpy())
         G = self.group_size
         common = (G, max(budget, 2), self.level, self.sketch_dim, self.rule, self.rule_source)
         reason = batch_problem(keys, reward, G) if budget else "no rewards were captured"
         if reason is None:
             try:
-                score = gather_rows(self._scores(tokens, target))
+                score = gather_rows(self._scores(tokens, target)) * self._weights(lengths)
                 batch = Batch(step, G, reward, score, self._next_id)
                 batches = (list(self._batches) + [batch])[-self.pool:]
                 record, rollouts = window_record(batches, self._meta(), budget, self.level,
-                                                 self.rule, self.rule_source)
+                                                 self.rule, self.rule_source, self.units)
             except Exception as exc:  # a window that fails must not stop the run
                 reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             else:
@@ -264,6 +277,13 @@ class GroupSizeMonitor(TrainerCallback):
             warnings.warn(f"GroupSizeMonitor skipped the window at step {step}: {reason}",
                           stacklevel=2)
         self._emit(record, rollouts)
+
+    def _weights(self, lengths) -> np.ndarray:
+        """``(n, 1)``: each completion's weight in the trainer's gradient (trainer units,
+        :mod:`ustat_rl.frameworks.trainer_units`); 1 for a ``loss_type`` it does not know."""
+        if self.loss_type not in LOSS_WEIGHTS:
+            return np.ones((lengths.size, 1))
+        return completion_weights(self.loss_type, lengths, self.max_completion_length)[:, None]
 
     def _meta(self) -> dict:
         model = self._model()

@@ -23,9 +23,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import as_int
+from ..advantages import get_rule
+from ..pilot.estimate import estimate_moments, pilot_statistics
 from ..pilot.report import all_equal_fraction, gstar_report
 from ..pilot.rollouts import MIN_GROUP_SIZE, Rollouts
-from ..theory import ScalingConstants
+from ..theory import ScalingConstants, minibatch_variance
+from ..theory.advantage import binary_projection
 from .grouped import all_equal_by_group
 from .trajectory import TRAJECTORY_FIELDS, TRAJECTORY_VERSION, gstar_errors_of
 
@@ -150,8 +153,8 @@ def skipped_record(step, reason: str, group_size, budget, level, sketch_dim, rul
     return record
 
 
-def window_record(batches, meta: dict, budget, level: float, rule, rule_source: str
-                  ) -> tuple[dict, Rollouts]:
+def window_record(batches, meta: dict, budget, level: float, rule, rule_source: str,
+                  units: str | None = None) -> tuple[dict, Rollouts]:
     """The trajectory record of a window pooling ``batches`` (oldest first), and its rollouts.
 
     Parameters
@@ -178,11 +181,12 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
     budget = as_int(budget, "budget", 2)
     rollouts = window_rollouts(batches, meta)
     binary = bool(np.all((rollouts.reward == 0.0) | (rollouts.reward == 1.0)))
-    estimator = "grpo"
+    estimator, spread = "grpo", 1.0
     if rule is not None:
-        from ..advantages import get_rule
-
-        if get_rule(rule).is_affine or binary:
+        limit = _group_limit(get_rule(rule))
+        if limit is not None:  # batch statistics: the large-B limit, a constant spread
+            estimator, spread = limit.name, _batch_spread(rollouts.reward, get_rule(rule))
+        elif get_rule(rule).is_affine or binary:
             estimator = rule
     # G*, the constants, the advice and GRPO against vanilla are the paper's GRPO rule's; the
     # MSE at the run's G is the run's rule's (a second report when the two differ)
@@ -199,6 +203,13 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
                                                                      budget))
     run = sizes.index(G) if G in sizes else None
     pick = own.mse[estimator]
+    variance = None
+    if run is not None:
+        moments = estimate_moments(pilot_statistics(rollouts))
+        if not get_rule(estimator).is_affine:  # the plug-in of a scaled rule, as gstar_report's
+            moments = binary_projection(moments)
+        variance = float(minibatch_variance(moments, estimator, G, budget // G)) / spread ** 2
+    scaled = spread != 1.0  # a batch rule's MSE against g is not its group rule's: not reported
     record.update(
         status="ok", reason=None, windows_pooled=len(batches), n_prompts=report.n_prompts,
         n_samples=report.n_samples,
@@ -207,12 +218,34 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
         gstar=_interval({"low": math.nan, "high": math.nan, **report.gstar}),
         bounded=bool(report.bounded),
         recommended_group_size=int(report.recommended_group_size),
-        mse_run=(None if run is None else
+        mse_run=(None if run is None or scaled else
                  {k: float(pick[k][run]) for k in ("estimate", "low", "high")}),
         mse_gstar=mse_gstar,
-        mse_best=float(min(pick["estimate"])),
+        mse_best=math.nan if scaled else float(min(pick["estimate"])),
         grpo_beats_vanilla=None if run is None else bool(G not in report.grpo_loses),
         all_equal_predicted=_predicted_all_equal(batches),
         all_equal_observed=observed_all_equal(batches[-1].reward, G),
-        gstar_errors=gstar_errors_of(report))
+        gstar_errors=gstar_errors_of(report), var_run=variance, units=units)
+    if scaled:
+        record["estimator"] = f"{rule}: {estimator} / {spread:.6g}^2 (large-B limit)"
     return record, rollouts
+
+
+def _group_limit(rule):
+    """For a rule that divides by a statistic of the whole batch (TRL ``scale_rewards="batch"``):
+    the registered group rule with the same centring and no scaling, whose estimator divided by
+    the batch's spread it becomes as ``B`` grows (the spread converges to a constant); ``None``
+    for a rule of group statistics, or a batch rule that also re-centres (whitening)."""
+    from ..advantages.registry import RULES
+
+    if rule.statistics == "group" or rule.scaling.kind != "batch std":
+        return None
+    return next((r for r in RULES.values() if r.statistics == "group"
+                 and r.scaling.kind == "none" and r.centring == rule.centring), None)
+
+
+def _batch_spread(reward, rule) -> float:
+    """The batch rule's divisor on the pooled rewards: std (with Bessel's correction when the
+    rule has it) plus the rule's epsilon, where its constant limit is estimated."""
+    ddof = 1 if rule.scaling.bessel else 0
+    return float(np.std(reward, ddof=ddof)) + float(rule.scaling.epsilon)

@@ -27,7 +27,7 @@ the scores agree across devices to floating-point rounding.
 from __future__ import annotations
 
 import math
-from functools import partial
+from functools import lru_cache, partial
 
 import numpy as np
 import torch
@@ -77,6 +77,16 @@ def _factors(shapes, k: int, blocks: int, seed: int, kind: str) -> list:
             D = _draw((k, math.prod(shape)), child_int(seed, p, 2), kind) / math.sqrt(k)
             out.append(("vector", D))
     return out
+
+
+@lru_cache(maxsize=2)
+def _device_factors(shapes: tuple, k: int, blocks: int, seed: int, kind: str, device, dtype
+                    ) -> tuple:
+    """:func:`_factors` on ``device`` in ``dtype``, kept for the next call with the same
+    arguments (a monitor or a pilot sketches chunk after chunk with one ``R``): drawing them
+    again is most of a small model's sketch. Read only."""
+    return tuple(tuple(x if isinstance(x, str) else x.to(device, dtype) for x in spec)
+                 for spec in _factors(shapes, k, blocks, seed, kind))
 
 
 def kronecker_projection_matrix(shapes, k, seed, blocks: int = 1, kind: str = "gaussian"
@@ -146,7 +156,8 @@ def factored_sketch_scores(model, tokens, target_mask, k, seed, blocks: int = 1,
     Parameters
     ----------
     model : torch.nn.Module
-        Causal LM whose trainable parameters are all covered (:func:`uncovered_parameters`).
+        Causal LM; every trainable parameter is covered (:mod:`ustat_rl.pilot.coverage`; the
+        ones :func:`uncovered_parameters` lists take the exact per-sample fallback).
         Scores are taken with dropout off (``eval`` mode, restored afterwards).
     tokens, target_mask : torch.Tensor (b, t)
         As in :func:`ustat_rl.pilot.sequence.sequence_log_probs`; rows must not interact
@@ -177,9 +188,10 @@ def factored_sketch_scores(model, tokens, target_mask, k, seed, blocks: int = 1,
     if not (isinstance(tokens, torch.Tensor) and tokens.ndim == 2
             and tuple(target_mask.shape) == tuple(tokens.shape)):
         raise ValueError("`tokens` and `target_mask` must be tensors of the same shape (b, t)")
+    shapes = tuple(tuple(p.shape) for p in params.values())
     factors = dict(zip((id(p) for p in params.values()),
-                       _factors([tuple(p.shape) for p in params.values()], k, blocks,
-                                as_int(seed, "seed", 0), kind)))
+                       _device_factors(shapes, k, blocks, as_int(seed, "seed", 0), kind,
+                                       first.device, dtype)))
     sketcher = Sketcher(factors, k, blocks, block_factors(k // blocks), dtype, first.device,
                         tokens.shape[0])
     handles = [module.register_forward_hook(partial(sketcher.hook, rule, own), with_kwargs=True)

@@ -51,6 +51,7 @@ from .mse import (
     score_reward_covariance,
     shrink_factor,
 )
+from .noise import minibatch_variance
 from .optimisation import (
     contraction_factor,
     lemma6_constant_bound,
@@ -89,6 +90,7 @@ __all__ = [
     "dynamic_sampling_mse",
     "minibatch_covariance",
     "minibatch_mse",
+    "minibatch_variance",
     "noise_omega",
     "optimal_constant_baseline",
     "per_prompt_advantage_mse",

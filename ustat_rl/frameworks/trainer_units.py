@@ -1,0 +1,91 @@
+"""The gradient TRL's ``GRPOTrainer`` computes, written as the paper's estimator of rescaled scores.
+
+At the parameters that sampled a generation batch (importance ratio 1, no KL term: ``beta = 0``,
+TRL's default), TRL's loss (trl 1.16, ``GRPOTrainer._compute_loss``) aggregates the per-token
+terms ``-A_i ratio_it`` by ``loss_type``, and its gradient is
+
+.. math::
+
+    \\nabla L = -\\frac{1}{n} \\sum_i A_i\\, w_i\\, W_i, \\qquad
+    W_i = \\sum_t \\nabla \\log \\pi(o_{it} \\mid \\ldots)
+
+over the batch's ``n = B G`` completions, ``W_i`` the score the monitor sketches, with
+
+* ``grpo``, ``sapo``: ``w_i = 1/|o_i|`` (each completion's mean over its tokens);
+* ``dr_grpo``: ``w_i = 1/L``, ``L`` = ``max_completion_length``;
+* ``bnpo``, ``dapo`` (TRL's default), ``cispo``, ``vespo``: ``w_i = n / sum_j |o_j|`` (the
+  batch's tokens; with data parallelism the gathered batch's, as DDP averages the processes);
+* ``luspo``: ``w_i = 1`` (a sum over tokens, a mean over completions).
+
+So the paper's estimator with ``W_i`` replaced by ``w_i W_i`` is, up to its sign, the gradient of
+one generation batch (an optimizer step's when ``steps_per_generation`` equals
+``gradient_accumulation_steps``, TRL's default). How exactly the theory then applies depends on
+``w`` (:data:`EXACTNESS`): a constant ``w`` (``dr_grpo``, ``luspo``) keeps the rows i.i.d. and
+``E[w W | x] = 0``, so every formula holds exactly; the batch normaliser of ``dapo``-like losses
+is a ratio estimator, the constant ``1/E|o|`` to first order in ``1/B``; a per-completion ``1/|o_i|``
+(``grpo``) is not a score function any more (``E[W_i/|o_i| | x] != 0``), so the U-statistic
+formulas, which use ``E[W | x] = 0``, are an approximation there (docs/theory.md, "Against a real
+trainer").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._validation import as_int
+
+__all__ = ["LOSS_WEIGHTS", "EXACTNESS", "completion_weights", "units_note"]
+
+#: ``loss_type`` -> how each completion's score is weighted in the trainer's gradient.
+LOSS_WEIGHTS = {"grpo": "length", "sapo": "length", "dr_grpo": "max_length",
+                "bnpo": "batch_tokens", "dapo": "batch_tokens", "cispo": "batch_tokens",
+                "vespo": "batch_tokens", "luspo": "one"}
+
+#: How the finite-G formulas apply to the rescaled scores, per kind of weight.
+EXACTNESS = {"one": "exact", "max_length": "exact",
+             "batch_tokens": "first order in 1/B (the batch's mean length as a constant)",
+             "length": "approximate (W/|o| is not a score function: E[W/|o| | x] != 0)"}
+
+
+def completion_weights(loss_type: str, lengths, max_completion_length=None) -> np.ndarray:
+    """``w_i`` of each completion of one generation batch (module docstring).
+
+    Parameters
+    ----------
+    loss_type : str
+        TRL's ``GRPOConfig.loss_type``, a key of :data:`LOSS_WEIGHTS`.
+    lengths : array_like (n,)
+        Completion tokens of each row (the completion mask's row sums), the whole batch.
+    max_completion_length : int, optional
+        ``GRPOConfig.max_completion_length``; needed for ``dr_grpo``.
+
+    Examples
+    --------
+    >>> completion_weights("dapo", [1, 3]).tolist(), completion_weights("grpo", [1, 4]).tolist()
+    ([0.5, 0.5], [1.0, 0.25])
+    """
+    if loss_type not in LOSS_WEIGHTS:
+        raise ValueError(f"`loss_type` must be one of {sorted(LOSS_WEIGHTS)}, got {loss_type!r}")
+    lengths = np.asarray(lengths, dtype=np.float64)
+    if lengths.ndim != 1 or lengths.size == 0 or np.any(~np.isfinite(lengths)) \
+            or np.any(lengths < 0):
+        raise ValueError("`lengths` must be a non-empty 1-D array of token counts >= 0")
+    kind = LOSS_WEIGHTS[loss_type]
+    if kind == "one":
+        return np.ones_like(lengths)
+    if kind == "max_length":
+        if max_completion_length is None:
+            raise ValueError("`max_completion_length` is needed for loss_type 'dr_grpo'")
+        return np.full_like(lengths, 1.0 / as_int(max_completion_length,
+                                                  "max_completion_length", 1))
+    if kind == "length":  # TRL clamps each length at 1
+        return 1.0 / np.maximum(lengths, 1.0)
+    return np.full_like(lengths, lengths.size / max(float(lengths.sum()), 1.0))
+
+
+def units_note(loss_type: str) -> str:
+    """The record's ``units``: which gradient the estimates are of, and how exactly."""
+    if loss_type not in LOSS_WEIGHTS:
+        return (f"paper units (loss_type {loss_type!r} has no known aggregation: scores are "
+                "unweighted)")
+    return f"trainer (loss_type {loss_type!r}: {EXACTNESS[LOSS_WEIGHTS[loss_type]]})"
