@@ -97,6 +97,17 @@ def _statistic(rule, z, inverse, counts):
     return spread
 
 
+def _group_function(function, z, inverse, counts, rows):
+    """A group-function centring's numerators ``(n,)``, one call per group size."""
+    if rows is not None:
+        return np.asarray(function(rows), dtype=np.float64).reshape(-1)
+    out = np.zeros(z.size)
+    for n in np.unique(counts):
+        members = _members(inverse, counts, n)  # (k_n, n)
+        out[members] = np.asarray(function(z[members]), dtype=np.float64).reshape(members.shape)
+    return out
+
+
 def evaluate(rule, z, inverse, counts, reference=None, rows=None) -> Parts:
     """The advantages of ``rule`` (read off its data; no name is special).
 
@@ -109,6 +120,10 @@ def evaluate(rule, z, inverse, counts, reference=None, rows=None) -> Parts:
     dev, root = _deviations(z, inverse, counts, rows)
     own, deviation, ref = rule.centring.kernel_coefficients(n)
     num = own * z + deviation * dev
+    if not rule.centring.is_affine:
+        num = _group_function(rule.centring.function, z, inverse, counts, rows)
+        if rule.centring.singleton != "formula":
+            num = np.where(single, z if rule.centring.singleton == "reward" else 0.0, num)
     if rule.centring.reference_source is not None:
         if reference is None:
             raise ValueError(f"rule {rule.name!r} subtracts {rule.centring.reference_source} "
@@ -128,6 +143,8 @@ def evaluate(rule, z, inverse, counts, reference=None, rows=None) -> Parts:
         root_b = _batch_moments(z)[1]
         dof = z.size - 1 if sc.bessel else z.size
         s = np.full(z.size, root_b / np.sqrt(dof) if dof > 0 else 0.0)
+    elif sc.kind == "batch nonzero fraction":  # exact: a count, no rounding
+        s = np.full(z.size, max(np.count_nonzero(z), 1) / z.size)
     else:  # "batch whitening": the numerator's batch mean removed, divided by its batch std
         num, root_b = _batch_moments(num, sc.count_epsilon)
         var_n = (z.size + sc.count_epsilon) * ((z.size - 1) / z.size if sc.bessel else 1)

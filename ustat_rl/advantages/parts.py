@@ -15,9 +15,9 @@ import numpy as np
 __all__ = ["CENTRING_KINDS", "SCALING_KINDS", "PLACEMENTS", "ALL_EQUAL_RULES", "Centring", "Scaling",
            "Provenance"]
 
-CENTRING_KINDS = ("none", "leave-one-out", "group mean", "value", "baseline")
+CENTRING_KINDS = ("none", "leave-one-out", "group mean", "value", "baseline", "group function")
 SCALING_KINDS = ("none", "group std", "others std", "group statistic", "batch std",
-                 "batch whitening")
+                 "batch whitening", "batch nonzero fraction")
 PLACEMENTS = ("none", "added to std", "inside sqrt", "variance floor")
 ALL_EQUAL_RULES = ("divide", "zero", "keep numerator")
 
@@ -25,17 +25,23 @@ ALL_EQUAL_RULES = ("divide", "zero", "keep numerator")
 @dataclass(frozen=True)
 class Centring:
     """``c = z - w_m m - w_l l - w_r r``: weights of the group mean ``m``, the leave-one-out mean
-    ``l = (sum_k z_k - z)/(n - 1)`` and a reference ``r`` (``V(x)`` or ``b(x)``).
+    ``l = (sum_k z_k - z)/(n - 1)`` and a reference ``r`` (``V(x)`` or ``b(x)``); or, for
+    ``kind="group function"``, ``c = function(group's rewards)``, a numerator that is not affine
+    in the rewards (verl's Pass@k gives the best sample ``r_max - r_second`` and the others 0).
 
     Attributes
     ----------
     kind : one of :data:`CENTRING_KINDS`
     mean, leave_one_out, reference : float
-        The weights ``w_m``, ``w_l``, ``w_r``.
+        The weights ``w_m``, ``w_l``, ``w_r`` (all 0 for a group function).
     singleton : {"formula", "zero", "reward"}
         A one-sample group gets what the weights give (``"formula"``; a leave-one-out mean is
         then undefined, so the rule needs groups of 2), 0 (``"zero"``), or keeps its raw reward
         (``"reward"``).
+    function : callable, optional
+        For ``kind="group function"``: ``rewards (M, n) -> numerators (M, n)``, row by row and
+        equivariant under permutations of a row (a sample's numerator depends on its own reward
+        and the multiset of its group's), so for two-point rewards it is a function of ``m``.
     """
 
     kind: str
@@ -43,6 +49,7 @@ class Centring:
     leave_one_out: float = 0.0
     reference: float = 0.0
     singleton: str = "formula"
+    function: Callable | None = field(default=None, compare=False)
 
     def __post_init__(self):
         if self.kind not in CENTRING_KINDS:
@@ -50,6 +57,16 @@ class Centring:
         if self.singleton not in ("formula", "zero", "reward"):
             raise ValueError("`singleton` must be 'formula', 'zero' or 'reward', got "
                              f"{self.singleton!r}")
+        if (self.kind == "group function") != (self.function is not None):
+            raise ValueError("`function` is required for, and only for, kind='group function'")
+        if self.function is not None and (self.mean or self.leave_one_out or self.reference):
+            raise ValueError("a 'group function' centring takes no mean, leave-one-out or "
+                             "reference weight")
+
+    @property
+    def is_affine(self) -> bool:
+        """Whether ``c`` is affine in the rewards (every kind but ``"group function"``)."""
+        return self.function is None
 
     @property
     def min_group_size(self) -> int:
@@ -74,6 +91,8 @@ class Centring:
             c = (1 - w_m - w_l) z + \\Big(w_m + w_l \\frac{n}{n - 1}\\Big)(z - m) - w_r r
         """
         n = np.asarray(n, dtype=np.float64)
+        if not self.is_affine:  # the numerator is the function's alone
+            return np.zeros(n.shape), np.zeros(n.shape), np.zeros(n.shape)
         own = np.full(n.shape, 1.0 - self.mean - self.leave_one_out)
         deviation = self.mean + self.leave_one_out * (n / np.maximum(n - 1.0, 1.0))
         reference = np.full(n.shape, self.reference)
@@ -89,6 +108,9 @@ class Centring:
         ``b (z - l)`` is the pairwise (U-statistic) part: ``z - m = ((G - 1)/G)(z - l)``, so a
         full-mean weight contributes ``w_m (G - 1)/G``. The exact theory reads these.
         """
+        if not self.is_affine:
+            raise ValueError("a 'group function' centring is not affine: its moments come from "
+                             "its two-point table, not from coefficients")
         if G == 1 and self.singleton != "formula":
             return (1.0 if self.singleton == "reward" else 0.0), 0.0, 0.0
         own = 1.0 - self.mean - self.leave_one_out
@@ -106,7 +128,9 @@ class Scaling:
         ``"group std"``: the std of the group's rewards; ``"others std"``: the std of the *other*
         rewards of the sample's group; ``"group statistic"``: ``statistic`` of the group's
         rewards; ``"batch std"``: the std of the batch's rewards; ``"batch whitening"``: ``c``
-        less its batch mean, divided by its batch std.
+        less its batch mean, divided by its batch std; ``"batch nonzero fraction"``: the share
+        ``max(#{z != 0}, 1)/N`` of the batch's rewards that are not 0 (verl's GPG multiplies by
+        its inverse).
     bessel : bool or None
         Standard deviations divide by ``n - 1`` (``None`` when none is taken).
     epsilon : float

@@ -36,7 +36,8 @@ __all__ = ["CENTRING_KINDS", "SCALING_KINDS", "Centring", "Scaling", "Provenance
            "AdvantageRule", "MAX_TABLE_ENTRIES"]
 
 _SCALE_WORDS = {"none": "none", "group std": "group", "others std": "leave_one_out",
-                "group statistic": "statistic", "batch std": "batch", "batch whitening": "whiten"}
+                "group statistic": "statistic", "batch std": "batch", "batch whitening": "whiten",
+                "batch nonzero fraction": "nonzero"}
 
 #: Largest ``(G + 1) * G`` array of representative groups built for a two-point table.
 MAX_TABLE_ENTRIES = 20_000_000
@@ -108,7 +109,7 @@ class AdvantageRule:
     @property
     def scale(self) -> str:
         """The divisor in the conformance kit's words (``"none"``, ``"group"``,
-        ``"leave_one_out"``, ``"batch"``, ``"whiten"``, ``"statistic"``)."""
+        ``"leave_one_out"``, ``"batch"``, ``"whiten"``, ``"statistic"``, ``"nonzero"``)."""
         return _SCALE_WORDS[self.scaling.kind]
 
     @property
@@ -128,8 +129,9 @@ class AdvantageRule:
 
     @property
     def is_affine(self) -> bool:
-        """No scaling: the exact MSE has a closed form for any rewards (:mod:`ustat_rl.theory.mse`)."""
-        return self.scaling.kind == "none"
+        """An affine centring and no scaling: the exact MSE has a closed form for any rewards
+        (:mod:`ustat_rl.theory.mse`)."""
+        return self.scaling.kind == "none" and self.centring.is_affine
 
     @property
     def statistics(self) -> str:
@@ -148,8 +150,9 @@ class AdvantageRule:
         in a group of ``G`` with ``m`` rewards ``high``, ``m = 0..G``, without the reference term
         ``-w r(x)`` (impossible entries set to 0). What the Monte Carlo kernels read.
 
-        Affine rules and the group std come from the coefficients in ``O(G)``; other group
-        spreads from ``G + 1`` representative groups.
+        Affine rules and the group std of an affine centring come from the coefficients in
+        ``O(G)``; other group spreads and a group-function centring from ``G + 1``
+        representative groups.
 
         .. math::
 
@@ -165,7 +168,7 @@ class AdvantageRule:
                              "two-point table describes it")
         m = np.arange(G + 1, dtype=np.float64)
         low, high = float(low), float(high)
-        if self.is_affine or self.scaling.kind == "group std":
+        if self.centring.is_affine and (self.is_affine or self.scaling.kind == "group std"):
             own, dev, _ = (float(v) for v in self.centring.kernel_coefficients(float(G)))
             centre = low + (high - low) * m / G
             a_high, a_low = own * high + dev * (high - centre), own * low + dev * (low - centre)
