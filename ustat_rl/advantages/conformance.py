@@ -22,6 +22,8 @@ flushed to 0), ``n`` the samples a statistic runs over and ``S`` the largest ``|
 - a standard deviation by ``ds = sqrt(n/(n - 1)) dN + (n + 3) eps s + sqrt(2 tiny)`` (the
   deviations' errors through the triangle inequality, the rounding of the sum of squares, and
   squares that underflow); whitening adds the batch mean's error to each centred value first;
+- a batch's nonzero fraction (verl's GPG) exactly, except that nonzero rewards below ``tiny``
+  may count as 0;
 - the denominator ``d`` (``s + epsilon``, ``sqrt(s^2 + epsilon)``, ``sqrt(max(s^2, epsilon))``)
   by ``dd = ds + 2 eps d``, and it is never below ``d_low = max(d - dd, floor)``, ``floor`` being
   ``epsilon`` or ``sqrt(epsilon)``;
@@ -30,7 +32,8 @@ so ``|got - expected| <= (dN + |A| dd) / d_low + 2 eps |A|``, ``A`` the referenc
 Where ``d_low`` is 0 (no epsilon, and a spread the working precision cannot tell from 0) the
 sample is not checked. Where a rule keeps the numerator, or gives 0, when the std is exactly 0,
 exact ties in the passed values must take that branch (NeMo-RL's one-pass variance gives such
-groups a std of rounding noise, hence its +-1e6 advantages); spreads below ``ds`` may take either.
+groups a std of rounding noise, hence its +-1e6 advantages), and so must a statistic below
+``-ds`` (MaxRL's group mean); spreads within ``ds`` of 0 may take either.
 At an offset of 1e6 a group whose spread is below one float32 step is thus unchecked, while
 swapping Bessel for the population std, moving the epsilon, flooring the variance (verl's
 vectorised GRPO before PR #6348) or leaking another group into the mean is rejected on the
@@ -177,6 +180,9 @@ def tolerance(convention, rewards, group_ids, dtype=None) -> np.ndarray:
         s_err = np.where(parts.single, 0.0, s_err)
     elif spec.scale == "leave_one_out":
         s_err = np.sqrt((n - 1) / np.maximum(n - 2, 1)) * dev_err + (n + 3) * eps * s + under
+    elif spec.scale == "nonzero":  # a count is exact, but float32 may flush tiny rewards to 0
+        flushed = np.count_nonzero((z != 0) & (np.abs(z) < tiny))
+        s_err = s - max(np.count_nonzero(z) - flushed, 1) / N
     elif spec.scale == "batch":
         batch_err = (N + 4) * (eps * np.abs(z).max() + tiny)
         s_err = np.sqrt(N / max(N - 1, 1)) * batch_err + (N + 3) * eps * s + under
@@ -194,7 +200,9 @@ def tolerance(convention, rewards, group_ids, dtype=None) -> np.ndarray:
         if spec.zero_std != "divide":  # an exact tie must take the rule; a near one may not
             undivided = num_err + 2 * eps * A
             either = np.where(floor > 0, (np.abs(parts.numerator) + num_err) / floor, np.inf) + A
-            tol = np.where(s == 0, undivided, np.where(s <= s_err, either, tol))
+            # a statistic that can be negative (a group mean) takes the rule below -s_err too
+            ruled = (s == 0) | (s < -s_err)
+            tol = np.where(ruled, undivided, np.where(np.abs(s) <= s_err, either, tol))
     return tol
 
 
