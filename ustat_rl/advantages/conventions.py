@@ -22,10 +22,10 @@ import numpy as np
 
 from .frameworks import convention_rule
 from .registry import get_rule, register_rule, rule_names
-from .rule import AdvantageRule
+from .rule import AdvantageRule, Centring
 
-__all__ = ["ConventionSpec", "CONVENTIONS", "CONVENTION_NAMES", "VERL_SINGLETON_DIVISOR", "advantages",
-           "get_convention"]
+__all__ = ["ConventionSpec", "CONVENTIONS", "CONVENTION_NAMES", "FURTHER_CONVENTIONS",
+           "FURTHER_CONVENTION_NAMES", "VERL_SINGLETON_DIVISOR", "advantages", "get_convention"]
 
 #: A framework option's rule is the registry's one rule type; the kit reads the same fields.
 ConventionSpec = AdvantageRule
@@ -43,12 +43,14 @@ _TRL = ("huggingface/trl", "f2cd57710ae345ea6428ae95363267fcf38a3dc8", "2026-07-
 _VERL = ("verl-project/verl", "1dda039b9c6311889a9c9a26040677e1254814f9", "2026-08-22")
 _ORLHF = ("OpenRLHF/OpenRLHF", "3c3be6234e0cb353e76bb8019947db9dfe99fca7", "2026-08-13")
 _NEMO = ("NVIDIA-NeMo/RL", "7ea279abfbeb698b092856d0dab61e7cf39bc909", "2026-08-22")
+_PRIME = ("PrimeIntellect-ai/prime-rl", "559b44772e471d1538537b8805cc77f3824a5e64", "2026-08-21")
 _TRL_G, _TRL_R = _at(_TRL, "trl/trainer/grpo_trainer.py"), _at(_TRL, "trl/trainer/rloo_trainer.py")
 _VERL_C = _at(_VERL, "verl/trainer/ppo/core_algos.py")
 _VERL_V, _VERL_W = (_at(_VERL, f"verl/trainer/ppo/core_algos.py, verl/utils/{f}.py")
                     for f in ("groupwise", "torch_functional"))
 _ORL = _at(_ORLHF, "openrlhf/trainer/ppo_utils/experience_maker.py")
 _NEMO_A = _at(_NEMO, "nemo_rl/algorithms/advantage_estimator.py, nemo_rl/algorithms/utils.py")
+_MAXRL = _at(_PRIME, "src/prime_rl/orchestrator/algo/max_rl.py")
 _LOO, _F32 = "z - (sum_g z - z)/(n_g - 1)", "float32"
 _STD = dict(scale="group", epsilon_placement="added to std", bessel=True)
 _STD_MEAN, _WHITENED = "std-normalised, full-mean numerator", "full mean, then batch-whitened"
@@ -57,6 +59,26 @@ _ZV_WHITEN = "0 before whitening; then shifted by the batch mean"
 
 def _spec(name, framework, option, where, formula, **fields):
     return convention_rule(name, framework, option, *where, formula, **fields)
+
+
+def _best_minus_second(rows):
+    """verl's Pass@k numerator, ``rewards (M, n) -> (M, n)``: ``r_max - r_second`` on the best
+    sample of each row, 0 elsewhere; a tied best gets 0, whichever tied sample ``topk`` picks."""
+    rows = np.asarray(rows, dtype=np.float64)
+    out = np.zeros(rows.shape)
+    if rows.shape[1] >= 2:
+        top = np.sort(rows, axis=1)[:, -2:]  # (M, 2): second best, best
+        out[np.arange(rows.shape[0]), np.argmax(rows, axis=1)] = top[:, 1] - top[:, 0]
+    return out
+
+
+def _group_mean(rows):
+    """``rewards (M, n) -> (M,)``: the group mean MaxRL divides by."""
+    return np.mean(np.asarray(rows, dtype=np.float64), axis=1)
+
+
+_PASSK = Centring("group function", function=_best_minus_second)
+_WHITEN_Z = "z less the batch mean, whitened (no group baseline)"
 
 
 _SPECS = (
@@ -133,6 +155,48 @@ _SPECS = (
     get_rule("paper_algorithm2"),
 )
 
+#: Framework options read after the first table (project issue 29): a non-affine numerator
+#: (Pass@k), a batch's nonzero fraction (GPG), whitening without a group baseline (REINFORCE++,
+#: OpenRLHF's reinforce) and a division by the group mean (MaxRL).
+_FURTHER = (
+    _spec("verl_grpo_passk", "verl", "algorithm.adv_estimator=grpo_passk, "
+          "norm_adv_by_std_in_grpo=True (default)", _VERL_C,
+          "(r_max - r_second) / (s_g + 1e-6) for the best sample of a group, 0 for the others",
+          baseline=_PASSK, **_STD, epsilon=1e-6, min_group_size=2,
+          zero_variance="0 (r_max - r_second = 0; so is a tied best)",
+          singleton="ValueError (Pass@k requires at least 2 samples per group)"),
+    _spec("verl_grpo_passk_nostd", "verl", "algorithm.adv_estimator=grpo_passk, "
+          "norm_adv_by_std_in_grpo=False", _VERL_C,
+          "r_max - r_second for the best sample of a group, 0 for the others", baseline=_PASSK,
+          min_group_size=2, zero_variance="0 (r_max - r_second = 0; so is a tied best)",
+          singleton="ValueError (Pass@k requires at least 2 samples per group)"),
+    _spec("verl_gpg", "verl", "algorithm.adv_estimator=gpg", _VERL_C,
+          "N (z - m_g) / max(#{z != 0}, 1): N the batch's responses, f_norm = 1; the group std "
+          "is computed and not used", scale="nonzero", singleton_numerator="z",
+          singleton="N z / max(#{z != 0}, 1) (mean 0 is substituted)",
+          project_name="fullmean, times N over the batch's nonzero rewards"),
+    _spec("verl_reinforce_pp", "verl", "algorithm.adv_estimator=reinforce_plus_plus", _VERL_W,
+          "(z - mean_B z) / sqrt(var_B z + 1e-8) (masked_whiten of the returns, which are z on "
+          "every token at algorithm.gamma = 1, the default), one token per response",
+          baseline="none", scale="whiten", epsilon=1e-8, epsilon_placement="inside sqrt",
+          bessel=True, count_epsilon=1e-8, singleton_numerator="z", zero_variance=_WHITEN_Z,
+          singleton="z, whitened with the batch", min_batch_size=2,
+          project_name="vanilla, whitened over the batch"),
+    _spec("openrlhf_reinforce", "OpenRLHF", "--algo.advantage.estimator reinforce", _ORL,
+          "(z - mean_B z) / sqrt(max(var_B z, 1e-8)), population variance, one token per "
+          "response (--algo.advantage.gamma 1, the default)", baseline="none", scale="whiten",
+          epsilon=1e-8, epsilon_placement="variance floor", bessel=False,
+          singleton_numerator="z", working_precision="float32 (whitened after .float())",
+          zero_variance=_WHITEN_Z, singleton="z, whitened with the batch",
+          equal_group_sizes=True, project_name="vanilla, whitened over the batch"),
+    _spec("prime_rl_max_rl", "prime-rl", '[orchestrator.algo] type = "max_rl"', _MAXRL,
+          "(z - m_g) / m_g, 0 where m_g <= 0 (MaxRL, arXiv:2602.02710)", scale="statistic",
+          statistic=_group_mean, zero_std="zero", working_precision=_F32,
+          zero_variance="0 (numerator 0); a group of mean <= 0 (all failures) gets 0",
+          singleton="0 ((z - z)/z, or 0 when z <= 0)",
+          project_name="full mean over the group mean (MaxRL)"),
+)
+
 #: Every named convention, by name (the framework ones registered with the registry here; the
 #: paper's are the registry's own).
 CONVENTIONS: dict[str, ConventionSpec] = {
@@ -140,6 +204,11 @@ CONVENTIONS: dict[str, ConventionSpec] = {
 
 #: The names, in the order of docs/conventions.md.
 CONVENTION_NAMES: tuple[str, ...] = tuple(CONVENTIONS)
+
+#: The further options, registered like the others (``get_convention``, the kit, the theory
+#: and the Monte Carlo take their names) and checked in tests/test_new_rules.py.
+FURTHER_CONVENTIONS: dict[str, ConventionSpec] = {s.name: register_rule(s) for s in _FURTHER}
+FURTHER_CONVENTION_NAMES: tuple[str, ...] = tuple(FURTHER_CONVENTIONS)
 
 
 def get_convention(name) -> ConventionSpec:
