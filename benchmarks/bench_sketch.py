@@ -53,6 +53,7 @@ import gc
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -165,6 +166,12 @@ class PeakRSS:
 
 def _route_fn(route: str, model, tokens, mask, k: int):
     if route == "fallback":
+        from ustat_rl.pilot.coverage import uncovered_parameters
+
+        with _norms_through_the_fallback():
+            if not uncovered_parameters(model):
+                raise RuntimeError("the fallback route sent no parameter through the fallback")
+
         def run():
             with _norms_through_the_fallback():
                 return factored_sketch_scores(model, tokens, mask, k, SEED, blocks=BLOCKS)
@@ -244,10 +251,12 @@ def main(argv=None) -> dict:
                         help="measure the factored route on Qwen2 models instead (see above)")
     parser.add_argument("--small-batch", type=int, default=SMALL_BATCH,
                         help=f"answers on Qwen2.5-0.5B (default {SMALL_BATCH})")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="runs of each route with --family, interleaved (default 3)")
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.threads < 1 or args.small_batch < 1:
-        parser.error("--threads and --small-batch must be >= 1")
+    if min(args.threads, args.small_batch, args.repeats) < 1:
+        parser.error("--threads, --small-batch and --repeats must be >= 1")
     torch.set_num_threads(args.threads)
     if args.one is not None:
         row = measure_one(**json.loads(args.one))
@@ -342,12 +351,21 @@ def family_main(args) -> dict:
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     rows = []
     for name, n in (("qwen2-100m", N_ANSWERS), ("qwen2.5-0.5b", args.small_batch)):
-        rows.append(measure("plain", n, 0, name))
-        rows += [measure("factored", n, k, name) for k in FAMILY_KS]
+        routes = [("plain", 0)] + [("factored", k) for k in FAMILY_KS]
         if name == "qwen2-100m":
-            rows.append(measure("fallback", n, FAMILY_KS[-1], name))
+            routes.append(("fallback", FAMILY_KS[-1]))
+        # interleaved repeats, so a change of load over the run falls on every route alike
+        runs = [[measure(route, n, k, name) for route, k in routes] for _ in range(args.repeats)]
+        for j in range(len(routes)):
+            same = [run[j] for run in runs]
+            row = dict(same[0], seconds=statistics.median(r["seconds"] for r in same),
+                       peak_mib=statistics.median(r["peak_mib"] for r in same),
+                       repeats=len(same), spread=(min(r["seconds"] for r in same),
+                                                  max(r["seconds"] for r in same)))
+            row["seq_per_s"] = n / row["seconds"]
+            rows.append(row)
     res = {"rows": rows, "seconds": time.perf_counter() - start, "threads": args.threads,
-           "load": os.getloadavg()}
+           "load": os.getloadavg(), "repeats": args.repeats}
     section = render_family(res)
     print(section)
     if args.readme is not None:
@@ -367,12 +385,14 @@ def render_family(res: dict) -> str:
              f"answers of {ANSWER_LEN} tokens after a {PROMPT_LEN}-token prompt, "
              f"`{configs['qwen2-100m']['hidden_act']}` MLPs, RMSNorm, q/k/v biases. Baseline: "
              "one plain forward + backward of the summed log-probabilities of the same batch. "
-             f"Each route ran once in its own process with {res['threads']} torch thread(s); "
-             "memory is the peak RSS above the RSS before the route (model and batch built). "
+             f"Each route ran {res['repeats']} times, interleaved with the others, each run in "
+             f"its own process with {res['threads']} torch thread(s); the table gives the "
+             "median seconds (the range over the runs in brackets) and the median peak RSS "
+             "above the RSS before the route (model and batch built). "
              "`fallback` is the factored route with every RMSNorm sent through the exact "
              "per-sample fallback: what the fallback would cost; no parameter of these models "
              "uses it.", "",
-             "| model | route | answers | k | seconds | time / plain | peak RSS above start | "
+             "| model | route | answers | k | seconds, median [range] | time / plain | peak RSS above start | "
              "memory / plain |", "|---|---|---|---|---|---|---|---|"]
     verdicts = []
     for r in res["rows"]:
@@ -380,7 +400,8 @@ def render_family(res: dict) -> str:
                      and p["route"] == "plain")
         t, m = r["seconds"] / plain["seconds"], r["peak_mib"] / plain["peak_mib"]
         k = "-" if r["route"] == "plain" else str(r["k"])
-        lines.append(f"| {r['model']} | {r['route']} | {r['n']} | {k} | {r['seconds']:.1f} | "
+        lines.append(f"| {r['model']} | {r['route']} | {r['n']} | {k} | {r['seconds']:.1f} "
+                     f"[{r['spread'][0]:.1f}, {r['spread'][1]:.1f}] | "
                      f"{t:.2f}x | {r['peak_mib']:,.0f} MiB | {m:.2f}x |")
         if r["route"] == "factored":
             def word(x):
@@ -396,7 +417,8 @@ def render_family(res: dict) -> str:
               f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average at the end "
               f"{load}; {res['seconds']:.0f} s in all. GPU: not measured: no GPU. Command:",
               "", "```", f"python benchmarks/bench_sketch.py --family qwen2 --threads "
-              f"{res['threads']} --readme benchmarks/README.md", "```", ""]
+              f"{res['threads']} --small-batch {next(r['n'] for r in res['rows'] if r['model'] == 'qwen2.5-0.5b')} "
+              f"--repeats {res['repeats']} --readme benchmarks/README.md", "```", ""]
     return "\n".join(lines)
 
 

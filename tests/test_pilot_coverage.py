@@ -357,3 +357,31 @@ def test_families_table_builds_every_family():
     assert set(name for name, _ in CASES) == set(FAMILIES)
     with pytest.raises(ValueError, match="`name`"):
         build_family("gpt5")
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_the_backward_pass_starts_at_the_first_trainable_modules_only(lora, monkeypatch):
+    """Where no hooked output lies upstream, a module's output gradient is taken explicitly; for
+    every other module a tensor hook receives it. Full fine-tuning starts at the embedding alone;
+    a LoRA adapter under gradient checkpointing (whose frozen embeddings' output is marked as
+    requiring grad) at the first layer's two adapters, not at every adapter."""
+    from ustat_rl.pilot._sketcher import Sketcher
+
+    model = _model("qwen2", False)
+    if lora:
+        peft = pytest.importorskip("peft", reason="the optional extra 'trl'")
+        model = peft.get_peft_model(model, peft.LoraConfig(r=2, target_modules=["q_proj",
+                                                                                  "v_proj"]))
+        model.gradient_checkpointing_enable()
+    seen = {}
+    original = Sketcher._hook
+
+    def spy(self, *args):
+        out = original(self, *args)
+        seen["roots"] = len(self.roots)
+        return out
+
+    monkeypatch.setattr(Sketcher, "_hook", spy)
+    tokens, mask = _batch()
+    factored_sketch_scores(model, tokens, mask, 4, seed=0)
+    assert seen["roots"] == (2 if lora else 1)
