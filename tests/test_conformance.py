@@ -59,9 +59,20 @@ _LOO_ONLY = ("verl_rloo", "verl_rloo_vectorized", "openrlhf_rloo", "trl_rloo", "
 def _group_rule(name, r, work):
     """One group's advantages, ``r`` a 1-D tensor in the working dtype."""
     n = r.numel()
+    if name.startswith("verl_grpo_passk"):  # topk(2): the best sample gets r_max - r_second
+        out = torch.zeros_like(r)
+        top, where = torch.topk(r, 2)
+        gap = top[0] - top[1]
+        out[where[0]] = gap / (r.std() + 1e-6) if name == "verl_grpo_passk" else gap
+        return out
+    if name == "prime_rl_max_rl":  # a group of mean <= 0 gets 0, a singleton (z - z)/z
+        mean = r.mean()
+        return torch.zeros_like(r) if mean <= 0 else (r - mean) / mean
+    if name in ("verl_reinforce_pp", "openrlhf_reinforce"):  # no group baseline
+        return r.clone()
     if n == 1:  # the frameworks' singleton rules
         keeps = name in ("verl_grpo", "verl_grpo_vectorized", "verl_grpo_nostd", "verl_rloo",
-                         "verl_reinforce_pp_baseline")
+                         "verl_reinforce_pp_baseline", "verl_gpg")
         if name in ("verl_grpo", "verl_grpo_vectorized"):
             return r / (torch.tensor(1.0) + 1e-6)  # float32 std 1, as verl substitutes
         return r.clone() if keeps else torch.zeros_like(r)
@@ -69,7 +80,7 @@ def _group_rule(name, r, work):
     if name in _STD_EPS:
         return (r - mean) / (r.std() + _STD_EPS[name])
     if name in _MEAN_ONLY or name in ("trl_batch", "verl_reinforce_pp_baseline",
-                                      "openrlhf_reinforce_baseline"):
+                                      "openrlhf_reinforce_baseline", "verl_gpg"):
         return r - mean
     loo = r - (r.sum() - r) / (n - 1)
     if name in _LOO_ONLY or name == "trl_rloo_normalized":
@@ -100,12 +111,14 @@ def framework_style(name, work):
             out = out / ((z.std() if z.numel() > 1 else 0.0) + 1e-4)
         elif name == "trl_rloo_normalized":
             out = (out - out.mean()) / (out.std() + 1e-4)
-        elif name == "verl_reinforce_pp_baseline":  # masked_mean: sum / (count + 1e-8)
+        elif name == "verl_gpg":  # alpha = N / max(#nonzero rewards, 1), a Python float
+            out = out * (z.numel() / max(int(torch.count_nonzero(z)), 1))
+        elif name in ("verl_reinforce_pp_baseline", "verl_reinforce_pp"):  # sum / (count + 1e-8)
             count = out.numel() + 1e-8
             centred = out - out.sum() / count
             var = (centred**2).sum() / count * (out.numel() / (out.numel() - 1))
             out = centred * torch.rsqrt(var + 1e-8)
-        elif name == "openrlhf_reinforce_baseline":
+        elif name in ("openrlhf_reinforce_baseline", "openrlhf_reinforce"):
             centred = out - out.mean()
             out = centred * (centred**2).mean().clamp(min=1e-8).rsqrt()
         return out.numpy()
@@ -411,6 +424,15 @@ def test_cli_exit_codes(module, capsys):
         assert _run(target, "--convention", "grpo") == 2
         err = capsys.readouterr().err
         assert words in err and err.count("\n") == 1
+
+
+def test_cli_accepts_every_convention(module, capsys):
+    """``--convention`` takes every name of CONVENTION_NAMES, the issue-29 rows included: a
+    leave-one-out function fails verl's GPG (exit 1), a check that ran, not a usage error."""
+    for name in CONVENTION_NAMES:
+        assert cli._parse_args(["conformance", "m:f", "--convention", name]).convention == name
+    assert _run(f"{module}:good", "--convention", "verl_gpg", "--max-examples", "20") == 1
+    assert "smallest failing batch" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("body,words", [("raise RuntimeError('broken\\nsecond line')",

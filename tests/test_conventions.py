@@ -68,18 +68,31 @@ def _literal(name, z, ids):
         elif name == "paper_algorithm2":
             loo = r - (r.sum() - r) / (n - 1)
             out[idx] = loo / std if std > 0 else torch.zeros_like(r)
+        elif name in ("verl_grpo_passk", "verl_grpo_passk_nostd"):  # needs n >= 2, as verl
+            top, where = torch.topk(r, 2)
+            best = torch.zeros_like(r)
+            best[where[0]] = (top[0] - top[1]) / (std + 1e-6 if name == "verl_grpo_passk" else 1)
+            out[idx] = best
+        elif name == "verl_gpg":  # scaled by N / max(#nonzero, 1) over the batch below
+            out[idx] = r - (mean if n > 1 else 0.0)
+        elif name in ("verl_reinforce_pp", "openrlhf_reinforce"):  # no group baseline
+            out[idx] = r
+        elif name == "prime_rl_max_rl":
+            out[idx] = (r - mean) / mean if mean > 0 else torch.zeros_like(r)
         else:
             raise KeyError(name)
     if name == "trl_batch":
         out = out / ((z.std() if z.numel() > 1 else 0.0) + 1e-4)
     elif name == "trl_rloo_normalized":
         out = (out - out.mean()) / (out.std() + 1e-4)
-    elif name == "verl_reinforce_pp_baseline":  # masked_mean divides by mask.sum() + 1e-8
+    elif name == "verl_gpg":
+        out = out * (z.numel() / max(int(torch.count_nonzero(z)), 1))
+    elif name in ("verl_reinforce_pp_baseline", "verl_reinforce_pp"):  # masked_mean: / (N + 1e-8)
         count = out.numel() + 1e-8
         centred = out - out.sum() / count
         var = (centred**2).sum() / count * out.numel() / (out.numel() - 1)
         out = centred * torch.rsqrt(var + 1e-8)
-    elif name == "openrlhf_reinforce_baseline":  # population variance, clamped
+    elif name in ("openrlhf_reinforce_baseline", "openrlhf_reinforce"):  # population, clamped
         centred = out - out.mean()
         out = centred * (centred**2).mean().clamp(min=1e-8).rsqrt()
     return out.numpy()
@@ -117,10 +130,13 @@ def test_convention_matches_literal_framework_formula(name):
 def test_all_equal_groups_get_exact_zero_even_at_large_offsets(name):
     spec = CONVENTIONS[name]
     ids = np.repeat([0, 1], 4)
-    z = np.array([1e6 + 0.1] * 4 + [0.0, 1.0, 0.0, 1.0])
+    z = np.array([1e6 + 0.1] * 4 + [0.0, 1.0, 0.0, 0.5])
     a = advantages(spec, z, ids)
     assert np.all(a[:4] == 0.0)
-    assert np.all(a[4:] != 0.0)
+    if spec.centring.is_affine:
+        assert np.all(a[4:] != 0.0)
+    else:  # Pass@k moves the group's unique best sample only
+        assert a[5] != 0.0 and np.count_nonzero(a[4:]) == 1
 
 
 @pytest.mark.parametrize("G", [2, 3, 8])

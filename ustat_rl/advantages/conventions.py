@@ -24,8 +24,8 @@ from .frameworks import convention_rule
 from .registry import get_rule, register_rule, rule_names
 from .rule import AdvantageRule, Centring
 
-__all__ = ["ConventionSpec", "CONVENTIONS", "CONVENTION_NAMES", "FURTHER_CONVENTIONS",
-           "FURTHER_CONVENTION_NAMES", "VERL_SINGLETON_DIVISOR", "advantages", "get_convention"]
+__all__ = ["ConventionSpec", "CONVENTIONS", "CONVENTION_NAMES", "VERL_SINGLETON_DIVISOR",
+           "advantages", "get_convention"]
 
 #: A framework option's rule is the registry's one rule type; the kit reads the same fields.
 ConventionSpec = AdvantageRule
@@ -150,15 +150,9 @@ _SPECS = (
           zero_variance="0; a sample whose n_g - 1 others are equal keeps its undivided numerator",
           singleton="0 (baseline set to the reward)", min_group_size=3,
           project_name="leave-one-out, divided by the others' std"),
-    get_rule("grpo"),
-    get_rule("fullmean"),
-    get_rule("paper_algorithm2"),
-)
-
-#: Framework options read after the first table (project issue 29): a non-affine numerator
-#: (Pass@k), a batch's nonzero fraction (GPG), whitening without a group baseline (REINFORCE++,
-#: OpenRLHF's reinforce) and a division by the group mean (MaxRL).
-_FURTHER = (
+    # read after the first rows (project issue 29): a non-affine numerator (Pass@k), a
+    # batch's nonzero fraction (GPG), whitening without a group baseline (REINFORCE++,
+    # OpenRLHF's reinforce) and a division by the group mean (MaxRL)
     _spec("verl_grpo_passk", "verl", "algorithm.adv_estimator=grpo_passk, "
           "norm_adv_by_std_in_grpo=True (default)", _VERL_C,
           "(r_max - r_second) / (s_g + 1e-6) for the best sample of a group, 0 for the others",
@@ -195,6 +189,9 @@ _FURTHER = (
           zero_variance="0 (numerator 0); a group of mean <= 0 (all failures) gets 0",
           singleton="0 ((z - z)/z, or 0 when z <= 0)",
           project_name="full mean over the group mean (MaxRL)"),
+    get_rule("grpo"),
+    get_rule("fullmean"),
+    get_rule("paper_algorithm2"),
 )
 
 #: Every named convention, by name (the framework ones registered with the registry here; the
@@ -204,11 +201,6 @@ CONVENTIONS: dict[str, ConventionSpec] = {
 
 #: The names, in the order of docs/conventions.md.
 CONVENTION_NAMES: tuple[str, ...] = tuple(CONVENTIONS)
-
-#: The further options, registered like the others (``get_convention``, the kit, the theory
-#: and the Monte Carlo take their names) and checked in tests/test_new_rules.py.
-FURTHER_CONVENTIONS: dict[str, ConventionSpec] = {s.name: register_rule(s) for s in _FURTHER}
-FURTHER_CONVENTION_NAMES: tuple[str, ...] = tuple(FURTHER_CONVENTIONS)
 
 
 def get_convention(name) -> ConventionSpec:
