@@ -116,3 +116,146 @@ def test_power_claims_pass_at_other_seeds(claim_id):
     for seed in (1, 2):
         result = _run(claim_id, seed)
         assert result.verdict == "pass", (seed, _failing(result), result.error)
+
+
+# --------------------------------------------------------------------------------------------
+# Claims that run the routes users' answers come from (docs/theory.md C43-C46)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("claim_id", ["C43", "C44", "C45", "C46"])
+def test_route_claims_pass_on_the_code_as_it_is(claim_id):
+    result = _run(claim_id)
+    assert result.verdict == "pass", (_failing(result), result.error)
+
+
+def test_series_claim_catches_a_series_cut_early_that_c20_inv_misses(monkeypatch):
+    from ustat_rl.weighted_chi2 import _ruben
+
+    # 1000 of the 20000 coefficients: enough for C20.inv's x = 0.5, 4, 20, not for the sf of
+    # the spread-50 and spread-100 weights at 1e-12 (4500 and 8600 coefficients)
+    monkeypatch.setattr(_ruben, "J_CAP", 1000)
+    result = _run("C43")
+    assert result.verdict == "fail"
+    assert {name.split(",")[0] + "," + name.split(",")[1] for name in _failing(result)} == {
+        "K=6, spread 100", "K=8, spread 50"}
+    assert _run("C20.inv").verdict == "pass"  # the gap this claim closes
+
+
+def _one_factor_unscaled(factored, which):
+    original = factored._factors
+
+    def unscaled(shapes, k, blocks, seed, kind):
+        k_out, k_in = factored.block_factors(k // blocks)
+        out = []
+        for spec in original(shapes, k, blocks, seed, kind):
+            if spec[0] == "matrix" and which == "A":
+                spec = (spec[0], spec[1] * k_out**0.5, spec[2])
+            elif spec[0] == "matrix" and which == "B":
+                spec = (spec[0], spec[1], spec[2] * k_in**0.5)
+            elif spec[0] == "vector" and which == "D":
+                spec = (spec[0], spec[1] * k**0.5)
+            out.append(spec)
+        return out
+
+    return unscaled
+
+
+@pytest.mark.parametrize("which", ["A", "B", "D"])
+def test_sketch_claim_catches_one_factor_unscaled(monkeypatch, which):
+    from ustat_rl.pilot import factored
+
+    factored._device_factors.cache_clear()  # factors drawn before the bug must not be reused
+    monkeypatch.setattr(factored, "_factors", _one_factor_unscaled(factored, which))
+    try:
+        result = _run("C44")
+    finally:
+        factored._device_factors.cache_clear()
+    assert result.verdict == "fail"
+    # the materialised matrix carries the same factors, so the exact identity still holds and
+    # the inner products over independent blocks see the scale
+    assert _failing(result) and all("averaged over" in name for name in _failing(result))
+
+
+def test_sketch_claim_catches_a_block_scale_lost_in_the_hooks(monkeypatch):
+    from ustat_rl.pilot import _sketcher
+
+    original = _sketcher.Sketcher._outer
+    monkeypatch.setattr(_sketcher.Sketcher, "_outer",
+                        lambda self, left, right: original(self, left, right) * self.m**0.5)
+    failing = _failing(_run("C44"))
+    assert "gaussian, k = 8, 4 block(s): sketch == full scores x R^T" in failing
+
+
+def test_adapter_claim_catches_group_ids_merged_across_steps(monkeypatch):
+    from ustat_rl.frameworks import dumps
+
+    original = dumps.rebuild_groups
+    monkeypatch.setattr(dumps, "rebuild_groups", lambda step, key, size, contiguous: original(
+        np.zeros_like(step), key, size, contiguous))  # the step dropped from the group key
+    result = _run("C45")
+    assert result.verdict == "fail"
+    assert "verl dump (no rollout.n): a prompt drawn twice in a step is one group" in _failing(
+        result)
+
+
+def test_adapter_claim_catches_trl_groups_merged_across_runs(monkeypatch):
+    from ustat_rl.frameworks import dumps
+
+    original = dumps.rebuild_groups
+    monkeypatch.setattr(dumps, "rebuild_groups", lambda step, key, size, contiguous: original(
+        step, key, size, False))  # TRL's log read as verl's: a prompt's two draws merged
+    failing = _failing(_run("C45"))
+    assert any(name.startswith("TRL log: contiguous runs") for name in failing)
+
+
+def test_conventions_claim_catches_a_changed_epsilon(monkeypatch):
+    import dataclasses
+
+    from ustat_rl.advantages import RULES
+
+    rule = RULES["trl_group"]
+    changed = dataclasses.replace(rule, scaling=dataclasses.replace(rule.scaling, epsilon=1e-5))
+    monkeypatch.setitem(RULES, "trl_group", changed)
+    assert _failing(_run("C46")) == ["trl_group: the epsilon 1e-5 is the formula's"]
+
+
+def test_conventions_claim_catches_an_epsilon_changed_in_the_exact_route_only(monkeypatch):
+    import dataclasses
+
+    from ustat_rl.advantages.rule import AdvantageRule
+
+    original = AdvantageRule.two_point_table
+
+    def table(self, group_size, low=0.0, high=1.0):
+        if self.name == "trl_group":  # the O(G) table divides by s_g + 1e-5, the rule by + 1e-4
+            self = dataclasses.replace(self, scaling=dataclasses.replace(self.scaling,
+                                                                         epsilon=1e-5))
+        return original(self, group_size, low, high)
+
+    monkeypatch.setattr(AdvantageRule, "two_point_table", table)
+    assert set(_failing(_run("C46"))) == {"trl_group: E g_hat(x) = c(x) g(x), G = [2, 3, 4, 5]",
+                                          "trl_group: E||g_hat(x)||^2, G = [2, 3, 4, 5]"}
+
+
+def test_conventions_claim_covers_a_rule_registered_at_run_time():
+    import dataclasses
+
+    from ustat_rl.advantages import RULES, register_rule, unregister_rule
+    from ustat_rl.claims.checks_conventions import exact_rules
+
+    rule = dataclasses.replace(RULES["verl_grpo"], name="test_only_rule")
+    register_rule(rule)
+    try:
+        assert "test_only_rule" in [r.name for r in exact_rules()[0]]
+        result = _run("C46")
+        assert result.verdict == "pass"
+        assert any(c.name.startswith("test_only_rule:") for c in result.checks)
+    finally:
+        unregister_rule("test_only_rule")
+
+
+def test_sketch_claim_passes_at_other_seeds():
+    for seed in (1, 2):
+        result = _run("C44", seed)
+        assert result.verdict == "pass", (seed, _failing(result), result.error)
