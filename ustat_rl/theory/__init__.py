@@ -23,6 +23,7 @@ from .advantage import (
     minibatch_advantage_mse,
     per_prompt_advantage_mse,
 )
+from .budget import budget_optimal_group_size
 from .hoeffding import KernelZetas, kernel_zetas
 from .limit_law import (
     LimitLaw,
@@ -77,6 +78,7 @@ __all__ = [
     "assumption2_baseline_mse",
     "bandit_limit_law",
     "between_prompt_covariance",
+    "budget_optimal_group_size",
     "contraction_factor",
     "eigenbasis_covariance",
     "grpo_vanilla_margin",
