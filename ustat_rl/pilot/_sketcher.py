@@ -10,17 +10,34 @@ precision off.
 from __future__ import annotations
 
 import math
+import weakref
 from contextlib import contextmanager
 from functools import partial
 
 import torch
+import torch.autograd.forward_ad as fwAD
 import torch.nn.functional as F
 from torch import nn
-from torch.func import functional_call, jvp
 from torch.utils._pytree import tree_flatten, tree_map
 
 #: Seed of the random probes that check a rule's structure at run time (not of the sketch).
 PROBE_SEED = 20260301
+
+#: Module -> its tensors whose Jacobian was found diagonal: the structure of a module's forward
+#: does not change between calls, so the probe runs once per module and tensor.
+_DIAGONAL = weakref.WeakKeyDictionary()
+
+
+@contextmanager
+def _swapped(module, values: dict):
+    """``module``'s own tensors replaced by ``values`` for the calls inside (what
+    ``torch.func.functional_call`` does for one module, without walking the module tree)."""
+    saved = {name: module._parameters[name] for name in values}
+    try:
+        module._parameters.update(values)
+        yield
+    finally:
+        module._parameters.update(saved)
 
 
 def _detach(tree):
@@ -212,9 +229,10 @@ class Sketcher:
         gen = torch.Generator(device=w.device).manual_seed(PROBE_SEED)
         rows = torch.randn(w.shape[0], generator=gen, device=w.device, dtype=w.dtype)
         with torch.no_grad(), self.quiet():
-            scale = functional_call(module, {"weight": torch.ones_like(w[:1, :1]).expand(w.shape)},
-                                    (ids,))
-            probe = functional_call(module, {"weight": rows[:, None].expand(w.shape)}, (ids,))
+            with _swapped(module, {"weight": torch.ones_like(w[:1, :1]).expand(w.shape)}):
+                scale = module(ids)
+            with _swapped(module, {"weight": rows[:, None].expand(w.shape)}):
+                probe = module(ids)
             plain = F.embedding(ids, w)
         scale = self._expand(scale)
         if not (_agrees(output.detach(), self._expand(scale * plain))
@@ -253,25 +271,33 @@ class Sketcher:
         if output.shape[-1] != p.numel():
             return None
         n = _leading((args, kwargs))
-
-        def at(w, a, kw):
-            return functional_call(module, {attr: w}, a, kw)
-
-        gen = torch.Generator(device=p.device).manual_seed(PROBE_SEED)
-        v = torch.randn(p.shape, generator=gen, device=p.device, dtype=p.dtype)
-        first = (_rows(args, n, slice(0, 1)), _rows(kwargs, n, slice(0, 1)))
+        known = attr in _DIAGONAL.get(module, ())
         try:
-            with torch.no_grad(), self.quiet():
-                diagonal = jvp(lambda w: at(w, args, kwargs), (p.detach(),),
-                               (torch.ones_like(p),))[1]
-                probe = jvp(lambda w: at(w, *first), (p.detach(),), (v,))[1]
+            diagonal = self._tangent(module, attr, p, torch.ones_like(p), args, kwargs)
+            if not known:
+                gen = torch.Generator(device=p.device).manual_seed(PROBE_SEED)
+                v = torch.randn(p.shape, generator=gen, device=p.device, dtype=p.dtype)
+                probe = self._tangent(module, attr, p, v, _rows(args, n, slice(0, 1)),
+                                      _rows(kwargs, n, slice(0, 1)))
         except (RuntimeError, TypeError, ValueError, NotImplementedError):
             return None
-        if not (isinstance(diagonal, torch.Tensor) and isinstance(probe, torch.Tensor)):
-            return None
-        if not _agrees(probe, diagonal[:1] * v):
-            return None
+        if not known:
+            if not (isinstance(diagonal, torch.Tensor) and isinstance(probe, torch.Tensor)
+                    and _agrees(probe, diagonal[:1] * v)):
+                return None
+            _DIAGONAL.setdefault(module, set()).add(attr)
         return self._expand(diagonal)
+
+    def _tangent(self, module, attr, p, tangent, args, kwargs):
+        """The module's output tangent with ``tangent`` on its tensor ``attr`` (one forward-mode
+        pass of the module alone), or ``None`` when the output is not a tensor."""
+        with torch.no_grad(), self.quiet(), fwAD.dual_level():
+            with _swapped(module, {attr: fwAD.make_dual(p.detach(), tangent)}):
+                out = module(*args, **kwargs)
+            if not isinstance(out, torch.Tensor):
+                return None
+            out = fwAD.unpack_dual(out).tangent
+            return None if out is None else out.clone()
 
     def _elementwise(self, diagonals, grad):
         width = grad.shape[-1]
@@ -292,7 +318,8 @@ class Sketcher:
             k_b = _rows(kwargs, n, slice(b, b + 1)) if n == self.batch else kwargs
             with torch.enable_grad(), self.quiet():
                 theta = {attr: p.detach().requires_grad_() for attr, p in own}
-                out = functional_call(module, theta, a_b, k_b)
+                with _swapped(module, theta):
+                    out = module(*a_b, **k_b)
                 grads = torch.autograd.grad(out, list(theta.values()),
                                             grad_outputs=grad[b:b + 1].reshape(out.shape),
                                             allow_unused=True)
