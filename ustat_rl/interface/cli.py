@@ -10,6 +10,7 @@ from pathlib import Path
 from .. import __version__
 from .._script_args import seed_type as _seed
 from . import allocate as allocate_cli
+from . import dynamic_sampling as dynamic_sampling_cli
 from . import rewards as rewards_cli
 from ._commands import compare as _compare
 from ._commands import gstar_trajectory as _gstar_trajectory
@@ -28,6 +29,7 @@ EPILOG = """examples:
   ustat-rl report out.json --results results --out report.html   one offline HTML report
   ustat-rl conformance mymod:adv --convention trl_group   check an advantage function
   ustat-rl gstar pilot.npz --budget 512   G* and predicted MSEs from your own pilot rollouts
+  ustat-rl gstar pilot.npz --budget 512 --dynamic-sampling   and what DAPO's filter costs
   ustat-rl gstar --trajectory run.jsonl --plot run.png   G* along a training run: one G for all?
   ustat-rl rewards run/completions/ --budget 64   what a verl or TRL run's logged rewards say
 """
@@ -107,6 +109,7 @@ def _parse_args(argv):
     gstar.add_argument("--json", type=Path, default=None, help="write the report as JSON to PATH")
     gstar.add_argument("--plot", type=Path, default=None,
                        help="write the MSE figure (with --trajectory: the run's panels) to PATH")
+    dynamic_sampling_cli.add_arguments(gstar)
     report = sub.add_parser(
         "report", help="one self-contained HTML report of a verify run and simulation results",
         description="Write one HTML file that opens offline: the verdict table of a `verify "
@@ -158,6 +161,10 @@ def _gstar(args) -> int:
     from ..pilot.rollouts import check_rollouts_path
 
     if args.trajectory is not None:
+        if args.dynamic_sampling or args.max_gen_batches is not None:
+            print("ustat-rl gstar: error: `--dynamic-sampling` needs a pilot rollouts file, not "
+                  "--trajectory", file=sys.stderr)
+            return 2
         return _gstar_trajectory(args)
     try:
         if args.rollouts is None:
@@ -170,22 +177,32 @@ def _gstar(args) -> int:
         check_report_budget(args.budget, "--budget")
         if not 0.0 < args.level < 1.0:
             raise ValueError(f"`--level` must lie strictly between 0 and 1, got {args.level}")
+        max_gen_batches = dynamic_sampling_cli.check_arguments(args)
         from ..pilot.report import format_report, gstar_report
         from ..pilot.rollouts import load_rollouts
 
-        report = gstar_report(load_rollouts(args.rollouts, "ROLLOUTS"), args.budget,
-                              args.estimator or "grpo", args.level)
+        rollouts = load_rollouts(args.rollouts, "ROLLOUTS")
+        filtered = None
+        if args.dynamic_sampling:  # first: its refusals (non-binary rewards) come before any work
+            from ..pilot.dynamic_sampling import pilot_dynamic_sampling
+
+            filtered = pilot_dynamic_sampling(rollouts, args.budget, max_gen_batches)
+        report = gstar_report(rollouts, args.budget, args.estimator or "grpo", args.level)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
         print(f"ustat-rl gstar: error: {exc}", file=sys.stderr)
         return 2
     print(format_report(report))
+    payload = report.to_dict()
+    if filtered is not None:
+        print("\n" + dynamic_sampling_cli.format_dynamic_sampling(filtered))
+        payload["dynamic_sampling"] = filtered.to_dict()
 
     def figure():  # matplotlib is loaded only when --plot asks for a figure
         from .plotting_pilot import plot_gstar_report
 
         return plot_gstar_report(report)
 
-    write_report_outputs(report.to_dict(), figure, args.json, args.plot)
+    write_report_outputs(payload, figure, args.json, args.plot)
     return 0
 
 

@@ -11,6 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from . import dynamic_sampling as dynamic_sampling_cli
+
 __all__ = ["add_parser", "run"]
 
 DESCRIPTION = """\
@@ -20,6 +22,9 @@ each G dividing --budget (such groups give a group-normalised rule no signal), t
 fraction per step, and the group sizes of the reward-only allocation rules (uniform, Neyman, VIP,
 sGPO) for the last step's groups. c1, c2, c3', G* and predicted MSEs need per-sample scores: use
 `ustat-rl gstar` on a rollouts file for those.
+With --dynamic-sampling (binary rewards): what verl's filter_groups would keep and cost at each
+G, from all the file's groups (a run that already filtered logs only the kept groups, so r
+reads high).
 
 FILE is one of:
   verl-jsonl        verl's trainer.rollout_data_dir: a {step}.jsonl file or the folder; groups
@@ -34,6 +39,7 @@ EXAMPLES = """\
 examples:
   ustat-rl rewards outputs/rollouts/ --budget 512 --group-size 8 --rule verl_grpo
   ustat-rl rewards run/completions/ --budget 64 --rule trl_group --json rewards.json
+  ustat-rl rewards outputs/rollouts/ --budget 512 --dynamic-sampling --max-gen-batches 10
   ustat-rl rewards run/completions/completions_00050.parquet --budget 64 \\
       --reward-columns accuracy,format --reward-weights 1,0.1
 """
@@ -84,6 +90,7 @@ def add_parser(sub) -> None:
                    help="the step whose groups the allocation rules split --budget over "
                         "(default: the last)")
     p.add_argument("--json", type=Path, default=None, help="write the report as JSON to PATH")
+    dynamic_sampling_cli.add_arguments(p)
     p.set_defaults(run=run)
 
 
@@ -104,15 +111,26 @@ def run(args) -> int:
             from ..advantages import get_rule
 
             get_rule(args.rule, "--rule")
+        max_gen_batches = dynamic_sampling_cli.check_arguments(args)
         from ..frameworks.dumps import read_rewards
         from ..frameworks.rewards_only import format_rewards_report, rewards_report
 
         table = read_rewards(args.file, args.format, args.group_size, args.reward_key,
                              args.reward_columns, args.reward_weights)
+        filtered = None
+        if args.dynamic_sampling:  # first: its refusals come before any other work
+            from ..pilot.dynamic_sampling import rewards_dynamic_sampling
+
+            filtered = rewards_dynamic_sampling(table.reward, table.groups()[1], args.budget,
+                                                max_gen_batches)
         report = rewards_report(table, args.budget, args.rule, allocation_step=args.step)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
         print(f"ustat-rl rewards: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
     print(format_rewards_report(report))
-    write_report_outputs(report.to_dict(), None, args.json, None)
+    payload = report.to_dict()
+    if filtered is not None:
+        print("\n" + dynamic_sampling_cli.format_dynamic_sampling(filtered))
+        payload["dynamic_sampling"] = filtered.to_dict()
+    write_report_outputs(payload, None, args.json, None)
     return 0

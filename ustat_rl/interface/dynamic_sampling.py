@@ -1,0 +1,116 @@
+"""``--dynamic-sampling`` of ``ustat-rl gstar`` and ``ustat-rl rewards``: options and text.
+
+Formatting only: every number comes from
+:class:`ustat_rl.pilot.dynamic_sampling.DynamicSamplingReport`. A point MSE estimate that is not
+positive is printed as ``<= 0`` and never chosen as a best ``G`` worth stating: the search has no
+interval, so the text says "point estimates" wherever it names a ``G``.
+"""
+
+from __future__ import annotations
+
+from ..formatting import format_number
+
+__all__ = ["HELP", "add_arguments", "check_arguments", "format_dynamic_sampling"]
+
+#: The --dynamic-sampling help: what is reported, for which rule, and the plug-in bias.
+HELP = ("also report DAPO's dynamic sampling as verl runs it (algorithm.filter_groups: groups "
+        "whose rewards are all equal are dropped and generation batches of b = B prompts are "
+        "drawn until B groups are kept), binary rewards only: at each G the keep probability r, "
+        "the expected generation batches and generated rollouts per step, GRPO's kept-batch "
+        "mean g/r (its bias Q/r of |g|, Q = 1 - r)"
+        " and, from a pilot with scores (gstar), the kept batch's MSE and the best G when the "
+        "budget counts generated against accepted rollouts. The plug-in p = m/n in p^G + "
+        "(1-p)^G is biased (r low, costs high); only the per-group all-equal indicator is "
+        "unbiased, shown as 'r unbiased' where G <= the pilot's group sizes")
+
+
+def add_arguments(parser) -> None:
+    """``--dynamic-sampling`` and ``--max-gen-batches`` on an ``argparse`` parser."""
+    parser.add_argument("--dynamic-sampling", action="store_true", help=HELP)
+    parser.add_argument("--max-gen-batches", type=int, default=None, metavar="K",
+                        help="with --dynamic-sampling: verl's algorithm.max_num_gen_batches, "
+                             "the generation batches after which a step without B kept groups "
+                             "raises; also report the chance of hitting it (default: no cap)")
+
+
+def check_arguments(args) -> int:
+    """``K`` (0 for no cap) once the options are parsed, or one ``ValueError``."""
+    K = args.max_gen_batches
+    if K is not None and not args.dynamic_sampling:
+        raise ValueError("`--max-gen-batches` applies only with --dynamic-sampling")
+    if K is not None and K < 1:
+        raise ValueError(f"`--max-gen-batches` must be an integer >= 1 (omit it for no cap), "
+                         f"got {K}")
+    return 0 if K is None else K
+
+
+def _fmt(value) -> str:
+    return format_number(value)
+
+
+def _mse(value: float) -> str:
+    return _fmt(value) if value > 0.0 else "<= 0"
+
+
+def _best_lines(report) -> list[str]:
+    words = {"generated": "counts generated rollouts", "accepted": "counts accepted rollouts",
+             "unfiltered": "no dynamic sampling"}
+    lines = [f"best G at N = {report.budget} for {report.rule} (point estimates, no interval; "
+             "b = B, no cap; against g | the batch times r, i.e. a learning rate times r):"]
+    for accounting, targets in report.best.items():
+        parts = []
+        for got in targets.values():
+            text = (f"G = {got['group_size']}, B = {got['batch_size']}" if got["mse"] > 0.0
+                    else "unresolved (a point MSE estimate is not positive)")
+            if got["mse"] > 0.0 and accounting == "accepted":
+                text += f" ({_fmt(got['rollouts'])} generated)"
+            parts.append(text)
+        lines.append(f"  {words[accounting] + ':':<28}" + " | ".join(parts))
+    return lines
+
+
+def format_dynamic_sampling(report) -> str:
+    """The plain-text ``--dynamic-sampling`` section."""
+    cap = (f"cap K = {report.max_gen_batches} generation batches" if report.max_gen_batches
+           else "no cap")
+    lines = [f"dynamic sampling (verl filter_groups; generation batch b = B, {cap}; binary "
+             f"rewards, {report.n_prompts} groups):",
+             f"  {'G':>5} {'B':>6} {'r':>8} {'r unbiased':>11} {'gen batches':>12} "
+             f"{'rollouts':>10}" + (f" {'P(cap)':>8}" if report.cap_probability else "")
+             + f" {'GRPO mean':>10} {'|bias|/|g|':>11}"]
+    for i, G in enumerate(report.group_sizes):
+        unbiased = report.keep_prob_unbiased[i]
+        row = (f"  {G:>5} {report.batch_sizes[i]:>6} {_fmt(report.keep_prob[i]):>8} "
+               f"{'-' if unbiased is None else _fmt(unbiased):>11} "
+               f"{_fmt(report.expected_gen_batches[i]):>12} "
+               f"{_fmt(report.expected_rollouts[i]):>10}")
+        if report.cap_probability:
+            row += f" {_fmt(report.cap_probability[i]):>8}"
+        row += (f" {_fmt(report.grpo_mean_scale[i]) + ' g':>10} "
+                f"{_fmt(report.grpo_relative_bias[i]):>11}")
+        lines.append(row)
+    lines.append("GRPO's kept batch estimates g/r, not g: the direction of g, 1/r times as long "
+                 "(bias (Q/r) g, Q = 1 - r); rollouts = G b E[generation batches], discarded "
+                 "groups and the overflow included" + ("; P(cap): verl raises 'Generated too "
+                                                      "many'" if report.cap_probability else ""))
+    if report.mse is not None:
+        lines.append(f"{report.rule} kept batch at N = {report.budget} (point estimates, no "
+                     "interval):")
+        lines.append(f"  {'G':>5} {'B':>6} {'bias^2':>11} {'variance':>11} {'MSE':>11} "
+                     f"{'MSE x r':>11} {'unfiltered':>11}")
+        for i, G in enumerate(report.group_sizes):
+            lines.append(f"  {G:>5} {report.batch_sizes[i]:>6} " + " ".join(
+                f"{_mse(report.mse[key][i]):>11}"
+                for key in ("bias_sq", "variance", "mse", "mse_rescaled", "unfiltered_mse")))
+        lines += _best_lines(report)
+    else:
+        lines.append("the kept batch's MSE and the best G need scores: `ustat-rl gstar PILOT "
+                     "--budget N --dynamic-sampling` on a rollouts file with scores")
+    lines.append(f"note: {report.note}")
+    if report.mse is not None:
+        lines.append("note: the kept batch's MSEs and the best G evaluate section 7's exact "
+                     "moments at the pilot's moments made binary (binary_projection), so p = m/n "
+                     "enters polynomials of degree G and they are biased like r; their "
+                     "'unfiltered' column is the same computation without the filter: where it "
+                     "differs from the unbiased predicted minibatch MSE of GRPO (C6), trust C6")
+    return "\n".join(lines)
