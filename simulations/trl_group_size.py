@@ -103,10 +103,12 @@ def summarise(table: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     low = float(monitored["gstar_low"].median()) if len(monitored) else math.nan
     high = float(monitored["gstar_high"].median()) if len(monitored) else math.nan
     advice = float(monitored["recommended_group_size"].median()) if len(monitored) else math.nan
-    verdict = dict(best_G=int(best["G"]), within_2se_of_best=near["G"].astype(int).tolist(),
+    near_sizes = near["G"].astype(int).tolist()
+    verdict = dict(best_G=int(best["G"]), within_2se_of_best=near_sizes,
                    gstar_low=low, gstar_high=high, advice=advice,
                    best_inside_interval=bool(low <= best["G"] <= high) if len(monitored)
-                   else None)
+                   else None,
+                   near_inside_interval=[g for g in near_sizes if low <= g <= high])
     sizes = per_g["G"].to_numpy()
     if math.isfinite(advice) and TRL_DEFAULT_G in sizes:
         pick = int(sizes[np.argmin(np.abs(np.log(sizes) - math.log(advice)))])
@@ -118,6 +120,20 @@ def summarise(table: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
                        advice_verdict=f"the advice (G = {pick} on this grid) {word} TRL's "
                                       f"default G = {TRL_DEFAULT_G}: {diff:+.3f} +- {2 * se:.3f}")
     return per_g, verdict
+
+
+def words(verdict: dict) -> str:
+    """The comparison with the monitor's interval, claiming no more than the runs show."""
+    near, inside = verdict["within_2se_of_best"], verdict["near_inside_interval"]
+    interval = f"[{verdict['gstar_low']:.3g}, {verdict['gstar_high']:.3g}]"
+    if verdict["best_inside_interval"] is None:
+        return f"empirical best G = {verdict['best_G']}; no run was monitored"
+    head = (f"the runs single out G = {verdict['best_G']}" if len(near) == 1 else
+            f"the runs do not single out a best G: every G in {near} is within 2 se of the "
+            f"best mean (G = {verdict['best_G']})")
+    tail = ("inside" if verdict["best_inside_interval"] else "outside") if len(near) == 1 else (
+        f"of these, {inside} lie inside it" if inside else "none of these lies inside it")
+    return f"{head}; the monitor's G* interval (median over runs) is {interval}: {tail}"
 
 
 def plot(per_g: pd.DataFrame, verdict: dict, stem: Path) -> list[Path]:
@@ -172,12 +188,7 @@ def main(argv=None) -> tuple[pd.DataFrame, dict]:
     per_g, verdict = summarise(table)
     plot(per_g, verdict, out / NAME)
     print(per_g.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    inside = verdict["best_inside_interval"]
-    print(f"\nempirical best G = {verdict['best_G']} (within 2 se of it: "
-          f"{verdict['within_2se_of_best']}); the monitor's G* interval (median over runs) is "
-          f"[{verdict['gstar_low']:.3g}, {verdict['gstar_high']:.3g}]: the best G is "
-          f"{'inside' if inside else 'outside' if inside is not None else 'not compared with'} "
-          f"it")
+    print(f"\n{words(verdict)}")
     if "advice_verdict" in verdict:
         print(verdict["advice_verdict"])
     return table, verdict
