@@ -40,15 +40,31 @@ HEADINGS = {"gpt2": "## TRL monitor overhead", "qwen2": "## TRL monitor overhead
 HEADING = HEADINGS["gpt2"]
 
 
+#: The Qwen2 workload: wider and deeper than the GPT-2 one, with answers of up to
+#: ``QWEN_COMPLETION`` tokens, so that a step costs what the model computes rather than the
+#: trainer's fixed per-step overhead (about 40 ms at width 64 and 3 tokens, which no window's
+#: reports could stay within 10% of).
+QWEN_WIDTH, QWEN_LAYERS, QWEN_COMPLETION = 256, 4, 16
+
+
 def build(family: str):
     """The benchmark's model of ``family`` (seed 0, float32)."""
     from ustat_rl.frameworks.demo import tiny_family, tiny_gpt2
 
     if family == "gpt2":
         return tiny_gpt2(0, WIDTH, LAYERS, 4)
-    return tiny_family("qwen2", 0, hidden_size=WIDTH, intermediate_size=2 * WIDTH,
-                       num_hidden_layers=LAYERS, num_attention_heads=4, num_key_value_heads=2,
-                       tie_word_embeddings=True)
+    return tiny_family("qwen2", 0, hidden_size=QWEN_WIDTH, intermediate_size=2 * QWEN_WIDTH,
+                       num_hidden_layers=QWEN_LAYERS, num_attention_heads=4,
+                       num_key_value_heads=2, tie_word_embeddings=True)
+
+
+def _workload(family: str) -> dict:
+    """Config values of the run beyond the demo's (none for GPT-2). The Qwen2 run keeps its
+    parameters (learning rate 0): it learns the toy reward within about 40 steps, after which
+    every group is all-equal and the windows are skipped, which would hide their cost; a step's
+    cost does not depend on the learning rate."""
+    return {} if family == "gpt2" else {"max_completion_length": QWEN_COMPLETION,
+                                        "learning_rate": 0.0}
 
 
 def one_run(every: int | None, steps: int, family: str = "gpt2") -> dict:
@@ -57,8 +73,8 @@ def one_run(every: int | None, steps: int, family: str = "gpt2") -> dict:
     from ustat_rl.frameworks.demo import demo_trainer
 
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = demo_trainer(tmp, GROUP_SIZE, GROUPS, steps, 1e-3, model=build(family),
-                               bf16=False)
+        options = {"learning_rate": 1e-3, "bf16": False, **_workload(family)}
+        trainer = demo_trainer(tmp, GROUP_SIZE, GROUPS, steps, model=build(family), **options)
         monitor = None
         if every is not None:
             monitor = GroupSizeMonitor(trainer, every=every, sketch_dim=SKETCH_DIM,
@@ -93,12 +109,17 @@ def measure(steps: int, family: str = "gpt2") -> list[dict]:
 
 def section(rows, load: str, family: str = "gpt2") -> str:
     base = rows[0]["median_step_s"]
-    model = "GPT-2 config" if family == "gpt2" else "Qwen2 config, tied head, 4 query and 2 " \
-        "key-value heads"
-    command = "" if family == "gpt2" else f" --family {family}"
+    if family == "gpt2":
+        model, command = f"GPT-2 config, width {WIDTH}, {LAYERS} layers, answers of at most 3 " \
+            "tokens", ""
+    else:
+        model = (f"Qwen2 config, tied head, 4 query and 2 key-value heads, width {QWEN_WIDTH}, "
+                 f"{QWEN_LAYERS} layers, answers of at most {QWEN_COMPLETION} tokens, learning "
+                 "rate 0 so that every window has reward variation")
+        command = f" --family {family}"
     lines = [HEADINGS[family], "",
-             f"TRL `GRPOTrainer` on the CPU, demo model ({model}, width {WIDTH}, {LAYERS} "
-             f"layers), {GROUPS} prompts x {GROUP_SIZE} answers per step, monitor with k = "
+             f"TRL `GRPOTrainer` on the CPU, demo model ({model}), "
+             f"{GROUPS} prompts x {GROUP_SIZE} answers per step, monitor with k = "
              f"{SKETCH_DIM} (16 blocks). Median seconds per step from TRL's `step_time` over "
              f"steps 2..{rows[0]['steps']}; ratio against the run without the monitor "
              f"(`python benchmarks/bench_monitor.py{command}`). Machine: {platform.machine()}, "
