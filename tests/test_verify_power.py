@@ -123,7 +123,7 @@ def test_power_claims_pass_at_other_seeds(claim_id):
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("claim_id", ["C43", "C44", "C45", "C46"])
+@pytest.mark.parametrize("claim_id", ["C43", "C44", "C45", "C46", "C47"])
 def test_route_claims_pass_on_the_code_as_it_is(claim_id):
     result = _run(claim_id)
     assert result.verdict == "pass", (_failing(result), result.error)
@@ -259,3 +259,22 @@ def test_sketch_claim_passes_at_other_seeds():
     for seed in (1, 2):
         result = _run("C44", seed)
         assert result.verdict == "pass", (seed, _failing(result), result.error)
+
+
+def test_trainer_units_claim_catches_dapo_weighted_as_dr_grpo(monkeypatch):
+    """C47: dapo's batch-token normaliser replaced by max_completion_length (dr_grpo's)."""
+    from ustat_rl.frameworks import trainer_units
+
+    monkeypatch.setitem(trainer_units.LOSS_WEIGHTS, "dapo", "max_length")
+    result = _run("C47")
+    assert result.verdict == "fail" and _failing(result) == ["dapo: w_i = n x TRL's per-token weight"]
+
+
+def test_trainer_units_claim_catches_the_mse_reported_as_the_variance(monkeypatch):
+    """C47: var_run computed as the MSE (the squared bias of the full mean not removed)."""
+    import ustat_rl.theory as theory
+
+    monkeypatch.setattr(theory, "minibatch_variance",
+                        lambda m, rule, G, B: theory.minibatch_mse(m, rule, G, B))
+    result = _run("C47")
+    assert result.verdict == "fail" and any("fullmean" in name for name in _failing(result))
