@@ -1,5 +1,6 @@
 """Run by tests/test_frameworks_trl_dp.py under ``torchrun --nproc_per_node 2`` (gloo, CPU):
-the demo GRPO run with the monitor, each process saving its own records and local scores."""
+the demo GRPO run with the monitor, each process saving its own records, its local scores and
+the trainer-unit weights of the gathered batch."""
 
 import json
 import sys
@@ -28,10 +29,22 @@ def keep_scores(tokens, target):
 
 
 monitor._scores = keep_scores
+weights = []
+own_weights = monitor._weights
+
+
+def keep_weights(lengths):  # the gathered batch's completion lengths: every process's rows
+    out = own_weights(lengths)
+    weights.append(out)
+    return out
+
+
+monitor._weights = keep_weights
 trainer.add_callback(monitor)
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     trainer.train()
 np.save(out / f"local_scores.{rank}.npy", np.stack(local))
+np.save(out / f"weights.{rank}.npy", np.stack(weights))
 (out / f"records.{rank}.json").write_text(json.dumps(
     {"world": trainer.accelerator.num_processes, "records": monitor.records}, default=str))

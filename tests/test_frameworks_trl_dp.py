@@ -47,9 +47,13 @@ def test_both_processes_estimate_the_whole_batch(two_processes):
 
 def test_window_rows_are_gathered_in_process_order(two_processes):
     local = [np.load(two_processes / f"local_scores.{r}.npy") for r in (0, 1)]
+    weights = [np.load(two_processes / f"weights.{r}.npy") for r in (0, 1)]
+    np.testing.assert_array_equal(weights[0], weights[1])  # both weigh the whole batch alike
     for step in (0, 1):
         rollouts = load_rollouts(two_processes / "windows" / f"window_{step:06d}.npz")
-        newest = rollouts.score[-64:]  # the window's newest batch
-        np.testing.assert_array_equal(newest, np.concatenate([local[0][step], local[1][step]]))
+        newest = rollouts.score[-64:]  # the window's newest batch, in the trainer's units
+        w = weights[0][step]  # (64, 1): dapo's n / sum of the gathered batch's tokens
+        np.testing.assert_array_equal(newest, np.concatenate([local[0][step],
+                                                              local[1][step]]) * w)
         # negative control: the other order is not what was written
-        assert not np.array_equal(newest, np.concatenate([local[1][step], local[0][step]]))
+        assert not np.array_equal(newest, np.concatenate([local[1][step], local[0][step]]) * w)
