@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 import pytest
 
+from ustat_rl.claims.checks_trainer import trl_token_weights
 from ustat_rl.frameworks.trainer_units import (
     LOSS_WEIGHTS,
     completion_weights,
@@ -24,37 +25,14 @@ from ustat_rl.policies.examples import interior_optimum_bandit
 from ustat_rl.theory import minibatch_mse, minibatch_variance
 
 
-def _trl_token_weights(loss_type, lengths, max_length):
-    """``d loss / d x_it`` of TRL's aggregation of per-token terms ``x`` (``_compute_loss``,
-    trl 1.16, one process, no accumulation), by autograd: the weight of each completion's
-    tokens, the same for all of them."""
-    torch = pytest.importorskip("torch")
-    lengths = torch.as_tensor(lengths)
-    n, T = lengths.numel(), int(lengths.max())
-    mask = (torch.arange(T)[None, :] < lengths[:, None]).double()
-    x = torch.ones(n, T, dtype=torch.float64, requires_grad=True)
-    if loss_type in ("grpo", "sapo"):
-        loss = ((x * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
-    elif loss_type == "bnpo":
-        loss = (x * mask).sum() / mask.sum().clamp(min=1.0)
-    elif loss_type == "dr_grpo":
-        loss = (x * mask).sum() / (x.size(0) * max_length)
-    elif loss_type in ("cispo", "dapo", "vespo"):
-        loss = (x * mask).sum() / mask.sum().clamp(min=1.0)  # num_items_in_batch, one process
-    else:
-        loss = (x * mask).sum(-1).mean()  # luspo
-    (grad,) = torch.autograd.grad(loss, x)
-    return grad[:, 0].numpy()
-
-
 @pytest.mark.parametrize("loss_type", sorted(LOSS_WEIGHTS))
 def test_weights_are_trls_aggregation(loss_type):
     """``(1/n) sum_i A_i w_i W_i`` is the gradient of TRL's loss: ``w_i / n`` is the weight
     TRL's aggregation gives each of completion ``i``'s tokens, found by autograd on the
-    aggregation written from the trainer's source."""
+    aggregation written from the trainer's source (C47's reference route, which owns it)."""
     lengths = np.array([1, 3, 2, 5])
     got = completion_weights(loss_type, lengths, max_completion_length=6)
-    want = lengths.size * _trl_token_weights(loss_type, lengths, 6)
+    want = lengths.size * trl_token_weights(loss_type, lengths, 6)
     assert np.allclose(got, want, rtol=1e-14)
     assert units_note(loss_type).startswith("trainer")
 
