@@ -123,7 +123,7 @@ def test_power_claims_pass_at_other_seeds(claim_id):
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("claim_id", ["C43", "C44", "C45", "C46", "C47"])
+@pytest.mark.parametrize("claim_id", ["C43", "C44", "C45", "C46", "C47", "C48"])
 def test_route_claims_pass_on_the_code_as_it_is(claim_id):
     result = _run(claim_id)
     assert result.verdict == "pass", (_failing(result), result.error)
@@ -278,3 +278,26 @@ def test_trainer_units_claim_catches_the_mse_reported_as_the_variance(monkeypatc
                         lambda m, rule, G, B: theory.minibatch_mse(m, rule, G, B))
     result = _run("C47")
     assert result.verdict == "fail" and any("fullmean" in name for name in _failing(result))
+
+
+def test_window_claim_catches_a_window_that_pools_only_its_newest_batch(monkeypatch):
+    """C48: the audit's planted bug, the window built from its newest batch alone."""
+    from ustat_rl.frameworks import window
+
+    original = window.window_rollouts
+    monkeypatch.setattr(window, "window_rollouts",
+                        lambda batches, meta: original(batches[-1:], meta))
+    result = _run("C48")
+    assert result.verdict == "fail"
+    assert "the window pools every batch's rows once, in order, the newest last" in \
+        _failing(result)
+
+
+def test_window_claim_catches_batches_pooled_out_of_order(monkeypatch):
+    """C48: the newest batch first (a pool read from the wrong end)."""
+    from ustat_rl.frameworks import window
+
+    original = window.window_rollouts
+    monkeypatch.setattr(window, "window_rollouts",
+                        lambda batches, meta: original(list(reversed(batches)), meta))
+    assert _run("C48").verdict == "fail"
