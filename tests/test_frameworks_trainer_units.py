@@ -93,3 +93,9 @@ def test_a_real_run_estimates_every_window_in_trainer_units(tmp_path, scale):
         assert all(r["var_run"] <= r["mse_run"]["estimate"] * (1 + 1e-9) for r in records)
     logs = [h for h in trainer.state.log_history if "loss" in h]
     assert all("ustat/var_run" in h for h in logs)
+    # dynamic sampling's cost at the run's G, from the all-equal fraction of earlier batches
+    assert records[0]["ds_keep_prob"] is None  # no earlier batch to predict from
+    for r in records[1:]:
+        assert r["ds_keep_prob"] == pytest.approx(1.0 - r["all_equal_predicted"], abs=1e-15)
+        # whole generation batches: at least the B/(b r) = 1/r a fractional count would give
+        assert r["ds_gen_batches"] >= 1.0 / r["ds_keep_prob"] - 1e-12

@@ -59,10 +59,12 @@ TRAJECTORY_FIELDS = (
     "gstar_errors",       # optional: {GSTAR_ERROR_FIELDS} behind G*'s interval, or null
     "var_run",            # optional: predicted variance of the run's gradient at its G
     "units",              # optional: which gradient the estimates are of, and how exactly
+    "ds_keep_prob",       # optional: chance a group is not all-equal at the run's G (binary)
+    "ds_gen_batches",     # optional: generation batches per step under dynamic sampling
 )
 
 #: Fields a record may omit (read and written as ``null``).
-OPTIONAL_FIELDS = ("gstar_errors", "var_run", "units")
+OPTIONAL_FIELDS = ("gstar_errors", "var_run", "units", "ds_keep_prob", "ds_gen_batches")
 
 #: What ``gstar_errors`` holds: :func:`ustat_rl.pilot.uncertainty.fieller_gstar`'s inputs besides
 #: the estimates of ``c1``, ``c3'`` and the record's ``n_prompts`` (``sketch_units`` ``null``
@@ -175,8 +177,9 @@ def _restored(raw: dict) -> dict:
                 raise ValueError(f"`{name}` is reversed: low {low:g} > high {high:g}")
     for name in ("level", "mse_gstar", "mse_best", "all_equal_predicted", "all_equal_observed"):
         record[name] = _number(record[name], name)
-    if record["var_run"] is not None:
-        record["var_run"] = _number(record["var_run"], "var_run")
+    for name in ("var_run", "ds_keep_prob", "ds_gen_batches"):
+        if record[name] is not None:
+            record[name] = _number(record[name], name)
     if record["gstar_errors"] is not None:
         errors = record["gstar_errors"]
         if not isinstance(errors, dict) or set(errors) != set(GSTAR_ERROR_FIELDS):

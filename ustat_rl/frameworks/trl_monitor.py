@@ -74,7 +74,8 @@ __all__ = ["GroupSizeMonitor", "run_rule", "LOGGED"]
 
 #: Record fields written to the trainer's metrics, as ``ustat/<field>``.
 LOGGED = ("gstar", "c1", "c2", "c3", "mse_run", "var_run", "mse_gstar", "grpo_beats_vanilla",
-          "all_equal_predicted", "all_equal_observed", "recommended_group_size")
+          "ds_keep_prob", "ds_gen_batches", "all_equal_predicted", "all_equal_observed",
+          "recommended_group_size")
 
 _SCALE_RULES = {"group": "trl_group", True: "trl_group", "batch": "trl_batch",
                 "none": "trl_none", False: "trl_none"}

@@ -29,6 +29,7 @@ from ..pilot.report import all_equal_fraction, gstar_report
 from ..pilot.rollouts import MIN_GROUP_SIZE, Rollouts
 from ..theory import ScalingConstants, minibatch_variance
 from ..theory.advantage import binary_projection
+from ..theory.dynamic_sampling_cost import cost_at_keep_probability
 from .grouped import all_equal_by_group
 from .trajectory import TRAJECTORY_FIELDS, TRAJECTORY_VERSION, gstar_errors_of
 
@@ -210,6 +211,7 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
             moments = binary_projection(moments)
         variance = float(minibatch_variance(moments, estimator, G, budget // G)) / spread ** 2
     scaled = spread != 1.0  # a batch rule's MSE against g is not its group rule's: not reported
+    predicted = _predicted_all_equal(batches)
     record.update(
         status="ok", reason=None, windows_pooled=len(batches), n_prompts=report.n_prompts,
         n_samples=report.n_samples,
@@ -223,12 +225,26 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
         mse_gstar=mse_gstar,
         mse_best=math.nan if scaled else float(min(pick["estimate"])),
         grpo_beats_vanilla=None if run is None else bool(G not in report.grpo_loses),
-        all_equal_predicted=_predicted_all_equal(batches),
+        all_equal_predicted=predicted,
+        **_dynamic_sampling(predicted, G, budget),
         all_equal_observed=observed_all_equal(batches[-1].reward, G),
         gstar_errors=gstar_errors_of(report), var_run=variance, units=units)
     if scaled:
         record["estimator"] = f"{rule}: {estimator} / {spread:.6g}^2 (large-B limit)"
     return record, rollouts
+
+
+def _dynamic_sampling(all_equal: float, G: int, budget: int) -> dict:
+    """What DAPO's dynamic sampling (verl's ``filter_groups``) would cost at the run's ``G``:
+    the keep probability ``r`` (one minus the all-equal fraction predicted from the earlier
+    batches, unbiased: each group has exactly ``G`` samples) and the expected generation
+    batches of ``B = N/G`` prompts until ``B`` groups are kept, no cap
+    (:func:`ustat_rl.theory.dynamic_sampling_cost.cost_at_keep_probability`)."""
+    if not math.isfinite(all_equal) or budget % G:
+        return dict(ds_keep_prob=None, ds_gen_batches=None)
+    keep = 1.0 - all_equal
+    cost = cost_at_keep_probability(keep, G, budget // G)
+    return dict(ds_keep_prob=keep, ds_gen_batches=cost.expected_gen_batches)
 
 
 def _group_limit(rule):

@@ -17,17 +17,18 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import binom
 
 from .._validation import as_group_sizes, as_int, as_probabilities
 from . import advantage as section7
+from .dynamic_sampling_cost import MIN_GROUP_REASON as _MIN_G
+from .dynamic_sampling_cost import GenerationCost, cost_at_keep_probability, expected_gen_batches
 from .moments import PromptMoments
 from .mse import check_prompt_prob
 from .scaling import check_budget
 
 __all__ = ["ACCOUNTINGS", "FILTER_TARGETS", "FilteredBatch", "GenerationCost",
            "FilteredGroupSize", "keep_probability", "filtered_batch_moments", "generation_cost",
-           "optimal_filtered_group_size"]
+           "optimal_filtered_group_size", "cost_at_keep_probability"]
 
 #: What a budget of rollouts per step counts: every generated one, the ``B G`` kept, or no filter.
 ACCOUNTINGS = ("generated", "accepted", "unfiltered")
@@ -37,9 +38,6 @@ FILTER_TARGETS = ("grad", "rescaled")
 
 #: Largest group size searched by default in :func:`optimal_filtered_group_size`.
 DEFAULT_MAX_GROUP = 128
-
-_MIN_G = "(dynamic sampling filters groups whose G rewards are all equal)"
-
 
 @dataclass(frozen=True)
 class FilteredBatch:
@@ -80,35 +78,6 @@ class FilteredBatch:
     mse: float
     mse_rescaled: float
     unfiltered_mse: float
-
-
-@dataclass(frozen=True)
-class GenerationCost:
-    """Generation batches and rollouts per accepted batch under ``filter_groups`` (section 7).
-
-    Attributes
-    ----------
-    keep_prob : float
-        ``r``: the probability that a generated group is kept.
-    gen_batch_size, max_num_gen_batches : int
-        ``b``, prompts per generation batch, and the cap ``K`` (0: none).
-    expected_gen_batches : float
-        ``E min(N, K)`` (``E N`` without a cap; ``math.inf`` when ``r = 0`` and no cap).
-    cap_probability : float
-        ``P(N > K) = P(Binomial(K b, r) < B)``, the chance verl raises "Generated too many";
-        0 without a cap.
-    expected_rollouts, expected_kept_groups : float
-        ``G b E min(N, K)`` rollouts generated (discarded ones included) and ``r b E min(N, K)``
-        kept groups (Wald's identity; the ``B`` used and the overflow).
-    """
-
-    keep_prob: float
-    gen_batch_size: int
-    max_num_gen_batches: int
-    expected_gen_batches: float
-    cap_probability: float
-    expected_rollouts: float
-    expected_kept_groups: float
 
 
 @dataclass(frozen=True)
@@ -244,27 +213,6 @@ def filtered_batch_moments(moments: PromptMoments, advantage, group_size,
         section7.minibatch_advantage_mse(moments, table, None, B))
 
 
-def _expected_batches(r: float, B: int, b: int, K: int) -> tuple[float, float]:
-    """``(E min(N, K), P(N > K))`` with ``N = min{n : Binomial(n b, r) >= B}``; ``K = 0``: no cap."""
-    if K > 0:
-        n = np.arange(K + 1)
-        survival = binom.cdf(B - 1, n * b, r)  # P(N > n) = P(S_n < B), n = 0..K
-        return float(survival[:-1].sum()), float(survival[-1])
-    if r <= 0.0:
-        return math.inf, 1.0
-    if r >= 1.0:
-        return float(math.ceil(B / b)), 0.0
-    # N = ceil(T/b) with T ~ B + NegativeBinomial(B, r) the index of the B-th kept group:
-    # b E N = E T + E[(-T) mod b], and the law of T mod b is the discrete Fourier transform of
-    # the generating function E s^T = (r s/(1 - (1 - r) s))^B at the b-th roots of unity.
-    s = np.exp(2j * np.pi * np.arange(b) / b)  # (b,)
-    pgf = (r * s / ((1.0 - s) + r * s)) ** B
-    pgf[0] = 1.0
-    residue = np.clip(np.fft.fft(pgf).real / b, 0.0, 1.0)  # P(T = j mod b), j = 0..b-1
-    overshoot = float(residue @ ((-np.arange(b)) % b))
-    return (B / r + overshoot) / b, 0.0
-
-
 def generation_cost(value, group_size, batch_size, gen_batch_size=None, max_num_gen_batches=0,
                     prompt_prob=None) -> GenerationCost:
     r"""Expected generation batches and rollouts until ``B`` groups are kept (section 7).
@@ -298,7 +246,7 @@ def generation_cost(value, group_size, batch_size, gen_batch_size=None, max_num_
 
     Examples
     --------
-    With one kept group needed from batches of one, ``N`` is geometric: ``E N = 1/r``.
+    With one kept group needed from batches of one, ``N`` is geometric: ``E N = 1/r``:
 
     >>> generation_cost(0.5, 2, 1).expected_gen_batches
     2.0
@@ -306,21 +254,15 @@ def generation_cost(value, group_size, batch_size, gen_batch_size=None, max_num_
     inf
     """
     G = as_int(group_size, "group_size", 2, _MIN_G)
-    B = as_int(batch_size, "batch_size", 1)
-    b = B if gen_batch_size is None else as_int(gen_batch_size, "gen_batch_size", 1)
-    K = as_int(max_num_gen_batches, "max_num_gen_batches", 0,
-               "(0 for no cap, as verl reads any value <= 0)")
-    r = keep_probability(value, G, prompt_prob)
-    batches, capped = _expected_batches(r, B, b, K)
-    return GenerationCost(r, b, K, batches, capped, G * b * batches,
-                          r * b * batches if math.isfinite(batches) else math.inf)
+    return cost_at_keep_probability(keep_probability(value, G, prompt_prob), G, batch_size,
+                                    gen_batch_size, max_num_gen_batches)
 
 
 def _largest_batch(r: float, G: int, budget: int, multiple: int) -> tuple[int, float]:
     """The largest ``B`` whose rollouts ``G b E N`` (``b = multiple B``) fit: ``b E N >= B/r``
     bounds ``B <= budget r/G``, and the scan runs down from there (the cost is not monotone)."""
     for B in range(min(math.floor(budget * r / G * (1.0 + 1e-12)), budget // G), 0, -1):
-        cost = G * multiple * B * _expected_batches(r, B, multiple * B, 0)[0]
+        cost = G * multiple * B * expected_gen_batches(r, B, multiple * B, 0)[0]
         if cost <= budget * (1.0 + 1e-12):
             return B, cost
     return 0, math.inf
@@ -360,16 +302,15 @@ def optimal_filtered_group_size(moments: PromptMoments, budget, advantage="grpo"
     Returns
     -------
     FilteredGroupSize
-        ``ValueError`` when no candidate affords a batch. Per ``G`` the moments of one kept
-        group are computed once: the MSE at ``B`` is ``variance_1/B + bias^2``.
+        ``ValueError`` when no candidate affords a batch (MSE at ``B``: ``variance_1/B + bias^2``).
     """
     if not isinstance(moments, PromptMoments):
         raise TypeError(f"`moments` must be a PromptMoments, got {type(moments).__name__}")
     N = check_budget(budget)
-    if accounting not in ACCOUNTINGS:
-        raise ValueError(f"`accounting` must be one of {ACCOUNTINGS}, got {accounting!r}")
-    if target not in FILTER_TARGETS:
-        raise ValueError(f"`target` must be one of {FILTER_TARGETS}, got {target!r}")
+    for name, value, allowed in (("accounting", accounting, ACCOUNTINGS),
+                                 ("target", target, FILTER_TARGETS)):
+        if value not in allowed:
+            raise ValueError(f"`{name}` must be one of {allowed}, got {value!r}")
     k = as_int(gen_batch_multiple, "gen_batch_multiple", 1)
     sizes = (np.arange(2, min(N, DEFAULT_MAX_GROUP) + 1) if group_sizes is None
              else as_group_sizes(group_sizes, "group_sizes", 2))
@@ -384,7 +325,7 @@ def optimal_filtered_group_size(moments: PromptMoments, budget, advantage="grpo"
         r = one.keep_prob
         if accounting == "accepted":
             B = N // G
-            cost = G * k * B * _expected_batches(r, B, k * B, 0)[0] if B else math.inf
+            cost = G * k * B * expected_gen_batches(r, B, k * B, 0)[0] if B else math.inf
         else:
             B, cost = _largest_batch(r, G, N, k)
         scale = 1.0 if target == "grad" else r * r
