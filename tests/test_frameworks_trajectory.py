@@ -219,27 +219,12 @@ def test_without_stored_errors_the_bonferroni_level_of_the_records_is_stated():
     assert "1 of 3 windows carry no standard errors" in format_universality(mixed)
 
 
-def _false_alarm_rate(with_errors: bool, pooled: bool = False, n_runs: int = 1000,
-                      n_windows: int = 10) -> float:
-    """Share of runs with a constant G* = 8 whose verdict says "no single G".
+def _false_alarm_rate(with_errors: bool, pooled: bool = False) -> float:
+    """Share of 1000 runs with a constant G* = 8 whose verdict says "no single G" (C49's
+    simulation, which owns it; ``pooled``: neighbouring windows share a batch)."""
+    from ustat_rl.claims.checks_window import false_alarm_rate
 
-    ``pooled``: each window averages two consecutive batches, as a monitor pooling the last two
-    generation batches does, so neighbouring windows' estimates correlate by 1/2.
-    """
-    rng = np.random.default_rng(20260301)
-    se1, se3 = 0.1, 4.0
-    alarms = 0
-    for _ in range(n_runs):
-        if pooled:
-            z = np.sqrt(2.0) * rng.standard_normal((2, n_windows + 1))  # (2, K + 1) batches
-            z = 0.5 * (z[:, :-1] + z[:, 1:])  # (2, K), unit variance, neighbours share a batch
-        else:
-            z = rng.standard_normal((2, n_windows))  # (2, K)
-        c1, c3 = 1.0 + se1 * z[0], 49.0 + se3 * z[1]  # (K,) each
-        records = [synthetic_record(10 * (i + 1), a, 2.0, b, se1, se3, n_prompts=200,
-                                    with_errors=with_errors) for i, (a, b) in enumerate(zip(c1, c3))]
-        alarms += not gstar_universality(records, 0.9).consistent
-    return alarms / n_runs
+    return false_alarm_rate(np.random.default_rng(20260301), with_errors, pooled)
 
 
 def test_false_alarm_rate_is_within_the_stated_level():

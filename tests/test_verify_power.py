@@ -123,7 +123,7 @@ def test_power_claims_pass_at_other_seeds(claim_id):
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("claim_id", ["C43", "C44", "C45", "C46", "C47", "C48"])
+@pytest.mark.parametrize("claim_id", ["C43", "C44", "C45", "C46", "C47", "C48", "C49"])
 def test_route_claims_pass_on_the_code_as_it_is(claim_id):
     result = _run(claim_id)
     assert result.verdict == "pass", (_failing(result), result.error)
@@ -301,3 +301,16 @@ def test_window_claim_catches_batches_pooled_out_of_order(monkeypatch):
     monkeypatch.setattr(window, "window_rollouts",
                         lambda batches, meta: original(list(reversed(batches)), meta))
     assert _run("C48").verdict == "fail"
+
+
+def test_trajectory_claim_catches_the_simultaneous_level_dropped(monkeypatch):
+    """C49: the audit's planted bug, each window rebuilt at the stated level instead of
+    1 - (1 - level)/K (Bonferroni dropped)."""
+    from ustat_rl.frameworks import universality
+
+    original = universality._window
+    monkeypatch.setattr(universality, "_window",
+                        lambda record, window_level: original(record, record["level"]))
+    result = _run("C49")
+    assert result.verdict == "fail"
+    assert any("within 1 - level" in name for name in _failing(result))
