@@ -24,11 +24,10 @@ import numpy as np
 
 from .._validation import as_int
 from ..advantages import get_rule
-from ..pilot.estimate import estimate_moments, pilot_statistics
+from ..pilot.estimate import rule_moments
 from ..pilot.report import all_equal_fraction, gstar_report
 from ..pilot.rollouts import MIN_GROUP_SIZE, Rollouts
 from ..theory import ScalingConstants, minibatch_variance
-from ..theory.advantage import binary_projection
 from ..theory.dynamic_sampling_cost import cost_at_keep_probability
 from .grouped import all_equal_by_group
 from .trajectory import TRAJECTORY_FIELDS, TRAJECTORY_VERSION, gstar_errors_of
@@ -182,7 +181,7 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
     budget = as_int(budget, "budget", 2)
     rollouts = window_rollouts(batches, meta)
     binary = bool(np.all((rollouts.reward == 0.0) | (rollouts.reward == 1.0)))
-    estimator, spread = "grpo", 1.0
+    estimator, spread, limit = "grpo", 1.0, None
     if rule is not None:
         limit = _group_limit(get_rule(rule))
         if limit is not None:  # batch statistics: the large-B limit, a constant spread
@@ -206,11 +205,9 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
     pick = own.mse[estimator]
     variance = None
     if run is not None:
-        moments = estimate_moments(pilot_statistics(rollouts))
-        if not get_rule(estimator).is_affine:  # the plug-in of a scaled rule, as gstar_report's
-            moments = binary_projection(moments)
-        variance = float(minibatch_variance(moments, estimator, G, budget // G)) / spread ** 2
-    scaled = spread != 1.0  # a batch rule's MSE against g is not its group rule's: not reported
+        variance = float(minibatch_variance(rule_moments(rollouts, estimator), estimator, G,
+                                            budget // G)) / spread ** 2
+    scaled = limit is not None  # a batch rule's MSE against g is not its group rule's
     predicted = _predicted_all_equal(batches)
     record.update(
         status="ok", reason=None, windows_pooled=len(batches), n_prompts=report.n_prompts,
@@ -261,7 +258,8 @@ def _group_limit(rule):
 
 
 def _batch_spread(reward, rule) -> float:
-    """The batch rule's divisor on the pooled rewards: std (with Bessel's correction when the
-    rule has it) plus the rule's epsilon, where its constant limit is estimated."""
+    """The batch rule's divisor on the pooled rewards, where its constant limit is estimated:
+    their std (with Bessel's correction when the rule has it) through the rule's own
+    :meth:`~ustat_rl.advantages.parts.Scaling.divisor`."""
     ddof = 1 if rule.scaling.bessel else 0
-    return float(np.std(reward, ddof=ddof)) + float(rule.scaling.epsilon)
+    return float(rule.scaling.divisor(np.std(reward, ddof=ddof)))

@@ -151,17 +151,6 @@ def pilot_terms(moments, estimator, sizes):
     return h[np.arange(sizes.size), sizes - low]
 
 
-def _moments(pilot, estimator: str):
-    """The pilot's moment estimates, projected onto binary rewards for a rule that scales its
-    advantages: its exact MSE needs them (``gstar_report`` does the same)."""
-    from ..advantages import get_rule
-    from ..theory.advantage import binary_projection
-    from .estimate import estimate_moments
-
-    moments = estimate_moments(pilot)
-    return moments if get_rule(estimator).is_affine else binary_projection(moments)
-
-
 def pilot_allocation(rollouts, budget, estimator: str = "grpo", level: float = 0.9,
                      rules=BASELINE_RULES) -> PilotAllocation:
     """Every rule's group sizes from a pilot, with cross-fitted ratios to uniform (C40).
@@ -186,7 +175,7 @@ def pilot_allocation(rollouts, budget, estimator: str = "grpo", level: float = 0
     >>> int(out.allocations["optimal"].group_sizes.sum()), sorted(out.ratios)
     (48, ['neyman', 'optimal', 'sgpo', 'vip'])
     """
-    from .estimate import pilot_statistics
+    from .estimate import pilot_statistics, rule_moments
     from .report import check_signal
 
     if not 0.0 < float(level) < 1.0:
@@ -194,7 +183,7 @@ def pilot_allocation(rollouts, budget, estimator: str = "grpo", level: float = 0
     stats = pilot_statistics(rollouts)
     check_signal(rollouts, "there is nothing to allocate (every group size gives the same zero "
                            "gradient)")
-    allocations = compare_allocations(_moments(stats, estimator), estimator, budget, rules)
+    allocations = compare_allocations(rule_moments(stats, estimator), estimator, budget, rules)
     ratios, note = {}, ""
     if not rule_is_unbiased(estimator):
         note = f"no ratio intervals: {estimator!r} is biased, so its MSE is not a sum over prompts"
@@ -204,7 +193,7 @@ def pilot_allocation(rollouts, budget, estimator: str = "grpo", level: float = 0
         note = (f"no ratio intervals: cross-fitting needs >= {MIN_SPLIT_GROUP} samples per "
                 f"prompt, the smallest group has {stats.group_size.min()}")
     else:
-        half_a, half_b = (_moments(h, estimator) for h in split_rollouts(rollouts))
+        half_a, half_b = (rule_moments(h, estimator) for h in split_rollouts(rollouts))
         fitted = compare_allocations(half_a, estimator, budget, rules)
         uniform = pilot_terms(half_b, estimator, fitted["uniform"].group_sizes)
         for name, alloc in fitted.items():

@@ -22,7 +22,8 @@ import numpy as np
 from ..theory import PromptMoments, ScalingConstants, scaling_constants
 from .rollouts import Rollouts
 
-__all__ = ["PilotStatistics", "pilot_statistics", "estimate_moments", "estimate_constants",
+__all__ = ["PilotStatistics", "pilot_statistics", "estimate_moments", "rule_moments",
+           "estimate_constants",
            "SCORE_MOMENTS", "group_moments", "reward_statistics"]
 
 #: The score moments of the contract, each a sum over score columns (docs/theory.md section 7).
@@ -256,6 +257,18 @@ def estimate_moments(rollouts) -> PromptMoments:
         grad_sq=per["grad_sq"], grad_gram=gram, kind="estimated",
         score_sq_reward_var=per["score_sq_reward_var"],
         grad_norm_sq=_cross_prompt_norm(stats.grad_mean, per["grad_sq"], stats.prompt_prob))
+
+
+
+def rule_moments(rollouts, estimator: str) -> PromptMoments:
+    """:func:`estimate_moments`, projected onto binary rewards for a rule that scales its
+    advantages (:func:`ustat_rl.theory.advantage.binary_projection`): that rule's exact MSE
+    needs moments of binary rewards (section 7); an affine rule's takes them as they are."""
+    from ..advantages import get_rule
+    from ..theory.advantage import binary_projection
+
+    moments = estimate_moments(rollouts)
+    return moments if get_rule(estimator).is_affine else binary_projection(moments)
 
 
 def estimate_constants(rollouts) -> ScalingConstants:
