@@ -72,8 +72,7 @@ class Sketcher:
         self.k, self.m = k, blocks
         self.k_out, self.k_in = block_shape
         self.dtype = dtype
-        self.factors = {key: tuple(x if isinstance(x, str) else x.to(device, dtype) for x in spec)
-                        for key, spec in factors.items()}
+        self.factors = factors  # {id(parameter): spec}, on ``device`` in ``dtype`` already
         self.acc = torch.zeros(batch, k, dtype=dtype, device=device)
         self.roots = []  # (output, callback) where no input needs grad: taken explicitly
         self.busy = False  # a rule recomputing its module: hooks of its children stay quiet
