@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 
+from ustat_rl.claims.checks_routes import tiny_causal_lm
 from ustat_rl.pilot.bandit import bandit_pilot
 from ustat_rl.pilot.factored import (
     block_factors,
@@ -126,27 +127,11 @@ def test_project_scores_shape_and_bad_input():
 
 
 # ---------------------------------------------------------------------- factored and jvp routes
-class _Net(torch.nn.Module):
-    """Embedding, layer norm, a Linear with bias and a head with bias: every covered type but
-    Conv1D (which the GPT-2 below covers, with its tied head and position embedding)."""
-
-    def __init__(self):
-        super().__init__()
-        self.embed = torch.nn.Embedding(9, 5)
-        self.norm = torch.nn.LayerNorm(5)
-        self.mix = torch.nn.Linear(5, 6)
-        self.head = torch.nn.Linear(6, 9)
-
-    def forward(self, tokens):
-        h = self.norm(self.embed(tokens)).cumsum(dim=1)  # causal: position t sees tokens <= t
-        return self.head(torch.tanh(self.mix(h)))
-
-
 def _models():
     out = []
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        out.append(_Net().double())
+        out.append(tiny_causal_lm().double())  # every covered type but Conv1D
         transformers = pytest.importorskip("transformers", reason="the optional extra 'hf'")
         cfg = transformers.GPT2Config(vocab_size=9, n_positions=16, n_embd=8, n_layer=1,
                                       n_head=2, bos_token_id=0, eos_token_id=8,

@@ -161,10 +161,10 @@ SKETCH_PAIRS = ((0, 0), (1, 1), (2, 2), (0, 1), (1, 2), (0, 2))
 SKETCH_EXACT_SIZES = ((12, 1), (12, 3), (8, 4))
 
 
-def _scored_model():
-    """A float64 causal LM with an embedding, a layer norm, a linear layer with bias and a head
-    with bias (every covered kind of parameter but Conv1D), its parameters drawn from a fixed
-    ``torch.Generator``, and a padded batch of 4 rows: ``(model, tokens, mask)``."""
+def tiny_causal_lm():
+    """A causal LM over 9 tokens with an embedding, a layer norm, a linear layer with bias and a
+    head with bias: every covered kind of parameter but GPT-2's Conv1D (float32, torch's default
+    initialisation from the global stream)."""
     import torch
 
     class TinyLM(torch.nn.Module):
@@ -179,9 +179,17 @@ def _scored_model():
             h = self.norm(self.embed(tokens)).cumsum(dim=1)  # causal: t sees tokens <= t
             return self.head(torch.tanh(self.mix(h)))
 
+    return TinyLM()
+
+
+def _scored_model():
+    """:func:`tiny_causal_lm` in float64, its parameters drawn from a fixed
+    ``torch.Generator``, and a padded batch of 4 rows: ``(model, tokens, mask)``."""
+    import torch
+
     gen = torch.Generator().manual_seed(4401)
     with torch.random.fork_rng(devices=[]):  # the modules' default init leaves no trace
-        model = TinyLM().double()
+        model = tiny_causal_lm().double()
     with torch.no_grad():
         for param in model.parameters():  # layer-norm scales and biases away from 1 and 0
             param.copy_(0.7 * torch.randn(param.shape, generator=gen, dtype=torch.float64))
