@@ -120,9 +120,10 @@ def test_padding_rows_and_the_embedding_scale_are_what_autograd_gives(name, brok
         _assert_exact(model, tokens, mask, reference)
 
 
-def test_lora_adapters_are_sketched_with_respect_to_the_adapter_alone():
+@pytest.mark.parametrize("name", ["llama", "gemma2"])
+def test_lora_adapters_are_sketched_with_respect_to_the_adapter_alone(name):
     peft = pytest.importorskip("peft", reason="the optional extra 'trl'")
-    model = peft.get_peft_model(_model("llama", False), peft.LoraConfig(
+    model = peft.get_peft_model(_model(name, False), peft.LoraConfig(
         r=2, lora_alpha=4, lora_dropout=0.1, target_modules=["q_proj", "v_proj", "down_proj"]))
     with torch.no_grad():
         for name, p in model.named_parameters():
