@@ -45,6 +45,7 @@ import pandas as pd
 
 from ustat_rl.frameworks.trainer_units import LOSS_WEIGHTS
 from ustat_rl.frameworks.window import window_record
+from ustat_rl.pilot.replicates import jackknife_cov
 from ustat_rl.runs.sweeps import (
     LocalExecutor,
     default_output,
@@ -124,7 +125,7 @@ def run_cell(scale: str, loss_type: str, G: int, steps: int, seed: int = 0) -> d
     full = measured(grads) - predicted(batches)
     drops = np.array([measured(np.delete(grads, m, axis=0))
                       - predicted(batches[:m] + batches[m + 1:]) for m in range(M)])
-    se_batches = math.sqrt((M - 1) / M * np.sum((drops - drops.mean()) ** 2))
+    se_batches = math.sqrt(jackknife_cov(drops[:, None])[0, 0])
     # the projection R is one draw for the whole cell, so its error is common to every batch
     # and the jackknife over batches cannot see it: a jackknife over the sketch's blocks does
     width = SKETCH_DIM // BLOCKS
@@ -139,7 +140,7 @@ def run_cell(scale: str, loss_type: str, G: int, steps: int, seed: int = 0) -> d
         return float(record["var_run"])
 
     blocks = np.array([without_block(j) for j in range(BLOCKS)])
-    se_blocks = math.sqrt((BLOCKS - 1) / BLOCKS * np.sum((blocks - blocks.mean()) ** 2))
+    se_blocks = math.sqrt(jackknife_cov(blocks[:, None])[0, 0])
     se = math.hypot(se_batches, se_blocks)
     pred = float(last["var_run"])
     weight = {"batch_tokens": 1.0 / np.mean(lengths), "max_length": 1.0 / MAX_LENGTH}.get(
