@@ -69,6 +69,23 @@ def test_robust_size_is_the_argmin_for_a_point_interval_and_avoids_n_when_c1_may
     assert 4 <= group <= 32 and 0.0 < excess < 0.25
 
 
+
+def test_robust_size_judges_rho_beyond_one_half_up_to_the_interval_end():
+    """G = 2 is best for every rho >= 1/2, but the excess of G = 3 and G = 4 keeps growing, so the
+    interval is not cut there (a cut at rho = 4 stated 41% for [0.001, 50]).
+
+    By hand at kappa = 1 over the divisors of 384: at rho = 0.001 the best is 32 (f = 1.0643) and
+    f(2) = 2.002, f(3) = 1.503 (excess 88% and 41%); at rho = 50, f(2) = 102, f(3) = 151.5,
+    f(4) = 201.33 (excess 49% for G = 3, 97% for G = 4); as rho -> inf the excess of G tends to
+    G/2 - 1.
+    """
+    sizes = admissible_group_sizes(384)
+    group, excess = robust_group_size(sizes, 0.001, 50.0, 1.0)
+    assert group == 3 and excess == pytest.approx(151.5 / 102.0 - 1.0, rel=1e-12)
+    group, excess = robust_group_size(sizes, 0.001, math.inf, 1.0)
+    assert group == 3 and excess == pytest.approx(0.5, rel=1e-12)
+    assert robust_group_size(sizes, math.inf, math.inf, 1.0) == (2, 0.0)
+
 def test_prompts_to_bound_scales_as_one_over_p():
     out = pilot_intervals(bandit_pilot(interior_optimum_bandit(), 32, 8, child_rng(SEED, 2)))
     c1 = out.c1

@@ -13,11 +13,18 @@ the best admissible size, over every ``rho`` in the interval, is smallest (minim
     G_rec = argmin_G max_{rho in [rho_lo, rho_hi]} f(G, rho) / min_G' f(G', rho),
     f(G, rho) = rho G + kappa + 1/(G - 1),
 
-with ``rho_lo`` clipped at 0 (``c1 >= 0``), ``rho_hi`` raised to at least the pilot's resolution
-``t se(c1)/c3'`` (values of ``c1`` below it cannot be told from 0, so an interval for ``c1`` that
-lies wholly below 0 does not make ``G = N`` certain) and capped at 4 (``G* = 1.5``: beyond it ``G = 2``
-is best at every budget). That worst excess is reported: it is what the pilot can promise about
-the recommendation. When the interval is narrow this is the argmin at the estimate.
+with ``rho_lo`` clipped at 0 (``c1 >= 0``) and ``rho_hi`` raised to at least the pilot's
+resolution ``t se(c1)/c3'`` (values of ``c1`` below it cannot be told from 0, so an interval for
+``c1`` that lies wholly below 0 does not make ``G = N`` certain). ``rho_hi`` is not capped: the
+smallest size is best for every ``rho >= 1/2``, but the excess of each larger ``G`` keeps growing
+with ``rho`` towards ``G/G_min``, so an unbounded interval is judged at that limit. That worst
+excess is reported: it is what the pilot can promise about the recommendation. When the interval
+is narrow this is the argmin at the estimate.
+
+For each ``G`` the ratio is a linear function of ``rho`` over a concave piecewise-linear one (the
+lower envelope), so it is quasi-convex in ``rho`` and its maximum over the interval lies at an
+end; the grid always holds both ends, and ``verify`` checks the result against a dense brute
+force over ``rho`` (docs/theory.md C50).
 """
 
 from __future__ import annotations
@@ -32,9 +39,10 @@ __all__ = ["Advice", "advise", "robust_group_size", "prompts_to_bound"]
 #: ``rho`` points of the regret grid (log-spaced, plus the ends and 0).
 _GRID = 256
 
-#: Largest ``rho`` the regret looks at: ``G* = 1 + 4^(-1/2) = 1.5 < 2``, so every larger ``rho``
-#: has ``G = 2`` best among admissible sizes and adds nothing to the maximum.
-_RHO_CAP = 4.0
+#: Upper end of the grid when the interval has none: ``1/((G_1 - 1)(G_2 - 1)) <= 1/2`` is the
+#: largest ``rho`` at which the best admissible size changes, and beyond the grid the limit
+#: ``G/G_min`` stands for ``rho = inf``.
+_RHO_TOP = 1.0
 
 
 @dataclass(frozen=True)
@@ -85,14 +93,24 @@ def robust_group_size(sizes, rho_low: float, rho_high: float, kappa: float):
     8
     """
     G = np.asarray(sizes, dtype=np.float64)  # (n_G,)
-    lo = min(max(rho_low, 0.0), _RHO_CAP) if not math.isnan(rho_low) else 0.0
-    hi = min(max(rho_high, lo), _RHO_CAP) if not math.isnan(rho_high) else _RHO_CAP
-    grid = np.unique(np.r_[lo, hi, np.geomspace(max(lo, 1e-8), max(hi, 1e-8), _GRID)])
-    grid = grid[(grid >= lo) & (grid <= hi)]  # (n_rho,)
+    lo = max(rho_low, 0.0) if not math.isnan(rho_low) else 0.0
+    hi = max(rho_high, lo) if not math.isnan(rho_high) else math.inf
+    if math.isinf(lo):  # every rho is infinite: the smallest size is best
+        return int(G.min()), 0.0
+    grid = _rho_grid(lo, hi if math.isfinite(hi) else max(lo, _RHO_TOP))  # (n_rho,)
     f = grid[:, None] * G[None, :] + kappa + 1.0 / (G[None, :] - 1.0)  # (n_rho, n_G)
-    regret = (f / f.min(axis=1, keepdims=True)).max(axis=0)  # (n_G,)
+    ratio = f / f.min(axis=1, keepdims=True)  # (n_rho, n_G)
+    if math.isinf(hi):  # the ratio's limit as rho -> inf
+        ratio = np.vstack([ratio, G / G.min()])
+    regret = ratio.max(axis=0)  # (n_G,)
     best = int(np.argmin(regret))
     return int(G[best]), float(regret[best] - 1.0)
+
+
+def _rho_grid(low: float, high: float) -> np.ndarray:
+    """Both ends of ``[low, high]`` (finite) and ``_GRID`` log-spaced points between."""
+    grid = np.unique(np.r_[low, high, np.geomspace(max(low, 1e-8), max(high, 1e-8), _GRID)])
+    return grid[(grid >= low) & (grid <= high)]
 
 
 def prompts_to_bound(c1, n_prompts: int, sketched: bool) -> float:
