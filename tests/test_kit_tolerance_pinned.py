@@ -6,7 +6,9 @@ The kit (``ustat_rl.advantages.conformance``) accepts ``|got - expected| <= tol`
 ``dN = (n + 4)(eps S + tiny)`` (times ``n/(n - 1)`` for a leave-one-out numerator), ``ds`` the
 spread's bound (group, others', batch or whitening std), ``dd = ds + 2 eps d``,
 ``d_low = max(d - dd, floor)``, ``inf`` where ``d_low`` is 0, and the all-equal rules' branches
-(an exact tie takes the rule with ``dN + 2 eps |A|``; a spread within ``ds`` of 0 may take either).
+(an exact tie, or a statistic below ``-ds``, takes the rule with ``dN + 2 eps |A|``; a spread
+within ``ds`` of 0 may take either). A group statistic (MaxRL's mean) takes the std's ``ds``; a
+batch's nonzero fraction (verl's GPG) is exact but for rewards below float32's ``tiny``.
 
 ``documented_bound`` below computes that bound a second way, per group and in a loop, from the
 docstring's terms (group sizes, largest ``|z|``, the spread recomputed here, the divisor from the
@@ -16,18 +18,22 @@ convention's epsilon and placement), and is the unit of the checks:
    batches per convention of random, tied, near-tied and all-equal groups, offsets 0 and 1e6, in
    float32 and float64;
 2. from below: implementations written here (a loop over groups, numpy's mean and std, no shift
-   trick), computing in float32 and in float64, conform; so do the reference's advantages
-   rounded once more (times ``1 + eps``) and the reference plus half the bound;
+   trick), computing in float32 and in float64, conform (a rule's own function of a group,
+   Pass@k's numerator or MaxRL's mean, is called on the rewards cast to the working dtype and
+   rounded back: see ``naive``); so do the reference's advantages rounded once more (times
+   ``1 + eps``) and the reference plus half the bound;
 3. from above: the reference plus 4 bounds (a bug of a few rounding bounds) is rejected by
    ``check_conformance``, and by the kit's comparison on each of the 40 batches, float32 and
    float64 alike.
 
+The conventions are all of ``CONVENTION_NAMES``, read from the registry (25 today).
 All checks are deterministic (hypothesis derandomized, numpy seeds fixed): no false-failure rate.
 So ``tolerance`` changed by more than 1e-9 relative fails 1; the comparison loosened 4-fold or
 more (``diff <= 4 tol``) lets the 4-bound bug through and fails 3; tightened below half of the
 bound it rejects the half-bound perturbation and fails 2. (Planted in memory: 1000x looser in
-``_compare`` fails 3 for all 19 conventions; in ``tolerance``'s returns fails 1 and 3 for the
-conventions of that branch; 3x looser in ``_compare`` is within the 4-bound margin and passes.)
+``_compare`` fails 3 for all 19 conventions of the first pinning, and 1000x looser in
+``tolerance`` for all 25 of the registry; in ``tolerance``'s returns fails 1 and 3 for the
+conventions of that branch; 3x looser, in either, is within the 4-bound margin and passes.)
 """
 
 import numpy as np
@@ -35,18 +41,17 @@ import pytest
 
 from ustat_rl.advantages import conformance
 from ustat_rl.advantages.conformance import check_conformance
-from ustat_rl.advantages.conventions import advantages, get_convention
+from ustat_rl.advantages.conventions import CONVENTION_NAMES, advantages, get_convention
 
 EPS = float(np.finfo(np.float32).eps)
 TINY = float(np.finfo(np.float32).tiny)
 UNDER = np.sqrt(2 * TINY)
-#: The conventions whose tolerance branches are pinned (scale none, group, others', batch,
-#: whitening; epsilon added, inside the sqrt, as a floor, or none; the zero and keep rules).
-NAMES = ("trl_group", "trl_batch", "trl_none", "verl_grpo", "verl_grpo_vectorized",
-         "verl_grpo_nostd", "verl_rloo", "verl_rloo_vectorized", "verl_reinforce_pp_baseline",
-         "openrlhf_group_norm", "openrlhf_dr_grpo", "openrlhf_reinforce_baseline",
-         "openrlhf_rloo", "trl_rloo", "trl_rloo_normalized", "nemo_rl_grpo", "grpo", "fullmean",
-         "paper_algorithm2")
+#: Every registered convention, read from the registry so that a rule added there is pinned too
+#: (scale none, group, others', group statistic, batch, nonzero fraction, whitening; centring
+#: none, group mean, leave-one-out or a group function; epsilon added, inside the sqrt, as a
+#: floor, or none; the zero and keep rules). A rule of a kind the bound below has no branch for
+#: fails ``test_tolerance_is_the_documented_bound`` with NotImplementedError, not silently.
+NAMES = CONVENTION_NAMES
 #: Bounds a deliberate bug adds (rejected) and a harmless perturbation adds (accepted).
 BUG_BOUNDS, HARMLESS_BOUNDS = 4.0, 0.5
 
@@ -64,9 +69,13 @@ def _centred(spec, r):
     n = r.size
     if n == 1 and spec.centring.singleton != "formula":
         return r.copy() if spec.centring.singleton == "reward" else np.zeros(1)
+    if not spec.centring.is_affine:  # the rule's own function of the group (Pass@k)
+        return np.asarray(spec.centring.function(r[None, :]), dtype=np.float64)[0]
     if spec.centring.leave_one_out:
         return r - (r.sum() - r) / (n - 1)
-    return r - (r[0] + np.mean(r - r[0]))
+    if spec.centring.mean:
+        return r - (r[0] + np.mean(r - r[0]))
+    return r.copy()  # no baseline (REINFORCE++, OpenRLHF's reinforce)
 
 
 def _divisor(spec, s):
@@ -97,10 +106,17 @@ def documented_bound(name, rewards, group_ids):
         centred[idx] = _centred(spec, z[idx])
     if spec.scale == "none":
         return num_err + 2 * EPS * A
+    if spec.scale not in ("group", "statistic", "leave_one_out", "batch", "nonzero", "whiten"):
+        raise NotImplementedError(f"documented_bound has no branch for scale {spec.scale!r}: "
+                                  "add the docstring's term for it here")
     tol = np.empty(N)
     s_of, s_err_of, d_of, floor_of = (np.empty(N) for _ in range(4))
     ddof = 1 if spec.scaling.bessel else 0
-    if spec.scale == "batch":
+    if spec.scale == "nonzero":  # a count: exact, but float32 may flush rewards below tiny
+        s_of[:] = max(np.count_nonzero(z), 1) / N
+        s_err_of[:] = s_of[0] - max(np.count_nonzero(z) - np.count_nonzero(
+            (z != 0) & (np.abs(z) < TINY)), 1) / N
+    elif spec.scale == "batch":
         s = _std(z, ddof)
         batch_err = (N + 4) * (EPS * np.abs(z).max() + TINY)
         s_of[:], s_err_of[:] = s, np.sqrt(N / max(N - 1, 1)) * batch_err + (N + 3) * EPS * s + UNDER
@@ -114,8 +130,13 @@ def documented_bound(name, rewards, group_ids):
         n = idx.size
         dev_err = (n + 4) * (EPS * np.abs(z[idx]).max() + TINY)
         for k in idx:
-            if spec.scale == "group":
-                s = _std(z[idx], ddof) if n > 1 else 0.0
+            if spec.scale in ("group", "statistic"):
+                if spec.scale == "group":
+                    s = _std(z[idx], ddof) if n > 1 else 0.0
+                else:  # the rule's statistic of the group (MaxRL's mean), which may be negative
+                    s = float(spec.scaling.statistic(z[idx][None, :])[0]) if n > 1 else 0.0
+                # for a negative statistic the middle term is negative, as in the kit; it moves
+                # the edge of the ruled band by (n + 3) eps |s|, of order eps^2 S there
                 s_err = 0.0 if n == 1 else (np.sqrt(n / (n - 1)) * dev_err + (n + 3) * EPS * s
                                             + UNDER)
                 s_of[k], s_err_of[k] = s, s_err
@@ -125,7 +146,7 @@ def documented_bound(name, rewards, group_ids):
                 s_err_of[k] = (np.sqrt((n - 1) / max(n - 2, 1)) * dev_err + (n + 3) * EPS * s
                                + UNDER)
             d, floor = _divisor(spec, s_of[k])
-            if spec.scale == "group" and n == 1:
+            if spec.scale in ("group", "statistic") and n == 1:
                 d = spec.singleton_divisor
             d_of[k], floor_of[k] = d, floor
     d_err = s_err_of + 2 * EPS * d_of
@@ -134,9 +155,10 @@ def documented_bound(name, rewards, group_ids):
         tol[k] = ((num_err[k] + A[k] * d_err[k]) / d_low[k] + 2 * EPS * A[k] if d_low[k] > 0
                   else np.inf)
         if spec.zero_std != "divide":
-            if s_of[k] == 0:
+            # an exact tie, or a statistic below minus its error, must take the rule
+            if s_of[k] == 0 or s_of[k] < -s_err_of[k]:
                 tol[k] = num_err[k] + 2 * EPS * A[k]
-            elif s_of[k] <= s_err_of[k]:
+            elif abs(s_of[k]) <= s_err_of[k]:
                 tol[k] = ((abs(centred[k]) + num_err[k]) / floor_of[k] + A[k]
                           if floor_of[k] > 0 else np.inf)
     return tol
@@ -189,7 +211,14 @@ def test_tolerance_is_the_documented_bound(name):
 
 # --------------------------------------------------------------------------- implementations
 def naive(name, work):
-    """``plain(rewards, group_ids)`` computing in ``work`` (rewards cast on entry)."""
+    """``plain(rewards, group_ids)`` computing in ``work`` (rewards cast on entry).
+
+    The arithmetic is written here, dispatching on the rule's data. A rule's own function of a
+    group (Pass@k's numerator, MaxRL's group mean) is data the test cannot rewrite without
+    naming the convention, so it is called on the group's rewards as cast to ``work`` and its
+    result is rounded back to ``work``: one rounding, where an implementation computing in
+    ``work`` makes a few (both are inside ``dN`` and ``ds``).
+    """
     spec = get_convention(name)
     sc = spec.scaling
     ddof = 1 if sc.bessel else 0
@@ -210,10 +239,14 @@ def naive(name, work):
             r, n = z[idx], idx.size
             if n == 1 and spec.centring.singleton != "formula":
                 num[idx] = r if spec.centring.singleton == "reward" else 0
+            elif not spec.centring.is_affine:
+                num[idx] = np.asarray(spec.centring.function(r[None, :]))[0].astype(work)
             elif spec.centring.leave_one_out:
                 num[idx] = r - (r.sum() - r) / work(n - 1)
-            else:
+            elif spec.centring.mean:
                 num[idx] = r - r.mean()
+            else:
+                num[idx] = r
         if sc.kind == "none":
             return num
         out = np.empty_like(z)
@@ -226,6 +259,16 @@ def naive(name, work):
                     out[idx] = 0
                 else:
                     out[idx] = divide(num[idx], r.std(ddof=ddof))
+        elif sc.kind == "group statistic":
+            for idx in members:
+                r = z[idx]
+                stat = work(np.asarray(sc.statistic(r[None, :]))[0]) if r.size > 1 else work(0)
+                if stat > 0 or sc.all_equal == "divide":
+                    out[idx] = divide(num[idx], stat)
+                else:
+                    out[idx] = num[idx] if sc.all_equal == "keep numerator" else 0
+        elif sc.kind == "batch nonzero fraction":
+            out = num * work(z.size) / work(max(np.count_nonzero(z), 1))
         elif sc.kind == "others std":
             for idx in members:
                 for k in idx:
