@@ -34,6 +34,7 @@ __all__ = [
     "heterogeneous_score_bandit",
     "HETEROGENEOUS_VALUES",
     "HETEROGENEOUS_SCALES",
+    "known_value_bandit",
 ]
 
 #: Logit boosts of the correct answer for the three policies of the Fig. 4 analogue
@@ -273,3 +274,37 @@ def heterogeneous_score_bandit(values=HETEROGENEOUS_VALUES, scales=HETEROGENEOUS
         theta[x * K] = math.log(2.0 * values[x] / (1.0 - values[x])) / scales[x]
     reward = np.tile([1.0, 0.0, 0.0], (P, 1))
     return LogLinearBandit(features, reward, kl_weight=kl_weight), theta
+
+
+def known_value_bandit(values, prompt_prob=None) -> SoftmaxBandit:
+    """Prompts whose success probability is exactly ``values[x]`` (dynamic sampling, C51).
+
+    Each prompt has three answers: right (reward 1), wrong (reward 0) and a coin (reward 1 with
+    probability 1/2), drawn with ``pi = (p - t/2, 1 - p - t/2, t)``, ``t = min(p, 1 - p)``, so
+    ``V(x) = pi_0 + t/2 = p`` and a reward does not fix the answer: the within-group law given
+    the success count still varies, which is what filtering all-equal groups conditions on.
+
+    Parameters
+    ----------
+    values : array_like (P,)
+        Success probabilities, each strictly between 0 and 1.
+    prompt_prob : array_like (P,), optional
+        ``f(x)``; uniform by default.
+
+    Returns
+    -------
+    SoftmaxBandit
+
+    Examples
+    --------
+    >>> bandit = known_value_bandit([0.02, 0.5, 0.98])
+    >>> [round(float(v), 12) for v in bandit.value]
+    [0.02, 0.5, 0.98]
+    """
+    p = np.atleast_1d(np.asarray(values, dtype=np.float64))
+    if p.ndim != 1 or p.size == 0 or not np.all(np.isfinite(p)) or np.any((p <= 0) | (p >= 1)):
+        raise ValueError("`values` must be a non-empty 1-D array of success probabilities "
+                         f"strictly between 0 and 1, got {values!r}")
+    t = np.minimum(p, 1.0 - p)
+    pi = np.stack([p - t / 2, 1.0 - p - t / 2, t], axis=1)  # (P, 3), every entry > 0
+    return SoftmaxBandit(np.log(pi), np.tile([1.0, 0.0, 0.5], (p.size, 1)), prompt_prob)
