@@ -124,3 +124,108 @@ print(format_pilot_allocation(pilot_allocation(pilot, 48)))
 # With six prompts the interval has five degrees of freedom and is wide; with few samples per
 # prompt the fitted sizes chase noise and can be worse than uniform (docs/theory.md C40 gives
 # measured figures), which is what the cross-fitted ratio is there to show.
+
+# %% [markdown]
+# ## Dynamic sampling: dropping the all-equal groups (beyond the paper)
+#
+# DAPO's dynamic sampling, as verl runs it (`algorithm.filter_groups`), drops every group whose
+# $G$ rewards are all equal and draws more generation batches of $b$ prompts until $B$ groups are
+# kept. A group at a prompt with success rate $p$ is all-equal with probability
+# $q = p^G + (1-p)^G$, and is kept with probability $r = 1 - \sum_x f(x)\,q(x)$ overall. The kept
+# groups are i.i.d. draws conditioned on being kept, so the batch has exact moments
+# (docs/theory.md section 7 and C51): for GRPO $E\,\hat g_\text{DS} = g/r$, the right direction
+# but $1/r$ too long, a bias $(Q/r)\,g$ with $Q = 1 - r$ that no batch size removes.
+#
+# Ten equally likely prompts with $p = 0.05, 0.15, \dots, 0.95$, $B = 16$ kept groups: the
+# relative bias $Q/r$ falls quickly with $G$ (at $G = 2$ the keep probability is 0.34), and the
+# MSE with filtering sits above the unfiltered one at every $G$. The points are verl's loop
+# itself (`simulate_dynamic_sampling`, 4000 steps each; bars of two standard errors, smaller
+# than the points).
+
+# %%
+from ustat_rl.montecarlo.dynamic_sampling import simulate_dynamic_sampling
+from ustat_rl.policies.examples import known_value_bandit
+from ustat_rl.theory.dynamic_sampling import (
+    filtered_batch_moments,
+    generation_cost,
+    optimal_filtered_group_size,
+)
+
+spread = known_value_bandit(np.linspace(0.05, 0.95, 10))
+ds_moments = spread.moments()
+ds_sizes, kept_groups = np.arange(2, 33), 16
+kept = [filtered_batch_moments(ds_moments, "grpo", int(G), kept_groups) for G in ds_sizes]
+fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5))
+left.plot(ds_sizes, [np.sqrt(k.bias_sq / ds_moments.grad_norm_sq) for k in kept], "o-", ms=3,
+          label="filtered: Q/r")
+left.axhline(0.0, color="grey", lw=0.8, label="unfiltered GRPO: unbiased")
+left.set_xlabel("group size G")
+left.set_ylabel("|E g_DS - g| / |g|")
+left.legend(fontsize=8)
+right.semilogy(ds_sizes, [k.mse for k in kept], "-", label="filtered (exact)")
+right.semilogy(ds_sizes, [k.unfiltered_mse for k in kept], "--", label="unfiltered (exact, C6)")
+for G in (2, 4, 8):
+    run = simulate_dynamic_sampling(spread, "grpo", G, kept_groups, 4000,
+                                    np.random.default_rng(G))
+    sq = np.sum((run.gradients - spread.grad) ** 2, axis=1)
+    right.errorbar(G, sq.mean(), yerr=2 * sq.std(ddof=1) / np.sqrt(sq.size), fmt="ko", ms=3)
+right.set_xlabel("group size G")
+right.set_ylabel(f"MSE at B = {kept_groups} kept groups")
+right.legend(fontsize=8)
+fig.tight_layout()
+
+# %% [markdown]
+# ## What filtering costs in generation batches
+#
+# Each generation batch keeps Binomial$(b, r)$ groups, and batches are whole: with $b = B$ one
+# batch is enough only when all $B$ of its groups are kept, so a step usually takes two even
+# when $r$ is near 1, and $E N$ is not $B/(b r)$ (`generation_cost`, exact; C51 checks it
+# against the loop, with and without verl's cap `max_num_gen_batches`). The DAPO scripts draw
+# $b = 3B$ prompts per generation batch, with which one batch is almost always enough from
+# $G = 3$ on.
+
+# %%
+batch = 64
+keep = np.array([filtered_batch_moments(ds_moments, "grpo", int(G), 1).keep_prob
+                 for G in ds_sizes])
+fig, ax = plt.subplots(figsize=(5, 3.5))
+for multiple in (1, 3):
+    gen = [generation_cost(ds_moments.value, int(G), batch, multiple * batch, 0,
+                           ds_moments.prompt_prob).expected_gen_batches for G in ds_sizes]
+    line, = ax.plot(ds_sizes, gen, "o-", ms=3, label=f"E N, b = {multiple}B")
+    ax.plot(ds_sizes, batch / (multiple * batch * keep), ":", color=line.get_color(),
+            label=f"B/(b r), b = {multiple}B (not the cost)")
+ax.set_xlabel("group size G")
+ax.set_ylabel(f"generation batches per step (B = {batch})")
+ax.set_ylim(0, 4)
+ax.legend(fontsize=8)
+fig.tight_layout()
+
+# %% [markdown]
+# ## The best G when the budget counts generated rollouts
+#
+# At $N = 1024$ rollouts per step the best $G$ depends on what $N$ counts
+# (`optimal_filtered_group_size`): every generated rollout, discarded groups and the overflow
+# of the last batch included, only the $B G$ kept ones (which makes filtering look free), or no
+# filter at all. C51 checks the generated-rollout answer against a search over every $(G, B)$
+# and runs the loop at it. On this task filtering never pays in gradient MSE against $g$: the
+# bias of the kept batch stays whatever $N$ is.
+
+# %%
+budget = 1024
+counted = {"generated": "filtered, N counts generated rollouts",
+           "accepted": "filtered, N counts kept rollouts", "unfiltered": "no filter"}
+best = {accounting: optimal_filtered_group_size(ds_moments, budget, "grpo", accounting,
+                                                np.arange(2, 65))
+        for accounting in counted}
+fig, ax = plt.subplots(figsize=(5, 3.5))
+for accounting, res in best.items():
+    line, = ax.semilogy(res.group_sizes, res.mses, "-", label=counted[accounting])
+    ax.semilogy(res.group_size, res.mse, "o", color=line.get_color())
+    print(f"{accounting:10s} best G = {res.group_size:2d}, B = {res.batch_size:3d}, "
+          f"MSE = {res.mse:.3g}, rollouts generated per step = "
+          f"{res.rollouts[res.group_sizes == res.group_size][0]:.0f}")
+ax.set_xlabel("group size G")
+ax.set_ylabel(f"exact MSE at N = {budget}")
+ax.legend(fontsize=8)
+fig.tight_layout()
