@@ -148,7 +148,8 @@ TOLERANCE_RULE = ("|got - expected| <= (dN + |A| dd)/d_low + 2 eps |A|: dN, dd t
 # --------------------------------------------------------------------------- tolerance
 def _working(dtype):
     coarse = [np.finfo(np.float32)] + ([np.finfo(dtype)] if dtype is not None else [])
-    return max(f.eps for f in coarse), max(f.tiny for f in coarse)
+    # as Python floats: a float32 scalar would round sqrt(2 tiny) to float32 (6e-8 relative)
+    return float(max(f.eps for f in coarse)), float(max(f.tiny for f in coarse))
 
 
 def tolerance(convention, rewards, group_ids, dtype=None) -> np.ndarray:
