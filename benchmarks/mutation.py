@@ -24,6 +24,7 @@ Needs ``mutmut`` 2.x (pinned in ``constraints.txt``).
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import json
 import os
@@ -47,6 +48,10 @@ class Target:
     mutant costs one interpreter start plus the first failing test.  ``env`` holds extra
     environment variables (``NUMBA_DISABLE_JIT=1`` runs the numba kernels as plain Python, so a
     mutant needs no recompilation; the tests then run slower, which the budget allows for).
+    A test may be a pytest node id (``file::test``) to run part of a file.  ``only`` names
+    top-level definitions (functions, classes, assigned names) and restricts the mutants to
+    their lines: the others are counted ``skipped``, are never run and enter neither the score
+    nor ``untested``.
     """
 
     name: str
@@ -54,7 +59,13 @@ class Target:
     tests: tuple[str, ...]
     budget_s: int = 480
     env: tuple[tuple[str, str], ...] = ()
+    only: tuple[str, ...] = ()
 
+
+_PILOT_KILLS = "tests/test_mutation_kills_pilot.py"
+_PILOT_DOCTESTS = "tests/test_pilot_doctests.py::test_doctests"
+_ALLOCATION_KILLS = "tests/test_mutation_kills_allocation.py"
+_FRAMEWORK_KILLS = "tests/test_mutation_kills_frameworks.py"
 
 TARGETS = (
     Target("estimators", "ustat_rl/advantages/gradients.py",
@@ -98,6 +109,54 @@ TARGETS = (
            ("tests/test_pilot_sketch_validation.py", "tests/test_pilot_sketch.py")),
     Target("pilot.factored", "ustat_rl/pilot/factored.py",
            ("tests/test_pilot_factored_validation.py", "tests/test_pilot_sketch.py")),
+    # fifth round: the pilot's advice, the allocation, the Edgeworth cumulants, the kit's
+    # tolerance and the frameworks layer (docs/mutation.md); each runs the tests written
+    # against its survivors first
+    Target("pilot.fieller", "ustat_rl/pilot/fieller.py",
+           (_PILOT_KILLS, "tests/test_pilot_advice.py", _PILOT_DOCTESTS)),
+    Target("pilot.advice", "ustat_rl/pilot/advice.py",
+           (_PILOT_KILLS, "tests/test_pilot_advice.py", _PILOT_DOCTESTS)),
+    Target("theory.edgeworth", "ustat_rl/theory/edgeworth.py",
+           ("tests/test_ustatistics.py::test_projected_grpo_cumulants_match_enumeration",
+            "tests/test_ustatistics.py"
+            "::test_projected_grpo_cumulants_variance_is_lemma1_and_input_errors",
+            "tests/test_series_brute_force.py::test_edgeworth_cdf_against_the_exact_gamma_law",
+            "tests/test_series_brute_force.py"
+            "::test_edgeworth_law_of_the_projected_grpo_gradient_by_monte_carlo")),
+    Target("theory.allocation", "ustat_rl/theory/allocation.py",
+           (_ALLOCATION_KILLS, "tests/test_allocation.py")),
+    Target("theory.allocation_rules", "ustat_rl/theory/allocation_rules.py",
+           (_ALLOCATION_KILLS, "tests/test_allocation.py", "tests/test_allocate_scaled_rules.py")),
+    # the tolerance alone, against its pinned bound: the kit's hypothesis searches are the
+    # conformance target's, too slow per mutant here
+    Target("advantages.conformance.tolerance", "ustat_rl/advantages/conformance.py",
+           ("tests/test_mutation_kills_tolerance.py",
+            "tests/test_kit_tolerance_pinned.py::test_tolerance_is_the_documented_bound",
+            "tests/test_conformance_report.py"),
+           only=("TOLERANCE_RULE", "_working", "tolerance")),
+    Target("frameworks.trainer_units", "ustat_rl/frameworks/trainer_units.py",
+           (_FRAMEWORK_KILLS, "tests/test_frameworks_trainer_units.py")),
+    Target("frameworks.grouped", "ustat_rl/frameworks/grouped.py",
+           (_FRAMEWORK_KILLS, "tests/test_frameworks_adapters.py")),
+    Target("frameworks.verl", "ustat_rl/frameworks/verl.py",
+           (_FRAMEWORK_KILLS, "tests/test_frameworks_adapters.py")),
+    Target("frameworks.dumps", "ustat_rl/frameworks/dumps.py",
+           (_FRAMEWORK_KILLS, "tests/test_frameworks_adapters.py")),
+    Target("frameworks.rewards_only", "ustat_rl/frameworks/rewards_only.py",
+           (_FRAMEWORK_KILLS, "tests/test_frameworks_adapters.py")),
+    Target("frameworks.trajectory", "ustat_rl/frameworks/trajectory.py",
+           (_FRAMEWORK_KILLS, "tests/test_frameworks_trajectory.py")),
+    Target("frameworks.universality", "ustat_rl/frameworks/universality.py",
+           (_FRAMEWORK_KILLS, "tests/test_frameworks_trajectory.py")),
+    Target("frameworks.window", "ustat_rl/frameworks/window.py",
+           (_FRAMEWORK_KILLS, "tests/test_frameworks_window.py", "tests/test_frameworks_trl.py")),
+    Target("frameworks.gather", "ustat_rl/frameworks/gather.py",
+           ("tests/test_frameworks_gather.py",)),
+    Target("frameworks.demo", "ustat_rl/frameworks/demo.py",
+           (_FRAMEWORK_KILLS, "tests/test_frameworks_trainer_units.py",
+            "tests/test_frameworks_trl.py")),
+    Target("frameworks.trl_monitor", "ustat_rl/frameworks/trl_monitor.py",
+           ("tests/test_frameworks_trl.py",)),
 )
 
 # mutmut 2.x writes one of these into its cache for every mutant it has run.
@@ -125,6 +184,41 @@ class ModuleScore:
     counts: dict
     score: float
     survivors: list
+
+
+def definition_lines(source: str, names: tuple[str, ...]) -> list[tuple[int, int]]:
+    """``(first, last)`` lines (1-based, inclusive) of each top-level definition in ``names``."""
+    spans, found = [], set()
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined = {node.name}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined = {t.id for t in targets if isinstance(t, ast.Name)}
+        else:
+            continue
+        if defined & set(names):
+            found |= defined & set(names)
+            first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+            spans.append((first, node.end_lineno))
+    missing = sorted(set(names) - found)
+    if missing:
+        raise ValueError(f"`only`: no top-level definition of {missing}")
+    return spans
+
+
+def _restrict_lines(workdir: Path, spans: list[tuple[int, int]]) -> None:
+    """A ``mutmut_config.py`` whose ``pre_mutation`` skips every mutant outside ``spans``.
+
+    mutmut 2.x imports it from the working directory and calls it before each mutant with the
+    mutant's 0-based line index; a skipped mutant is recorded ``skipped`` without a test run.
+    """
+    (workdir / "mutmut_config.py").write_text(
+        f"SPANS = {spans!r}\n\n\n"
+        "def pre_mutation(context):\n"
+        "    line = context.current_line_index + 1\n"
+        "    if not any(first <= line <= last for first, last in SPANS):\n"
+        "        context.skip = True\n")
 
 
 def _copy_tracked(dst: Path) -> None:
@@ -166,9 +260,12 @@ def run_target(target: Target, budget_s: int | None = None, diffs: bool = True,
     with tempfile.TemporaryDirectory(prefix="ustat-mutation-") as tmp:
         workdir = Path(tmp)
         _copy_tracked(workdir)
+        if target.only:
+            source = (workdir / target.path).read_text()
+            _restrict_lines(workdir, definition_lines(source, target.only))
         env = {**os.environ, "PYTHONPATH": str(workdir), "OMP_NUM_THREADS": "1",
                "PYTHONDONTWRITEBYTECODE": "1", **dict(target.env)}
-        tests = [t for t in target.tests if (workdir / t).exists()]
+        tests = [t for t in target.tests if (workdir / t.split("::")[0]).exists()]
         # mutmut 2.x counts only exit status 1 as "tests failed": a mutant that breaks an import
         # makes pytest exit with 2 (collection error) and would be scored as a survivor, so
         # every failing status is mapped to 1
@@ -220,7 +317,7 @@ def main(argv=None) -> int:
         c = result.counts
         print(f"{result.name:18s} score {result.score:6.1%}  killed {c['killed']:3d}  "
               f"survived {c['survived']:3d}  timeout {c['timeout']:2d}  suspicious {c['suspicious']:2d}  "
-              f"untested {c['untested']:3d}  {result.wall_s:6.0f} s"
+              f"untested {c['untested']:3d}  skipped {c['skipped']:3d}  {result.wall_s:6.0f} s"
               f"{'' if result.finished else ' (budget reached)'}", flush=True)
         for mutant_id, line_number, line, *_ in result.survivors:
             print(f"    survivor {mutant_id}: line {line_number}: {line}")
