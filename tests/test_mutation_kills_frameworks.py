@@ -60,11 +60,16 @@ def test_constant_weight_losses_are_exact_in_the_units_note():
     # a constant weight is exact, a batch or per-completion one is not
     exact = {name for name in LOSS_WEIGHTS if units_note(name).endswith(": exact)")}
     assert exact == {"luspo", "dr_grpo"}
+    # mutants: the other kinds' texts decorated; each says how far from exact it is first
+    assert units_note("dapo").startswith("trainer (loss_type 'dapo': first order in 1/B ")
+    assert units_note("grpo").startswith("trainer (loss_type 'grpo': approximate ")
 
 
 # ----------------------------------------------------------------------------- grouped rewards
-def test_grouped_rewards_are_frozen():
+def test_grouped_rewards_are_frozen_and_have_no_source_by_default():
+    # mutants: frozen dropped; the default `source` decorated
     table = GroupedRewards(["a", "a", "b", "b"], [0.0, 1.0, 1.0, 1.0])
+    assert table.source == "" and table.step is None and table.advantage is None
     with pytest.raises(dataclasses.FrozenInstanceError):
         table.reward = np.zeros(4)
 
@@ -191,7 +196,7 @@ def test_records_carry_format_version_one(tmp_path):
 
 
 def test_a_window_interval_is_closed_at_both_ends_and_frozen():
-    # mutants: `<=` into `<` at either end of covers; frozen dropped
+    # mutants: `<=` into `<` at either end of covers; frozen dropped (interval and verdict)
     record = synthetic_record(10, 1.0, 2.0, 49.0, 0.01, 0.5)
     window = WindowInterval(10, 8.0, 4.0, 12.0, 0.9, False, record)
     assert window.covers(4.0) and window.covers(12.0) and window.covers(8.0)
@@ -202,6 +207,8 @@ def test_a_window_interval_is_closed_at_both_ends_and_frozen():
     out = gstar_universality([record], 0.9)
     first = out.windows[0]
     assert first.covers(first.low) and first.covers(first.high)
+    with pytest.raises(dataclasses.FrozenInstanceError):  # the verdict too
+        out.level = 0.5
 
 
 def test_a_batch_is_frozen():

@@ -66,6 +66,21 @@ def test_the_underflow_term_of_the_spread_is_the_documented_one(name, scale):
         np.testing.assert_allclose(got[finite], want[finite], rtol=1e-9, atol=0)
 
 
+
+def test_a_reward_of_exactly_float32_tiny_is_a_normal_number_and_counts_as_nonzero():
+    # mutant: `|z| < tiny` into `|z| <= tiny` in the nonzero fraction's flush count (verl's GPG):
+    # tiny itself is float32's smallest normal number, never flushed to 0
+    tiny = float(np.finfo(np.float32).tiny)
+    z = np.array([tiny, 0.0, 1.0, 0.5, 0.0, 0.25])
+    ids = np.repeat([0, 1], 3)
+    got = conformance.tolerance("verl_gpg", z, ids, np.float64)
+    want = documented_bound("verl_gpg", z, ids)
+    assert np.all(np.isfinite(want))
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=0)
+    # a reward below tiny may be flushed, so the bound widens: the control that it matters
+    flushed = conformance.tolerance("verl_gpg", np.r_[tiny / 2, z[1:]], ids, np.float64)
+    assert np.all(flushed[z != 0] > got[z != 0])
+
 def test_a_report_states_the_module_docstrings_rule():
     # mutants: TOLERANCE_RULE set to None, or its formula decorated with XX
     report = conformance.check_conformance(lambda z, g: advantages("trl_group", z, g),
