@@ -275,10 +275,60 @@ def test_run_rule_reads_the_config():
         args = Args()
         args.scale_rewards = scale
         assert run_rule(args)[0] == name
+    # several reward functions: the multi-reward rules (ustat_rl.advantages.multichannel)
+    for scale, name in (("group", "trl_sum_then_normalize"), ("batch",
+                        "trl_sum_then_normalize_batch"), ("none", "trl_sum_then_normalize_none")):
+        args = Args()
+        args.scale_rewards = scale
+        assert run_rule(args, 2)[0] == name
     args = Args()
-    args.scale_rewards, args.multi_objective_aggregation = "group", "normalize_then_sum"
+    args.scale_rewards, args.multi_objective_aggregation = "batch", "normalize_then_sum"
+    rule, source = run_rule(args)
+    assert rule == "trl_normalize_then_sum" and "scale_rewards is not read" in source
+    args.multi_objective_aggregation = "mean"  # an order TRL does not have
     rule, source = run_rule(args)
     assert rule is None and "not a rule of the registry" in source
+
+
+def _digit_reward(completions, **kwargs) -> list[float]:
+    """A second binary reward function: 1.0 when the completion starts with a digit."""
+    return [1.0 if c[:1].isdigit() else 0.0 for c in completions]
+
+
+@pytest.mark.parametrize("aggregation, rule", [("normalize_then_sum", "trl_normalize_then_sum"),
+                                               ("sum_then_normalize", "trl_sum_then_normalize")])
+def test_several_reward_functions_get_the_multi_reward_rule(tmp_path, aggregation, rule):
+    from ustat_rl.frameworks.multichannel_window import multichannel_fields
+    from ustat_rl.pilot.channels import estimate_channel_moments
+    from ustat_rl.theory.multichannel import multichannel_moments
+
+    trainer = make_trainer(tmp_path, reward=[parity, _digit_reward], steps=2,
+                           reward_weights=[1.0, 0.5], multi_objective_aggregation=aggregation)
+    monitor = attach(trainer, tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.train()
+    assert monitor.rule == rule and "2 reward functions" in monitor.rule_source
+    logs = [h for h in trainer.state.log_history if "loss" in h]
+    batches = list(monitor._batches)
+    for record, batch, log in zip(monitor.records, batches, logs):
+        assert record["status"] == "ok" and record["rule"] == rule
+        assert record["estimator"].startswith(f"{rule}: exact for binary channels")
+        # the captured rewards are TRL's own: per-function means as logged, combined as TRL does
+        for k, name in enumerate(("parity_reward", "digit_reward")):
+            key = next(key for key in log if key.startswith("rewards/") and key.endswith(
+                "/mean") and name in key)
+            assert batch.channels[:, k].mean() == pytest.approx(log[key], abs=1e-6)
+        np.testing.assert_allclose(batch.channels @ [1.0, 0.5], batch.reward, rtol=1e-12)
+    # the last record's MSE is the rule's exact one on the pooled channel moments
+    ids = np.concatenate([b.first_id + np.repeat(np.arange(b.n_groups), G) for b in batches])
+    moments = estimate_channel_moments(ids, np.concatenate([b.channels for b in batches]),
+                                       np.concatenate([b.score for b in batches]))
+    want = multichannel_moments(moments, rule, G, [1.0, 0.5], B)
+    assert monitor.records[-1]["mse_run"]["estimate"] == pytest.approx(want.mse, rel=1e-12)
+    assert math.isnan(monitor.records[-1]["mse_run"]["low"])
+    assert multichannel_fields(batches, rule, [1.0, 0.5], G * B)["mse_run"]["estimate"] == \
+        pytest.approx(want.mse, rel=1e-12)
 
 
 @pytest.mark.parametrize("kwargs, match", [

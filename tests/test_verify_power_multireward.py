@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 from script_loader import load_script
 
-import ustat_rl.claims.checks_multireward as claim_module
 import ustat_rl.montecarlo.multichannel as mc_module
 import ustat_rl.theory.multichannel as theory_module
 import ustat_rl.theory.sample_correlation as correlation_module

@@ -13,7 +13,9 @@ intervals, the predicted gradient MSE at the run's ``G`` and at ``G*``, whether 
 vanilla at the run's ``G``, and the predicted against the observed fraction of all-equal groups
 (:mod:`ustat_rl.frameworks.window`). The run's advantage rule is read from the trainer's config
 (``scale_rewards``, ``multi_objective_aggregation``) and looked up in the registry
-(``trl_group``, ``trl_batch``, ``trl_none``).
+(``trl_group``, ``trl_batch``, ``trl_none``; with several reward functions the multi-reward
+rules ``trl_sum_then_normalize*`` and ``trl_normalize_then_sum``, whose MSE at the run's ``G``
+comes from each function's reward, :mod:`ustat_rl.frameworks.multichannel_window`).
 
 Where it hooks in: TRL's documented extension point is the ``transformers`` callback, which does
 not see the generated batch, so the monitor also wraps two methods of this one trainer instance,
@@ -79,20 +81,30 @@ LOGGED = ("gstar", "c1", "c2", "c3", "mse_run", "var_run", "mse_gstar", "grpo_be
 
 _SCALE_RULES = {"group": "trl_group", True: "trl_group", "batch": "trl_batch",
                 "none": "trl_none", False: "trl_none"}
+#: The default order with several reward functions: the weighted sum through the same rule.
+_SUM_RULES = {"trl_group": "trl_sum_then_normalize", "trl_batch": "trl_sum_then_normalize_batch",
+              "trl_none": "trl_sum_then_normalize_none"}
 
 
-def run_rule(args) -> tuple[str | None, str]:
+def run_rule(args, n_functions: int = 1) -> tuple[str | None, str]:
     """The registry name of a TRL ``GRPOConfig``'s advantage rule, and where it was read.
 
-    ``None`` when the configuration's rule is not a per-group rule of the registry
-    (``multi_objective_aggregation="normalize_then_sum"`` normalises each reward function
-    before summing).
+    With several reward functions the rule is a multi-reward rule
+    (:mod:`ustat_rl.advantages.multichannel`): ``trl_normalize_then_sum`` for
+    ``multi_objective_aggregation="normalize_then_sum"`` (which does not read
+    ``scale_rewards``), ``trl_sum_then_normalize`` (``_batch``, ``_none``) for the default
+    order. ``None`` when the configuration names neither.
     """
     aggregation = getattr(args, "multi_objective_aggregation", "sum_then_normalize")
     scale = getattr(args, "scale_rewards", "group")
     source = f"GRPOConfig(scale_rewards={scale!r}, multi_objective_aggregation={aggregation!r})"
+    several = f", {n_functions} reward functions"
+    if aggregation == "normalize_then_sum":
+        return "trl_normalize_then_sum", source + several + " (scale_rewards is not read)"
     if aggregation != "sum_then_normalize" or scale not in _SCALE_RULES:
         return None, source + ": not a rule of the registry; MSEs are the paper's GRPO rule's"
+    if n_functions >= 2:
+        return _SUM_RULES[_SCALE_RULES[scale]], source + several
     return _SCALE_RULES[scale], source
 
 
@@ -165,7 +177,8 @@ class GroupSizeMonitor(TrainerCallback):
         if self.save_rollouts is not None:
             check_output(self.save_rollouts, "save_rollouts", kind="folder")
             self.save_rollouts.mkdir(parents=True, exist_ok=True)
-        self.rule, self.rule_source = run_rule(trainer.args)
+        n_functions = len(getattr(trainer, "reward_funcs", None) or [None])
+        self.rule, self.rule_source = run_rule(trainer.args, n_functions)
         # the trainer's gradient weighs each completion's score by its loss aggregation
         self.loss_type = str(getattr(trainer.args, "loss_type", "dapo"))
         self.max_completion_length = getattr(trainer.args, "max_completion_length", None)
@@ -252,6 +265,7 @@ class GroupSizeMonitor(TrainerCallback):
     def _window(self, out) -> None:
         step = int(self.trainer.state.global_step)
         reward = self._combined_rewards() if self._rewards is not None else np.array([])
+        channels = None if self._rewards is None else self._rewards.to("cpu", torch.float64).numpy()
         self._rewards = None
         budget = reward.size
         tokens, target, keys = self._tokens(out)
@@ -263,10 +277,12 @@ class GroupSizeMonitor(TrainerCallback):
         if reason is None:
             try:
                 score = gather_rows(self._scores(tokens, target)) * self._weights(lengths)
-                batch = Batch(step, G, reward, score, self._next_id)
+                batch = Batch(step, G, reward, score, self._next_id, channels)
                 batches = (list(self._batches) + [batch])[-self.pool:]
+                weights = self.trainer.reward_weights.to("cpu", torch.float64).numpy()
                 record, rollouts = window_record(batches, self._meta(), budget, self.level,
-                                                 self.rule, self.rule_source, self.units)
+                                                 self.rule, self.rule_source, self.units,
+                                                 weights)
             except Exception as exc:  # a window that fails must not stop the run
                 reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             else:

@@ -30,6 +30,7 @@ from ..pilot.rollouts import MIN_GROUP_SIZE, Rollouts
 from ..theory import ScalingConstants, minibatch_variance
 from ..theory.dynamic_sampling_cost import cost_at_keep_probability
 from .grouped import all_equal_by_group
+from .multichannel_window import is_multichannel, multichannel_fields
 from .trajectory import TRAJECTORY_FIELDS, TRAJECTORY_VERSION, gstar_errors_of
 
 __all__ = ["Batch", "batch_problem", "window_rollouts", "window_record", "skipped_record",
@@ -50,6 +51,9 @@ class Batch:
     score : ndarray (n, k)
     first_id : int
         Prompt id of the batch's first group in a pooled window (ids are consecutive).
+    channels : ndarray (n, K), optional
+        Each reward function's reward, before the trainer combined them (a multi-reward rule's
+        MSE needs them, :mod:`ustat_rl.frameworks.multichannel_window`).
     """
 
     step: int
@@ -57,6 +61,7 @@ class Batch:
     reward: np.ndarray
     score: np.ndarray
     first_id: int
+    channels: np.ndarray | None = None
 
     @property
     def n_groups(self) -> int:
@@ -154,7 +159,7 @@ def skipped_record(step, reason: str, group_size, budget, level, sketch_dim, rul
 
 
 def window_record(batches, meta: dict, budget, level: float, rule, rule_source: str,
-                  units: str | None = None) -> tuple[dict, Rollouts]:
+                  units: str | None = None, weights=None) -> tuple[dict, Rollouts]:
     """The trajectory record of a window pooling ``batches`` (oldest first), and its rollouts.
 
     Parameters
@@ -173,6 +178,9 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
         otherwise the paper's GRPO rule's is (``estimator`` in the record).
     rule_source : str
         The trainer option the rule was read from, in words.
+    weights : array_like (K,), optional
+        The reward functions' weights, for a multi-reward ``rule``
+        (:func:`~ustat_rl.frameworks.multichannel_window.multichannel_fields`).
     """
     G = {b.group_size for b in batches}
     if len(G) != 1:
@@ -182,7 +190,8 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
     rollouts = window_rollouts(batches, meta)
     binary = bool(np.all((rollouts.reward == 0.0) | (rollouts.reward == 1.0)))
     estimator, spread, limit = "grpo", 1.0, None
-    if rule is not None:
+    multi = is_multichannel(rule)
+    if rule is not None and not multi:
         limit = _group_limit(get_rule(rule))
         if limit is not None:  # batch statistics: the large-B limit, a constant spread
             estimator, spread = limit.name, _batch_spread(rollouts.reward, get_rule(rule))
@@ -228,6 +237,8 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
         gstar_errors=gstar_errors_of(report), var_run=variance, units=units)
     if scaled:
         record["estimator"] = f"{rule}: {estimator} / {spread:.6g}^2 (large-B limit)"
+    if multi:  # G* stays the GRPO rule's on the combined reward; the run's MSE is the rule's
+        record.update(multichannel_fields(batches, rule, weights, budget))
     return record, rollouts
 
 

@@ -1,4 +1,6 @@
-"""Monte Carlo of multi-reward rules on a :class:`~ustat_rl.policies.multichannel.MultiChannelBandit`.
+"""Monte Carlo of multi-reward rules on a multi-channel bandit (docs/theory.md C52).
+
+The bandit is a :class:`~ustat_rl.policies.multichannel.MultiChannelBandit`.
 
 Each replicate is one step's batch: ``B`` prompts from ``f`` (or one fixed prompt), ``G`` draws
 each, every draw an action and a joint outcome of the ``K`` channels. Two backends draw the

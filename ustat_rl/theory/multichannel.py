@@ -145,11 +145,10 @@ def composition_pmf(counts, outcome_prob) -> np.ndarray:
     counts = np.asarray(counts, dtype=np.float64)  # (C, O)
     q = np.asarray(outcome_prob, dtype=np.float64)  # (P, O)
     G = counts[0].sum()
-    with np.errstate(divide="ignore"):
-        logq = np.log(q)  # -inf where q = 0
-    terms = np.where(counts[None] > 0, counts[None] * logq[:, None, :], 0.0)  # (P, C, O)
-    log_pmf = gammaln(G + 1) - gammaln(counts + 1).sum(axis=1)[None] + terms.sum(axis=2)
-    return np.exp(log_pmf)
+    logq = np.log(np.where(q > 0, q, 1.0))  # (P, O); outcomes of probability 0 masked below
+    log_pmf = gammaln(G + 1) - gammaln(counts + 1).sum(axis=1)[None] + logq @ counts.T
+    impossible = (q[:, None, :] == 0) & (counts[None] > 0)  # (P, C, O)
+    return np.where(impossible.any(axis=2), 0.0, np.exp(log_pmf))
 
 
 def _first(members, n_outcomes):
@@ -265,8 +264,9 @@ class MultiChannelMoments:
 
     @property
     def scale_free_mse(self) -> float:
-        r"""``min_c E||c g_hat_B - t||^2 / ||t||^2 = 1 - <E g_hat_B, t>^2/(E||g_hat_B||^2 ||t||^2)``:
-        the MSE at the best step size, comparable between rules that scale differently."""
+        r"""The MSE at the best step size, comparable between rules that scale differently:
+        ``min_c E||c g_hat_B - t||^2 / ||t||^2 = 1 - <E g_hat_B, t>^2/(E||g_hat_B||^2 ||t||^2)``.
+        """
         return 1.0 - self.mean_projection**2 / (self.second_moment * self.target_norm_sq)
 
 
@@ -277,7 +277,8 @@ def multichannel_moments(moments: ChannelMoments, rule, group_size, weights=None
     .. math::
 
         E\|\hat g_B - t\|^2 = \frac{E_X E\|\hat g(X)\|^2}{B}
-            + \Big(1 - \frac{1}{B}\Big) a^\top \Gamma a - 2 a^\top \Gamma \tau + \tau^\top \Gamma \tau
+            + \Big(1 - \frac{1}{B}\Big) a^\top \Gamma a - 2 a^\top \Gamma \tau
+            + \tau^\top \Gamma \tau
 
     with ``a = f(x) alpha_o(x)``, ``tau = f(x) r_w(o)`` and ``Gamma`` the Gram matrix
     ``<nu_o(x), nu_o'(x')>``. A rule with batch statistics gets its large-batch limit
