@@ -82,3 +82,11 @@ def test_round_to_budget_needs_min_group_for_every_prompt():
     with pytest.raises(ValueError, match=r"^`budget` must be >= P \* min_group = 6, got 5$"):
         round_to_budget([1.0, 1.0, 1.0], 5, 2)
     assert round_to_budget([1.0, 1.0, 1.0], 6, 2).tolist() == [2, 2, 2]  # the edge is allowed
+
+
+def test_round_to_budget_is_proportional_to_weights_of_any_total():
+    # mutant: the all-zero guard `w.sum() <= 0` into `<= 1` (weights summing to 1 or less then
+    # replaced by the uniform split); only all-zero weights give the uniform split
+    assert round_to_budget([0.25, 0.75], 8, 1).tolist() == [2, 6]
+    assert round_to_budget([2.5, 7.5], 8, 1).tolist() == [2, 6]  # scale-free
+    assert round_to_budget([0.0, 0.0, 0.0], 9, 2).tolist() == [3, 3, 3]
