@@ -36,7 +36,8 @@ import numpy as np
 from .conformance import ConformanceFailure, ConformanceReport, tolerance
 from .multichannel import get_multichannel_rule
 
-__all__ = ["multichannel_tolerance", "check_multichannel_conformance", "TOLERANCE_RULE"]
+__all__ = ["multichannel_tolerance", "check_multichannel_conformance", "run_multichannel_command",
+           "TOLERANCE_RULE"]
 
 TOLERANCE_RULE = ("|got - expected| <= kit(final, x) + (2 D_S + |A| es)/d_low with x the weighted "
                   "sum and D_S its largest error over the final stage's set (module docstring)")
@@ -236,3 +237,37 @@ def check_multichannel_conformance(fn: Callable, rule, *, weights=None, contiguo
     failure = failures[-1] if (failures and not passed) else None
     return ConformanceReport(rule.name, "multichannel", passed, count[0],
                              time.perf_counter() - start, TOLERANCE_RULE, failure)
+
+
+def run_multichannel_command(target: str, rule: str, *, weights=None, contiguous: bool = False,
+                             max_examples: int = 200, seed: int | None = None) -> int:
+    """``ustat-rl conformance`` for a multi-reward rule: print the report; exit code 0 conforms,
+    1 does not, 2 usage (one line on stderr, before any batch is drawn)."""
+    import sys
+
+    from .conformance_adapters import TargetError, load_function
+
+    def usage(message):
+        print(f"ustat-rl conformance: {message}", file=sys.stderr)
+        return 2
+
+    if max_examples < 1:
+        return usage("--max-examples must be >= 1")
+    spec = get_multichannel_rule(rule)
+    if weights is not None:
+        try:
+            weights = spec.check_weights(weights, np.size(weights))
+        except (TypeError, ValueError) as exc:
+            return usage(f"--weights: {exc}")
+    try:
+        import hypothesis  # noqa: F401
+    except ImportError:
+        return usage("needs hypothesis (pip install hypothesis)")
+    try:
+        fn = load_function(target)
+    except TargetError as exc:
+        return usage(f"cannot load {target!r}: {exc}")
+    report = check_multichannel_conformance(fn, spec, weights=weights, contiguous=contiguous,
+                                            max_examples=max_examples, seed=seed)
+    print(report.summary())
+    return 0 if report.passed else 1

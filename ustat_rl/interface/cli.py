@@ -128,14 +128,21 @@ def _parse_args(argv):
 
 def _add_conformance_parser(sub) -> None:
     from ..advantages.conventions import CONVENTION_NAMES
+    from ..advantages.multichannel import multichannel_rule_names
 
     conf = sub.add_parser(
         "conformance", help="check an advantage function against a framework convention",
         description="Property-test module:function (or path/file.py:function) against a named "
                     "convention of docs/conventions.md. Exit 0: conforms; 1: does not (the "
-                    "smallest failing batch is printed); 2: usage or import error.")
+                    "smallest failing batch is printed); 2: usage or import error. A "
+                    "multi-reward rule (trl_sum_then_normalize, trl_normalize_then_sum, "
+                    "verl_gdpo, ...) tests fn(rewards (n, K), group_ids, weights (K,)).")
     conf.add_argument("target", help="module:function or path/to/file.py:function")
-    conf.add_argument("--convention", required=True, choices=CONVENTION_NAMES)
+    conf.add_argument("--convention", required=True,
+                      choices=CONVENTION_NAMES + multichannel_rule_names())
+    conf.add_argument("--weights", default=None,
+                      help="multi-reward rules: fixed channel weights, e.g. 1,0.5 (default: "
+                           "drawn, with 1 to 3 channels)")
     conf.add_argument("--signature", default="plain", choices=("plain", "verl", "trl"),
                       help="plain: fn(rewards, group_ids); verl: fn(token_level_rewards, "
                            "response_mask, index); trl: fn(rewards, num_generations)")
@@ -149,10 +156,40 @@ def _add_conformance_parser(sub) -> None:
 
 def _conformance(args) -> int:
     from ..advantages.conformance import run_command
+    from ..advantages.multichannel import multichannel_rule_names
 
+    if args.convention in multichannel_rule_names():
+        return _multichannel_conformance(args)
+    if args.weights is not None:
+        print("ustat-rl conformance: --weights is for multi-reward rules; "
+              f"{args.convention} takes one reward per sample", file=sys.stderr)
+        return 2
     return run_command(args.target, args.convention, signature=args.signature, index=args.index,
                        tensors="torch" if args.torch else "numpy",
                        max_examples=args.max_examples, seed=args.seed)
+
+
+def _multichannel_conformance(args) -> int:
+    """A multi-reward rule: ``fn(rewards, group_ids, weights)``; ``--signature trl`` draws
+    contiguous equal groups (an implementation that reshapes into ``(-1, G)``)."""
+    from ..advantages.conformance_multichannel import run_multichannel_command
+
+    if args.signature == "verl" or args.torch or args.index != "uid":
+        print(f"ustat-rl conformance: {args.convention} is tested as fn(rewards (n, K), "
+              "group_ids, weights) on numpy arrays; --signature verl, --torch and --index do "
+              "not apply", file=sys.stderr)
+        return 2
+    weights = None
+    if args.weights is not None:
+        try:
+            weights = [float(v) for v in args.weights.split(",")]
+        except ValueError:
+            print(f"ustat-rl conformance: --weights must be comma-separated numbers, got "
+                  f"{args.weights!r}", file=sys.stderr)
+            return 2
+    return run_multichannel_command(args.target, args.convention, weights=weights,
+                                    contiguous=args.signature == "trl",
+                                    max_examples=args.max_examples, seed=args.seed)
 
 
 def _gstar(args) -> int:
