@@ -21,6 +21,8 @@ import ustat_rl.montecarlo.dynamic_sampling as mc_module
 import ustat_rl.theory.dynamic_sampling as ds_module
 from ustat_rl.advantages.registry import get_rule
 from ustat_rl.montecarlo.dynamic_sampling import simulate_dynamic_sampling
+from ustat_rl.claims.checks_dynamic_sampling import squared_mean_norm
+from ustat_rl.policies.examples import known_value_bandit as known_p_bandit
 from ustat_rl.policies.softmax import SoftmaxBandit
 from ustat_rl.theory import minibatch_mse, scaling_constants
 from ustat_rl.theory.advantage import all_equal_probability, dynamic_sampling_mse
@@ -41,29 +43,16 @@ N_REPS = 20_000
 MIXTURE = ([0.02, 0.3, 0.7, 0.98], [0.4, 0.1, 0.1, 0.4])
 
 
-def known_p_bandit(values, prompt_prob=None) -> SoftmaxBandit:
-    """Prompts with success probability exactly ``p``: three answers, right (reward 1), wrong
-    (0) and a coin (reward 1 with probability 1/2), with ``pi = (p - t/2, 1 - p - t/2, t)`` and
-    ``t = min(p, 1 - p)``, so ``V = pi_0 + t/2 = p`` and a reward does not fix the answer."""
-    p = np.asarray(values, dtype=np.float64)
-    t = np.minimum(p, 1.0 - p)
-    pi = np.stack([p - t / 2, 1.0 - p - t / 2, t], axis=1)
-    return SoftmaxBandit(np.log(pi), np.tile([1.0, 0.0, 0.5], (p.size, 1)), prompt_prob)
-
-
 def z_score(samples, predicted) -> float:
     samples = np.asarray(samples, dtype=np.float64)
     return float((samples.mean() - predicted) / (samples.std(ddof=1) / math.sqrt(samples.size)))
 
 
 def bias_sq_z(errors, predicted) -> float:
-    """``||E e||^2`` by the unbiased pair average of ``<e_i, e_j>`` (a U-statistic of order 2),
-    standard error ``2 sd(<e_i, mean e>)/sqrt(n)`` from its first Hoeffding projection."""
-    n = errors.shape[0]
-    total = errors.sum(axis=0)
-    u = (total @ total - np.sum(errors * errors)) / (n * (n - 1))
-    se = 2.0 * np.std(errors @ (total / n), ddof=1) / math.sqrt(n)
-    return float((u - predicted) / se)
+    """``||E e||^2`` by the unbiased pair average of ``<e_i, e_j>`` (the claim's own estimator,
+    ``squared_mean_norm``), as a z-score against ``predicted``."""
+    estimate, se = squared_mean_norm(errors)
+    return float((estimate - predicted) / se)
 
 
 # ------------------------------------------------------------------------------ enumeration
