@@ -147,6 +147,7 @@ def _monte_carlo_checks(ctx, bandit, moments) -> list:
             what = "MSE against the weighted gradient" if kind == "sq" else "<g_hat_B, t>"
             checks.append(check_close(f"{name}: {what} at G = {G}, B = {B} (Monte Carlo)",
                                       value, mean, se))
+    checks.append(_swapped_control(exact, est, stage.name, G))
     target_sq = exact[SUM].target_norm_sq
     predicted = (_scale_free(exact[stage.name].mean_projection, exact[stage.name].second_moment,
                              target_sq)
@@ -165,6 +166,23 @@ def _monte_carlo_checks(ctx, bandit, moments) -> list:
                               note="normalize_then_sum's large-B limit has its group stage's "
                                    "best-step MSE (one constant divisor)"))
     return checks
+
+
+def _swapped_control(exact, est, stage_name: str, G: int):
+    """Negative control: each rule's Monte Carlo MSE against the other order's exact one, through
+    the same comparison (|z| > ``Z_CHECK`` in both directions); a power check, no rate stated."""
+    from ..tolerances import Z_CHECK
+
+    z = []
+    for measured, other in ((SUM, stage_name), (stage_name, SUM)):
+        mean, se = est.get(("sq", measured, G))
+        z.append(abs(mean - exact[other].mse) / se)
+    weakest = float(min(z))
+    return check_true(f"negative control: each order's Monte Carlo MSE is outside {Z_CHECK:g} se "
+                      "of the other order's exact MSE", weakest > Z_CHECK, weakest,
+                      evidence="monte-carlo",
+                      note="measured: the smaller |z| of the two swaps; a power check, no rate "
+                           "stated")
 
 
 def _comparison_checks(moments) -> list:
