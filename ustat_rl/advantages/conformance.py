@@ -44,8 +44,6 @@ batches hypothesis finds, in float32 and float64 alike. The reference is
 from __future__ import annotations
 
 import dataclasses
-import sys
-import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -61,6 +59,7 @@ from .conformance_adapters import (
     first_line,
     load_function,
 )
+from .conformance_search import check_search_options, run_target, search
 from .conventions import CONVENTION_NAMES, ConventionSpec, advantages, get_convention
 from .parts import Scaling
 
@@ -327,49 +326,17 @@ def check_conformance(fn: Callable, convention, *, signature: str = "plain",
     ConformanceReport
     """
     spec = get_convention(convention)
-    if isinstance(max_examples, bool) or not isinstance(max_examples, int) or max_examples < 1:
-        raise ValueError(f"`max_examples` must be an integer >= 1, got {max_examples!r}")
-    if isinstance(dtypes, str) or not dtypes or any(d not in _DTYPES for d in dtypes):
-        raise ValueError(f"`dtypes` must be a non-empty sequence of {tuple(_DTYPES)}, got "
-                         f"{dtypes!r}")
-    try:
-        from hypothesis import HealthCheck, given, settings
-        from hypothesis import seed as hypothesis_seed
-    except ImportError:
-        raise ImportError("the conformance kit needs hypothesis: pip install hypothesis") from None
+    check_search_options(max_examples, dtypes)
     tokens = 1 if spec.scale == "whiten" else VERL_TOKENS
     call = adapt(fn, signature, tensors, tokens=tokens, index=index)
     strategy = _batches(spec, equal_sizes=spec.equal_group_sizes or signature == "trl",
                         contiguous=signature == "trl", dtypes=[_DTYPES[d] for d in dtypes])
-    failures: list[ConformanceFailure] = []
-    count = [0]
-
-    @settings(max_examples=max_examples, deadline=None, database=None,
-              derandomize=seed is None, suppress_health_check=list(HealthCheck),
-              print_blob=False, report_multiple_bugs=False)
-    @given(strategy)
-    def conforms(batch):
-        count[0] += 1
-        failure = _compare(call, spec, *batch)
-        if failure is not None:
-            failures.append(failure)
-            raise AssertionError(failure.message)
-
-    if seed is not None:
-        conforms = hypothesis_seed(seed)(conforms)
-    start = time.perf_counter()
-    try:
-        conforms()
-        passed = True
-    except AssertionError:
-        passed = False
-    except Exception:  # e.g. hypothesis's Flaky for a function whose failure does not replay
-        if not failures:
-            raise
-        passed = False
+    passed, count, seconds, failures = search(
+        strategy, lambda *batch: _compare(call, spec, *batch), max_examples=max_examples,
+        seed=seed)
     failure = _drop_groups(call, spec, failures[-1]) if (failures and not passed) else None
-    return ConformanceReport(spec.name, signature, passed, count[0], time.perf_counter() - start,
-                             TOLERANCE_RULE, failure)
+    return ConformanceReport(spec.name, signature, passed, count, seconds, TOLERANCE_RULE,
+                             failure)
 
 
 def run_command(target: str, convention: str, *, signature: str = "plain",
@@ -379,21 +346,6 @@ def run_command(target: str, convention: str, *, signature: str = "plain",
 
     Usage and import errors are one line on stderr.
     """
-    def usage(message):
-        print(f"ustat-rl conformance: {message}", file=sys.stderr)
-        return 2
-
-    if max_examples < 1:
-        return usage("--max-examples must be >= 1")
-    try:
-        import hypothesis  # noqa: F401
-    except ImportError:
-        return usage("needs hypothesis (pip install hypothesis)")
-    try:
-        fn = load_function(target)
-    except TargetError as exc:
-        return usage(f"cannot load {target!r}: {exc}")
-    report = check_conformance(fn, convention, signature=signature, tensors=tensors,
-                               max_examples=max_examples, seed=seed, index=index)
-    print(report.summary())
-    return 0 if report.passed else 1
+    return run_target(target, max_examples, lambda fn: check_conformance(
+        fn, convention, signature=signature, tensors=tensors, max_examples=max_examples,
+        seed=seed, index=index))

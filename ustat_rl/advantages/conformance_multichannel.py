@@ -28,12 +28,12 @@ leaked) are rejected on the batches hypothesis finds, in float32 and float64.
 
 from __future__ import annotations
 
-import time
 from typing import Callable
 
 import numpy as np
 
 from .conformance import ConformanceFailure, ConformanceReport, tolerance
+from .conformance_search import check_search_options, run_target, search, usage
 from .multichannel import get_multichannel_rule
 
 __all__ = ["multichannel_tolerance", "check_multichannel_conformance", "run_multichannel_command",
@@ -197,77 +197,27 @@ def check_multichannel_conformance(fn: Callable, rule, *, weights=None, contiguo
     ConformanceReport
     """
     rule = get_multichannel_rule(rule)
-    if isinstance(max_examples, bool) or not isinstance(max_examples, int) or max_examples < 1:
-        raise ValueError(f"`max_examples` must be an integer >= 1, got {max_examples!r}")
-    if isinstance(dtypes, str) or not dtypes or any(d not in _DTYPES for d in dtypes):
-        raise ValueError(f"`dtypes` must be a non-empty sequence of {tuple(_DTYPES)}, got "
-                         f"{dtypes!r}")
+    check_search_options(max_examples, dtypes)
     if weights is not None:
         weights = rule.check_weights(weights, np.size(weights))
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import seed as hypothesis_seed
-
     strategy = _strategy(rule, weights, contiguous, [_DTYPES[d] for d in dtypes])
-    failures: list[ConformanceFailure] = []
-    count = [0]
-
-    @settings(max_examples=max_examples, deadline=None, database=None,
-              derandomize=seed is None, suppress_health_check=list(HealthCheck),
-              print_blob=False, report_multiple_bugs=False)
-    @given(strategy)
-    def conforms(batch):
-        count[0] += 1
-        failure = _compare(fn, rule, *batch)
-        if failure is not None:
-            failures.append(failure)
-            raise AssertionError(failure.message)
-
-    if seed is not None:
-        conforms = hypothesis_seed(seed)(conforms)
-    start = time.perf_counter()
-    try:
-        conforms()
-        passed = True
-    except AssertionError:
-        passed = False
-    except Exception:  # hypothesis's Flaky for a failure that does not replay
-        if not failures:
-            raise
-        passed = False
+    passed, count, seconds, failures = search(
+        strategy, lambda *batch: _compare(fn, rule, *batch), max_examples=max_examples,
+        seed=seed)
     failure = failures[-1] if (failures and not passed) else None
-    return ConformanceReport(rule.name, "multichannel", passed, count[0],
-                             time.perf_counter() - start, TOLERANCE_RULE, failure)
+    return ConformanceReport(rule.name, "multichannel", passed, count, seconds, TOLERANCE_RULE,
+                             failure)
 
 
 def run_multichannel_command(target: str, rule: str, *, weights=None, contiguous: bool = False,
                              max_examples: int = 200, seed: int | None = None) -> int:
     """``ustat-rl conformance`` for a multi-reward rule: print the report; exit code 0 conforms,
     1 does not, 2 usage (one line on stderr, before any batch is drawn)."""
-    import sys
-
-    from .conformance_adapters import TargetError, load_function
-
-    def usage(message):
-        print(f"ustat-rl conformance: {message}", file=sys.stderr)
-        return 2
-
-    if max_examples < 1:
-        return usage("--max-examples must be >= 1")
     spec = get_multichannel_rule(rule)
     if weights is not None:
         try:
             weights = spec.check_weights(weights, np.size(weights))
         except (TypeError, ValueError) as exc:
             return usage(f"--weights: {exc}")
-    try:
-        import hypothesis  # noqa: F401
-    except ImportError:
-        return usage("needs hypothesis (pip install hypothesis)")
-    try:
-        fn = load_function(target)
-    except TargetError as exc:
-        return usage(f"cannot load {target!r}: {exc}")
-    report = check_multichannel_conformance(fn, spec, weights=weights, contiguous=contiguous,
-                                            max_examples=max_examples, seed=seed)
-    print(report.summary())
-    return 0 if report.passed else 1
+    return run_target(target, max_examples, lambda fn: check_multichannel_conformance(
+        fn, spec, weights=weights, contiguous=contiguous, max_examples=max_examples, seed=seed))
