@@ -421,6 +421,72 @@ def test_kit_rejects_a_planted_bug_in_either_dtype(name, bug, dtype):
     assert report.failure.rewards.dtype == np.dtype(dtype)
 
 
+def _verl_gdpo(verl, weights_override=None):
+    """verl's own compute_gdpo_outcome_advantage (tests/data, verl 1dda039b) in the kit's
+    ``fn(rewards (n, K), group_ids, weights)`` form: each channel a ``non_tensor_batch`` key, as
+    verl's reward manager fills it, scored on the last token of a one-token response (the
+    batch whitening weighs tokens), groups as uid strings, the weights as
+    ``algorithm.gdpo_reward_weights``."""
+    import uuid
+
+    def fn(rewards, ids, weights):
+        n, K = rewards.shape
+        keys = [f"reward_{k}" for k in range(K)]
+        names = {g: str(uuid.uuid4()) for g in np.unique(ids)}
+        index = np.array([names[g] for g in ids], dtype=object)
+        w = list(weights if weights_override is None else weights_override(weights))
+        config = {"gdpo_reward_keys": keys, "gdpo_reward_weights": w,
+                  "norm_adv_by_std_in_grpo": True}
+        batch = {"prompts": torch.zeros(n, 1, dtype=torch.long),
+                 "attention_mask": torch.ones(n, 2, dtype=torch.long)}
+        mask = torch.ones(n, 1)
+        adv, _ = verl.compute_gdpo_outcome_advantage(
+            torch.zeros(n, 1), mask, index, config=config,
+            non_tensor_batch={key: rewards[:, k] for k, key in enumerate(keys)}, batch=batch)
+        return adv[:, 0].numpy()
+    return fn
+
+
+def _load_verl():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parent / "data" / "verl_core_algos_1dda039b.py"
+    spec = importlib.util.spec_from_file_location("verl_core_algos_1dda039b", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_kit_passes_verls_own_gdpo():
+    report = check_multichannel_conformance(_verl_gdpo(_load_verl()), "verl_gdpo",
+                                            max_examples=100)
+    assert report.passed, report.summary()
+
+
+def test_verls_own_gdpo_is_told_apart_from_the_other_orders_and_from_equal_weights():
+    """On one batch (two groups of four, two channels of different spread, w = (1, 0.5)) verl's
+    output is within the kit's tolerance of verl_gdpo and outside it for the other rules
+    and for its own function with the weights ignored (the search with shrinking is the test
+    above; here one batch, so the check is fast)."""
+    from ustat_rl.advantages.conformance_multichannel import multichannel_tolerance
+
+    verl = _load_verl()
+    z = np.array([[1, 0], [0, 1], [1, 1], [0, 0], [1, 3], [1, 0], [0, 2], [1, 1]], dtype=np.float32)
+    ids, w = np.repeat([0, 1], 4), np.array([1.0, 0.5])
+    got = _verl_gdpo(verl)(z, ids, w)
+
+    def excess(fn_out, rule):
+        tol = multichannel_tolerance(rule, z, ids, w, np.float32)
+        return np.max(np.abs(fn_out - get_multichannel_rule(rule).advantages(z, ids, w)) / tol)
+
+    assert excess(got, "verl_gdpo") <= 1.0
+    for other in ("trl_normalize_then_sum", "nemo_rl_gdpo", "trl_sum_then_normalize_batch"):
+        assert excess(got, other) > 1.0, other  # trl_normalize_then_sum: the epsilons alone
+    ignored = _verl_gdpo(verl, weights_override=lambda v: np.ones_like(v))(z, ids, w)
+    assert excess(ignored, "verl_gdpo") > 1.0
+
+
 @pytest.mark.parametrize("module", ["ustat_rl.advantages.multichannel",
                                     "ustat_rl.theory.multichannel"])
 def test_doctests(module):
