@@ -28,7 +28,10 @@ import pytest
 import torch
 from scipy.special import gammaln
 
-from ustat_rl.advantages.conformance_multichannel import check_multichannel_conformance
+from ustat_rl.advantages.conformance_multichannel import (
+    check_multichannel_conformance,
+    multichannel_tolerance,
+)
 from ustat_rl.advantages.multichannel import (
     MULTI_CHANNEL_RULES,
     MultiChannelRule,
@@ -447,15 +450,19 @@ def _verl_gdpo(verl, weights_override=None):
     return fn
 
 
-def _load_verl():
+def _load_data(name):
+    """A framework's extracted code from tests/data (the file's docstring cites its commit)."""
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).parent / "data" / "verl_core_algos_1dda039b.py"
-    spec = importlib.util.spec_from_file_location("verl_core_algos_1dda039b", path)
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).parent / "data" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _load_verl():
+    return _load_data("verl_core_algos_1dda039b")
 
 
 def test_kit_passes_verls_own_gdpo():
@@ -464,13 +471,66 @@ def test_kit_passes_verls_own_gdpo():
     assert report.passed, report.summary()
 
 
+def _nemo_gdpo(nemo):
+    """NeMo-RL's own GDPOAdvantageEstimator (tests/data, NeMo-RL 7ea279ab) in the kit's form:
+    each channel a ``reward/<name>`` key of the repeated batch (sorted by name, as NeMo-RL
+    orders the weights), the group ids as one-column prompt rows (it groups by equal rows), the
+    defaults ``use_leave_one_out_baseline=True`` and ``normalize_rewards=True``. Rewards go in as
+    float32, NeMo-RL's reward dtype: its leave-one-out matrix ``1 - torch.eye(n)`` is float32,
+    so float64 rewards raise in its matmul."""
+    from types import SimpleNamespace
+
+    def fn(rewards, ids, weights):
+        r = torch.as_tensor(rewards).to(torch.float32)
+        config = SimpleNamespace(use_leave_one_out_baseline=True, normalize_rewards=True,
+                                 reward_weights=[float(v) for v in weights])
+        batch = {f"reward/c{k}": r[:, k].clone() for k in range(r.shape[1])}
+        prompts = torch.as_tensor(np.asarray(ids)).reshape(-1, 1)
+        out = nemo.GDPOAdvantageEstimator(config, None).compute_advantage(
+            prompts, None, torch.ones(r.shape[0], 1), batch)
+        return out[:, 0].numpy()
+    return fn
+
+
+def test_kit_rejects_nemo_rls_own_gdpo_at_a_near_tie_for_its_one_pass_variance():
+    """NeMo-RL's leave-one-out std is ``E[x^2] - E[x]^2`` over the others in float32 (one pass),
+    as for its GRPO (docs/conventions.md): at a near tie it loses most of its digits. The kit
+    rejects it there, and the failing batch holds a group with a channel nearly tied."""
+    nemo = _load_data("nemo_rl_gdpo_7ea279ab")
+    report = check_multichannel_conformance(_nemo_gdpo(nemo), "nemo_rl_gdpo", max_examples=100)
+    assert not report.passed
+    z, ids = report.failure.rewards.astype(np.float64), report.failure.group_ids
+    spreads = [np.ptp(z[ids == g, k]) for g in np.unique(ids) for k in range(z.shape[1])]
+    assert any(0 < d <= 1e-2 for d in spreads), spreads
+    # the cause, on its own: the std of the two others of (1, 1, 1.001) for the first sample
+    r = torch.tensor([1.0, 1.0, 1.001], dtype=torch.float32)
+    _, std = nemo.calculate_baseline_and_std_per_prompt(torch.zeros(3, 1), r, torch.ones(3))
+    exact = np.std([1.0, np.float32(1.001)], ddof=1)
+    assert abs(float(std[0]) / exact - 1) > 0.1
+
+
+def test_nemo_rls_own_gdpo_is_the_rule_away_from_near_ties():
+    """On a batch of well-separated rewards NeMo-RL's function is within the kit's tolerance of
+    nemo_rl_gdpo, and outside it for verl's gdpo and TRL's normalize_then_sum (a mean baseline,
+    not leave-one-out)."""
+    nemo = _load_data("nemo_rl_gdpo_7ea279ab")
+    z = np.array([[1, 0], [0, 1], [1, 1], [0, 0], [1, 3], [1, 0], [0, 2], [1, 1]], dtype=np.float32)
+    ids, w = np.repeat([0, 1], 4), np.array([1.0, 0.5])
+    got = _nemo_gdpo(nemo)(z, ids, w)
+
+    def excess(rule):
+        tol = multichannel_tolerance(rule, z, ids, w, np.float32)
+        return np.max(np.abs(got - get_multichannel_rule(rule).advantages(z, ids, w)) / tol)
+
+    assert excess("nemo_rl_gdpo") <= 1.0
+    assert excess("verl_gdpo") > 1.0 and excess("trl_normalize_then_sum") > 1.0
+
+
 def test_verls_own_gdpo_is_told_apart_from_the_other_orders_and_from_equal_weights():
     """On one batch (two groups of four, two channels of different spread, w = (1, 0.5)) verl's
     output is within the kit's tolerance of verl_gdpo and outside it for the other rules
     and for its own function with the weights ignored (the search with shrinking is the test
     above; here one batch, so the check is fast)."""
-    from ustat_rl.advantages.conformance_multichannel import multichannel_tolerance
-
     verl = _load_verl()
     z = np.array([[1, 0], [0, 1], [1, 1], [0, 0], [1, 3], [1, 0], [0, 2], [1, 1]], dtype=np.float32)
     ids, w = np.repeat([0, 1], 4), np.array([1.0, 0.5])
