@@ -22,6 +22,7 @@ from .engine import MonteCarloEstimate, Statistic, run_monte_carlo, stratified_e
 __all__ = [
     "bandit_squared_errors",
     "bandit_statistics",
+    "draw_categorical",
     "per_sample_squared_errors",
     "prompt_averaged_squared_errors",
 ]
@@ -48,12 +49,14 @@ def kernel_tables(rules, sizes, low: float, high: float):
 
 
 @numba.njit(cache=True, nogil=True)
-def _draw_prompt(rng, cum_prompt):
+def draw_categorical(rng, cum):
+    """One draw of a categorical law from its cumulative probabilities ``cum`` (the last 1), in
+    numba kernels: the first index with ``u < cum[i]``, ``u`` uniform on ``[0, 1)``."""
     u = rng.random()
-    for x in range(cum_prompt.shape[0] - 1):
-        if u < cum_prompt[x]:
+    for x in range(cum.shape[0] - 1):
+        if u < cum[x]:
             return x
-    return cum_prompt.shape[0] - 1
+    return cum.shape[0] - 1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -104,7 +107,7 @@ def _bandit_kernel(rng, n, pi, r, lo, hi, value, cum_prompt, fixed_prompt, batch
     for rep in range(n):
         n_touched = 0
         for _b in range(batch_size):
-            x = fixed_prompt if fixed_prompt >= 0 else _draw_prompt(rng, cum_prompt)
+            x = fixed_prompt if fixed_prompt >= 0 else draw_categorical(rng, cum_prompt)
             if not touched[x]:
                 touched[x] = True
                 order[n_touched] = x

@@ -24,6 +24,7 @@ import numpy as np
 
 from .._validation import as_group_sizes, as_int
 from ..advantages.multichannel import get_multichannel_rule
+from .bandit import draw_categorical
 
 __all__ = ["multichannel_statistics", "BACKENDS"]
 
@@ -32,26 +33,17 @@ BACKENDS = ("numba", "torch")
 
 
 @numba.njit(cache=True, nogil=True)
-def _categorical(rng, cum):
-    u = rng.random()
-    for i in range(cum.shape[0] - 1):
-        if u < cum[i]:
-            return i
-    return cum.shape[0] - 1
-
-
-@numba.njit(cache=True, nogil=True)
 def _draw_numba(rng, n, cum_prompt, fixed, cum_policy, cum_outcome, prompt, action, outcome):
     # prompt (n, B), action and outcome (n, B, G): one categorical per prompt, action, outcome
     B, G = action.shape[1], action.shape[2]
     for r in range(n):
         for b in range(B):
-            x = fixed if fixed >= 0 else _categorical(rng, cum_prompt)
+            x = fixed if fixed >= 0 else draw_categorical(rng, cum_prompt)
             prompt[r, b] = x
             for j in range(G):
-                a = _categorical(rng, cum_policy[x])
+                a = draw_categorical(rng, cum_policy[x])
                 action[r, b, j] = a
-                outcome[r, b, j] = _categorical(rng, cum_outcome[x, a])
+                outcome[r, b, j] = draw_categorical(rng, cum_outcome[x, a])
 
 
 def _numba_sampler(bandit, fixed):
