@@ -123,14 +123,10 @@ def get_rule_scaling(name):
     return get_multichannel_rule(name).final.scaling
 
 
-def _scale_free(proj, second, target_sq):
-    return 1.0 - proj**2 / (second * target_sq)
-
-
 def _monte_carlo_checks(ctx, bandit, moments) -> list:
     from ..montecarlo import run_monte_carlo
     from ..montecarlo.multichannel import multichannel_statistics
-    from ..theory.multichannel import multichannel_moments
+    from ..theory.multichannel import multichannel_moments, scale_free_mse
 
     stage = group_stage(NORMALIZE)
     G, B = COMPARE_G, COMPARE_B
@@ -149,14 +145,12 @@ def _monte_carlo_checks(ctx, bandit, moments) -> list:
                                       value, mean, se))
     checks.append(_swapped_control(exact, est, stage.name, G))
     target_sq = exact[SUM].target_norm_sq
-    predicted = (_scale_free(exact[stage.name].mean_projection, exact[stage.name].second_moment,
-                             target_sq)
-                 - _scale_free(exact[SUM].mean_projection, exact[SUM].second_moment, target_sq))
+    predicted = exact[stage.name].scale_free_mse - exact[SUM].scale_free_mse  # the same t
     keys = [("proj", stage.name, G), ("second", stage.name, G), ("proj", SUM, G),
             ("second", SUM, G)]
     sub = est.subset(keys)
     p1, s1, p2, s2 = sub.mean
-    measured = _scale_free(p1, s1, target_sq) - _scale_free(p2, s2, target_sq)
+    measured = scale_free_mse(p1, s1, target_sq) - scale_free_mse(p2, s2, target_sq)
     grad = np.array([-2 * p1 / (s1 * target_sq), p1**2 / (s1**2 * target_sq),
                      2 * p2 / (s2 * target_sq), -p2**2 / (s2**2 * target_sq)])
     se = math.sqrt(max(float(grad @ sub.cov @ grad), 0.0))

@@ -24,7 +24,7 @@ import numpy as np
 from scipy.stats import binom
 
 from .._validation import as_int
-from .moments import PromptMoments
+from .moments import PromptMoments, batch_mean_terms
 
 __all__ = [
     "AdvantageTable",
@@ -339,8 +339,8 @@ def minibatch_advantage_mse(moments: PromptMoments, advantage, group_size=None, 
     alpha = f * factor
     beta = f if target == "grad" else f * arcsin_weight(m.value)
     target_sq = float(m.grad_norm_sq) if target == "grad" else float(beta @ gram @ beta)
-    return float(f @ second / B + (1.0 - 1.0 / B) * alpha @ gram @ alpha
-                 - 2.0 * alpha @ gram @ beta + target_sq)
+    second_b, projection, _ = batch_mean_terms(f @ second, alpha, gram, beta, B)
+    return second_b - 2.0 * projection + target_sq
 
 
 def dynamic_sampling_mse(moments: PromptMoments, advantage, group_size=None,
@@ -381,9 +381,8 @@ def dynamic_sampling_mse(moments: PromptMoments, advantage, group_size=None,
     if keep <= 0.0:
         raise ValueError("every group is all-equal with probability 1: nothing can be kept")
     alpha = f * factor / keep
-    mse = (float(f @ second) / (keep * B) + (1.0 - 1.0 / B) * float(alpha @ gram @ alpha)
-           - 2.0 * float(alpha @ gram @ f) + float(m.grad_norm_sq))
-    return 1.0 / keep, mse
+    second_b, projection, _ = batch_mean_terms(float(f @ second) / keep, alpha, gram, f, B)
+    return 1.0 / keep, second_b - 2.0 * projection + float(m.grad_norm_sq)
 
 
 def __getattr__(name):

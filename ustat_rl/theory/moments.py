@@ -15,7 +15,9 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-__all__ = ["PromptMoments", "MOMENT_KINDS"]
+from .._validation import as_int
+
+__all__ = ["PromptMoments", "MOMENT_KINDS", "batch_mean_terms"]
 
 #: ``"exact"``: moments of a known policy, which must satisfy every moment inequality;
 #: ``"estimated"``: unbiased estimates, which may break them by sampling noise.
@@ -255,3 +257,23 @@ def _check_inequalities(m: PromptMoments) -> None:
     if m.grad_norm_sq > mean_sq + tol * max(1.0, mean_sq):
         _fail("grad_norm_sq", f"must not exceed E_X||g(X)||^2 = {mean_sq:.6g}, got "
                               f"{m.grad_norm_sq:.6g}")
+
+
+def batch_mean_terms(mean_second, alpha, gram, beta, batch_size) -> tuple[float, float, float]:
+    r"""``(E||g_B||^2, <E g_B, t>, ||E g_B||^2)`` for the mean ``g_B`` of ``B`` i.i.d. draws of
+    an estimate whose mean is ``sum_i alpha_i v_i``, against a target ``t = sum_i beta_i v_i``.
+
+    .. math::
+
+        E\|\hat g_B\|^2 = \frac{m_2}{B} + \Big(1 - \frac1B\Big) \alpha^\top \Gamma \alpha,
+        \qquad E\|\hat g_B - t\|^2 = E\|\hat g_B\|^2 - 2 \alpha^\top \Gamma \beta + \|t\|^2,
+
+    ``Gamma`` the Gram matrix of the vectors ``v_i`` and ``m_2`` one draw's ``E||g_hat||^2``
+    (averaged over prompts): the one batch decomposition the exact MSEs of a group rule
+    (:mod:`ustat_rl.theory.advantage`), of a filtered batch and of a multi-reward rule
+    (:mod:`ustat_rl.theory.multichannel`) are written with.
+    """
+    B = as_int(batch_size, "batch_size", 1)
+    mean_sq = float(alpha @ gram @ alpha)
+    return (float(mean_second) / B + (1.0 - 1.0 / B) * mean_sq, float(alpha @ gram @ beta),
+            mean_sq)

@@ -37,10 +37,11 @@ import numpy as np
 from scipy.special import gammaln
 
 from .._validation import as_int
-from .moments import PromptMoments
+from .moments import PromptMoments, batch_mean_terms
 
 __all__ = ["ChannelMoments", "MultiChannelMoments", "binary_outcomes", "compositions",
-           "composition_pmf", "outcome_table", "limit_constants", "multichannel_moments"]
+           "composition_pmf", "outcome_table", "limit_constants", "multichannel_moments",
+           "scale_free_mse"]
 
 #: Largest number of compositions a table is built for.
 MAX_COMPOSITIONS = 2_000_000
@@ -267,7 +268,14 @@ class MultiChannelMoments:
         r"""The MSE at the best step size, comparable between rules that scale differently:
         ``min_c E||c g_hat_B - t||^2 / ||t||^2 = 1 - <E g_hat_B, t>^2/(E||g_hat_B||^2 ||t||^2)``.
         """
-        return 1.0 - self.mean_projection**2 / (self.second_moment * self.target_norm_sq)
+        return scale_free_mse(self.mean_projection, self.second_moment, self.target_norm_sq)
+
+
+def scale_free_mse(projection, second_moment, target_norm_sq):
+    """``1 - <E g_hat, t>^2/(E||g_hat||^2 ||t||^2)``, the MSE at the best step size relative to
+    ``||t||^2`` (:attr:`MultiChannelMoments.scale_free_mse`), from its three moments (exact ones
+    or Monte Carlo means)."""
+    return 1.0 - projection**2 / (second_moment * target_norm_sq)
 
 
 def multichannel_moments(moments: ChannelMoments, rule, group_size, weights=None,
@@ -333,9 +341,8 @@ def multichannel_moments(moments: ChannelMoments, rule, group_size, weights=None
     f = np.asarray(moments.prompt_prob)
     full = gram.reshape(P * O, P * O)
     a_vec, t_vec = (f[:, None] * alpha).ravel(), (f[:, None] * reward[None, :]).ravel()
-    mean_sq, proj = float(a_vec @ full @ a_vec), float(a_vec @ full @ t_vec)
+    second_b, proj, mean_sq = batch_mean_terms(f @ second, a_vec, full, t_vec, B)
     target_sq = float(t_vec @ full @ t_vec)
-    second_b = float(f @ second) / B + (1.0 - 1.0 / B) * mean_sq
     return MultiChannelMoments(G, B, rule.statistics == "batch", centre, spread, alpha, second,
                                mse_prompt, second_b, proj, mean_sq, target_sq,
                                second_b - 2 * proj + target_sq)
