@@ -331,6 +331,32 @@ def test_several_reward_functions_get_the_multi_reward_rule(tmp_path, aggregatio
         pytest.approx(want.mse, rel=1e-12)
 
 
+#: The multi-reward window on the families people fine-tune, full and LoRA (Gemma2's scaled
+#: embedding and (1 + w) norms included).
+FAMILY_RUNS = {
+    "qwen2": MODELS["qwen2"],
+    "llama-lora": MODELS["llama-lora"],
+    "gemma2": lambda: (tiny_family("gemma2"), {}),
+    "gemma2-lora": lambda: (tiny_family("gemma2"), dict(peft_config=_lora())),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAMILY_RUNS))
+def test_several_reward_functions_on_the_model_families(tmp_path, name):
+    """No window of a two-function run is skipped on these models, and each record carries
+    the multi-reward rule's exact MSE (the GPT-2 run above checks the values)."""
+    model, options = FAMILY_RUNS[name]()
+    trainer = make_trainer(tmp_path, model=model, reward=[parity, _digit_reward], steps=2,
+                           reward_weights=[1.0, 0.5],
+                           multi_objective_aggregation="normalize_then_sum", **options)
+    monitor = attach(trainer, tmp_path)
+    assert not _train(trainer)  # no window skipped
+    assert [r["status"] for r in monitor.records] == ["ok"] * 2
+    for record in monitor.records:
+        assert record["estimator"].startswith("trl_normalize_then_sum: exact for binary channels")
+        assert math.isfinite(record["mse_run"]["estimate"])
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(every=0), "every"), (dict(sketch_dim=30, sketch_blocks=8), "sketch_blocks"),
     (dict(level=1.0), "level"), (dict(pool=0), "pool"), (dict(kind="sparse"), "kind")])
