@@ -98,6 +98,20 @@ def test_verify_compare_and_report(base):
     assert (work / "r.html").stat().st_size > 0
 
 
+def test_a_claim_that_needs_an_extra_is_skipped_not_an_error(base):
+    """The README's first command runs every claim on the base install: a claim whose route
+    needs an extra (C45.trl reads TRL's Parquet log) is ``skipped`` with the extra named, the
+    others run, and verify exits 0."""
+    work = base[2]
+    result = run(base, "verify", "--quick", "--only", "C45,C45.trl", "--json", "skip.json")
+    assert_clean(result)
+    verdicts = {r["claim_id"]: r for r in json.loads((work / "skip.json").read_text())["results"]}
+    assert verdicts["C45"]["verdict"] == "pass"
+    assert verdicts["C45.trl"]["verdict"] == "skipped"
+    assert "needs extra parquet" in verdicts["C45.trl"]["error"]
+    assert "0 fail, 0 error, 1 skipped" in result.stdout
+
+
 def test_gstar_on_npz_and_parquet_names_its_extra(base):
     work = base[2]
     assert_clean(run(base, "gstar", "pilot.npz", "--budget", "64", "--json", "g.json",

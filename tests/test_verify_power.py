@@ -123,7 +123,8 @@ def test_power_claims_pass_at_other_seeds(claim_id):
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("claim_id", ["C43", "C44", "C45", "C46", "C47", "C48", "C49"])
+@pytest.mark.parametrize("claim_id", ["C43", "C44", "C45", "C45.trl", "C46", "C47", "C48",
+                                      "C49"])
 def test_route_claims_pass_on_the_code_as_it_is(claim_id):
     result = _run(claim_id)
     assert result.verdict == "pass", (_failing(result), result.error)
@@ -205,7 +206,7 @@ def test_adapter_claim_catches_trl_groups_merged_across_runs(monkeypatch):
     original = dumps.rebuild_groups
     monkeypatch.setattr(dumps, "rebuild_groups", lambda step, key, size, contiguous: original(
         step, key, size, False))  # TRL's log read as verl's: a prompt's two draws merged
-    failing = _failing(_run("C45"))
+    failing = _failing(_run("C45.trl"))
     assert any(name.startswith("TRL log: contiguous runs") for name in failing)
 
 

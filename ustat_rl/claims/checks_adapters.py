@@ -1,6 +1,7 @@
 """The framework adapters' groups and the rewards-only report on known groups (docs/theory.md C45).
 
-A verl batch, a verl rollout dump and a TRL completion log are built here as the frameworks
+A verl batch, a verl rollout dump and a TRL completion log (claim ``C45.trl``, which needs the
+``parquet`` extra: TRL writes its log as Parquet) are built here as the frameworks
 write them (``ustat_rl/frameworks/verl.py``, ``dumps.py`` give the formats), from groups chosen
 in advance: the same prompt at two steps, a prompt drawn twice in one step, and a prompt whose
 two draws are not adjacent in TRL's log. The adapters must rebuild exactly those groups and
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .registry import check_exact, check_true, register
+from .registry import check_exact, check_true, register, require_extra
 
 #: The run's group size (verl's ``rollout.n``, TRL's ``num_generations``) and the report budget.
 ADAPTER_GROUP_SIZE, ADAPTER_BUDGET = 4, 8
@@ -124,15 +125,13 @@ def subset_all_equal(rewards, size: int) -> float:
     return sum(len(set(s)) == 1 for s in subsets) / len(subsets)
 
 
-@register("C45", "Beyond the paper: the verl batch, verl dump and TRL log adapters rebuild known "
-          "groups exactly, and the rewards-only report's numbers equal their definitions on them",
+@register("C45", "Beyond the paper: the verl batch and verl dump adapters rebuild known groups "
+          "exactly, and the rewards-only report's numbers equal their definitions on them",
           "derived (docs/theory.md C45; what ustat-rl rewards reports from a run's logs)",
-          "verl_rewards, read_verl_dump and read_trl_completions on tables written with chosen "
-          "groups; rewards_report against brute force over each group's G-subsets")
+          "verl_rewards and read_verl_dump on tables written with chosen groups; rewards_report "
+          "against brute force over each group's G-subsets")
 def check_c45(ctx) -> list:
-    import pandas as pd
-
-    from ..frameworks import read_trl_completions, read_verl_dump, rewards_report, verl_rewards
+    from ..frameworks import read_verl_dump, verl_rewards
 
     checks = []
     batch, groups, reward = _verl_batch()
@@ -143,28 +142,13 @@ def check_c45(ctx) -> list:
         check_exact("verl batch: rewards = token_level_rewards summed over the response",
                     reward, table.reward, rtol=0.0, atol=1e-15),
     ]
-    rows = _known_rows()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "verl").mkdir()
         seen = _write_verl_dump(folder / "verl")
         dump = read_verl_dump(folder / "verl", group_size=ADAPTER_GROUP_SIZE)
         loose = read_verl_dump(folder / "verl")  # without rollout.n: "D" stays one group of 8
-        trl_rows, first, second = _trl_rows()
-        trl_reward = np.array([z for _, _, z, _ in trl_rows])
-        trl_group = np.array([g for *_, g in trl_rows])
-        frame = pd.DataFrame({"step": [s for s, *_ in trl_rows],
-                              "prompt": [p for _, p, _, _ in trl_rows],
-                              "completion": [f"c{i}" for i in range(len(trl_rows))],
-                              "correct": first, "format": second,
-                              "advantage": _trl_group_advantage(trl_reward, trl_group)})
-        (folder / "trl").mkdir()
-        frame.to_parquet(folder / "trl" / "completions_00001.parquet", index=False)
-        trl = read_trl_completions(folder / "trl", reward_weights=[1.0, 0.5])
-        trl_sized = read_trl_completions(folder / "trl", reward_weights=[1.0, 0.5],
-                                         group_size=ADAPTER_GROUP_SIZE)
     seen_reward = np.array([z for _, _, z, _ in seen])
-    known = partition([g for *_, g in rows])
     checks += [
         check_true("verl dump (rollout.n given): the known groups, rebuilt from shuffled rows",
                    partition(dump.group_id) == _dump_partition(seen, ADAPTER_GROUP_SIZE),
@@ -174,15 +158,6 @@ def check_c45(ctx) -> list:
                    float(loose.n_groups), note=f"{len(ADAPTER_GROUPS) - 1} groups expected"),
         check_exact("verl dump: rewards in file order", seen_reward, dump.reward, rtol=0.0,
                     atol=0.0),
-        check_true("TRL log: contiguous runs are the known groups (with and without "
-                   "num_generations)", partition(trl.group_id) == known
-                   and partition(trl_sized.group_id) == known, float(trl.n_groups),
-                   note=f"{len(ADAPTER_GROUPS)} groups expected; 'D' is drawn twice, apart"),
-        check_exact("TRL log: reward = nansum of weighted reward columns", trl_reward,
-                    trl.reward, rtol=0.0, atol=1e-15),
-        check_true("TRL log: the logged advantages identify trl_group",
-                   "trl_group" in (rewards_report(trl, ADAPTER_BUDGET).logged_rule_matches
-                                   or []), note="matching_rules on the logged column"),
     ]
     checks += _report_checks(dump, seen)
     return checks
@@ -222,3 +197,46 @@ def _report_checks(table, rows) -> list:
                                   [entry["groups"], entry["mean_reward"], entry["all_equal"]],
                                   rtol=1e-12, atol=1e-15))
     return checks
+
+
+@register("C45.trl", "Beyond the paper: the TRL completion-log adapter rebuilds known groups and "
+          "combined rewards exactly, and the logged advantages identify TRL's rule",
+          "derived (docs/theory.md C45; what ustat-rl rewards reads from TRL's "
+          "completions_*.parquet)",
+          "read_trl_completions on a log written with chosen groups, two reward functions and "
+          "a prompt drawn twice apart; rewards_report's matching rules on the logged advantages "
+          "(needs the parquet extra: TRL writes its log as Parquet)")
+def check_c45_trl(ctx) -> list:
+    require_extra("parquet", "pyarrow")
+    import pandas as pd
+
+    from ..frameworks import read_trl_completions, rewards_report
+
+    rows = _known_rows()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        trl_rows, first, second = _trl_rows()
+        trl_reward = np.array([z for _, _, z, _ in trl_rows])
+        trl_group = np.array([g for *_, g in trl_rows])
+        frame = pd.DataFrame({"step": [s for s, *_ in trl_rows],
+                              "prompt": [p for _, p, _, _ in trl_rows],
+                              "completion": [f"c{i}" for i in range(len(trl_rows))],
+                              "correct": first, "format": second,
+                              "advantage": _trl_group_advantage(trl_reward, trl_group)})
+        (folder / "trl").mkdir()
+        frame.to_parquet(folder / "trl" / "completions_00001.parquet", index=False)
+        trl = read_trl_completions(folder / "trl", reward_weights=[1.0, 0.5])
+        trl_sized = read_trl_completions(folder / "trl", reward_weights=[1.0, 0.5],
+                                         group_size=ADAPTER_GROUP_SIZE)
+    known = partition([g for *_, g in rows])
+    return [
+        check_true("TRL log: contiguous runs are the known groups (with and without "
+                   "num_generations)", partition(trl.group_id) == known
+                   and partition(trl_sized.group_id) == known, float(trl.n_groups),
+                   note=f"{len(ADAPTER_GROUPS)} groups expected; 'D' is drawn twice, apart"),
+        check_exact("TRL log: reward = nansum of weighted reward columns", trl_reward,
+                    trl.reward, rtol=0.0, atol=1e-15),
+        check_true("TRL log: the logged advantages identify trl_group",
+                   "trl_group" in (rewards_report(trl, ADAPTER_BUDGET).logged_rule_matches
+                                   or []), note="matching_rules on the logged column"),
+    ]

@@ -34,6 +34,8 @@ __all__ = [
     "check_exact",
     "check_interval",
     "check_true",
+    "MissingExtra",
+    "require_extra",
 ]
 
 #: ``Z_CHECK`` (4 standard errors, two-sided false-failure rate 6.3e-5 per comparison) and
@@ -101,7 +103,8 @@ class ClaimResult:
     passes, ``"fail"`` when a required one does not, ``"refuted"`` when the toolkit's own
     evidence shows the claim as stated to be false (a passing ``refutes`` check),
     ``"differs"`` when only empirical patterns (``required=False``) do not reproduce, and
-    ``"error"`` when the check raised.
+    ``"error"`` when the check raised, and ``"skipped"`` when it needs an optional package
+    that is not installed (:func:`require_extra`; ``error`` then says which extra, in one line).
     """
 
     claim_id: str
@@ -170,6 +173,31 @@ class Claim:
 _REGISTRY: dict[str, Claim] = {}
 
 
+class MissingExtra(RuntimeError):
+    """Raised by a check whose route needs an optional package that is not installed: the
+    claim's verdict is ``"skipped"`` with this one-line reason, not ``"error"``."""
+
+
+def require_extra(extra: str, *modules: str) -> None:
+    """Raise :class:`MissingExtra` unless every module of ``modules`` imports.
+
+    Parameters
+    ----------
+    extra : str
+        The ``ustat-rl`` extra that installs them (named in the reason).
+    modules : str
+        Top-level module names, e.g. ``"pyarrow"``.
+    """
+    import importlib
+
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            raise MissingExtra(f"skipped: needs extra {extra} ({module} is not installed; "
+                               f"pip install 'ustat-rl[{extra}]')") from None
+
+
 def register(claim_id: str, statement: str, source: str, method: str):
     """Decorator registering ``check(ctx) -> list[Check]`` under ``claim_id``."""
 
@@ -198,11 +226,14 @@ def registry() -> dict[str, Claim]:
 def run_claim(claim: Claim, ctx: VerifyContext) -> ClaimResult:
     """Run one claim's check, timing it and turning an exception into an ``error`` verdict."""
     start = time.perf_counter()
+    verdict = "error"
     try:
         checks = list(claim.check(ctx))
         if not checks:
             raise RuntimeError("check returned no comparisons")
         error = ""
+    except MissingExtra as exc:  # an optional route that this install does not have
+        checks, error, verdict = [], str(exc), "skipped"
     except Exception:  # a crashing check is reported, never hidden
         checks = []
         error = traceback.format_exc(limit=5)
@@ -210,7 +241,7 @@ def run_claim(claim: Claim, ctx: VerifyContext) -> ClaimResult:
     if error:
         nan = float("nan")
         return ClaimResult(claim.claim_id, claim.statement, claim.source, claim.method,
-                           nan, nan, nan, nan, "error", seconds, (), (), error)
+                           nan, nan, nan, nan, verdict, seconds, (), (), error)
     deciding = {
         "fail": [c for c in checks if c.required and not c.passed],
         "refuted": [c for c in checks if c.passed and c.refutes],

@@ -179,7 +179,8 @@ def verify(args, version: str) -> int:
 
     counts = {v: sum(r.verdict == v for r in results) for v in VERDICTS}
     print(f"\nsummary: {counts['pass']} pass, {counts['refuted']} refuted, {counts['differs']} "
-          f"differs, {counts['fail']} fail, {counts['error']} error, in {total:.1f} s")
+          f"differs, {counts['fail']} fail, {counts['error']} error, {counts['skipped']} skipped "
+          f"(an optional extra not installed), in {total:.1f} s")
     if args.json is not None:
         payload = {"mode": mode, "seed": ctx.seed, "n_jobs": ctx.n_jobs,
                    "version": version, "summary": counts,

@@ -196,7 +196,7 @@ def verdict_section(payload: dict) -> str:
     summary = payload.get("summary") or {}
     counts = ", ".join(f"{escape(n)} {escape(v)}" for v, n in
                        ((k, summary.get(k)) for k in ("pass", "refuted", "differs", "fail",
-                                                      "error")) if n is not None)
+                                                      "error", "skipped")) if n is not None)
     rows = []
     for r in results:
         cells = row_cells(r)

@@ -44,7 +44,7 @@ __all__ = ["MAX_REPORT_BYTES", "PNG_SIGNATURE", "VERDICTS", "ReportSummary", "en
            "write_report"]
 
 #: The verdicts a claim can have (``ustat_rl.claims.run_claim``), in the summary's order.
-VERDICTS = ("pass", "refuted", "differs", "fail", "error")
+VERDICTS = ("pass", "refuted", "differs", "fail", "error", "skipped")
 
 #: Size limit of a report. Figures that would push the file past it are listed, not embedded.
 MAX_REPORT_BYTES = 10 * 1024 * 1024
