@@ -93,9 +93,8 @@ with warnings.catch_warnings():
     rows = [trl_gradient_mse.run_cell(*cell) for cell in cells]
 
 table = pd.DataFrame(rows)
-table["se"] = np.hypot(table["se_batches"], table["se_blocks"])  # the script's combined se
-table[["scale_rewards", "loss_type", "G", "B", "M", "mean_length", "measured_var", "se",
-       "predicted_var", "z", "paper_units_var", "z_paper_units"]].round(4)
+table[["scale_rewards", "loss_type", "G", "B", "M", "identity_rel_error", "mean_length",
+       "measured_var", "se", "predicted_var", "z", "paper_units_var", "z_paper_units"]].round(4)
 
 # %% [markdown]
 # Measured against predicted. The error bars are 2 se; the open squares are the paper-unit

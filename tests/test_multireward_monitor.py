@@ -4,8 +4,10 @@
 :class:`~ustat_rl.theory.multichannel.ChannelMoments`: over 20,000 pilots of one prompt the mean
 estimate is within ``Z_TEST`` standard errors (6.8e-6 per comparison) of the exact value, and the
 same comparison rejects the estimate that keeps the ``i = j`` pairs (the negative control). The
-window's record for a multi-reward rule carries that rule's exact MSE on the pooled channel
-moments, and falls back to the GRPO rule, saying why, when the channels are not binary.
+window's record for a multi-reward rule carries that rule's MSE and variance at the run's G,
+estimated from the rule's own advantages of each batch (equal to their pairwise definitions,
+``ustat_rl.claims.checks_run_noise``), and falls back to the GRPO rule, saying why, when the
+per-function rewards were not captured.
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ import math
 import numpy as np
 import pytest
 
+from ustat_rl.claims.checks_run_noise import window_noise_by_definition as window_reference
 from ustat_rl.frameworks.window import Batch, window_record
 from ustat_rl.pilot.channels import estimate_channel_moments
 from ustat_rl.policies.multichannel import multireward_bandit
-from ustat_rl.theory.multichannel import multichannel_moments
 from ustat_rl.tolerances import Z_TEST
 
 W = [1.0, 0.5]
@@ -77,14 +79,13 @@ def test_window_reports_the_multi_reward_rule(rule):
     batches = _batches(bandit, np.random.default_rng(3))
     meta = dict(sketch_kind="none", param_dim=int(bandit.dim), model_name="multireward_bandit")
     record, _ = window_record(batches, meta, 24, 0.9, rule, "check", weights=W)
-    ids = np.concatenate([b.first_id + np.repeat(np.arange(b.n_groups), 4) for b in batches])
-    moments = estimate_channel_moments(ids, np.concatenate([b.channels for b in batches]),
-                                       np.concatenate([b.score for b in batches]))
-    want = multichannel_moments(moments, rule, 4, W, 6)
-    assert record["mse_run"]["estimate"] == pytest.approx(want.mse, rel=1e-12)
-    assert record["var_run"] == pytest.approx(want.second_moment - want.mean_norm_sq, rel=1e-12)
-    assert record["estimator"].startswith(rule)
-    assert ("large-B limit" in record["estimator"]) == (rule == "trl_normalize_then_sum")
+    var, mse = window_reference(batches, rule, W)
+    assert record["var_run"]["estimate"] == pytest.approx(var, rel=1e-10)
+    assert record["mse_run"]["estimate"] == pytest.approx(mse, rel=1e-10)
+    assert record["var_run"]["low"] <= var <= record["var_run"]["high"]
+    assert record["run_estimator"].startswith(f"{rule} at the run's G = 4")
+    # the GRPO rule's on the same batches differ: the rule's advantages were used
+    assert record["mse_run"]["estimate"] != pytest.approx(window_reference(batches, None)[1])
     # G* and the constants stay the GRPO rule's on the combined reward
     plain, _ = window_record(batches, meta, 24, 0.9, None, "check")
     assert record["gstar"] == plain["gstar"] and record["c1"] == plain["c1"]
@@ -96,6 +97,6 @@ def test_window_without_channels_says_why():
     meta = dict(sketch_kind="none", param_dim=int(bandit.dim), model_name="multireward_bandit")
     record, _ = window_record(batches, meta, 24, 0.9, "trl_normalize_then_sum", "check",
                               weights=W)
-    assert "not captured" in record["estimator"]
+    assert "not captured" in record["run_estimator"]
     plain, _ = window_record(batches, meta, 24, 0.9, None, "check")
     assert record["mse_run"] == plain["mse_run"]

@@ -6,8 +6,8 @@ Two deterministic checks of what the TRL monitor reports, against independent ro
   completion_weights`) equal ``n`` times the per-token weight of TRL's loss aggregation
   (``GRPOTrainer._compute_loss``, trl 1.16), written here as the trainer writes it and
   differentiated by autograd;
-* the variance of a minibatch estimator (:func:`ustat_rl.theory.minibatch_variance`, the
-  monitor's ``var_run``) equals its exact MSE minus the squared bias: zero for the unbiased rules,
+* the variance of a minibatch estimator (:func:`ustat_rl.theory.minibatch_variance`, the moment
+  model's variance at any G) equals its exact MSE minus the squared bias: zero for the unbiased rules,
   ``||g||^2 / G^2`` for the full mean, at several ``(G, B)`` on a bandit with exact moments.
 
 No false-failure rate: exact comparisons to rounding.
@@ -47,8 +47,8 @@ def trl_token_weights(loss_type: str, lengths, max_length: int) -> np.ndarray:
 
 
 @register("C47", "Beyond the paper: the monitor reports the gradient TRL computes: each "
-          "loss_type's completion weights are TRL's loss aggregation, and the variance it "
-          "reports is the exact MSE less the squared bias",
+          "loss_type's completion weights are TRL's loss aggregation, and the moment model's "
+          "step variance is the exact MSE less the squared bias",
           "derived (docs/theory.md C47; section 7, \"Against a real trainer\")",
           "completion_weights against autograd on TRL's aggregation; minibatch_variance against "
           "minibatch_mse minus the closed-form squared bias on small_bandit")

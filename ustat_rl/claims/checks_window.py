@@ -2,10 +2,11 @@
 
 Generation batches drawn from a bandit with known moments (each a pilot of B groups of G binary
 rewards with their full scores) are pooled as the TRL monitor pools them
-(:func:`ustat_rl.frameworks.window.window_record`): the record's constants, G*, intervals, advice
-and MSE at the run's G must equal :func:`ustat_rl.pilot.report.gstar_report` on exactly those
-batches' rows, every group its own prompt draw, and the window must hold every pooled batch's
-rows once, the newest last. Deterministic: the same numbers by two routes (rel 1e-12).
+(:func:`ustat_rl.frameworks.window.window_record`): the record's constants, G*, intervals and
+advice must equal :func:`ustat_rl.pilot.report.gstar_report` on exactly those batches' rows,
+every group its own prompt draw, its MSE and variance at the run's G (estimated without a moment
+model, C53) their pairwise definitions on the pooled batches, and the window must hold every
+pooled batch's rows once, the newest last. Deterministic: the same numbers by two routes.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ def _batches(seed: int):
 @register("C48", "Beyond the paper: a monitored window's estimates are ustat-rl gstar's on the "
           "generation batches it pools, every pooled row once and the newest batch last",
           "derived (docs/theory.md C48; section 7, \"Estimates inside a training run\")",
-          "window_record on batches drawn from small_bandit against gstar_report on their rows; "
-          "the pooled rows against the batches")
+          "window_record on batches drawn from small_bandit against gstar_report on their rows "
+          "and the run estimates' pairwise definitions; the pooled rows against the batches")
 def check_c48(ctx) -> list:
     from ..frameworks.window import window_record, window_rollouts
     from ..pilot.report import gstar_report
@@ -54,12 +55,13 @@ def check_c48(ctx) -> list:
                           for b in batches])
     direct = Rollouts(prompt_id=ids, reward=np.concatenate([b.reward for b in batches]),
                       score=rows, **meta)
+    from .checks_run_noise import window_noise_by_definition
+
     report = gstar_report(direct, budget, "grpo", 0.9)
-    own = gstar_report(direct, budget, "trl_none", 0.9)
     names = ("c1", "c2", "c3")
     want = [report.constants[n][e] for n in names for e in ("estimate", "low", "high")]
     got = [record[n][e] for n in names for e in ("estimate", "low", "high")]
-    run = report.group_sizes.index(WINDOW_G)
+    var, mse = window_noise_by_definition(batches, "trl_none")
     ends = [report.gstar[e] for e in ("estimate", "low", "high")]
     finite = [math.isfinite(v) for v in ends]
     pooled = window_rollouts(batches, meta)
@@ -82,10 +84,13 @@ def check_c48(ctx) -> list:
         check_true("the advice and GRPO against vanilla equal gstar's",
                    record["recommended_group_size"] == report.recommended_group_size
                    and record["grpo_beats_vanilla"] == (WINDOW_G not in report.grpo_loses)),
-        check_exact("the run rule's MSE at the run's G equals gstar's for that rule",
-                    [own.mse["trl_none"][e][run] for e in ("estimate", "low", "high")],
-                    [record["mse_run"][e] for e in ("estimate", "low", "high")], rtol=1e-12,
-                    atol=0.0),
+        check_exact("the run rule's variance and MSE at the run's G equal their pairwise "
+                    "definitions on the pooled batches", [var, mse],
+                    [record["var_run"]["estimate"], record["mse_run"]["estimate"]],
+                    rtol=1e-10, atol=0.0),
+        check_true("their intervals hold the estimates and do not go below 0",
+                   all(0.0 <= record[n]["low"] <= record[n]["estimate"] <= record[n]["high"]
+                       for n in ("var_run", "mse_run"))),
         check_true("the rollouts the window returns are the pooled rows",
                    np.array_equal(rollouts.score, rows)),
     ]

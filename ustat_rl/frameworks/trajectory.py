@@ -7,9 +7,12 @@ object with the fields of :data:`TRAJECTORY_FIELDS`; an interval is ``{"estimate
 (:func:`ustat_rl.formatting.json_ready`). A window the monitor could not estimate has ``status``
 ``"skipped"``, its ``reason`` in words, and ``null`` estimates.
 
-The fields ``var_run`` and ``units`` (the predicted variance of the run's gradient around its
-mean, and which gradient the estimates are of: the trainer's, per ``loss_type``) are optional, as
-is ``gstar_errors`` (``null`` or absent in files written without it):
+The fields ``var_run``, ``run_estimator`` and ``units`` (the variance of the run's gradient
+around its mean with its interval, how the run's MSE and variance were estimated, and which
+gradient the estimates are of: the trainer's, per ``loss_type``) are optional, as is
+``gstar_errors`` (``null`` or absent in files written without it). Version 1 files wrote
+``var_run`` as a plug-in number without an interval; it is read as an interval with ``null``
+ends. ``gstar_errors`` holds
 the standard errors and covariance from which ``G*``'s interval is Fieller's (C32), so a reader
 can rebuild every window's interval at a simultaneous (Bonferroni) level
 (:func:`gstar_errors_of`, :mod:`ustat_rl.frameworks.universality`).
@@ -28,7 +31,7 @@ __all__ = ["TRAJECTORY_FIELDS", "INTERVAL_FIELDS", "OPTIONAL_FIELDS", "GSTAR_ERR
            "append_record", "read_trajectory", "gstar_errors_of", "synthetic_record",
            "TRAJECTORY_VERSION"]
 
-TRAJECTORY_VERSION = 1
+TRAJECTORY_VERSION = 2
 
 #: Every record's fields, in the order written.
 TRAJECTORY_FIELDS = (
@@ -45,26 +48,29 @@ TRAJECTORY_FIELDS = (
     "sketch_dim",         # k, columns of the sketched scores
     "rule",               # the run's advantage rule, a registry name
     "rule_source",        # the trainer option it was read from, in words
-    "estimator",          # the rule the MSEs below are for (the run's rule or "grpo")
+    "estimator",          # the rule mse_best is for (the run's rule, or "grpo" where its curve
+                          # has no moment model)
     "c1", "c2", "c3",     # intervals
     "gstar",              # interval for G* = 1 + sqrt(c3'/c1); high "inf" when unbounded
     "bounded",            # whether the window bounds G* from above
     "recommended_group_size",  # the pilot advice for GRPO (minimax regret over the G* interval)
-    "mse_run",            # interval: predicted gradient MSE of `estimator` at the run's G
+    "mse_run",            # interval: the run rule's gradient MSE at the run's G (unbiased)
     "mse_gstar",          # predicted fixed-budget MSE of GRPO at G* (continuous G, C17)
     "mse_best",           # predicted MSE of `estimator` at the best divisor of N
     "grpo_beats_vanilla",  # whether GRPO's predicted MSE is below vanilla's at the run's G
     "all_equal_predicted",  # predicted fraction of all-equal groups at the run's G (binary rewards)
     "all_equal_observed",   # fraction of all-equal groups in the window's own batch
     "gstar_errors",       # optional: {GSTAR_ERROR_FIELDS} behind G*'s interval, or null
-    "var_run",            # optional: predicted variance of the run's gradient at its G
+    "var_run",            # optional interval: variance of the run's gradient at its G (unbiased)
+    "run_estimator",      # optional: the rule and method behind mse_run and var_run, in words
     "units",              # optional: which gradient the estimates are of, and how exactly
     "ds_keep_prob",       # optional: chance a group is not all-equal at the run's G (binary)
     "ds_gen_batches",     # optional: generation batches per step under dynamic sampling
 )
 
 #: Fields a record may omit (read and written as ``null``).
-OPTIONAL_FIELDS = ("gstar_errors", "var_run", "units", "ds_keep_prob", "ds_gen_batches")
+OPTIONAL_FIELDS = ("gstar_errors", "var_run", "run_estimator", "units", "ds_keep_prob",
+                   "ds_gen_batches")
 
 #: What ``gstar_errors`` holds: :func:`ustat_rl.pilot.uncertainty.fieller_gstar`'s inputs besides
 #: the estimates of ``c1``, ``c3'`` and the record's ``n_prompts`` (``sketch_units`` ``null``
@@ -72,7 +78,7 @@ OPTIONAL_FIELDS = ("gstar_errors", "var_run", "units", "ds_keep_prob", "ds_gen_b
 GSTAR_ERROR_FIELDS = ("c1_prompt_se", "c1_sketch_se", "c3_se", "cov13", "sketch_units")
 
 #: The fields that hold an interval ``{"estimate", "low", "high"}``.
-INTERVAL_FIELDS = ("c1", "c2", "c3", "gstar", "mse_run")
+INTERVAL_FIELDS = ("c1", "c2", "c3", "gstar", "mse_run", "var_run")
 
 
 def append_record(path, record: dict) -> None:
@@ -162,6 +168,9 @@ def read_trajectory(path) -> list[dict]:
 def _restored(raw: dict) -> dict:
     """``raw`` with numbers restored and the fields a reader relies on checked."""
     record = {f: raw.get(f) for f in TRAJECTORY_FIELDS}
+    old = record["var_run"]
+    if old is not None and not isinstance(old, dict):  # version 1: a number, no interval
+        record["var_run"] = {"estimate": old, "low": None, "high": None}
     if record["status"] not in ("ok", "skipped"):
         raise ValueError(f"`status` must be 'ok' or 'skipped', got {record['status']!r}")
     if isinstance(record["step"], bool) or not isinstance(record["step"], int):
@@ -177,7 +186,7 @@ def _restored(raw: dict) -> dict:
                 raise ValueError(f"`{name}` is reversed: low {low:g} > high {high:g}")
     for name in ("level", "mse_gstar", "mse_best", "all_equal_predicted", "all_equal_observed"):
         record[name] = _number(record[name], name)
-    for name in ("var_run", "ds_keep_prob", "ds_gen_batches"):
+    for name in ("ds_keep_prob", "ds_gen_batches"):
         if record[name] is not None:
             record[name] = _number(record[name], name)
     if record["gstar_errors"] is not None:

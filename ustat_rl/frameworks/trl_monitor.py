@@ -14,8 +14,10 @@ vanilla at the run's ``G``, and the predicted against the observed fraction of a
 (:mod:`ustat_rl.frameworks.window`). The run's advantage rule is read from the trainer's config
 (``scale_rewards``, ``multi_objective_aggregation``) and looked up in the registry
 (``trl_group``, ``trl_batch``, ``trl_none``; with several reward functions the multi-reward
-rules ``trl_sum_then_normalize*`` and ``trl_normalize_then_sum``, whose MSE at the run's ``G``
-comes from each function's reward, :mod:`ustat_rl.frameworks.multichannel_window`).
+rules ``trl_sum_then_normalize*`` and ``trl_normalize_then_sum``, whose advantages need each
+function's reward). The MSE and variance at the run's ``G`` are the run rule's, estimated without
+a moment model and so unbiased for every rule, TRL's default ``scale_rewards="group"`` included
+(:func:`ustat_rl.frameworks.window.window_noise`, docs/theory.md section 8).
 
 Where it hooks in: TRL's documented extension point is the ``transformers`` callback, which does
 not see the generated batch, so the monitor also wraps two methods of this one trainer instance,
@@ -32,8 +34,8 @@ Units: the estimates are of the gradient the trainer computes. TRL aggregates ea
 per-token loss by ``loss_type`` (``dapo`` by default: divided by the batch's tokens), so the
 monitor weighs each completion's sketched score as the trainer's gradient does
 (:mod:`ustat_rl.frameworks.trainer_units`) before estimating; the record's ``units`` says which
-aggregation and how exactly the finite-G formulas apply to it, and ``var_run`` is the predicted
-variance of the run's gradient over fresh batches, what the trainer's gradient noise is.
+aggregation and how exactly the finite-G formulas apply to it, and ``var_run`` is the variance
+of the run's gradient over fresh batches, what the trainer's gradient noise is, with an interval.
 
 Results go to the trainer's own metrics (``ustat/...``, averaged over the logging interval and
 written by every logger TRL supports) and, one record per window, to a trajectory file

@@ -24,17 +24,20 @@ import numpy as np
 
 from .._validation import as_int
 from ..advantages import get_rule
-from ..pilot.estimate import rule_moments
+from ..advantages.multichannel import MULTI_CHANNEL_RULES, get_multichannel_rule
 from ..pilot.report import all_equal_fraction, gstar_report
 from ..pilot.rollouts import MIN_GROUP_SIZE, Rollouts
-from ..theory import ScalingConstants, minibatch_variance
+from ..pilot.run_noise import group_terms, run_noise
+from ..theory import ScalingConstants
 from ..theory.dynamic_sampling_cost import cost_at_keep_probability
 from .grouped import all_equal_by_group
-from .multichannel_window import is_multichannel, multichannel_fields
 from .trajectory import TRAJECTORY_FIELDS, TRAJECTORY_VERSION, gstar_errors_of
 
+#: The paper's leave-one-out rule, whose per-group terms are unbiased for the policy gradient.
+_LOO = get_rule("grpo")
+
 __all__ = ["Batch", "batch_problem", "window_rollouts", "window_record", "skipped_record",
-           "observed_all_equal"]
+           "observed_all_equal", "run_advantages", "window_noise", "is_multichannel"]
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,7 @@ class Batch:
         Prompt id of the batch's first group in a pooled window (ids are consecutive).
     channels : ndarray (n, K), optional
         Each reward function's reward, before the trainer combined them (a multi-reward rule's
-        MSE needs them, :mod:`ustat_rl.frameworks.multichannel_window`).
+        advantages need them, :func:`run_advantages`).
     """
 
     step: int
@@ -122,6 +125,11 @@ def window_rollouts(batches, meta: dict) -> Rollouts:
                     score=np.concatenate([b.score for b in batches]), **meta)
 
 
+def is_multichannel(rule) -> bool:
+    """Whether ``rule`` names a multi-reward rule (not a single-reward rule of the registry)."""
+    return isinstance(rule, str) and rule in MULTI_CHANNEL_RULES
+
+
 def _interval(part: dict) -> dict:
     return {k: float(part[k]) for k in ("estimate", "low", "high")}
 
@@ -158,6 +166,48 @@ def skipped_record(step, reason: str, group_size, budget, level, sketch_dim, rul
     return record
 
 
+def run_advantages(batch: Batch, rule, weights=None) -> tuple[np.ndarray | None, str]:
+    """The advantages ``(n,)`` the run's rule gives one batch's rows, and the rule's label.
+
+    Batch statistics (a batch std, whitening) are the batch's own, as the trainer takes them.
+    ``rule`` ``None`` (a rule the registry does not hold) gives the paper's GRPO rule's. Returns
+    ``(None, why)`` when the rule cannot be evaluated on what the batch carries (a multi-reward
+    rule without finite per-function rewards, a rule that needs a reference value).
+    """
+    ids = np.repeat(np.arange(batch.n_groups), batch.group_size)
+    if is_multichannel(rule):
+        if batch.channels is None or not np.all(np.isfinite(batch.channels)):
+            return None, f"grpo ({rule}: finite per-function rewards were not captured)"
+        spec = get_multichannel_rule(rule)
+        return spec.advantages(batch.channels, ids, weights), rule
+    name = "grpo" if rule is None else rule
+    spec = get_rule(name)
+    if spec.centring.reference_source is not None:
+        return None, f"grpo ({rule} needs {spec.centring.reference_source}, which a run lacks)"
+    return spec.advantages(batch.reward, ids), name
+
+
+def window_noise(batches, rule, level: float, weights=None, column_group=None):
+    """The run rule's variance, squared bias and MSE at the run's ``G`` and ``B = N/G``, pooled
+    over ``batches`` (:func:`ustat_rl.pilot.run_noise.run_noise`), and the rule's label.
+
+    Each batch's rows get the rule's advantages with that batch's own statistics and the paper's
+    GRPO (leave-one-out) advantages of the combined reward, whose terms are unbiased for the
+    policy gradient; no moment model is used, so the estimates are unbiased for every rule at
+    the run's ``G`` (docs/theory.md section 8).
+    """
+    evaluated = [run_advantages(b, rule, weights) for b in batches]
+    missing = [label for advantage, label in evaluated if advantage is None]
+    if missing:  # the paper's GRPO rule stands in, and the label says why
+        evaluated = [(run_advantages(b, None)[0], missing[0]) for b in batches]
+    terms = [group_terms(a, b.score, b.group_size) for (a, _), b in zip(evaluated, batches)]
+    target = [group_terms(_LOO.grouped(b.reward.reshape(-1, b.group_size)).reshape(-1), b.score,
+                          b.group_size) for b in batches]
+    noise = run_noise(np.concatenate(terms), np.concatenate(target), batches[-1].n_groups,
+                      batches[-1].group_size, level, column_group)
+    return noise, evaluated[-1][1]
+
+
 def window_record(batches, meta: dict, budget, level: float, rule, rule_source: str,
                   units: str | None = None, weights=None) -> tuple[dict, Rollouts]:
     """The trajectory record of a window pooling ``batches`` (oldest first), and its rollouts.
@@ -173,14 +223,21 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
     level : float
         Two-sided interval level.
     rule : str or None
-        The run's advantage rule (a registry name), ``None`` when the run's rule is not in the
-        registry. Its minibatch MSE is reported when it is affine or the rewards are binary;
-        otherwise the paper's GRPO rule's is (``estimator`` in the record).
+        The run's advantage rule (a registry name, single- or multi-reward), ``None`` when the
+        run's rule is not in the registry (the paper's GRPO rule stands in).
     rule_source : str
-        The trainer option the rule was read from, in words.
+        The trainer option it was read from, in words.
     weights : array_like (K,), optional
-        The reward functions' weights, for a multi-reward ``rule``
-        (:func:`~ustat_rl.frameworks.multichannel_window.multichannel_fields`).
+        The reward functions' weights, for a multi-reward ``rule``.
+
+    Notes
+    -----
+    ``var_run`` and ``mse_run`` are the run rule's at the run's ``G``, estimated without a
+    moment model (:func:`window_noise`): unbiased for every rule, with intervals. G*, the
+    constants, the advice and GRPO against vanilla are the paper's GRPO rule's; ``mse_best``
+    (the run rule's MSE at the best divisor of ``N``) comes from the moment model, exact for an
+    affine rule and a plug-in for one that scales its advantages (``estimator`` names the rule
+    that curve is for).
     """
     G = {b.group_size for b in batches}
     if len(G) != 1:
@@ -189,19 +246,17 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
     budget = as_int(budget, "budget", 2)
     rollouts = window_rollouts(batches, meta)
     binary = bool(np.all((rollouts.reward == 0.0) | (rollouts.reward == 1.0)))
-    estimator, spread, limit = "grpo", 1.0, None
-    multi = is_multichannel(rule)
-    if rule is not None and not multi:
-        limit = _group_limit(get_rule(rule))
-        if limit is not None:  # batch statistics: the large-B limit, a constant spread
-            estimator, spread = limit.name, _batch_spread(rollouts.reward, get_rule(rule))
-        elif get_rule(rule).is_affine or binary:
+    estimator, scaled = "grpo", False
+    if rule is not None and not is_multichannel(rule):
+        spec = get_rule(rule)
+        scaled = spec.statistics != "group"  # a batch rule's curve against g is not a group's
+        if not scaled and spec.centring.reference_source is None and (spec.is_affine or binary):
             estimator = rule
-    # G*, the constants, the advice and GRPO against vanilla are the paper's GRPO rule's; the
-    # MSE at the run's G is the run's rule's (a second report when the two differ)
     report = gstar_report(rollouts, budget, "grpo", level)
     own = report if estimator == "grpo" else gstar_report(rollouts, budget, estimator, level)
     sizes = report.group_sizes
+    noise, label = window_noise(batches, rule, level, weights,
+                                rollouts.column_groups() if rollouts.is_sketched else None)
     record = _base(batches[-1].step, G, budget, level, rollouts.score.shape[1], rule,
                    rule_source, estimator)
     consts = {name: report.constants[name]["estimate"] for name in ("c1", "c2", "c3")}
@@ -211,12 +266,6 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
         mse_gstar = float(ScalingConstants(**consts).fixed_budget_mse(min(g_star, budget),
                                                                      budget))
     run = sizes.index(G) if G in sizes else None
-    pick = own.mse[estimator]
-    variance = None
-    if run is not None:
-        variance = float(minibatch_variance(rule_moments(rollouts, estimator), estimator, G,
-                                            budget // G)) / spread ** 2
-    scaled = limit is not None  # a batch rule's MSE against g is not its group rule's
     predicted = _predicted_all_equal(batches)
     record.update(
         status="ok", reason=None, windows_pooled=len(batches), n_prompts=report.n_prompts,
@@ -226,20 +275,23 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
         gstar=_interval({"low": math.nan, "high": math.nan, **report.gstar}),
         bounded=bool(report.bounded),
         recommended_group_size=int(report.recommended_group_size),
-        mse_run=(None if run is None or scaled else
-                 {k: float(pick[k][run]) for k in ("estimate", "low", "high")}),
+        mse_run=_noise_interval(noise.mse), var_run=_noise_interval(noise.variance),
+        run_estimator=f"{label} at the run's G = {G}, B = {budget // G}: unbiased, no moment "
+                      f"model" + (" (batch statistics held at each batch's value)" if scaled
+                                  else ""),
         mse_gstar=mse_gstar,
-        mse_best=math.nan if scaled else float(min(pick["estimate"])),
+        mse_best=math.nan if scaled else float(min(own.mse[estimator]["estimate"])),
         grpo_beats_vanilla=None if run is None else bool(G not in report.grpo_loses),
         all_equal_predicted=predicted,
         **_dynamic_sampling(predicted, G, budget),
         all_equal_observed=observed_all_equal(batches[-1].reward, G),
-        gstar_errors=gstar_errors_of(report), var_run=variance, units=units)
-    if scaled:
-        record["estimator"] = f"{rule}: {estimator} / {spread:.6g}^2 (large-B limit)"
-    if multi:  # G* stays the GRPO rule's on the combined reward; the run's MSE is the rule's
-        record.update(multichannel_fields(batches, rule, weights, budget))
+        gstar_errors=gstar_errors_of(report), units=units)
     return record, rollouts
+
+
+def _noise_interval(interval) -> dict:
+    return {"estimate": float(interval.estimate), "low": float(interval.low),
+            "high": float(interval.high)}
 
 
 def _dynamic_sampling(all_equal: float, G: int, budget: int) -> dict:
@@ -253,24 +305,3 @@ def _dynamic_sampling(all_equal: float, G: int, budget: int) -> dict:
     keep = 1.0 - all_equal
     cost = cost_at_keep_probability(keep, G, budget // G)
     return dict(ds_keep_prob=keep, ds_gen_batches=cost.expected_gen_batches)
-
-
-def _group_limit(rule):
-    """For a rule that divides by a statistic of the whole batch (TRL ``scale_rewards="batch"``):
-    the registered group rule with the same centring and no scaling, whose estimator divided by
-    the batch's spread it becomes as ``B`` grows (the spread converges to a constant); ``None``
-    for a rule of group statistics, or a batch rule that also re-centres (whitening)."""
-    from ..advantages.registry import RULES
-
-    if rule.statistics == "group" or rule.scaling.kind != "batch std":
-        return None
-    return next((r for r in RULES.values() if r.statistics == "group"
-                 and r.scaling.kind == "none" and r.centring == rule.centring), None)
-
-
-def _batch_spread(reward, rule) -> float:
-    """The batch rule's divisor on the pooled rewards, where its constant limit is estimated:
-    their std (with Bessel's correction when the rule has it) through the rule's own
-    :meth:`~ustat_rl.advantages.parts.Scaling.divisor`."""
-    ddof = 1 if rule.scaling.bessel else 0
-    return float(rule.scaling.divisor(np.std(reward, ddof=ddof)))
