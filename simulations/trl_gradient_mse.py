@@ -4,7 +4,12 @@ For each *cell* (``scale_rewards``, ``loss_type``, ``num_generations`` G at a fi
 N = 64 completions per step, so B = N/G prompts) a real ``trl.GRPOTrainer`` runs ``M`` steps at
 learning rate 0 (fixed parameters: every step draws a fresh generation batch at the same policy)
 on a tied Qwen2 built from a config (:func:`ustat_rl.frameworks.demo.tiny_family`, the demo's
-parity reward, binary), gradient clipping, dropout and bf16 off. The gradient of TRL's own loss
+parity reward, binary), gradient clipping, dropout and bf16 off. Its training set holds one row
+per prompt the run draws, each an i.i.d. uniform draw of the demo's 100 prompts, so that the
+steps' prompts are i.i.d. as the monitor assumes (TRL samples rows without replacement: on the
+100 prompts once each, the prompt part of a step's variance shrinks by the finite-population
+factor (100 - B)/99; one cell of TRL's defaults on that set, ``prompt_set="finite"``, measures
+it). The gradient of TRL's own loss
 is read after each backward pass. The monitor
 (:class:`ustat_rl.frameworks.GroupSizeMonitor`) is attached to the same run and keeps every
 batch it sketched (``save_rollouts``).
@@ -32,15 +37,16 @@ error is common to both sides and cancels; what is left is what the monitor esti
   per batch (dapo: 1/mean length; dr_grpo: 1/L).
 
 TRL's defaults (``scale_rewards="group"``, ``loss_type="dapo"``) get the most batches: their
-three cells run ``--main-steps`` batches so that their detectable bias is about 5%; the other
-cells run ``--steps`` and state their own. Each finished cell is written at once to
-``<out>/trl_gradient_mse.csv`` (atomically); a rerun skips the cells already there. Needs the
-``trl`` extra.
+three cells (and the finite-set cell) run ``--main-steps`` batches so that their detectable bias
+is under 5%; the other 69 cells (every ``scale_rewards`` and ``loss_type`` of trl 1.16 at each
+G) run ``--steps`` and state their own, while the identity holds or fails in every cell
+whatever its size. Each finished cell is written at once to ``<out>/trl_gradient_mse.csv``
+(atomically); a rerun skips the cells already there. Needs the ``trl`` extra.
 
 Usage::
 
     python simulations/trl_gradient_mse.py --quick          # 2 cells of 24 batches, about a minute
-    python simulations/trl_gradient_mse.py --workers 2      # 32 cells (see docs/theory.md)
+    python simulations/trl_gradient_mse.py --workers 2      # 73 cells (see docs/theory.md)
 """
 
 from __future__ import annotations
@@ -67,16 +73,19 @@ from ustat_rl.tolerances import Z_CHECK
 
 NAME = "trl_gradient_mse"
 BUDGET, SKETCH_DIM, BLOCKS, MAX_LENGTH = 64, 256, 16, 3
-SCALES, LOSSES, GROUP_SIZES = ("group", "batch", "none"), ("grpo", "dapo", "dr_grpo"), (4, 8, 16)
+#: Every scale_rewards and loss_type of trl 1.16 at G = 4, 8, 16 (B = 16, 8, 4).
+SCALES = ("group", "batch", "none")
+LOSSES = ("grpo", "dapo", "dr_grpo", "bnpo", "sapo", "cispo", "luspo", "vespo")
+GROUP_SIZES = (4, 8, 16)
 #: TRL's default options: the cells a user runs, given the most batches.
 MAIN = ("group", "dapo")
-#: Every other loss_type of TRL, at TRL's default scale and G = 8 (identity and variance).
-OTHER_LOSSES = ("bnpo", "sapo", "cispo", "luspo", "vespo")
-QUICK_CELLS = (("group", "dapo", 4), ("batch", "dr_grpo", 8))
-FULL_STEPS, MAIN_STEPS, QUICK_STEPS = 250, 1500, 24
+#: G of the cell on the demo's finite set of 100 prompts (B = 16: the largest finite-set effect).
+FINITE_G = 4
+QUICK_CELLS = (("iid", "group", "dapo", 4), ("iid", "batch", "dr_grpo", 8))
+FULL_STEPS, MAIN_STEPS, QUICK_STEPS = 60, 1500, 24
 #: Phi^{-1}(0.8): a bias of (Z_CHECK + POWER_Z) se is found 80% of the time.
 POWER_Z = 0.8416
-COLUMNS = ("scale_rewards", "loss_type", "G", "B", "M", "identity_rel_error", "mean_length",
+COLUMNS = ("prompt_set", "scale_rewards", "loss_type", "G", "B", "M", "identity_rel_error", "mean_length",
            "measured_var", "predicted_var", "ratio", "se", "z", "detectable_bias",
            "plug_in_var", "z_plug_in", "paper_units_var", "z_paper_units", "predicted_mse",
            "estimator", "units", "verdict")
@@ -88,7 +97,8 @@ def _model():
     return tiny_family("qwen2", 0, tie_word_embeddings=True)
 
 
-def _train(scale: str, loss_type: str, G: int, steps: int, seed: int, folder: Path):
+def _train(scale: str, loss_type: str, G: int, steps: int, seed: int, folder: Path,
+           finite: bool = False):
     """Run the trainer with the monitor; TRL's flat gradients ``(M, d)``, the monitor, the
     projection matrix ``(k, d)`` and the mean completion length TRL logged."""
     import torch
@@ -106,11 +116,21 @@ def _train(scale: str, loss_type: str, G: int, steps: int, seed: int, folder: Pa
             grads.append(torch.cat([p.grad.reshape(-1).double() for p in model.parameters()
                                     if p.requires_grad]).numpy().copy())
 
+    from ustat_rl.frameworks.demo import arithmetic_prompts
+
     model = _model()
+    # one row per prompt the run draws, each an i.i.d. uniform draw of the demo's 100 prompts:
+    # TRL samples rows without replacement, so with the 100 prompts once each the steps' prompts
+    # would not be i.i.d. (the finite-set effect "finite" measures)
+    prompts = None
+    if not finite:
+        pool = arithmetic_prompts()
+        draws = np.random.default_rng([seed, 7]).integers(len(pool), size=steps * BUDGET // G)
+        prompts = [pool[i] for i in draws]
     trainer = demo_trainer(folder / "out", G, BUDGET // G, steps, 0.0, model=model,
                            scale_rewards=scale, loss_type=loss_type, max_grad_norm=0.0,
                            bf16=False, disable_dropout=True, seed=seed,
-                           max_completion_length=MAX_LENGTH)
+                           max_completion_length=MAX_LENGTH, prompts=prompts)
     monitor = GroupSizeMonitor(trainer, every=1, sketch_dim=SKETCH_DIM, sketch_blocks=BLOCKS,
                                pool=1, seed=seed, trajectory=folder / "t.jsonl",
                                save_rollouts=folder / "rollouts", chunk_size=BUDGET)
@@ -179,11 +199,19 @@ def _plug_in(batches, meta, rule, B, G) -> float:
     return float(minibatch_variance(moments, rule, G, B))
 
 
-def run_cell(scale: str, loss_type: str, G: int, steps: int, seed: int = 0) -> dict:
-    """One cell: ``steps`` batches at fixed parameters, measured and predicted in sketch space."""
+def run_cell(scale: str, loss_type: str, G: int, steps: int, seed: int = 0,
+             prompt_set: str = "iid") -> dict:
+    """One cell: ``steps`` batches at fixed parameters, measured and predicted in sketch space.
+
+    ``prompt_set`` ``"iid"`` (the study) draws every step's prompts i.i.d.; ``"finite"`` trains
+    on the demo's 100 prompts once each, which TRL samples without replacement.
+    """
+    if prompt_set not in ("iid", "finite"):
+        raise ValueError(f"`prompt_set` must be 'iid' or 'finite', got {prompt_set!r}")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        grads, monitor, R, mean_length = _train(scale, loss_type, G, steps, seed, folder)
+        grads, monitor, R, mean_length = _train(scale, loss_type, G, steps, seed, folder,
+                                                finite=prompt_set == "finite")
         batches = _batches(folder, G)
         meta = monitor._meta()
         last = monitor.records[-1]
@@ -210,7 +238,7 @@ def run_cell(scale: str, loss_type: str, G: int, steps: int, seed: int = 0) -> d
         LOSS_WEIGHTS.get(loss_type, ""))
     paper = math.nan if weight is None else predicted / weight ** 2
     verdict = "agrees" if abs(z) <= Z_CHECK else "differs"
-    return dict(scale_rewards=scale, loss_type=loss_type, G=G, B=B, M=M,
+    return dict(prompt_set=prompt_set, scale_rewards=scale, loss_type=loss_type, G=G, B=B, M=M,
                 identity_rel_error=identity, mean_length=mean_length, measured_var=measured,
                 predicted_var=predicted, ratio=predicted / measured, se=se, z=z,
                 detectable_bias=(Z_CHECK + POWER_Z) * se / measured, plug_in_var=plug,
@@ -220,12 +248,14 @@ def run_cell(scale: str, loss_type: str, G: int, steps: int, seed: int = 0) -> d
 
 
 def _cells(quick: bool, steps, main_steps) -> dict:
-    """Cell key -> batches: TRL's defaults get ``main_steps``, the rest ``steps``."""
+    """Cell key ``(prompt_set, scale, loss, G)`` -> batches: TRL's defaults get
+    ``main_steps``, the rest ``steps``; one cell of TRL's defaults on the finite prompt set."""
     if quick:
         return {key: steps or QUICK_STEPS for key in QUICK_CELLS}
-    grid = [(s, loss, G) for s in SCALES for loss in LOSSES for G in GROUP_SIZES]
-    grid += [("group", loss, 8) for loss in OTHER_LOSSES]
-    return {key: (main_steps or MAIN_STEPS) if key[:2] == MAIN else (steps or FULL_STEPS)
+    grid = [("iid", s, loss, G) for s in SCALES for loss in LOSSES for G in GROUP_SIZES]
+    grid.sort(key=lambda key: key[1:3] != MAIN)  # TRL's defaults first
+    grid.insert(len(GROUP_SIZES), ("finite", *MAIN, FINITE_G))
+    return {key: (main_steps or MAIN_STEPS) if key[1:3] == MAIN else (steps or FULL_STEPS)
             for key in grid}
 
 
@@ -255,9 +285,10 @@ def main(argv=None) -> pd.DataFrame:
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{NAME}.csv"
     table = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=list(COLUMNS))
-    done = {(r.scale_rewards, r.loss_type, int(r.G)) for r in table.itertuples()}
+    done = {(r.prompt_set, r.scale_rewards, r.loss_type, int(r.G)) for r in table.itertuples()}
     wanted = _cells(args.quick, args.steps, args.main_steps)
-    cells = {key: (*key, n, args.seed) for key, n in wanted.items() if key not in done}
+    cells = {key: (*key[1:], n, args.seed, key[0]) for key, n in wanted.items()
+             if key not in done}
     rows = list(table.to_dict("records"))
 
     def on_result(key, row):
@@ -268,7 +299,7 @@ def main(argv=None) -> pd.DataFrame:
               n_skipped=len(wanted) - len(cells), desc="TRL cells")
     table = pd.DataFrame(rows, columns=list(COLUMNS))
     with pd.option_context("display.width", 220, "display.max_columns", 20):
-        print(table[["scale_rewards", "loss_type", "G", "M", "identity_rel_error",
+        print(table[["prompt_set", "scale_rewards", "loss_type", "G", "M", "identity_rel_error",
                      "measured_var", "predicted_var", "ratio", "z", "detectable_bias",
                      "z_plug_in", "z_paper_units", "verdict"]]
               .to_string(index=False, float_format=lambda v: f"{v:.4g}"))

@@ -69,20 +69,26 @@ def arithmetic_prompts() -> list[str]:
 
 def demo_trainer(output_dir, group_size: int = 4, groups: int = 8, steps: int = 4,
                  learning_rate: float = 1e-3, model=None, reward=parity_reward, cls=None,
-                 peft_config=None, **config):
+                 peft_config=None, prompts=None, **config):
     """A ``trl.GRPOTrainer`` on the CPU: ``groups`` prompts of ``group_size`` answers per step,
     answers of at most 3 tokens, logging every step into ``state.log_history`` (not printed),
     no reports or checkpoints.
 
     Extra keywords go to ``trl.GRPOConfig``; ``cls`` replaces ``trl.GRPOTrainer``;
     ``peft_config`` (a ``peft.LoraConfig``) trains an adapter, as ``GRPOTrainer`` takes it.
+    ``prompts`` is the training set's prompt column (default :func:`arithmetic_prompts`, the
+    100 prompts once each; TRL draws a step's prompts from it without replacement, epoch by
+    epoch, so a set of rows drawn i.i.d. makes the steps' prompts i.i.d.).
     """
     import datasets
     import trl
 
     group_size = as_int(group_size, "group_size", 2)
     groups = as_int(groups, "groups", 1)
-    data = datasets.Dataset.from_dict({"prompt": arithmetic_prompts()})
+    rows = arithmetic_prompts() if prompts is None else [str(p) for p in prompts]
+    if not rows:
+        raise ValueError("`prompts` must hold at least one prompt")
+    data = datasets.Dataset.from_dict({"prompt": rows})
     options = dict(output_dir=str(output_dir), per_device_train_batch_size=group_size * groups,
                    num_generations=group_size, max_completion_length=3,
                    max_steps=as_int(steps, "steps", 1), logging_steps=1, report_to=[],
