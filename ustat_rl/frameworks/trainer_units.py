@@ -16,7 +16,7 @@ over the batch's ``n = B G`` completions, ``W_i`` the score the monitor sketches
 * ``bnpo``, ``dapo`` (TRL's default), ``cispo``, ``vespo``: ``w_i = n / sum_j |o_j|`` (the
   batch's tokens; with data parallelism the gathered batch's, as DDP averages the processes);
   ``dapo``, ``cispo`` and ``vespo`` divide by the batch's ``num_items_in_batch``, which TRL
-  before 1.16 counted before ``mask_truncated_completions`` zeroed the truncated completions
+  before 1.9 counted before ``mask_truncated_completions`` zeroed the truncated completions
   (so it includes their tokens): :data:`NUM_ITEMS_LOSSES`, and ``total_tokens`` below;
 * ``luspo``: ``w_i = 1`` (a sum over tokens, a mean over completions).
 

@@ -5,10 +5,11 @@ One line attaches it::
     trainer.add_callback(GroupSizeMonitor(trainer, every=50, sketch_dim=256))
 
 Every ``every`` training steps the monitor takes the generation batch the trainer has just
-produced (TRL ``GRPOTrainer``, the releases :data:`TRL_VERSIONS`: prompts, completions and the
-rewards as the trainer combined its reward functions), computes the factored sketch of each completion's score at the
-parameters that sampled it (:func:`ustat_rl.pilot.factored.factored_sketch_scores`, dropout
-off), pools the last ``pool`` such batches and estimates ``c1``, ``c2``, ``c3'``, ``G*`` with
+produced (TRL ``GRPOTrainer``, the releases of
+:data:`~ustat_rl.frameworks.trl_support.TRL_VERSIONS`: prompts, completions and the rewards as
+the trainer combined its reward functions), computes the factored sketch of each completion's
+score at the parameters that sampled it (:func:`ustat_rl.pilot.factored.factored_sketch_scores`,
+dropout off), pools the last ``pool`` such batches and estimates ``c1``, ``c2``, ``c3'``, ``G*`` with
 intervals, the predicted gradient MSE at the run's ``G`` and at ``G*``, whether GRPO beats
 vanilla at the run's ``G``, and the predicted against the observed fraction of all-equal groups
 (:mod:`ustat_rl.frameworks.window`). The run's advantage rule is read from the trainer's config
@@ -82,17 +83,10 @@ from ..pilot.sequence import trainable_parameters
 from .gather import gather_rows, world
 from .trainer_units import LOSS_WEIGHTS, NUM_ITEMS_LOSSES, completion_weights, units_note
 from .trajectory import append_record
+from .trl_support import TRL_VERSIONS, check_loss_masks, check_trl_version
 from .window import Batch, batch_problem, observed_all_equal, skipped_record, window_record
 
-__all__ = ["GroupSizeMonitor", "run_rule", "check_trl_version", "LOGGED", "TRL_VERSIONS"]
-
-#: The TRL releases the monitor supports, as the ``trl`` extra requires them: from 0.19, which
-#: added the ``_calculate_rewards`` it wraps, through the 1.x line. 0.22.0 and 0.22.1 are left
-#: out: there ``scale_rewards="group"`` does not divide by the group's std and ``"batch"`` and
-#: ``"none"`` do, so the rule the config names is not the one the trainer runs (fixed in
-#: 0.22.2). CI runs the monitor's tests on the oldest (``constraints-trl-oldest.txt``) and the
-#: newest (``constraints.txt``).
-TRL_VERSIONS = ">=0.19,!=0.22.0,!=0.22.1,<2"
+__all__ = ["GroupSizeMonitor", "run_rule", "LOGGED"]
 
 #: Record fields written to the trainer's metrics, as ``ustat/<field>``.
 LOGGED = ("gstar", "c1", "c2", "c3", "mse_run", "var_run", "mse_gstar", "grpo_beats_vanilla",
@@ -128,41 +122,8 @@ def run_rule(args, n_functions: int = 1) -> tuple[str | None, str]:
     return _SCALE_RULES[scale], source
 
 
-def check_trl_version(version: str) -> str:
-    """``version`` when the monitor supports that TRL (:data:`TRL_VERSIONS`), else an
-    ``ImportError`` in one line naming it and the supported range."""
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        ok = SpecifierSet(TRL_VERSIONS).contains(Version(str(version)), prereleases=True)
-    except InvalidVersion:
-        ok = False
-    if not ok:
-        raise ImportError(f"GroupSizeMonitor supports trl{TRL_VERSIONS}, and trl {version} is "
-                          f"installed: pip install 'ustat-rl[trl]'")
-    return str(version)
-
-
 def _prompt_key(ids: torch.Tensor) -> int:
     return zlib.crc32(ids.to("cpu", torch.int64).numpy().tobytes())
-
-
-def _check_loss_masks(args) -> None:
-    """Refuse, in one line naming the setting, a loss mask the monitor cannot reproduce at the
-    parameters that sampled the batch (module docstring, "Tokens")."""
-    quantile = getattr(args, "top_entropy_quantile", 1.0)
-    if quantile is not None and quantile < 1.0:
-        raise ValueError(f"`trainer.args.top_entropy_quantile` is {quantile}: TRL's loss then "
-                         f"keeps the tokens above an entropy quantile of each micro-batch, which "
-                         f"GroupSizeMonitor cannot reproduce; it supports 1.0 (TRL's default)")
-    threshold = getattr(args, "off_policy_mask_threshold", None)
-    if threshold is not None and (getattr(args, "use_vllm", False) or threshold < 0):
-        raise ValueError(f"`trainer.args.off_policy_mask_threshold` is {threshold} with "
-                         f"use_vllm={getattr(args, 'use_vllm', False)}: the off-policy mask "
-                         f"then drops sequences at the sampling parameters, which "
-                         f"GroupSizeMonitor cannot reproduce; it supports None, or >= 0 "
-                         f"without vLLM")
 
 
 class GroupSizeMonitor(TrainerCallback):
@@ -171,7 +132,8 @@ class GroupSizeMonitor(TrainerCallback):
     Parameters
     ----------
     trainer : trl.GRPOTrainer
-        The trainer to monitor (a TRL of :data:`TRL_VERSIONS`); its ``num_generations`` is the
+        The trainer to monitor (a TRL of
+        :data:`~ustat_rl.frameworks.trl_support.TRL_VERSIONS`); its ``num_generations`` is the
         run's ``G``.
     every : int
         Estimate at the first generation batch at or after every ``every``-th step.
@@ -247,7 +209,7 @@ class GroupSizeMonitor(TrainerCallback):
         if getattr(trainer, "is_fsdp_enabled", False):
             raise ValueError("`trainer`: FSDP shards the parameters, and the sketch needs them "
                              "whole on each process; GroupSizeMonitor supports data parallelism")
-        _check_loss_masks(trainer.args)
+        check_loss_masks(trainer.args)
         fallback = uncovered_parameters(self._model())
         if fallback:
             warnings.warn(f"GroupSizeMonitor: parameters {fallback[:3]} ({len(fallback)} in all) "
