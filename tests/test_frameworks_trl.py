@@ -224,6 +224,12 @@ def test_groups_not_contiguous_skip_the_window(tmp_path):
 
 
 def test_nan_reward_skips_the_window(tmp_path):
+    from packaging.version import Version
+
+    if Version("0.20") <= Version(trl.__version__) < Version("0.22"):
+        pytest.skip(f"trl {trl.__version__} itself raises on a None reward (its warning indexes "
+                    f"the trainer_state in the reward kwargs), monitor or not")
+
     def sometimes_none(completions, prompts, **kwargs):
         values = parity(completions, prompts)
         return [None] + values[1:]
