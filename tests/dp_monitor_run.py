@@ -33,8 +33,8 @@ weights = []
 own_weights = monitor._weights
 
 
-def keep_weights(lengths):  # the gathered batch's completion lengths: every process's rows
-    out = own_weights(lengths)
+def keep_weights(lengths, batch):  # the gathered batch's token counts: every process's rows
+    out = own_weights(lengths, batch)
     weights.append(out)
     return out
 

@@ -26,7 +26,11 @@ def char_tokenizer():
     tok = Tokenizer(models.WordLevel(VOCAB, unk_token="<pad>"))
     tok.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
     tok.decoder = decoders.Fuse()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>")
+    # the inputs a causal LM's tokenizer returns (transformers < 5 adds token_type_ids by
+    # default, which older TRL passes to generate: GPT-2 would add a type embedding when
+    # sampling, and Qwen2 or Llama refuse the argument)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>",
+                                   model_input_names=["input_ids", "attention_mask"])
 
 
 def tiny_gpt2(seed: int = 0, n_embd: int = 16, n_layer: int = 2, n_head: int = 2):

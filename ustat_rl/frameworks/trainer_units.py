@@ -15,6 +15,9 @@ over the batch's ``n = B G`` completions, ``W_i`` the score the monitor sketches
 * ``dr_grpo``: ``w_i = 1/L``, ``L`` = ``max_completion_length``;
 * ``bnpo``, ``dapo`` (TRL's default), ``cispo``, ``vespo``: ``w_i = n / sum_j |o_j|`` (the
   batch's tokens; with data parallelism the gathered batch's, as DDP averages the processes);
+  ``dapo``, ``cispo`` and ``vespo`` divide by the batch's ``num_items_in_batch``, which TRL
+  before 1.9 counted before ``mask_truncated_completions`` zeroed the truncated completions
+  (so it includes their tokens): :data:`NUM_ITEMS_LOSSES`, and ``total_tokens`` below;
 * ``luspo``: ``w_i = 1`` (a sum over tokens, a mean over completions).
 
 So the paper's estimator with ``W_i`` replaced by ``w_i W_i`` is, up to its sign, the gradient of
@@ -32,14 +35,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import as_int
+from .._validation import as_float, as_int
 
-__all__ = ["LOSS_WEIGHTS", "EXACTNESS", "completion_weights", "units_note"]
+__all__ = ["LOSS_WEIGHTS", "EXACTNESS", "NUM_ITEMS_LOSSES", "completion_weights", "units_note"]
 
 #: ``loss_type`` -> how each completion's score is weighted in the trainer's gradient.
 LOSS_WEIGHTS = {"grpo": "length", "sapo": "length", "dr_grpo": "max_length",
                 "bnpo": "batch_tokens", "dapo": "batch_tokens", "cispo": "batch_tokens",
                 "vespo": "batch_tokens", "luspo": "one"}
+
+#: The ``loss_type``\ s whose normaliser is the generation batch's ``num_items_in_batch``
+#: (``bnpo`` divides by its micro-batch's completion tokens instead).
+NUM_ITEMS_LOSSES = ("dapo", "cispo", "vespo")
 
 #: How the finite-G formulas apply to the rescaled scores, per kind of weight.
 EXACTNESS = {"one": "exact", "max_length": "exact",
@@ -47,7 +54,8 @@ EXACTNESS = {"one": "exact", "max_length": "exact",
              "length": "approximate (W/|o| is not a score function: E[W/|o| | x] != 0)"}
 
 
-def completion_weights(loss_type: str, lengths, max_completion_length=None) -> np.ndarray:
+def completion_weights(loss_type: str, lengths, max_completion_length=None,
+                       total_tokens=None) -> np.ndarray:
     """``w_i`` of each completion of one generation batch (module docstring).
 
     Parameters
@@ -58,6 +66,10 @@ def completion_weights(loss_type: str, lengths, max_completion_length=None) -> n
         Completion tokens of each row (the completion mask's row sums), the whole batch.
     max_completion_length : int, optional
         ``GRPOConfig.max_completion_length``; needed for ``dr_grpo``.
+    total_tokens : float, optional
+        The tokens the loss divides the batch by, for the ``n / sum_j |o_j|`` kinds (default
+        ``sum(lengths)``; the monitor passes TRL's ``num_items_in_batch`` for
+        :data:`NUM_ITEMS_LOSSES`).
 
     Examples
     --------
@@ -80,7 +92,9 @@ def completion_weights(loss_type: str, lengths, max_completion_length=None) -> n
                                                   "max_completion_length", 1))
     if kind == "length":  # TRL clamps each length at 1
         return 1.0 / np.maximum(lengths, 1.0)
-    return np.full_like(lengths, lengths.size / max(float(lengths.sum()), 1.0))
+    total = float(lengths.sum()) if total_tokens is None else as_float(total_tokens,
+                                                                        "total_tokens", low=0.0)
+    return np.full_like(lengths, lengths.size / max(total, 1.0))
 
 
 def units_note(loss_type: str) -> str:

@@ -5,10 +5,11 @@ One line attaches it::
     trainer.add_callback(GroupSizeMonitor(trainer, every=50, sketch_dim=256))
 
 Every ``every`` training steps the monitor takes the generation batch the trainer has just
-produced (TRL ``GRPOTrainer``, trl >= 1.16: prompts, completions and the rewards as the trainer
-combined its reward functions), computes the factored sketch of each completion's score at the
-parameters that sampled it (:func:`ustat_rl.pilot.factored.factored_sketch_scores`, dropout
-off), pools the last ``pool`` such batches and estimates ``c1``, ``c2``, ``c3'``, ``G*`` with
+produced (TRL ``GRPOTrainer``, the releases of
+:data:`~ustat_rl.frameworks.trl_support.TRL_VERSIONS`: prompts, completions and the rewards as
+the trainer combined its reward functions), computes the factored sketch of each completion's
+score at the parameters that sampled it (:func:`ustat_rl.pilot.factored.factored_sketch_scores`,
+dropout off), pools the last ``pool`` such batches and estimates ``c1``, ``c2``, ``c3'``, ``G*`` with
 intervals, the predicted gradient MSE at the run's ``G`` and at ``G*``, whether GRPO beats
 vanilla at the run's ``G``, and the predicted against the observed fraction of all-equal groups
 (:mod:`ustat_rl.frameworks.window`). The run's advantage rule is read from the trainer's config
@@ -29,6 +30,18 @@ Precision: the sketch's projections run in the parameters' precision (float32), 
 forward that the trainer runs under mixed precision (``bf16=True``, TRL's default) stays in
 bf16, so the scores carry bf16's rounding, as the trainer's own gradients do (about 1% per
 entry on the test model, far below the estimates' sampling error).
+
+Tokens: each completion is sketched over exactly the tokens TRL's loss counts
+(``GRPOTrainer._compute_loss``), which are also the token counts its ``loss_type`` divides by:
+``completion_mask`` (0 after the end token, and on a whole completion cut at
+``max_completion_length`` when ``mask_truncated_completions`` is on) times ``tool_mask`` where
+the batch has one (0 on the tokens a tool wrote, or a ``rollout_func``'s ``env_mask``); under
+vLLM the loss's per-token importance-sampling ratio (``importance_sampling_ratio``, truncated
+or masked) weighs each token's score as it weighs the loss. At the parameters that sampled the
+batch the off-policy sequence mask keeps every sequence without vLLM (its KL is 0); the
+high-entropy token mask (``top_entropy_quantile < 1``), drawn in the loss from each
+micro-batch's entropies, and the off-policy mask under vLLM are refused when the monitor is
+made.
 
 Units: the estimates are of the gradient the trainer computes. TRL aggregates each completion's
 per-token loss by ``loss_type`` (``dapo`` by default: divided by the batch's tokens), so the
@@ -70,8 +83,9 @@ from ..pilot.causal_lm import DEFAULT_SKETCH_BLOCKS
 from ..pilot.factored import factored_sketch_scores, uncovered_parameters
 from ..pilot.sequence import trainable_parameters
 from .gather import gather_rows, world
-from .trainer_units import LOSS_WEIGHTS, completion_weights, units_note
+from .trainer_units import LOSS_WEIGHTS, NUM_ITEMS_LOSSES, completion_weights, units_note
 from .trajectory import append_record
+from .trl_support import TRL_VERSIONS, check_loss_masks, check_trl_version
 from .window import Batch, batch_problem, observed_all_equal, skipped_record, window_record
 
 __all__ = ["GroupSizeMonitor", "run_rule", "LOGGED"]
@@ -120,7 +134,9 @@ class GroupSizeMonitor(TrainerCallback):
     Parameters
     ----------
     trainer : trl.GRPOTrainer
-        The trainer to monitor (trl >= 1.16); its ``num_generations`` is the run's ``G``.
+        The trainer to monitor (a TRL of
+        :data:`~ustat_rl.frameworks.trl_support.TRL_VERSIONS`); its ``num_generations`` is the
+        run's ``G``.
     every : int
         Estimate at the first generation batch at or after every ``every``-th step.
     sketch_dim : int
@@ -148,11 +164,14 @@ class GroupSizeMonitor(TrainerCallback):
     def __init__(self, trainer, every: int = 50, sketch_dim: int = 256, sketch_blocks=None,
                  pool: int = 4, level: float = 0.9, seed: int = 0, trajectory=None,
                  save_rollouts=None, chunk_size: int = 16, kind: str = "gaussian", dtype=None):
+        import trl
+
+        check_trl_version(getattr(trl, "__version__", "unknown"))
         for name in ("_generate_and_score_completions", "_calculate_rewards", "num_generations",
                      "accelerator", "args", "state"):
             if not hasattr(trainer, name):
-                raise TypeError(f"`trainer` must be a trl GRPOTrainer (>= 1.16); it has no "
-                                f"`{name}`")
+                raise TypeError(f"`trainer` must be a trl GRPOTrainer (trl{TRL_VERSIONS}); it "
+                                f"has no `{name}`")
         self.every = as_int(every, "every", 1)
         self.sketch_dim = as_int(sketch_dim, "sketch_dim", 1)
         blocks = min(DEFAULT_SKETCH_BLOCKS, self.sketch_dim) if sketch_blocks is None \
@@ -192,6 +211,7 @@ class GroupSizeMonitor(TrainerCallback):
         if getattr(trainer, "is_fsdp_enabled", False):
             raise ValueError("`trainer`: FSDP shards the parameters, and the sketch needs them "
                              "whole on each process; GroupSizeMonitor supports data parallelism")
+        check_loss_masks(trainer.args)
         fallback = uncovered_parameters(self._model())
         if fallback:
             warnings.warn(f"GroupSizeMonitor: parameters {fallback[:3]} ({len(fallback)} in all) "
@@ -230,12 +250,28 @@ class GroupSizeMonitor(TrainerCallback):
         combined[torch.isnan(per_func).all(dim=1)] = math.nan
         return combined.numpy()
 
+    def _loss_mask(self, out) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(mask, weight)``, both ``(n, T)`` over the completion tokens: ``mask`` the tokens
+        TRL's loss counts, ``completion_mask`` times ``tool_mask`` when the batch has one (its
+        row sums are the token counts the loss divides by); ``weight`` the mask times the
+        importance-sampling ratio when the loss applies one (vLLM; module docstring)."""
+        mask = out["completion_mask"]
+        if out.get("tool_mask") is not None:
+            mask = mask * out["tool_mask"]
+        mask = mask.to(torch.float32)
+        ratio = out.get("importance_sampling_ratio")
+        if ratio is None or self.loss_type == "vespo":  # vespo folds the ratio into its weights
+            return mask, mask
+        return mask, mask * ratio.to(torch.float32)  # (n, T) or (n, 1) ratio
+
     def _tokens(self, out):
-        """Unpadded prompt + completion rows, right-padded: ``(tokens, target, keys)``."""
+        """Unpadded prompt + completion rows, right-padded: ``(tokens, target, counts, keys)``,
+        ``target`` each token's weight in the sketch, ``counts`` ``(n,)`` the loss's tokens."""
         prompt_ids, prompt_mask = out["prompt_ids"], out["prompt_mask"].bool()
-        completion_ids, completion_mask = out["completion_ids"], out["completion_mask"]
+        completion_ids = out["completion_ids"]
+        completion_mask, weight = self._loss_mask(out)
         rows, targets, keys = [], [], []
-        for p, pm, c, cm in zip(prompt_ids, prompt_mask, completion_ids, completion_mask):
+        for p, pm, c, cm in zip(prompt_ids, prompt_mask, completion_ids, weight):
             prompt = p[pm]
             keys.append(_prompt_key(prompt))
             rows.append(torch.cat([prompt, c]))
@@ -246,7 +282,8 @@ class GroupSizeMonitor(TrainerCallback):
         target = torch.zeros((len(rows), width), dtype=torch.float32, device=rows[0].device)
         for i, (r, t) in enumerate(zip(rows, targets)):
             tokens[i, :r.numel()], target[i, :t.numel()] = r, t
-        return tokens, target, np.array(keys, dtype=np.int64)
+        counts = completion_mask.sum(dim=1).to("cpu", torch.float64).numpy()
+        return tokens, target, counts, np.array(keys, dtype=np.int64)
 
     def _scores(self, tokens, target) -> np.ndarray:
         """Sketched scores of this process's rows, in the parameters' own precision: a mixed
@@ -270,15 +307,15 @@ class GroupSizeMonitor(TrainerCallback):
         channels = None if self._rewards is None else self._rewards.to("cpu", torch.float64).numpy()
         self._rewards = None
         budget = reward.size
-        tokens, target, keys = self._tokens(out)
+        tokens, target, counts, keys = self._tokens(out)
         keys = gather_rows(keys)  # every process takes part in every gather
-        lengths = gather_rows(target.sum(dim=1).to("cpu", torch.float64).numpy())
+        lengths = gather_rows(counts)
         G = self.group_size
         common = (G, max(budget, 2), self.level, self.sketch_dim, self.rule, self.rule_source)
         reason = batch_problem(keys, reward, G) if budget else "no rewards were captured"
         if reason is None:
             try:
-                score = gather_rows(self._scores(tokens, target)) * self._weights(lengths)
+                score = gather_rows(self._scores(tokens, target)) * self._weights(lengths, out)
                 batch = Batch(step, G, reward, score, self._next_id, channels)
                 batches = (list(self._batches) + [batch])[-self.pool:]
                 weights = self.trainer.reward_weights.to("cpu", torch.float64).numpy()
@@ -297,12 +334,17 @@ class GroupSizeMonitor(TrainerCallback):
                           stacklevel=2)
         self._emit(record, rollouts)
 
-    def _weights(self, lengths) -> np.ndarray:
+    def _weights(self, lengths, out) -> np.ndarray:
         """``(n, 1)``: each completion's weight in the trainer's gradient (trainer units,
-        :mod:`ustat_rl.frameworks.trainer_units`); 1 for a ``loss_type`` it does not know."""
+        :mod:`ustat_rl.frameworks.trainer_units`); 1 for a ``loss_type`` it does not know. A
+        loss that divides by the batch's ``num_items_in_batch`` gets TRL's own count (gathered
+        over the processes)."""
         if self.loss_type not in LOSS_WEIGHTS:
             return np.ones((lengths.size, 1))
-        return completion_weights(self.loss_type, lengths, self.max_completion_length)[:, None]
+        total = out.get("num_items_in_batch") if self.loss_type in NUM_ITEMS_LOSSES else None
+        total = None if total is None else float(total)
+        return completion_weights(self.loss_type, lengths, self.max_completion_length,
+                                  total)[:, None]
 
     def _meta(self) -> dict:
         model = self._model()
