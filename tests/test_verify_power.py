@@ -314,3 +314,22 @@ def test_trajectory_claim_catches_the_simultaneous_level_dropped(monkeypatch):
     result = _run("C49")
     assert result.verdict == "fail"
     assert any("within 1 - level" in name for name in _failing(result))
+
+
+@pytest.mark.parametrize("where", ["gradient", "read-off"])
+def test_sketch_claim_catches_a_scaled_embeddings_scale_dropped(monkeypatch, where):
+    """C44: Gemma's embedding scale (sqrt(width), applied inside the module) dropped from the
+    sketch, where the embedding's gradient is projected or where the scale is read off."""
+    from ustat_rl.pilot import _sketcher
+
+    if where == "gradient":
+        original = _sketcher.Sketcher._embedding
+        monkeypatch.setattr(_sketcher.Sketcher, "_embedding", lambda self, module, ids, scale,
+                            grad: original(self, module, ids, None, grad))
+    else:
+        monkeypatch.setattr(_sketcher.Sketcher, "_gather_scale",
+                            lambda self, module, ids, output: None)
+    failing = _failing(_run("C44"))
+    assert failing == ["scaled embedding, gaussian, k = 12, 3 block(s): sketch == full scores x "
+                       "R^T", "scaled embedding, rademacher, k = 12, 3 block(s): sketch == full "
+                       "scores x R^T"]
