@@ -217,7 +217,10 @@ def test_conventions_claim_catches_a_changed_epsilon(monkeypatch):
     rule = RULES["trl_group"]
     changed = dataclasses.replace(rule, scaling=dataclasses.replace(rule.scaling, epsilon=1e-5))
     monkeypatch.setitem(RULES, "trl_group", changed)
-    assert _failing(_run("C46")) == ["trl_group: the epsilon 1e-5 is the formula's"]
+    assert _failing(_run("C46")) == [
+        "trl_group: the epsilon 1e-5 is the formula's",
+        "trl_group: the registry's advantages are the TRL formula as written, 16 batches (trl "
+        "signature)"]
 
 
 def test_conventions_claim_catches_an_epsilon_changed_in_the_exact_route_only(monkeypatch):
@@ -236,6 +239,30 @@ def test_conventions_claim_catches_an_epsilon_changed_in_the_exact_route_only(mo
     monkeypatch.setattr(AdvantageRule, "two_point_table", table)
     assert set(_failing(_run("C46"))) == {"trl_group: E g_hat(x) = c(x) g(x), G = [2, 3, 4, 5]",
                                           "trl_group: E||g_hat(x)||^2, G = [2, 3, 4, 5]"}
+
+
+@pytest.mark.parametrize("name, part, field, value", [
+    ("trl_group", "scaling", "bessel", False),
+    ("verl_rloo", "centring", "singleton", "zero"),
+    ("nemo_rl_grpo", "scaling", "kind", "group std")])
+def test_conventions_claim_catches_a_rule_that_agrees_only_with_itself(monkeypatch, name, part,
+                                                                       field, value):
+    """C46: a field of a registered rule changed (the population std for TRL's default, verl's
+    loop RLOO giving a singleton 0 where it keeps its reward, NeMo-RL dividing by the whole
+    group's std instead of the others'). The exact moments still equal the enumeration of the
+    rule's own advantages and the epsilon is still its formula's: only the comparison with the
+    framework's formula written out sees it."""
+    import dataclasses
+
+    from ustat_rl.advantages import RULES
+
+    rule = RULES[name]
+    changed = dataclasses.replace(rule, **{part: dataclasses.replace(getattr(rule, part),
+                                                                     **{field: value})})
+    monkeypatch.setitem(RULES, name, changed)
+    failing = _failing(_run("C46"))
+    assert [n.split(":")[0] for n in failing] == [name], failing
+    assert failing[0].startswith(f"{name}: the registry's advantages are the ")
 
 
 def test_conventions_claim_covers_a_rule_registered_at_run_time():
