@@ -111,6 +111,85 @@ def test_kit_claim_catches_a_broken_aggregation(monkeypatch):
         _run("C2.kit"))
 
 
+@pytest.mark.parametrize("factor", [3.0, 10.0])
+def test_kit_claim_catches_a_loosened_tolerance(monkeypatch, factor):
+    """C2.kit: the kit's tolerance a few times looser (3x: within the 4-bound margin, so only
+    the comparison with the documented bound sees it; 10x: a bug 4 bounds large passes too).
+    The population-std control, off by 30%, is rejected either way."""
+    from ustat_rl.advantages import conformance
+
+    original = conformance.tolerance
+    monkeypatch.setattr(conformance, "tolerance", lambda *a, **k: factor * original(*a, **k))
+    failing = _failing(_run("C2.kit"))
+    expected = ["kit tolerance, trl_group: the bound its docstring derives, 16 batches",
+                "kit tolerance, trl_none: the bound its docstring derives, 16 batches"]
+    if factor > 4:
+        expected = [expected[0], "kit, trl_group: an implementation 4 bounds off is rejected on "
+                    "every batch", expected[1], "kit, trl_none: an implementation 4 bounds off "
+                    "is rejected on every batch"]
+    assert failing == expected
+
+
+def test_kit_claim_catches_a_coarser_working_precision(monkeypatch):
+    """C2.kit: the kit taking a machine epsilon 8 times float32's (bfloat16 is 2^16 times): every
+    bound grows and a bug of 4 bounds passes."""
+    from ustat_rl.advantages import conformance
+
+    original = conformance._working
+    monkeypatch.setattr(conformance, "_working",
+                        lambda dtype: (8 * original(dtype)[0], original(dtype)[1]))
+    failing = _failing(_run("C2.kit"))
+    assert "kit, trl_group: an implementation 4 bounds off is rejected on every batch" in failing
+    assert "kit tolerance, trl_none: the bound its docstring derives, 16 batches" in failing
+
+
+def _adapter(monkeypatch, signature, wrap):
+    """Plant a bug in the kit's adapter for ``signature``: the function it is handed is first
+    passed through ``wrap``."""
+    from ustat_rl.advantages import conformance
+
+    original = conformance.adapt
+
+    def adapt(fn, signature_=signature, *args, **kwargs):
+        return original(wrap(fn) if signature_ == signature else fn, signature_, *args, **kwargs)
+
+    monkeypatch.setattr(conformance, "adapt", adapt)
+
+
+def test_kit_claim_catches_a_verl_adapter_that_masks_instead_of_checking(monkeypatch):
+    """C2.kit: the verl-style adapter zeroes the padding itself, so advantages a function puts on
+    padding tokens (which verl's loss would then weigh) go unseen."""
+    def masking(fn):
+        def call(token_level_rewards, response_mask, index):
+            out = fn(token_level_rewards, response_mask, index)
+            out = out[0] if isinstance(out, tuple) else out
+            return np.asarray(out) * np.asarray(response_mask)
+        return call
+
+    _adapter(monkeypatch, "verl", masking)
+    assert _failing(_run("C2.kit")) == ["kit, verl, advantages on the padding tokens: rejected"]
+
+
+def test_kit_claim_catches_a_verl_index_that_splits_groups(monkeypatch):
+    """C2.kit: the verl-style adapter's index built from positions, not groups (every response
+    its own uid): a correct verl implementation is then rejected, under either index kind."""
+    from ustat_rl.advantages import conformance_adapters
+
+    monkeypatch.setattr(conformance_adapters, "_verl_index",
+                        lambda ids, index: np.arange(ids.size))
+    assert _failing(_run("C2.kit")) == ["kit, verl (torch, uid index), verl's GRPO: conforms",
+                                        "kit, verl (torch, int index), verl's GRPO: conforms"]
+
+
+def test_kit_claim_catches_a_trl_adapter_passing_the_number_of_groups(monkeypatch):
+    """C2.kit: the TRL-style adapter handing ``num_generations`` the number of groups instead of
+    their size."""
+    _adapter(monkeypatch, "trl", lambda fn: lambda z, size: fn(z, len(z) // size))
+    failing = _failing(_run("C2.kit"))
+    assert "kit, trl (torch), TRL's scale_rewards='group': conforms" in failing
+    assert all(name.startswith("kit, trl") for name in failing)
+
+
 @pytest.mark.parametrize("claim_id", ["C1.loo", "C6.engine"])  # C20.inv draws nothing
 def test_power_claims_pass_at_other_seeds(claim_id):
     for seed in (1, 2):
