@@ -439,3 +439,37 @@ def test_sketch_claim_catches_a_scaled_embeddings_scale_dropped(monkeypatch, whe
     assert failing == ["scaled embedding, gaussian, k = 12, 3 block(s): sketch == full scores x "
                        "R^T", "scaled embedding, rademacher, k = 12, 3 block(s): sketch == full "
                        "scores x R^T"]
+
+
+@pytest.mark.parametrize("bug", ["bias dropped", "variance halved"])
+def test_budget_claim_catches_a_biased_rules_optimum_read_wrongly(monkeypatch, bug):
+    """C17: theory.budget's split of the exact MSE into G V(G)/N + D(G) read wrongly. For GRPO
+    (D = 0) neither bug moves the optimum (the second only rescales every G's MSE), so the
+    GRPO-only checks passed; the full mean and trl_group, compared with every outcome of a
+    group, fail."""
+    from ustat_rl.theory import budget
+
+    original = budget._parts
+
+    def parts(*args):
+        var, bias = original(*args)
+        return (var, 0.0 * bias) if bug == "bias dropped" else (var / 2.0, bias)
+
+    monkeypatch.setattr(budget, "_parts", parts)
+    failing = _failing(_run("C17"))
+    assert all(name.startswith("beyond the paper") for name in failing)
+    assert "beyond the paper, trl_group, N=65536: budget_mse = G V(G)/N + D(G) by enumeration, " \
+           "G = 2..5" in failing
+    assert "beyond the paper, fullmean, N=65536: the budget optimum is a neighbour of its " \
+           "cubic's root, not GRPO's optimum" in failing
+
+
+def test_budget_claim_catches_a_report_that_reads_another_rules_curve(monkeypatch):
+    """C17: ustat-rl gstar's argmin for a biased rule taken from GRPO's MSE curve."""
+    from ustat_rl.pilot import report
+
+    original = report.minibatch_mse
+    monkeypatch.setattr(report, "minibatch_mse",
+                        lambda m, rule, *a, **k: original(m, "grpo", *a, **k))
+    failing = _failing(_run("C17"))
+    assert failing and all(name.startswith("beyond the paper, gstar report") for name in failing)
