@@ -473,3 +473,68 @@ def test_budget_claim_catches_a_report_that_reads_another_rules_curve(monkeypatc
                         lambda m, rule, *a, **k: original(m, "grpo", *a, **k))
     failing = _failing(_run("C17"))
     assert failing and all(name.startswith("beyond the paper, gstar report") for name in failing)
+
+
+# --------------------------------------------------------------------------------------------
+# The words a command prints against what its interval allows (C42, C49, C50)
+# --------------------------------------------------------------------------------------------
+
+
+def test_allocation_claim_catches_advice_that_claims_a_gain_the_interval_does_not_show(
+        monkeypatch):
+    """C42: allocate's last line for an interval holding 1 given the words of a gain."""
+    from ustat_rl.pilot import allocation
+
+    monkeypatch.setitem(allocation._ADVICE, "within the noise", allocation._ADVICE["gain shown"])
+    failing = _failing(_run("C42"))
+    assert "allocate's words, the optimal sizes' interval ending at 1: the row and the advice " \
+           "are what it allows" in failing
+    assert all(name.startswith("allocate's words") for name in failing)
+
+
+def test_allocation_claim_catches_a_verdict_read_off_the_point_estimate(monkeypatch):
+    """C42: a ratio called a gain (or a loss) because its estimate is below (above) 1, whatever
+    its interval: the rows say more than the intervals show."""
+    from ustat_rl.pilot import allocation
+
+    original = allocation.ratio_verdict
+
+    def by_estimate(estimate, low, high, reference="uniform"):
+        verdict = original(estimate, low, high, reference)
+        if verdict == "within the noise":
+            return "gain shown" if estimate < 1.0 else f"worse than {reference}"
+        return verdict
+
+    monkeypatch.setattr(allocation, "ratio_verdict", by_estimate)
+    failing = _failing(_run("C42"))
+    assert "allocate's words, the optimal sizes' interval ending at 1: the row and the advice " \
+           "are what it allows" in failing
+    assert "allocate's words, the optimal sizes' interval starting at 1: the row and the advice " \
+           "are what it allows" in failing
+
+
+def test_advice_claim_catches_a_report_that_always_says_it_bounds_gstar(monkeypatch):
+    """C50: gstar's text saying 'the pilot bounds G*' whatever c1's interval."""
+    import dataclasses
+
+    from ustat_rl.pilot import report_text
+
+    original = report_text._advice_lines
+    monkeypatch.setattr(report_text, "_advice_lines",
+                        lambda report: original(dataclasses.replace(report, bounded=True)))
+    failing = _failing(_run("C50"))
+    assert "gstar's words, c1's interval reaching 0: 'the pilot cannot bound G*'" in failing
+    assert all(name.startswith("gstar's words") for name in failing)
+
+
+def test_trajectory_claim_catches_the_runs_g_always_said_to_be_inside(monkeypatch):
+    """C49: the trajectory's verdict saying the run's G is inside every window's interval when
+    it is outside some."""
+    from ustat_rl.frameworks import universality
+
+    monkeypatch.setattr(universality.Universality, "group_size_inside",
+                        property(lambda self: True if self.windows else None))
+    failing = _failing(_run("C49"))
+    assert failing == ["trajectory's words, G* moving from 8 to 21: the verdict is what the "
+                       "windows' intervals allow", "trajectory's words, G* = 8.4 throughout (no "
+                       "integer inside): the verdict is what the windows' intervals allow"]
