@@ -71,7 +71,7 @@ def check_c17(ctx):
 BIASED_SIZES, BIASED_BUDGETS = (2, 3, 4, 5), (16, 64, 4096, 65536)
 #: Budgets at which the full mean's integer optimum is compared with the root of its cubic
 #: (about 22 and 55 on ``small_bandit``), and the largest ``G`` searched there.
-CUBIC_BUDGETS, CUBIC_CAP = (2**12, 2**16), 1024
+CUBIC_BUDGETS, CUBIC_CAP = (2**12, 2**16), 256
 #: Budgets and pilot shape (prompts x samples, ``interior_optimum_bandit``) of the gstar
 #: report's argmin for a biased rule.
 REPORT_BUDGETS, REPORT_PILOT = (48, 4096), (64, 16)
