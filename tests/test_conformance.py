@@ -472,3 +472,18 @@ def test_cli_runs_as_a_module(tmp_path):
     # leave-one-out differs from verl's rloo only on one-sample groups (verl keeps z)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "group_ids = np.array([" in done.stdout
+
+
+def test_check_batch_is_the_kits_comparison_on_one_batch():
+    """``check_batch`` gives the search's verdict on the batch it is handed: a failure carrying
+    that batch for a wrong implementation, None for a right one, and a named error for rewards
+    that are not floating."""
+    from ustat_rl.advantages.conformance import check_batch
+
+    z = np.array([0.0, 1.0, 1.0, 0.5, 0.5, 3.0], dtype=np.float32)
+    ids = np.array([4, 4, 4, -1, -1, -1])
+    assert check_batch(lambda r, g: advantages("verl_grpo", r, g), "verl_grpo", z, ids) is None
+    failure = check_batch(lambda r, g: advantages("trl_group", r, g), "verl_grpo", z, ids)
+    assert failure is not None and np.array_equal(failure.rewards, z)
+    with pytest.raises(TypeError, match="`rewards`"):
+        check_batch(lambda r, g: r, "verl_grpo", z.astype(np.int64), ids)

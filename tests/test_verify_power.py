@@ -111,6 +111,85 @@ def test_kit_claim_catches_a_broken_aggregation(monkeypatch):
         _run("C2.kit"))
 
 
+@pytest.mark.parametrize("factor", [3.0, 10.0])
+def test_kit_claim_catches_a_loosened_tolerance(monkeypatch, factor):
+    """C2.kit: the kit's tolerance a few times looser (3x: within the 4-bound margin, so only
+    the comparison with the documented bound sees it; 10x: a bug 4 bounds large passes too).
+    The population-std control, off by 30%, is rejected either way."""
+    from ustat_rl.advantages import conformance
+
+    original = conformance.tolerance
+    monkeypatch.setattr(conformance, "tolerance", lambda *a, **k: factor * original(*a, **k))
+    failing = _failing(_run("C2.kit"))
+    expected = ["kit tolerance, trl_group: the bound its docstring derives, 16 batches",
+                "kit tolerance, trl_none: the bound its docstring derives, 16 batches"]
+    if factor > 4:
+        expected = [expected[0], "kit, trl_group: an implementation 4 bounds off is rejected on "
+                    "every batch", expected[1], "kit, trl_none: an implementation 4 bounds off "
+                    "is rejected on every batch"]
+    assert failing == expected
+
+
+def test_kit_claim_catches_a_coarser_working_precision(monkeypatch):
+    """C2.kit: the kit taking a machine epsilon 8 times float32's (bfloat16 is 2^16 times): every
+    bound grows and a bug of 4 bounds passes."""
+    from ustat_rl.advantages import conformance
+
+    original = conformance._working
+    monkeypatch.setattr(conformance, "_working",
+                        lambda dtype: (8 * original(dtype)[0], original(dtype)[1]))
+    failing = _failing(_run("C2.kit"))
+    assert "kit, trl_group: an implementation 4 bounds off is rejected on every batch" in failing
+    assert "kit tolerance, trl_none: the bound its docstring derives, 16 batches" in failing
+
+
+def _adapter(monkeypatch, signature, wrap):
+    """Plant a bug in the kit's adapter for ``signature``: the function it is handed is first
+    passed through ``wrap``."""
+    from ustat_rl.advantages import conformance
+
+    original = conformance.adapt
+
+    def adapt(fn, signature_=signature, *args, **kwargs):
+        return original(wrap(fn) if signature_ == signature else fn, signature_, *args, **kwargs)
+
+    monkeypatch.setattr(conformance, "adapt", adapt)
+
+
+def test_kit_claim_catches_a_verl_adapter_that_masks_instead_of_checking(monkeypatch):
+    """C2.kit: the verl-style adapter zeroes the padding itself, so advantages a function puts on
+    padding tokens (which verl's loss would then weigh) go unseen."""
+    def masking(fn):
+        def call(token_level_rewards, response_mask, index):
+            out = fn(token_level_rewards, response_mask, index)
+            out = out[0] if isinstance(out, tuple) else out
+            return np.asarray(out) * np.asarray(response_mask)
+        return call
+
+    _adapter(monkeypatch, "verl", masking)
+    assert _failing(_run("C2.kit")) == ["kit, verl, advantages on the padding tokens: rejected"]
+
+
+def test_kit_claim_catches_a_verl_index_that_splits_groups(monkeypatch):
+    """C2.kit: the verl-style adapter's index built from positions, not groups (every response
+    its own uid): a correct verl implementation is then rejected, under either index kind."""
+    from ustat_rl.advantages import conformance_adapters
+
+    monkeypatch.setattr(conformance_adapters, "_verl_index",
+                        lambda ids, index: np.arange(ids.size))
+    assert _failing(_run("C2.kit")) == ["kit, verl (torch, uid index), verl's GRPO: conforms",
+                                        "kit, verl (torch, int index), verl's GRPO: conforms"]
+
+
+def test_kit_claim_catches_a_trl_adapter_passing_the_number_of_groups(monkeypatch):
+    """C2.kit: the TRL-style adapter handing ``num_generations`` the number of groups instead of
+    their size."""
+    _adapter(monkeypatch, "trl", lambda fn: lambda z, size: fn(z, len(z) // size))
+    failing = _failing(_run("C2.kit"))
+    assert "kit, trl (torch), TRL's scale_rewards='group': conforms" in failing
+    assert all(name.startswith("kit, trl") for name in failing)
+
+
 @pytest.mark.parametrize("claim_id", ["C1.loo", "C6.engine"])  # C20.inv draws nothing
 def test_power_claims_pass_at_other_seeds(claim_id):
     for seed in (1, 2):
@@ -218,7 +297,10 @@ def test_conventions_claim_catches_a_changed_epsilon(monkeypatch):
     rule = RULES["trl_group"]
     changed = dataclasses.replace(rule, scaling=dataclasses.replace(rule.scaling, epsilon=1e-5))
     monkeypatch.setitem(RULES, "trl_group", changed)
-    assert _failing(_run("C46")) == ["trl_group: the epsilon 1e-5 is the formula's"]
+    assert _failing(_run("C46")) == [
+        "trl_group: the epsilon 1e-5 is the formula's",
+        "trl_group: the registry's advantages are the TRL formula as written, 16 batches (trl "
+        "signature)"]
 
 
 def test_conventions_claim_catches_an_epsilon_changed_in_the_exact_route_only(monkeypatch):
@@ -237,6 +319,30 @@ def test_conventions_claim_catches_an_epsilon_changed_in_the_exact_route_only(mo
     monkeypatch.setattr(AdvantageRule, "two_point_table", table)
     assert set(_failing(_run("C46"))) == {"trl_group: E g_hat(x) = c(x) g(x), G = [2, 3, 4, 5]",
                                           "trl_group: E||g_hat(x)||^2, G = [2, 3, 4, 5]"}
+
+
+@pytest.mark.parametrize("name, part, field, value", [
+    ("trl_group", "scaling", "bessel", False),
+    ("verl_rloo", "centring", "singleton", "zero"),
+    ("nemo_rl_grpo", "scaling", "kind", "group std")])
+def test_conventions_claim_catches_a_rule_that_agrees_only_with_itself(monkeypatch, name, part,
+                                                                       field, value):
+    """C46: a field of a registered rule changed (the population std for TRL's default, verl's
+    loop RLOO giving a singleton 0 where it keeps its reward, NeMo-RL dividing by the whole
+    group's std instead of the others'). The exact moments still equal the enumeration of the
+    rule's own advantages and the epsilon is still its formula's: only the comparison with the
+    framework's formula written out sees it."""
+    import dataclasses
+
+    from ustat_rl.advantages import RULES
+
+    rule = RULES[name]
+    changed = dataclasses.replace(rule, **{part: dataclasses.replace(getattr(rule, part),
+                                                                     **{field: value})})
+    monkeypatch.setitem(RULES, name, changed)
+    failing = _failing(_run("C46"))
+    assert [n.split(":")[0] for n in failing] == [name], failing
+    assert failing[0].startswith(f"{name}: the registry's advantages are the ")
 
 
 def test_conventions_claim_covers_a_rule_registered_at_run_time():
@@ -315,3 +421,121 @@ def test_trajectory_claim_catches_the_simultaneous_level_dropped(monkeypatch):
     result = _run("C49")
     assert result.verdict == "fail"
     assert any("within 1 - level" in name for name in _failing(result))
+
+
+@pytest.mark.parametrize("where", ["gradient", "read-off"])
+def test_sketch_claim_catches_a_scaled_embeddings_scale_dropped(monkeypatch, where):
+    """C44: Gemma's embedding scale (sqrt(width), applied inside the module) dropped from the
+    sketch, where the embedding's gradient is projected or where the scale is read off."""
+    from ustat_rl.pilot import _sketcher
+
+    if where == "gradient":
+        original = _sketcher.Sketcher._embedding
+        monkeypatch.setattr(_sketcher.Sketcher, "_embedding", lambda self, module, ids, scale,
+                            grad: original(self, module, ids, None, grad))
+    else:
+        monkeypatch.setattr(_sketcher.Sketcher, "_gather_scale",
+                            lambda self, module, ids, output: None)
+    failing = _failing(_run("C44"))
+    assert failing == ["scaled embedding, gaussian, k = 12, 3 block(s): sketch == full scores x "
+                       "R^T", "scaled embedding, rademacher, k = 12, 3 block(s): sketch == full "
+                       "scores x R^T"]
+
+
+@pytest.mark.parametrize("bug", ["bias dropped", "variance halved"])
+def test_budget_claim_catches_a_biased_rules_optimum_read_wrongly(monkeypatch, bug):
+    """C17: theory.budget's split of the exact MSE into G V(G)/N + D(G) read wrongly. For GRPO
+    (D = 0) neither bug moves the optimum (the second only rescales every G's MSE), so the
+    GRPO-only checks passed; the full mean and trl_group, compared with every outcome of a
+    group, fail."""
+    from ustat_rl.theory import budget
+
+    original = budget._parts
+
+    def parts(*args):
+        var, bias = original(*args)
+        return (var, 0.0 * bias) if bug == "bias dropped" else (var / 2.0, bias)
+
+    monkeypatch.setattr(budget, "_parts", parts)
+    failing = _failing(_run("C17"))
+    assert all(name.startswith("beyond the paper") for name in failing)
+    assert "beyond the paper, trl_group, N=65536: budget_mse = G V(G)/N + D(G) by enumeration, " \
+           "G = 2..5" in failing
+    assert "beyond the paper, fullmean, N=65536: the budget optimum is a neighbour of its " \
+           "cubic's root, not GRPO's optimum" in failing
+
+
+def test_budget_claim_catches_a_report_that_reads_another_rules_curve(monkeypatch):
+    """C17: ustat-rl gstar's argmin for a biased rule taken from GRPO's MSE curve."""
+    from ustat_rl.pilot import report
+
+    original = report.minibatch_mse
+    monkeypatch.setattr(report, "minibatch_mse",
+                        lambda m, rule, *a, **k: original(m, "grpo", *a, **k))
+    failing = _failing(_run("C17"))
+    assert failing and all(name.startswith("beyond the paper, gstar report") for name in failing)
+
+
+# --------------------------------------------------------------------------------------------
+# The words a command prints against what its interval allows (C42, C49, C50)
+# --------------------------------------------------------------------------------------------
+
+
+def test_allocation_claim_catches_advice_that_claims_a_gain_the_interval_does_not_show(
+        monkeypatch):
+    """C42: allocate's last line for an interval holding 1 given the words of a gain."""
+    from ustat_rl.pilot import allocation
+
+    monkeypatch.setitem(allocation._ADVICE, "within the noise", allocation._ADVICE["gain shown"])
+    failing = _failing(_run("C42"))
+    assert "allocate's words, the optimal sizes' interval ending at 1: the row and the advice " \
+           "are what it allows" in failing
+    assert all(name.startswith("allocate's words") for name in failing)
+
+
+def test_allocation_claim_catches_a_verdict_read_off_the_point_estimate(monkeypatch):
+    """C42: a ratio called a gain (or a loss) because its estimate is below (above) 1, whatever
+    its interval: the rows say more than the intervals show."""
+    from ustat_rl.pilot import allocation
+
+    original = allocation.ratio_verdict
+
+    def by_estimate(estimate, low, high, reference="uniform"):
+        verdict = original(estimate, low, high, reference)
+        if verdict == "within the noise":
+            return "gain shown" if estimate < 1.0 else f"worse than {reference}"
+        return verdict
+
+    monkeypatch.setattr(allocation, "ratio_verdict", by_estimate)
+    failing = _failing(_run("C42"))
+    assert "allocate's words, the optimal sizes' interval ending at 1: the row and the advice " \
+           "are what it allows" in failing
+    assert "allocate's words, the optimal sizes' interval starting at 1: the row and the advice " \
+           "are what it allows" in failing
+
+
+def test_advice_claim_catches_a_report_that_always_says_it_bounds_gstar(monkeypatch):
+    """C50: gstar's text saying 'the pilot bounds G*' whatever c1's interval."""
+    import dataclasses
+
+    from ustat_rl.pilot import report_text
+
+    original = report_text._advice_lines
+    monkeypatch.setattr(report_text, "_advice_lines",
+                        lambda report: original(dataclasses.replace(report, bounded=True)))
+    failing = _failing(_run("C50"))
+    assert "gstar's words, c1's interval reaching 0: 'the pilot cannot bound G*'" in failing
+    assert all(name.startswith("gstar's words") for name in failing)
+
+
+def test_trajectory_claim_catches_the_runs_g_always_said_to_be_inside(monkeypatch):
+    """C49: the trajectory's verdict saying the run's G is inside every window's interval when
+    it is outside some."""
+    from ustat_rl.frameworks import universality
+
+    monkeypatch.setattr(universality.Universality, "group_size_inside",
+                        property(lambda self: True if self.windows else None))
+    failing = _failing(_run("C49"))
+    assert failing == ["trajectory's words, G* moving from 8 to 21: the verdict is what the "
+                       "windows' intervals allow", "trajectory's words, G* = 8.4 throughout (no "
+                       "integer inside): the verdict is what the windows' intervals allow"]

@@ -64,8 +64,8 @@ from .conventions import CONVENTION_NAMES, ConventionSpec, advantages, get_conve
 from .parts import Scaling
 
 __all__ = ["CONVENTION_NAMES", "SIGNATURES", "INDEX_KINDS", "ConformanceFailure",
-           "ConformanceReport", "TargetError", "check_conformance", "tolerance", "adapt",
-           "load_function", "run_command"]
+           "ConformanceReport", "TargetError", "check_conformance", "check_batch", "tolerance",
+           "adapt", "load_function", "run_command"]
 
 _DTYPES = {"float32": np.float32, "float64": np.float64}
 
@@ -337,6 +337,34 @@ def check_conformance(fn: Callable, convention, *, signature: str = "plain",
     failure = _drop_groups(call, spec, failures[-1]) if (failures and not passed) else None
     return ConformanceReport(spec.name, signature, passed, count, seconds, TOLERANCE_RULE,
                              failure)
+
+
+def check_batch(fn: Callable, convention, rewards, group_ids, *, signature: str = "plain",
+                tensors: str = "numpy", index: str = "uid") -> ConformanceFailure | None:
+    """The kit's comparison on one given batch: ``None`` when ``fn`` conforms on it, else the
+    :class:`ConformanceFailure` (no search, no shrinking; :func:`check_conformance` searches).
+
+    ``rewards`` and ``group_ids`` are what the kit would draw (float32 or float64 rewards,
+    integer ids; contiguous equal groups for ``signature="trl"``); the other parameters are
+    :func:`check_conformance`'s. Conventions that whiten over the batch get one-token responses
+    under ``"verl"``, as there.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> z, ids = np.array([1.0, 0.0, 0.0, 1.0]), np.array([0, 0, 0, 0])
+    >>> check_batch(lambda r, g: advantages("trl_group", r, g), "trl_group", z, ids) is None
+    True
+    >>> check_batch(lambda r, g: r - r.mean(), "trl_group", z, ids).index
+    0
+    """
+    spec = get_convention(convention)
+    z = np.asarray(rewards)
+    if z.dtype not in (np.float32, np.float64):
+        raise TypeError(f"`rewards` must be a float32 or float64 array, got dtype {z.dtype}")
+    call = adapt(fn, signature, tensors, tokens=1 if spec.scale == "whiten" else VERL_TOKENS,
+                 index=index)
+    return _compare(call, spec, z, np.asarray(group_ids))
 
 
 def run_command(target: str, convention: str, *, signature: str = "plain",

@@ -21,6 +21,7 @@ import math
 import numpy as np
 
 from .registry import check_exact, check_true, register
+from .verdict_words import gstar_words_checks
 
 #: Rho points of the brute force: this many linearly and this many log-spaced, both ends included.
 BRUTE_GRID = 1000
@@ -145,12 +146,14 @@ def _pilot_rates(rng, n_pilots: int):
 
 @register("C50", "Beyond the paper: the pilot's robust group size has, over every rho = c1/c3' "
           "in its interval, the worst-case excess MSE it states, no admissible size has a smaller "
-          "one, and at the pilot's level the stated excess holds for the exact MSE",
+          "one, and at the pilot's level the stated excess holds for the exact MSE; ustat-rl "
+          "gstar says the pilot bounds G* only when c1's interval stays above 0",
           "derived (docs/theory.md C50; section 7, \"What the report does with it\")",
           "robust_group_size and advise against a brute force over every divisor of N and a dense "
           "rho grid with the exact fixed-budget MSE, on intervals around two policies' exact rho; "
           "the exact excess of the advice over independent 64 x 16 pilots of "
-          "interior_optimum_bandit, with the point argmin promising none as the negative control")
+          "interior_optimum_bandit, with the point argmin promising none as the negative control; "
+          "the report's words against c1's interval")
 def check_c50(ctx) -> list:
     from scipy.stats import binom
 
@@ -188,4 +191,4 @@ def check_c50(ctx) -> list:
         check_true("negative control: the argmin at the point estimates, promising no excess, "
                    "breaks that promise more often", control > limit, control,
                    evidence="monte-carlo", note=control_note),
-    ]
+    ] + gstar_words_checks(ctx)

@@ -24,6 +24,7 @@ from ..theory.allocation import (
 from ..theory.allocation_rules import compare_allocations
 from .registry import Z_CHECK, check_close, check_true, register
 from .symbolic import symbolic_checks
+from .verdict_words import allocation_words_checks
 
 #: Rules whose optimal allocation is compared with brute force on random small problems
 #: (the RLOO conventions are unbiased for G >= 2; their singleton rules differ at G = 1).
@@ -241,9 +242,11 @@ def cross_fit_errors(rng, n_pilots: int, n_prompts: int = 20, group_size: int = 
 @register("C42", "Beyond the paper: for group sizes fitted on half of a pilot, the other half's "
           "estimate of their batch MSE is unbiased, so the cross-fitted ratio to uniform of "
           "ustat-rl allocate does not flatter the fit; scoring the sizes on the half they were "
-          "fitted to is optimistic",
+          "fitted to is optimistic; and the words allocate prints claim no more than the "
+          "ratio's interval shows",
           "derived (docs/theory.md C42)",
-          "Monte Carlo over independent pilots of a 20-prompt heterogeneous bandit")
+          "Monte Carlo over independent pilots of a 20-prompt heterogeneous bandit; allocate's "
+          "table read against its intervals, on pilots and at every verdict")
 def check_c42(ctx):
     rng = np.random.default_rng(ctx.seed_for("C42"))
     n = ctx.reps(100, 1000)
@@ -258,4 +261,4 @@ def check_c42(ctx):
                    note="measured: mean/se; the negative control of the row above, through "
                         "the same statistic (about -10 expected at 100 pilots, -32 at 1000, so a "
                         "miss has probability below 1e-8)"),
-    ]
+    ] + allocation_words_checks(ctx)

@@ -1,5 +1,13 @@
 """Theorem 7: the optimal group size at a fixed budget, exactly (C17) and after training
 (C17.train, C18).
+
+Beyond the paper, C17 also checks the budget optimum of biased rules, whose squared bias D(G)
+moves it with N (docs/theory.md, "Budget dependence of the best group size"): for the full mean
+and TRL's default ``trl_group``, :func:`ustat_rl.theory.budget.budget_mse` against
+``G V(G)/N + D(G)`` computed by enumerating every outcome of a group, the optimum against the
+enumeration's argmin and the full mean's cubic, and ``ustat-rl gstar``'s argmin for those rules
+against :func:`ustat_rl.theory.budget.budget_optimal_group_size` on a pilot's moments. GRPO's
+bias is zero, so no GRPO check could see a bias term read wrongly.
 """
 
 from __future__ import annotations
@@ -21,8 +29,11 @@ from .symbolic import symbolic_checks
 
 @register("C17", "At a fixed budget N = BG the MSE c1/B + c2/(BG) + c3/(BG^2) is minimised at "
           "G* = sqrt(c3/c1), exactly at 1 + sqrt(c3'/c1) with the 1/(G(G-1)) term, with minimum "
-          "(c1 + c2 + 2 sqrt(c1 c3'))/N; G* does not depend on N.", "Theorem 7",
-          "exact argmin over divisors of N, Monte Carlo argmin at N = 48")
+          "(c1 + c2 + 2 sqrt(c1 c3'))/N; G* does not depend on N. Beyond the paper: a biased "
+          "rule's optimum, of G V(G)/N + D(G), does, and theory.budget and ustat-rl gstar find "
+          "it exactly.", "Theorem 7",
+          "exact argmin over divisors of N, Monte Carlo argmin at N = 48; the full mean and "
+          "trl_group against every outcome of a group and the full mean's cubic")
 def check_c17(ctx):
     bandit = interior_optimum_bandit()
     c = bandit.scaling_constants()
@@ -46,7 +57,125 @@ def check_c17(ctx):
     checks.append(check_exact("paper's form sqrt(c3/c1) == exact G* - 1", g_star - 1,
                               bandit.optimal_group_size(exact=False)))
     checks += _mc_argmin(ctx, bandit, 48, g_star)
+    checks += _biased_budget_checks(ctx)
     return checks + symbolic_checks("C17")
+
+
+# ---------------------------------------------------------------------------------------------
+# Beyond the paper: a biased rule's budget optimum, where the bias term D(G) is not zero
+# ---------------------------------------------------------------------------------------------
+
+#: Group sizes enumerated for the biased rules (every (2K)^G outcome of a group of
+#: ``small_bandit``, K = 3) and the budgets compared: ``trl_group``'s optimum over them is 2 at
+#: the first two and 3, its least-biased size, at the last two.
+BIASED_SIZES, BIASED_BUDGETS = (2, 3, 4, 5), (16, 64, 4096, 65536)
+#: Budgets at which the full mean's integer optimum is compared with the root of its cubic
+#: (about 22 and 55 on ``small_bandit``), and the largest ``G`` searched there.
+CUBIC_BUDGETS, CUBIC_CAP = (2**12, 2**16), 256
+#: Budgets and pilot shape (prompts x samples, ``interior_optimum_bandit``) of the gstar
+#: report's argmin for a biased rule.
+REPORT_BUDGETS, REPORT_PILOT = (48, 4096), (64, 16)
+#: Relative tolerance of the budget MSE against enumeration: float64 sums over at most 6^5
+#: outcomes; 1e-5 for a rule whose stated working precision is float32 (as in C46).
+BUDGET_RTOL, BUDGET_RTOL_FLOAT32 = 1e-10, 1e-5
+
+
+def enumerated_budget_parts(bandit, rule, sizes):
+    """``(V(G), D(G))`` of ``rule`` on a softmax bandit, by enumerating every outcome of a group.
+
+    ``V`` is the variance of one prompt's estimate with the prompt drawn (its spread included)
+    and ``D`` the squared bias ``||E g_hat(X) - g||^2``. Each prompt owns its parameter block,
+    so with ``f_x`` the prompt probabilities, ``m_x`` and ``s_x`` the enumerated mean and second
+    moment of prompt ``x``'s estimate: ``V = sum_x f_x s_x - sum_x f_x^2 ||m_x||^2`` and
+    ``D = sum_x f_x^2 ||m_x - g(x)||^2``. Returns two ``(n_G,)`` arrays.
+    """
+    from ._common import enumerate_prompt_estimates
+
+    f = bandit.prompt_prob
+    var, bias = [], []
+    for G in sizes:
+        mean, second = [], []
+        for x in range(bandit.n_prompts):
+            values, prob = enumerate_prompt_estimates(bandit, x, int(G), rule)  # (M, K), (M,)
+            mean.append(prob @ values)
+            second.append(prob @ np.sum(values**2, axis=1))
+        mean, second = np.array(mean), np.array(second)  # (P, K), (P,)
+        var.append(f @ second - np.sum(f**2 * np.sum(mean**2, axis=1)))
+        bias.append(np.sum(f**2 * np.sum((mean - bandit.grad_per_prompt) ** 2, axis=1)))
+    return np.array(var), np.array(bias)
+
+
+def _biased_budget_checks(ctx) -> list:
+    from ..advantages import get_rule
+    from ..pilot.bandit import bandit_pilot
+    from ..pilot.estimate import estimate_moments, pilot_statistics
+    from ..pilot.report import gstar_report
+    from ..policies.examples import small_bandit
+    from ..theory.advantage import binary_projection
+    from ..theory.budget import budget_mse, budget_optimal_group_size, fullmean_budget_optimum
+
+    bandit = small_bandit()
+    moments = bandit.moments()
+    sizes = np.array(BIASED_SIZES)
+    checks = []
+    for name in ("fullmean", "trl_group"):
+        var, bias = enumerated_budget_parts(bandit, name, sizes)
+        rtol = (BUDGET_RTOL if get_rule(name).working_precision == "the rewards' dtype"
+                else BUDGET_RTOL_FLOAT32)
+        for budget in BIASED_BUDGETS:
+            exact = sizes * var / budget + bias  # (n_G,)
+            checks.append(check_exact(f"beyond the paper, {name}, N={budget}: budget_mse = "
+                                      f"G V(G)/N + D(G) by enumeration, G = 2..5", exact,
+                                      budget_mse(moments, name, sizes, budget), rtol=rtol,
+                                      atol=0.0, note="small_bandit, every outcome of a group"))
+            if name == "trl_group":
+                best = int(sizes[np.argmin(exact)])
+                found = budget_optimal_group_size(moments, name, budget, divisors_only=False,
+                                                  max_group_size=sizes[-1]).group_size
+                checks.append(check_true(f"beyond the paper, trl_group, N={budget}: the budget "
+                                         f"optimum is the enumeration's argmin", found == best,
+                                         float(found), note=f"G = {found}; enumeration: {best}"))
+        if name == "trl_group":  # the bias term moves the optimum: without it, G = 2 throughout
+            unbiased = [int(sizes[np.argmin(sizes * var / n)]) for n in BIASED_BUDGETS]
+            biased = [int(sizes[np.argmin(sizes * var / n + bias)]) for n in BIASED_BUDGETS]
+            checks.append(check_true(
+                "negative control: trl_group's optima without D(G) differ from its optima",
+                unbiased != biased, float(sum(a != b for a, b in zip(unbiased, biased))),
+                note=f"without D: {unbiased}, with D: {biased} at N = {BIASED_BUDGETS}; an "
+                     f"optimum that dropped the bias term is rejected by the rows above"))
+    grpo_best = budget_optimal_group_size(moments, "grpo", CUBIC_BUDGETS[-1], divisors_only=False,
+                                          max_group_size=CUBIC_CAP).group_size
+    for budget in CUBIC_BUDGETS:
+        root = fullmean_budget_optimum(moments, budget).group_size
+        found = budget_optimal_group_size(moments, "fullmean", budget, divisors_only=False,
+                                          max_group_size=CUBIC_CAP).group_size
+        checks.append(check_true(f"beyond the paper, fullmean, N={budget}: the budget optimum "
+                                 f"is a neighbour of its cubic's root, not GRPO's optimum",
+                                 found in (math.floor(root), math.ceil(root)) and
+                                 found != grpo_best, float(found),
+                                 note=f"G = {found}, root {root:.4f} of c1 G^3 - beta G - 2 gamma "
+                                      f"= 0 (docs/theory.md, budget dependence); GRPO's N-free "
+                                      f"optimum {grpo_best} is the control"))
+    rng = np.random.default_rng(ctx.seed_for("C17", 50))
+    pilot = bandit_pilot(interior_optimum_bandit(), *REPORT_PILOT, rng)
+    estimated = estimate_moments(pilot_statistics(pilot))
+    for name in ("fullmean", "trl_group"):
+        m = binary_projection(estimated) if not get_rule(name).is_affine else estimated
+        for budget in REPORT_BUDGETS:
+            report = gstar_report(pilot, budget, name)
+            # every divisor of N, as the report searches them (the default cap for a rule that
+            # scales its advantages, 1024, can bind where a pilot's optimum is large)
+            best = budget_optimal_group_size(m, name, budget, min_group_size=2,
+                                             max_group_size=budget)
+            at_report = budget_mse(m, name, report.best_group_size, budget)
+            checks.append(check_exact(f"beyond the paper, gstar report, {name}, N={budget}: its "
+                                      f"argmin attains the budget optimum", best.mse, at_report,
+                                      rtol=1e-9, atol=0.0,
+                                      note=f"report G = {report.best_group_size}, budget "
+                                           f"optimum G = {best.group_size}, on a pilot's moments "
+                                           f"({REPORT_PILOT[0]} prompts x {REPORT_PILOT[1]} "
+                                           f"samples); a tie may pick either"))
+    return checks
 
 
 def _grid_argmin(c) -> float:

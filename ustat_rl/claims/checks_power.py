@@ -14,7 +14,10 @@ every such value plausible. These checks test the machinery under the theorem ch
 * ``C2.kit``: the conformance kit passes an independent implementation of a convention and
   rejects one with the population std, its batches keep their ties and all-equal groups
   (measured from outside, on the batches it hands to the function), and the loss
-  aggregations agree token by token with their per-sequence form.
+  aggregations agree token by token with their per-sequence form; its tolerance is its
+  documented rounding bound, tight enough to reject a bug of 4 bounds, and each of its call
+  signatures accepts a conforming implementation and rejects wrong ones
+  (:mod:`ustat_rl.claims.kit_routes`).
 
 Exact comparisons have rounding tolerances; the statistical ones state their rates.
 """
@@ -30,6 +33,7 @@ from ..montecarlo import bandit_statistics, run_monte_carlo
 from ..policies.examples import arithmetic_bandit, conflicting_prompts_bandit
 from ..policies.loglinear import LogLinearBandit
 from ..tolerances import Z_CHECK
+from .kit_routes import signature_checks, tolerance_checks
 from .registry import check_close, check_exact, check_true, register
 
 #: Monte Carlo size of the engine checks: blocks of ``ENGINE_BLOCK`` replicates.
@@ -225,12 +229,14 @@ def _trl_group_loop(rewards, group_ids, ddof: int = 1):
 
 
 @register("C2.kit", "The conformance kit accepts a correct convention implementation, rejects a "
-          "wrong one, and draws ties and all-equal groups; loss aggregations equal their "
-          "per-sequence form",
+          "wrong one (by as little as 4 of its rounding bounds), and draws ties and all-equal "
+          "groups, under each call signature; loss aggregations equal their per-sequence form",
           "docs/theory.md C2 (the conventions of section 2); docs/conventions.md",
           "check_conformance on a loop implementation of trl_group and on a population-std "
-          "negative control; tie frequencies of the batches it passes; aggregate_token_gradients "
-          "vs aggregate_scores")
+          "negative control; tie frequencies of the batches it passes; its tolerance against "
+          "the documented bound, with implementations 0.99 and 4 bounds off; verl- and "
+          "TRL-style implementations right and wrong; aggregate_token_gradients vs "
+          "aggregate_scores")
 def check_c2_kit(ctx) -> list:
     from ..advantages.conformance import check_conformance
     from ..aggregation import AGGREGATIONS, aggregate_scores, aggregate_token_gradients
@@ -290,4 +296,4 @@ def check_c2_kit(ctx) -> list:
     paper = aggregate_scores(advantages, scores, lengths, "seq-mean-token-sum")
     checks.append(check_exact("seq-mean-token-sum is the paper's (1/N) sum_i A_i W_i",
                               advantages @ scores / n, paper, rtol=1e-12, atol=1e-14))
-    return checks
+    return checks + tolerance_checks() + signature_checks()

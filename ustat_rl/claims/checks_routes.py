@@ -8,8 +8,9 @@ where a bug can hide behind a fallback or a seed average (docs/theory.md C43-C44
   against the exact hypoexponential law of weights of multiplicity two and, for odd
   multiplicities, the mpmath references;
 * ``C44``: the pilot's default (factored) sketch of a model whose full per-sample scores are
-  known: the sketch equals the full scores times its materialised matrix, and projected inner
-  products averaged over independent blocks match the exact ones.
+  known: the sketch equals the full scores times its materialised matrix (with a plain
+  embedding, and with one that scales its rows inside the module, as Gemma's does), and
+  projected inner products averaged over independent blocks match the exact ones.
 
 Exact comparisons have rounding tolerances (no false-failure rate); the statistical ones state
 their rates.
@@ -161,16 +162,35 @@ SKETCH_PAIRS = ((0, 0), (1, 1), (2, 2), (0, 1), (1, 2), (0, 2))
 SKETCH_EXACT_SIZES = ((12, 1), (12, 3), (8, 4))
 
 
-def tiny_causal_lm():
+#: The scale of C44's scaled embedding: ``sqrt(width)``, as Gemma multiplies its embeddings by
+#: ``sqrt(hidden_size)`` inside the embedding module (``embed_scale``).
+EMBED_SCALE = 5**0.5
+
+
+def tiny_causal_lm(embed_scale: float | None = None):
     """A causal LM over 9 tokens with an embedding, a layer norm, a linear layer with bias and a
     head with bias: every covered kind of parameter but GPT-2's Conv1D (float32, torch's default
-    initialisation from the global stream)."""
+    initialisation from the global stream).
+
+    With ``embed_scale`` the embedding is a subclass of ``nn.Embedding`` whose ``forward``
+    multiplies the gathered rows by that constant (a buffer cast to the table's dtype), as
+    Gemma's scaled word embedding does: the sketch must read the scale off the module at run time.
+    """
     import torch
+
+    class ScaledEmbedding(torch.nn.Embedding):
+        def __init__(self, vocab, width, scale):
+            super().__init__(vocab, width)
+            self.register_buffer("embed_scale", torch.tensor(scale), persistent=False)
+
+        def forward(self, ids):
+            return super().forward(ids) * self.embed_scale.to(self.weight.dtype)
 
     class TinyLM(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.embed = torch.nn.Embedding(9, 5)
+            self.embed = (torch.nn.Embedding(9, 5) if embed_scale is None
+                          else ScaledEmbedding(9, 5, embed_scale))
             self.norm = torch.nn.LayerNorm(5)
             self.mix = torch.nn.Linear(5, 6)
             self.head = torch.nn.Linear(6, 9)
@@ -182,14 +202,14 @@ def tiny_causal_lm():
     return TinyLM()
 
 
-def _scored_model():
+def _scored_model(embed_scale: float | None = None):
     """:func:`tiny_causal_lm` in float64, its parameters drawn from a fixed
     ``torch.Generator``, and a padded batch of 4 rows: ``(model, tokens, mask)``."""
     import torch
 
     gen = torch.Generator().manual_seed(4401)
     with torch.random.fork_rng(devices=[]):  # the modules' default init leaves no trace
-        model = tiny_causal_lm().double()
+        model = tiny_causal_lm(embed_scale).double()
     with torch.no_grad():
         for param in model.parameters():  # layer-norm scales and biases away from 1 and 0
             param.copy_(0.7 * torch.randn(param.shape, generator=gen, dtype=torch.float64))
@@ -214,6 +234,44 @@ def _model_full_scores(model, tokens, mask) -> np.ndarray:
     return full_scores(log_prob, params, (tokens, mask))
 
 
+#: ``(k, blocks)`` of the exact comparisons on the model with a scaled embedding.
+SCALED_EXACT_SIZES = ((12, 3),)
+
+
+def _scaled_embedding_checks() -> list:
+    """The exact identity on :func:`tiny_causal_lm` with a Gemma-style scaled embedding, and its
+    negative control: the full scores with the embedding's block divided by the scale (what a
+    sketch that drops the scale computes) are rejected by the same comparison."""
+    from ..pilot.coverage import parameter_coverage
+    from ..pilot.factored import factored_projection_matrix, factored_sketch_scores
+
+    model, tokens, mask = _scored_model(EMBED_SCALE)
+    full = _model_full_scores(model, tokens, mask)  # (b, d)
+    sizes = {name: p.numel() for name, p in model.named_parameters()}
+    start = sum(sizes[name] for name in list(sizes)[:list(sizes).index("embed.weight")])
+    unscaled = full.copy()
+    unscaled[:, start:start + sizes["embed.weight"]] /= EMBED_SCALE
+    rule = parameter_coverage(model)["embed.weight"]
+    checks = [check_true(f"scaled embedding (x sqrt(5), as Gemma's): covered by the embedding "
+                         f"rule, got {rule!r}", rule == "embedding", float(rule == "embedding"))]
+    rejected = []
+    for kind in ("gaussian", "rademacher"):
+        for k, blocks in SCALED_EXACT_SIZES:
+            sketch = factored_sketch_scores(model, tokens, mask, k, seed=7, blocks=blocks,
+                                            kind=kind).numpy()
+            matrix = factored_projection_matrix(model, k, 7, blocks, kind)  # (k, d)
+            checks.append(check_exact(f"scaled embedding, {kind}, k = {k}, {blocks} block(s): "
+                                      f"sketch == full scores x R^T", full @ matrix.T, sketch,
+                                      rtol=1e-10, atol=1e-12, note="float64 rounding"))
+            rejected.append(not check_exact("", unscaled @ matrix.T, sketch, rtol=1e-10,
+                                            atol=1e-12).passed)
+    checks.append(check_true("negative control: scores with the embedding's scale dropped are "
+                             "rejected by the same comparison", all(rejected),
+                             float(sum(rejected)),
+                             note="the embedding block divided by sqrt(5)"))
+    return checks
+
+
 def block_inner_products(sketch: np.ndarray, blocks: int, pairs) -> np.ndarray:
     """``m <P_i^g, P_j^g>`` per block ``g`` and pair ``(i, j)``: ``(m, n_pairs)``.
 
@@ -226,8 +284,8 @@ def block_inner_products(sketch: np.ndarray, blocks: int, pairs) -> np.ndarray:
 
 
 @register("C44", "Beyond the paper: the pilot's default factored sketch is the full per-sample "
-          "scores times its materialised matrix, and its projected inner products are unbiased "
-          "for the exact ones",
+          "scores times its materialised matrix (a plain embedding and a Gemma-style scaled "
+          "one), and its projected inner products are unbiased for the exact ones",
           "derived (docs/theory.md C44; the sketches behind C31)",
           "factored_sketch_scores on a small float64 causal LM against ustat_rl.pilot.sketch."
           "full_scores times factored_projection_matrix; block inner products over independent "
@@ -252,6 +310,7 @@ def check_c44(ctx) -> list:
             checks.append(check_exact(f"{kind}, k = {k}, {blocks} block(s): sketch == full "
                                       f"scores x R^T", full @ matrix.T, sketch, rtol=1e-10,
                                       atol=1e-12, note="float64 rounding"))
+    checks += _scaled_embedding_checks()
     k_out, k_in = SKETCH_BLOCK_SHAPE
     k = SKETCH_BLOCKS * k_out * k_in
     if block_factors(k_out * k_in) != SKETCH_BLOCK_SHAPE:  # kept under python -O

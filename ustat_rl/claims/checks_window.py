@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from .registry import check_exact, check_true, register
+from .verdict_words import trajectory_words_checks
 
 #: Batches pooled, groups per batch and group size of the check (N = B G per batch).
 WINDOW_BATCHES, WINDOW_GROUPS, WINDOW_G = 3, 12, 4
@@ -132,10 +133,11 @@ def false_alarm_rate(rng, with_errors: bool = True, pooled: bool = False,
 
 @register("C49", "Beyond the paper: with G* constant along a run, the trajectory's 'no single G "
           "fits every window' is wrong at most 1 - level of the time (Bonferroni over windows, "
-          "also when neighbouring windows share a batch)",
+          "also when neighbouring windows share a batch), and its verdict's words are what the "
+          "windows' intervals allow",
           "derived (docs/theory.md C49; section 7, \"Estimates inside a training run\")",
           "1000 simulated runs of 10 windows, independent and pooled; the per-window level taken "
-          "as the family's as the negative control")
+          "as the family's as the negative control; the printed verdict on runs of each kind")
 def check_c49(ctx) -> list:
     from ..seeding import child_seed
     from ..tolerances import Z_STRICT
@@ -158,4 +160,4 @@ def check_c49(ctx) -> list:
         check_true("negative control: each window's own 90% taken as simultaneous exceeds it",
                    rates["unadjusted"] > limit, rates["unadjusted"], evidence="monte-carlo",
                    note=note),
-    ]
+    ] + trajectory_words_checks()
