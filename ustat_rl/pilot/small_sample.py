@@ -4,8 +4,8 @@ The jackknife-t intervals of :mod:`ustat_rl.pilot.uncertainty` rest on a standar
 itself estimated from the pilot's ``P`` prompts. Below :data:`SMALL_PILOT_PROMPTS` prompts that
 estimate is too noisy to trust, and the intervals under-cover, worst for ``c1``: a small
 ``c1_hat`` comes with a small standard error, so the true ``c1`` lies above the interval (at
-3 x 3, the 90% interval covered ``c1`` in 17% to 85% of pilots of the known policies measured
-in C32's table). Below that size each end of an interval is the more cautious of the
+3 x 3 its 90% interval covered ``c1`` in 21% to 83% of the pilots of four policies with known
+constants, ``simulations/small_pilot_coverage.py``). Below that size each end of an interval is the more cautious of the
 jackknife's and of a chi-square model's that does not lean on the estimated standard error:
 
 * ``c1`` is a between-prompt variance (``E||g(X) - g||^2``). With ``g_hat_a`` prompt ``a``'s
@@ -25,10 +25,11 @@ jackknife's and of a chi-square model's that does not lean on the estimated stan
   ``[P y_bar/chi2_{1 - alpha/2, P}, P y_bar/chi2_{alpha/2, P}]``; the interval is the union with
   the jackknife's.
 
-These models are conservative for the policies measured (coverage at or above the level at
-3 x 3, 3 x 8 and 8 x 8: ``simulations/small_pilot_coverage.py``), not a guarantee for every
-policy: no interval for a mean has guaranteed coverage from a handful of draws of an unknown
-law. ``G*`` and ``rho = c1/c3'`` take the image of the constants' box beside Fieller's set.
+These models are conservative for the policies measured (coverage 91.6% to 100% at 3 x 3,
+3 x 8, 8 x 8, 16 x 8 and 31 x 8 over 400 pilots each, the script above), not a guarantee for
+every policy: no interval for a mean has guaranteed coverage from a handful of draws of an
+unknown law. ``G*`` and ``rho = c1/c3'`` take the image of the constants' box beside Fieller's
+set.
 """
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ __all__ = ["SMALL_PILOT_PROMPTS", "is_small_pilot", "c1_upper_end", "prompt_mean
 
 #: Pilots with fewer i.i.d. prompts than this get the cautious intervals of this module, and the
 #: verdicts that need a jackknife interval alone (GRPO against vanilla) read "cannot tell".
-#: Chosen from C32's coverage study: at 32 x 8 and above the jackknife-t intervals cover within
-#: the band 85-95%; at 16 x 8 and below their c1 interval covered 77-86% (8 x 8: 72-88%).
+#: Chosen from the coverage studies: at 32 x 8 and above the jackknife-t intervals of C32's
+#: bandit cover within the band 85-95%; below, their c1 interval covered 79-88% at 16 x 8 and
+#: 69-86% at 8 x 8 (simulations/small_pilot_coverage.py, four policies, 400 pilots each).
 SMALL_PILOT_PROMPTS = 32
 
 
