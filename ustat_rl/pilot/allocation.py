@@ -42,6 +42,11 @@ __all__ = ["RatioInterval", "PilotAllocation", "MIN_SPLIT_GROUP", "split_rollout
 #: Samples per prompt needed for two halves of at least three (the order-3 kernels).
 MIN_SPLIT_GROUP = 6
 
+#: Prompts whose rewards vary within the scoring half that a cross-fitted ratio needs: its
+#: standard error is a spread over prompts, and a prompt whose rewards are all equal adds a
+#: term the rule's sizes barely move, so with one such prompt the interval has zero width.
+MIN_INFORMATIVE = 3
+
 
 @dataclass(frozen=True)
 class RatioInterval:
@@ -192,6 +197,10 @@ def pilot_allocation(rollouts, budget, estimator: str = "grpo", level: float = 0
     elif stats.group_size.min() < MIN_SPLIT_GROUP:
         note = (f"no ratio intervals: cross-fitting needs >= {MIN_SPLIT_GROUP} samples per "
                 f"prompt, the smallest group has {stats.group_size.min()}")
+    elif (varied := _varied_prompts(split_rollouts(rollouts)[1])) < MIN_INFORMATIVE:
+        note = (f"no ratio intervals: only {varied} of {stats.n_prompts} prompts have rewards "
+                f"that vary within the half of their group the ratio is scored on; a "
+                f"cross-fitted ratio needs at least {MIN_INFORMATIVE}")
     else:
         half_a, half_b = (rule_moments(h, estimator) for h in split_rollouts(rollouts))
         fitted = compare_allocations(half_a, estimator, budget, rules)
@@ -204,6 +213,16 @@ def pilot_allocation(rollouts, budget, estimator: str = "grpo", level: float = 0
                            ratios, note)
 
 
+def _varied_prompts(rollouts) -> int:
+    """How many prompts have rewards that are not all equal within their group."""
+    _, index = rollouts.groups()
+    low = np.full(index.max() + 1, np.inf)
+    high = np.full(index.max() + 1, -np.inf)
+    np.minimum.at(low, index, rollouts.reward)
+    np.maximum.at(high, index, rollouts.reward)
+    return int(np.sum(high > low))
+
+
 #: The last line of the table, by the verdict on the optimal sizes' cross-fitted ratio.
 _ADVICE = {
     "gain shown": "the pilot shows a gain: use the optimal sizes",
@@ -213,7 +232,10 @@ _ADVICE = {
                           "the other half: keep uniform (the pilot's moments are too noisy to "
                           "allocate by), or collect more samples per prompt",
     "undefined": "the pilot cannot compare the optimal sizes with uniform (a cross-fitted MSE "
-                 "estimate is not positive): keep uniform, or collect more samples per prompt",
+                 "estimate is not positive, or its interval has zero width): keep uniform, or "
+                 "collect more samples per prompt",
+    None: "the pilot cannot tell whether the optimal sizes beat uniform (no cross-fitted "
+          "ratio): keep uniform",
 }
 
 
@@ -246,7 +268,9 @@ def format_pilot_allocation(report: PilotAllocation, max_rows: int = 40) -> str:
         if r is None:
             extra = "-" if name == "uniform" else "not available"
         elif r.verdict == "undefined":
-            extra = "undefined: a cross-fitted MSE estimate is not positive"
+            extra = ("undefined: a cross-fitted MSE estimate is not positive"
+                     if not r.estimate > 0 else "undefined: its interval has zero width "
+                     f"({r.estimate:.3g} at both ends)")
         else:
             extra = f"{r.estimate:.3f} [{r.low:.3f}, {r.high:.3f}]  {r.verdict}"
         lines.append(f"{name:<10}{shown:>14}{versus:>10}   {extra}")
@@ -256,8 +280,7 @@ def format_pilot_allocation(report: PilotAllocation, max_rows: int = 40) -> str:
     if report.note:
         lines.append(report.note)
     best = report.ratios.get("optimal")
-    if best is not None:
-        lines.append(_ADVICE[best.verdict])
+    lines.append(_ADVICE[None if best is None else best.verdict])
     return "\n".join(lines)
 
 
