@@ -369,10 +369,10 @@ def check_signal(rollouts: Rollouts, consequence: str) -> None:
     first[index[::-1]] = reward[::-1]  # (P,) each group's first reward
     spread = np.bincount(index, np.abs(reward - first[index]), ids.size)  # (P,)
     if not np.any(spread > 0.0):
-        raise ValueError(f"`rollouts`: every prompt's rewards are all equal within its group "
-                         f"({spread.size} groups), so every group-relative advantage in the pilot "
-                         f"is 0 and {consequence}; pilot prompts whose rewards vary within their "
-                         "group are needed")
+        raise ValueError(f"`rollouts`: every group's rewards are all equal (each of the "
+                         f"{spread.size} prompts got one reward on all its samples), so every "
+                         f"group-relative advantage in the pilot is 0 and {consequence}; pilot "
+                         "prompts whose rewards vary within their group are needed")
 
 
 def check_degenerate(rollouts: Rollouts) -> None:
