@@ -146,7 +146,7 @@ class ScalingConstants:
             return math.inf
         if self.c3 < 0.0:
             raise ValueError(f"`c3` must be >= 0 for G*, got {self.c3!r}")
-        root = math.sqrt(self.c3 / self.c1)
+        root = math.sqrt(self.c3) / math.sqrt(self.c1)  # c3/c1 may overflow where this is finite
         return 1.0 + root if exact else root
 
     def best_group_size(self, budget, divisors_only: bool = True) -> int:
