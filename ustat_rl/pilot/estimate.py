@@ -196,12 +196,13 @@ def _statistics(index: np.ndarray, P: int, z: np.ndarray, w: np.ndarray) -> dict
         out = _score_statistics(group_sum, z, w, n, s1, s2, rewards)
     check_finite_moments(out.values(), "pilot's moments", z, w)
     check_not_underflowing(w, "scores")
-    # the prompts' Gram matrix and the cross-prompt sum ||sum_a g_hat_a||^2 multiply two of
-    # them: at most P^2 k scale^2
+    # the intervals square the moments (jackknife covariances), and the prompts' Gram matrix
+    # multiplies the gradient estimates: each stays below float64's range when the largest
+    # magnitude m satisfies m^2 P^2 k < 1.8e308
     gm = out["grad_mean"]  # (P, k)
-    scale = float(np.max(np.abs(gm))) if gm.size else 0.0
-    if scale * scale * gm.shape[0] * gm.size > np.finfo(np.float64).max:
-        check_finite_moments([np.inf], "pilot's moments", z, w)
+    top = max(float(np.max(np.abs(v))) for v in out.values() if np.size(v))
+    if top * top * gm.shape[0] * gm.size > np.finfo(np.float64).max:
+        check_finite_moments([np.inf], "pilot's moments and their intervals", z, w)
     return out
 
 
