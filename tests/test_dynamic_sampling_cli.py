@@ -310,7 +310,8 @@ def test_a_non_positive_point_mse_is_never_printed_as_a_value_or_a_best_g(known)
     best = {a: {t: dict(got, mse=-1.0) for t, got in targets.items()}
             for a, targets in out.best.items()}
     text = format_dynamic_sampling(replace(out, mse=negative, best=best,
-                                           resolved=[True] * len(SIZES)))
+                                           resolved={t: [True] * len(SIZES)
+                                                     for t in ("grad", "rescaled")}))
     table = text.split("kept batch at N")[1].split("best G")[0]
     # a variance <= 0 is unresolved (a variance is positive); the other four columns "<= 0"
     assert "-0." not in table and table.count("<= 0") == 4 * len(SIZES)

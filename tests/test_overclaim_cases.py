@@ -139,12 +139,12 @@ def test_dynamic_sampling_claims_no_mse_below_its_bias_and_respects_the_cap(
                                     (bias == "<=0" or float(mse) >= float(bias))), (G, mse)
     ds = json.loads((tmp_path / "d.json").read_text())["dynamic_sampling"]
     for accounting, targets in ds["best"].items():
-        for got in targets.values():
+        for target, got in targets.items():
             if got is None or not got["resolved"]:
                 continue
             i = ds["group_sizes"].index(got["group_size"])
             if accounting != "unfiltered":
-                assert ds["resolved"][i]  # a best G's MSE is resolved
+                assert ds["resolved"][target][i]  # a best G's MSE is resolved
                 assert got["cap_probability"] <= (CAP_RISK if cap else 0.0)
     best = out.split("best G at N")[1].split("note:")[0]
     if cap:

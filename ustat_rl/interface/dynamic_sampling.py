@@ -68,7 +68,10 @@ def _best_lines(report) -> list[str]:
         parts = []
         for got in targets.values():
             if got is None:
-                parts.append(f"none (every G risks the cap K = {K}; raise --max-gen-batches)")
+                parts.append("none (" + (f"every G risks the cap K = {K}, or " if K else "")
+                             + "no G affords a kept batch within N generated rollouts)"
+                             if accounting == "generated" else
+                             f"none (every G risks the cap K = {K}; raise --max-gen-batches)")
                 continue
             shown = got["mse"] > 0.0 and got.get("resolved", True)
             text = (f"G = {got['group_size']}, B = {got['batch_size']}" if shown
@@ -117,11 +120,12 @@ def format_dynamic_sampling(report) -> str:
         for i, G in enumerate(report.group_sizes):
             # a variance <= 0 or a negative squared bias leaves the MSEs built on it unresolved
             shown = {"bias_sq": True, "variance": report.mse["variance"][i] > 0.0,
-                     "mse": report.resolved[i], "mse_rescaled": report.resolved[i],
+                     "mse": report.resolved["grad"][i],
+                     "mse_rescaled": report.resolved["rescaled"][i],
                      "unfiltered_mse": True}
             lines.append(f"  {G:>5} {report.batch_sizes[i]:>6} " + " ".join(
                 f"{_mse(report.mse[key][i], ok):>11}" for key, ok in shown.items()))
-        if not all(report.resolved) or min(report.mse["variance"]) <= 0.0:
+        if not all(map(all, report.resolved.values())) or min(report.mse["variance"]) <= 0.0:
             lines.append("unresolved: the kept batch's plug-in variance is not positive there "
                          "(or its squared bias is negative), so neither it nor an MSE built on "
                          "it (at least the squared bias and the variance) is shown")

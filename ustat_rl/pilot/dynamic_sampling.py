@@ -98,10 +98,11 @@ class DynamicSamplingReport:
     grpo_mean_scale, grpo_relative_bias : list of float
         GRPO's kept batch estimates ``g/r``: the direction of ``g``, ``1/r`` times as long, with
         ``||E g_DS - g|| / ||g|| = Q/r``.
-    resolved : list of bool or None
-        Per ``G``, whether the kept batch's plug-in variance is positive and its squared bias
-        not negative: where not, the variance and the MSEs built on them are unresolved (an MSE
-        is at least its squared bias and at least its variance). ``None`` without scores.
+    resolved : dict of lists of bool, or None
+        Per target (``"grad"``: ``mse``; ``"rescaled"``: ``mse_rescaled``) and ``G``, whether the
+        kept batch's plug-in variance is positive and that target's squared bias not negative:
+        where not, the MSE is unresolved (an MSE is at least its squared bias and at least its
+        variance). ``None`` without scores.
     mse : dict of lists or None
         From a pilot with scores, GRPO at ``(G, B)`` (point estimates, no interval):
         ``bias_sq``, ``variance``, ``mse`` (against ``g``), ``mse_rescaled`` (the batch times
@@ -115,8 +116,9 @@ class DynamicSamplingReport:
         ``group_sizes`` whose chance of hitting a cap ``K`` at that ``(G, B)`` is at most
         :data:`CAP_RISK` (``b = B``), an unresolved size entering at its squared bias (so
         ``resolved`` is false when such a size may be best, or the smallest MSE is not
-        positive); ``None`` for a target no ``G`` qualifies for under the cap; the whole field
-        ``None`` without scores.
+        positive); ``None`` for a target no ``G`` qualifies for (under the cap, or because no
+        ``G`` affords a batch within ``N`` generated rollouts); the whole field ``None`` without
+        scores.
     rule : str
         The rule of ``mse`` and ``best`` (``"grpo"``).
     note : str
@@ -139,7 +141,7 @@ class DynamicSamplingReport:
     mse: dict | None
     best: dict | None
     cost_uses_unbiased: list = field(default_factory=list)
-    resolved: list | None = None
+    resolved: dict | None = None
     rule: str = RULE
     note: str = PLUG_IN_NOTE
 
@@ -210,8 +212,12 @@ def _best(projected, budget: int, sizes, rows, keep, K: int) -> dict:
         targets = FILTER_TARGETS if accounting != "unfiltered" else FILTER_TARGETS[:1]
         best[accounting] = {}
         for target in targets:
-            out = optimal_filtered_group_size(projected, budget, RULE, accounting, sizes,
-                                              target=target)
+            try:
+                out = optimal_filtered_group_size(projected, budget, RULE, accounting, sizes,
+                                                  target=target)
+            except ValueError:  # no G affords one kept group within N generated rollouts
+                best[accounting][target] = None
+                continue
             fit = [_resolved(by_size[int(G)], accounting, target) for G in out.group_sizes]
             ok, floor = np.array([f[0] for f in fit]), np.array([f[1] for f in fit])
             value = np.where(ok, out.mses, floor)  # (n_G,) an unresolved size at its bound
@@ -261,7 +267,8 @@ def _report(reward, index, P, budget, max_gen_batches, prompt_prob, moments) -> 
         rows = [filtered_batch_moments(projected, RULE, int(G), budget // int(G)) for G in sizes]
         mse = {key: [float(getattr(row, key)) for row in rows]
                for key in ("bias_sq", "variance", "mse", "mse_rescaled", "unfiltered_mse")}
-        resolved = [_resolved(row, "generated", "grad")[0] for row in rows]
+        resolved = {target: [_resolved(row, "generated", target)[0] for row in rows]
+                    for target in FILTER_TARGETS}
         best = _best(projected, budget, sizes, rows, keep, K)
     return DynamicSamplingReport(
         budget=budget, max_gen_batches=K, n_prompts=P, min_pilot_group=int(counts.min()),
