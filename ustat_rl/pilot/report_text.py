@@ -45,10 +45,8 @@ def _advice_lines(report) -> list[str]:
     else:
         if math.isfinite(g["low"]) and g["low"] > 1.0 + 1e-9:
             low = f"G* >= {_fmt(g['low'])}"
-        elif math.isfinite(g["low"]):
-            low = "nor from below: every G* > 1 is allowed"
         else:
-            low = "its lower end is beyond every admissible G"
+            low = "nor from below: every G* > 1 is allowed"
         lines.append(f"the pilot cannot bound G* from above: the {pct} interval for c1 reaches 0 "
                      f"({low})")
     if report.estimator == "grpo":

@@ -316,8 +316,10 @@ def pilot_intervals(rollouts, level: float = 0.9, include_sketch: bool = True) -
     slope = 0.5 * ratio.estimate ** -1.5 if ratio.estimate > 0 else math.inf  # |dG*/drho|
     point = (constants.optimal_group_size() if est[2] > 0 or (est[2] == 0 and est[0] > 0)
              else math.nan)  # undefined (nan) where c3' <= 0: no G* from such an estimate
-    gstar = Interval(point, gstar_of_ratio(r_high), gstar_of_ratio(r_low),
-                     *(slope * e for e in se))
+    # rho = c1/c3' >= 0: where Fieller's set lies wholly below 0 the pilot cannot tell c1 from
+    # 0, and G*'s interval is all of (1, inf), not [inf, inf]
+    g_low = gstar_of_ratio(r_high) if r_high > 0.0 else 1.0
+    gstar = Interval(point, g_low, gstar_of_ratio(r_low), *(slope * e for e in se))
     return PilotIntervals(level, constants, parts[0], parts[1], parts[2], ratio, gstar,
                           stats.n_prompts, stats.n_columns,
                           bool(include_sketch and stats.sketched and block_labels(stats).shape[1] >= 2),
