@@ -227,7 +227,7 @@ def report(args) -> int:
     from .report import load_verify_json, write_report
 
     try:
-        check_output_file(args.out, "--out")
+        check_output(args.out, "--out")
         if args.results is not None and not Path(args.results).is_dir():
             raise ValueError(f"--results: {args.results} is not a folder")
         load_verify_json(args.verify_json)
@@ -245,7 +245,7 @@ def report(args) -> int:
 def list_claims(args) -> int:
     """``ustat-rl list``: plain text, or with ``--markdown`` the table of docs/claims.md."""
     try:
-        check_output_file(args.out, "--out")
+        check_output(args.out, "--out")
     except ValueError as exc:
         return _fail("list", str(exc))
     from ..claims import registry
