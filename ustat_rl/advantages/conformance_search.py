@@ -112,10 +112,14 @@ def run_target(target: str, max_examples: int, check: Callable,
         return usage(f"cannot load {target!r}: {exc}")
     if probe is not None and (problem := probe(fn)) is not None:
         return usage(f"{target.rsplit(':', 1)[-1]}: {problem}")  # the function, not its file
+    from hypothesis.errors import Unsatisfiable
+
     try:
         report = check(fn)
     except (ValueError, TypeError) as exc:  # an option the kit refuses: one line, no search
         return usage(first_line(exc).split(": ", 1)[-1])
+    except Unsatisfiable:  # hypothesis's own words would name its internals
+        return usage("no valid batch could be drawn for these options (group sizes, channels)")
     print(report.summary())
     return 0 if report.passed else 1
 
