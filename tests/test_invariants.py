@@ -43,7 +43,7 @@ from invariant_checks import (
 from ustat_rl.theory import ScalingConstants
 
 LONG = os.environ.get("USTAT_RL_INVARIANTS", "") == "long"
-EXAMPLES, LONG_EXAMPLES = 40, 400
+EXAMPLES, LONG_EXAMPLES = 30, 400
 N = LONG_EXAMPLES if LONG else EXAMPLES
 
 SETTINGS = dict(deadline=None, derandomize=True, database=None, print_blob=False,
