@@ -24,6 +24,7 @@ import ustat_rl.pilot.dynamic_sampling as dynamic_sampling_module
 from ustat_rl.interface.cli import main
 from ustat_rl.interface.dynamic_sampling import HELP, format_dynamic_sampling
 from ustat_rl.pilot.dynamic_sampling import (
+    CAP_RISK,
     NOTHING_TO_FILTER,
     PLUG_IN_NOTE,
     pilot_dynamic_sampling,
@@ -33,6 +34,7 @@ from ustat_rl.pilot.estimate import estimate_moments, pilot_statistics
 from ustat_rl.pilot.rollouts import Rollouts
 from ustat_rl.theory.advantage import binary_projection
 from ustat_rl.theory.dynamic_sampling import (
+    cost_at_keep_probability,
     filtered_batch_moments,
     generation_cost,
     keep_probability,
@@ -78,17 +80,23 @@ def test_keep_probability_and_cost_equal_the_theory_at_p_hat(known):
         np.testing.assert_allclose(out.keep_prob[i], r, rtol=RTOL)
         # by hand: 1 - mean(p^G + (1 - p)^G)
         np.testing.assert_allclose(out.keep_prob[i], 1 - np.mean(p**G + (1 - p)**G), rtol=1e-12)
-        cost = generation_cost(p, G, BUDGET // G, None, 3)
+        # the costs and 1/r use the unbiased r where it exists (G <= n), the plug-in above
+        used = _u_keep(G)
+        assert out.cost_uses_unbiased[i] == (used is not None)
+        used = r if used is None else used
+        cost = cost_at_keep_probability(used, G, BUDGET // G, None, 3)
+        if used == r:  # the plug-in route: the theory's own function on p = m/n
+            cost = generation_cost(p, G, BUDGET // G, None, 3)
         np.testing.assert_allclose(out.expected_gen_batches[i], cost.expected_gen_batches,
                                    rtol=RTOL)
         np.testing.assert_allclose(out.expected_rollouts[i], cost.expected_rollouts, rtol=RTOL)
         np.testing.assert_allclose(out.cap_probability[i], cost.cap_probability, rtol=RTOL,
                                    atol=1e-300)
         # the GRPO statements: E g_DS = g / r, |bias| = (Q / r) |g|
-        np.testing.assert_allclose(out.grpo_mean_scale[i], 1 / r, rtol=RTOL)
-        np.testing.assert_allclose(out.grpo_relative_bias[i], (1 - r) / r, rtol=RTOL)
+        np.testing.assert_allclose(out.grpo_mean_scale[i], 1 / used, rtol=RTOL)
+        np.testing.assert_allclose(out.grpo_relative_bias[i], (1 - used) / used, rtol=RTOL)
     # verl's default gen batch b = B: with the cap at 3, P(cap) = P(Binomial(3 B, r) < B)
-    r2, B2 = out.keep_prob[0], BUDGET // 2
+    r2, B2 = out.keep_prob_unbiased[0], BUDGET // 2
     np.testing.assert_allclose(out.cap_probability[0], binom.cdf(B2 - 1, 3 * B2, r2), rtol=1e-12)
 
 
@@ -133,15 +141,38 @@ def test_kept_batch_moments_and_best_group_size_equal_the_theory(known):
         for key in ("bias_sq", "variance", "mse", "mse_rescaled", "unfiltered_mse"):
             np.testing.assert_allclose(out.mse[key][i], getattr(want, key), rtol=RTOL)
     assert set(out.best) == {"generated", "accepted", "unfiltered"}
+    keep = {G: (u if u is not None else r)
+            for G, u, r in zip(SIZES, out.keep_prob_unbiased, out.keep_prob)}
     for accounting, targets in out.best.items():
         assert set(targets) == ({"grad"} if accounting == "unfiltered" else {"grad", "rescaled"})
         for target, got in targets.items():
             want = optimal_filtered_group_size(projected, BUDGET, "grpo", accounting, SIZES,
                                                target=target)
-            j = SIZES.index(want.group_size)
-            assert (got["group_size"], got["batch_size"]) == (want.group_size, want.batch_size)
+            # the smallest MSE among the sizes that, under the cap K = 3, hit it at (G, B) with
+            # chance at most CAP_RISK; a size whose MSE is not resolved (variance <= 0 or a
+            # negative squared bias; unfiltered: MSE <= 0) counts at its squared bias (or 0)
+            rows = [filtered_batch_moments(projected, "grpo", G, 1) for G in SIZES]
+            if accounting == "unfiltered":
+                resolved = np.array([u > 0 for u in want.mses])
+                floor = np.zeros(len(SIZES))
+            else:
+                bias = np.array([r.bias_sq if target == "grad"
+                                 else r.mse_rescaled - r.keep_prob**2 * r.variance for r in rows])
+                resolved = np.array([r.variance > 0 for r in rows]) & (bias >= 0)
+                floor = np.maximum(bias, 0.0)
+            allowed = np.isfinite(want.mses)
+            if accounting != "unfiltered":
+                cap = np.array([binom.cdf(B - 1, 3 * B, keep[G]) if B else 1.0
+                                for G, B in zip(SIZES, want.batch_sizes)])
+                allowed &= cap <= CAP_RISK
+            if not allowed.any():
+                assert got is None
+                continue
+            j = int(np.argmin(np.where(allowed, np.where(resolved, want.mses, floor), np.inf)))
+            assert (got["group_size"], got["batch_size"]) == (SIZES[j], want.batch_sizes[j])
+            assert got["resolved"] == bool(resolved[j] and want.mses[j] > 0)
             np.testing.assert_allclose([got["mse"], got["rollouts"]],
-                                       [want.mse, want.rollouts[j]], rtol=RTOL)
+                                       [want.mses[j], want.rollouts[j]], rtol=RTOL)
     # negative control: without the projection the exact moments refuse the estimated ones
     with pytest.raises(ValueError, match="binary"):
         filtered_batch_moments(estimate_moments(pilot_statistics(pilot)), "grpo", 4, 8)
@@ -152,7 +183,7 @@ def test_rewards_only_report_has_no_mse_and_the_same_costs(known):
     _, index = pilot.groups()
     only = rewards_dynamic_sampling(pilot.reward, index, BUDGET, 3)
     assert only.mse is None and only.best is None
-    assert only.to_dict() == replace(out, mse=None, best=None).to_dict()
+    assert only.to_dict() == replace(out, mse=None, best=None, resolved=None).to_dict()
 
 
 # ---------------------------------------------------------------------------- the commands
@@ -278,10 +309,14 @@ def test_a_non_positive_point_mse_is_never_printed_as_a_value_or_a_best_g(known)
     negative = {key: [-abs(v) for v in values] for key, values in out.mse.items()}
     best = {a: {t: dict(got, mse=-1.0) for t, got in targets.items()}
             for a, targets in out.best.items()}
-    text = format_dynamic_sampling(replace(out, mse=negative, best=best))
+    text = format_dynamic_sampling(replace(out, mse=negative, best=best,
+                                           resolved={t: [True] * len(SIZES)
+                                                     for t in ("grad", "rescaled")}))
     table = text.split("kept batch at N")[1].split("best G")[0]
-    assert "-0." not in table and table.count("<= 0") == 5 * len(SIZES)
-    assert text.count("unresolved (a point MSE estimate is not positive)") == 5
+    # a variance <= 0 is unresolved (a variance is positive); the other four columns "<= 0"
+    assert "-0." not in table and table.count("<= 0") == 4 * len(SIZES)
+    assert table.count("unresolved") == len(SIZES) + 1  # and the footnote
+    assert text.count("unresolved (a point MSE estimate is not positive") == 5
     assert "G = " not in text.split("best G at N")[1].split("note:")[0]
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -21,7 +22,12 @@ import pytest
 from ustat_rl.frameworks.trajectory import append_record, synthetic_record
 from ustat_rl.interface.cli import main
 from ustat_rl.intervals import ratio_verdict
-from ustat_rl.pilot.allocation import loglinear_pilot, pilot_allocation
+from ustat_rl.pilot.allocation import (
+    RatioInterval,
+    format_pilot_allocation,
+    loglinear_pilot,
+    pilot_allocation,
+)
 from ustat_rl.pilot.rollouts import Rollouts
 from ustat_rl.policies.examples import heterogeneous_score_bandit
 from ustat_rl.theory.allocation_rules import baseline_group_sizes
@@ -101,19 +107,25 @@ def test_allocate_on_zero_scores_says_nothing_to_allocate(tmp_path, capsys):
 
 
 def test_an_interval_above_one_is_worse_than_uniform(tmp_path, capsys):
-    out_json = tmp_path / "a.json"
-    code, out, _ = _allocate(tmp_path, capsys, _pilot(6, 6, equal_prompts=(0, 2, 4)),
-                             "--json", str(out_json))
-    assert code == 0
-    row = _row(out, "optimal")
-    low, high = map(float, INTERVAL.search(row).groups())
-    assert 1.0 < low <= high and row.endswith("]  worse than uniform") and "gain" not in row
-    assert out.splitlines()[-2] == (
+    # the words of an interval above 1, on a report built around one
+    report = pilot_allocation(_pilot(6, 6), 60)
+    worse = replace(report, ratios={"optimal": RatioInterval(2.4, 0.3, 1.3, 3.5)})
+    text = format_pilot_allocation(worse)
+    row = _row(text, "optimal")
+    assert row.endswith("2.400 [1.300, 3.500]  worse than uniform") and "gain" not in row
+    assert text.splitlines()[-1] == (
         "the optimal sizes fitted on half the pilot are worse than uniform on the other half: "
         "keep uniform (the pilot's moments are too noisy to allocate by), or collect more "
         "samples per prompt")
+    # this pilot's verdict was "worse than uniform" from 5 degrees of freedom, while one prompt
+    # of 6 has rewards that vary in the scoring half: its interval now cannot tell
+    out_json = tmp_path / "a.json"
+    code, out, _ = _allocate(tmp_path, capsys, _pilot(6, 6, equal_prompts=(0, 2, 4)),
+                             "--json", str(out_json))
+    assert code == 0 and _row(out, "optimal").endswith("[0.000, inf]  within the noise")
+    assert "1 of 6 prompts have rewards that vary" in out
     ratio = json.loads(out_json.read_text())["ratio_to_uniform"]["optimal"]
-    assert ratio["verdict"] == "worse than uniform" and ratio["within_noise"] is False
+    assert ratio["verdict"] == "within the noise" and ratio["high"] == "inf"
 
 
 def test_a_ratio_on_a_non_positive_mse_is_undefined_never_a_gain(tmp_path, capsys):

@@ -29,6 +29,7 @@ CONVERTED = [
     "simulations/make_transformer_policies.py",
     "simulations/optimal_group_size.py",
     "simulations/pilot_coverage.py",
+    "simulations/small_pilot_coverage.py",
     "simulations/transformer_aggregation_bias.py",
     "simulations/transformer_gradient_mse.py",
     "simulations/transformer_group_size.py",

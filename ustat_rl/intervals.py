@@ -56,7 +56,8 @@ def ratio_verdict(estimate: float, low: float, high: float, reference: str = "un
     * ``"worse than <reference>"``: it lies above 1 (``low > 1``);
     * ``"within the noise"``: it holds 1;
     * ``"undefined"``: the estimate is NaN, infinite or not positive (an MSE estimate at or
-      below 0 is noise, and so is a ratio built on one), or an end is NaN, or ``low > high``.
+      below 0 is noise, and so is a ratio built on one), or an end is NaN, or ``low >= high``
+      (a zero-width interval shows no spread to judge the estimate by).
 
     Examples
     --------
@@ -64,10 +65,12 @@ def ratio_verdict(estimate: float, low: float, high: float, reference: str = "un
     ('gain shown', 'worse than uniform', 'within the noise')
     >>> ratio_verdict(-0.28, 2.79, -3.35), ratio_verdict(float("nan"), 0.1, 0.2)
     ('undefined', 'undefined')
+    >>> ratio_verdict(0.027, 0.027, 0.027)
+    'undefined'
     """
     estimate, low, high = float(estimate), float(low), float(high)
     if not (math.isfinite(estimate) and estimate > 0.0) or math.isnan(low) or math.isnan(high) \
-            or low > high:
+            or not low < high:
         return "undefined"
     if high < 1.0:
         return "gain shown"

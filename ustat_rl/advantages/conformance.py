@@ -59,7 +59,7 @@ from .conformance_adapters import (
     first_line,
     load_function,
 )
-from .conformance_search import check_search_options, run_target, search
+from .conformance_search import check_search_options, probe_call, run_target, search
 from .conventions import CONVENTION_NAMES, ConventionSpec, advantages, get_convention
 from .parts import Scaling
 
@@ -106,11 +106,14 @@ class ConformanceReport:
     convention, signature : str
     passed : bool
     n_examples : int
-        Batches the function was called on.
+        Batches drawn: all of them when the function conforms, else those up to and including
+        the first failing one (never more than the ``max_examples`` asked for).
     seconds : float
     tolerance : str
         The rule applied (see the module docstring).
     failure : ConformanceFailure or None
+    n_shrink : int
+        Further calls made to shrink the failing batch (0 when it conforms).
     """
 
     convention: str
@@ -120,11 +123,18 @@ class ConformanceReport:
     seconds: float
     tolerance: str
     failure: ConformanceFailure | None = field(default=None)
+    n_shrink: int = 0
 
     def summary(self) -> str:
         """A short human-readable report."""
+        if self.passed:
+            tried = f"{self.n_examples} batch{'es' if self.n_examples != 1 else ''}"
+        else:
+            tried = (f"batch {self.n_examples} failed"
+                     + (f" ({self.n_shrink} more calls shrank it)" if self.n_shrink else ""))
+        signature = SIGNATURE_WORDS.get(self.signature, f"{self.signature} signature")
         head = (f"{'CONFORMS' if self.passed else 'DOES NOT CONFORM'} to {self.convention!r} "
-                f"({self.signature} signature): {self.n_examples} batches in {self.seconds:.1f} s.\n"
+                f"({signature}): {tried} in {self.seconds:.1f} s.\n"
                 f"tolerance: {self.tolerance}")
         if self.failure is None:
             return head
@@ -331,12 +341,35 @@ def check_conformance(fn: Callable, convention, *, signature: str = "plain",
     call = adapt(fn, signature, tensors, tokens=tokens, index=index)
     strategy = _batches(spec, equal_sizes=spec.equal_group_sizes or signature == "trl",
                         contiguous=signature == "trl", dtypes=[_DTYPES[d] for d in dtypes])
-    passed, count, seconds, failures = search(
+    passed, count, seconds, failures, shrink = search(
         strategy, lambda *batch: _compare(call, spec, *batch), max_examples=max_examples,
         seed=seed)
     failure = _drop_groups(call, spec, failures[-1]) if (failures and not passed) else None
     return ConformanceReport(spec.name, signature, passed, count, seconds, TOLERANCE_RULE,
-                             failure)
+                             failure, shrink)
+
+
+def probe(fn: Callable, convention, *, signature: str = "plain", tensors: str = "numpy",
+          index: str = "uid") -> str | None:
+    """Why ``fn`` cannot be tested against ``convention`` (``None`` if it can): it is called
+    once on two groups of distinct rewards; an exception is a usage error (exit 2)."""
+    spec = get_convention(convention)
+    tokens = 1 if spec.scale == "whiten" else VERL_TOKENS
+    size = max(4, spec.min_group_size)
+    z = np.concatenate([np.arange(size) + 0.5 * g for g in range(2)]).astype(np.float64)
+    ids = np.repeat(np.arange(2, dtype=np.int64), size)
+    call = adapt(fn, signature, tensors, tokens=tokens, index=index)
+    return probe_call(call, (z, ids), f"fn{SIGNATURE_FORMS[signature]}")
+
+
+#: A report's signature in words where the name alone would not say how it was called.
+SIGNATURE_WORDS = {"multichannel-contiguous": "multichannel signature, contiguous equal groups "
+                                              "as --signature trl draws them"}
+
+#: How each signature calls the function, for messages.
+SIGNATURE_FORMS = {"plain": "(rewards, group_ids)",
+                   "verl": "(token_level_rewards, response_mask, index)",
+                   "trl": "(rewards, num_generations)"}
 
 
 def check_batch(fn: Callable, convention, rewards, group_ids, *, signature: str = "plain",
@@ -376,4 +409,5 @@ def run_command(target: str, convention: str, *, signature: str = "plain",
     """
     return run_target(target, max_examples, lambda fn: check_conformance(
         fn, convention, signature=signature, tensors=tensors, max_examples=max_examples,
-        seed=seed, index=index))
+        seed=seed, index=index), lambda fn: probe(fn, convention, signature=signature,
+                                                  tensors=tensors, index=index))

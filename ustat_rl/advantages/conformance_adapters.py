@@ -18,7 +18,8 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["SIGNATURES", "INDEX_KINDS", "VERL_TOKENS", "TargetError", "adapt", "load_function"]
+__all__ = ["SIGNATURES", "INDEX_KINDS", "VERL_TOKENS", "TargetError", "adapt", "load_function",
+           "unchanged"]
 
 #: The call signatures the kit can test (see :func:`adapt`).
 SIGNATURES = ("plain", "verl", "trl")
@@ -69,6 +70,15 @@ def _real_floating(out, shape):
     return out
 
 
+def unchanged(inputs: dict, kept: dict) -> None:
+    """Raise :class:`BadOutput` naming the first input the function modified in place:
+    ``inputs`` are the arrays it was given (or share memory with), ``kept`` copies taken
+    before the call. A framework's advantage function must leave its rewards and ids alone."""
+    for name, value in inputs.items():
+        if not np.array_equal(np.asarray(value), kept[name], equal_nan=value.dtype.kind == "f"):
+            raise BadOutput(f"modified its input {name!r} in place")
+
+
 def _tensor(x, tensors):
     if tensors == "torch":
         import torch
@@ -114,15 +124,22 @@ def adapt(fn: Callable, signature: str = "plain", tensors: str = "numpy",
     if index not in INDEX_KINDS:
         raise ValueError(f"`index` must be one of {INDEX_KINDS}, got {index!r}")
     if signature == "plain":
-        return lambda z, ids: _real_floating(
-            _to_numpy(fn(_tensor(z, tensors), _tensor(ids, tensors))), z.shape)
+        def plain(z, ids):
+            kept = {"rewards": z.copy(), "group_ids": ids.copy()}
+            out = _to_numpy(fn(_tensor(z, tensors), _tensor(ids, tensors)))
+            unchanged({"rewards": z, "group_ids": ids}, kept)  # torch tensors share z's memory
+            return _real_floating(out, z.shape)
+        return plain
     if signature == "trl":
         def trl(z, ids):
             size = int(np.unique(ids, return_counts=True)[1][0])
             blocks = ids.reshape(-1, size)
             if np.any(blocks != blocks[:, :1]) or np.unique(blocks[:, 0]).size != blocks.shape[0]:
                 raise ValueError("the TRL-style adapter needs contiguous equal-size groups")
-            return _real_floating(_to_numpy(fn(_tensor(z, tensors), size)), z.shape)
+            kept = {"rewards": z.copy()}
+            out = _to_numpy(fn(_tensor(z, tensors), size))
+            unchanged({"rewards": z}, kept)
+            return _real_floating(out, z.shape)
         return trl
 
     def verl(z, ids):
@@ -131,8 +148,12 @@ def adapt(fn: Callable, signature: str = "plain", tensors: str = "numpy",
         mask = (np.arange(tokens)[None, :] < length[:, None]).astype(z.dtype)  # (n, T)
         token_rewards = np.zeros((n, tokens), dtype=z.dtype)
         token_rewards[np.arange(n), length - 1] = z
+        given = {"token_level_rewards": token_rewards, "response_mask": mask,
+                 "index": _verl_index(ids, index)}
+        kept = {name: value.copy() for name, value in given.items()}
         out = _to_numpy(fn(_tensor(token_rewards, tensors), _tensor(mask, tensors),
-                           _verl_index(ids, index)))
+                           given["index"]))
+        unchanged(given, kept)
         out = _real_floating(out, (n, tokens))
         if np.any((mask == 0) & (out != 0)):
             raise BadOutput("advantages on padding tokens are not 0")

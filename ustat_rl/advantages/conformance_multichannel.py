@@ -33,7 +33,8 @@ from typing import Callable
 import numpy as np
 
 from .conformance import ConformanceFailure, ConformanceReport, tolerance
-from .conformance_search import check_search_options, run_target, search, usage
+from .conformance_adapters import BadOutput, unchanged
+from .conformance_search import check_search_options, probe_call, run_target, search, usage
 from .multichannel import get_multichannel_rule
 
 __all__ = ["multichannel_tolerance", "check_multichannel_conformance", "run_multichannel_command",
@@ -151,8 +152,12 @@ def _strategy(rule, weights, contiguous, dtypes):
 
 def _compare(fn, rule, z, ids, w) -> ConformanceFailure | None:
     expected = rule.advantages(z, ids, w)
+    given = {"rewards": z.copy(), "group_ids": ids.copy(), "weights": w.copy()}
     try:
-        got = np.asarray(fn(z.copy(), ids.copy(), w.copy()))
+        got = np.asarray(fn(*given.values()))
+        unchanged(given, {"rewards": z, "group_ids": ids, "weights": w})
+    except BadOutput as exc:
+        return ConformanceFailure(z, ids, expected, None, -1, f"the function {exc}")
     except Exception as exc:  # anything raised on a valid batch does not conform
         return ConformanceFailure(z, ids, expected, None, -1,
                                   f"the function raised {type(exc).__name__}: {exc}")
@@ -199,14 +204,42 @@ def check_multichannel_conformance(fn: Callable, rule, *, weights=None, contiguo
     rule = get_multichannel_rule(rule)
     check_search_options(max_examples, dtypes)
     if weights is not None:
-        weights = rule.check_weights(weights, np.size(weights))
+        weights = check_kit_weights(rule, weights)
     strategy = _strategy(rule, weights, contiguous, [_DTYPES[d] for d in dtypes])
-    passed, count, seconds, failures = search(
+    passed, count, seconds, failures, shrink = search(
         strategy, lambda *batch: _compare(fn, rule, *batch), max_examples=max_examples,
         seed=seed)
     failure = failures[-1] if (failures and not passed) else None
-    return ConformanceReport(rule.name, "multichannel", passed, count, seconds, TOLERANCE_RULE,
-                             failure)
+    signature = "multichannel-contiguous" if contiguous else "multichannel"
+    return ConformanceReport(rule.name, signature, passed, count, seconds, TOLERANCE_RULE,
+                             failure, shrink)
+
+
+def check_kit_weights(rule, weights) -> np.ndarray:
+    """Fixed ``weights`` checked for the kit: the rule's own checks, at least
+    ``rule.min_channels`` channels, and one nonzero weight (with every weight 0 every
+    advantage is 0 whatever the rewards, so no implementation could be told apart)."""
+    w = rule.check_weights(weights, np.size(weights))
+    if w.size < rule.min_channels:
+        raise ValueError(f"`weights`: {rule.name} needs at least {rule.min_channels} reward "
+                         f"channels, got {w.size} weight{'s' if w.size != 1 else ''}")
+    if not np.any(w != 0.0):
+        raise ValueError("`weights`: every weight is 0, so every advantage is 0 whatever the "
+                         "rewards and no implementation can be told apart; give a nonzero "
+                         "weight")
+    return w
+
+
+def multichannel_probe(fn: Callable, rule, weights=None) -> str | None:
+    """Why ``fn`` cannot be tested (``None`` if it can): called once on two groups of four
+    samples with distinct rewards in every channel; an exception is a usage error."""
+    rule = get_multichannel_rule(rule)
+    K = max(rule.min_channels, 1) if weights is None else np.size(weights)
+    w = np.ones(K) if weights is None else np.asarray(weights, dtype=np.float64)
+    z = (np.arange(8, dtype=np.float64)[:, None] * (1.0 + np.arange(K))[None, :]) % 5.0 \
+        + np.arange(K)[None, :] * 0.25  # (8, K)
+    ids = np.repeat(np.arange(2, dtype=np.int64), 4)
+    return probe_call(fn, (z, ids, w), "fn(rewards (n, K), group_ids, weights)")
 
 
 def run_multichannel_command(target: str, rule: str, *, weights=None, contiguous: bool = False,
@@ -216,8 +249,9 @@ def run_multichannel_command(target: str, rule: str, *, weights=None, contiguous
     spec = get_multichannel_rule(rule)
     if weights is not None:
         try:
-            weights = spec.check_weights(weights, np.size(weights))
+            weights = check_kit_weights(spec, weights)
         except (TypeError, ValueError) as exc:
-            return usage(f"--weights: {exc}")
+            return usage(f"--weights: {str(exc).removeprefix('`weights`: ')}")
     return run_target(target, max_examples, lambda fn: check_multichannel_conformance(
-        fn, spec, weights=weights, contiguous=contiguous, max_examples=max_examples, seed=seed))
+        fn, spec, weights=weights, contiguous=contiguous, max_examples=max_examples, seed=seed),
+        lambda fn: multichannel_probe(fn, spec, weights))

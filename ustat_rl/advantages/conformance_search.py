@@ -14,9 +14,11 @@ import sys
 import time
 from typing import Callable
 
-from .conformance_adapters import TargetError, load_function
+import numpy as np
 
-__all__ = ["DTYPE_NAMES", "check_search_options", "search", "run_target"]
+from .conformance_adapters import TargetError, first_line, load_function
+
+__all__ = ["DTYPE_NAMES", "check_search_options", "search", "run_target", "probe_call"]
 
 #: The reward dtypes a kit can draw.
 DTYPE_NAMES = ("float32", "float64")
@@ -34,8 +36,10 @@ def check_search_options(max_examples, dtypes) -> None:
 def search(strategy, compare: Callable, *, max_examples: int, seed: int | None):
     """Run ``compare(*batch)`` (``None`` or a failure) on hypothesis's batches of ``strategy``.
 
-    Returns ``(passed, batches tried, seconds, failures)``, the last failure the shrunk one.
-    ``seed=None`` runs derandomized, so a report is reproducible.
+    Returns ``(passed, batches drawn, seconds, failures, shrink calls)``, the last failure the
+    shrunk one: the batches drawn are those up to and including the first failing one (never
+    more than ``max_examples``), the shrink calls those hypothesis made after it to find a
+    smaller failing batch. ``seed=None`` runs derandomized, so a report is reproducible.
     """
     try:
         from hypothesis import HealthCheck, given, settings
@@ -44,7 +48,15 @@ def search(strategy, compare: Callable, *, max_examples: int, seed: int | None):
         raise ImportError("the conformance kit needs hypothesis: pip install hypothesis") from None
     failures: list = []
     count = [0]
+    outcomes: list = []  # per call, whether it failed: the calls after the first are shrinking
+    judge = compare
 
+    def compare(*batch):
+        failure = judge(*batch)
+        outcomes.append(failure is not None)
+        return failure
+
+    # the derandomized search's seed is a digest of this function's source: keep it as it is
     @settings(max_examples=max_examples, deadline=None, database=None,
               derandomize=seed is None, suppress_health_check=list(HealthCheck),
               print_blob=False, report_multiple_bugs=False)
@@ -68,7 +80,8 @@ def search(strategy, compare: Callable, *, max_examples: int, seed: int | None):
         if not failures:
             raise
         passed = False
-    return passed, count[0], time.perf_counter() - start, failures
+    drawn = outcomes.index(True) + 1 if True in outcomes else len(outcomes)
+    return passed, drawn, time.perf_counter() - start, failures, len(outcomes) - drawn
 
 
 def usage(message: str) -> int:
@@ -77,9 +90,16 @@ def usage(message: str) -> int:
     return 2
 
 
-def run_target(target: str, max_examples: int, check: Callable) -> int:
+def run_target(target: str, max_examples: int, check: Callable,
+               probe: Callable | None = None) -> int:
     """``ustat-rl conformance``: load ``target``, print ``check(fn)``'s report; exit code 0
-    conforms, 1 does not, 2 a usage or import error (one line on stderr)."""
+    conforms, 1 does not, 2 a usage or import error (one line on stderr).
+
+    ``probe(fn)`` (optional) calls the function once on a plain valid batch and returns why it
+    cannot be tested (``None`` if it can): a function that cannot be called with the signature
+    asked for, or raises on that batch, is a usage error, told before any search; one that
+    runs but returns wrong values is searched and reported as not conforming.
+    """
     if max_examples < 1:
         return usage("--max-examples must be >= 1")
     try:
@@ -90,6 +110,31 @@ def run_target(target: str, max_examples: int, check: Callable) -> int:
         fn = load_function(target)
     except TargetError as exc:
         return usage(f"cannot load {target!r}: {exc}")
-    report = check(fn)
+    if probe is not None and (problem := probe(fn)) is not None:
+        return usage(f"{target.rsplit(':', 1)[-1]}: {problem}")  # the function, not its file
+    from hypothesis.errors import Unsatisfiable
+
+    try:
+        report = check(fn)
+    except (ValueError, TypeError) as exc:  # an option the kit refuses: one line, no search
+        return usage(first_line(exc).split(": ", 1)[-1])
+    except Unsatisfiable:  # hypothesis's own words would name its internals
+        return usage("no valid batch could be drawn for these options (group sizes, channels)")
     print(report.summary())
     return 0 if report.passed else 1
+
+
+def probe_call(call: Callable, batch: tuple, signature: str) -> str | None:
+    """Why ``call(*batch)`` shows the function cannot be tested (``None`` when it ran)."""
+    from .conformance_adapters import BadOutput
+
+    try:
+        call(*(np.copy(a) for a in batch))
+    except BadOutput:  # it runs: what it returns is the search's to judge
+        return None
+    except (Exception, SystemExit) as exc:
+        shown = ", ".join(repr(np.asarray(a).tolist()) for a in batch)  # one line
+        return (f"calling it as {signature} on a plain valid batch ({shown}) raised "
+                f"{first_line(exc)}; a function that cannot run on such a batch cannot be "
+                "tested (check its signature, or --signature)")
+    return None

@@ -210,13 +210,14 @@ def _allocation(table: GroupedRewards, budget: int, estimator: str, step):
         step = int(table.step.max())
     part = table if step is None else table.select_step(step)
     ids, index = part.groups()
-    stats = reward_statistics(index, ids.size, part.reward)
+    stats = reward_statistics(index, ids.size, part.reward, "`FILE`")
     moments = _RewardMoments(np.full(ids.size, 1.0 / ids.size), stats["value"],
                              stats["reward_var"])
     low = rule_min_group_size(estimator)
     if budget < low * ids.size:
-        note = (f"no allocation: `budget` {budget} is below {low} x {ids.size} groups of step "
-                f"{step}; each group needs at least {low}")
+        where = "" if step is None else f" of step {step}"
+        note = (f"no allocation: `budget` {budget} is below {low} x {ids.size} groups{where}; "
+                f"each group needs at least {low}")
         return step, {}, ids.tolist(), note
     sizes = {rule: baseline_group_sizes(moments, rule, budget, low)[0].tolist()
              for rule in BASELINE_RULES}
@@ -259,7 +260,7 @@ def rewards_report(table: GroupedRewards, budget, rule: str | None = None,
         rule, zero_variance = found.name, found.zero_variance
     sizes = admissible_group_sizes(budget)  # (n_G,) divisors of N, >= 2
     n = table.group_sizes()
-    stats = reward_statistics(index, ids.size, table.reward)
+    stats = reward_statistics(index, ids.size, table.reward, "`FILE`")
     binary = table.binary
     predicted = unbiased = None
     if binary:
@@ -305,6 +306,15 @@ def _num(value, digits: int = 3) -> str:
         else f"{value:.{digits}f}"
 
 
+def _reward(value) -> str:
+    """A reward (mean, quantile): three decimals at ordinary scales, four significant digits
+    beyond them (a reward of 1e100 is not printed as a 100-digit number, nor 1e-9 as 0.000)."""
+    value = float(value)
+    if value == 0.0 or 1e-3 <= abs(value) < 1e4:
+        return f"{value:.3f}"
+    return f"{value:.4g}"
+
+
 def format_rewards_report(report: RewardsReport, max_steps: int = 20) -> str:
     """Plain-text summary of a :class:`RewardsReport`."""
     sizes = ", ".join(map(str, report.group_sizes))
@@ -319,9 +329,9 @@ def format_rewards_report(report: RewardsReport, max_steps: int = 20) -> str:
             "none registered (a rule outside the registry, or groups rebuilt differently)")
         lines.append(f"logged advantages reproduced by: {names}")
     sr = report.success_rate
-    q = "  ".join(f"{k} {v:.3f}" for k, v in sr["quantiles"].items())
+    q = "  ".join(f"{k} {_reward(v)}" for k, v in sr["quantiles"].items())
     lines += ["", f"{'success rate' if report.binary else 'group mean reward'} per group: "
-                  f"mean {sr['mean']:.3f}; quantiles {q}"]
+                  f"mean {_reward(sr['mean'])}; quantiles {q}"]
     if sr["histogram"]:
         lines.append("  groups by success rate: " + "  ".join(
             f"{k}: {v}" for k, v in sr["histogram"].items()))
@@ -346,7 +356,7 @@ def format_rewards_report(report: RewardsReport, max_steps: int = 20) -> str:
     lines += ["", f"{'step':>8}{'groups':>8}{'mean reward':>13}{'all-equal':>11}"]
     for row in report.steps[-max_steps:]:
         label = "-" if row["step"] is None else str(row["step"])
-        lines.append(f"{label:>8}{row['groups']:>8}{row['mean_reward']:>13.3f}"
+        lines.append(f"{label:>8}{row['groups']:>8}{_reward(row['mean_reward']):>13}"
                      f"{row['all_equal']:>11.3f}")
     if len(report.steps) > max_steps:
         lines.append(f"(last {max_steps} of {len(report.steps)} steps; see --json)")

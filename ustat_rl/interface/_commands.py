@@ -88,6 +88,16 @@ def resolve_claim_ids(text: str, known) -> list[str]:
     return out
 
 
+def check_output_file(path, option: str) -> None:
+    """A command's output file: writable (:func:`ustat_rl._paths.check_output`) and in a folder
+    that exists, as ``gstar --json`` requires; a command does not create folders silently."""
+    if path is None:
+        return
+    if not Path(path).parent.exists():
+        raise ValueError(f"{option}: folder {str(Path(path).parent)!r} does not exist")
+    check_output(path, option)
+
+
 def _fail(command: str, message: str) -> int:
     print(f"ustat-rl {command}: error: {message}", file=sys.stderr)
     return 2
@@ -152,7 +162,7 @@ def verify(args, version: str) -> int:
         wanted = [] if args.only is None else resolve_claim_ids(args.only, claims)
         if args.n_jobs < 1:
             raise ValueError(f"--n-jobs must be an integer >= 1, got {args.n_jobs}")
-        check_output(args.json, "--json")
+        check_output_file(args.json, "--json")
         if args.errata and not wanted and args.json is not None:
             raise ValueError("--json records claims, and --errata alone runs none: add "
                              "--only IDS (or drop --errata to run them all)")

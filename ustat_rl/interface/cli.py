@@ -245,8 +245,16 @@ def _gstar(args) -> int:
 
 def main(argv=None) -> int:
     args = _parse_args(sys.argv[1:] if argv is None else argv)
+    import warnings
+
+    def one_line(message, category, *_args, **_kwargs):  # no source file, no code line
+        print(f"ustat-rl {args.command}: warning: {str(message).splitlines()[0]}",
+              file=sys.stderr)
+
     try:
-        return _dispatch(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = one_line
+            return _dispatch(args)
     except ModuleNotFoundError as exc:  # an optional dependency: one line naming its extra
         from ._commands import missing_dependency
 

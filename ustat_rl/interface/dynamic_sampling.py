@@ -48,22 +48,39 @@ def _fmt(value) -> str:
     return format_number(value)
 
 
-def _mse(value: float) -> str:
+def _mse(value: float, resolved: bool = True) -> str:
+    if not resolved:
+        return "unresolved"
     return _fmt(value) if value > 0.0 else "<= 0"
 
 
 def _best_lines(report) -> list[str]:
+    from ..pilot.dynamic_sampling import CAP_RISK
+
     words = {"generated": "counts generated rollouts", "accepted": "counts accepted rollouts",
              "unfiltered": "no dynamic sampling"}
+    K = report.max_gen_batches
+    cap = (f"cap K = {K}: only G whose chance of hitting it is at most {CAP_RISK:g} per step, "
+           "where verl raises" if K else "no cap")
     lines = [f"best G at N = {report.budget} for {report.rule} (point estimates, no interval; "
-             "b = B, no cap; against g | the batch times r, i.e. a learning rate times r):"]
+             f"b = B, {cap}; against g | the batch times r, i.e. a learning rate times r):"]
     for accounting, targets in report.best.items():
         parts = []
         for got in targets.values():
-            text = (f"G = {got['group_size']}, B = {got['batch_size']}" if got["mse"] > 0.0
-                    else "unresolved (a point MSE estimate is not positive)")
-            if got["mse"] > 0.0 and accounting == "accepted":
+            if got is None:
+                parts.append("none (" + (f"every G risks the cap K = {K}, or " if K else "")
+                             + "no G affords a kept batch within N generated rollouts)"
+                             if accounting == "generated" else
+                             f"none (every G risks the cap K = {K}; raise --max-gen-batches)")
+                continue
+            shown = got["mse"] > 0.0 and got.get("resolved", True)
+            text = (f"G = {got['group_size']}, B = {got['batch_size']}" if shown
+                    else "unresolved (a point MSE estimate is not positive, or a G whose MSE "
+                         "the pilot does not resolve may be best)")
+            if shown and accounting == "accepted":
                 text += f" ({_fmt(got['rollouts'])} generated)"
+            if shown and K and accounting != "unfiltered":
+                text += f" (P(cap) {_fmt(got['cap_probability'])})"
             parts.append(text)
         lines.append(f"  {words[accounting] + ':':<28}" + " | ".join(parts))
     return lines
@@ -80,28 +97,38 @@ def format_dynamic_sampling(report) -> str:
              + f" {'GRPO mean':>10} {'|bias|/|g|':>11}"]
     for i, G in enumerate(report.group_sizes):
         unbiased = report.keep_prob_unbiased[i]
+        mark = "" if report.cost_uses_unbiased[i] else "*"
         row = (f"  {G:>5} {report.batch_sizes[i]:>6} {_fmt(report.keep_prob[i]):>8} "
                f"{'-' if unbiased is None else _fmt(unbiased):>11} "
-               f"{_fmt(report.expected_gen_batches[i]):>12} "
-               f"{_fmt(report.expected_rollouts[i]):>10}")
+               f"{_fmt(report.expected_gen_batches[i]) + mark:>12} "
+               f"{_fmt(report.expected_rollouts[i]) + mark:>10}")
         if report.cap_probability:
-            row += f" {_fmt(report.cap_probability[i]):>8}"
-        row += (f" {_fmt(report.grpo_mean_scale[i]) + ' g':>10} "
-                f"{_fmt(report.grpo_relative_bias[i]):>11}")
+            row += f" {_fmt(report.cap_probability[i]) + mark:>8}"
+        row += (f" {_fmt(report.grpo_mean_scale[i]) + ' g' + mark:>10} "
+                f"{_fmt(report.grpo_relative_bias[i]) + mark:>11}")
         lines.append(row)
     lines.append("GRPO's kept batch estimates g/r, not g: the direction of g, 1/r times as long "
                  "(bias (Q/r) g, Q = 1 - r); rollouts = G b E[generation batches], discarded "
-                 "groups and the overflow included" + ("; P(cap): verl raises 'Generated too "
-                                                      "many'" if report.cap_probability else ""))
+                 "groups and the overflow included; costs and 1/r use 'r unbiased' where it "
+                 "exists, * = the plug-in r" + ("; P(cap): verl raises 'Generated too many'"
+                                                 if report.cap_probability else ""))
     if report.mse is not None:
         lines.append(f"{report.rule} kept batch at N = {report.budget} (point estimates, no "
                      "interval):")
         lines.append(f"  {'G':>5} {'B':>6} {'bias^2':>11} {'variance':>11} {'MSE':>11} "
                      f"{'MSE x r':>11} {'unfiltered':>11}")
         for i, G in enumerate(report.group_sizes):
+            # a variance <= 0 or a negative squared bias leaves the MSEs built on it unresolved
+            shown = {"bias_sq": True, "variance": report.mse["variance"][i] > 0.0,
+                     "mse": report.resolved["grad"][i],
+                     "mse_rescaled": report.resolved["rescaled"][i],
+                     "unfiltered_mse": True}
             lines.append(f"  {G:>5} {report.batch_sizes[i]:>6} " + " ".join(
-                f"{_mse(report.mse[key][i]):>11}"
-                for key in ("bias_sq", "variance", "mse", "mse_rescaled", "unfiltered_mse")))
+                f"{_mse(report.mse[key][i], ok):>11}" for key, ok in shown.items()))
+        if not all(map(all, report.resolved.values())) or min(report.mse["variance"]) <= 0.0:
+            lines.append("unresolved: the kept batch's plug-in variance is not positive there "
+                         "(or its squared bias is negative), so neither it nor an MSE built on "
+                         "it (at least the squared bias and the variance) is shown")
         lines += _best_lines(report)
     else:
         lines.append("the kept batch's MSE and the best G need scores: `ustat-rl gstar PILOT "

@@ -113,8 +113,8 @@ def _rho_grid(low: float, high: float) -> np.ndarray:
     return grid[(grid >= low) & (grid <= high)]
 
 
-def prompts_to_bound(c1, n_prompts: int, sketched: bool) -> float:
-    """Pilot prompts in all at which ``c1``'s interval would stop reaching 0 (C32).
+def prompts_to_bound(c1, n_prompts: int, sketched: bool, t: float | None = None) -> float:
+    """Pilot prompts in all at which ``c1``'s jackknife interval would stop reaching 0 (C32).
 
     Parameters
     ----------
@@ -122,26 +122,35 @@ def prompts_to_bound(c1, n_prompts: int, sketched: bool) -> float:
         The pilot's interval for ``c1``.
     n_prompts : int
     sketched : bool
+    t : float, optional
+        The Student quantile of ``c1``'s jackknife interval
+        (:meth:`~ustat_rl.pilot.uncertainty.PilotIntervals.c1_quantile`); by default read off
+        the interval as ``(high - estimate)/se`` (right for an interval not cut at 0).
 
     Returns
     -------
     float
-        With ``t = (high - estimate)/se`` and the prompt variance falling as ``1/P``, the ``P``
-        at which ``c_ref > t sqrt(se_p^2 P0/P + se_s^2)``, where ``c_ref`` is the estimate when
-        positive and otherwise the interval's upper end (so the figure is then a lower bound:
-        a smaller ``c1`` needs more). ``inf`` when the projection part alone is too large (or
-        ``c_ref <= 0``); ``nan`` when the interval already stays above 0.
+        With the prompt variance falling as ``1/P``, the ``P`` at which
+        ``c_ref > t sqrt(se_p^2 P0/P + se_s^2)``, where ``c_ref`` is the estimate when positive
+        and otherwise the interval's upper end (so the figure is then a lower bound: a smaller
+        ``c1`` needs more), and never fewer than
+        :data:`~ustat_rl.pilot.small_sample.SMALL_PILOT_PROMPTS` (below it the jackknife's
+        interval is not the one reported). ``inf`` when the projection part alone is too large,
+        or when ``c_ref <= 0`` (the pilot then names no size); ``nan`` when the interval
+        already stays above 0.
     """
+    from .small_sample import SMALL_PILOT_PROMPTS
+
     if c1.low > 0.0:
         return math.nan
     if not c1.std_error > 0.0:
         return math.inf
-    t = (c1.high - c1.estimate) / c1.std_error
+    t = (c1.high - c1.estimate) / c1.std_error if t is None else t
     ref = c1.estimate if c1.estimate > 0.0 else c1.high
     room = (ref / t) ** 2 - (c1.sketch_std_error**2 if sketched else 0.0)
     if not ref > 0.0 or room <= 0.0:
         return math.inf
-    return float(n_prompts * c1.prompt_std_error**2 / room)
+    return float(max(n_prompts * c1.prompt_std_error**2 / room, SMALL_PILOT_PROMPTS))
 
 
 def advise(intervals, sizes) -> Advice:
@@ -161,11 +170,13 @@ def advise(intervals, sizes) -> Advice:
     if not c3 > 0.0:
         raise ValueError(f"`rollouts`: the pilot's estimate of c3' is {c3:.3g} <= 0 (rewards "
                          "barely vary within prompts), so G* cannot be estimated")
-    t = (c1.high - c1.estimate) / c1.std_error if c1.std_error > 0 else 0.0
+    t = intervals.c1_quantile()
     rho = intervals.ratio
-    rho_high = max(rho.high, t * c1.std_error / c3)
+    # the pilot's resolution: the half-width of c1's interval (a small pilot's upper one)
+    reach = c1.high - c1.estimate if intervals.small_pilot else t * c1.std_error
+    rho_high = max(rho.high, reach / c3)
     group, excess = robust_group_size(sizes, rho.low, rho_high, intervals.constants.c2 / c3)
     bounded = intervals.bounded
     more = math.nan if bounded else prompts_to_bound(c1, intervals.n_prompts,
-                                                     intervals.sketch_included)
+                                                     intervals.sketch_included, t)
     return Advice(group, excess, bounded, more)

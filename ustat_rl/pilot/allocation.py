@@ -15,8 +15,11 @@ For an unbiased rule the batch MSE is ``sum_x f^2 MSE_x(G_x)``, a sum over promp
 ``t_x`` and ``u_x`` the half-B terms of the rule and of uniform the ratio is
 ``R = sum t / sum u``. Its standard error is the delta method over prompts drawn i.i.d. (as a
 pilot's are): ``se^2 = sum_x (t_x - R u_x)^2 / (P (P - 1) u_bar^2)``, and the interval uses the
-Student quantile of :func:`ustat_rl.pilot.uncertainty.student_quantile` with ``P - 1`` degrees of
-freedom. (The pilot's jackknife, :func:`ustat_rl.pilot.jackknife`, covers statistics affine in
+Student quantile of :func:`ustat_rl.pilot.uncertainty.student_quantile` with ``m - 1`` degrees of
+freedom, ``m`` the prompts whose rewards vary within the scoring half (a prompt whose rewards
+are all equal there adds a term the sizes barely move, so the spread comes from the others;
+``m = P`` when every prompt's rewards vary). With ``m < 2`` the interval is ``[0, inf)``: the
+pilot cannot tell. (The pilot's jackknife, :func:`ustat_rl.pilot.jackknife`, covers statistics affine in
 the prompt averages; a ragged allocation's MSE is not one, so it does not apply.) The interval
 is for the sizes fitted on half the pilot, which can only be noisier than the plug-in sizes.
 A ratio of MSEs is positive, so the interval's lower end is clipped at 0; when either half-B sum
@@ -41,6 +44,7 @@ __all__ = ["RatioInterval", "PilotAllocation", "MIN_SPLIT_GROUP", "split_rollout
 
 #: Samples per prompt needed for two halves of at least three (the order-3 kernels).
 MIN_SPLIT_GROUP = 6
+
 
 
 @dataclass(frozen=True)
@@ -131,7 +135,8 @@ def split_rollouts(rollouts):
     return halves
 
 
-def _ratio(terms_rule, terms_uniform, level) -> RatioInterval:
+def _ratio(terms_rule, terms_uniform, level, varied: int) -> RatioInterval:
+    """The cross-fitted ratio with ``m - 1 = varied - 1`` degrees of freedom (module docstring)."""
     from .uncertainty import student_quantile
 
     P = terms_rule.size
@@ -140,7 +145,9 @@ def _ratio(terms_rule, terms_uniform, level) -> RatioInterval:
     ratio = float(terms_rule.sum() / terms_uniform.sum())
     resid = terms_rule - ratio * terms_uniform
     se = float(math.sqrt(np.sum(resid**2) / (P * (P - 1.0))) / terms_uniform.mean())
-    t = student_quantile(level, se**2, 0.0, P, None)
+    if varied < 2:  # no spread over prompts to judge the ratio by
+        return RatioInterval(ratio, se, 0.0, math.inf)
+    t = student_quantile(level, se**2, 0.0, varied, None)
     return RatioInterval(ratio, se, max(0.0, ratio - t * se), ratio + t * se)
 
 
@@ -193,15 +200,32 @@ def pilot_allocation(rollouts, budget, estimator: str = "grpo", level: float = 0
         note = (f"no ratio intervals: cross-fitting needs >= {MIN_SPLIT_GROUP} samples per "
                 f"prompt, the smallest group has {stats.group_size.min()}")
     else:
-        half_a, half_b = (rule_moments(h, estimator) for h in split_rollouts(rollouts))
+        halves = split_rollouts(rollouts)
+        varied = _varied_prompts(halves[1])
+        half_a, half_b = (rule_moments(h, estimator) for h in halves)
         fitted = compare_allocations(half_a, estimator, budget, rules)
         uniform = pilot_terms(half_b, estimator, fitted["uniform"].group_sizes)
         for name, alloc in fitted.items():
             if name != "uniform":
                 ratios[name] = _ratio(pilot_terms(half_b, estimator, alloc.group_sizes), uniform,
-                                      level)
+                                      level, varied)
+        if varied < stats.n_prompts:
+            note = (f"{varied} of {stats.n_prompts} prompts have rewards that vary within the "
+                    "half of their group the ratios are scored on: the intervals take "
+                    f"{max(varied - 1, 0)} degrees of freedom"
+                    + (", so they cannot tell" if varied < 2 else ""))
     return PilotAllocation(stats.prompt_ids, estimator, int(budget), float(level), allocations,
                            ratios, note)
+
+
+def _varied_prompts(rollouts) -> int:
+    """How many prompts have rewards that are not all equal within their group."""
+    _, index = rollouts.groups()
+    low = np.full(index.max() + 1, np.inf)
+    high = np.full(index.max() + 1, -np.inf)
+    np.minimum.at(low, index, rollouts.reward)
+    np.maximum.at(high, index, rollouts.reward)
+    return int(np.sum(high > low))
 
 
 #: The last line of the table, by the verdict on the optimal sizes' cross-fitted ratio.
@@ -214,6 +238,11 @@ _ADVICE = {
                           "allocate by), or collect more samples per prompt",
     "undefined": "the pilot cannot compare the optimal sizes with uniform (a cross-fitted MSE "
                  "estimate is not positive): keep uniform, or collect more samples per prompt",
+    "zero width": "the pilot cannot compare the optimal sizes with uniform (the cross-fitted "
+                  "ratio's interval has zero width): keep uniform, or collect more samples per "
+                  "prompt",
+    None: "the pilot cannot tell whether the optimal sizes beat uniform (no cross-fitted "
+          "ratio): keep uniform",
 }
 
 
@@ -246,7 +275,9 @@ def format_pilot_allocation(report: PilotAllocation, max_rows: int = 40) -> str:
         if r is None:
             extra = "-" if name == "uniform" else "not available"
         elif r.verdict == "undefined":
-            extra = "undefined: a cross-fitted MSE estimate is not positive"
+            extra = ("undefined: a cross-fitted MSE estimate is not positive"
+                     if not r.estimate > 0 else "undefined: its interval has zero width "
+                     f"({r.estimate:.3g} at both ends)")
         else:
             extra = f"{r.estimate:.3f} [{r.low:.3f}, {r.high:.3f}]  {r.verdict}"
         lines.append(f"{name:<10}{shown:>14}{versus:>10}   {extra}")
@@ -256,8 +287,10 @@ def format_pilot_allocation(report: PilotAllocation, max_rows: int = 40) -> str:
     if report.note:
         lines.append(report.note)
     best = report.ratios.get("optimal")
-    if best is not None:
-        lines.append(_ADVICE[best.verdict])
+    key = None if best is None else best.verdict
+    if key == "undefined" and best.estimate > 0:  # a positive ratio whose interval is a point
+        key = "zero width"
+    lines.append(_ADVICE[key])
     return "\n".join(lines)
 
 

@@ -24,7 +24,7 @@ same computation without the filter, to hold against the unbiased prediction of 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -35,26 +35,34 @@ from ..theory.advantage import binary_projection
 from ..theory.dynamic_sampling import (
     ACCOUNTINGS,
     FILTER_TARGETS,
+    cost_at_keep_probability,
     filtered_batch_moments,
-    generation_cost,
+    keep_probability,
     optimal_filtered_group_size,
 )
+from ..theory.dynamic_sampling_cost import expected_gen_batches
 from .estimate import estimate_moments, pilot_statistics
 from .report import all_equal_fraction, check_degenerate, check_report_budget, check_signal
 from .rollouts import Rollouts
 
 __all__ = ["DynamicSamplingReport", "pilot_dynamic_sampling", "rewards_dynamic_sampling",
-           "PLUG_IN_NOTE", "NOTHING_TO_FILTER"]
+           "PLUG_IN_NOTE", "NOTHING_TO_FILTER", "CAP_RISK"]
 
 #: The rule the kept-batch moments and the best ``G`` are computed for (E g_DS = g/r).
 RULE = "grpo"
 
 #: Why the plug-in numbers are biased, in one sentence the commands print and the help repeats.
-PLUG_IN_NOTE = ("r, the costs and the 1/r scale plug the pilot's success rates p = m/n into "
-                "p^G + (1-p)^G, which is biased: that function is convex, so in expectation the "
-                "plug-in overstates the all-equal fraction, r reads low and the costs and 1/r "
-                "read high; only the per-group all-equal indicator is unbiased (its U-statistic, "
-                "the 'r unbiased' column, for G <= every pilot group's size)")
+PLUG_IN_NOTE = ("the plug-in r puts the pilot's success rates p = m/n into p^G + (1-p)^G, which "
+                "is biased: that function is convex, so in expectation the plug-in overstates "
+                "the all-equal fraction, r reads low and costs and 1/r built on it read high; "
+                "only the per-group all-equal indicator is unbiased (its U-statistic, the "
+                "'r unbiased' column, for G <= every pilot group's size), and the costs and 1/r "
+                "use it there (rows marked * use the plug-in r)")
+
+#: The largest chance per step of hitting verl's cap (``max_num_gen_batches``, where verl raises
+#: "Generated too many") that a best ``G`` may carry: a run of 1000 steps then stops with
+#: probability at most about 1 - (1 - 1e-3)^1000 = 0.63 -- so the text names the rate.
+CAP_RISK = 1e-3
 
 
 @dataclass(frozen=True)
@@ -75,10 +83,13 @@ class DynamicSamplingReport:
         The admissible ``G`` (divisors of ``N``, at least 2) and ``B = N/G``; the generation
         batch is ``b = B`` prompts.
     keep_prob : list of float
-        The plug-in ``r = 1 - sum_x f(x) q(p_hat(x))`` every derived number uses.
+        The plug-in ``r = 1 - sum_x f(x) q(p_hat(x))``.
     keep_prob_unbiased : list of float or None
         ``1 -`` the U-statistic all-equal fraction (unbiased), ``None`` where ``G`` exceeds a
         pilot group.
+    cost_uses_unbiased : list of bool
+        Whether the cost columns and the ``1/r`` scale of each ``G`` use ``keep_prob_unbiased``
+        (where it exists) or the plug-in ``keep_prob``.
     expected_gen_batches, expected_rollouts : list of float
         ``E min(N, K)`` generation batches per step and the ``G b E min(N, K)`` rollouts they
         generate (discarded groups and the overflow included).
@@ -87,6 +98,11 @@ class DynamicSamplingReport:
     grpo_mean_scale, grpo_relative_bias : list of float
         GRPO's kept batch estimates ``g/r``: the direction of ``g``, ``1/r`` times as long, with
         ``||E g_DS - g|| / ||g|| = Q/r``.
+    resolved : dict of lists of bool, or None
+        Per target (``"grad"``: ``mse``; ``"rescaled"``: ``mse_rescaled``) and ``G``, whether the
+        kept batch's plug-in variance is positive and that target's squared bias not negative:
+        where not, the MSE is unresolved (an MSE is at least its squared bias and at least its
+        variance). ``None`` without scores.
     mse : dict of lists or None
         From a pilot with scores, GRPO at ``(G, B)`` (point estimates, no interval):
         ``bias_sq``, ``variance``, ``mse`` (against ``g``), ``mse_rescaled`` (the batch times
@@ -94,9 +110,15 @@ class DynamicSamplingReport:
     best : dict or None
         Per accounting of :data:`~ustat_rl.theory.dynamic_sampling.ACCOUNTINGS` and target of
         :data:`~ustat_rl.theory.dynamic_sampling.FILTER_TARGETS` (one target, ``"grad"``, for
-        ``"unfiltered"``): ``group_size``, ``batch_size``, ``mse`` and ``rollouts`` (expected,
-        generated) of :func:`~ustat_rl.theory.dynamic_sampling.optimal_filtered_group_size`
-        over ``group_sizes``, ``b = B``, no cap; ``None`` without scores.
+        ``"unfiltered"``): ``group_size``, ``batch_size``, ``mse``, ``rollouts`` (expected,
+        generated), ``cap_probability`` and ``resolved`` of the smallest MSE of
+        :func:`~ustat_rl.theory.dynamic_sampling.optimal_filtered_group_size` over the
+        ``group_sizes`` whose chance of hitting a cap ``K`` at that ``(G, B)`` is at most
+        :data:`CAP_RISK` (``b = B``), an unresolved size entering at its squared bias (so
+        ``resolved`` is false when such a size may be best, or the smallest MSE is not
+        positive); ``None`` for a target no ``G`` qualifies for (under the cap, or because no
+        ``G`` affords a batch within ``N`` generated rollouts); the whole field ``None`` without
+        scores.
     rule : str
         The rule of ``mse`` and ``best`` (``"grpo"``).
     note : str
@@ -118,6 +140,8 @@ class DynamicSamplingReport:
     grpo_relative_bias: list
     mse: dict | None
     best: dict | None
+    cost_uses_unbiased: list = field(default_factory=list)
+    resolved: dict | None = None
     rule: str = RULE
     note: str = PLUG_IN_NOTE
 
@@ -160,15 +184,69 @@ def _unbiased_keep(successes, counts, sizes, prompt_prob):
     return [float(1.0 - f) if ok else None for f, ok in zip(frac, unbiased)]
 
 
-def _cost_columns(value, prompt_prob, sizes, budget: int, K: int) -> dict:
-    rows = [generation_cost(value, int(G), budget // int(G), None, K, prompt_prob)
-            for G in sizes]
-    r = np.array([row.keep_prob for row in rows])
-    return {"keep_prob": r.tolist(),
-            "expected_gen_batches": [row.expected_gen_batches for row in rows],
+def _cost_columns(keep, sizes, budget: int, K: int) -> dict:
+    """Costs at each ``G`` from the keep probability ``keep`` (unbiased where it exists)."""
+    rows = [cost_at_keep_probability(r, int(G), budget // int(G), None, K)
+            for r, G in zip(keep, sizes)]
+    r = np.array(keep, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        scale = np.where(r > 0.0, 1.0 / np.where(r > 0.0, r, 1.0), np.inf)
+    return {"expected_gen_batches": [row.expected_gen_batches for row in rows],
             "expected_rollouts": [row.expected_rollouts for row in rows],
             "cap_probability": [row.cap_probability for row in rows] if K else None,
-            "grpo_mean_scale": (1.0 / r).tolist(), "grpo_relative_bias": ((1.0 - r) / r).tolist()}
+            "grpo_mean_scale": scale.tolist(), "grpo_relative_bias": (scale - 1.0).tolist()}
+
+
+def _best(projected, budget: int, sizes, rows, keep, K: int) -> dict:
+    """The best ``G`` per accounting and target (``DynamicSamplingReport.best``).
+
+    Sizes that break the cap are left out. A size whose MSE the pilot does not resolve (its
+    plug-in variance, or for the unfiltered batch its MSE, is not positive; or its squared bias
+    is negative) enters with the lower bound its squared bias gives (0 when that is not
+    resolved either), so the answer is "unresolved" whenever such a size may be the best.
+    """
+    keep_of = dict(zip(map(int, sizes), keep))
+    by_size = {int(G): row for G, row in zip(sizes, rows)}
+    best = {}
+    for accounting in ACCOUNTINGS:
+        targets = FILTER_TARGETS if accounting != "unfiltered" else FILTER_TARGETS[:1]
+        best[accounting] = {}
+        for target in targets:
+            try:
+                out = optimal_filtered_group_size(projected, budget, RULE, accounting, sizes,
+                                                  target=target)
+            except ValueError:  # no G affords one kept group within N generated rollouts
+                best[accounting][target] = None
+                continue
+            fit = [_resolved(by_size[int(G)], accounting, target) for G in out.group_sizes]
+            ok, floor = np.array([f[0] for f in fit]), np.array([f[1] for f in fit])
+            value = np.where(ok, out.mses, floor)  # (n_G,) an unresolved size at its bound
+            allowed = np.isfinite(out.mses)
+            cap = np.zeros(out.group_sizes.size)
+            if K and accounting != "unfiltered":
+                cap = np.array([expected_gen_batches(keep_of[int(G)], int(B), int(B), K)[1]
+                                if B else 1.0 for G, B in zip(out.group_sizes, out.batch_sizes)])
+                allowed &= cap <= CAP_RISK
+            if not np.any(allowed):
+                best[accounting][target] = None
+                continue
+            i = int(np.argmin(np.where(allowed, value, np.inf)))
+            best[accounting][target] = {"group_size": int(out.group_sizes[i]),
+                                        "batch_size": int(out.batch_sizes[i]),
+                                        "mse": float(out.mses[i]),
+                                        "resolved": bool(ok[i] and out.mses[i] > 0.0),
+                                        "rollouts": float(out.rollouts[i]),
+                                        "cap_probability": float(cap[i])}
+    return best
+
+
+def _resolved(row, accounting: str, target: str) -> tuple[bool, float]:
+    """Whether one size's MSE is resolved, and the lower bound it has when it is not."""
+    if accounting == "unfiltered":  # an unbiased rule: its MSE is its variance
+        return bool(row.unfiltered_mse > 0.0), 0.0
+    bias_sq = (row.bias_sq if target == "grad"
+               else row.mse_rescaled - row.keep_prob**2 * row.variance)
+    return bool(row.variance > 0.0 and bias_sq >= 0.0), max(bias_sq, 0.0)
 
 
 def _report(reward, index, P, budget, max_gen_batches, prompt_prob, moments) -> DynamicSamplingReport:
@@ -179,33 +257,28 @@ def _report(reward, index, P, budget, max_gen_batches, prompt_prob, moments) -> 
     successes = np.bincount(index, reward, P)
     counts = np.bincount(index, minlength=P)
     value = successes / counts  # (P,) p_hat = m/n
-    costs = _cost_columns(value, prompt_prob, sizes, budget, K)
-    mse = best = None
+    plug_in = [keep_probability(value, int(G), prompt_prob) for G in sizes]
+    unbiased = _unbiased_keep(successes, counts, sizes, prompt_prob)
+    keep = [u if u is not None else r for u, r in zip(unbiased, plug_in)]
+    costs = _cost_columns(keep, sizes, budget, K)
+    mse = best = resolved = None
     if moments is not None:
         projected = binary_projection(moments)
         rows = [filtered_batch_moments(projected, RULE, int(G), budget // int(G)) for G in sizes]
         mse = {key: [float(getattr(row, key)) for row in rows]
                for key in ("bias_sq", "variance", "mse", "mse_rescaled", "unfiltered_mse")}
-        best = {}
-        for accounting in ACCOUNTINGS:
-            targets = FILTER_TARGETS if accounting != "unfiltered" else FILTER_TARGETS[:1]
-            best[accounting] = {}
-            for target in targets:
-                out = optimal_filtered_group_size(projected, budget, RULE, accounting, sizes,
-                                                  target=target)
-                i = int(np.flatnonzero(out.group_sizes == out.group_size)[0])
-                best[accounting][target] = {"group_size": out.group_size,
-                                            "batch_size": out.batch_size, "mse": out.mse,
-                                            "rollouts": float(out.rollouts[i])}
+        resolved = {target: [_resolved(row, "generated", target)[0] for row in rows]
+                    for target in FILTER_TARGETS}
+        best = _best(projected, budget, sizes, rows, keep, K)
     return DynamicSamplingReport(
         budget=budget, max_gen_batches=K, n_prompts=P, min_pilot_group=int(counts.min()),
         group_sizes=sizes.tolist(), batch_sizes=(budget // sizes).tolist(),
-        keep_prob=costs["keep_prob"],
-        keep_prob_unbiased=_unbiased_keep(successes, counts, sizes, prompt_prob),
+        keep_prob=plug_in, keep_prob_unbiased=unbiased,
         expected_gen_batches=costs["expected_gen_batches"],
         expected_rollouts=costs["expected_rollouts"], cap_probability=costs["cap_probability"],
         grpo_mean_scale=costs["grpo_mean_scale"], grpo_relative_bias=costs["grpo_relative_bias"],
-        mse=mse, best=best)
+        mse=mse, best=best, cost_uses_unbiased=[u is not None for u in unbiased],
+        resolved=resolved)
 
 
 def rewards_dynamic_sampling(reward, group_index, budget, max_gen_batches: int = 0,

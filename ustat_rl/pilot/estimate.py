@@ -24,7 +24,8 @@ from .rollouts import Rollouts
 
 __all__ = ["PilotStatistics", "pilot_statistics", "estimate_moments", "rule_moments",
            "estimate_constants",
-           "SCORE_MOMENTS", "group_moments", "reward_statistics"]
+           "SCORE_MOMENTS", "group_moments", "reward_statistics", "check_finite_moments",
+           "SCALE_ADVICE", "check_not_underflowing"]
 
 #: The score moments of the contract, each a sum over score columns (docs/theory.md section 7).
 SCORE_MOMENTS = ("score_sq", "score_sq_reward", "score_sq_reward_sq", "score_sq_centred",
@@ -124,25 +125,66 @@ def group_moments(reward, score) -> dict:
     return out
 
 
-def reward_statistics(index: np.ndarray, P: int, z: np.ndarray) -> dict:
+#: The reward scale's refusal, shared by every route that squares rewards.
+SCALE_ADVICE = ("divide the rewards by a constant: G*, the allocation and every verdict do not "
+                "change with the reward scale, and the MSEs scale with its square")
+
+
+def check_finite_moments(values, what: str, reward, score=None, name: str = "`rollouts`") -> None:
+    """One ``ValueError`` when moments computed from ``reward`` (and ``score``) overflowed.
+
+    ``values`` are the arrays computed under ``np.errstate(over="ignore", invalid="ignore")``;
+    any that is not finite means the squared rewards (times squared scores) exceed float64's
+    range, which the message says with the largest magnitudes, and no internal name.
+    """
+    if all(np.all(np.isfinite(v)) for v in values):
+        return
+    big = f"rewards as large as {np.max(np.abs(reward)):.3g}"
+    if score is not None and np.size(score):
+        big += f" and scores as large as {np.max(np.abs(score)):.3g}"
+    raise ValueError(f"{name}: {big} overflow float64 in the {what} (their squares and "
+                     f"products exceed 1.8e308); {SCALE_ADVICE}")
+
+
+def reward_statistics(index: np.ndarray, P: int, z: np.ndarray, name: str = "`rollouts`") -> dict:
     """``n``, ``value`` and ``reward_var`` per group ``(P,)`` from rewards alone.
 
     ``index (n,)`` is each row's group in ``0..P-1``; ``value`` is the sample mean and
     ``reward_var`` the Bessel-corrected variance (unbiased; it needs two samples per group), with
-    the power sums ``s1``, ``s2`` that the score moments reuse.
+    the power sums ``s1``, ``s2`` that the score moments reuse. Rewards whose squares overflow
+    float64 raise one ``ValueError`` (:func:`check_finite_moments`).
     """
     n = np.bincount(index, minlength=P).astype(np.float64)  # (P,)
-    s1 = np.bincount(index, z, P)
-    s2 = np.bincount(index, z * z, P)
-    return {"n": n, "s1": s1, "s2": s2, "value": s1 / n,
-            "reward_var": (s2 - s1 * s1 / n) / (n - 1.0)}
+    with np.errstate(over="ignore", invalid="ignore"):
+        s1 = np.bincount(index, z, P)
+        s2 = np.bincount(index, z * z, P)
+        out = {"n": n, "s1": s1, "s2": s2, "value": s1 / n,
+               "reward_var": (s2 - s1 * s1 / n) / (n - 1.0)}
+    check_finite_moments((s1, s2, out["reward_var"]), "reward statistics", z, name=name)
+    check_not_underflowing(z, "rewards", name)
+    return out
+
+
+#: Below this, squares (and their products) of a quantity lose its digits to float64's
+#: subnormal range (the smallest normal number is 2.2e-308 = (1.5e-154)^2).
+UNDERFLOW_SCALE = 1e-150
+
+
+def check_not_underflowing(values, what: str, name: str = "`rollouts`") -> None:
+    """One ``ValueError`` when every nonzero entry of ``values`` is so small that its square
+    underflows: the moments would come out 0 (or rounding noise), not small."""
+    top = float(np.max(np.abs(values))) if np.size(values) else 0.0
+    if 0.0 < top < UNDERFLOW_SCALE:
+        raise ValueError(f"{name}: {what} no larger than {top:.3g} underflow float64 in the "
+                         f"moments (their squares fall below 2.2e-308); multiply them by a "
+                         f"constant: G*, the allocation and every verdict do not change with "
+                         f"the scale")
 
 
 def _statistics(index: np.ndarray, P: int, z: np.ndarray, w: np.ndarray) -> dict:
     """The power-sum core: per-prompt values and per-column shares of every estimate."""
     rewards = reward_statistics(index, P, z)
     n, s1, s2 = rewards["n"], rewards["s1"], rewards["s2"]
-    sq = w * w  # (n, k) column shares of ||W_i||^2
 
     order = np.argsort(index, kind="stable")
     starts = np.searchsorted(index[order], np.arange(P))
@@ -150,6 +192,22 @@ def _statistics(index: np.ndarray, P: int, z: np.ndarray, w: np.ndarray) -> dict
     def group_sum(values):  # (n, k) -> (P, k); every group is non-empty
         return np.add.reduceat(values[order], starts, axis=0)
 
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = _score_statistics(group_sum, z, w, n, s1, s2, rewards)
+    check_finite_moments(out.values(), "pilot's moments", z, w)
+    check_not_underflowing(w, "scores")
+    # the intervals square the moments (jackknife covariances), and the prompts' Gram matrix
+    # multiplies the gradient estimates: each stays below float64's range when the largest
+    # magnitude m satisfies m^2 P^2 k < 1.8e308
+    gm = out["grad_mean"]  # (P, k)
+    top = max(float(np.max(np.abs(v))) for v in out.values() if np.size(v))
+    if top * top * gm.shape[0] * gm.size > np.finfo(np.float64).max:
+        check_finite_moments([np.inf], "pilot's moments and their intervals", z, w)
+    return out
+
+
+def _score_statistics(group_sum, z, w, n, s1, s2, rewards) -> dict:
+    sq = w * w  # (n, k) column shares of ||W_i||^2
     a0 = group_sum(sq)
     a1 = group_sum(sq * z[:, None])
     a2 = group_sum(sq * (z * z)[:, None])

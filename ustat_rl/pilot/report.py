@@ -11,7 +11,7 @@ CLI prints and plots.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from scipy.special import gammaln
@@ -35,7 +35,8 @@ from .uncertainty import (
 )
 
 __all__ = ["GStarReport", "gstar_report", "format_report", "REPORT_ESTIMATORS", "all_equal_fraction",
-           "check_report_budget", "check_degenerate", "check_signal"]
+           "check_report_budget", "check_degenerate", "check_signal", "check_resolved",
+           "margin_verdict"]
 
 #: Estimators whose predicted MSE the report lists (Algorithm 1; docs/theory.md C5, C6).
 REPORT_ESTIMATORS = ESTIMATORS
@@ -71,7 +72,8 @@ class GStarReport:
     mse : dict
         Per estimator, ``{"estimate": [...], "low": [...], "high": [...]}`` over ``group_sizes``.
     grpo_loses : list of int
-        Group sizes where the predicted minibatch MSE of GRPO exceeds vanilla's (C10).
+        Group sizes where the point estimate of GRPO's predicted minibatch MSE exceeds
+        vanilla's (C10); a point estimate, not a verdict (see ``grpo_verdict``).
     prompts_grpo_loses : list of float
         Per group size, the fraction of pilot prompts whose estimated per-prompt margin
         ``MSE_vanilla - MSE_GRPO`` is negative (noisy: one estimate per prompt).
@@ -101,6 +103,19 @@ class GStarReport:
         The standard errors and covariance ``G*``'s interval was built from
         (:meth:`~ustat_rl.pilot.uncertainty.PilotIntervals.fieller_inputs`), so that it can be
         rebuilt at another level; ``None`` without intervals.
+    grpo_margin : dict or None
+        ``MSE_vanilla - MSE_GRPO`` over ``group_sizes``: ``{"estimate", "low", "high"}`` (its
+        jackknife interval at ``level``); ``None`` when the pilot has no intervals.
+    grpo_verdict : list of str
+        Per group size, what ``grpo_margin``'s interval says: ``"wins"`` (it lies above 0),
+        ``"loses"`` (below 0) or ``"cannot tell"`` (it holds 0, or there is no interval, or the
+        pilot is small: fewer than
+        :data:`~ustat_rl.pilot.small_sample.SMALL_PILOT_PROMPTS` prompts).
+    small_pilot : bool
+        Whether the pilot has fewer than
+        :data:`~ustat_rl.pilot.small_sample.SMALL_PILOT_PROMPTS` prompts: its constants get the
+        cautious intervals of :mod:`ustat_rl.pilot.small_sample` and its verdicts on GRPO
+        against vanilla read "cannot tell" (its predicted MSEs keep the jackknife's intervals).
     """
 
     budget: int
@@ -127,6 +142,9 @@ class GStarReport:
     bounded: bool
     prompts_to_bound: float
     gstar_errors: dict | None = None
+    grpo_margin: dict | None = None
+    grpo_verdict: list = field(default_factory=list)
+    small_pilot: bool = False
 
     def to_dict(self) -> dict:
         """A JSON-ready dict: NaN as ``null``, ``inf`` as a string (:func:`ustat_rl.formatting.json_ready`)."""
@@ -218,12 +236,19 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
     affine = tuple(e for e in names if get_rule(e).is_affine)
 
     def curves(m, rules=affine):
-        return np.concatenate([[minibatch_mse(m, e, int(G), budget // int(G)) for G in sizes]
-                               for e in rules])
+        out = np.concatenate([[minibatch_mse(m, e, int(G), budget // int(G)) for G in sizes]
+                              for e in rules])
+        return np.concatenate([out, margin_curve(m)])
 
+    def margin_curve(m):  # MSE_vanilla - MSE_GRPO, affine too: its own interval (C10)
+        return np.array([minibatch_mse(m, "vanilla", int(G), budget // int(G))
+                         - minibatch_mse(m, "grpo", int(G), budget // int(G)) for G in sizes])
+
+    n_G = sizes.size
     iid = stats.prompt_prob is None and stats.n_prompts >= 3
     intervals: PilotIntervals | None = pilot_intervals(stats, level) if iid else None
     if iid:
+        check_resolved(intervals)
         est, p_se, s_se = jackknife(stats, curves)
         # degrees of freedom of the projection part: its resampled units (blocks of a factored
         # sketch, else columns), as in pilot_intervals
@@ -233,11 +258,18 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
     else:
         est = curves(moments)
         low = high = np.full(est.shape, math.nan)
+    grpo_margin = {"estimate": est[-n_G:].tolist(), "low": low[-n_G:].tolist(),
+                   "high": high[-n_G:].tolist()}
+    est, low, high = est[:-n_G], low[:-n_G], high[:-n_G]
+    # a verdict needs an interval that covers: below SMALL_PILOT_PROMPTS prompts the jackknife's
+    # may not (docs/theory.md C32), so a small pilot's reads "cannot tell"
+    small = intervals is not None and intervals.small_pilot
+    verdict = ["cannot tell" if small else margin_verdict(lo, hi)
+               for lo, hi in zip(grpo_margin["low"], grpo_margin["high"])]
     if len(affine) < len(names):
         scaled = curves(binary_projection(moments), (estimator,))
         est, nan = np.concatenate([est, scaled]), np.full(scaled.shape, math.nan)
         low, high = np.concatenate([low, nan]), np.concatenate([high, nan])
-    n_G = sizes.size
     mse = {e: {"estimate": est[i * n_G:(i + 1) * n_G].tolist(),
                "low": low[i * n_G:(i + 1) * n_G].tolist(),
                "high": high[i * n_G:(i + 1) * n_G].tolist()}
@@ -273,7 +305,32 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
         prompts_to_halve=halve, recommended_group_size=advice.group_size,
         worst_excess=advice.worst_excess, bounded=advice.bounded,
         prompts_to_bound=advice.prompts_to_bound,
-        gstar_errors=intervals.fieller_inputs() if intervals is not None else None)
+        gstar_errors=intervals.fieller_inputs() if intervals is not None else None,
+        grpo_margin=grpo_margin if intervals is not None else None, grpo_verdict=verdict,
+        small_pilot=bool(intervals is not None and intervals.small_pilot))
+
+
+def margin_verdict(low: float, high: float) -> str:
+    """GRPO against vanilla at one ``G`` from the interval ``[low, high]`` for
+    ``MSE_vanilla - MSE_GRPO``: ``"wins"`` above 0, ``"loses"`` below 0, else ``"cannot tell"``
+    (an interval holding 0, a missing one (NaN) or a zero-width one)."""
+    if not (math.isfinite(low) and math.isfinite(high)) or not low < high:
+        return "cannot tell"
+    return "wins" if low > 0.0 else "loses" if high < 0.0 else "cannot tell"
+
+
+def check_resolved(intervals: PilotIntervals) -> None:
+    """Refuse, in one ``ValueError``, a pilot whose interval for a constant has zero width before
+    it is cut at 0 (no standard error, nothing widening it): such a pilot cannot tell that
+    constant from its estimate, so no verdict or advice may rest on it."""
+    for name, label in (("c1", "c1"), ("c2", "c2"), ("c3", "c3'")):
+        part = getattr(intervals, name)
+        if not (part.std_error > 0.0 or part.high > max(part.estimate, 0.0)):
+            raise ValueError(
+                f"`rollouts`: the pilot cannot tell {label} from {max(part.estimate, 0.0):.3g}: "
+                f"its interval has zero width (the {intervals.n_prompts} prompts' estimates "
+                "leave no spread to measure), so G* and the advice cannot be estimated; pilot "
+                "prompts whose rewards vary within their group are needed")
 
 
 def check_report_budget(budget, name: str = "budget") -> int:
@@ -293,7 +350,9 @@ def check_signal(rollouts: Rollouts, consequence: str) -> None:
 
     With all rewards equal every advantage is 0, and with all scores 0 every score is: either
     way every group's gradient estimate is 0 at every group size, so nothing that depends on
-    the group size (``G*``, an allocation) can be estimated. One rule for ``ustat-rl gstar``
+    the group size (``G*``, an allocation) can be estimated. The same holds when each group's
+    rewards are equal within the group (some all 0, some all 1): every group-relative
+    advantage is then 0 and the pilot shows no within-prompt reward variance. One rule for ``ustat-rl gstar``
     (:func:`check_degenerate`) and ``ustat-rl allocate``
     (:func:`ustat_rl.pilot.allocation.pilot_allocation`).
     """
@@ -305,6 +364,15 @@ def check_signal(rollouts: Rollouts, consequence: str) -> None:
     if not np.any(rollouts.score):
         raise ValueError(f"`rollouts`: every score is 0, so the pilot carries no gradient signal "
                          f"and {consequence}; check that the scores were recorded")
+    ids, index = rollouts.groups()
+    first = np.empty(ids.size)
+    first[index[::-1]] = reward[::-1]  # (P,) each group's first reward
+    spread = np.bincount(index, np.abs(reward - first[index]), ids.size)  # (P,)
+    if not np.any(spread > 0.0):
+        raise ValueError(f"`rollouts`: every group's rewards are all equal (each of the "
+                         f"{spread.size} prompts got one reward on all its samples), so every "
+                         f"group-relative advantage in the pilot is 0 and {consequence}; pilot "
+                         "prompts whose rewards vary within their group are needed")
 
 
 def check_degenerate(rollouts: Rollouts) -> None:
@@ -323,7 +391,7 @@ def check_degenerate(rollouts: Rollouts) -> None:
 def _constants_dict(moments, intervals: PilotIntervals | None) -> dict:
     point = scaling_constants(moments)
     if intervals is None:
-        g = point.optimal_group_size() if point.c3 >= 0 else math.nan
+        g = point.optimal_group_size() if point.c3 > 0 or point.c1 > 0 <= point.c3 else math.nan
         return {"constants": {name: {"estimate": getattr(point, name)}
                               for name in ("c1", "c2", "c3")},
                 "gstar": {"estimate": g}}

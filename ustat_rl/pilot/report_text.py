@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from ..formatting import format_number
+from .small_sample import SMALL_PILOT_PROMPTS
 
 __all__ = ["format_report", "format_mse", "format_percent"]
 
@@ -25,7 +26,8 @@ def format_percent(fraction: float) -> str:
 
 
 def format_mse(estimate: float, high: float) -> str:
-    """An MSE entry: the estimate when positive, else ``<high`` (or ``unresolved``)."""
+    """An MSE entry: the estimate when positive, else ``<high`` (or ``unresolved`` when there is
+    no positive finite upper end, e.g. no interval)."""
     if estimate > 0.0:
         return _fmt(estimate)
     return f"<{high:.3g}" if high > 0.0 and math.isfinite(high) else "unresolved"
@@ -41,8 +43,10 @@ def _advice_lines(report) -> list[str]:
     if report.bounded:
         lines.append(f"the pilot bounds G*: {_fmt(g['low'])} <= G* <= {_fmt(g['high'])} ({pct})")
     else:
-        low = (f"G* >= {_fmt(g['low'])}" if math.isfinite(g["low"])
-               else "its lower end is beyond every admissible G")
+        if math.isfinite(g["low"]) and g["low"] > 1.0 + 1e-9:
+            low = f"G* >= {_fmt(g['low'])}"
+        else:
+            low = "nor from below: every G* > 1 is allowed"
         lines.append(f"the pilot cannot bound G* from above: the {pct} interval for c1 reaches 0 "
                      f"({low})")
     if report.estimator == "grpo":
@@ -61,10 +65,14 @@ def _advice_lines(report) -> list[str]:
                      f"({max(0, math.ceil(more) - report.n_prompts)} more) would bound G* from "
                      f"above if c1 is near {ref}")
     elif not report.bounded:
-        lines.append("more prompts alone cannot bound G*: "
+        c1 = report.constants["c1"]
+        lines.append("the pilot names no number of prompts that would bound G*: "
                      + ("the projection noise in c1 is too large; use more score columns"
-                        if report.sketch_kind != "none" else
-                        "c1's interval lies below 0 at its upper end"))
+                        if report.sketch_kind != "none" and c1["estimate"] > 0 and
+                        c1["std_error"] > 0 else
+                        "its prompts leave no spread in c1's estimate to scale from"
+                        if not c1["std_error"] > 0 else
+                        "c1's interval lies below 0, so the pilot cannot tell c1 from 0"))
     elif math.isfinite(report.prompts_to_halve):
         lines.append(f"about {math.ceil(report.prompts_to_halve)} pilot prompts in all "
                      f"({max(0, math.ceil(report.prompts_to_halve) - report.n_prompts)} more) "
@@ -81,32 +89,55 @@ def format_report(report) -> str:
     lines = [f"pilot: {report.n_prompts} prompts, {report.n_samples} samples, "
              f"{report.n_columns} score columns ({report.sketch_kind}); budget N = {report.budget}",
              f"scaling constants (Theorem 7, docs/theory.md C17), {pct} intervals:"]
+    below = []
     for name, part in report.constants.items():
-        interval = f"[{_fmt(part['low'])}, {_fmt(part['high'])}]" if "low" in part else \
-            "(no interval: fixed weighted prompt set)"
+        if "low" not in part:
+            interval = "(no interval: fixed weighted prompt set)"
+        elif not part["high"] > 0.0:
+            interval = "(its interval lies below 0: cannot tell it from 0)"
+        else:
+            interval = f"[{_fmt(part['low'])}, {_fmt(part['high'])}]"
+        if part["estimate"] < 0.0:
+            below.append(name)
         lines.append(f"  {name:<3} {_fmt(part['estimate']):>11}  {interval}")
+    if below and any("low" in part for part in report.constants.values()):
+        lines.append(f"  ({', '.join(below)}: an unbiased estimate below 0 is noise around a "
+                     "value >= 0; every interval is cut at 0)")
+    if report.small_pilot:
+        lines.append(f"  (a small pilot: {report.n_prompts} prompts < {SMALL_PILOT_PROMPTS}, so "
+                     "each interval is the more cautious of the jackknife's and a chi-square "
+                     "model's, docs/theory.md C32)")
     g = report.gstar
-    interval = f"[{_fmt(g['low'])}, {_fmt(g['high'])}] (Fieller)" if "low" in g else ""
-    lines.append(f"G* = 1 + sqrt(c3/c1) = {_fmt(g['estimate'])}  {interval}".rstrip())
+    interval = (f"[{_fmt(g['low'])}, {_fmt(g['high'])}]"
+                + (" (Fieller)" if not report.small_pilot else "")) if "low" in g else ""
+    point = (_fmt(g["estimate"]) if math.isfinite(g["estimate"]) and
+             report.constants["c1"]["estimate"] > 0 else "no point estimate (c1's estimate is "
+             "not above 0)")
+    lines.append(f"G* = 1 + sqrt(c3/c1) = {point}  {interval}".rstrip())
     lines += _advice_lines(report)
     lines.append(f"predicted minibatch MSE at N = {report.budget} (Proposition 3, C6):")
     header = f"  {'G':>5} {'B':>6} " + " ".join(f"{e:>11}" for e in report.mse) + \
-        f" {'GRPO':>6}" + (f" {'all-equal':>10}" if report.binary else "")
+        f" {'GRPO':>11}" + (f" {'all-equal':>10}" if report.binary else "")
     lines.append(header)
     for i, G in enumerate(report.group_sizes):
         row = f"  {G:>5} {report.budget // G:>6} " + " ".join(
             f"{format_mse(report.mse[e]['estimate'][i], report.mse[e]['high'][i]):>11}"
             for e in report.mse)
-        row += f" {'loses' if G in report.grpo_loses else 'wins':>6}"
+        row += f" {report.grpo_verdict[i]:>11}"
         if report.binary:
             mark = "" if report.all_equal_unbiased[i] else "*"
             row += f" {_fmt(report.all_equal[i]) + mark:>10}"
         lines.append(row)
     if any(min(curve["estimate"]) <= 0 for curve in report.mse.values()):
         lines.append("<x: the unbiased estimate is not positive there (the MSE is below what the "
-                     f"pilot resolves); x is the upper end of its {pct} interval.")
-    lines.append("GRPO: 'wins' where its predicted MSE is below vanilla's, 'loses' where it "
-                 "exceeds it.")
+                     f"pilot resolves); x is the upper end of its {pct} interval"
+                     + ("; 'unresolved': no interval to bound it"
+                        if report.grpo_margin is None else "") + ".")
+    lines.append(f"GRPO: 'wins' where the {pct} interval for MSE_vanilla - MSE_GRPO lies above "
+                 "0, 'loses' where it lies below 0, 'cannot tell' where it holds 0"
+                 + (f" or the pilot has fewer than {SMALL_PILOT_PROMPTS} prompts"
+                    if report.small_pilot else
+                    " or there is no interval" if report.grpo_margin is None else "") + ".")
     if report.binary:
         lines.append("all-equal: prompt average of p^G + (1-p)^G, the fraction of groups whose "
                      "rewards are all equal; unbiased where G <= the pilot group size, "

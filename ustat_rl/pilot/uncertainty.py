@@ -24,7 +24,7 @@ when ``c1``'s interval reaches 0.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -43,6 +43,7 @@ from .replicates import (
     two_way_cov,
 )
 from .rollouts import Rollouts
+from .small_sample import c1_upper_end, is_small_pilot, per_prompt_values, prompt_mean_interval
 
 __all__ = ["Interval", "PilotIntervals", "pilot_intervals", "jackknife", "student_interval",
            "prompts_to_halve_width", "student_quantile", "fieller_gstar"]
@@ -107,6 +108,18 @@ class PilotIntervals:
         The projection's resampled units in ``c1``'s degrees of freedom (rows, or blocks of a
         factored sketch; ``None`` when the projection was not resampled). With ``cov13`` they
         let :meth:`gstar_at` rebuild ``G*``'s interval at another level.
+    small_pilot : bool
+        Whether the pilot has fewer than
+        :data:`~ustat_rl.pilot.small_sample.SMALL_PILOT_PROMPTS` prompts, so that each end of
+        the constants' intervals is the more cautious of the jackknife's and a chi-square
+        model's (:mod:`ustat_rl.pilot.small_sample`), and ``rho`` and ``G*`` take the image of
+        that box beside Fieller's set.
+
+    Notes
+    -----
+    ``c1``, ``c2`` and ``c3'`` are at least 0, so their intervals are cut at 0 (an end below 0
+    becomes 0); the estimates are the unbiased ones and may still lie below 0, where the
+    interval holds ``max(estimate, 0)``.
     """
 
     level: float
@@ -121,6 +134,7 @@ class PilotIntervals:
     sketch_included: bool
     cov13: float = math.nan
     sketch_units: int | None = None
+    small_pilot: bool = False
 
     @property
     def bounded(self) -> bool:
@@ -134,8 +148,14 @@ class PilotIntervals:
                 "c1_sketch_se": self.c1.sketch_std_error, "c3_se": self.c3.std_error,
                 "cov13": self.cov13, "sketch_units": self.sketch_units}
 
+    def c1_quantile(self) -> float:
+        """The Student quantile of ``c1``'s jackknife interval at :attr:`level`."""
+        return student_quantile(self.level, self.c1.prompt_std_error**2,
+                                self.c1.sketch_std_error**2, self.n_prompts, self.sketch_units)
+
     def gstar_at(self, level: float) -> tuple[float, float]:
-        """``G*``'s interval ``(low, high)`` at another two-sided ``level`` (:func:`fieller_gstar`)."""
+        """``G*``'s interval ``(low, high)`` at another two-sided ``level`` (:func:`fieller_gstar`;
+        a small pilot's box is not rebuilt, so this is Fieller's part of it)."""
         return fieller_gstar(self.c1.estimate, self.c3.estimate, self.c1.prompt_std_error,
                              self.c1.sketch_std_error, self.c3.std_error, self.cov13,
                              self.n_prompts, self.sketch_units, level)[1]
@@ -283,19 +303,52 @@ def pilot_intervals(rollouts, level: float = 0.9, include_sketch: bool = True) -
     k = block_labels(stats).shape[1] if (include_sketch and stats.sketched) else None
     parts = [_interval(e, p, q, level, stats.n_prompts, k) for e, p, q in zip(est, p_se, s_se)]
     cov13 = float(cov_prompt[0, 2] + cov_sketch[0, 2])
-    (r_low, r_high), (g_low, g_high) = fieller_gstar(est[0], est[2], p_se[0], s_se[0],
-                                                     parts[2].std_error, cov13, stats.n_prompts,
-                                                     k, level)
+    (r_low, r_high), _ = fieller_gstar(est[0], est[2], p_se[0], s_se[0], parts[2].std_error,
+                                       cov13, stats.n_prompts, k, level)
+    small = is_small_pilot(stats.n_prompts)
+    if small:
+        parts[:3], (r_low, r_high) = _small_pilot_parts(stats, parts[:3], (r_low, r_high),
+                                                        level, k)
+    parts[:3] = [_in_range(p) for p in parts[:3]]
     se = (parts[3].std_error, parts[3].prompt_std_error, parts[3].sketch_std_error)  # delta
     ratio = Interval(float(est[0] / est[2]) if est[2] > 0 else math.nan, r_low, r_high, *se)
-    constants = ScalingConstants(float(est[0]), float(est[1]), float(est[2]))
+    constants = ScalingConstants(float(est[0]), float(est[1]), float(est[2]), estimated=True)
     slope = 0.5 * ratio.estimate ** -1.5 if ratio.estimate > 0 else math.inf  # |dG*/drho|
-    gstar = Interval(constants.optimal_group_size() if est[2] >= 0 else math.nan,
-                     g_low, g_high, *(slope * e for e in se))
+    point = (constants.optimal_group_size() if est[2] > 0 or (est[2] == 0 and est[0] > 0)
+             else math.nan)  # undefined (nan) where c3' <= 0: no G* from such an estimate
+    # rho = c1/c3' >= 0: where Fieller's set lies wholly below 0 the pilot cannot tell c1 from
+    # 0, and G*'s interval is all of (1, inf), not [inf, inf]
+    g_low = gstar_of_ratio(r_high) if r_high > 0.0 else 1.0
+    gstar = Interval(point, g_low, gstar_of_ratio(r_low), *(slope * e for e in se))
     return PilotIntervals(level, constants, parts[0], parts[1], parts[2], ratio, gstar,
                           stats.n_prompts, stats.n_columns,
                           bool(include_sketch and stats.sketched and block_labels(stats).shape[1] >= 2),
-                          cov13, k)
+                          cov13, k, small)
+
+
+def _in_range(part: Interval) -> Interval:
+    """A constant's interval cut at 0 (``c1``, ``c2``, ``c3'`` are at least 0)."""
+    return replace(part, low=max(part.low, 0.0), high=max(part.high, 0.0))
+
+
+def _small_pilot_parts(stats, parts, ratio, level, sketch_units):
+    """The constants' intervals and ``rho``'s of a small pilot (:mod:`.small_sample`)."""
+    c1, c2, c3 = parts
+    high = max(c1.high, c1_upper_end(stats, level, c1.estimate, c1.sketch_std_error,
+                                     sketch_units))
+    c1 = replace(c1, high=high)
+    values = per_prompt_values(stats)
+    widened = []
+    for part, name in ((c2, "c2"), (c3, "c3")):
+        low, high = prompt_mean_interval(values[name], level)
+        widened.append(replace(part, low=min(part.low, low), high=max(part.high, high)))
+    c2, c3 = widened
+    # rho's box: c1 in [c1_low, c1_high] and c3' in [c3_low, c3_high]; its low end keeps the sign
+    # of c1's low end, so G* is unbounded above exactly when c1's interval reaches 0
+    r_low, r_high = ratio
+    box_high = c1.high / c3.low if c3.low > 0.0 else math.inf
+    box_low = c1.low / c3.high if c3.high > 0.0 else -math.inf
+    return [c1, c2, c3], (min(r_low, box_low), max(r_high, box_high))
 
 
 def prompts_to_halve_width(interval: Interval, n_prompts: int) -> float:

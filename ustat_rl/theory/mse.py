@@ -62,6 +62,8 @@ def _check_sizes(rule, group_size) -> np.ndarray:
     if raw.ndim > 1:
         raise ValueError(f"`group_size` must be an integer or a 1-D array of integers, got shape "
                          f"{raw.shape}")
+    if raw.size == 0:
+        raise ValueError("`group_size` must hold at least one group size, got an empty array")
     sizes = [as_int(v.item() if hasattr(v, "item") else v, "group_size", minimum, reason)
              for v in np.atleast_1d(raw)]
     return np.array(sizes, dtype=np.float64).reshape(raw.shape)

@@ -49,6 +49,11 @@ class ScalingConstants:
     c3 : float
         The exact third constant ``c3' = E_X[E||W||^2 Var(Z|X) + ||g(X)||^2]``, which multiplies
         ``1/(BG(G-1))`` exactly and ``1/(BG^2)`` to leading order.
+    estimated : bool
+        Whether the constants are unbiased estimates (:func:`scaling_constants` of estimated
+        moments, a pilot): those may fall below 0, and :meth:`fixed_budget_mse` then returns
+        the unbiased estimate of the MSE, which may be negative too. A policy's own constants
+        (``False``, the default) are at least 0, and a negative one makes the MSE undefined.
 
     Examples
     --------
@@ -62,6 +67,7 @@ class ScalingConstants:
     c1: float
     c2: float
     c3: float
+    estimated: bool = False
 
     def __post_init__(self):
         for name in ("c1", "c2", "c3"):
@@ -78,14 +84,33 @@ class ScalingConstants:
 
             \mathrm{MSE}(G; N) = \frac{1}{N}\Bigl(c_1 G + c_2 + \frac{c_3'}{G - 1}\Bigr)
 
-        ``group_size`` is a scalar or an array of real ``G > 1``: the formula is the continuous
-        relaxation in ``B = N/G`` (exact at integers ``G`` that divide ``N``).
+        ``group_size`` is a scalar or an array of real ``G`` in ``(1, N]``. At an integer ``G``
+        that divides ``N`` the value is the MSE of ``B = N/G`` whole groups; elsewhere it is the
+        continuous relaxation in ``B = N/G`` that Theorem 7's ``G*`` minimises (no batch of
+        whole groups has that MSE; :meth:`best_group_size` searches the divisors by default).
+
+        Raises ``ValueError`` where the MSE is undefined: ``G > N`` (less than one group per
+        step), ``G <= 1``, or a constant below 0 unless :attr:`estimated` (a policy's constants
+        are at least 0; an estimate's value is the unbiased estimate, which may be negative).
         """
         budget = as_int(budget, "budget", 2)
         G = as_finite_array(group_size, "group_size", ndim=(0, 1))
+        if G.size == 0:
+            raise ValueError("`group_size` must hold at least one group size, got an empty "
+                             "array")
         if np.any(G <= 1.0):
             raise ValueError(f"`group_size` must be > 1 (the leave-one-out baseline needs two "
                              f"samples), got {G.min():g}")
+        if np.any(G > budget):
+            raise ValueError(f"`group_size` must be at most `budget` N = {budget} (B = N/G is "
+                             f"then less than one group per step), got {G.max():g}")
+        if not self.estimated:
+            for name in ("c1", "c2", "c3"):
+                if getattr(self, name) < 0.0:
+                    raise ValueError(
+                        f"`{name}` is {getattr(self, name):g} < 0, but a policy's scaling "
+                        "constants are at least 0, so its fixed-budget MSE is undefined; "
+                        "estimated constants (which may fall below 0) take estimated=True")
         out = (self.c1 * G + self.c2 + self.c3 / (G - 1.0)) / budget
         return float(out) if out.ndim == 0 else out
 
@@ -107,16 +132,21 @@ class ScalingConstants:
 
             G^* = 1 + \sqrt{c_3' / c_1}
 
-        Returns ``inf`` when ``c1 <= 0`` (one prompt, prompts with equal gradients, or an
+        Returns ``inf`` when ``c1 <= 0 < c3'`` (one prompt, prompts with equal gradients, or an
         estimate of ``c1`` at or below zero): the fixed-budget MSE then decreases in ``G``
         without end. :func:`scaling_constants` sets ``c1`` to zero when it is below
-        :data:`C1_RTOL` of ``E||g(X)||^2``.
+        :data:`C1_RTOL` of ``E||g(X)||^2``. Raises ``ValueError`` when ``c1 <= 0`` and
+        ``c3' = 0`` (every success probability 0 or 1, say): the MSE ``c2/N`` (or less) then
+        does not fall with ``G``, and ``G*`` is undefined, not infinite.
         """
         if not self.c1 > 0.0:
+            if not self.c3 > 0.0:
+                raise ValueError(f"G* is undefined when `c1` = {self.c1:g} <= 0 and `c3` = "
+                                 f"{self.c3:g} <= 0: the fixed-budget MSE does not fall with G")
             return math.inf
         if self.c3 < 0.0:
             raise ValueError(f"`c3` must be >= 0 for G*, got {self.c3!r}")
-        root = math.sqrt(self.c3 / self.c1)
+        root = math.sqrt(self.c3) / math.sqrt(self.c1)  # c3/c1 may overflow where this is finite
         return 1.0 + root if exact else root
 
     def best_group_size(self, budget, divisors_only: bool = True) -> int:
@@ -173,4 +203,4 @@ def scaling_constants(moments: PromptMoments, prompt_prob=None) -> ScalingConsta
         c1 = 0.0
     c2 = float(f @ moments.trace_sigma_oracle)
     c3 = float(f @ (moments.score_sq_reward_var + moments.grad_sq))
-    return ScalingConstants(c1, c2, c3)
+    return ScalingConstants(c1, c2, c3, estimated=moments.kind == "estimated")
