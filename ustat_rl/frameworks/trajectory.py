@@ -268,7 +268,8 @@ def synthetic_record(step: int, c1: float, c2: float, c3: float, se1: float, se3
     for name, value, se in (("c1", c1, se1), ("c2", c2, se2), ("c3", c3, se3)):
         record[name] = {"estimate": value, "low": value - t * se, "high": value + t * se}
     _, (low, high) = fieller_gstar(c1, c3, se1, 0.0, se3, cov13, n_prompts, None, level)
-    point = ScalingConstants(c1, c2, c3).optimal_group_size() if c3 >= 0 else math.nan
+    point = (ScalingConstants(c1, c2, c3, estimated=True).optimal_group_size() if c3 >= 0
+             else math.nan)
     record.update(status="ok", gstar={"estimate": point, "low": low, "high": high},
                   bounded=math.isfinite(high),
                   recommended_group_size=group_size,

@@ -263,8 +263,8 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
     g_star = float(report.gstar["estimate"])
     mse_gstar = math.nan
     if math.isfinite(g_star) and g_star > 1.0 and consts["c3"] >= 0.0:
-        mse_gstar = float(ScalingConstants(**consts).fixed_budget_mse(min(g_star, budget),
-                                                                     budget))
+        mse_gstar = float(ScalingConstants(**consts, estimated=True).fixed_budget_mse(
+            min(g_star, budget), budget))
     run = sizes.index(G) if G in sizes else None
     predicted = _predicted_all_equal(batches)
     record.update(
