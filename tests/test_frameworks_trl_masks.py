@@ -183,3 +183,29 @@ def test_scores_cover_exactly_the_tokens_the_loss_counts(tmp_path, monkeypatch, 
     # negative control: the same batch with the mask ignored misses TRL's gradient
     wrong = _predicted_gradient(out, _weighted_scores(monitor, ignored(out)))
     assert np.abs(wrong - trl_gradient).max() > 200 * RTOL * scale
+
+
+@pytest.mark.parametrize("epsilon_high", [None, 5.0])
+def test_cispo_scores_carry_its_clamped_ratio(tmp_path, monkeypatch, epsilon_high):
+    """``cispo``'s loss multiplies each token's score by ``clamp(ratio, max=epsilon_high)``,
+    which is ``min(1, epsilon_high)`` at ratio 1: with TRL's default ``epsilon_high``
+    (``epsilon``, 0.2) the trainer's gradient is a fifth of the unclamped one, and the monitor's
+    weighted scores must give it. Negative control: the scores without the factor miss it."""
+    if "cispo" not in _loss_source():
+        pytest.skip(f"trl {trl.__version__} has no cispo loss")
+    config = dict(loss_type="cispo", epsilon_high=epsilon_high)
+    trainer, monitor, out = _run(tmp_path, monkeypatch, lambda out: out, config)
+    model = trainer.accelerator.unwrap_model(trainer.model).eval()
+    params = trainable_parameters(model)
+    R = factored_projection_matrix(model, K, monitor.seed, BLOCKS)
+    score = load_rollouts(tmp_path / "w" / "window_000001.npz").score
+    loss = trainer._compute_loss(model, out)
+    grads = torch.autograd.grad(loss, list(params.values()))
+    trl_gradient = R @ torch.cat([g.reshape(-1) for g in grads]).double().numpy()
+    scale = np.abs(trl_gradient).max()
+    np.testing.assert_allclose(_predicted_gradient(out, score), trl_gradient, rtol=0,
+                               atol=RTOL * scale)
+    factor = min(1.0, trainer.epsilon_high)
+    if factor < 1.0:  # negative control: the factor dropped
+        unclamped = _predicted_gradient(out, score / factor)
+        assert np.abs(unclamped - trl_gradient).max() > 200 * RTOL * scale

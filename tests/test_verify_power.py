@@ -377,6 +377,16 @@ def test_trainer_units_claim_catches_dapo_weighted_as_dr_grpo(monkeypatch):
     assert result.verdict == "fail" and _failing(result) == ["dapo: w_i = n x TRL's per-token weight"]
 
 
+def test_trainer_units_claim_catches_cispo_without_its_clamped_ratio(monkeypatch):
+    """C47: cispo's score weighted as dapo's, without the factor min(1, epsilon_high) its
+    clamped ratio puts on it at ratio 1 (a fifth at TRL's default epsilon_high)."""
+    from ustat_rl.frameworks import trainer_units
+
+    monkeypatch.setattr(trainer_units, "ratio_one_factor", lambda loss_type, epsilon_high: 1.0)
+    failing = _failing(_run("C47"))
+    assert len(failing) == 1 and failing[0].startswith("cispo: the clamped ratio's factor")
+
+
 def test_trainer_units_claim_catches_the_mse_reported_as_the_variance(monkeypatch):
     """C47: var_run computed as the MSE (the squared bias of the full mean not removed)."""
     import ustat_rl.theory as theory

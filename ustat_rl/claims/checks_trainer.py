@@ -46,6 +46,20 @@ def trl_token_weights(loss_type: str, lengths, max_length: int) -> np.ndarray:
     return grad[:, 0].numpy()
 
 
+def cispo_token_factor(epsilon_high: float) -> float:
+    """``d loss_token / d log pi`` per unit advantage of TRL's ``cispo`` per-token loss at the
+    sampling parameters, ``-clamp(ratio, max=epsilon_high).detach() A log pi`` with
+    ``ratio = exp(log pi - log pi_old)`` (``GRPOTrainer._compute_loss``, trl 1.16), by
+    autograd: the factor its clamp puts on the score."""
+    import torch
+
+    logp = torch.tensor([-0.7], dtype=torch.float64, requires_grad=True)
+    ratio = torch.exp(logp - logp.detach())
+    loss = -(torch.clamp(ratio, max=epsilon_high).detach() * 1.0 * logp).sum()
+    (grad,) = torch.autograd.grad(loss, logp)
+    return float(-grad[0])
+
+
 @register("C47", "Beyond the paper: the monitor reports the gradient TRL computes: each "
           "loss_type's completion weights are TRL's loss aggregation, and the moment model's "
           "step variance is the exact MSE less the squared bias",
@@ -53,7 +67,7 @@ def trl_token_weights(loss_type: str, lengths, max_length: int) -> np.ndarray:
           "completion_weights against autograd on TRL's aggregation; minibatch_variance against "
           "minibatch_mse minus the closed-form squared bias on small_bandit")
 def check_c47(ctx) -> list:
-    from ..frameworks.trainer_units import LOSS_WEIGHTS, completion_weights
+    from ..frameworks.trainer_units import LOSS_WEIGHTS, completion_weights, ratio_one_factor
     from ..policies.examples import small_bandit
     from ..theory import minibatch_mse, minibatch_variance
 
@@ -62,6 +76,13 @@ def check_c47(ctx) -> list:
                           lengths.size * trl_token_weights(loss, lengths, TRAINER_MAX_LENGTH),
                           completion_weights(loss, lengths, TRAINER_MAX_LENGTH),
                           rtol=1e-14, atol=0.0) for loss in sorted(LOSS_WEIGHTS)]
+    highs = (0.2, 0.28, 5.0)  # TRL's default epsilon, DAPO's value, the value TRL recommends
+    checks.append(check_exact(f"cispo: the clamped ratio's factor at epsilon_high in {highs} is "
+                              "TRL's (autograd); every other loss_type has 1",
+                              [cispo_token_factor(h) for h in highs] + [1.0] * (len(LOSS_WEIGHTS) - 1),
+                              [ratio_one_factor("cispo", h) for h in highs]
+                              + [ratio_one_factor(loss, 0.2) for loss in sorted(LOSS_WEIGHTS)
+                                 if loss != "cispo"], rtol=1e-14, atol=0.0))
     moments = small_bandit().moments()
     grad_sq = float(moments.grad_norm_sq)
     for rule, bias in (("grpo", lambda G: 0.0), ("vanilla", lambda G: 0.0),

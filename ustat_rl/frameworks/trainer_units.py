@@ -18,7 +18,14 @@ over the batch's ``n = B G`` completions, ``W_i`` the score the monitor sketches
   ``dapo``, ``cispo`` and ``vespo`` divide by the batch's ``num_items_in_batch``, which TRL
   before 1.9 counted before ``mask_truncated_completions`` zeroed the truncated completions
   (so it includes their tokens): :data:`NUM_ITEMS_LOSSES`, and ``total_tokens`` below;
-* ``luspo``: ``w_i = 1`` (a sum over tokens, a mean over completions).
+* ``luspo``: ``w_i = 1`` (a sum over tokens, a mean over completions);
+
+and ``cispo``'s further factor ``min(1, epsilon_high)``: its loss is
+``-clamp(ratio, max=epsilon_high).detach() A log pi``, so at ratio 1 each token's score is
+multiplied by the clamped ratio (:func:`ratio_one_factor`). ``epsilon_high`` defaults to
+``epsilon`` (0.2), so with TRL's defaults a ``cispo`` gradient is a fifth of ``dapo``'s (TRL
+recommends 5.0, where the factor is 1). The other losses' clipped or soft ratios have value
+and derivative 1 at ratio 1.
 
 So the paper's estimator with ``W_i`` replaced by ``w_i W_i`` is, up to its sign, the gradient of
 one generation batch (an optimizer step's when ``steps_per_generation`` equals
@@ -37,7 +44,8 @@ import numpy as np
 
 from .._validation import as_float, as_int
 
-__all__ = ["LOSS_WEIGHTS", "EXACTNESS", "NUM_ITEMS_LOSSES", "completion_weights", "units_note"]
+__all__ = ["LOSS_WEIGHTS", "EXACTNESS", "NUM_ITEMS_LOSSES", "completion_weights", "units_note",
+           "ratio_one_factor"]
 
 #: ``loss_type`` -> how each completion's score is weighted in the trainer's gradient.
 LOSS_WEIGHTS = {"grpo": "length", "sapo": "length", "dr_grpo": "max_length",
@@ -95,6 +103,29 @@ def completion_weights(loss_type: str, lengths, max_completion_length=None,
     total = float(lengths.sum()) if total_tokens is None else as_float(total_tokens,
                                                                         "total_tokens", low=0.0)
     return np.full_like(lengths, lengths.size / max(total, 1.0))
+
+
+def ratio_one_factor(loss_type: str, epsilon_high: float) -> float:
+    """The factor TRL's loss puts on every token's score at importance ratio 1.
+
+    ``cispo`` multiplies ``-A log pi`` by ``clamp(ratio, max=epsilon_high)``, detached, which is
+    ``min(1, epsilon_high)`` at ratio 1; every other ``loss_type`` has 1 there.
+
+    Parameters
+    ----------
+    loss_type : str
+        TRL's ``GRPOConfig.loss_type``.
+    epsilon_high : float
+        The trainer's upper clipping value (``GRPOConfig.epsilon_high``, or ``epsilon`` when that
+        is ``None``, as ``GRPOTrainer`` takes it).
+
+    Examples
+    --------
+    >>> ratio_one_factor("cispo", 0.2), ratio_one_factor("cispo", 5.0), ratio_one_factor("dapo", 0.2)
+    (0.2, 1.0, 1.0)
+    """
+    epsilon_high = as_float(epsilon_high, "epsilon_high", low=0.0)
+    return min(1.0, epsilon_high) if loss_type == "cispo" else 1.0
 
 
 def units_note(loss_type: str) -> str:

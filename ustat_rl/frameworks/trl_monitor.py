@@ -83,7 +83,13 @@ from ..pilot.causal_lm import DEFAULT_SKETCH_BLOCKS
 from ..pilot.factored import factored_sketch_scores, uncovered_parameters
 from ..pilot.sequence import trainable_parameters
 from .gather import gather_rows, world
-from .trainer_units import LOSS_WEIGHTS, NUM_ITEMS_LOSSES, completion_weights, units_note
+from .trainer_units import (
+    LOSS_WEIGHTS,
+    NUM_ITEMS_LOSSES,
+    completion_weights,
+    ratio_one_factor,
+    units_note,
+)
 from .trajectory import append_record
 from .trl_support import TRL_VERSIONS, check_loss_masks, check_trl_version
 from .window import Batch, batch_problem, observed_all_equal, skipped_record, window_record
@@ -338,13 +344,17 @@ class GroupSizeMonitor(TrainerCallback):
         """``(n, 1)``: each completion's weight in the trainer's gradient (trainer units,
         :mod:`ustat_rl.frameworks.trainer_units`); 1 for a ``loss_type`` it does not know. A
         loss that divides by the batch's ``num_items_in_batch`` gets TRL's own count (gathered
-        over the processes)."""
+        over the processes); ``cispo`` its clamped ratio at 1, ``min(1, epsilon_high)``."""
         if self.loss_type not in LOSS_WEIGHTS:
             return np.ones((lengths.size, 1))
         total = out.get("num_items_in_batch") if self.loss_type in NUM_ITEMS_LOSSES else None
         total = None if total is None else float(total)
-        return completion_weights(self.loss_type, lengths, self.max_completion_length,
-                                  total)[:, None]
+        args = self.trainer.args
+        high = getattr(args, "epsilon_high", None)
+        high = getattr(args, "epsilon", 0.2) if high is None else high
+        return (ratio_one_factor(self.loss_type, high)
+                * completion_weights(self.loss_type, lengths, self.max_completion_length,
+                                     total)[:, None])
 
     def _meta(self) -> dict:
         model = self._model()
