@@ -80,6 +80,19 @@ class Sketcher:
         self.gradless = []  # hooked modules that ran with gradients off inside the forward
         self._hooked = set()  # autograd nodes of hooked outputs
         self._memo = {}  # autograd node -> whether a hooked output lies upstream of it
+        self._tensor_hooks = []  # handles of the hooks registered on hooked outputs
+
+    def release(self) -> None:
+        """Drop every reference into the autograd graph: the tensor hooks, the roots and the
+        nodes. A tensor hook that refers back to this object is a cycle through the autograd
+        engine that Python's collector cannot see, so without this the graph of every call,
+        its saved activations included, would stay in memory for the life of the process."""
+        for handle in self._tensor_hooks:
+            handle.remove()
+        self._tensor_hooks.clear()
+        self.roots.clear()
+        self._hooked.clear()
+        self._memo.clear()
 
     @contextmanager
     def quiet(self):
@@ -128,7 +141,7 @@ class Sketcher:
             callback = self._module_callback(module, own, args, kwargs)
         callback = partial(self._full_precision, callback)
         if self._downstream((args, kwargs)):  # another hooked output upstream: a tensor hook
-            output.register_hook(callback)
+            self._tensor_hooks.append(output.register_hook(callback))
         else:  # the first trainable module on its path: the backward pass takes it explicitly
             self.roots.append((output, callback))
         self._hooked.add(output.grad_fn)

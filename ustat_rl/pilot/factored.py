@@ -217,5 +217,6 @@ def factored_sketch_scores(model, tokens, target_mask, k, seed, blocks: int = 1,
     finally:
         for handle in handles:
             handle.remove()
+        sketcher.release()
         model.train(was_training)
     return sketcher.acc.detach()
