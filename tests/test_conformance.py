@@ -487,3 +487,22 @@ def test_check_batch_is_the_kits_comparison_on_one_batch():
     assert failure is not None and np.array_equal(failure.rewards, z)
     with pytest.raises(TypeError, match="`rewards`"):
         check_batch(lambda r, g: r, "verl_grpo", z.astype(np.int64), ids)
+
+
+def test_nan_is_allowed_only_where_the_working_precision_cannot_resolve_the_spread():
+    """A group whose spread float32 cannot resolve (tolerance inf) is unchecked: dividing by the
+    std a reduction rounds to 0 gives NaN in a correct implementation, and whether it rounds to 0
+    depends on the CPU's reduction order. NaN at a resolved sample still fails (control)."""
+    from ustat_rl.advantages.conformance import check_batch, tolerance
+
+    z = np.array([1e6, 1e6, 1e6 + 0.0625, 1e6, 1.0, 2.0, 3.0, 5.0], dtype=np.float32)
+    ids = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+    unresolved = ~np.isfinite(tolerance("paper_algorithm2", z, ids, np.float32))
+    assert unresolved.tolist() == [True] * 4 + [False] * 4
+
+    def nan_where(mask):
+        return lambda r, g: np.where(mask, np.nan, advantages("paper_algorithm2", r, g))
+
+    assert check_batch(nan_where(unresolved), "paper_algorithm2", z, ids) is None
+    failure = check_batch(nan_where(~unresolved), "paper_algorithm2", z, ids)
+    assert failure is not None and failure.index >= 4

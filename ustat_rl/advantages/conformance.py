@@ -30,9 +30,10 @@ flushed to 0), ``n`` the samples a statistic runs over and ``S`` the largest ``|
 
 so ``|got - expected| <= (dN + |A| dd) / d_low + 2 eps |A|``, ``A`` the reference advantage.
 Where ``d_low`` is 0 (no epsilon, and a spread the working precision cannot tell from 0) the
-sample is not checked. Where a rule keeps the numerator, or gives 0, when the std is exactly 0,
-exact ties in the passed values must take that branch (NeMo-RL's one-pass variance gives such
-groups a std of rounding noise, hence its +-1e6 advantages), and so must a statistic below
+sample is not checked: any value passes there, NaN included (a spread rounded to 0 and divided
+by). Where a rule keeps the numerator, or gives 0, when the std is exactly 0, exact ties in the
+passed values must take that branch (NeMo-RL's one-pass variance gives such groups a std of
+rounding noise, hence its +-1e6 advantages), and so must a statistic below
 ``-ds`` (MaxRL's group mean); spreads within ``ds`` of 0 may take either.
 At an offset of 1e6 a group whose spread is below one float32 step is thus unchecked, while
 swapping Bessel for the population std, moving the epsilon, flooring the variance (verl's
@@ -51,6 +52,7 @@ import numpy as np
 
 from .conformance_adapters import (
     INDEX_KINDS,
+    SIGNATURE_WORDS,
     SIGNATURES,
     VERL_TOKENS,
     BadOutput,
@@ -58,8 +60,9 @@ from .conformance_adapters import (
     adapt,
     first_line,
     load_function,
+    probe,
 )
-from .conformance_search import check_search_options, probe_call, run_target, search
+from .conformance_search import check_search_options, run_target, search
 from .conventions import CONVENTION_NAMES, ConventionSpec, advantages, get_convention
 from .parts import Scaling
 
@@ -280,7 +283,9 @@ def _compare(call, spec: ConventionSpec, z, ids) -> ConformanceFailure | None:
     coarse = z.dtype if np.finfo(z.dtype).eps >= np.finfo(got.dtype).eps else got.dtype
     tol = tolerance(spec, z, ids, coarse)
     diff = np.abs(got.astype(np.float64) - expected)
-    bad = ~(diff <= tol)  # NaN counts as a failure
+    # NaN counts as a failure, except at a sample the working precision cannot resolve (tol
+    # inf: a spread float32 rounds to 0 divided by that 0 is NaN in a correct implementation)
+    bad = ~(diff <= tol) & ~np.isposinf(tol)
     if not np.any(bad):
         return None
     excess = np.where(np.isfinite(diff), diff / np.maximum(tol, 1e-300), np.inf)
@@ -347,29 +352,6 @@ def check_conformance(fn: Callable, convention, *, signature: str = "plain",
     failure = _drop_groups(call, spec, failures[-1]) if (failures and not passed) else None
     return ConformanceReport(spec.name, signature, passed, count, seconds, TOLERANCE_RULE,
                              failure, shrink)
-
-
-def probe(fn: Callable, convention, *, signature: str = "plain", tensors: str = "numpy",
-          index: str = "uid") -> str | None:
-    """Why ``fn`` cannot be tested against ``convention`` (``None`` if it can): it is called
-    once on two groups of distinct rewards; an exception is a usage error (exit 2)."""
-    spec = get_convention(convention)
-    tokens = 1 if spec.scale == "whiten" else VERL_TOKENS
-    size = max(4, spec.min_group_size)
-    z = np.concatenate([np.arange(size) + 0.5 * g for g in range(2)]).astype(np.float64)
-    ids = np.repeat(np.arange(2, dtype=np.int64), size)
-    call = adapt(fn, signature, tensors, tokens=tokens, index=index)
-    return probe_call(call, (z, ids), f"fn{SIGNATURE_FORMS[signature]}")
-
-
-#: A report's signature in words where the name alone would not say how it was called.
-SIGNATURE_WORDS = {"multichannel-contiguous": "multichannel signature, contiguous equal groups "
-                                              "as --signature trl draws them"}
-
-#: How each signature calls the function, for messages.
-SIGNATURE_FORMS = {"plain": "(rewards, group_ids)",
-                   "verl": "(token_level_rewards, response_mask, index)",
-                   "trl": "(rewards, num_generations)"}
 
 
 def check_batch(fn: Callable, convention, rewards, group_ids, *, signature: str = "plain",

@@ -18,8 +18,8 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["SIGNATURES", "INDEX_KINDS", "VERL_TOKENS", "TargetError", "adapt", "load_function",
-           "unchanged"]
+__all__ = ["SIGNATURES", "SIGNATURE_WORDS", "SIGNATURE_FORMS", "INDEX_KINDS", "VERL_TOKENS",
+           "TargetError", "adapt", "load_function", "probe", "unchanged"]
 
 #: The call signatures the kit can test (see :func:`adapt`).
 SIGNATURES = ("plain", "verl", "trl")
@@ -199,3 +199,29 @@ def load_function(target: str) -> Callable:
         raise TargetError(f"{module_name}.{func_name} is not callable (it is a "
                           f"{type(fn).__name__})")
     return fn
+
+
+def probe(fn: Callable, convention, *, signature: str = "plain", tensors: str = "numpy",
+          index: str = "uid") -> str | None:
+    """Why ``fn`` cannot be tested against ``convention`` (``None`` if it can): it is called
+    once on two groups of distinct rewards; an exception is a usage error (exit 2)."""
+    from .conformance_search import probe_call
+    from .conventions import get_convention
+
+    spec = get_convention(convention)
+    tokens = 1 if spec.scale == "whiten" else VERL_TOKENS
+    size = max(4, spec.min_group_size)
+    z = np.concatenate([np.arange(size) + 0.5 * g for g in range(2)]).astype(np.float64)
+    ids = np.repeat(np.arange(2, dtype=np.int64), size)
+    call = adapt(fn, signature, tensors, tokens=tokens, index=index)
+    return probe_call(call, (z, ids), f"fn{SIGNATURE_FORMS[signature]}")
+
+
+#: A report's signature in words where the name alone would not say how it was called.
+SIGNATURE_WORDS = {"multichannel-contiguous": "multichannel signature, contiguous equal groups "
+                                              "as --signature trl draws them"}
+
+#: How each signature calls the function, for messages.
+SIGNATURE_FORMS = {"plain": "(rewards, group_ids)",
+                   "verl": "(token_level_rewards, response_mask, index)",
+                   "trl": "(rewards, num_generations)"}

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import math
 
+from ustat_rl.intervals import ratio_verdict
+
 __all__ = ["ALLOCATION_PHRASES", "interval_allows", "allocation_mismatches", "gstar_mismatches",
            "trajectory_mismatches"]
 
@@ -38,15 +40,10 @@ ALLOCATION_PHRASES = {
 
 def interval_allows(estimate: float, low: float, high: float) -> str:
     """The one verdict an interval for ``MSE(rule)/MSE(uniform)`` allows, stated from the
-    interval alone: a gain needs every ratio in it below 1, a loss every ratio above 1."""
-    if not (math.isfinite(estimate) and estimate > 0.0) or math.isnan(low) or math.isnan(high) \
-            or low > high:
-        return "undefined"
-    if high < 1.0:
-        return "gain shown"
-    if low > 1.0:
-        return "worse than uniform"
-    return "within the noise"
+    interval alone: a gain needs every ratio in it below 1, a loss every ratio above 1, and a
+    zero-width or unordered interval allows none. The rule is the commands' own
+    (:func:`ustat_rl.intervals.ratio_verdict`), held once; the words are read against it here."""
+    return ratio_verdict(estimate, low, high, "uniform")
 
 
 def allocation_mismatches(report, text: str) -> list[str]:
