@@ -9,8 +9,10 @@ simultaneous by Bonferroni: when every window carries ``gstar_errors`` (the stan
 covariance its interval was built from), each window's interval is rebuilt at
 ``1 - (1 - level)/K`` (:func:`ustat_rl.pilot.uncertainty.fieller_gstar`, the same Fieller
 inversion the monitor used), and the ``K`` intervals then hold the true ``G*`` together with
-probability at least ``level``. A window without them keeps its own interval at the record's
-level ``L``; Bonferroni then only gives ``1 - sum(1 - L_i)``, which is at or below 0 (no
+probability at least ``level``. A window without them, or with fewer than
+:data:`~ustat_rl.pilot.small_sample.SMALL_PILOT_PROMPTS` prompts (whose own interval is widened
+to cover, docs/invariants.md I8, and Fieller's alone would not), keeps its own interval at the
+record's level ``L``; Bonferroni then only gives ``1 - sum(1 - L_i)``, which is at or below 0 (no
 guarantee) once ``K (1 - L) >= 1``, and the summary says so.
 
 Bonferroni needs no independence, so windows that pool earlier generation batches
@@ -26,6 +28,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from ..formatting import format_number, json_ready
+from ..pilot.small_sample import SMALL_PILOT_PROMPTS
 from ..pilot.uncertainty import fieller_gstar
 
 __all__ = ["WindowInterval", "Universality", "gstar_universality", "format_universality",
@@ -139,7 +142,10 @@ def _window(record: dict, window_level: float) -> WindowInterval | str:
     if errors is not None:
         values = (record["c1"]["estimate"], record["c3"]["estimate"], errors["c1_prompt_se"],
                   errors["c1_sketch_se"], errors["c3_se"], errors["cov13"])
-        if all(math.isfinite(v) for v in values) and (record["n_prompts"] or 0) >= 3:
+        # a window under SMALL_PILOT_PROMPTS keeps its own (widened) interval at its own level:
+        # Fieller's alone does not cover there (docs/invariants.md I8)
+        if all(math.isfinite(v) for v in values) and \
+                (record["n_prompts"] or 0) >= SMALL_PILOT_PROMPTS:
             _, (low, high) = fieller_gstar(*values, record["n_prompts"], errors["sketch_units"],
                                            window_level)
             level, rebuilt = window_level, True

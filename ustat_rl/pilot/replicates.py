@@ -140,7 +140,9 @@ def affine_map(statistic: Callable[[PromptMoments], np.ndarray], full: np.ndarra
         return np.atleast_1d(np.asarray(statistic(as_moments(summary)), dtype=float))
 
     estimate = evaluate(full)
-    steps = np.maximum(np.abs(full), 1e-3)  # (n,)
+    # steps away from 0, so that no coordinate lands on exactly 0, where a rule's formula may
+    # take another (equal only for exact moments) form
+    steps = np.where(full < 0.0, -1.0, 1.0) * np.maximum(np.abs(full), 1e-3)  # (n,)
     jac = np.column_stack([(evaluate(full + steps[j] * np.eye(n)[j]) - estimate) / steps[j]
                            for j in range(n)])  # (q, n)
     probe = full + 0.5 * steps * np.linspace(-1.0, 1.0, n)

@@ -255,12 +255,14 @@ def fieller_gstar(c1, c3, c1_prompt_se, c1_sketch_se, c3_se, cov13, n_prompts, s
     -------
     (rho_low, rho_high), (gstar_low, gstar_high) : tuple of float pairs
         ``G* = 1 + rho^(-1/2)`` is decreasing in ``rho``, so ``gstar_low`` is the image of
-        ``rho_high``; ``inf`` where ``rho <= 0`` is allowed.
+        ``rho_high``; ``gstar_high`` is ``inf`` where ``rho <= 0`` is allowed. Where the set lies
+        wholly at or below 0 (the pilot cannot tell ``c1`` from 0; ``rho >= 0``) ``G*``'s
+        interval is all of ``(1, inf)``, never ``[inf, inf]``.
     """
     t = student_quantile(level, c1_prompt_se**2, c1_sketch_se**2, n_prompts, sketch_units)
     low, high = fieller_from_errors(c1, c3, math.hypot(c1_prompt_se, c1_sketch_se), c3_se, cov13,
                                     t)
-    return (low, high), (gstar_of_ratio(high), gstar_of_ratio(low))
+    return (low, high), (gstar_of_ratio(high) if high > 0.0 else 1.0, gstar_of_ratio(low))
 
 
 def pilot_intervals(rollouts, level: float = 0.9, include_sketch: bool = True) -> PilotIntervals:
@@ -303,8 +305,9 @@ def pilot_intervals(rollouts, level: float = 0.9, include_sketch: bool = True) -
     k = block_labels(stats).shape[1] if (include_sketch and stats.sketched) else None
     parts = [_interval(e, p, q, level, stats.n_prompts, k) for e, p, q in zip(est, p_se, s_se)]
     cov13 = float(cov_prompt[0, 2] + cov_sketch[0, 2])
-    (r_low, r_high), _ = fieller_gstar(est[0], est[2], p_se[0], s_se[0], parts[2].std_error,
-                                       cov13, stats.n_prompts, k, level)
+    (r_low, r_high), (g_low, g_high) = fieller_gstar(est[0], est[2], p_se[0], s_se[0],
+                                                     parts[2].std_error, cov13, stats.n_prompts,
+                                                     k, level)
     small = is_small_pilot(stats.n_prompts)
     if small:
         parts[:3], (r_low, r_high) = _small_pilot_parts(stats, parts[:3], (r_low, r_high),
@@ -316,10 +319,9 @@ def pilot_intervals(rollouts, level: float = 0.9, include_sketch: bool = True) -
     slope = 0.5 * ratio.estimate ** -1.5 if ratio.estimate > 0 else math.inf  # |dG*/drho|
     point = (constants.optimal_group_size() if est[2] > 0 or (est[2] == 0 and est[0] > 0)
              else math.nan)  # undefined (nan) where c3' <= 0: no G* from such an estimate
-    # rho = c1/c3' >= 0: where Fieller's set lies wholly below 0 the pilot cannot tell c1 from
-    # 0, and G*'s interval is all of (1, inf), not [inf, inf]
-    g_low = gstar_of_ratio(r_high) if r_high > 0.0 else 1.0
-    gstar = Interval(point, g_low, gstar_of_ratio(r_low), *(slope * e for e in se))
+    if small:  # the widened set's image, by fieller_gstar's rule ((1, inf) for a set <= 0)
+        g_low, g_high = gstar_of_ratio(r_high) if r_high > 0.0 else 1.0, gstar_of_ratio(r_low)
+    gstar = Interval(point, g_low, g_high, *(slope * e for e in se))
     return PilotIntervals(level, constants, parts[0], parts[1], parts[2], ratio, gstar,
                           stats.n_prompts, stats.n_columns,
                           bool(include_sketch and stats.sketched and block_labels(stats).shape[1] >= 2),

@@ -61,7 +61,10 @@ def affine_variance(m: PromptMoments, rule, G: float, reference: np.ndarray) -> 
     """
     a, b, c, D, k = affine_coefficients(rule, G, reference, m.value)
     if b == 0 and a == 1:  # z - c(x): a prompt-only baseline (vanilla c = 0, oracle c = V)
-        if np.all(D == 0):
+        # the oracle's form when the rule centres at the value, a fact of the rule: a vanilla
+        # pilot whose estimated value is exactly 0 keeps vanilla's form (estimated moments do
+        # not satisfy the identity that makes the two forms equal)
+        if rule.centring.reference_source == "value" and np.all(c == m.value):
             return m.trace_sigma_oracle / G, k
         second = m.score_sq_reward_sq - 2.0 * c * m.score_sq_reward + c**2 * m.score_sq
         return (second - m.grad_sq) / G, k
