@@ -83,6 +83,8 @@ MAIN = ("group", "dapo")
 FINITE_G = 4
 QUICK_CELLS = (("iid", "group", "dapo", 4), ("iid", "batch", "dr_grpo", 8))
 FULL_STEPS, MAIN_STEPS, QUICK_STEPS = 60, 1500, 24
+#: Batches per chunk of the plug-in control's moment estimates.
+PLUG_IN_CHUNK = 64
 #: Phi^{-1}(0.8): a bias of (Z_CHECK + POWER_Z) se is found 80% of the time.
 POWER_Z = 0.8416
 COLUMNS = ("prompt_set", "scale_rewards", "loss_type", "G", "B", "M", "identity_rel_error", "mean_length",
@@ -186,8 +188,12 @@ def _measured(rows) -> float:
 
 
 def _plug_in(batches, meta, rule, B, G) -> float:
-    """The rule's exact minibatch variance at the pooled batches' estimated moments (the
-    monitor's estimate before it used the run's own groups), for rules of group statistics."""
+    """The rule's exact minibatch variance at the batches' estimated moments (the monitor's
+    estimate before it used the run's own groups), for rules of group statistics: the mean over
+    consecutive chunks of ``PLUG_IN_CHUNK`` batches, each chunk's moments estimated as a window
+    of that many batches would (the plug-in's bias is a property of each prompt's group, not of
+    how many prompts are pooled; the moment estimates' memory grows with the square of the
+    prompts pooled)."""
     from ustat_rl.advantages import get_rule
     from ustat_rl.frameworks.window import window_rollouts
     from ustat_rl.pilot.estimate import rule_moments
@@ -195,8 +201,10 @@ def _plug_in(batches, meta, rule, B, G) -> float:
 
     if get_rule(rule).statistics != "group":
         return math.nan
-    moments = rule_moments(window_rollouts(batches, meta), rule)
-    return float(minibatch_variance(moments, rule, G, B))
+    values = [float(minibatch_variance(rule_moments(window_rollouts(batches[i:i + PLUG_IN_CHUNK],
+                                                                    meta), rule), rule, G, B))
+              for i in range(0, len(batches), PLUG_IN_CHUNK)]
+    return float(np.mean(values))
 
 
 def run_cell(scale: str, loss_type: str, G: int, steps: int, seed: int = 0,
