@@ -70,15 +70,24 @@ for loss_type in ("grpo", "dr_grpo", "dapo"):
 #
 # `simulations/trl_gradient_mse.py` runs a real `trl.GRPOTrainer` at learning rate 0 on a small
 # Qwen2 built from a config (the demo's parity reward, no download), so every step draws a fresh
-# generation batch at the same parameters, with gradient clipping and dropout off. After each
-# backward pass it reads the whole gradient of TRL's own loss, and compares its variance over the
-# $M$ batches, $\frac{1}{M-1} \sum_m \lVert g_m - \bar g\rVert^2$, with the monitor's `var_run`
-# from the same batches. The $z$ divides the difference by a jackknife over the batches combined
-# with a jackknife over the sketch's blocks, so the prediction's own noise is counted. The
-# *paper-unit* prediction is `var_run` divided by the squared weight: what the monitor reported
-# before it read `loss_type` (one number per batch, so not defined for `grpo`).
+# generation batch of i.i.d. prompts at the same parameters, with gradient clipping and dropout
+# off. After each backward pass it reads the gradient of TRL's own loss and projects it with the
+# monitor's own matrix, so both sides live in the same sketch space and the projection's error
+# cancels. Per cell it reports:
 #
-# Three cells of its grid, at $M = 12$ batches of $N = 64$ completions each (the full run uses 30):
+# - `identity_rel_error`: how far minus the mean of the monitor's per-group terms is from TRL's
+#   projected gradient, batch by batch (float32 rounding when the monitor computes what the
+#   trainer computes);
+# - `measured_var`: the variance of the projected gradient over the $M$ batches,
+#   $\frac{1}{M-1} \sum_m \lVert R g_m - \overline{R g}\rVert^2$; `predicted_var`: the monitor's
+#   `var_run` with the $M$ batches pooled (unbiased at the run's $G$ for every rule,
+#   docs/theory.md section 8); `se` and $z$ from a jackknife over the batches of their difference;
+# - two controls the same $z$ should reject: `plug_in_var` (the rule's exact formulas at the
+#   batches' estimated moments, what the monitor reported before; rules of group statistics) and
+#   `paper_units_var` (scores not weighted as the loss weighs them; one weight per batch only).
+#
+# Three cells of its grid, at $M = 12$ batches of $N = 64$ completions each (the study uses 60,
+# and 1500 at TRL's defaults):
 
 # %%
 script = Path.cwd().parent / "simulations" / "trl_gradient_mse.py"
@@ -93,8 +102,8 @@ with warnings.catch_warnings():
     rows = [trl_gradient_mse.run_cell(*cell) for cell in cells]
 
 table = pd.DataFrame(rows)
-table[["scale_rewards", "loss_type", "G", "B", "M", "identity_rel_error", "mean_length",
-       "measured_var", "se", "predicted_var", "z", "paper_units_var", "z_paper_units"]].round(4)
+table[["scale_rewards", "loss_type", "G", "B", "M", "identity_rel_error", "measured_var", "se",
+       "predicted_var", "z", "plug_in_var", "paper_units_var", "z_paper_units"]]
 
 # %% [markdown]
 # Measured against predicted. The error bars are 2 se; the open squares are the paper-unit
@@ -124,21 +133,25 @@ fig
 # %% [markdown]
 # ## What the full run found
 #
-# `python simulations/trl_gradient_mse.py --steps 30` ran all 27 cells (`scale_rewards` in
-# group / batch / none, `loss_type` in grpo / dapo / dr_grpo, $G \in \{4, 8, 16\}$ at $N = 64$,
-# $M = 30$ batches each). From docs/theory.md, "Measured against the trainer":
+# `python simulations/trl_gradient_mse.py --workers 2` ran 73 cells: `scale_rewards` in
+# group / batch / none × the eight `loss_type`s of trl 1.16 × $G \in \{4, 8, 16\}$ at
+# $N = 64$, $M = 60$ batches each, except TRL's defaults (group, dapo) at $M = 1500$, and one cell
+# on TRL's own finite prompt set. From docs/theory.md, "Measured against the trainer":
 #
-# > Every cell agrees (|z| ≤ 1.7), for every aggregation and every std scaling, including `grpo`'s
-# > per-completion 1/|o| where the formulas are only approximate (the lengths vary little on this
-# > task, so the approximation is not tested hard here) and `scale_rewards="batch"`'s large-B limit
-# > at B = 4. The prediction in the paper's units (unweighted scores, what the monitor reported
-# > before it read `loss_type`) is off by 46 to 64 standard errors in every cell where it is one
-# > number per batch: about L² = 9 (dr_grpo) or 2.8² = 7.9 (dapo) times too large.
+# - the identity holds in every cell to 2.5e-7 to 3.6e-7 relative: the monitor's terms are the
+#   trainer's gradient;
+# - at TRL's defaults, `var_run` is 0.994, 0.984 and 0.979 of the measured variance at
+#   $G = 4, 8, 16$ ($z$ = 0.84, 2.23, 2.30; a bias of 3.3%, 3.6%, 4.4% would be found with
+#   probability 0.8), while the plug-in it replaces reads 0.754 of it at $G = 4$ ($z$ = 36) and
+#   the paper-unit prediction is 7.7 to 7.8 times too large ($z$ below −700);
+# - in the other 69 cells the ratio lies in 0.92 to 1.00 with $|z| \le 2.0$; cells with the same
+#   $G$ share their batches, so these are three independent samples seen through many rules;
+# - on TRL's own finite set of 100 prompts (rows sampled without replacement, so a step's
+#   prompts are distinct), `var_run` is 1.010 of the measured variance ($z = -1.57$): the
+#   i.i.d. assumption reads slightly high there, as the finite-population factor predicts.
 #
-# For the first cell above, its row reads measured 0.1656, predicted 0.1624, $z = +0.15$, paper
-# units 1.287 ($z = -53.6$). Cells with the same `scale_rewards` and $G$ share their batches, so
-# the 27 $z$ are 9 independent comparisons. The numbers here, at $M = 12$, differ from the table's
-# by their sampling noise.
+# The numbers here, at $M = 12$, differ from the table's by their sampling noise: read their
+# `se`.
 #
 # ## What it means for `num_generations`
 #
@@ -151,7 +164,7 @@ fig
 #   are what the paper's units would give; what the old units got wrong was the size of the noise.
 # - **`loss_type="grpo"` is approximate.** With a per-completion $1/\lvert o_i\rvert$ the weighted
 #   score is no longer a score function, so the finite-$G$ formulas, $G^*$ among them, hold only
-#   approximately. The full run found no disagreement, but on a task whose lengths vary little;
+#   approximately. The study found no disagreement, but on a task whose lengths vary little;
 #   where completions vary a lot in length, read $G^*$ and `var_run` as approximate.
 #
 # ## Limits
