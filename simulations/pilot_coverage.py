@@ -46,6 +46,7 @@ from ustat_rl.pilot.fieller import gstar_of_ratio
 from ustat_rl.pilot.report import gstar_report
 from ustat_rl.pilot.uncertainty import pilot_intervals, student_quantile
 from ustat_rl.policies.examples import interior_optimum_bandit
+from ustat_rl.runs.records import count_table
 from ustat_rl.runs.script_config import add_config_arguments, option, resolve_quick
 from ustat_rl.theory import admissible_group_sizes
 
@@ -123,17 +124,6 @@ def write_figures(folder: Path, bandit) -> list[Path]:
     return paths
 
 
-def markdown(frame: pd.DataFrame, count_columns) -> str:
-    """A Markdown table with each count shown as ``count (percent)``."""
-    shown = frame.copy()
-    for name in count_columns:
-        shown[name] = [f"{c} ({100 * c / n:.1f}%)" for c, n in zip(frame[name], frame["pilots"])]
-    head = "| " + " | ".join(shown.columns) + " |"
-    rule = "|" + "|".join("---" for _ in shown.columns) + "|"
-    rows = ["| " + " | ".join(str(v) for v in row) + " |" for row in shown.itertuples(index=False)]
-    return "\n".join([head, rule, *rows])
-
-
 @dataclass(frozen=True)
 class Config:
     """The options that set what a run computes (full-run values; ``--quick`` pilots apart)."""
@@ -186,10 +176,10 @@ def main(argv=None) -> dict:
     advice.to_csv(out / "pilot_advice.csv", index=False)
     print(f"coverage of nominal {LEVEL:.0%} intervals (exact c1 = {exact.c1:.3g}, "
           f"G* = {truth['gstar']:.3g}):")
-    print(markdown(coverage, ("c1", "c2", "c3", "gstar_fieller", "gstar_delta", *BOOT,
+    print(count_table(coverage, ("c1", "c2", "c3", "gstar_fieller", "gstar_delta", *BOOT,
                               "unbounded")))
     print("\nadvice at notebook 05's recipe (64 x 16, k = 32):")
-    print(markdown(advice, ("advice_within_10pct", "point_argmin_within_10pct", "unbounded")))
+    print(count_table(advice, ("advice_within_10pct", "point_argmin_within_10pct", "unbounded")))
     return {"coverage": coverage, "advice": advice, "out": out}
 
 

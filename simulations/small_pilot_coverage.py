@@ -34,6 +34,7 @@ from ustat_rl.pilot.bandit import bandit_pilot
 from ustat_rl.pilot.report import check_degenerate, check_resolved
 from ustat_rl.pilot.uncertainty import pilot_intervals, student_quantile
 from ustat_rl.policies import examples
+from ustat_rl.runs.records import count_table
 from ustat_rl.runs.script_config import add_config_arguments, option, resolve_quick
 
 #: (prompts, samples per prompt) of the table: the issue's tiny pilots, then up to the threshold.
@@ -86,18 +87,6 @@ def coverage_cell(bandit, n_prompts, group_size, n_pilots, rng) -> dict:
             "refused": refused, **{key: int(value) for key, value in count.items()}}
 
 
-def markdown(frame: pd.DataFrame, count_columns) -> str:
-    """A Markdown table with each count shown as ``count (percent)``."""
-    shown = frame.copy()
-    for name in count_columns:
-        shown[name] = [f"{c} ({100 * c / n:.1f}%)" if n else "-"
-                       for c, n in zip(frame[name], frame["pilots"])]
-    head = "| " + " | ".join(shown.columns) + " |"
-    rule = "|" + "|".join("---" for _ in shown.columns) + "|"
-    rows = ["| " + " | ".join(str(v) for v in row) + " |" for row in shown.itertuples(index=False)]
-    return "\n".join([head, rule, *rows])
-
-
 @dataclass(frozen=True)
 class Config:
     """The options that set what a run computes (full-run values; ``--quick`` pilots apart)."""
@@ -139,7 +128,7 @@ def main(argv=None) -> dict:
     table.to_csv(out / "small_pilot_coverage.csv", index=False)
     print(f"coverage of nominal {LEVEL:.0%} intervals, full scores ({args.pilots} pilots per "
           "cell, refusals apart):")
-    print(markdown(table, (*NAMES, "gstar", *(f"{n}_jackknife" for n in NAMES), "unbounded")))
+    print(count_table(table, (*NAMES, "gstar", *(f"{n}_jackknife" for n in NAMES), "unbounded")))
     return {"coverage": table, "out": out}
 
 

@@ -13,9 +13,11 @@ import contextlib
 import io
 import json
 import math
+import os
 import re
 
 import numpy as np
+from hypothesis import HealthCheck, Phase
 from hypothesis import strategies as st
 
 from ustat_rl.interface.cli import main
@@ -44,6 +46,15 @@ def run_cli(argv) -> tuple[int, str, str]:
         except SystemExit as exc:  # argparse's own usage errors
             code = exc.code
     return code, out.getvalue(), err.getvalue()
+
+
+#: ``USTAT_RL_INVARIANTS=long`` runs the harness at its long budget.
+LONG = os.environ.get("USTAT_RL_INVARIANTS", "") == "long"
+#: Hypothesis settings of every property: derandomized (reproducible, a failure replays).
+SETTINGS = dict(deadline=None, derandomize=True, database=None, print_blob=False,
+                report_multiple_bugs=False, suppress_health_check=list(HealthCheck))
+#: A control stops at the first input that breaks an invariant: it needs no smaller one.
+NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate)
 
 
 # ------------------------------------------------------------------------------ strategies

@@ -22,17 +22,19 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from invariant_checks import (
     BUDGETS,
     LEVELS,
+    LONG,
+    NO_SHRINK,
+    SETTINGS,
     check_allocation,
     check_messages,
     check_rewards,
@@ -43,14 +45,8 @@ from invariant_checks import (
 
 from ustat_rl.theory import ScalingConstants
 
-LONG = os.environ.get("USTAT_RL_INVARIANTS", "") == "long"
 EXAMPLES, LONG_EXAMPLES = 30, 1000
 N = LONG_EXAMPLES if LONG else EXAMPLES
-
-SETTINGS = dict(deadline=None, derandomize=True, database=None, print_blob=False,
-                report_multiple_bugs=False, suppress_health_check=list(HealthCheck))
-#: A control stops at the first input that breaks an invariant: it needs no smaller one.
-NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate)
 
 
 def _settings(examples: int = N, shrink: bool = True):

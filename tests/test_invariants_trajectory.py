@@ -20,15 +20,23 @@ Planted-bug control: a window whose ``var_run`` interval is cut at its estimate 
 from __future__ import annotations
 
 import math
-import os
 import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
-from invariant_checks import INTERNAL_NAMES, LEVELS, check_messages, pilots, run_cli
+from invariant_checks import (
+    INTERNAL_NAMES,
+    LEVELS,
+    LONG,
+    NO_SHRINK,
+    SETTINGS,
+    check_messages,
+    pilots,
+    run_cli,
+)
 
 from ustat_rl.claims.verdict_words import trajectory_mismatches
 from ustat_rl.frameworks import window as window_module
@@ -40,11 +48,8 @@ from ustat_rl.frameworks.trajectory import (
 from ustat_rl.frameworks.universality import format_universality, gstar_universality
 from ustat_rl.frameworks.window import Batch, batch_problem, skipped_record, window_record
 
-LONG = os.environ.get("USTAT_RL_INVARIANTS", "") == "long"
 EXAMPLES, LONG_EXAMPLES = 25, 600
 N = LONG_EXAMPLES if LONG else EXAMPLES
-SETTINGS = dict(deadline=None, derandomize=True, database=None, print_blob=False,
-                report_multiple_bugs=False, suppress_health_check=list(HealthCheck))
 
 #: Run rules: none (the paper's GRPO stands in), TRL's three scalings, verl's, a leave-one-out.
 RULES = (None, "trl_group", "trl_batch", "trl_none", "verl_grpo", "paper_algorithm2", "trl_rloo")
@@ -148,9 +153,7 @@ def test_window_records_and_trajectory_keep_the_invariants(pilot, batch_groups, 
 
 
 def _controls(examples: int = 40):
-    # a control stops at the first input that breaks an invariant: it needs no smaller one
-    @settings(max_examples=examples, phases=(Phase.explicit, Phase.reuse, Phase.generate),
-              **SETTINGS)
+    @settings(max_examples=examples, phases=NO_SHRINK, **SETTINGS)
     @given(pilots(large=True), st.integers(3, 8), st.sampled_from(RULES))
     def run(pilot, batch_groups, rule):
         for record in monitored_windows(pilot, batch_groups, 2, rule, 0.9):

@@ -1,5 +1,5 @@
-"""Run records: how a simulation run was made (for ``ustat-rl report``), and measured sections
-of a Markdown file rewritten in place (the benchmarks' README).
+"""Run records: how a simulation run was made (for ``ustat-rl report``), measured sections of a
+Markdown file rewritten in place (the benchmarks' README), and the coverage scripts' count tables.
 
 At the end of a run each simulation script writes a small JSON sidecar, ``<stem>.run.json``,
 recording the command, seed, timing and files of the run; the report reads it to say how each
@@ -17,7 +17,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-__all__ = ["RUN_RECORD_SUFFIX", "replace_markdown_section", "write_run_record"]
+__all__ = ["RUN_RECORD_SUFFIX", "count_table", "replace_markdown_section", "write_run_record"]
 
 #: File-name suffix of the run records written by :func:`write_run_record`.
 RUN_RECORD_SUFFIX = ".run.json"
@@ -103,3 +103,16 @@ def replace_markdown_section(path, heading: str, section: str) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + section
     path.write_text(text)
+
+
+def count_table(frame, count_columns, total: str = "pilots") -> str:
+    """A Markdown table of ``frame`` (a pandas DataFrame) with each of ``count_columns`` shown
+    as ``count (percent of total)``, ``-`` where the row's ``total`` is 0."""
+    shown = frame.copy()
+    for name in count_columns:
+        shown[name] = [f"{c} ({100 * c / n:.1f}%)" if n else "-"
+                       for c, n in zip(frame[name], frame[total])]
+    head = "| " + " | ".join(shown.columns) + " |"
+    rule = "|" + "|".join("---" for _ in shown.columns) + "|"
+    rows = ["| " + " | ".join(str(v) for v in row) + " |" for row in shown.itertuples(index=False)]
+    return "\n".join([head, rule, *rows])
