@@ -419,7 +419,7 @@ PLANTED = [
 def test_kit_rejects_a_planted_bug_in_either_dtype(name, bug, dtype):
     fn = implementation(name, torch.float64, bug)
     report = check_multichannel_conformance(fn, name, contiguous=name.startswith("trl"),
-                                            dtypes=(dtype,), max_examples=100)
+                                            dtypes=(dtype,), max_examples=100, shrink=False)
     assert not report.passed
     assert report.failure.rewards.dtype == np.dtype(dtype)
 
@@ -517,7 +517,8 @@ def test_kit_rejects_nemo_rls_own_gdpo_where_its_one_pass_variance_breaks():
     first varies with the session, so both are accepted (on well-separated rewards no std is
     off: the next test's batch)."""
     nemo = _load_data("nemo_rl_gdpo_7ea279ab")
-    report = check_multichannel_conformance(_nemo_gdpo(nemo), "nemo_rl_gdpo", max_examples=100)
+    report = check_multichannel_conformance(_nemo_gdpo(nemo), "nemo_rl_gdpo", max_examples=100,
+                                            shrink=False)
     assert not report.passed
     z, ids = report.failure.rewards.astype(np.float32), report.failure.group_ids
     assert np.any(_nemo_std_off(nemo, z, ids)), report.failure.message

@@ -313,7 +313,8 @@ def _drop_groups(call, spec: ConventionSpec, failure: ConformanceFailure) -> Con
 
 def check_conformance(fn: Callable, convention, *, signature: str = "plain",
                       tensors: str = "numpy", max_examples: int = 200, seed: int | None = None,
-                      dtypes=("float32", "float64"), index: str = "uid") -> ConformanceReport:
+                      dtypes=("float32", "float64"), index: str = "uid",
+                      shrink: bool = True) -> ConformanceReport:
     """Property-test ``fn`` against a named convention (docs/conventions.md).
 
     Parameters
@@ -335,6 +336,8 @@ def check_conformance(fn: Callable, convention, *, signature: str = "plain",
         The reward dtypes drawn.
     index : {"uid", "int"}
         How the verl-style adapter passes group ids (:func:`adapt`).
+    shrink : bool
+        Shrink a failing batch (the default); ``False`` reports the first one as drawn, faster.
 
     Returns
     -------
@@ -346,12 +349,13 @@ def check_conformance(fn: Callable, convention, *, signature: str = "plain",
     call = adapt(fn, signature, tensors, tokens=tokens, index=index)
     strategy = _batches(spec, equal_sizes=spec.equal_group_sizes or signature == "trl",
                         contiguous=signature == "trl", dtypes=[_DTYPES[d] for d in dtypes])
-    passed, count, seconds, failures, shrink = search(
+    passed, count, seconds, failures, n_shrink = search(
         strategy, lambda *batch: _compare(call, spec, *batch), max_examples=max_examples,
-        seed=seed)
-    failure = _drop_groups(call, spec, failures[-1]) if (failures and not passed) else None
+        seed=seed, shrink=shrink)
+    failure = (_drop_groups(call, spec, failures[-1]) if shrink else failures[-1]) \
+        if (failures and not passed) else None
     return ConformanceReport(spec.name, signature, passed, count, seconds, TOLERANCE_RULE,
-                             failure, shrink)
+                             failure, n_shrink)
 
 
 def check_batch(fn: Callable, convention, rewards, group_ids, *, signature: str = "plain",

@@ -180,7 +180,8 @@ def _compare(fn, rule, z, ids, w) -> ConformanceFailure | None:
 
 def check_multichannel_conformance(fn: Callable, rule, *, weights=None, contiguous: bool = False,
                                    max_examples: int = 200, seed: int | None = None,
-                                   dtypes=("float32", "float64")) -> ConformanceReport:
+                                   dtypes=("float32", "float64"),
+                                   shrink: bool = True) -> ConformanceReport:
     """Property-test ``fn(rewards (n, K), group_ids (n,), weights (K,)) -> (n,)`` against a
     multi-channel rule (docs/conventions.md).
 
@@ -196,6 +197,8 @@ def check_multichannel_conformance(fn: Callable, rule, *, weights=None, contiguo
     seed : int, optional
         ``None`` runs hypothesis derandomized (a reproducible report).
     dtypes : sequence of {"float32", "float64"}
+    shrink : bool
+        Shrink a failing batch (the default); ``False`` reports the first one as drawn.
 
     Returns
     -------
@@ -206,13 +209,13 @@ def check_multichannel_conformance(fn: Callable, rule, *, weights=None, contiguo
     if weights is not None:
         weights = check_kit_weights(rule, weights)
     strategy = _strategy(rule, weights, contiguous, [_DTYPES[d] for d in dtypes])
-    passed, count, seconds, failures, shrink = search(
+    passed, count, seconds, failures, n_shrink = search(
         strategy, lambda *batch: _compare(fn, rule, *batch), max_examples=max_examples,
-        seed=seed)
+        seed=seed, shrink=shrink)
     failure = failures[-1] if (failures and not passed) else None
     signature = "multichannel-contiguous" if contiguous else "multichannel"
     return ConformanceReport(rule.name, signature, passed, count, seconds, TOLERANCE_RULE,
-                             failure, shrink)
+                             failure, n_shrink)
 
 
 def check_kit_weights(rule, weights) -> np.ndarray:

@@ -33,16 +33,19 @@ def check_search_options(max_examples, dtypes) -> None:
                          f"{dtypes!r}")
 
 
-def search(strategy, compare: Callable, *, max_examples: int, seed: int | None):
+def search(strategy, compare: Callable, *, max_examples: int, seed: int | None,
+           shrink: bool = True):
     """Run ``compare(*batch)`` (``None`` or a failure) on hypothesis's batches of ``strategy``.
 
     Returns ``(passed, batches drawn, seconds, failures, shrink calls)``, the last failure the
     shrunk one: the batches drawn are those up to and including the first failing one (never
     more than ``max_examples``), the shrink calls those hypothesis made after it to find a
-    smaller failing batch. ``seed=None`` runs derandomized, so a report is reproducible.
+    smaller failing batch (with ``shrink=False`` only hypothesis's replay of the first failing
+    batch, reported as drawn: faster, and enough for a verdict). ``seed=None`` runs derandomized, so a
+    report is reproducible; the batches drawn do not depend on ``shrink``.
     """
     try:
-        from hypothesis import HealthCheck, given, settings
+        from hypothesis import HealthCheck, Phase, given, settings
         from hypothesis import seed as hypothesis_seed
     except ImportError:
         raise ImportError("the conformance kit needs hypothesis: pip install hypothesis") from None
@@ -56,10 +59,15 @@ def search(strategy, compare: Callable, *, max_examples: int, seed: int | None):
         outcomes.append(failure is not None)
         return failure
 
-    # the derandomized search's seed is a digest of this function's source: keep it as it is
-    @settings(max_examples=max_examples, deadline=None, database=None,
-              derandomize=seed is None, suppress_health_check=list(HealthCheck),
-              print_blob=False, report_multiple_bugs=False)
+    # the derandomized search's seed is a digest of the decorated function's source, so the
+    # options live in one object whatever they are: the same batches with or without shrinking
+    chosen = settings(max_examples=max_examples, deadline=None, database=None,
+                      derandomize=seed is None, suppress_health_check=list(HealthCheck),
+                      print_blob=False, report_multiple_bugs=False,
+                      **({} if shrink else {"phases": (Phase.explicit, Phase.reuse,
+                                                        Phase.generate)}))
+
+    @settings(chosen)
     @given(strategy)
     def conforms(batch):
         count[0] += 1
