@@ -126,9 +126,16 @@ def check_messages(code: int, out: str, err: str) -> None:
             f"I6 a usage error is one line on stderr: {code} {out!r} {err!r}"
 
 
-def _contains(part, name: str, text: str) -> None:
+def check_cut_at_zero(part, name: str) -> None:
+    """I1 for a constant that is at least 0: its interval is cut at 0 and holds its estimate,
+    or 0 where the unbiased estimate lies below 0."""
     low, est, high = part["low"], part["estimate"], part["high"]
     assert 0.0 <= low <= max(est, 0.0) <= high, f"I1 {name}: [{low}, {high}] vs {est}"
+
+
+def _contains(part, name: str, text: str) -> None:
+    check_cut_at_zero(part, name)
+    low, high = part["low"], part["high"]
     if not high > low:  # cut at 0 from an interval wholly below 0: shown as "cannot tell"
         line = next(t for t in text.splitlines() if t.startswith(f"  {name} "))
         assert high == 0.0 and "cannot tell it from 0" in line, \

@@ -238,12 +238,23 @@ def _model_full_scores(model, tokens, mask) -> np.ndarray:
 SCALED_EXACT_SIZES = ((12, 3),)
 
 
+def _exact_sketches(model, tokens, mask, sizes):
+    """``(kind, k, blocks, sketch (b, k), matrix (k, d))`` for each kind and each ``(k, blocks)``
+    of ``sizes``: the factored sketch at seed 7 and the matrix it applies, materialised."""
+    from ..pilot.factored import factored_projection_matrix, factored_sketch_scores
+
+    for kind in ("gaussian", "rademacher"):
+        for k, blocks in sizes:
+            sketch = factored_sketch_scores(model, tokens, mask, k, seed=7, blocks=blocks,
+                                            kind=kind).numpy()
+            yield kind, k, blocks, sketch, factored_projection_matrix(model, k, 7, blocks, kind)
+
+
 def _scaled_embedding_checks() -> list:
     """The exact identity on :func:`tiny_causal_lm` with a Gemma-style scaled embedding, and its
     negative control: the full scores with the embedding's block divided by the scale (what a
     sketch that drops the scale computes) are rejected by the same comparison."""
     from ..pilot.coverage import parameter_coverage
-    from ..pilot.factored import factored_projection_matrix, factored_sketch_scores
 
     model, tokens, mask = _scored_model(EMBED_SCALE)
     full = _model_full_scores(model, tokens, mask)  # (b, d)
@@ -255,16 +266,13 @@ def _scaled_embedding_checks() -> list:
     checks = [check_true(f"scaled embedding (x sqrt(5), as Gemma's): covered by the embedding "
                          f"rule, got {rule!r}", rule == "embedding", float(rule == "embedding"))]
     rejected = []
-    for kind in ("gaussian", "rademacher"):
-        for k, blocks in SCALED_EXACT_SIZES:
-            sketch = factored_sketch_scores(model, tokens, mask, k, seed=7, blocks=blocks,
-                                            kind=kind).numpy()
-            matrix = factored_projection_matrix(model, k, 7, blocks, kind)  # (k, d)
-            checks.append(check_exact(f"scaled embedding, {kind}, k = {k}, {blocks} block(s): "
-                                      f"sketch == full scores x R^T", full @ matrix.T, sketch,
-                                      rtol=1e-10, atol=1e-12, note="float64 rounding"))
-            rejected.append(not check_exact("", unscaled @ matrix.T, sketch, rtol=1e-10,
-                                            atol=1e-12).passed)
+    for kind, k, blocks, sketch, matrix in _exact_sketches(model, tokens, mask,
+                                                           SCALED_EXACT_SIZES):
+        checks.append(check_exact(f"scaled embedding, {kind}, k = {k}, {blocks} block(s): "
+                                  f"sketch == full scores x R^T", full @ matrix.T, sketch,
+                                  rtol=1e-10, atol=1e-12, note="float64 rounding"))
+        rejected.append(not check_exact("", unscaled @ matrix.T, sketch, rtol=1e-10,
+                                        atol=1e-12).passed)
     checks.append(check_true("negative control: scores with the embedding's scale dropped are "
                              "rejected by the same comparison", all(rejected),
                              float(sum(rejected)),
@@ -293,7 +301,6 @@ def block_inner_products(sketch: np.ndarray, blocks: int, pairs) -> np.ndarray:
 def check_c44(ctx) -> list:
     from ..pilot.factored import (
         block_factors,
-        factored_projection_matrix,
         factored_sketch_scores,
         uncovered_parameters,
     )
@@ -302,14 +309,11 @@ def check_c44(ctx) -> list:
     full = _model_full_scores(model, tokens, mask)  # (b, d)
     checks = [check_true("every parameter is covered by a factored rule (no fallback)",
                          uncovered_parameters(model) == [], float(len(uncovered_parameters(model))))]
-    for kind in ("gaussian", "rademacher"):
-        for k, blocks in SKETCH_EXACT_SIZES:
-            sketch = factored_sketch_scores(model, tokens, mask, k, seed=7, blocks=blocks,
-                                            kind=kind).numpy()
-            matrix = factored_projection_matrix(model, k, 7, blocks, kind)  # (k, d)
-            checks.append(check_exact(f"{kind}, k = {k}, {blocks} block(s): sketch == full "
-                                      f"scores x R^T", full @ matrix.T, sketch, rtol=1e-10,
-                                      atol=1e-12, note="float64 rounding"))
+    for kind, k, blocks, sketch, matrix in _exact_sketches(model, tokens, mask,
+                                                           SKETCH_EXACT_SIZES):
+        checks.append(check_exact(f"{kind}, k = {k}, {blocks} block(s): sketch == full "
+                                  f"scores x R^T", full @ matrix.T, sketch, rtol=1e-10,
+                                  atol=1e-12, note="float64 rounding"))
     checks += _scaled_embedding_checks()
     k_out, k_in = SKETCH_BLOCK_SHAPE
     k = SKETCH_BLOCKS * k_out * k_in

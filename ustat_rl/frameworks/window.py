@@ -290,8 +290,7 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
 
 
 def _noise_interval(interval) -> dict:
-    return {"estimate": float(interval.estimate), "low": float(interval.low),
-            "high": float(interval.high)}
+    return _interval(vars(interval))
 
 
 def _dynamic_sampling(all_equal: float, G: int, budget: int) -> dict:

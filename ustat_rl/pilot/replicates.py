@@ -17,7 +17,8 @@ from ..theory import PromptMoments, scaling_constants
 from .estimate import SCORE_MOMENTS, PilotStatistics, pilot_statistics
 
 __all__ = ["SUMMARY_FIELDS", "affine_map", "as_moments", "block_labels", "cell_replicates",
-           "checked_statistics", "constants_vector", "jackknife_cov", "pilot_summary", "two_way_cov"]
+           "checked_statistics", "constants_vector", "jackknife_cov", "pilot_summary", "sketch_cov",
+           "two_way_cov"]
 
 NON_SCORE_FIELDS = ("value", "reward_var")
 SUMMARY_FIELDS = NON_SCORE_FIELDS + SCORE_MOMENTS + ("grad_norm_sq",)
@@ -88,6 +89,14 @@ def jackknife_cov(values: np.ndarray) -> np.ndarray:
     return (m - 1.0) / m * centred.T @ centred
 
 
+def sketch_cov(row_values: np.ndarray, interaction: np.ndarray, n_prompts: int) -> np.ndarray:
+    """The jackknife over ``k`` projection rows (or blocks) less the prompt-by-row interaction
+    both one-way jackknifes contain: ``jackknife_cov(row_values) - (P-1)(k-1)/(P k) interaction``,
+    ``interaction = sum_ar D_ar D_ar^T`` over the double deletions (:func:`two_way_cov`)."""
+    P, k = n_prompts, row_values.shape[0]
+    return jackknife_cov(row_values) - (P - 1.0) * (k - 1.0) / (P * k) * interaction
+
+
 #: Prompts per block of double-deletion replicates (bounds memory at ``block * k * 9`` floats).
 CELL_BLOCK_ELEMENTS = 1 << 20
 
@@ -119,7 +128,7 @@ def two_way_cov(stats: PilotStatistics, fn: Callable[[np.ndarray], np.ndarray],
             d = (cells.reshape(rows.stop - rows.start, k, -1) - t_prompt[rows, None, :]
                  - t_row[None, :, :] + estimate[None, None, :]).reshape(-1, estimate.size)
             interaction += d.T @ d
-        cov_sketch = jackknife_cov(t_row) - (P - 1.0) * (k - 1.0) / (P * k) * interaction
+        cov_sketch = sketch_cov(t_row, interaction, P)
     return estimate, cov_prompt, cov_sketch
 
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import as_float, as_int
-from .replicates import jackknife_cov
+from .replicates import jackknife_cov, sketch_cov
 from .uncertainty import Interval, student_quantile
 
 __all__ = ["RunNoise", "group_terms", "run_noise"]
@@ -114,7 +114,7 @@ def _two_way(full: np.ndarray, deleted: np.ndarray, labels: np.ndarray | None):
     ``deleted[a, c]`` is column ``c``'s share without group ``a``. Leaving block ``r`` of
     ``m`` independent blocks out rescales the rest by ``m/(m - 1)`` (so ``E[R^T R] = I`` is
     kept); the prompt-by-block interaction, which both one-way jackknifes contain, is estimated
-    from the double deletions and removed once (:func:`ustat_rl.pilot.replicates.two_way_cov`).
+    from the double deletions and removed once (:func:`ustat_rl.pilot.replicates.sketch_cov`).
     """
     estimate = float(full.sum())
     by_prompt = deleted.sum(axis=1)  # (P,)
@@ -130,8 +130,7 @@ def _two_way(full: np.ndarray, deleted: np.ndarray, labels: np.ndarray | None):
     by_block = scale * (estimate - full @ blocks)  # (m,)
     cells = scale * (by_prompt[:, None] - deleted @ blocks)  # (P, m)
     interaction = cells - by_prompt[:, None] - by_block[None, :] + estimate
-    sketch_var = float(jackknife_cov(by_block[:, None])[0, 0]
-                       - (P - 1.0) * (m - 1.0) / (P * m) * np.sum(interaction ** 2))
+    sketch_var = float(sketch_cov(by_block[:, None], np.sum(interaction ** 2), P)[0, 0])
     return estimate, prompt_var, max(sketch_var, 0.0), m
 
 
