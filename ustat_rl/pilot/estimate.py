@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..theory import PromptMoments, ScalingConstants, scaling_constants
+from ..theory.gram import FactoredGram
 from .rollouts import Rollouts
 
 __all__ = ["PilotStatistics", "pilot_statistics", "estimate_moments", "rule_moments",
@@ -277,7 +278,8 @@ def estimate_moments(rollouts) -> PromptMoments:
     PromptMoments
         One entry per pilot prompt. ``prompt_prob`` is uniform for i.i.d. prompts (so averages
         over it estimate ``E_X``) or the given weights; ``grad_gram`` has the unbiased
-        ``||g(x_a)||^2`` on its diagonal and ``<g_hat_a, g_hat_b>`` off it; ``grad_norm_sq`` is
+        ``||g(x_a)||^2`` on its diagonal and ``<g_hat_a, g_hat_b>`` off it, held as a
+        :class:`~ustat_rl.theory.gram.FactoredGram` (``O(P k)`` memory); ``grad_norm_sq`` is
         the unbiased cross-prompt estimate of ``||E_X g(X)||^2``: the mean of
         ``<g_hat_a, g_hat_b>`` over ordered pairs ``a != b`` for i.i.d. prompts, or
         ``sum_{a != b} f_a f_b <g_hat_a, g_hat_b> + sum_a f_a^2 ||g(x_a)||^2-hat`` for a fixed set.
@@ -304,9 +306,8 @@ def estimate_moments(rollouts) -> PromptMoments:
                          f"{stats.n_prompts}")
     P = stats.n_prompts
     per = {name: stats.columns[name].sum(axis=1) for name in SCORE_MOMENTS}
-    gram = stats.grad_mean @ stats.grad_mean.T  # (P, P); diagonal replaced below
-    np.fill_diagonal(gram, per["grad_sq"])
-    gram = 0.5 * (gram + gram.T)
+    # <g_hat_a, g_hat_b> off the diagonal, held as its (P, k) factor: O(P k), not (P, P)
+    gram = FactoredGram(stats.grad_mean, per["grad_sq"])
     prob = np.full(P, 1.0 / P) if stats.prompt_prob is None else stats.prompt_prob
     return PromptMoments(
         prompt_prob=prob, value=stats.value, reward_var=stats.reward_var,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from .._validation import as_int
+from .gram import FactoredGram
 
 __all__ = ["PromptMoments", "MOMENT_KINDS", "batch_mean_terms"]
 
@@ -58,8 +59,10 @@ class PromptMoments:
         ``E||W (Z - V)||^2``; ``tr Sigma_oracle(x)`` is this minus ``||g(x)||^2``.
     grad_sq : ndarray (P,)
         ``||g(x)||^2``.
-    grad_gram : ndarray (P, P)
-        ``<g(x_i), g(x_j)>``; its diagonal is ``grad_sq``.
+    grad_gram : ndarray (P, P) or FactoredGram
+        ``<g(x_i), g(x_j)>``; its diagonal is ``grad_sq``. Estimated moments hold it as a
+        :class:`~ustat_rl.theory.gram.FactoredGram` (``O(P k)`` memory; products with vectors
+        without the ``(P, P)`` array, which any other use gets).
     kind : {"exact", "estimated"}
         Exact moments are checked against the moment inequalities; estimates are not.
     score_sq_reward_var : ndarray (P,), optional
@@ -96,7 +99,8 @@ class PromptMoments:
     def __post_init__(self):
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in ("kind", "grad_norm_sq") or value is None:
+            if f.name in ("kind", "grad_norm_sq") or value is None \
+                    or isinstance(value, FactoredGram):
                 continue
             array = np.asarray(value, dtype=np.float64)
             if array is value:
@@ -143,7 +147,9 @@ class PromptMoments:
         if weight.sum() <= 0:
             raise ValueError("the selected prompts have zero total weight")
         kwargs = {name: getattr(self, name)[index] for name in _VECTOR_FIELDS}
-        kwargs["grad_gram"] = self.grad_gram[np.ix_(index, index)]
+        gram = self.grad_gram
+        kwargs["grad_gram"] = (gram.restrict(index) if isinstance(gram, FactoredGram)
+                               else gram[np.ix_(index, index)])
         if self.has_matrices:
             kwargs["grad_per_prompt"] = self.grad_per_prompt[index]
             kwargs.update({name: getattr(self, name)[index] for name in _MATRIX_FIELDS})
@@ -191,6 +197,29 @@ def validate_moments(m: PromptMoments) -> None:
         _fail("prompt_prob", f"must sum to 1, got {f.sum()!r}")
     if m.grad_gram.shape != (P, P):
         _fail("grad_gram", f"must have shape ({P}, {P}), got {m.grad_gram.shape}")
+    if isinstance(m.grad_gram, FactoredGram):
+        _check_factored_gram(m)
+    else:
+        _check_dense_gram(m)
+    if m.grad_norm_sq is None or not np.isfinite(m.grad_norm_sq):
+        _fail("grad_norm_sq", f"must be a finite float, got {m.grad_norm_sq!r}")
+    _validate_matrices(m, P)
+    if m.kind == "exact":
+        _check_inequalities(m)
+
+
+def _check_factored_gram(m: PromptMoments) -> None:
+    """A factored Gram matrix is symmetric by construction: its factor and diagonal must be
+    finite and the diagonal ``grad_sq``."""
+    gram = m.grad_gram
+    if not gram.is_finite():
+        _fail("grad_gram", "must be finite (no NaN or inf)")
+    scale = max(1.0, float(np.max(np.abs(gram.diagonal), initial=0.0)))
+    if not np.allclose(gram.diagonal, m.grad_sq, rtol=1e-8, atol=1e-12 * scale):
+        _fail("grad_gram", "must have `grad_sq` on its diagonal")
+
+
+def _check_dense_gram(m: PromptMoments) -> None:
     if not np.all(np.isfinite(m.grad_gram)):
         _fail("grad_gram", "must be finite (no NaN or inf)")
     scale = max(1.0, float(np.max(np.abs(m.grad_gram))))
@@ -198,11 +227,6 @@ def validate_moments(m: PromptMoments) -> None:
         _fail("grad_gram", "must be symmetric")
     if not np.allclose(np.diag(m.grad_gram), m.grad_sq, rtol=1e-8, atol=1e-12 * scale):
         _fail("grad_gram", "must have `grad_sq` on its diagonal")
-    if m.grad_norm_sq is None or not np.isfinite(m.grad_norm_sq):
-        _fail("grad_norm_sq", f"must be a finite float, got {m.grad_norm_sq!r}")
-    _validate_matrices(m, P)
-    if m.kind == "exact":
-        _check_inequalities(m)
 
 
 def _validate_matrices(m: PromptMoments, P: int) -> None:
@@ -250,7 +274,7 @@ def _check_inequalities(m: PromptMoments) -> None:
     at_least("score_sq_reward_sq", m.score_sq_reward_sq, m.grad_sq, "||g(x)||^2 <= E||WZ||^2")
     at_least("score_sq_reward_sq", m.score_sq * m.score_sq_reward_sq, m.score_sq_reward ** 2,
              "E[||W||^2 Z]^2 <= E||W||^2 E||WZ||^2")
-    eig = np.linalg.eigvalsh(m.grad_gram)
+    eig = np.linalg.eigvalsh(np.asarray(m.grad_gram))
     if eig.size and eig[0] < -tol * max(1.0, float(eig[-1])):
         _fail("grad_gram", f"must be positive semi-definite (smallest eigenvalue {eig[0]:.3g})")
     mean_sq = float(m.prompt_prob @ m.grad_sq)
