@@ -28,7 +28,7 @@ from ..advantages.multichannel import MULTI_CHANNEL_RULES, get_multichannel_rule
 from ..pilot.report import all_equal_fraction, gstar_report
 from ..pilot.rollouts import MIN_GROUP_SIZE, Rollouts
 from ..pilot.run_noise import group_terms, run_noise
-from ..theory import ScalingConstants
+from ..theory.fixed_budget import grpo_law
 from ..theory.dynamic_sampling_cost import cost_at_keep_probability
 from .grouped import all_equal_by_group
 from .trajectory import TRAJECTORY_FIELDS, TRAJECTORY_VERSION, gstar_errors_of
@@ -252,8 +252,9 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
         scaled = spec.statistics != "group"  # a batch rule's curve against g is not a group's
         if not scaled and spec.centring.reference_source is None and (spec.is_affine or binary):
             estimator = rule
-    report = gstar_report(rollouts, budget, "grpo", level)
-    own = report if estimator == "grpo" else gstar_report(rollouts, budget, estimator, level)
+    # one report: GRPO's constants, G* and advice, and the run rule's curve beside them
+    report = gstar_report(rollouts, budget, "grpo", level,
+                          extra_estimators=() if estimator == "grpo" else (estimator,))
     sizes = report.group_sizes
     noise, label = window_noise(batches, rule, level, weights,
                                 rollouts.column_groups() if rollouts.is_sketched else None)
@@ -263,8 +264,8 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
     g_star = float(report.gstar["estimate"])
     mse_gstar = math.nan
     if math.isfinite(g_star) and g_star > 1.0 and consts["c3"] >= 0.0:
-        mse_gstar = float(ScalingConstants(**consts, estimated=True).fixed_budget_mse(
-            min(g_star, budget), budget))
+        mse_gstar = float(grpo_law(consts["c1"], consts["c2"], consts["c3"], budget,
+                                   min(g_star, budget)))
     run = sizes.index(G) if G in sizes else None
     predicted = _predicted_all_equal(batches)
     record.update(
@@ -280,7 +281,8 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
                       f"model" + (" (batch statistics held at each batch's value)" if scaled
                                   else ""),
         mse_gstar=mse_gstar,
-        mse_best=math.nan if scaled else float(min(own.mse[estimator]["estimate"])),
+        mse_best=math.nan if scaled else float(min(report.mse[get_rule(estimator).name]
+                                                   ["estimate"])),
         grpo_beats_vanilla=None if run is None else bool(G not in report.grpo_loses),
         all_equal_predicted=predicted,
         **_dynamic_sampling(predicted, G, budget),

@@ -18,9 +18,9 @@ from scipy.special import gammaln
 
 from ..advantages.registry import ESTIMATORS, get_rule
 from ..formatting import json_ready
-from ..theory import admissible_group_sizes, minibatch_mse, per_prompt_mse, scaling_constants
+from ..theory import per_prompt_mse, scaling_constants
 from ..theory.advantage import all_equal_probability, binary_projection
-from ..theory.scaling import check_budget
+from ..theory.fixed_budget import best_law_group_size, fixed_budget_curve, budget_and_grid
 from .advice import Advice, advise
 from .estimate import estimate_moments, pilot_statistics
 from .replicates import block_labels
@@ -199,7 +199,7 @@ def all_equal_fraction(successes, group_size: np.ndarray, sizes: np.ndarray):
 
 
 def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
-                 level: float = 0.9) -> GStarReport:
+                 level: float = 0.9, *, extra_estimators=()) -> GStarReport:
     """Everything ``ustat-rl gstar`` reports for a pilot at budget ``N`` (C6, C10, C17, C32).
 
     Parameters
@@ -212,6 +212,10 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
         are always reported) or any registered rule (:func:`ustat_rl.advantages.get_rule`).
     level : float
         Two-sided interval level.
+    extra_estimators : sequence of str or AdvantageRule
+        Further rules whose predicted MSE curves ``mse`` lists too, without changing whose
+        group size, advice and interval for ``G*`` are reported (the training monitor's window
+        asks for GRPO's advice and the run rule's curve in one report).
 
     Returns
     -------
@@ -219,30 +223,33 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
     """
     if not isinstance(rollouts, Rollouts):
         raise TypeError(f"`rollouts` must be a Rollouts, got {type(rollouts).__name__}")
-    budget = check_report_budget(budget)
+    budget, sizes = budget_and_grid(budget)  # sizes (n_G,): the divisors >= 2 of N, built once
     rule = get_rule(estimator, "estimator")
     estimator = rule.name
-    names = REPORT_ESTIMATORS + (() if estimator in REPORT_ESTIMATORS else (estimator,))
-    if not rule.is_affine and not np.all((rollouts.reward == 0.0) | (rollouts.reward == 1.0)):
-        raise ValueError(f"`estimator` {estimator!r} scales its advantages; its exact MSE needs "
-                         "rewards in {0, 1}")
-    sizes = admissible_group_sizes(budget)  # (n_G,) divisors of N, >= 2
+    rules = {name: get_rule(name) for name in REPORT_ESTIMATORS}
+    for extra in (rule,) + tuple(get_rule(e, "extra_estimators") for e in extra_estimators):
+        rules.setdefault(extra.name, extra)
+    names = tuple(rules)
+    binary = bool(np.all((rollouts.reward == 0.0) | (rollouts.reward == 1.0)))
+    for name, spec in rules.items():
+        if not spec.is_affine and not binary:
+            raise ValueError(f"`estimator` {name!r} scales its advantages; its exact MSE needs "
+                             "rewards in {0, 1}")
     check_degenerate(rollouts)
     stats = pilot_statistics(rollouts)
     moments = estimate_moments(stats)
 
     # the jackknife needs a statistic affine in the moments: the affine rules' MSEs are; a
     # scaled rule's plug-in MSE (binary rewards, section 7) is reported without an interval
-    affine = tuple(e for e in names if get_rule(e).is_affine)
+    affine = tuple(e for e in names if rules[e].is_affine)
+    scaled = tuple(e for e in names if not rules[e].is_affine)
 
-    def curves(m, rules=affine):
-        out = np.concatenate([[minibatch_mse(m, e, int(G), budget // int(G)) for G in sizes]
-                              for e in rules])
-        return np.concatenate([out, margin_curve(m)])
-
-    def margin_curve(m):  # MSE_vanilla - MSE_GRPO, affine too: its own interval (C10)
-        return np.array([minibatch_mse(m, "vanilla", int(G), budget // int(G))
-                         - minibatch_mse(m, "grpo", int(G), budget // int(G)) for G in sizes])
+    def curves(m, chosen=affine):
+        out = [fixed_budget_curve(m, rules[e], budget, sizes) for e in chosen]
+        if chosen is affine:  # MSE_vanilla - MSE_GRPO, affine too: its own interval (C10)
+            out.append(fixed_budget_curve(m, rules["vanilla"], budget, sizes)
+                       - fixed_budget_curve(m, rules["grpo"], budget, sizes))
+        return np.concatenate(out)
 
     n_G = sizes.size
     iid = stats.prompt_prob is None and stats.n_prompts >= 3
@@ -266,28 +273,29 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
     small = intervals is not None and intervals.small_pilot
     verdict = ["cannot tell" if small else margin_verdict(lo, hi)
                for lo, hi in zip(grpo_margin["low"], grpo_margin["high"])]
-    if len(affine) < len(names):
-        scaled = curves(binary_projection(moments), (estimator,))
-        est, nan = np.concatenate([est, scaled]), np.full(scaled.shape, math.nan)
+    if scaled:
+        plug_in = curves(binary_projection(moments), scaled)
+        est, nan = np.concatenate([est, plug_in]), np.full(plug_in.shape, math.nan)
         low, high = np.concatenate([low, nan]), np.concatenate([high, nan])
     mse = {e: {"estimate": est[i * n_G:(i + 1) * n_G].tolist(),
                "low": low[i * n_G:(i + 1) * n_G].tolist(),
                "high": high[i * n_G:(i + 1) * n_G].tolist()}
-           for i, e in enumerate(names)}
+           for i, e in enumerate(affine + scaled)}
+    mse = {e: mse[e] for e in names}
     chosen = np.array(mse[estimator]["estimate"])
     best = int(sizes[int(np.argmin(chosen))])
-    best_any = (scaling_constants(moments).best_group_size(budget, divisors_only=False)
+    point = scaling_constants(moments)
+    best_any = (best_law_group_size(point.c1, point.c2, point.c3, budget)
                 if estimator == "grpo" else None)
     vanilla, grpo = np.array(mse["vanilla"]["estimate"]), np.array(mse["grpo"]["estimate"])
     margin = per_prompt_mse(moments, "vanilla", sizes) - per_prompt_mse(moments, "grpo", sizes)
-    binary = bool(np.all((rollouts.reward == 0.0) | (rollouts.reward == 1.0)))
     all_equal = unbiased = None
     if binary:
         _, index = rollouts.groups()
         successes = np.bincount(index, rollouts.reward, stats.n_prompts)
         frac, flags = all_equal_fraction(successes, stats.group_size, sizes)
         all_equal, unbiased = frac.tolist(), flags.tolist()
-    constants = _constants_dict(moments, intervals)
+    constants = _constants_dict(point, intervals)
     if intervals is not None and estimator == "grpo":
         advice = advise(intervals, sizes)
     else:
@@ -336,13 +344,7 @@ def check_resolved(intervals: PilotIntervals) -> None:
 def check_report_budget(budget, name: str = "budget") -> int:
     """``budget`` checked for the report before any work: an int in ``2..MAX_BUDGET``
     (:func:`ustat_rl.theory.scaling.check_budget`) with at least two admissible group sizes."""
-    budget = check_budget(budget, name)
-    if admissible_group_sizes(budget).size < 2:
-        near = [n for n in (budget - 1, budget + 1) if n >= 4 and admissible_group_sizes(n).size > 1]
-        raise ValueError(f"`{name}` {budget} admits one group size only (G = {budget}, B = 1), so "
-                         f"there is no group size to choose; use a budget with divisors, e.g. "
-                         f"{' or '.join(map(str, near))}")
-    return budget
+    return budget_and_grid(budget, name)[0]
 
 
 def check_signal(rollouts: Rollouts, consequence: str) -> None:
@@ -388,8 +390,7 @@ def check_degenerate(rollouts: Rollouts) -> None:
                          f"jackknife over prompts), got {n_prompts}")
 
 
-def _constants_dict(moments, intervals: PilotIntervals | None) -> dict:
-    point = scaling_constants(moments)
+def _constants_dict(point, intervals: PilotIntervals | None) -> dict:
     if intervals is None:
         g = point.optimal_group_size() if point.c3 > 0 or point.c1 > 0 <= point.c3 else math.nan
         return {"constants": {name: {"estimate": getattr(point, name)}

@@ -14,6 +14,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import as_finite_array, as_int
+from .fixed_budget import (
+    MAX_BUDGET,
+    best_law_group_size,
+    group_size_grid,
+    grpo_law,
+    admissible_group_sizes,
+    check_budget,
+)
 from .moments import PromptMoments
 from .mse import check_prompt_prob, prompt_heterogeneity
 
@@ -29,12 +37,6 @@ C1_RTOL = 1e-10
 #: scale ``sqrt(E||WZ||^2)``), ``c1`` is at most this fraction of ``E_X E||WZ||^2`` and is also
 #: set to zero.
 C1_NOISE_RTOL = 1e-24
-
-#: The largest budget ``N`` the group-size searches accept: :func:`admissible_group_sizes` and
-#: :meth:`ScalingConstants.best_group_size` evaluate every integer in ``2..N`` (128 MiB of
-#: float64 at this size), so a larger ``N`` is rejected before any memory is allocated.
-MAX_BUDGET = 1 << 24
-
 
 @dataclass(frozen=True)
 class ScalingConstants:
@@ -104,14 +106,8 @@ class ScalingConstants:
         if np.any(G > budget):
             raise ValueError(f"`group_size` must be at most `budget` N = {budget} (B = N/G is "
                              f"then less than one group per step), got {G.max():g}")
-        if not self.estimated:
-            for name in ("c1", "c2", "c3"):
-                if getattr(self, name) < 0.0:
-                    raise ValueError(
-                        f"`{name}` is {getattr(self, name):g} < 0, but a policy's scaling "
-                        "constants are at least 0, so its fixed-budget MSE is undefined; "
-                        "estimated constants (which may fall below 0) take estimated=True")
-        out = (self.c1 * G + self.c2 + self.c3 / (G - 1.0)) / budget
+        self._check_policy_constants()
+        out = grpo_law(self.c1, self.c2, self.c3, budget, G)
         return float(out) if out.ndim == 0 else out
 
     def fixed_budget_minimum(self, budget) -> float:
@@ -153,26 +149,24 @@ class ScalingConstants:
         """The admissible integer ``G`` with the smallest fixed-budget MSE at ``N = budget``.
 
         ``divisors_only=True`` searches the divisors ``G >= 2`` of ``N`` (whole batches);
-        otherwise every integer in ``2..N``.
+        otherwise every integer in ``2..N`` (found from a few candidates around ``G*`` and the
+        ends, where the minimum of the law must lie, not by evaluating all ``N - 1``).
         """
-        sizes = admissible_group_sizes(budget, divisors_only)
-        return int(sizes[np.argmin(self.fixed_budget_mse(sizes, budget))])
+        budget = check_budget(budget)
+        self._check_policy_constants()
+        if not divisors_only:
+            return best_law_group_size(self.c1, self.c2, self.c3, budget)
+        sizes = group_size_grid(budget)
+        return int(sizes[np.argmin(grpo_law(self.c1, self.c2, self.c3, budget, sizes))])
 
-
-def admissible_group_sizes(budget, divisors_only: bool = True) -> np.ndarray:
-    """Group sizes ``G >= 2`` usable at budget ``N``: its divisors, or all of ``2..N``."""
-    budget = check_budget(budget)
-    sizes = np.arange(2, budget + 1)
-    return sizes[budget % sizes == 0] if divisors_only else sizes
-
-
-def check_budget(budget, name: str = "budget") -> int:
-    """``budget`` as an int in ``2..MAX_BUDGET``, checked before any array is built."""
-    budget = as_int(budget, name, 2, "(a budget needs at least one group of 2)")
-    if budget > MAX_BUDGET:
-        raise ValueError(f"`{name}` must be <= {MAX_BUDGET} (the group-size search evaluates "
-                         f"every G in 2..N in memory), got {budget}")
-    return budget
+    def _check_policy_constants(self) -> None:
+        if not self.estimated:
+            for name in ("c1", "c2", "c3"):
+                if getattr(self, name) < 0.0:
+                    raise ValueError(
+                        f"`{name}` is {getattr(self, name):g} < 0, but a policy's scaling "
+                        "constants are at least 0, so its fixed-budget MSE is undefined; "
+                        "estimated constants (which may fall below 0) take estimated=True")
 
 
 def scaling_constants(moments: PromptMoments, prompt_prob=None) -> ScalingConstants:
