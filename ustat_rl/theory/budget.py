@@ -28,16 +28,19 @@ the relaxation to real ``B = N/G`` is exact wherever ``G`` divides ``N``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .._validation import as_int
 from ..advantages.registry import get_rule
-from ..rates import SlopeFit, loglog_slope
 from .advantage import TARGETS, minibatch_advantage_mse
 from .moments import PromptMoments
 from .mse import minibatch_mse
 from .scaling import check_budget, scaling_constants
+
+if TYPE_CHECKING:  # the fit imports statsmodels, which costs seconds: loaded where it is used
+    from ..rates import SlopeFit
 
 __all__ = ["BudgetOptimum", "BudgetExponent", "FullMeanOptimum", "SCALED_MAX_GROUP_SIZE",
            "budget_mse", "budget_optimal_group_size", "budget_exponent",
@@ -321,6 +324,8 @@ def budget_exponent(moments: PromptMoments, estimator, budgets, divisors_only: b
         i, _ = _argmin(sizes[pick], var[pick], bias[pick], n, high, rule.name)
         best.append(int(sizes[pick][i]))
     best = np.array(best, dtype=np.int64)
+    from ..rates import loglog_slope
+
     fit = loglog_slope(grid.astype(np.float64), best.astype(np.float64))
     same = np.flatnonzero(best != best[-1])
     start = 0 if same.size == 0 else int(same[-1]) + 1
