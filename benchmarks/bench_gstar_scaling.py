@@ -3,9 +3,10 @@
 Workload: pilots of a 3-prompt softmax bandit with 4 actions (full scores: 12 columns), 8 samples
 a prompt, at 2,500 to 40,000 prompts, written with :func:`ustat_rl.pilot.bandit.bandit_pilot`
 and ``Rollouts.save``. Each ``ustat-rl gstar PILOT --budget 256 --estimator E`` runs in its own
-subprocess; its peak resident memory is that child's ``ru_maxrss`` (``os.wait4``) and its wall
-time the subprocess's. The pilots are drawn in children too: Linux starts a child's peak RSS at
-its parent's, so this process imports numpy only. The memory per prompt should stay flat if the cost is linear in the
+subprocess; its peak resident memory is the child's own ``VmHWM`` (``/proc/self/status``, read
+as it exits; ``ru_maxrss`` from ``os.wait4`` where there is no ``/proc``) and its wall time the
+subprocess's. Linux starts a child's ``ru_maxrss`` at its parent's peak, so the pilots are drawn
+in children too and this process imports numpy only. The memory per prompt should stay flat if the cost is linear in the
 prompts: ``KiB/prompt`` divides the peak above the interpreter's baseline (``ustat-rl --help``)
 by the prompts, and falls while the imports' fixed cost dominates; ``marginal KiB/prompt`` is the
 growth of the peak from the previous pilot size over the prompts added, constant for a cost
@@ -54,18 +55,40 @@ def _env() -> dict:
     return dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
+#: Runs the CLI and, on exit, writes its own peak RSS (``VmHWM``, KiB) to stderr. ``VmHWM`` belongs
+#: to the process's memory map, which ``exec`` makes new; ``ru_maxrss`` of a child does not
+#: restart: Linux starts it at the parent's peak, so a large parent (a test session that loaded
+#: torch) would hide the child's own figure.
+WRAPPER = """
+import atexit, runpy, sys
+def _peak():
+    try:
+        with open('/proc/self/status') as status:
+            for line in status:
+                if line.startswith('VmHWM:'):
+                    sys.stderr.write('\\nPEAK_KIB ' + line.split()[1] + '\\n')
+    except OSError:
+        pass
+atexit.register(_peak)
+runpy.run_module('ustat_rl.interface.cli', run_name='__main__', alter_sys=True)
+"""
+
+
 def measure(args: list[str]) -> tuple[float, float]:
-    """``(peak RSS in MiB, wall seconds)`` of ``python -m ustat_rl.interface.cli *args``."""
-    env = _env()
+    """``(peak RSS in MiB, wall seconds)`` of ``python -m ustat_rl.interface.cli *args``: the
+    child's ``VmHWM`` where ``/proc`` has it, else its ``ru_maxrss`` (``os.wait4``)."""
     start = time.perf_counter()
-    child = subprocess.Popen([sys.executable, "-m", "ustat_rl.interface.cli", *args], env=env,
+    child = subprocess.Popen([sys.executable, "-c", WRAPPER, *args], env=_env(),
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(child.pid, 0)
-    wall = time.perf_counter() - start
     err = child.stderr.read().decode()
     child.stderr.close()
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"ustat-rl {' '.join(args)} failed: {err}")
+    own = [line.split()[1] for line in err.splitlines() if line.startswith("PEAK_KIB ")]
+    if own:
+        return int(own[-1]) / 1024.0, wall
     scale = 1024.0 if sys.platform != "darwin" else 1024.0 * 1024.0  # ru_maxrss: KiB on Linux
     return usage.ru_maxrss / scale, wall
 
