@@ -28,8 +28,8 @@ from ..advantages.multichannel import MULTI_CHANNEL_RULES, get_multichannel_rule
 from ..pilot.report import all_equal_fraction, gstar_report
 from ..pilot.rollouts import MIN_GROUP_SIZE, Rollouts
 from ..pilot.run_noise import group_terms, run_noise
-from ..theory.fixed_budget import grpo_law
 from ..theory.dynamic_sampling_cost import cost_at_keep_probability
+from ..theory.fixed_budget import grpo_law
 from .grouped import all_equal_by_group
 from .trajectory import TRAJECTORY_FIELDS, TRAJECTORY_VERSION, gstar_errors_of
 

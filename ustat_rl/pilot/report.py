@@ -20,7 +20,7 @@ from ..advantages.registry import ESTIMATORS, get_rule
 from ..formatting import json_ready
 from ..theory import per_prompt_mse, scaling_constants
 from ..theory.advantage import all_equal_probability, binary_projection
-from ..theory.fixed_budget import best_law_group_size, fixed_budget_curve, budget_and_grid
+from ..theory.fixed_budget import best_law_group_size, budget_and_grid, fixed_budget_curve
 from .advice import Advice, advise
 from .estimate import estimate_moments, pilot_statistics
 from .replicates import block_labels

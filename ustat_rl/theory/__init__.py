@@ -7,6 +7,9 @@ turns them into results, each stated once:
   Corollaries 4-5), the reversal condition (C10) and the matrix forms;
 * :mod:`.hoeffding`: the Hoeffding variances of the GRPO kernel (Lemma 1);
 * :mod:`.scaling`: :class:`ScalingConstants`, the fixed-budget MSE and ``G*`` (Theorem 7);
+* :mod:`.fixed_budget`: any rule's minibatch MSE at ``N = B G`` over ``G`` with ``B = N/G``, the
+  group-size grid, and the GRPO law's cores that :class:`ScalingConstants` and the report share;
+* :mod:`.gram`: a pilot's Gram matrix held as its ``(P, k)`` factor;
 * :mod:`.optimisation`: Lemma 6's bounds (C14, C15);
 * :mod:`.limit_law`: Theorem 8's weighted chi-square weights (C20);
 * :mod:`.advantage`: exact moments of any group-relative advantage for binary rewards
@@ -59,6 +62,7 @@ from .optimisation import (
     lemma6_inverse_bound,
     lemma14_start,
 )
+from .fixed_budget import fixed_budget_mse
 from .scaling import C1_RTOL, ScalingConstants, admissible_group_sizes, scaling_constants
 
 __all__ = [
@@ -72,6 +76,7 @@ __all__ = [
     "PromptMoments",
     "ScalingConstants",
     "admissible_group_sizes",
+    "fixed_budget_mse",
     "advantage_moments",
     "advantage_table",
     "all_equal_probability",

@@ -16,11 +16,11 @@ import numpy as np
 from .._validation import as_finite_array, as_int
 from .fixed_budget import (
     MAX_BUDGET,
+    admissible_group_sizes,
     best_law_group_size,
+    check_budget,
     group_size_grid,
     grpo_law,
-    admissible_group_sizes,
-    check_budget,
 )
 from .moments import PromptMoments
 from .mse import check_prompt_prob, prompt_heterogeneity
