@@ -477,11 +477,12 @@ def test_budget_claim_catches_a_biased_rules_optimum_read_wrongly(monkeypatch, b
 
 def test_budget_claim_catches_a_report_that_reads_another_rules_curve(monkeypatch):
     """C17: ustat-rl gstar's argmin for a biased rule taken from GRPO's MSE curve."""
+    from ustat_rl.advantages import get_rule
     from ustat_rl.pilot import report
 
-    original = report.minibatch_mse
-    monkeypatch.setattr(report, "minibatch_mse",
-                        lambda m, rule, *a, **k: original(m, "grpo", *a, **k))
+    original = report.fixed_budget_curve
+    monkeypatch.setattr(report, "fixed_budget_curve",
+                        lambda m, rule, *a, **k: original(m, get_rule("grpo"), *a, **k))
     failing = _failing(_run("C17"))
     assert failing and all(name.startswith("beyond the paper, gstar report") for name in failing)
 
