@@ -27,8 +27,8 @@ from ustat_rl.frameworks.demo import (  # noqa: E402
 )
 from ustat_rl.frameworks.trl_monitor import run_rule  # noqa: E402
 from ustat_rl.pilot import load_rollouts  # noqa: E402
-from ustat_rl.pilot.factored import factored_projection_matrix  # noqa: E402
-from ustat_rl.pilot.sequence import trainable_parameters  # noqa: E402
+from ustat_rl.scores.factored import factored_projection_matrix  # noqa: E402
+from ustat_rl.scores.sequence import trainable_parameters  # noqa: E402
 
 G, B, K, BLOCKS = 4, 8, 32, 8
 parity = parity_reward

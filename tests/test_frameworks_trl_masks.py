@@ -34,8 +34,8 @@ pytest.importorskip("datasets")
 from ustat_rl.frameworks import GroupSizeMonitor  # noqa: E402
 from ustat_rl.frameworks.demo import demo_trainer  # noqa: E402
 from ustat_rl.pilot import load_rollouts  # noqa: E402
-from ustat_rl.pilot.factored import factored_projection_matrix  # noqa: E402
-from ustat_rl.pilot.sequence import trainable_parameters  # noqa: E402
+from ustat_rl.scores.factored import factored_projection_matrix  # noqa: E402
+from ustat_rl.scores.sequence import trainable_parameters  # noqa: E402
 
 G, B, K, BLOCKS = 4, 8, 32, 8
 #: float32 rounding of a sum of a few hundred terms, relative to the largest entry; 100 times

@@ -243,7 +243,7 @@ def _one_factor_unscaled(factored, which):
 
 @pytest.mark.parametrize("which", ["A", "B", "D"])
 def test_sketch_claim_catches_one_factor_unscaled(monkeypatch, which):
-    from ustat_rl.pilot import factored
+    from ustat_rl.scores import factored
 
     factored._device_factors.cache_clear()  # factors drawn before the bug must not be reused
     monkeypatch.setattr(factored, "_factors", _one_factor_unscaled(factored, which))
@@ -258,7 +258,7 @@ def test_sketch_claim_catches_one_factor_unscaled(monkeypatch, which):
 
 
 def test_sketch_claim_catches_a_block_scale_lost_in_the_hooks(monkeypatch):
-    from ustat_rl.pilot import _sketcher
+    from ustat_rl.scores import _sketcher
 
     original = _sketcher.Sketcher._outer
     monkeypatch.setattr(_sketcher.Sketcher, "_outer",
@@ -437,7 +437,7 @@ def test_trajectory_claim_catches_the_simultaneous_level_dropped(monkeypatch):
 def test_sketch_claim_catches_a_scaled_embeddings_scale_dropped(monkeypatch, where):
     """C44: Gemma's embedding scale (sqrt(width), applied inside the module) dropped from the
     sketch, where the embedding's gradient is projected or where the scale is read off."""
-    from ustat_rl.pilot import _sketcher
+    from ustat_rl.scores import _sketcher
 
     if where == "gradient":
         original = _sketcher.Sketcher._embedding

@@ -8,7 +8,7 @@ Every ``every`` training steps the monitor takes the generation batch the traine
 produced (TRL ``GRPOTrainer``, the releases of
 :data:`~ustat_rl.frameworks.trl_support.TRL_VERSIONS`: prompts, completions and the rewards as
 the trainer combined its reward functions), computes the factored sketch of each completion's
-score at the parameters that sampled it (:func:`ustat_rl.pilot.factored.factored_sketch_scores`,
+score at the parameters that sampled it (:func:`ustat_rl.scores.factored.factored_sketch_scores`,
 dropout off), pools the last ``pool`` such batches and estimates ``c1``, ``c2``, ``c3'``, ``G*`` with
 intervals, the predicted gradient MSE at the run's ``G`` and at ``G*``, whether GRPO beats
 vanilla at the run's ``G``, and the predicted against the observed fraction of all-equal groups
@@ -57,7 +57,7 @@ that cannot be estimated (groups not contiguous, a NaN reward, no reward variati
 the sketch cannot follow) is recorded as skipped with the reason; training goes on.
 
 Models: every trainable parameter is sketched exactly, whatever the family
-(:mod:`ustat_rl.pilot.coverage`): full fine-tuning of Qwen2/Qwen3, Llama, Mistral, Gemma2,
+(:mod:`ustat_rl.scores.coverage`): full fine-tuning of Qwen2/Qwen3, Llama, Mistral, Gemma2,
 Phi3 and GPT-2, a PEFT adapter (``peft_config``: the scores are with respect to the adapter's
 parameters, the ones the trainer updates), gradient checkpointing (the sketch runs in eval mode,
 where Hugging Face layers do not checkpoint, so a window's memory is that of one plain
@@ -79,9 +79,9 @@ from transformers import TrainerCallback
 
 from .._paths import check_output
 from .._validation import as_float, as_int
-from ..pilot.causal_lm import DEFAULT_SKETCH_BLOCKS
-from ..pilot.factored import factored_sketch_scores, uncovered_parameters
-from ..pilot.sequence import trainable_parameters
+from ..scores.causal_lm import DEFAULT_SKETCH_BLOCKS
+from ..scores.factored import factored_sketch_scores, uncovered_parameters
+from ..scores.sequence import trainable_parameters
 from .gather import gather_rows, world
 from .trainer_units import (
     LOSS_WEIGHTS,

@@ -68,7 +68,7 @@ def jvp_sketch_scores(model, tokens, target_mask, k, seed, kind: str = "gaussian
     model : torch.nn.Module
         Any causal LM; scores are taken with dropout off (``eval`` mode, restored afterwards).
     tokens, target_mask : torch.Tensor (b, t)
-        As in :func:`ustat_rl.pilot.sequence.sequence_log_probs`.
+        As in :func:`ustat_rl.scores.sequence.sequence_log_probs`.
     k : int
         Directions (projection rows).
     seed : int

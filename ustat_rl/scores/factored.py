@@ -12,7 +12,7 @@ inputs and output gradients, never forming ``G_i``. Columns ``g k/m .. (g+1) k/m
 ``g``; blocks are independent, columns inside one are not (``Rollouts.sketch_blocks``).
 
 Every trainable parameter is covered, by what it does in the forward pass
-(:mod:`ustat_rl.pilot.coverage`): matrices applied to inputs through their factors, embedding
+(:mod:`ustat_rl.scores.coverage`): matrices applied to inputs through their factors, embedding
 rows through the token's column of ``A``, elementwise scales and shifts (every normalisation)
 and biases through their exact per-sample gradients times a dense ``N(0, 1/k)`` matrix, and any
 other module through the exact per-sample gradient of its own tensors (the fallback,
@@ -156,11 +156,11 @@ def factored_sketch_scores(model, tokens, target_mask, k, seed, blocks: int = 1,
     Parameters
     ----------
     model : torch.nn.Module
-        Causal LM; every trainable parameter is covered (:mod:`ustat_rl.pilot.coverage`; the
+        Causal LM; every trainable parameter is covered (:mod:`ustat_rl.scores.coverage`; the
         ones :func:`uncovered_parameters` lists take the exact per-sample fallback).
         Scores are taken with dropout off (``eval`` mode, restored afterwards).
     tokens, target_mask : torch.Tensor (b, t)
-        As in :func:`ustat_rl.pilot.sequence.sequence_log_probs`; rows must not interact
+        As in :func:`ustat_rl.scores.sequence.sequence_log_probs`; rows must not interact
         (no batch norm).
     k : int
         Projection rows, a multiple of ``blocks``.

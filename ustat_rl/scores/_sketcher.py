@@ -1,7 +1,7 @@
-"""The forward hooks behind :func:`ustat_rl.pilot.factored.factored_sketch_scores` (C31).
+"""The forward hooks behind :func:`ustat_rl.scores.factored.factored_sketch_scores` (C31).
 
 One hook per module that owns trainable tensors, dispatched on the rule
-:mod:`ustat_rl.pilot.coverage` gives it. In the forward pass a hook projects what the rule needs
+:mod:`ustat_rl.scores.coverage` gives it. In the forward pass a hook projects what the rule needs
 of the module's input; in the backward pass a callback on the module's output gradient adds each
 sample's projected gradient to ``acc`` ``(B, k)``. Projections run in ``dtype`` with mixed
 precision off.

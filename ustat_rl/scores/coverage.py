@@ -1,6 +1,6 @@
 """How each trainable parameter enters a model's forward pass, for the factored sketch (C31).
 
-The factored sketch (:mod:`ustat_rl.pilot.factored`) projects each sample's gradient from what a
+The factored sketch (:mod:`ustat_rl.scores.factored`) projects each sample's gradient from what a
 forward hook sees of the module that owns the parameter (its inputs, its output and, in the
 backward pass, the gradient of its output). Which formula applies depends on what the parameter
 does there, never on the module's class name:

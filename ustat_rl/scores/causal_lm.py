@@ -7,12 +7,12 @@ group, with the key-value cache when the model has one), scores them with a rewa
 records per-sample scores ``W = grad log pi(answer | prompt)`` (the sum over answer tokens up to
 and including the end token, docs/theory.md section 1), full or projected. Projection routes:
 
-* ``"factored"``: :func:`ustat_rl.pilot.factored.factored_sketch_scores`, one batched backward
+* ``"factored"``: :func:`ustat_rl.scores.factored.factored_sketch_scores`, one batched backward
   pass per group, ``m`` independent Kronecker blocks, exact for every module (the default;
-  :func:`ustat_rl.pilot.coverage.parameter_coverage` says how each parameter is covered);
-* ``"jvp"``: :func:`ustat_rl.pilot.forward_sketch.jvp_sketch_scores`, one forward-mode pass per
+  :func:`ustat_rl.scores.coverage.parameter_coverage` says how each parameter is covered);
+* ``"jvp"``: :func:`ustat_rl.scores.forward_sketch.jvp_sketch_scores`, one forward-mode pass per
   direction, for any model;
-* ``"dense"``: :func:`ustat_rl.pilot.sketch.sketch_scores`, per-sample gradients times
+* ``"dense"``: :func:`ustat_rl.scores.sketch.sketch_scores`, per-sample gradients times
   regenerated dense directions (the reference).
 
 The result is a :class:`Rollouts` ready for ``ustat-rl gstar``, whose ``sketch_route`` says which
@@ -28,9 +28,9 @@ import numpy as np
 import torch
 
 from .._validation import as_float, as_int
+from ..pilot.rollouts import Rollouts
 from .factored import factored_sketch_scores
 from .forward_sketch import jvp_sketch_scores
-from .rollouts import Rollouts
 from .sequence import functional_safe, model_logits, sequence_log_probs, trainable_parameters
 from .sketch import full_scores, sketch_scores
 
@@ -133,7 +133,7 @@ def sample_answers(model, prompt_ids: torch.Tensor, group_size: int, max_new_tok
 
 
 def _pick_route(model, route: str, sketch_dim) -> str:
-    """``"factored"`` for ``"auto"``: exact for every module (:mod:`ustat_rl.pilot.coverage`),
+    """``"factored"`` for ``"auto"``: exact for every module (:mod:`ustat_rl.scores.coverage`),
     one backward pass where the jvp route needs ``k`` forward passes."""
     if route != "auto" and route not in ROUTES:
         raise ValueError(f"`route` must be 'auto' or one of {ROUTES}, got {route!r}")
