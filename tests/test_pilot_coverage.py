@@ -1,5 +1,5 @@
 """The factored sketch on the decoder families people train (ustat_rl/scores/coverage.py,
-_sketcher.py, families.py; docs/theory.md C31).
+rules.py, _sketcher.py, families.py; docs/theory.md C31).
 
 Every family of :data:`ustat_rl.scores.families.FAMILIES` (tied and untied heads where the family
 has both), PEFT LoRA adapters and gradient checkpointing: the sketched scores equal the full
@@ -98,24 +98,24 @@ def test_padding_rows_and_the_embedding_scale_are_what_autograd_gives(name, brok
                                                                        monkeypatch):
     """Negative controls of the same comparison: the embedding rule without the padding mask,
     and Gemma2's embedding without its scale (``sqrt(width)``), differ from autograd."""
-    from ustat_rl.scores._sketcher import Sketcher
+    from ustat_rl.scores.rules import Embedding
 
     tokens, mask = _batch()
     model = _model(name, False)
     reference = _full(model, tokens, mask)
     _assert_exact(model, tokens, mask, reference)
-    original = Sketcher._embedding
+    original = Embedding.gradient
 
-    def without(self, module, ids, scale, grad):
+    def without(sk, module, ids, scale, grad):
         if broken == "scale":
-            return original(self, module, ids, None, grad)
+            return original(sk, module, ids, None, grad)
         saved, module.padding_idx = module.padding_idx, None
         try:
-            return original(self, module, ids, scale, grad)
+            return original(sk, module, ids, scale, grad)
         finally:
             module.padding_idx = saved
 
-    monkeypatch.setattr(Sketcher, "_embedding", without)
+    monkeypatch.setattr(Embedding, "gradient", staticmethod(without))
     with pytest.raises(AssertionError):
         _assert_exact(model, tokens, mask, reference)
 

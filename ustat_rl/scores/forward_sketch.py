@@ -27,8 +27,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .._validation import as_float, as_int
 from ..seeding import child_int
-from .factored import FACTORED_KINDS
 from .sequence import sequence_log_probs, trainable_parameters
+from .spec import FACTORED_KINDS
 
 __all__ = ["jvp_sketch_scores", "jvp_projection_matrix"]
 
