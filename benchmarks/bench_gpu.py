@@ -19,7 +19,7 @@
 5. Projected scores of a GPT-2-style model built from a config (the model of
    benchmarks/bench_sketch.py, 38.4M parameters; a tiny one in the dry run) on CUDA: sequences/s
    and peak CUDA memory of one plain forward + backward of 64 answers of 32 tokens, of the
-   factored sketch (:mod:`ustat_rl.pilot.factored`, 16 blocks) at k in {64, 256, 1024} and of the
+   factored sketch (:mod:`ustat_rl.scores.factored`, 16 blocks) at k in {64, 256, 1024} and of the
    jvp route (4 directions), in one run; the factored scores on CUDA must match the CPU's to
    float32 rounding (the factors are drawn on the CPU, so ``R`` is bitwise the same). Needs the
    optional ``transformers``; without it, or without CUDA, the part prints "not measured".
@@ -238,9 +238,9 @@ def sketch_routes(device: str, dry: bool, checks: Checks) -> dict:
     except ImportError:
         print("  not measured: transformers is not installed (the optional extra 'hf')")
         return {}
-    from ustat_rl.pilot.factored import factored_sketch_scores
-    from ustat_rl.pilot.forward_sketch import jvp_sketch_scores
-    from ustat_rl.pilot.sequence import sequence_log_probs
+    from ustat_rl.scores.factored import factored_sketch_scores
+    from ustat_rl.scores.forward_sketch import jvp_sketch_scores
+    from ustat_rl.scores.sequence import sequence_log_probs
 
     size = (dict(vocab_size=97, n_positions=16, n_embd=16, n_layer=1, n_head=2) if dry else
             dict(vocab_size=50257, n_positions=64, n_embd=512, n_layer=4, n_head=8))

@@ -9,12 +9,12 @@ run:
 
 * ``plain``: one forward + backward of ``sum_i log pi(answer_i | prompt_i)`` of the whole batch
   (``.backward()`` into ``.grad``), the floor no per-sample method can beat;
-* ``factored``: :func:`~ustat_rl.pilot.factored.factored_sketch_scores`, ``m = 16`` blocks, at
+* ``factored``: :func:`~ustat_rl.scores.factored.factored_sketch_scores`, ``m = 16`` blocks, at
   every ``k`` in :data:`KS`;
-* ``jvp``: :func:`~ustat_rl.pilot.forward_sketch.jvp_sketch_scores`, one forward-mode pass per
+* ``jvp``: :func:`~ustat_rl.scores.forward_sketch.jvp_sketch_scores`, one forward-mode pass per
   direction, measured on :data:`JVP_SUBSET` answers and :data:`JVP_DIRECTIONS` directions (its
   cost is linear in ``k``; larger ``k`` are written "not measured");
-* ``dense`` (today's route): :func:`~ustat_rl.pilot.sketch.sketch_scores`, per-sample gradients by
+* ``dense`` (today's route): :func:`~ustat_rl.scores.sketch.sketch_scores`, per-sample gradients by
   vmap times directions regenerated per chunk, measured on :data:`DENSE_SUBSET` answers (chunk
   size 2) at the ``k`` in :data:`DENSE_KS`; its per-sequence rate is reported as measured there.
 
@@ -25,16 +25,16 @@ goals (factored within 3x of plain in time per sequence and 2x in memory, and >=
 route's sequences/s) are evaluated from the figures.
 
 ``--family qwen2`` measures the factored route against the plain pass on the family people
-fine-tune with GRPO, built from configs of :mod:`ustat_rl.pilot.families` (random weights, no
-download): :data:`~ustat_rl.pilot.families.QWEN2_100M` (Qwen2 architecture, Qwen2.5's
+fine-tune with GRPO, built from configs of :mod:`ustat_rl.scores.families` (random weights, no
+download): :data:`~ustat_rl.scores.families.QWEN2_100M` (Qwen2 architecture, Qwen2.5's
 vocabulary, tied head, 108.2M parameters) with :data:`N_ANSWERS` answers, and the published
-Qwen2.5-0.5B configuration (:data:`~ustat_rl.pilot.families.QWEN2_5_0_5B`, 494.0M parameters)
+Qwen2.5-0.5B configuration (:data:`~ustat_rl.scores.families.QWEN2_5_0_5B`, 494.0M parameters)
 with ``--small-batch`` answers (default :data:`SMALL_BATCH`); plus, on the 100M model, the
 factored route with every RMSNorm sent through the exact per-sample fallback, the cost the
 fallback would add (no parameter of these models uses it). Goals: time and memory within
 :data:`FAMILY_LIMIT` x plain (goal :data:`FAMILY_GOAL` x).
 
-``--quick`` runs only the pilot: :func:`~ustat_rl.pilot.causal_lm.causal_lm_pilot` on the same
+``--quick`` runs only the pilot: :func:`~ustat_rl.scores.causal_lm.causal_lm_pilot` on the same
 model (4 prompts x 4 answers of 16 tokens, factored, k = 64) written to ``--out`` and read back by
 ``ustat-rl gstar``; the full run includes it too.
 
@@ -63,14 +63,14 @@ from pathlib import Path
 
 import torch
 
-from ustat_rl.pilot.causal_lm import causal_lm_pilot
-from ustat_rl.pilot.factored import factored_sketch_scores
-from ustat_rl.pilot.forward_sketch import jvp_sketch_scores
-from ustat_rl.pilot.sequence import sequence_log_probs, trainable_parameters
-from ustat_rl.pilot.sketch import (
+from ustat_rl.runs.records import replace_markdown_section
+from ustat_rl.scores.causal_lm import causal_lm_pilot
+from ustat_rl.scores.factored import factored_sketch_scores
+from ustat_rl.scores.forward_sketch import jvp_sketch_scores
+from ustat_rl.scores.sequence import sequence_log_probs, trainable_parameters
+from ustat_rl.scores.sketch import (
     sketch_scores,
 )
-from ustat_rl.runs.records import replace_markdown_section
 
 SECTION = "## Projected per-sample scores"
 SEED = 20260301
@@ -89,7 +89,7 @@ FAMILY_LIMIT, FAMILY_GOAL = 1.5, 1.2
 
 
 def _family_configs():
-    from ustat_rl.pilot.families import QWEN2_5_0_5B, QWEN2_100M
+    from ustat_rl.scores.families import QWEN2_5_0_5B, QWEN2_100M
 
     return {"qwen2-100m": QWEN2_100M, "qwen2.5-0.5b": QWEN2_5_0_5B}
 
@@ -115,19 +115,14 @@ def _vocab(name: str) -> int:
 @contextlib.contextmanager
 def _norms_through_the_fallback():
     """Send every elementwise module (the RMSNorms) through the exact per-sample fallback."""
-    from ustat_rl.pilot import coverage
+    from ustat_rl.scores.rules import Elementwise
 
-    rule = coverage._rule
-
-    def forced(module, own):
-        out = rule(module, own)
-        return "module" if out == "elementwise" else out
-
-    coverage._rule = forced
+    covers = Elementwise.covers
+    Elementwise.covers = lambda self, module, own: False  # the next rule, "module", takes them
     try:
         yield
     finally:
-        coverage._rule = rule
+        Elementwise.covers = covers
 
 
 def workload(n: int, name: str = "gpt2"):
@@ -166,7 +161,7 @@ class PeakRSS:
 
 def _route_fn(route: str, model, tokens, mask, k: int):
     if route == "fallback":
-        from ustat_rl.pilot.coverage import uncovered_parameters
+        from ustat_rl.scores.coverage import uncovered_parameters
 
         with _norms_through_the_fallback():
             if not uncovered_parameters(model):

@@ -105,9 +105,9 @@ TARGETS = (
            ("tests/test_pilot_estimate_validation.py", "tests/test_pilot_estimate.py")),
     Target("pilot.uncertainty", "ustat_rl/pilot/uncertainty.py",
            ("tests/test_pilot_uncertainty_validation.py", "tests/test_pilot_uncertainty.py")),
-    Target("pilot.sketch", "ustat_rl/pilot/sketch.py",
+    Target("scores.sketch", "ustat_rl/scores/sketch.py",
            ("tests/test_pilot_sketch_validation.py", "tests/test_pilot_sketch.py")),
-    Target("pilot.factored", "ustat_rl/pilot/factored.py",
+    Target("scores.factored", "ustat_rl/scores/factored.py",
            ("tests/test_pilot_factored_validation.py", "tests/test_pilot_sketch.py")),
     # fifth round: the pilot's advice, the allocation, the Edgeworth cumulants, the kit's
     # tolerance and the frameworks layer (docs/mutation.md); each runs the tests written

@@ -36,7 +36,7 @@ import numpy as np
 
 from ustat_rl.policies.examples import interior_optimum_bandit
 from ustat_rl.pilot import estimate_constants, load_rollouts, pilot_intervals
-from ustat_rl.pilot.bandit import bandit_pilot
+from ustat_rl.scores.bandit import bandit_pilot
 from ustat_rl.pilot.report import format_report, gstar_report
 from ustat_rl.interface.plotting_pilot import plot_gstar_report
 
@@ -134,7 +134,7 @@ print(format_report(large).split("predicted minibatch MSE")[0])
 # %% [markdown]
 # ## Your own model
 #
-# For a causal language model, `ustat_rl.pilot.causal_lm.causal_lm_pilot(model, prompts,
+# For a causal language model, `ustat_rl.scores.causal_lm.causal_lm_pilot(model, prompts,
 # reward_fn, group_size, max_new_tokens, seed, sketch_dim=256)` samples the answers, scores them
 # with your reward function and records projected whole-sequence scores without ever holding a
 # $d \times k$ matrix; save the result with `.save("pilot.parquet")` and run

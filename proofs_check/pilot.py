@@ -14,7 +14,7 @@ Five derivations:
   equal the average of the kernel over all ordered tuples of distinct samples (``n = 3..6``);
 * :func:`sketch_inner_product`: ``E_R <R a, R b> = <a, b>`` for i.i.d. entries of mean zero and
   variance ``1/k``, so projected scores keep every kernel unbiased;
-* :func:`factored_inner_product`: the same for the factored sketch of ``ustat_rl.pilot.factored``,
+* :func:`factored_inner_product`: the same for the factored sketch of ``ustat_rl.scores.factored``,
   ``m`` independent blocks ``P_g(G) = s A_g G B_g^T`` with ``s = (k_o k_i m)^(-1/2)``: the
   expectation over both factors of ``sum_g <P_g(a), P_g(b)>`` is ``<a, b>`` (Frobenius);
 * :func:`fieller_quadratic` (C32): Fieller's set for ``rho = c1/c3'`` is ``a rho^2 - 2 b rho + c

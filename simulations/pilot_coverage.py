@@ -40,7 +40,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ustat_rl.pilot.bandit import bandit_pilot
 from ustat_rl.pilot.bootstrap import bootstrap_t_intervals
 from ustat_rl.pilot.fieller import gstar_of_ratio
 from ustat_rl.pilot.report import gstar_report
@@ -48,6 +47,7 @@ from ustat_rl.pilot.uncertainty import pilot_intervals, student_quantile
 from ustat_rl.policies.examples import interior_optimum_bandit
 from ustat_rl.runs.records import count_table
 from ustat_rl.runs.script_config import add_config_arguments, option, resolve_quick
+from ustat_rl.scores.bandit import bandit_pilot
 from ustat_rl.theory import admissible_group_sizes
 
 #: (prompts, samples per prompt) of the coverage table.

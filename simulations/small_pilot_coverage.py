@@ -30,12 +30,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ustat_rl.pilot.bandit import bandit_pilot
 from ustat_rl.pilot.report import check_degenerate, check_resolved
 from ustat_rl.pilot.uncertainty import pilot_intervals, student_quantile
 from ustat_rl.policies import examples
 from ustat_rl.runs.records import count_table
 from ustat_rl.runs.script_config import add_config_arguments, option, resolve_quick
+from ustat_rl.scores.bandit import bandit_pilot
 
 #: (prompts, samples per prompt) of the table: the issue's tiny pilots, then up to the threshold.
 SIZES = ((3, 3), (3, 8), (8, 8), (16, 8), (31, 8))

@@ -15,7 +15,7 @@ is read after each backward pass. The monitor
 batch it sketched (``save_rollouts``).
 
 Everything is compared **in the sketch space**: TRL's gradients are projected with the monitor's
-own matrix (:func:`ustat_rl.pilot.factored.factored_projection_matrix`), so the projection's
+own matrix (:func:`ustat_rl.scores.factored.factored_projection_matrix`), so the projection's
 error is common to both sides and cancels; what is left is what the monitor estimates.
 
 * *Identity*: for every batch, minus the mean of the monitor's per-group terms
@@ -108,7 +108,7 @@ def _train(scale: str, loss_type: str, G: int, steps: int, seed: int, folder: Pa
 
     from ustat_rl.frameworks import GroupSizeMonitor
     from ustat_rl.frameworks.demo import demo_trainer
-    from ustat_rl.pilot.factored import factored_projection_matrix
+    from ustat_rl.scores.factored import factored_projection_matrix
 
     grads = []
 

@@ -48,7 +48,7 @@ def final_reward(model, seed: int) -> float:
     import torch
 
     from ustat_rl.frameworks.demo import arithmetic_prompts, char_tokenizer, parity_reward
-    from ustat_rl.pilot.causal_lm import sample_answers
+    from ustat_rl.scores.causal_lm import sample_answers
 
     tokenizer = char_tokenizer()
     generator = torch.Generator().manual_seed(seed)

@@ -32,8 +32,8 @@ def base(tmp_path_factory):
     work = tmp_path_factory.mktemp("base_install")
     runner = work / "runner.py"
     runner.write_text(RUNNER)
-    from ustat_rl.pilot.bandit import bandit_pilot
     from ustat_rl.policies.examples import interior_optimum_bandit
+    from ustat_rl.scores.bandit import bandit_pilot
     from ustat_rl.seeding import child_rng
 
     bandit_pilot(interior_optimum_bandit(), 16, 8, child_rng(7, 1)).save(work / "pilot.npz")

@@ -22,9 +22,9 @@ from ustat_rl.frameworks.trajectory import (
 )
 from ustat_rl.frameworks.universality import format_universality, gstar_universality
 from ustat_rl.interface.cli import main
-from ustat_rl.pilot.bandit import bandit_pilot
 from ustat_rl.pilot.uncertainty import fieller_gstar, pilot_intervals, student_interval
 from ustat_rl.policies.examples import interior_optimum_bandit
+from ustat_rl.scores.bandit import bandit_pilot
 from ustat_rl.seeding import child_rng
 
 #: One-sided normal quantile for the Monte Carlo bounds below: a rate exactly at its bound

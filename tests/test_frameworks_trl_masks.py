@@ -34,8 +34,8 @@ pytest.importorskip("datasets")
 from ustat_rl.frameworks import GroupSizeMonitor  # noqa: E402
 from ustat_rl.frameworks.demo import demo_trainer  # noqa: E402
 from ustat_rl.pilot import load_rollouts  # noqa: E402
-from ustat_rl.pilot.factored import factored_projection_matrix  # noqa: E402
-from ustat_rl.pilot.sequence import trainable_parameters  # noqa: E402
+from ustat_rl.scores.factored import factored_projection_matrix  # noqa: E402
+from ustat_rl.scores.sequence import trainable_parameters  # noqa: E402
 
 G, B, K, BLOCKS = 4, 8, 32, 8
 #: float32 rounding of a sum of a few hundred terms, relative to the largest entry; 100 times
@@ -153,7 +153,7 @@ def test_scores_cover_exactly_the_tokens_the_loss_counts(tmp_path, monkeypatch, 
     trainer, monitor, out = _run(tmp_path, monkeypatch, inject, settings())
     model = trainer.accelerator.unwrap_model(trainer.model).eval()
     params = trainable_parameters(model)
-    R = factored_projection_matrix(model, K, monitor.seed, BLOCKS)
+    R = factored_projection_matrix(model, K, monitor.spec.seed, BLOCKS)
     score = load_rollouts(tmp_path / "w" / "window_000001.npz").score  # (n, K), weighted
     mask, weight = monitor._loss_mask(out)  # (n, T) each
     if case == "mask_truncated_completions":  # the run must have both kinds of completion
@@ -197,7 +197,7 @@ def test_cispo_scores_carry_its_clamped_ratio(tmp_path, monkeypatch, epsilon_hig
     trainer, monitor, out = _run(tmp_path, monkeypatch, lambda out: out, config)
     model = trainer.accelerator.unwrap_model(trainer.model).eval()
     params = trainable_parameters(model)
-    R = factored_projection_matrix(model, K, monitor.seed, BLOCKS)
+    R = factored_projection_matrix(model, K, monitor.spec.seed, BLOCKS)
     score = load_rollouts(tmp_path / "w" / "window_000001.npz").score
     loss = trainer._compute_loss(model, out)
     grads = torch.autograd.grad(loss, list(params.values()))

@@ -319,8 +319,8 @@ def _folder_cycles(root: Path) -> list[list[str]]:
 
 
 #: The folders in README's layout order: each may import only folders before it.
-LAYERS = ("advantages", "theory", "policies", "training", "montecarlo", "pilot", "frameworks",
-          "claims", "runs", "interface")
+LAYERS = ("advantages", "theory", "policies", "training", "montecarlo", "pilot", "scores",
+          "frameworks", "claims", "runs", "interface")
 
 
 def _layer_violations(root: Path) -> list[tuple[str, str]]:

@@ -23,10 +23,10 @@ import numpy as np
 import pytest
 
 from ustat_rl.interface.cli import main
-from ustat_rl.pilot.bandit import bandit_pilot
 from ustat_rl.pilot.dynamic_sampling import CAP_RISK
 from ustat_rl.pilot.rollouts import Rollouts
 from ustat_rl.policies.examples import known_value_bandit, small_bandit
+from ustat_rl.scores.bandit import bandit_pilot
 from ustat_rl.theory import ScalingConstants, per_prompt_mse, scaling_constants
 
 #: An interval as the commands print it.

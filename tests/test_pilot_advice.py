@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 
 from ustat_rl.pilot.advice import advise, prompts_to_bound, robust_group_size
-from ustat_rl.pilot.bandit import bandit_pilot
 from ustat_rl.pilot.fieller import fieller_ratio, gstar_of_ratio
 from ustat_rl.pilot.report import format_report, gstar_report
 from ustat_rl.pilot.report_text import format_mse
 from ustat_rl.pilot.uncertainty import pilot_intervals
 from ustat_rl.policies.examples import interior_optimum_bandit
+from ustat_rl.scores.bandit import bandit_pilot
 from ustat_rl.seeding import child_rng
 from ustat_rl.theory import admissible_group_sizes
 

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from ustat_rl.interface.cli import main
-from ustat_rl.pilot.bandit import bandit_pilot
 from ustat_rl.pilot.report import gstar_report
 from ustat_rl.pilot.rollouts import Rollouts, load_rollouts
 from ustat_rl.policies.examples import interior_optimum_bandit
+from ustat_rl.scores.bandit import bandit_pilot
 from ustat_rl.seeding import child_rng
 from ustat_rl.theory import ScalingConstants, admissible_group_sizes
 

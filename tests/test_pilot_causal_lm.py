@@ -1,4 +1,4 @@
-"""Tests of pilots from a causal language model (ustat_rl/pilot/causal_lm.py, docs/theory.md
+"""Tests of pilots from a causal language model (ustat_rl/scores/causal_lm.py, docs/theory.md
 C31): scores equal an independent autograd loop over the whole-sequence log-probability,
 padding after the end token does not count, the cached sampler draws the uncached answers, every
 projection route matches its materialised matrix on the same answers, ``auto`` picks the factored
@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from ustat_rl.pilot.causal_lm import causal_lm_log_prob, causal_lm_pilot, sample_answers
 from ustat_rl.pilot.estimate import estimate_moments
-from ustat_rl.pilot.factored import factored_projection_matrix
-from ustat_rl.pilot.forward_sketch import jvp_projection_matrix
-from ustat_rl.pilot.sketch import torch_projection_matrix
+from ustat_rl.scores.causal_lm import causal_lm_log_prob, causal_lm_pilot, sample_answers
+from ustat_rl.scores.factored import factored_projection_matrix
+from ustat_rl.scores.forward_sketch import jvp_projection_matrix
+from ustat_rl.scores.sketch import torch_projection_matrix
 
 transformers = pytest.importorskip("transformers", reason="the optional extra 'hf'")
 
@@ -46,7 +46,7 @@ def test_scores_equal_autograd_of_the_sequence_log_prob(model):
     answers, mask = sample_answers(model, prompt, 5, 4, gen, eos_token_id=EOS)
     log_prob = causal_lm_log_prob(model, prompt)
     params = {n: p.detach() for n, p in model.named_parameters()}
-    from ustat_rl.pilot.sketch import full_scores
+    from ustat_rl.scores.sketch import full_scores
 
     fast = full_scores(log_prob, params, (answers, mask.double()), chunk_size=2)
     for i in range(5):
@@ -133,7 +133,7 @@ class _Offset(torch.nn.Module):
 def test_auto_route_is_factored_and_exact_for_a_parameter_outside_the_layers():
     """The offset is covered by what it does (an elementwise shift of the logits), so the auto
     route is the factored one, and it equals the full scores times its matrix."""
-    from ustat_rl.pilot.coverage import parameter_coverage
+    from ustat_rl.scores.coverage import parameter_coverage
 
     with torch.random.fork_rng():
         torch.manual_seed(1)

@@ -13,10 +13,10 @@ from scipy.special import comb
 from scipy.stats import binom
 
 from ustat_rl.interface.cli import main
-from ustat_rl.pilot.bandit import bandit_pilot
 from ustat_rl.pilot.estimate import estimate_constants
 from ustat_rl.pilot.report import all_equal_fraction, gstar_report
 from ustat_rl.policies.examples import interior_optimum_bandit
+from ustat_rl.scores.bandit import bandit_pilot
 from ustat_rl.seeding import child_rng
 
 pytest.importorskip("pyarrow", reason="the Parquet round trip needs the optional pyarrow")

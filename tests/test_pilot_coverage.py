@@ -1,7 +1,7 @@
-"""The factored sketch on the decoder families people train (ustat_rl/pilot/coverage.py,
-_sketcher.py, families.py; docs/theory.md C31).
+"""The factored sketch on the decoder families people train (ustat_rl/scores/coverage.py,
+rules.py, _sketcher.py, families.py; docs/theory.md C31).
 
-Every family of :data:`ustat_rl.pilot.families.FAMILIES` (tied and untied heads where the family
+Every family of :data:`ustat_rl.scores.families.FAMILIES` (tied and untied heads where the family
 has both), PEFT LoRA adapters and gradient checkpointing: the sketched scores equal the full
 per-sample autograd scores (an independent route: ``vmap`` of ``grad``) times the materialised
 projection, to 1e-10 in float64. Every rule is reached: linear, embedding (Gemma2's scaled one,
@@ -18,17 +18,17 @@ import numpy as np
 import pytest
 import torch
 
-from ustat_rl.pilot.causal_lm import causal_lm_pilot
-from ustat_rl.pilot.coverage import parameter_coverage, uncovered_parameters
-from ustat_rl.pilot.factored import factored_projection_matrix, factored_sketch_scores
-from ustat_rl.pilot.forward_sketch import jvp_projection_matrix, jvp_sketch_scores
-from ustat_rl.pilot.sequence import functional_safe, sequence_log_probs
-from ustat_rl.pilot.sketch import full_scores
+from ustat_rl.scores.causal_lm import causal_lm_pilot
+from ustat_rl.scores.coverage import parameter_coverage, uncovered_parameters
+from ustat_rl.scores.factored import factored_projection_matrix, factored_sketch_scores
+from ustat_rl.scores.forward_sketch import jvp_projection_matrix, jvp_sketch_scores
+from ustat_rl.scores.sequence import functional_safe, sequence_log_probs
+from ustat_rl.scores.sketch import full_scores
 from ustat_rl.tolerances import Z_CHECK
 
 transformers = pytest.importorskip("transformers", reason="the optional extra 'hf'")
 
-from ustat_rl.pilot.families import FAMILIES, build_family  # noqa: E402
+from ustat_rl.scores.families import FAMILIES, build_family  # noqa: E402
 
 #: (family, tied head): both where the family ships both (Qwen2.5 and Qwen3's small models and
 #: Llama 3.2 tie theirs, the larger ones do not; Gemma2 ties).
@@ -98,24 +98,24 @@ def test_padding_rows_and_the_embedding_scale_are_what_autograd_gives(name, brok
                                                                        monkeypatch):
     """Negative controls of the same comparison: the embedding rule without the padding mask,
     and Gemma2's embedding without its scale (``sqrt(width)``), differ from autograd."""
-    from ustat_rl.pilot._sketcher import Sketcher
+    from ustat_rl.scores.rules import Embedding
 
     tokens, mask = _batch()
     model = _model(name, False)
     reference = _full(model, tokens, mask)
     _assert_exact(model, tokens, mask, reference)
-    original = Sketcher._embedding
+    original = Embedding.gradient
 
-    def without(self, module, ids, scale, grad):
+    def without(sk, module, ids, scale, grad):
         if broken == "scale":
-            return original(self, module, ids, None, grad)
+            return original(sk, module, ids, None, grad)
         saved, module.padding_idx = module.padding_idx, None
         try:
-            return original(self, module, ids, scale, grad)
+            return original(sk, module, ids, scale, grad)
         finally:
             module.padding_idx = saved
 
-    monkeypatch.setattr(Sketcher, "_embedding", without)
+    monkeypatch.setattr(Embedding, "gradient", staticmethod(without))
     with pytest.raises(AssertionError):
         _assert_exact(model, tokens, mask, reference)
 
@@ -366,7 +366,7 @@ def test_the_backward_pass_starts_at_the_first_trainable_modules_only(lora, monk
     every other module a tensor hook receives it. Full fine-tuning starts at the embedding alone;
     a LoRA adapter under gradient checkpointing (whose frozen embeddings' output is marked as
     requiring grad) at the first layer's two adapters, not at every adapter."""
-    from ustat_rl.pilot._sketcher import Sketcher
+    from ustat_rl.scores._sketcher import Sketcher
 
     model = _model("qwen2", False)
     if lora:

@@ -5,10 +5,11 @@ import importlib
 
 import pytest
 
-MODULES = ["ustat_rl.pilot.rollouts", "ustat_rl.pilot.estimate", "ustat_rl.pilot.sketch",
-           "ustat_rl.pilot.uncertainty", "ustat_rl.pilot.bandit", "ustat_rl.pilot.transformer",
-           "ustat_rl.pilot.fieller", "ustat_rl.pilot.advice", "ustat_rl.pilot.coverage",
-           "ustat_rl.pilot.families", "ustat_rl.pilot.factored"]
+MODULES = ["ustat_rl.pilot.rollouts", "ustat_rl.pilot.estimate", "ustat_rl.scores.sketch",
+           "ustat_rl.pilot.uncertainty", "ustat_rl.scores.bandit", "ustat_rl.scores.transformer",
+           "ustat_rl.pilot.fieller", "ustat_rl.pilot.advice", "ustat_rl.scores.coverage",
+           "ustat_rl.scores.families", "ustat_rl.scores.factored",
+           "ustat_rl.scores.spec"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -18,7 +18,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ustat_rl.pilot.bandit import bandit_pilot
 from ustat_rl.pilot.estimate import (
     SCORE_MOMENTS,
     estimate_constants,
@@ -28,6 +27,7 @@ from ustat_rl.pilot.estimate import (
 )
 from ustat_rl.pilot.rollouts import Rollouts
 from ustat_rl.policies.examples import interior_optimum_bandit, small_bandit
+from ustat_rl.scores.bandit import bandit_pilot
 from ustat_rl.seeding import child_rng
 from ustat_rl.theory import scaling_constants
 from ustat_rl.tolerances import EXACT_RTOL, Z_CHECK

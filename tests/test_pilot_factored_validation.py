@@ -1,11 +1,11 @@
-"""``block_factors`` of the factored sketch (ustat_rl/pilot/factored.py): the split of a block's
+"""``block_factors`` of the factored sketch (ustat_rl/scores/factored.py): the split of a block's
 dimension into ``k_o x k_i`` at its smallest legal value and its argument check."""
 
 import math
 
 import pytest
 
-from ustat_rl.pilot.factored import block_factors
+from ustat_rl.scores.factored import block_factors
 
 
 @pytest.mark.parametrize("k, expected", [(1, (1, 1)), (2, (1, 2)), (7, (1, 7)), (8, (2, 4)),

@@ -1,4 +1,4 @@
-"""Tests of projected per-sample scores (ustat_rl/pilot/sketch.py, factored.py,
+"""Tests of projected per-sample scores (ustat_rl/scores/sketch.py, factored.py,
 forward_sketch.py; docs/theory.md C31).
 
 The dense torch route is checked against full per-sample gradients of a tiny softmax policy (an
@@ -19,26 +19,26 @@ import pytest
 import torch
 
 from ustat_rl.claims.checks_routes import tiny_causal_lm
-from ustat_rl.pilot.bandit import bandit_pilot
-from ustat_rl.pilot.factored import (
+from ustat_rl.pilot.rollouts import Rollouts
+from ustat_rl.pilot.uncertainty import pilot_intervals
+from ustat_rl.policies.examples import interior_optimum_bandit
+from ustat_rl.scores.bandit import bandit_pilot
+from ustat_rl.scores.factored import (
     block_factors,
     factored_projection_matrix,
     factored_sketch_scores,
     kronecker_projection_matrix,
     uncovered_parameters,
 )
-from ustat_rl.pilot.forward_sketch import jvp_projection_matrix, jvp_sketch_scores
-from ustat_rl.pilot.rollouts import Rollouts
-from ustat_rl.pilot.sequence import sequence_log_probs
-from ustat_rl.pilot.sketch import (
+from ustat_rl.scores.forward_sketch import jvp_projection_matrix, jvp_sketch_scores
+from ustat_rl.scores.sequence import sequence_log_probs
+from ustat_rl.scores.sketch import (
     full_scores,
     project_scores,
     projection_matrix,
     sketch_scores,
     torch_projection_matrix,
 )
-from ustat_rl.pilot.uncertainty import pilot_intervals
-from ustat_rl.policies.examples import interior_optimum_bandit
 from ustat_rl.tolerances import Z_CHECK
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -334,7 +334,7 @@ def test_factored_unbiasedness_is_proved_and_wrong_scales_disproved():
 def test_factored_examples_run_as_doctests():
     import doctest
 
-    import ustat_rl.pilot.factored as module
+    import ustat_rl.scores.factored as module
 
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted >= 1 and result.failed == 0

@@ -1,4 +1,4 @@
-"""Argument checking and the two laws of the dense projections (ustat_rl/pilot/sketch.py).
+"""Argument checking and the two laws of the dense projections (ustat_rl/scores/sketch.py).
 
 Each kind gives its own entries (Gaussian: not all of size 1/sqrt(k); Rademacher: all of it),
 on the numpy and the torch route, with the Gaussian as the default; the smallest legal sizes
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from ustat_rl.pilot.sketch import project_scores, projection_matrix, torch_projection_matrix
+from ustat_rl.scores.sketch import project_scores, projection_matrix, torch_projection_matrix
 
 
 def _is_sign_matrix(R, k):
@@ -70,7 +70,7 @@ def _log_prob(params, sample):
     (_log_prob, [torch.zeros(2)], "`params` must be a non-empty dict of name -> torch.Tensor"),
     (_log_prob, {"w": np.zeros(2)}, "`params` entry 'w' must be a torch.Tensor, got ndarray")])
 def test_policy_arguments_are_named(log_prob, params, message):
-    from ustat_rl.pilot.sketch import full_scores, sketch_scores
+    from ustat_rl.scores.sketch import full_scores, sketch_scores
 
     samples = torch.ones(3, 2)
     with pytest.raises(TypeError, match="^" + re.escape(message) + "$"):
@@ -80,7 +80,7 @@ def test_policy_arguments_are_named(log_prob, params, message):
 
 
 def test_a_valid_policy_is_scored():
-    from ustat_rl.pilot.sketch import full_scores
+    from ustat_rl.scores.sketch import full_scores
 
     samples = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
     np.testing.assert_allclose(full_scores(_log_prob, {"w": torch.zeros(2)}, samples),

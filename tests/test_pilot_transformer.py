@@ -4,7 +4,7 @@ The population is the first ``N_QUESTIONS`` moderate test questions of the ``"me
 policy, uniform weights; its exact moments come from
 :func:`ustat_rl.policies.transformer.exact_moments` (enumeration of the 111 answers per question,
 not the code under test). Pilots draw 32 prompts i.i.d. *with replacement* and 8 answers each
-from :func:`ustat_rl.pilot.transformer.population_pilot`, whose score rows are exact isometric
+from :func:`ustat_rl.scores.transformer.population_pilot`, whose score rows are exact isometric
 coordinates of the 103,508-dimensional scores (docs/theory.md section 7 and the module notes);
 the test checks that route against the enumeration first.
 
@@ -32,9 +32,9 @@ import pytest
 import torch
 
 from ustat_rl.pilot.estimate import SCORE_MOMENTS, estimate_moments, pilot_statistics
-from ustat_rl.pilot.transformer import AnswerPopulation, answer_population, population_pilot
 from ustat_rl.pilot.uncertainty import pilot_intervals
 from ustat_rl.policies.transformer import exact_moments, load_study_policy, make_splits
+from ustat_rl.scores.transformer import AnswerPopulation, answer_population, population_pilot
 from ustat_rl.seeding import child_rng
 from ustat_rl.theory import scaling_constants
 from ustat_rl.tolerances import Z_CHECK

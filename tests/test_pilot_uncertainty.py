@@ -16,7 +16,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ustat_rl.pilot.bandit import bandit_pilot
 from ustat_rl.pilot.estimate import estimate_constants
 from ustat_rl.pilot.rollouts import Rollouts
 from ustat_rl.pilot.uncertainty import (
@@ -26,6 +25,7 @@ from ustat_rl.pilot.uncertainty import (
     student_quantile,
 )
 from ustat_rl.policies.examples import interior_optimum_bandit
+from ustat_rl.scores.bandit import bandit_pilot
 from ustat_rl.seeding import child_rng
 from ustat_rl.theory import scaling_constants
 
@@ -158,11 +158,11 @@ def test_report_curves_take_the_projection_units_as_degrees_of_freedom():
     rebuilt with the k column count (the negative control)."""
     import dataclasses
 
-    from ustat_rl.pilot.bandit import bandit_pilot
     from ustat_rl.pilot.estimate import pilot_statistics
     from ustat_rl.pilot.report import gstar_report
     from ustat_rl.pilot.uncertainty import jackknife, student_interval
     from ustat_rl.policies.examples import interior_optimum_bandit
+    from ustat_rl.scores.bandit import bandit_pilot
     from ustat_rl.theory import minibatch_mse
 
     pilot = dataclasses.replace(bandit_pilot(interior_optimum_bandit(), 32, 8, rng=3,

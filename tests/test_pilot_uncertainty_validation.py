@@ -10,9 +10,9 @@ import math
 
 import pytest
 
-from ustat_rl.pilot.bandit import bandit_pilot
 from ustat_rl.pilot.uncertainty import Interval, pilot_intervals
 from ustat_rl.policies.examples import interior_optimum_bandit
+from ustat_rl.scores.bandit import bandit_pilot
 from ustat_rl.seeding import child_rng
 
 

@@ -158,8 +158,8 @@ def test_a_batch_statistic_is_first_order_in_one_over_b():
     rejected by the same bound: the batch's std taken per group (``trl_group``'s advantages, the
     rule's statistics ignored), about 20% low."""
     from ustat_rl.advantages import get_rule
-    from ustat_rl.pilot.bandit import bandit_pilot
     from ustat_rl.policies.examples import small_bandit
+    from ustat_rl.scores.bandit import bandit_pilot
 
     bandit, rule, loo = small_bandit(), get_rule("trl_batch"), get_rule("grpo")
     per_group = get_rule("trl_group")

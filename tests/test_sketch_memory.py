@@ -19,13 +19,13 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from ustat_rl.frameworks.demo import tiny_family  # noqa: E402
-from ustat_rl.pilot.factored import factored_sketch_scores  # noqa: E402
+from ustat_rl.scores.factored import factored_sketch_scores  # noqa: E402
 
 
 def _sketchers_alive(release: bool, monkeypatch) -> int:
     """Sketchers still alive after a call: each holds its call's graph (its roots, their
     nodes and, through them, the saved activations)."""
-    from ustat_rl.pilot import _sketcher
+    from ustat_rl.scores import _sketcher
 
     made = []
     init = _sketcher.Sketcher.__init__

@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 from script_loader import load_script
 
-from ustat_rl.pilot.bandit import bandit_pilot
 from ustat_rl.pilot.report import check_degenerate, check_resolved
 from ustat_rl.pilot.small_sample import SMALL_PILOT_PROMPTS, is_small_pilot
 from ustat_rl.pilot.uncertainty import pilot_intervals, student_quantile
 from ustat_rl.policies.examples import one_answer_bandit
+from ustat_rl.scores.bandit import bandit_pilot
 from ustat_rl.tolerances import Z_CHECK
 
 LEVEL = 0.9

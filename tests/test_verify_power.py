@@ -243,7 +243,7 @@ def _one_factor_unscaled(factored, which):
 
 @pytest.mark.parametrize("which", ["A", "B", "D"])
 def test_sketch_claim_catches_one_factor_unscaled(monkeypatch, which):
-    from ustat_rl.pilot import factored
+    from ustat_rl.scores import factored
 
     factored._device_factors.cache_clear()  # factors drawn before the bug must not be reused
     monkeypatch.setattr(factored, "_factors", _one_factor_unscaled(factored, which))
@@ -258,10 +258,10 @@ def test_sketch_claim_catches_one_factor_unscaled(monkeypatch, which):
 
 
 def test_sketch_claim_catches_a_block_scale_lost_in_the_hooks(monkeypatch):
-    from ustat_rl.pilot import _sketcher
+    from ustat_rl.scores import _sketcher
 
-    original = _sketcher.Sketcher._outer
-    monkeypatch.setattr(_sketcher.Sketcher, "_outer",
+    original = _sketcher.Sketcher.outer
+    monkeypatch.setattr(_sketcher.Sketcher, "outer",
                         lambda self, left, right: original(self, left, right) * self.m**0.5)
     failing = _failing(_run("C44"))
     assert "gaussian, k = 8, 4 block(s): sketch == full scores x R^T" in failing
@@ -437,15 +437,15 @@ def test_trajectory_claim_catches_the_simultaneous_level_dropped(monkeypatch):
 def test_sketch_claim_catches_a_scaled_embeddings_scale_dropped(monkeypatch, where):
     """C44: Gemma's embedding scale (sqrt(width), applied inside the module) dropped from the
     sketch, where the embedding's gradient is projected or where the scale is read off."""
-    from ustat_rl.pilot import _sketcher
+    from ustat_rl.scores.rules import Embedding
 
     if where == "gradient":
-        original = _sketcher.Sketcher._embedding
-        monkeypatch.setattr(_sketcher.Sketcher, "_embedding", lambda self, module, ids, scale,
-                            grad: original(self, module, ids, None, grad))
+        original = Embedding.gradient
+        monkeypatch.setattr(Embedding, "gradient", staticmethod(
+            lambda sk, module, ids, scale, grad: original(sk, module, ids, None, grad)))
     else:
-        monkeypatch.setattr(_sketcher.Sketcher, "_gather_scale",
-                            lambda self, module, ids, output: None)
+        monkeypatch.setattr(Embedding, "gather_scale",
+                            staticmethod(lambda sk, module, ids, output: None))
     failing = _failing(_run("C44"))
     assert failing == ["scaled embedding, gaussian, k = 12, 3 block(s): sketch == full scores x "
                        "R^T", "scaled embedding, rademacher, k = 12, 3 block(s): sketch == full "

@@ -41,6 +41,9 @@ MOVED_MODULES: dict[str, str] = {
     "ustat_rl.conventions": "ustat_rl.advantages.conventions",
     "ustat_rl.conformance": "ustat_rl.advantages.conformance",
     "ustat_rl.conformance_adapters": "ustat_rl.advantages.conformance_adapters",
+    **{f"ustat_rl.pilot.{name}": f"ustat_rl.scores.{name}"
+       for name in ("sequence", "coverage", "_sketcher", "factored", "forward_sketch", "sketch",
+                    "causal_lm", "families", "transformer", "bandit")},
 }
 
 #: (package, name) -> module that now owns a name the package used to re-export.

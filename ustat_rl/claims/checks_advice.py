@@ -115,9 +115,9 @@ def _pilot_rates(rng, n_pilots: int):
     the argmin at the point estimates promising no excess (the negative control); with the first
     :data:`FIELLER_PILOTS` pilots' stated excess and brute force over Fieller's interval."""
     from ..pilot import advice
-    from ..pilot.bandit import bandit_pilot
     from ..pilot.uncertainty import pilot_intervals
     from ..policies.examples import interior_optimum_bandit
+    from ..scores.bandit import bandit_pilot
     from ..theory import admissible_group_sizes
     from ..theory.budget import budget_mse
 

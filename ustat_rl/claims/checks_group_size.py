@@ -107,10 +107,10 @@ def enumerated_budget_parts(bandit, rule, sizes):
 
 def _biased_budget_checks(ctx) -> list:
     from ..advantages import get_rule
-    from ..pilot.bandit import bandit_pilot
     from ..pilot.estimate import estimate_moments, pilot_statistics
     from ..pilot.report import gstar_report
     from ..policies.examples import small_bandit
+    from ..scores.bandit import bandit_pilot
     from ..theory.advantage import binary_projection
     from ..theory.budget import budget_mse, budget_optimal_group_size, fullmean_budget_optimum
 

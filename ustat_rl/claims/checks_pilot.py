@@ -20,12 +20,12 @@ import math
 
 import numpy as np
 
-from ..pilot.bandit import bandit_pilot
 from ..pilot.estimate import SCORE_MOMENTS, estimate_moments
-from ..pilot.transformer import answer_population, population_pilot
 from ..pilot.uncertainty import pilot_intervals
 from ..policies.examples import interior_optimum_bandit
 from ..policies.transformer import exact_moments, load_study_policy, make_splits
+from ..scores.bandit import bandit_pilot
+from ..scores.transformer import answer_population, population_pilot
 from ..theory import scaling_constants
 from ..tolerances import (
     FALSE_FAILURE_ONE_SIDED,
@@ -44,7 +44,7 @@ _FIELDS = ("value", "reward_var") + SCORE_MOMENTS
 def _transformer_population(n_questions: int):
     """The first ``n_questions`` moderate test questions of the ``"medium"`` study policy.
 
-    Returns the :class:`~ustat_rl.pilot.transformer.AnswerPopulation` (the pilots' source) and
+    Returns the :class:`~ustat_rl.scores.transformer.AnswerPopulation` (the pilots' source) and
     the exact moments by enumeration (:func:`~ustat_rl.policies.transformer.exact_moments`),
     uniform weights on the questions.
     """

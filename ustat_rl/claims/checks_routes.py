@@ -221,9 +221,9 @@ def _scored_model(embed_scale: float | None = None):
 
 
 def _model_full_scores(model, tokens, mask) -> np.ndarray:
-    """Exact per-sample scores ``(b, d)`` by ``ustat_rl.pilot.sketch.full_scores``."""
-    from ..pilot.sequence import sequence_log_probs
-    from ..pilot.sketch import full_scores
+    """Exact per-sample scores ``(b, d)`` by ``ustat_rl.scores.sketch.full_scores``."""
+    from ..scores.sequence import sequence_log_probs
+    from ..scores.sketch import full_scores
 
     params = {name: p.detach() for name, p in model.named_parameters()}
 
@@ -241,7 +241,7 @@ SCALED_EXACT_SIZES = ((12, 3),)
 def _exact_sketches(model, tokens, mask, sizes):
     """``(kind, k, blocks, sketch (b, k), matrix (k, d))`` for each kind and each ``(k, blocks)``
     of ``sizes``: the factored sketch at seed 7 and the matrix it applies, materialised."""
-    from ..pilot.factored import factored_projection_matrix, factored_sketch_scores
+    from ..scores.factored import factored_projection_matrix, factored_sketch_scores
 
     for kind in ("gaussian", "rademacher"):
         for k, blocks in sizes:
@@ -254,7 +254,7 @@ def _scaled_embedding_checks() -> list:
     """The exact identity on :func:`tiny_causal_lm` with a Gemma-style scaled embedding, and its
     negative control: the full scores with the embedding's block divided by the scale (what a
     sketch that drops the scale computes) are rejected by the same comparison."""
-    from ..pilot.coverage import parameter_coverage
+    from ..scores.coverage import parameter_coverage
 
     model, tokens, mask = _scored_model(EMBED_SCALE)
     full = _model_full_scores(model, tokens, mask)  # (b, d)
@@ -295,11 +295,11 @@ def block_inner_products(sketch: np.ndarray, blocks: int, pairs) -> np.ndarray:
           "scores times its materialised matrix (a plain embedding and a Gemma-style scaled "
           "one), and its projected inner products are unbiased for the exact ones",
           "derived (docs/theory.md C44; the sketches behind C31)",
-          "factored_sketch_scores on a small float64 causal LM against ustat_rl.pilot.sketch."
+          "factored_sketch_scores on a small float64 causal LM against ustat_rl.scores.sketch."
           "full_scores times factored_projection_matrix; block inner products over independent "
           "sketches against the exact <W_i, W_j>")
 def check_c44(ctx) -> list:
-    from ..pilot.factored import (
+    from ..scores.factored import (
         block_factors,
         factored_sketch_scores,
         uncovered_parameters,

@@ -191,10 +191,10 @@ def gstar_words_checks(ctx) -> list:
 
     import numpy as np
 
-    from ..pilot.bandit import bandit_pilot
     from ..pilot.report import gstar_report
     from ..pilot.report_text import format_report
     from ..policies.examples import interior_optimum_bandit
+    from ..scores.bandit import bandit_pilot
     from .registry import check_true
 
     rng = np.random.default_rng(ctx.seed_for("C50", 1))

@@ -46,9 +46,9 @@ def tiny_gpt2(seed: int = 0, n_embd: int = 16, n_layer: int = 2, n_head: int = 2
 
 def tiny_family(name: str, seed: int = 0, **values):
     """A randomly initialised model of a decoder family of
-    :data:`ustat_rl.pilot.families.FAMILIES` (Qwen2, Llama, ...) over :data:`VOCAB`, width 16
+    :data:`ustat_rl.scores.families.FAMILIES` (Qwen2, Llama, ...) over :data:`VOCAB`, width 16
     and 2 layers unless ``values`` say otherwise (seeded; float32)."""
-    from ..pilot.families import build_family
+    from ..scores.families import build_family
 
     settings = dict(vocab_size=len(VOCAB), pad_token_id=0, bos_token_id=1, eos_token_id=1,
                     max_position_embeddings=32)

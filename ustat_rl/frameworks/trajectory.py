@@ -219,7 +219,7 @@ def gstar_errors_of(estimates) -> dict | None:
     Examples
     --------
     >>> from ustat_rl.policies.examples import interior_optimum_bandit
-    >>> from ustat_rl.pilot.bandit import bandit_pilot
+    >>> from ustat_rl.scores.bandit import bandit_pilot
     >>> from ustat_rl.pilot.uncertainty import pilot_intervals
     >>> out = pilot_intervals(bandit_pilot(interior_optimum_bandit(), 64, 16, rng=1, sketch_dim=16))
     >>> sorted(gstar_errors_of(out)) == sorted(GSTAR_ERROR_FIELDS)

@@ -8,7 +8,7 @@ Every ``every`` training steps the monitor takes the generation batch the traine
 produced (TRL ``GRPOTrainer``, the releases of
 :data:`~ustat_rl.frameworks.trl_support.TRL_VERSIONS`: prompts, completions and the rewards as
 the trainer combined its reward functions), computes the factored sketch of each completion's
-score at the parameters that sampled it (:func:`ustat_rl.pilot.factored.factored_sketch_scores`,
+score at the parameters that sampled it (:func:`ustat_rl.scores.factored.factored_sketch_scores`,
 dropout off), pools the last ``pool`` such batches and estimates ``c1``, ``c2``, ``c3'``, ``G*`` with
 intervals, the predicted gradient MSE at the run's ``G`` and at ``G*``, whether GRPO beats
 vanilla at the run's ``G``, and the predicted against the observed fraction of all-equal groups
@@ -57,7 +57,7 @@ that cannot be estimated (groups not contiguous, a NaN reward, no reward variati
 the sketch cannot follow) is recorded as skipped with the reason; training goes on.
 
 Models: every trainable parameter is sketched exactly, whatever the family
-(:mod:`ustat_rl.pilot.coverage`): full fine-tuning of Qwen2/Qwen3, Llama, Mistral, Gemma2,
+(:mod:`ustat_rl.scores.coverage`): full fine-tuning of Qwen2/Qwen3, Llama, Mistral, Gemma2,
 Phi3 and GPT-2, a PEFT adapter (``peft_config``: the scores are with respect to the adapter's
 parameters, the ones the trainer updates), gradient checkpointing (the sketch runs in eval mode,
 where Hugging Face layers do not checkpoint, so a window's memory is that of one plain
@@ -79,9 +79,10 @@ from transformers import TrainerCallback
 
 from .._paths import check_output
 from .._validation import as_float, as_int
-from ..pilot.causal_lm import DEFAULT_SKETCH_BLOCKS
-from ..pilot.factored import factored_sketch_scores, uncovered_parameters
-from ..pilot.sequence import trainable_parameters
+from ..scores.chunks import sketch_rows
+from ..scores.coverage import uncovered_parameters
+from ..scores.sequence import trainable_parameters
+from ..scores.spec import SketchSpec
 from .gather import gather_rows, world
 from .trainer_units import (
     LOSS_WEIGHTS,
@@ -179,22 +180,11 @@ class GroupSizeMonitor(TrainerCallback):
                 raise TypeError(f"`trainer` must be a trl GRPOTrainer (trl{TRL_VERSIONS}); it "
                                 f"has no `{name}`")
         self.every = as_int(every, "every", 1)
-        self.sketch_dim = as_int(sketch_dim, "sketch_dim", 1)
-        blocks = min(DEFAULT_SKETCH_BLOCKS, self.sketch_dim) if sketch_blocks is None \
-            else as_int(sketch_blocks, "sketch_blocks", 1)
-        if self.sketch_dim % blocks:
-            raise ValueError(f"`sketch_blocks` ({blocks}) must divide `sketch_dim` "
-                             f"({self.sketch_dim})")
-        self.sketch_blocks = blocks
         self.pool = as_int(pool, "pool", 1)
         self.level = as_float(level, "level", low=0.5)
         if not self.level < 1.0:
             raise ValueError(f"`level` must be in [0.5, 1), got {level!r}")
-        self.seed = as_int(seed, "seed", 0)
         self.chunk_size = as_int(chunk_size, "chunk_size", 1)
-        if kind not in ("gaussian", "rademacher"):
-            raise ValueError(f"`kind` must be 'gaussian' or 'rademacher', got {kind!r}")
-        self.kind, self.dtype = kind, dtype
         self.trainer = trainer
         self.group_size = int(trainer.num_generations)
         self.trajectory = Path(trajectory) if trajectory is not None else \
@@ -210,7 +200,11 @@ class GroupSizeMonitor(TrainerCallback):
         self.loss_type = str(getattr(trainer.args, "loss_type", "dapo"))
         self.max_completion_length = getattr(trainer.args, "max_completion_length", None)
         self.units = units_note(self.loss_type)
-        self.temperature = float(getattr(trainer.args, "temperature", 1.0) or 1.0)
+        #: The projection, fixed for the whole run (the policy's sampling temperature with it).
+        self.spec = SketchSpec.named(
+            {"dimension": "sketch_dim", "blocks": "sketch_blocks"}, dimension=sketch_dim,
+            seed=seed, blocks=sketch_blocks, kind=kind, dtype=dtype,
+            temperature=float(getattr(trainer.args, "temperature", 1.0) or 1.0))
         self.records: list[dict] = []
         self._batches: deque = deque(maxlen=self.pool)
         self._next_step, self._next_id, self._rewards = 0, 0, None
@@ -294,17 +288,8 @@ class GroupSizeMonitor(TrainerCallback):
     def _scores(self, tokens, target) -> np.ndarray:
         """Sketched scores of this process's rows, in the parameters' own precision: a mixed
         precision context of the training step (``bf16``) is switched off for the sketch."""
-        model = self._model()
         with torch.autocast(tokens.device.type, enabled=False):
-            parts = self._score_parts(model, tokens, target)
-        return np.concatenate(parts)
-
-    def _score_parts(self, model, tokens, target) -> list:
-        return [factored_sketch_scores(model, tokens[s:s + self.chunk_size],
-                                        target[s:s + self.chunk_size], self.sketch_dim,
-                                        self.seed, self.sketch_blocks, self.kind, self.dtype,
-                                        self.temperature).to("cpu", torch.float64).numpy()
-                for s in range(0, tokens.shape[0], self.chunk_size)]
+            return sketch_rows(self._model(), tokens, target, self.spec, self.chunk_size)
 
     # ------------------------------------------------------------------ windows
     def _window(self, out) -> None:
@@ -317,7 +302,8 @@ class GroupSizeMonitor(TrainerCallback):
         keys = gather_rows(keys)  # every process takes part in every gather
         lengths = gather_rows(counts)
         G = self.group_size
-        common = (G, max(budget, 2), self.level, self.sketch_dim, self.rule, self.rule_source)
+        common = (G, max(budget, 2), self.level, self.spec.dimension, self.rule,
+                  self.rule_source)
         reason = batch_problem(keys, reward, G) if budget else "no rewards were captured"
         if reason is None:
             try:
@@ -359,8 +345,7 @@ class GroupSizeMonitor(TrainerCallback):
     def _meta(self) -> dict:
         model = self._model()
         name = getattr(getattr(model, "config", None), "name_or_path", "") or type(model).__name__
-        return dict(sketch_kind=self.kind, sketch_seed=self.seed, sketch_blocks=self.sketch_blocks,
-                    sketch_route="factored", model_name=str(name),
+        return dict(self.spec.to_meta("factored"), model_name=str(name),
                     param_dim=int(sum(p.numel() for p in trainable_parameters(model).values())))
 
     def _emit(self, record: dict, rollouts) -> None:

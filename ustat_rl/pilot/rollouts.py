@@ -66,7 +66,7 @@ class Rollouts:
         The policy the pilot came from (metadata).
     sketch_blocks : int, optional
         ``m``: the columns form ``m`` independent, equally sized, contiguous blocks (a factored
-        sketch, :mod:`ustat_rl.pilot.factored`), whose columns are not independent inside a block;
+        sketch, :mod:`ustat_rl.scores.factored`), whose columns are not independent inside a block;
         ``None`` (the default) for i.i.d. rows of ``R``, one block per column.
     sketch_route : str
         How the scores were computed (``"full"``, ``"dense"``, ``"factored"``, ``"jvp"``;

@@ -285,7 +285,7 @@ def pilot_intervals(rollouts, level: float = 0.9, include_sketch: bool = True) -
     Examples
     --------
     >>> from ustat_rl.policies.examples import interior_optimum_bandit
-    >>> from ustat_rl.pilot.bandit import bandit_pilot
+    >>> from ustat_rl.scores.bandit import bandit_pilot
     >>> pilot = bandit_pilot(interior_optimum_bandit(), 64, 16, rng=1, sketch_dim=16)
     >>> out = pilot_intervals(pilot)
     >>> out.c3.low < out.constants.c3 < out.c3.high

@@ -37,8 +37,8 @@ import numpy as np
 import torch
 
 from .._validation import as_int, as_rng
+from ..pilot.rollouts import Rollouts
 from ..policies.transformer import TransformerPolicy
-from .rollouts import Rollouts
 
 __all__ = ["AnswerPopulation", "answer_population", "population_pilot"]
 

@@ -13,8 +13,8 @@ moment estimate unbiased, at the price of extra variance of order ``1/k``. Two r
 The directions of parameter tensor ``p`` (in the order of ``params``) and column chunk ``c`` come
 from ``torch.Generator().manual_seed(child_int(seed, p, c))`` on the CPU, so a seed gives the same
 ``R`` on every device; :func:`torch_projection_matrix` materialises it for small ``d``. This route
-is the reference; for language models, :mod:`ustat_rl.pilot.factored` (one backward pass) and
-:mod:`ustat_rl.pilot.forward_sketch` (one jvp per row) avoid per-sample gradients.
+is the reference; for language models, :mod:`ustat_rl.scores.factored` (one backward pass) and
+:mod:`ustat_rl.scores.forward_sketch` (one jvp per row) avoid per-sample gradients.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import torch
 from torch.func import grad, vmap
 
 from .._validation import as_int, as_rng
+from ..pilot.rollouts import SKETCH_KINDS
 from ..seeding import child_int
-from .rollouts import SKETCH_KINDS
 
 __all__ = ["projection_matrix", "project_scores", "sketch_scores", "full_scores",
            "torch_projection_matrix", "COLUMN_CHUNK"]

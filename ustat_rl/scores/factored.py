@@ -12,7 +12,7 @@ inputs and output gradients, never forming ``G_i``. Columns ``g k/m .. (g+1) k/m
 ``g``; blocks are independent, columns inside one are not (``Rollouts.sketch_blocks``).
 
 Every trainable parameter is covered, by what it does in the forward pass
-(:mod:`ustat_rl.pilot.coverage`): matrices applied to inputs through their factors, embedding
+(:mod:`ustat_rl.scores.coverage`): matrices applied to inputs through their factors, embedding
 rows through the token's column of ``A``, elementwise scales and shifts (every normalisation)
 and biases through their exact per-sample gradients times a dense ``N(0, 1/k)`` matrix, and any
 other module through the exact per-sample gradient of its own tensors (the fallback,
@@ -27,21 +27,26 @@ the scores agree across devices to floating-point rounding.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from functools import lru_cache, partial
 
 import numpy as np
 import torch
 
-from .._validation import as_float, as_int
+from .._validation import as_int
 from ..seeding import child_int
 from ._sketcher import Sketcher
 from .coverage import check_supported, module_rules, parameter_coverage, uncovered_parameters
+from .rules import named
 from .sequence import sequence_log_probs, trainable_parameters
+from .spec import FACTORED_KINDS, SketchSpec
 
 __all__ = ["FACTORED_KINDS", "block_factors", "uncovered_parameters", "parameter_coverage",
-           "factored_sketch_scores", "factored_projection_matrix", "kronecker_projection_matrix"]
+           "factored_sketch_scores", "factored_projection_matrix", "kronecker_projection_matrix",
+           "hooked"]
 
-FACTORED_KINDS = ("gaussian", "rademacher")
+#: Error names of :func:`factored_sketch_scores`'s own arguments.
+_NAMES = {"dimension": "k"}
 
 
 def block_factors(block_dim: int) -> tuple[int, int]:
@@ -132,20 +137,75 @@ def factored_projection_matrix(model, k, seed, blocks: int = 1, kind: str = "gau
 
 
 def _check_dims(k, blocks, kind):
-    k = as_int(k, "k", 1)
-    blocks = as_int(blocks, "blocks", 1)
-    if k % blocks:
-        raise ValueError(f"`k` must be a multiple of `blocks` (independent blocks of k/blocks "
-                         f"columns), got k = {k}, blocks = {blocks}")
-    if kind not in FACTORED_KINDS:
-        raise ValueError(f"`kind` must be one of {FACTORED_KINDS}, got {kind!r}")
-    return k, blocks, kind
+    spec = SketchSpec.named(_NAMES, dimension=k, blocks=blocks, kind=kind)
+    return spec.dimension, spec.blocks, spec.kind
 
 
 def _check_sketch(model, k, blocks, kind):
     k, blocks, kind = _check_dims(k, blocks, kind)
     check_supported(model)
     return k, blocks, kind
+
+
+def _check_rows(tokens, target_mask) -> None:
+    if not (isinstance(tokens, torch.Tensor) and tokens.ndim == 2
+            and tuple(target_mask.shape) == tuple(tokens.shape)):
+        raise ValueError("`tokens` and `target_mask` must be tensors of the same shape (b, t)")
+
+
+@contextmanager
+def hooked(model, spec: SketchSpec):
+    """The model made ready to sketch, once for many passes: its parameters checked whole, each
+    module's coverage rule found, the factors drawn and a hook installed on every module that
+    owns trainable tensors, dropout off. Yields ``sketch(tokens, target_mask) -> (b, k)``, one
+    batched backward pass per call; the hooks are removed and the mode restored on exit."""
+    check_supported(model)
+    params = trainable_parameters(model)
+    first = next(iter(params.values()))
+    dtype = first.dtype if spec.dtype is None else spec.dtype
+    shapes = tuple(tuple(p.shape) for p in params.values())
+    factors = dict(zip((id(p) for p in params.values()),
+                       _device_factors(shapes, spec.dimension, spec.blocks, spec.seed, spec.kind,
+                                       first.device, dtype)))
+    sketcher = Sketcher(factors, spec.dimension, spec.blocks, block_factors(spec.block_dim),
+                        dtype, first.device)
+    handles = [module.register_forward_hook(partial(sketcher.hook, named(rule), own),
+                                            with_kwargs=True)
+               for module, rule, own in module_rules(model)]
+    was_training = model.training
+    model.eval()
+    try:
+        yield partial(_sketch_pass, model, sketcher, spec.temperature)
+    finally:
+        for handle in handles:
+            handle.remove()
+        sketcher.release()
+        model.train(was_training)
+
+
+def _sketch_pass(model, sketcher, temperature, tokens, target_mask) -> torch.Tensor:
+    """``R W_i`` of the rows of one padded batch: one forward and one backward pass."""
+    _check_rows(tokens, target_mask)
+    sketcher.begin(tokens.shape[0])
+    try:
+        with torch.enable_grad():
+            total = sequence_log_probs(model, tokens, target_mask, temperature).sum()
+            sketcher.closed = True  # a recomputation in the backward (checkpointing) is not new
+            if sketcher.gradless:
+                raise ValueError(f"`model`: modules {sorted(set(sketcher.gradless))[:3]} ran "
+                                 f"with gradients off inside the forward pass (reentrant "
+                                 f"gradient checkpointing?); their scores would be lost")
+            if not sketcher.roots:
+                raise ValueError("`model` has no trainable module whose output the backward "
+                                 "pass can start from")
+            grads = torch.autograd.grad(total, [out for out, _ in sketcher.roots],
+                                        allow_unused=True)
+        for (_, callback), grad in zip(sketcher.roots, grads):
+            if grad is not None:
+                callback(grad)
+    finally:
+        sketcher.release()
+    return sketcher.acc.detach()
 
 
 def factored_sketch_scores(model, tokens, target_mask, k, seed, blocks: int = 1,
@@ -156,11 +216,11 @@ def factored_sketch_scores(model, tokens, target_mask, k, seed, blocks: int = 1,
     Parameters
     ----------
     model : torch.nn.Module
-        Causal LM; every trainable parameter is covered (:mod:`ustat_rl.pilot.coverage`; the
+        Causal LM; every trainable parameter is covered (:mod:`ustat_rl.scores.coverage`; the
         ones :func:`uncovered_parameters` lists take the exact per-sample fallback).
         Scores are taken with dropout off (``eval`` mode, restored afterwards).
     tokens, target_mask : torch.Tensor (b, t)
-        As in :func:`ustat_rl.pilot.sequence.sequence_log_probs`; rows must not interact
+        As in :func:`ustat_rl.scores.sequence.sequence_log_probs`; rows must not interact
         (no batch norm).
     k : int
         Projection rows, a multiple of ``blocks``.
@@ -180,43 +240,8 @@ def factored_sketch_scores(model, tokens, target_mask, k, seed, blocks: int = 1,
     -------
     torch.Tensor (b, k) on the model's device
     """
-    params = trainable_parameters(model)
-    k, blocks, kind = _check_sketch(model, k, blocks, kind)
-    temperature = as_float(temperature, "temperature", low=1e-3)
-    first = next(iter(params.values()))
-    dtype = first.dtype if dtype is None else dtype
-    if not (isinstance(tokens, torch.Tensor) and tokens.ndim == 2
-            and tuple(target_mask.shape) == tuple(tokens.shape)):
-        raise ValueError("`tokens` and `target_mask` must be tensors of the same shape (b, t)")
-    shapes = tuple(tuple(p.shape) for p in params.values())
-    factors = dict(zip((id(p) for p in params.values()),
-                       _device_factors(shapes, k, blocks, as_int(seed, "seed", 0), kind,
-                                       first.device, dtype)))
-    sketcher = Sketcher(factors, k, blocks, block_factors(k // blocks), dtype, first.device,
-                        tokens.shape[0])
-    handles = [module.register_forward_hook(partial(sketcher.hook, rule, own), with_kwargs=True)
-               for module, rule, own in module_rules(model)]
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.enable_grad():
-            total = sequence_log_probs(model, tokens, target_mask, temperature).sum()
-            sketcher.closed = True  # a recomputation in the backward (checkpointing) is not new
-            if sketcher.gradless:
-                raise ValueError(f"`model`: modules {sorted(set(sketcher.gradless))[:3]} ran "
-                                 f"with gradients off inside the forward pass (reentrant "
-                                 f"gradient checkpointing?); their scores would be lost")
-            if not sketcher.roots:
-                raise ValueError("`model` has no trainable module whose output the backward "
-                                 "pass can start from")
-            grads = torch.autograd.grad(total, [out for out, _ in sketcher.roots],
-                                        allow_unused=True)
-        for (_, callback), grad in zip(sketcher.roots, grads):
-            if grad is not None:
-                callback(grad)
-    finally:
-        for handle in handles:
-            handle.remove()
-        sketcher.release()
-        model.train(was_training)
-    return sketcher.acc.detach()
+    spec = SketchSpec.named(_NAMES, dimension=k, seed=seed, blocks=blocks, kind=kind,
+                            dtype=dtype, temperature=temperature)
+    _check_rows(tokens, target_mask)
+    with hooked(model, spec) as sketch:
+        return sketch(tokens, target_mask)

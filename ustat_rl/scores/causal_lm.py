@@ -7,12 +7,12 @@ group, with the key-value cache when the model has one), scores them with a rewa
 records per-sample scores ``W = grad log pi(answer | prompt)`` (the sum over answer tokens up to
 and including the end token, docs/theory.md section 1), full or projected. Projection routes:
 
-* ``"factored"``: :func:`ustat_rl.pilot.factored.factored_sketch_scores`, one batched backward
+* ``"factored"``: :func:`ustat_rl.scores.factored.factored_sketch_scores`, one batched backward
   pass per group, ``m`` independent Kronecker blocks, exact for every module (the default;
-  :func:`ustat_rl.pilot.coverage.parameter_coverage` says how each parameter is covered);
-* ``"jvp"``: :func:`ustat_rl.pilot.forward_sketch.jvp_sketch_scores`, one forward-mode pass per
+  :func:`ustat_rl.scores.coverage.parameter_coverage` says how each parameter is covered);
+* ``"jvp"``: :func:`ustat_rl.scores.forward_sketch.jvp_sketch_scores`, one forward-mode pass per
   direction, for any model;
-* ``"dense"``: :func:`ustat_rl.pilot.sketch.sketch_scores`, per-sample gradients times
+* ``"dense"``: :func:`ustat_rl.scores.sketch.sketch_scores`, per-sample gradients times
   regenerated dense directions (the reference).
 
 The result is a :class:`Rollouts` ready for ``ustat-rl gstar``, whose ``sketch_route`` says which
@@ -28,11 +28,11 @@ import numpy as np
 import torch
 
 from .._validation import as_float, as_int
-from .factored import factored_sketch_scores
-from .forward_sketch import jvp_sketch_scores
-from .rollouts import Rollouts
+from ..pilot.rollouts import Rollouts
+from .chunks import sketch_rows
 from .sequence import functional_safe, model_logits, sequence_log_probs, trainable_parameters
 from .sketch import full_scores, sketch_scores
+from .spec import DEFAULT_SKETCH_BLOCKS, SketchSpec
 
 __all__ = ["causal_lm_log_prob", "sample_answers", "causal_lm_pilot", "ROUTES",
            "DEFAULT_SKETCH_BLOCKS"]
@@ -40,9 +40,8 @@ __all__ = ["causal_lm_log_prob", "sample_answers", "causal_lm_pilot", "ROUTES",
 #: Projection routes of :func:`causal_lm_pilot` (``"auto"`` picks one of the first two).
 ROUTES = ("factored", "jvp", "dense")
 
-#: Independent blocks of a factored sketch unless told otherwise: ``m - 1 = 15`` degrees of
-#: freedom for the projection part of the jackknife.
-DEFAULT_SKETCH_BLOCKS = 16
+#: Error names of :func:`causal_lm_pilot`'s arguments that make its :class:`SketchSpec`.
+_NAMES = {"dimension": "sketch_dim", "blocks": "sketch_blocks"}
 
 
 def causal_lm_log_prob(model, prompt_ids: torch.Tensor, temperature: float = 1.0) -> Callable:
@@ -133,7 +132,7 @@ def sample_answers(model, prompt_ids: torch.Tensor, group_size: int, max_new_tok
 
 
 def _pick_route(model, route: str, sketch_dim) -> str:
-    """``"factored"`` for ``"auto"``: exact for every module (:mod:`ustat_rl.pilot.coverage`),
+    """``"factored"`` for ``"auto"``: exact for every module (:mod:`ustat_rl.scores.coverage`),
     one backward pass where the jvp route needs ``k`` forward passes."""
     if route != "auto" and route not in ROUTES:
         raise ValueError(f"`route` must be 'auto' or one of {ROUTES}, got {route!r}")
@@ -142,9 +141,9 @@ def _pick_route(model, route: str, sketch_dim) -> str:
     return "factored" if route == "auto" else route
 
 
-def _group_scores(route, model, params, prompt, answers, mask, settings) -> np.ndarray:
+def _group_scores(route, model, params, prompt, answers, mask, spec, temperature, chunk_size
+                  ) -> np.ndarray:
     """Scores ``(G, k)`` (or ``(G, d)``) of one group's answers, ``chunk_size`` rows per pass."""
-    k, seed, kind, blocks, dtype, temperature, chunk_size = settings
     if route in ("full", "dense"):
         log_prob = causal_lm_log_prob(model, prompt, temperature)
         detached = {name: p.detach() for name, p in params.items()}
@@ -155,23 +154,14 @@ def _group_scores(route, model, params, prompt, answers, mask, settings) -> np.n
             with functional_safe(model):
                 if route == "full":
                     return full_scores(log_prob, detached, samples, chunk_size)
-                return sketch_scores(log_prob, detached, samples, k, seed, kind, chunk_size)
+                return sketch_scores(log_prob, detached, samples, spec.dimension, spec.seed,
+                                     spec.kind, chunk_size)
         finally:
             model.train(was_training)
     tokens = torch.cat([prompt[None, :].expand(answers.shape[0], -1), answers], dim=1)
     target = torch.cat([torch.zeros(answers.shape[0], prompt.numel(), dtype=mask.dtype,
                                     device=mask.device), mask], dim=1)
-    rows = []
-    for start in range(0, tokens.shape[0], chunk_size):
-        part = slice(start, start + chunk_size)
-        if route == "factored":
-            out = factored_sketch_scores(model, tokens[part], target[part], k, seed, blocks,
-                                         kind, dtype, temperature)
-        else:
-            out = jvp_sketch_scores(model, tokens[part], target[part], k, seed, kind, dtype,
-                                    temperature)
-        rows.append(out.to("cpu", torch.float64).numpy())
-    return np.concatenate(rows)
+    return sketch_rows(model, tokens, target, spec, chunk_size, route)
 
 
 def causal_lm_pilot(model, prompts: Sequence, reward_fn: Callable, group_size, max_new_tokens,
@@ -208,8 +198,8 @@ def causal_lm_pilot(model, prompts: Sequence, reward_fn: Callable, group_size, m
     route : {"auto", "factored", "jvp", "dense"}
         ``"auto"``: factored (exact for every module, the fastest route).
     sketch_blocks : int, optional
-        Independent blocks ``m`` of a factored sketch (default :data:`DEFAULT_SKETCH_BLOCKS`;
-        ``k`` must be a multiple).
+        Independent blocks ``m`` of a factored sketch (default ``min(16, sketch_dim)``,
+        :data:`DEFAULT_SKETCH_BLOCKS`; must divide ``sketch_dim``).
     dtype : torch.dtype, optional
         Precision of the factored and jvp projections (default: the model's).
 
@@ -229,20 +219,16 @@ def causal_lm_pilot(model, prompts: Sequence, reward_fn: Callable, group_size, m
     if len(prompts) < 2 or any(p.ndim != 1 or p.numel() == 0 for p in prompts):
         raise ValueError("`prompts` must hold >= 2 non-empty 1-D token-id sequences")
     route = _pick_route(model, route, sketch_dim)
-    if sketch_dim is not None:
-        sketch_dim = as_int(sketch_dim, "sketch_dim", 1)
-    blocks = None
-    if route == "factored":
-        blocks = DEFAULT_SKETCH_BLOCKS if sketch_blocks is None else \
-            as_int(sketch_blocks, "sketch_blocks", 1)
-        if sketch_dim % blocks:
-            raise ValueError(f"`sketch_blocks` ({blocks}) must divide `sketch_dim` "
-                             f"({sketch_dim}) for the factored route")
+    temperature = as_float(temperature, "temperature", low=1e-3)
+    spec = None
+    if sketch_dim is not None:  # blocks are the factored route's; the others' rows are i.i.d.
+        iid = as_int(sketch_dim, "sketch_dim", 1) if route != "factored" else None
+        spec = SketchSpec.named(_NAMES, dimension=sketch_dim, seed=child_int(seed, 1),
+                                blocks=sketch_blocks if iid is None else iid, kind=kind,
+                                dtype=dtype, temperature=temperature)
     params = trainable_parameters(model)
     device = next(iter(params.values())).device
     generator = torch.Generator(device=device).manual_seed(child_int(seed, 0))
-    sketch_seed = child_int(seed, 1)
-    settings = (sketch_dim, sketch_seed, kind, blocks, dtype, temperature, chunk_size)
     ids, rewards, scores = [], [], []
     for index, prompt in enumerate(prompts):
         prompt = prompt.to(device)
@@ -250,11 +236,10 @@ def causal_lm_pilot(model, prompts: Sequence, reward_fn: Callable, group_size, m
                                        eos_token_id, pad_token_id, temperature, use_cache)
         for answer, keep in zip(answers.tolist(), mask.tolist()):
             rewards.append(float(reward_fn(index, [t for t, m in zip(answer, keep) if m])))
-        scores.append(_group_scores(route, model, params, prompt, answers, mask, settings))
+        scores.append(_group_scores(route, model, params, prompt, answers, mask, spec,
+                                    temperature, chunk_size))
         ids.append(np.full(group_size, index))
     dim = sum(p.numel() for p in params.values())
-    meta = dict(sketch_kind="none", param_dim=dim, model_name=model_name, sketch_route=route)
-    if sketch_dim is not None:
-        meta.update(sketch_kind=kind, sketch_seed=sketch_seed, sketch_blocks=blocks)
+    meta = dict(sketch_kind="none", sketch_route=route) if spec is None else spec.to_meta(route)
     return Rollouts(prompt_id=np.concatenate(ids), reward=np.array(rewards),
-                    score=np.concatenate(scores), **meta)
+                    score=np.concatenate(scores), param_dim=dim, model_name=model_name, **meta)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import as_int, as_rng
+from ..pilot.rollouts import Rollouts
 from ..policies.softmax import SoftmaxBandit
-from .rollouts import Rollouts
 from .sketch import projection_matrix
 
 __all__ = ["bandit_pilot"]
@@ -32,7 +32,7 @@ def bandit_pilot(bandit: SoftmaxBandit, n_prompts, group_size, rng, sketch_dim=N
     rng : numpy.random.Generator or seed
     sketch_dim : int, optional
         ``k``: project the full ``P K``-dimensional scores with a fresh
-        :func:`~ustat_rl.pilot.sketch.projection_matrix`; ``None`` keeps them.
+        :func:`~ustat_rl.scores.sketch.projection_matrix`; ``None`` keeps them.
     kind : {"gaussian", "rademacher"}
     fixed_prompts : bool
         One group per bandit prompt with ``prompt_weight = f(x)`` (a fixed prompt set).

@@ -27,8 +27,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .._validation import as_float, as_int
 from ..seeding import child_int
-from .factored import FACTORED_KINDS
 from .sequence import sequence_log_probs, trainable_parameters
+from .spec import FACTORED_KINDS
 
 __all__ = ["jvp_sketch_scores", "jvp_projection_matrix"]
 
@@ -68,7 +68,7 @@ def jvp_sketch_scores(model, tokens, target_mask, k, seed, kind: str = "gaussian
     model : torch.nn.Module
         Any causal LM; scores are taken with dropout off (``eval`` mode, restored afterwards).
     tokens, target_mask : torch.Tensor (b, t)
-        As in :func:`ustat_rl.pilot.sequence.sequence_log_probs`.
+        As in :func:`ustat_rl.scores.sequence.sequence_log_probs`.
     k : int
         Directions (projection rows).
     seed : int

@@ -1,9 +1,10 @@
-"""How each trainable parameter enters a model's forward pass, for the factored sketch (C31).
+"""How each trainable parameter of a model is covered by the factored sketch (C31).
 
-The factored sketch (:mod:`ustat_rl.pilot.factored`) projects each sample's gradient from what a
+The factored sketch (:mod:`ustat_rl.scores.factored`) projects each sample's gradient from what a
 forward hook sees of the module that owns the parameter (its inputs, its output and, in the
 backward pass, the gradient of its output). Which formula applies depends on what the parameter
-does there, never on the module's class name:
+does there, never on the module's class name (:mod:`ustat_rl.scores.rules` holds each rule's
+test and formula together; this module applies them to a model):
 
 * ``"linear"``: a matrix applied to the last axis of the input (``nn.Linear`` whose ``forward`` is
   ``nn.Linear``'s own, and Hugging Face's ``Conv1D``, the same map with the matrix stored
@@ -28,50 +29,23 @@ exact); an ``"embedding"`` whose check fails is refused with one line.
 
 from __future__ import annotations
 
-import sys
-
 import torch
-from torch import nn
 
+from . import rules
 from .sequence import trainable_parameters
 
 __all__ = ["RULES", "module_rules", "parameter_coverage", "uncovered_parameters",
            "check_supported"]
 
-#: The ways a parameter can enter the forward pass, fastest first; ``"module"`` is the fallback.
-RULES = ("linear", "embedding", "elementwise", "module")
-
-
-def _conv1d_type():
-    """Hugging Face's ``Conv1D`` if ``transformers`` is already imported (never imports it)."""
-    module = sys.modules.get("transformers.pytorch_utils")
-    return getattr(module, "Conv1D", None)
+#: The ways a parameter can enter the forward pass, fastest first; ``"module"`` is the fallback
+#: (each rule's test and formula: :mod:`ustat_rl.scores.rules`).
+RULES = tuple(rule.name for rule in rules.RULES)
 
 
 def own_trainable(module) -> list[tuple[str, torch.nn.Parameter]]:
     """``(attribute, parameter)`` of the module's own (not its children's) trainable tensors."""
     return [(name, p) for name, p in module._parameters.items()
             if p is not None and p.requires_grad]
-
-
-def _is_linear(module) -> bool:
-    conv1d = _conv1d_type()
-    if conv1d is not None and type(module).forward is conv1d.forward:
-        return True
-    return isinstance(module, nn.Linear) and type(module).forward is nn.Linear.forward
-
-
-def _rule(module, own) -> str:
-    names = {name for name, _ in own}
-    if _is_linear(module) and names <= {"weight", "bias"} and module.weight.ndim == 2:
-        return "linear"
-    if isinstance(module, nn.Embedding) and module.max_norm is None and names == {"weight"} \
-            and not module.sparse:
-        return "embedding"
-    sizes = {p.numel() for _, p in own}
-    if all(p.ndim == 1 for _, p in own) and len(sizes) == 1:
-        return "elementwise"
-    return "module"
 
 
 def module_rules(model) -> list[tuple]:
@@ -81,7 +55,7 @@ def module_rules(model) -> list[tuple]:
     for module in model.modules():
         own = own_trainable(module)
         if own:
-            out.append((module, _rule(module, own), own))
+            out.append((module, rules.rule_for(module, own).name, own))
     return out
 
 
@@ -99,9 +73,9 @@ def parameter_coverage(model) -> dict[str, str]:
     by_id: dict[int, list[str]] = {}
     for _, rule, own in module_rules(model):
         for _, p in own:
-            rules = by_id.setdefault(id(p), [])
-            if rule not in rules:
-                rules.append(rule)
+            taken = by_id.setdefault(id(p), [])
+            if rule not in taken:
+                taken.append(rule)
     return {name: "+".join(by_id[id(p)]) for name, p in trainable_parameters(model).items()}
 
 
