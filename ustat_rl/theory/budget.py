@@ -33,7 +33,7 @@ import numpy as np
 
 from .._validation import as_int
 from ..advantages.registry import get_rule
-from ..rates import SlopeFit, loglog_slope
+from ..stats.rates import SlopeFit, loglog_slope
 from .advantage import TARGETS, minibatch_advantage_mse
 from .moments import PromptMoments
 from .mse import minibatch_mse
@@ -94,7 +94,7 @@ class BudgetExponent:
     group_sizes : ndarray (K,) of int
         The optimum at each budget (:func:`budget_optimal_group_size`).
     fit : SlopeFit
-        Slope of ``log G_opt`` on ``log N`` (:func:`ustat_rl.rates.loglog_slope`, unweighted).
+        Slope of ``log G_opt`` on ``log N`` (:func:`ustat_rl.stats.rates.loglog_slope`, unweighted).
     saturation_budget : int or None
         The smallest budget from which ``G_opt`` is the same at every larger budget given;
         ``None`` when the last two differ (no saturation seen on this grid).

@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import binom
 
-from ._validation import as_int
+from .._validation import as_int
 
 __all__ = [
     "AGGREGATIONS",
@@ -206,7 +206,7 @@ def exact_aggregation_mean(prob, reward, lengths, scores, advantage, group_size:
     ``G - m - 1``) failure lengths; so ``nu`` becomes
     ``sum_t E[W 1{T = t} | Z = z] E[1/(t + S)]`` with that pmf. Cost: ``O(K k + G^3 T)``.
     """
-    from .theory.advantage import as_advantage_table
+    from ..theory.advantage import as_advantage_table
 
     _check_mode(mode, horizon)
     G = as_int(group_size, "group_size", 1)
