@@ -1,7 +1,7 @@
 """Peak memory and wall time of ``ustat-rl gstar`` against the pilot's number of prompts.
 
 Workload: pilots of a 3-prompt softmax bandit with 4 actions (full scores: 12 columns), 8 samples
-a prompt, at 2,500 to 40,000 prompts, written with :func:`ustat_rl.pilot.bandit.bandit_pilot`
+a prompt, at 2,500 to 40,000 prompts, written with :func:`ustat_rl.scores.bandit.bandit_pilot`
 and ``Rollouts.save``. Each ``ustat-rl gstar PILOT --budget 256 --estimator E`` runs in its own
 subprocess; its peak resident memory is the child's own ``VmHWM`` (``/proc/self/status``, read
 as it exits; ``ru_maxrss`` from ``os.wait4`` where there is no ``/proc``) and its wall time the
@@ -42,7 +42,7 @@ SAMPLES, BUDGET = 8, 256
 
 def write_pilot(n_prompts: int, path: Path, seed: int = 1) -> None:
     """A pilot of the 3-prompt, 4-action bandit: ``n_prompts`` groups of 8, 12 score columns."""
-    from ustat_rl.pilot.bandit import bandit_pilot
+    from ustat_rl.scores.bandit import bandit_pilot
     from ustat_rl.policies.softmax import SoftmaxBandit
 
     bandit = SoftmaxBandit(

@@ -70,7 +70,7 @@ _FRAMEWORK_KILLS = "tests/test_mutation_kills_frameworks.py"
 TARGETS = (
     Target("estimators", "ustat_rl/advantages/gradients.py",
            ("tests/test_estimators.py",)),
-    Target("ustatistics", "ustat_rl/ustatistics.py",
+    Target("ustatistics", "ustat_rl/stats/ustatistics.py",
            ("tests/test_ustatistics.py",)),
     Target("theory.mse", "ustat_rl/theory/mse.py",
            ("tests/test_theory.py", "tests/test_estimators.py")),
@@ -78,7 +78,7 @@ TARGETS = (
            ("tests/test_theory.py",)),
     Target("theory.hoeffding", "ustat_rl/theory/hoeffding.py",
            ("tests/test_theory.py", "tests/test_ustatistics.py")),
-    Target("rates", "ustat_rl/rates.py",
+    Target("rates", "ustat_rl/stats/rates.py",
            ("tests/test_rates.py",)),
     Target("montecarlo.bandit", "ustat_rl/montecarlo/bandit.py",
            ("tests/test_bandit.py", "tests/test_montecarlo.py"),
@@ -88,7 +88,7 @@ TARGETS = (
     Target("theory.affine", "ustat_rl/theory/affine.py",
            ("tests/test_theory.py", "tests/test_advantage_rules.py")),
     # modules added since the first rounds
-    Target("aggregation", "ustat_rl/aggregation.py",
+    Target("aggregation", "ustat_rl/frameworks/aggregation.py",
            ("tests/test_aggregation.py", "tests/test_aggregation_validation.py")),
     Target("theory.advantage", "ustat_rl/theory/advantage.py",
            ("tests/test_advantage_theory_validation.py", "tests/test_advantage_theory.py")),
@@ -97,7 +97,7 @@ TARGETS = (
     # take seconds; the kit's module is its own target below
     Target("advantages.conventions", "ustat_rl/advantages/conventions.py",
            ("tests/test_conventions.py",)),
-    Target("advantages.conformance", "ustat_rl/advantages/conformance.py",
+    Target("advantages.conformance", "ustat_rl/conformance/kit.py",
            ("tests/test_conformance_report.py", "tests/test_conformance.py")),
     Target("montecarlo.torch_backend", "ustat_rl/montecarlo/torch_backend.py",
            ("tests/test_montecarlo_torch.py",)),
@@ -129,7 +129,7 @@ TARGETS = (
            (_ALLOCATION_KILLS, "tests/test_allocation.py", "tests/test_allocate_scaled_rules.py")),
     # the tolerance alone, against its pinned bound: the kit's hypothesis searches are the
     # conformance target's, too slow per mutant here
-    Target("advantages.conformance.tolerance", "ustat_rl/advantages/conformance.py",
+    Target("advantages.conformance.tolerance", "ustat_rl/conformance/kit.py",
            ("tests/test_mutation_kills_tolerance.py",
             "tests/test_kit_tolerance_pinned.py::test_tolerance_is_the_documented_bound",
             "tests/test_conformance_report.py"),

@@ -47,8 +47,8 @@ from ustat_rl.advantages.gradients import (
 from ustat_rl.policies.examples import interior_optimum_bandit, small_bandit
 from ustat_rl.montecarlo import bandit_statistics, run_monte_carlo
 from ustat_rl.interface.plotting import new_figure, plot_mse_curve, set_group_size_ticks
-from ustat_rl.rates import loglog_slope
-from ustat_rl.ustatistics import u_statistic, ustat_variance
+from ustat_rl.stats.rates import loglog_slope
+from ustat_rl.stats.ustatistics import u_statistic, ustat_variance
 
 rng = np.random.default_rng(20260301)
 

@@ -44,11 +44,11 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from ustat_rl._script_args import check_script_args, seed_type
 from ustat_rl.interface.plotting import plot_mse_grid, save_figure
 from ustat_rl.montecarlo import prompt_averaged_squared_errors
 from ustat_rl.policies.examples import POLICY_STRENGTHS, arithmetic_bandit, one_answer_bandit
 from ustat_rl.policies.softmax import SoftmaxBandit
+from ustat_rl.runs.script_args import check_script_args, seed_type
 from ustat_rl.runs.script_config import add_config_arguments, option, resolve_quick
 from ustat_rl.runs.sweeps import (
     CellFailedError,

@@ -36,7 +36,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ustat_rl._script_args import check_script_args, seed_type
 from ustat_rl.interface.plotting_training import (
     new_figure,
     plot_limit_histogram,
@@ -45,6 +44,7 @@ from ustat_rl.interface.plotting_training import (
     tidy_axes,
 )
 from ustat_rl.policies.examples import realisable_kl_bandit
+from ustat_rl.runs.script_args import check_script_args, seed_type
 from ustat_rl.runs.script_config import add_config_arguments, option, resolve_quick
 from ustat_rl.runs.sweeps import (
     CellFailedError,

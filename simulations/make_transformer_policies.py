@@ -31,7 +31,6 @@ from pathlib import Path
 
 import torch
 
-from ustat_rl._script_args import check_script_args, seed_type
 from ustat_rl.policies.transformer import (
     ArithmeticTask,
     make_splits,
@@ -39,6 +38,7 @@ from ustat_rl.policies.transformer import (
     resolve_device,
     save_policy,
 )
+from ustat_rl.runs.script_args import check_script_args, seed_type
 from ustat_rl.runs.script_config import add_config_arguments, option, resolve_quick
 from ustat_rl.training.transformer import expected_accuracy, supervised_warmup
 

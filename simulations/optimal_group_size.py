@@ -40,7 +40,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ustat_rl._script_args import check_script_args, seed_type
 from ustat_rl.interface.plotting_training import (
     new_figure,
     plot_gap_vs_group_size,
@@ -48,6 +47,7 @@ from ustat_rl.interface.plotting_training import (
     star_legend,
 )
 from ustat_rl.policies.examples import conflicting_prompts_bandit
+from ustat_rl.runs.script_args import check_script_args, seed_type
 from ustat_rl.runs.script_config import add_config_arguments, option, resolve_quick
 from ustat_rl.runs.sweeps import (
     CellFailedError,

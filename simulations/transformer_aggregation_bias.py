@@ -1,7 +1,7 @@
 """Exact bias of the frameworks' loss aggregations on the transformer policies (docs/conventions.md).
 
 Answers of the study policies have 1, 2 or 3 tokens (digits and the end token), so the
-reductions of the per-token loss weigh them differently (``ustat_rl.aggregation``). For each
+reductions of the per-token loss weigh them differently (``ustat_rl.frameworks.aggregation``). For each
 policy, prompt, group size and reduction this script computes, by summing over the 111 answers
 of the prompt, the exact mean ``E g_hat(x)`` of one group's estimate and compares it with
 ``g(x)``:
@@ -32,8 +32,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ustat_rl._script_args import check_script_args, positive_int
-from ustat_rl.aggregation import AGGREGATIONS, exact_aggregation_mean
+from ustat_rl.frameworks.aggregation import AGGREGATIONS, exact_aggregation_mean
 from ustat_rl.policies.transformer import (
     POLICY_NAMES,
     ArithmeticTask,
@@ -41,6 +40,7 @@ from ustat_rl.policies.transformer import (
     load_study_policy,
     make_splits,
 )
+from ustat_rl.runs.script_args import check_script_args, positive_int
 from ustat_rl.runs.script_config import add_config_arguments, option, resolve_quick
 from ustat_rl.training.transformer import moderate_questions
 

@@ -11,7 +11,7 @@ For each *cell* (policy in weak / medium / strong, prompt set in all / moderate)
   (autoregressive sampling, vmap per-sample scores, nested groups), with normal 95% intervals
   ``mse_mc +- 1.96 se`` and the exact value for those same prompts (``mse_exact``);
 * the scaling constants c1, c2, c3' and ``G* = 1 + sqrt(c3'/c1)`` with 95% bootstrap intervals
-  over prompts, and GLS log-log slopes (:func:`ustat_rl.rates.loglog_slope`) of the Monte Carlo
+  over prompts, and GLS log-log slopes (:func:`ustat_rl.stats.rates.loglog_slope`) of the Monte Carlo
   MSE_oracle (predicted -1) and of ``||g_GRPO - g_oracle||^2`` (= MSE_GRPO - MSE_oracle,
   predicted -2 asymptotically in G; exactly -2 against ``x = sqrt(G(G-1))``, since the exact gap
   is proportional to ``1/(G(G-1))``; both fits are written).
@@ -44,7 +44,6 @@ import pandas as pd
 from scipy.stats import norm
 
 from ustat_rl import theory
-from ustat_rl._script_args import check_script_args, seed_type
 from ustat_rl.interface.plotting import plot_mse_grid, save_figure
 from ustat_rl.montecarlo.transformer import mc_squared_errors
 from ustat_rl.policies.transformer import (
@@ -56,7 +55,7 @@ from ustat_rl.policies.transformer import (
     make_splits,
     resolve_device,
 )
-from ustat_rl.rates import loglog_slope
+from ustat_rl.runs.script_args import check_script_args, seed_type
 from ustat_rl.runs.script_config import add_config_arguments, option, resolve_quick
 from ustat_rl.runs.sweeps import (
     CellFailedError,
@@ -68,6 +67,7 @@ from ustat_rl.runs.sweeps import (
     write_csv_atomic,
     write_run_record,
 )
+from ustat_rl.stats.rates import loglog_slope
 from ustat_rl.training.transformer import moderate_questions
 
 ESTIMATORS = ("vanilla", "grpo", "oracle")

@@ -40,7 +40,6 @@ import pandas as pd
 import torch
 from scipy.stats import t as student_t
 
-from ustat_rl._script_args import check_script_args, positive_int, seed_type
 from ustat_rl.interface.plotting import new_figure, save_figure, set_group_size_ticks
 from ustat_rl.policies.transformer import (
     ArithmeticTask,
@@ -50,6 +49,7 @@ from ustat_rl.policies.transformer import (
     make_splits,
     resolve_device,
 )
+from ustat_rl.runs.script_args import check_script_args, positive_int, seed_type
 from ustat_rl.runs.script_config import add_config_arguments, option, resolve_quick
 from ustat_rl.runs.sweeps import (
     CellFailedError,

@@ -175,7 +175,7 @@ def test_gradient_of_a_registered_rule(registered):
 
 # ---------------------------------------------------------------------------- conformance kit
 def test_conformance_kit_takes_the_new_rule(registered):
-    from ustat_rl.advantages.conformance import check_conformance
+    from ustat_rl.conformance.kit import check_conformance
 
     def reference(rewards, group_ids):
         return MAD_RULE.advantages(rewards, group_ids)

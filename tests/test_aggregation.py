@@ -1,4 +1,4 @@
-"""Loss aggregations and the clamped K3 penalty (ustat_rl/aggregation.py; docs/theory.md C27).
+"""Loss aggregations and the clamped K3 penalty (ustat_rl/frameworks/aggregation.py; docs/theory.md C27).
 
 Exact means are checked against brute-force enumeration of every group (an independent route)
 and Monte Carlo; each comparison has a negative control the same check rejects.
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ustat_rl.advantages.conventions import get_convention
-from ustat_rl.aggregation import (
+from ustat_rl.frameworks.aggregation import (
     AGGREGATIONS,
     aggregate_scores,
     aggregate_token_gradients,

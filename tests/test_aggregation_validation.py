@@ -1,6 +1,6 @@
 """Input errors of the loss aggregations name the parameter, at the boundaries of the rules.
 
-Written for the survivors of the mutation round on ``ustat_rl/aggregation.py``
+Written for the survivors of the mutation round on ``ustat_rl/frameworks/aggregation.py``
 (docs/mutation.md): the messages are matched, ``horizon`` is tried at 0 (rejected) and 1
 (accepted), a batch of one response is valid, and a scalar ``lengths`` is rejected.
 """
@@ -8,7 +8,7 @@ Written for the survivors of the mutation round on ``ustat_rl/aggregation.py``
 import numpy as np
 import pytest
 
-from ustat_rl.aggregation import aggregation_weights
+from ustat_rl.frameworks.aggregation import aggregation_weights
 
 
 def test_unknown_mode_is_named():

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from ustat_rl.interface.cli import main
-from ustat_rl.intervals import ratio_verdict
 from ustat_rl.pilot.allocation import MIN_SPLIT_GROUP, loglinear_pilot, pilot_allocation
 from ustat_rl.pilot.rollouts import Rollouts
 from ustat_rl.policies.examples import heterogeneous_score_bandit
+from ustat_rl.stats.intervals import ratio_verdict
 
 
 @pytest.fixture(scope="module")

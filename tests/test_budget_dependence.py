@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from ustat_rl.policies.examples import interior_optimum_bandit, small_bandit
-from ustat_rl.rates import loglog_slope
+from ustat_rl.stats.rates import loglog_slope
 from ustat_rl.theory import minibatch_mse, scaling_constants, shrink_factor
 from ustat_rl.theory.budget import (
     budget_exponent,

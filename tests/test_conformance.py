@@ -1,4 +1,4 @@
-"""The conformance kit (ustat_rl.advantages.conformance) accepts faithful implementations and rejects
+"""The conformance kit (ustat_rl.conformance.kit) accepts faithful implementations and rejects
 deliberately wrong ones.
 
 The kit's tolerance is stated in its module docstring: a rounding bound for any implementation
@@ -25,7 +25,9 @@ import torch
 
 import ustat_rl.advantages.conventions as conventions_module
 from ustat_rl import cli
-from ustat_rl.advantages.conformance import (
+from ustat_rl.advantages.conventions import CONVENTIONS, advantages
+from ustat_rl.conformance.adapters import TargetError
+from ustat_rl.conformance.kit import (
     CONVENTION_NAMES,
     _compare,
     adapt,
@@ -33,8 +35,6 @@ from ustat_rl.advantages.conformance import (
     load_function,
     tolerance,
 )
-from ustat_rl.advantages.conformance_adapters import TargetError
-from ustat_rl.advantages.conventions import CONVENTIONS, advantages
 
 
 def test_conventions_doctests():
@@ -480,7 +480,7 @@ def test_check_batch_is_the_kits_comparison_on_one_batch():
     """``check_batch`` gives the search's verdict on the batch it is handed: a failure carrying
     that batch for a wrong implementation, None for a right one, and a named error for rewards
     that are not floating."""
-    from ustat_rl.advantages.conformance import check_batch
+    from ustat_rl.conformance.kit import check_batch
 
     z = np.array([0.0, 1.0, 1.0, 0.5, 0.5, 3.0], dtype=np.float32)
     ids = np.array([4, 4, 4, -1, -1, -1])
@@ -495,7 +495,7 @@ def test_nan_is_allowed_only_where_the_working_precision_cannot_resolve_the_spre
     """A group whose spread float32 cannot resolve (tolerance inf) is unchecked: dividing by the
     std a reduction rounds to 0 gives NaN in a correct implementation, and whether it rounds to 0
     depends on the CPU's reduction order. NaN at a resolved sample still fails (control)."""
-    from ustat_rl.advantages.conformance import check_batch, tolerance
+    from ustat_rl.conformance.kit import check_batch, tolerance
 
     z = np.array([1e6, 1e6, 1e6 + 0.0625, 1e6, 1.0, 2.0, 3.0, 5.0], dtype=np.float32)
     ids = np.array([0, 0, 0, 0, 1, 1, 1, 1])

@@ -1,5 +1,5 @@
 """``ustat-rl conformance`` on multi-reward rules (docs/conventions.md, "Rules of several reward
-channels"): the kit of :mod:`ustat_rl.advantages.conformance_multichannel` from the command line.
+channels"): the kit of :mod:`ustat_rl.conformance.multichannel` from the command line.
 
 The implementations are written here in numpy, TRL's order (reshape into ``(-1, G)``, Bessel
 std, 1e-4 added): one correct in float32, one in float64, and planted bugs (the orders swapped,

@@ -1,4 +1,4 @@
-"""The conformance kit's result types (ustat_rl/advantages/conformance.py): frozen records, a
+"""The conformance kit's result types (ustat_rl/conformance/kit.py): frozen records, a
 report without a failure by default, and the summary's first line in words."""
 
 import dataclasses
@@ -6,7 +6,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from ustat_rl.advantages.conformance import ConformanceFailure, ConformanceReport
+from ustat_rl.conformance.kit import ConformanceFailure, ConformanceReport
 
 
 def _report(passed, failure=None):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from ustat_rl.pilot.bandit import bandit_pilot
+from ustat_rl.scores.bandit import bandit_pilot
 from ustat_rl.pilot.estimate import estimate_moments, pilot_statistics
 from ustat_rl.pilot.replicates import pilot_summary
 from ustat_rl.pilot.report import gstar_report

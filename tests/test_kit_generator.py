@@ -1,6 +1,6 @@
 """Property tests of the conformance kit's own input generator (``conformance._batches``).
 
-The kit's claim (module docstring of ``ustat_rl.advantages.conformance``) is that its batches
+The kit's claim (module docstring of ``ustat_rl.conformance.kit``) is that its batches
 stress ties, near-ties (spreads of 1e-3 down to 1e-9) and all-equal groups. Read as written,
 the generator draws per group one of the eight ``_KINDS`` with ``sampled_from`` (1/8 each), a
 size from ``integers(1, 8)`` (ragged groups, the plain signature), values from
@@ -54,8 +54,8 @@ from hypothesis.errors import HypothesisDeprecationWarning
 from hypothesis.internal.conjecture.data import ConjectureData
 from hypothesis.internal.conjecture.providers import HypothesisProvider
 
-from ustat_rl.advantages import conformance
 from ustat_rl.advantages.conventions import get_convention
+from ustat_rl.conformance import kit as conformance
 from ustat_rl.tolerances import Z_TEST
 
 #: Seed of the uniform source behind the drawn batches (fixed, not chosen to pass).

@@ -1,6 +1,6 @@
 """Every tolerance of the conformance kit pinned from both sides, convention by convention.
 
-The kit (``ustat_rl.advantages.conformance``) accepts ``|got - expected| <= tol`` per sample, with
+The kit (``ustat_rl.conformance.kit``) accepts ``|got - expected| <= tol`` per sample, with
 ``tol = (dN + |A| dd) / d_low + 2 eps |A|`` in units of ``eps``, the float32 machine epsilon
 (the working precision is never taken finer than float32), as its module docstring derives:
 ``dN = (n + 4)(eps S + tiny)`` (times ``n/(n - 1)`` for a leave-one-out numerator), ``ds`` the
@@ -39,9 +39,9 @@ conventions of that branch; 3x looser, in either, is within the 4-bound margin a
 import numpy as np
 import pytest
 
-from ustat_rl.advantages import conformance
-from ustat_rl.advantages.conformance import check_conformance
 from ustat_rl.advantages.conventions import CONVENTION_NAMES, advantages, get_convention
+from ustat_rl.conformance import kit as conformance
+from ustat_rl.conformance.kit import check_conformance
 
 EPS = float(np.finfo(np.float32).eps)
 TINY = float(np.finfo(np.float32).tiny)

@@ -318,24 +318,95 @@ def _folder_cycles(root: Path) -> list[list[str]]:
     return cycles
 
 
-#: The folders in README's layout order: each may import only folders before it.
-LAYERS = ("advantages", "theory", "policies", "training", "montecarlo", "pilot", "scores",
-          "frameworks", "claims", "runs", "interface")
+#: The layers in README's layout order: a module may import only its own layer and the layers
+#: before it (deferred imports too). Each folder of the package is the layer of its name; the
+#: root modules in :data:`BASE` are the layer ``"base"``. A layer named here whose folder does not
+#: exist yet constrains nothing.
+LAYERS = ("base", "stats", "weighted_chi2", "advantages", "conformance", "theory", "policies",
+          "training", "montecarlo", "pilot", "scores", "frameworks", "claims", "runs",
+          "interface")
+
+#: The root modules, all foundational (the bottom layer): argument checks, output paths, the
+#: old-path aliases, number formatting, seeds, tolerances, and the package's own ``__init__``,
+#: whose re-exports are imported on first use (an ``from ustat_rl import X`` in the library is
+#: resolved to the module that defines ``X``).
+BASE = ("__init__", "_validation", "_paths", "_moved", "formatting", "seeding", "tolerances")
+
+
+def _room(root: Path, name: str) -> str | None:
+    """The layer of module ``name`` of the package at ``root``, or None if it has no place."""
+    parts = name.split(".")
+    if len(parts) == 1:
+        return "base" if "__init__" in BASE else None
+    if (root / parts[1]).is_dir():
+        return parts[1] if parts[1] in LAYERS and parts[1] != "base" else None
+    return "base" if parts[1] in BASE else None
+
+
+def _unassigned(root: Path) -> list[str]:
+    """Root modules and folders of the package that have no layer."""
+    return sorted({name.split(".")[1] if "." in name else "__init__"
+                   for _, name in _modules(root) if _room(root, name) is None})
+
+
+def _is_module(root: Path, dotted: str) -> bool:
+    where = root.parent.joinpath(*dotted.split("."))
+    return where.with_suffix(".py").is_file() or (where / "__init__.py").is_file()
+
+
+def _root_names(root: Path) -> tuple[dict[str, str], set[str]]:
+    """The package ``__init__``'s lazy exports (name -> defining module) and its own names."""
+    exports, own = {}, set()
+    for node in ast.parse((root / "__init__.py").read_text()).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        for target in targets:
+            if isinstance(target, ast.Name):
+                own.add(target.id)
+                if target.id == "_EXPORTS":
+                    exports = {n: f"{root.name}{module}" for module, names
+                               in ast.literal_eval(node.value).items() for n in names}
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            own.add(node.name)
+    return exports, own
+
+
+def _resolved_imports(root: Path):
+    """``(module, imported library module or None)`` for every import of the package.
+
+    None marks an import that names no module of the package (an old path served by
+    ``ustat_rl._moved``, or a name ``ustat_rl`` does not define): library code imports the new
+    homes.
+    """
+    exports, own = _root_names(root) if (root / "__init__.py").is_file() else ({}, set())
+    for path, name in _modules(root):
+        for target, imported in _imports(path, name):
+            if target.split(".")[0] != root.name:
+                continue
+            if imported is None:  # import a.b.c
+                yield name, target if _is_module(root, target) else None
+            elif not _is_module(root, target):
+                yield name, None
+            elif _is_module(root, f"{target}.{imported}"):
+                yield name, f"{target}.{imported}"
+            elif target == root.name:  # from ustat_rl import X
+                yield name, exports.get(imported, target if imported in own else None)
+            else:
+                yield name, target
 
 
 def _layer_violations(root: Path) -> list[tuple[str, str]]:
-    """``(folder, imported folder)`` pairs that point down README's layout order."""
+    """``(layer, imported layer)`` pairs that point up README's layout order."""
     found = []
-    for path, name in _modules(root):
-        parts = name.split(".")
-        if len(parts) < 2 or parts[1] not in LAYERS:
-            continue
-        for target, imported in _imports(path, name):
-            other = (f"{target}.{imported}" if imported else target).split(".")
-            if (other[0] == root.name and len(other) > 1 and other[1] in LAYERS
-                    and LAYERS.index(other[1]) > LAYERS.index(parts[1])):
-                found.append((parts[1], other[1]))
+    for name, other in _resolved_imports(root):
+        here, there = _room(root, name), other and _room(root, other)
+        if here and there and LAYERS.index(there) > LAYERS.index(here):
+            found.append((here, there))
     return sorted(set(found))
+
+
+def _unresolved_imports(root: Path) -> list[str]:
+    """Modules of the package that import a library path that is no module of it."""
+    return sorted({name for name, other in _resolved_imports(root) if other is None})
 
 
 def _long_modules(root: Path, limit: int = MAX_MODULE_LINES) -> list[tuple[str, int]]:
@@ -388,14 +459,67 @@ def test_cycle_scan_flags_a_planted_cycle(tmp_path):
     assert _folder_cycles(root) == [["x", "y", "x"]]
 
 
-def test_folders_import_only_the_layers_before_them():
+def test_modules_import_only_the_layers_before_them():
     assert _layer_violations(LIBRARY) == []
+
+
+def test_every_module_has_a_layer():
+    assert _unassigned(LIBRARY) == []
+    # the scan sees the whole package: the root modules, every folder, the nested ones
+    rooms = {_room(LIBRARY, name) for _, name in _modules(LIBRARY)}
+    assert {"base", "stats", "conformance", "advantages", "interface"} <= rooms
+    assert _room(LIBRARY, "ustat_rl.policies.transformer.moments") == "policies"
+
+
+def test_library_imports_name_modules_of_the_package():
+    assert _unresolved_imports(LIBRARY) == []
 
 
 def test_layer_scan_flags_a_planted_upward_import(tmp_path):
     root = _plant(tmp_path, {"__init__.py": "", "theory/__init__.py": "",
+                             "montecarlo/__init__.py": "", "montecarlo/engine.py": "",
                              "theory/m.py": "def f():\n    from ..montecarlo import engine\n"})
     assert _layer_violations(root) == [("theory", "montecarlo")]
+
+
+def test_layer_scan_flags_a_base_module_importing_back_up(tmp_path):
+    # a root helper reaching into a layer above it, by a deferred import and through the
+    # package's lazy re-export
+    root = _plant(tmp_path, {"__init__.py": '_EXPORTS = {".stats.rates": ("RateFit",)}\n',
+                             "stats/__init__.py": "", "stats/rates.py": "class RateFit:\n    pass\n",
+                             "claims/__init__.py": "", "claims/registry.py": "",
+                             "seeding.py": "def f():\n    from .claims import registry\n",
+                             "_validation.py": "from . import RateFit\n"})
+    assert _layer_violations(root) == [("base", "claims"), ("base", "stats")]
+    # and the same imports from the layer above are allowed
+    (root / "claims" / "m.py").write_text("from ..stats.rates import RateFit\nfrom .. import seeding\n")
+    assert ("claims", "stats") not in _layer_violations(root)
+
+
+def test_layer_scan_reports_a_planted_module_without_a_layer(tmp_path):
+    root = _plant(tmp_path, {"__init__.py": "", "_validation.py": "", "loose.py": "",
+                             "rooms/__init__.py": "", "rooms/m.py": "",
+                             "stats/__init__.py": "", "stats/rates.py": ""})
+    assert _unassigned(root) == ["loose", "rooms"]
+
+
+def test_import_scan_reports_an_old_path(tmp_path):
+    root = _plant(tmp_path, {"__init__.py": "__version__ = '0'\n", "stats/__init__.py": "",
+                             "stats/rates.py": "", "theory/__init__.py": "",
+                             "theory/a.py": "from ..rates import loglog_slope\n",
+                             "theory/b.py": "import ustat_rl.rates\n",
+                             "theory/c.py": "from ustat_rl import rates, __version__\n",
+                             "theory/ok.py": "from ..stats import rates\nfrom .. import __version__\n"})
+    assert _unresolved_imports(root) == ["ustat_rl.theory.a", "ustat_rl.theory.b",
+                                         "ustat_rl.theory.c"]
+
+
+def test_readme_draws_the_layers_in_their_order():
+    layout = (LIBRARY.parent / "README.md").read_text().split("## Layout", 1)[1].split("```")[1]
+    drawn = re.findall(r"^  (\w+)/ ", layout, flags=re.M)
+    folders = [layer for layer in LAYERS if (LIBRARY / layer).is_dir()]
+    assert drawn == folders
+    assert all(re.search(rf"\b{name}\b", layout) for name in BASE if name != "__init__")
 
 
 def test_no_module_over_the_line_limit():

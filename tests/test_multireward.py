@@ -28,10 +28,6 @@ import pytest
 import torch
 from scipy.special import gammaln
 
-from ustat_rl.advantages.conformance_multichannel import (
-    check_multichannel_conformance,
-    multichannel_tolerance,
-)
 from ustat_rl.advantages.multichannel import (
     MULTI_CHANNEL_RULES,
     MultiChannelRule,
@@ -41,6 +37,10 @@ from ustat_rl.advantages.multichannel import (
 )
 from ustat_rl.advantages.registry import get_rule
 from ustat_rl.claims.checks_multireward import enumerated_moments
+from ustat_rl.conformance.multichannel import (
+    check_multichannel_conformance,
+    multichannel_tolerance,
+)
 from ustat_rl.montecarlo import run_monte_carlo
 from ustat_rl.montecarlo.multichannel import multichannel_statistics
 from ustat_rl.policies.multichannel import MultiChannelBandit, multireward_bandit

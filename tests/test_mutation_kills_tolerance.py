@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from tests.test_kit_tolerance_pinned import documented_bound
-from ustat_rl.advantages import conformance
 from ustat_rl.advantages.conventions import advantages, get_convention
+from ustat_rl.conformance import kit as conformance
 
 #: Conventions whose spread is a group's (with an epsilon added, a tiny one, or none) or the
 #: others' (NeMo-RL): the branches whose bound carries the underflow term.

@@ -21,7 +21,6 @@ import pytest
 
 from ustat_rl.frameworks.trajectory import append_record, synthetic_record
 from ustat_rl.interface.cli import main
-from ustat_rl.intervals import ratio_verdict
 from ustat_rl.pilot.allocation import (
     RatioInterval,
     format_pilot_allocation,
@@ -30,6 +29,7 @@ from ustat_rl.pilot.allocation import (
 )
 from ustat_rl.pilot.rollouts import Rollouts
 from ustat_rl.policies.examples import heterogeneous_score_bandit
+from ustat_rl.stats.intervals import ratio_verdict
 from ustat_rl.theory.allocation_rules import baseline_group_sizes
 
 #: ``[low, high]`` as the allocate table prints an interval.

@@ -1,7 +1,7 @@
 """The estimators frameworks run, on a committed transformer policy (docs/theory.md section 7).
 
 Answers have 1 to 3 tokens, so loss aggregations reweight them. Exact means come from sums over
-the 111 answers (:func:`ustat_rl.aggregation.exact_aggregation_mean`) and from the exact O(G)
+the 111 answers (:func:`ustat_rl.frameworks.aggregation.exact_aggregation_mean`) and from the exact O(G)
 advantage moments on :func:`exact_moments` (:mod:`ustat_rl.theory.advantage`); the independent
 route is Monte Carlo over groups drawn from the exact answer distribution with precomputed
 scores. Every Monte Carlo comparison allows ``Z_TEST = 4.5`` standard errors (6.8e-6 false
@@ -15,7 +15,11 @@ import pytest
 import torch
 
 from ustat_rl.advantages.conventions import get_convention
-from ustat_rl.aggregation import AGGREGATIONS, aggregation_weights, exact_aggregation_mean
+from ustat_rl.frameworks.aggregation import (
+    AGGREGATIONS,
+    aggregation_weights,
+    exact_aggregation_mean,
+)
 from ustat_rl.policies.transformer import (
     ArithmeticTask,
     answer_table,

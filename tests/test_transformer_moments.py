@@ -157,7 +157,7 @@ def test_inputs_validated(setup):
 
 def test_degenerate_slope_rejects_wrong_exponent(setup, sampled):
     """The GLS slope of ||g_GRPO - g_oracle||^2 is near -2 (C5) and rejects -1 (negative control)."""
-    from ustat_rl.rates import loglog_slope
+    from ustat_rl.stats.rates import loglog_slope
 
     _, _, run = setup
     m = run.moments

@@ -1,5 +1,5 @@
 """The claims' reading of a ratio's interval (``ustat_rl.claims.verdict_words``) is the commands'
-own rule (``ustat_rl.intervals.ratio_verdict``), held once; these pin that rule at its edges.
+own rule (``ustat_rl.stats.intervals.ratio_verdict``), held once; these pin that rule at its edges.
 Exact comparisons of strings: no false-failure rate."""
 
 import math

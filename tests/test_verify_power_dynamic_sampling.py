@@ -129,7 +129,7 @@ SUPPORT, SUPPORT_PROB = np.array([[1.0, 0.0], [-0.5, 2.0], [0.0, -1.0]]), np.ful
 
 
 def _exact_se(n):
-    from ustat_rl.ustatistics import ustat_variance
+    from ustat_rl.stats.ustatistics import ustat_variance
 
     mu = SUPPORT_PROB @ SUPPORT
     second = (SUPPORT * SUPPORT_PROB[:, None]).T @ SUPPORT  # (d, d) E[e e^T]

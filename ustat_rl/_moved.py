@@ -7,6 +7,9 @@ with the module object at its new path, and warns with :class:`DeprecationWarnin
 and ``isinstance`` behave as before, and a name added to the new module later is importable from
 the old path too. Names a package used to re-export from a module that has left it are served by
 :func:`moved_attribute` from that package's ``__getattr__``.
+
+Every old path is removed in release :data:`REMOVED_IN` (0.3.0), as each warning says; until
+then an old path and its new module are the same object.
 """
 
 from __future__ import annotations
@@ -17,7 +20,10 @@ import importlib.machinery
 import sys
 import warnings
 
-__all__ = ["MOVED_MODULES", "MOVED_ATTRIBUTES", "moved_attribute", "install"]
+__all__ = ["REMOVED_IN", "MOVED_MODULES", "MOVED_ATTRIBUTES", "moved_attribute", "install"]
+
+#: The release that drops every old path listed here (stated in each warning).
+REMOVED_IN = "0.3.0"
 
 #: Old dotted module name -> its new home.
 MOVED_MODULES: dict[str, str] = {
@@ -39,8 +45,18 @@ MOVED_MODULES: dict[str, str] = {
     "ustat_rl.plotting_pilot": "ustat_rl.interface.plotting_pilot",
     "ustat_rl.examples": "ustat_rl.policies.examples",
     "ustat_rl.conventions": "ustat_rl.advantages.conventions",
-    "ustat_rl.conformance": "ustat_rl.advantages.conformance",
-    "ustat_rl.conformance_adapters": "ustat_rl.advantages.conformance_adapters",
+    "ustat_rl.conformance_adapters": "ustat_rl.conformance.adapters",
+    # the root's statistics, the aggregation weights, the script flags and the conformance
+    # kit, given rooms of their own (``ustat_rl.conformance`` itself is now the kit's package)
+    "ustat_rl.rates": "ustat_rl.stats.rates",
+    "ustat_rl.ustatistics": "ustat_rl.stats.ustatistics",
+    "ustat_rl.intervals": "ustat_rl.stats.intervals",
+    "ustat_rl.aggregation": "ustat_rl.frameworks.aggregation",
+    "ustat_rl._script_args": "ustat_rl.runs.script_args",
+    "ustat_rl.advantages.conformance": "ustat_rl.conformance.kit",
+    "ustat_rl.advantages.conformance_adapters": "ustat_rl.conformance.adapters",
+    "ustat_rl.advantages.conformance_multichannel": "ustat_rl.conformance.multichannel",
+    "ustat_rl.advantages.conformance_search": "ustat_rl.conformance.search",
     **{f"ustat_rl.pilot.{name}": f"ustat_rl.scores.{name}"
        for name in ("sequence", "coverage", "_sketcher", "factored", "forward_sketch", "sketch",
                     "causal_lm", "families", "transformer", "bandit")},
@@ -66,8 +82,8 @@ SILENT = frozenset({"ustat_rl.cli"})
 def _warn(old: str, new: str) -> None:
     if old in SILENT:
         return
-    warnings.warn(f"{old} has moved to {new}; the old path is deprecated", DeprecationWarning,
-                  stacklevel=3)
+    warnings.warn(f"{old} has moved to {new}; the old path is deprecated and will be removed "
+                  f"in ustat-rl {REMOVED_IN}", DeprecationWarning, stacklevel=3)
 
 
 def moved_attribute(package: str, name: str):

@@ -6,8 +6,10 @@
   rules; :mod:`.conventions`: the framework options (TRL, verl, OpenRLHF, NeMo-RL), registered
   through :func:`~ustat_rl.advantages.frameworks.convention_rule`;
 * :mod:`.gradients`: the estimators of Algorithm 1 and Table 1, and :func:`rule_gradient` for
-  any rule;
-* :mod:`.conformance`: the kit that property-tests an implementation against any rule.
+  any rule.
+
+The kit that property-tests an implementation against any rule is :mod:`ustat_rl.conformance`,
+a layer above this one.
 
 Layering: this package imports only :mod:`ustat_rl._validation` from the library; theory,
 Monte Carlo, training, the pilot and the command line import it.

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..montecarlo import MonteCarloEstimate, bandit_statistics, run_monte_carlo
 from ..policies.softmax import SoftmaxBandit
-from ..rates import loglog_slope
+from ..stats.rates import loglog_slope
 from .registry import Check, VerifyContext, check_interval
 
 SLOPE_LEVEL = 0.9999  # interval level for slopes: two-sided false-failure rate 1e-4

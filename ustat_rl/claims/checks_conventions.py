@@ -83,7 +83,7 @@ def literal_failures(rule, form, batches=None) -> list:
     """The kit's failures of ``form`` (a :class:`~.literal_forms.LiteralForm`) against the
     registry's ``rule`` on :func:`kit_batches`: each batch goes through the kit's adapter for the
     form's signature and the kit's comparison (its documented rounding bound)."""
-    from ..advantages.conformance import check_batch
+    from ..conformance.kit import check_batch
 
     if batches is None:
         batches = kit_batches(rule, contiguous=form.signature == "trl")

@@ -69,7 +69,7 @@ def squared_mean_norm(errors) -> tuple[float, float]:
     -----
     The estimate is the order-2 U-statistic of the kernel ``h(e, e') = <e, e'>``,
     ``(||sum_i e_i||^2 - sum_i ||e_i||^2) / (n (n - 1))``, whose mean is ``||mu||^2``,
-    ``mu = E e``. Its variance is :func:`ustat_rl.ustatistics.ustat_variance` at
+    ``mu = E e``. Its variance is :func:`ustat_rl.stats.ustatistics.ustat_variance` at
     ``zeta1 = Var <e, mu>`` and ``zeta2 = Var <e, e'> = tr(S^2) - ||mu||^4``, ``S = E[e e^T]``,
     both estimated by plugging in the sample mean and second moment. The plug-in ``zeta1``
     is ``mu_hat' Sigma mu_hat``, biased up by ``O(1/n)``: harmless where ``||mu||^2`` is many
@@ -83,7 +83,7 @@ def squared_mean_norm(errors) -> tuple[float, float]:
     >>> round(estimate, 6), se > 0
     (3.166667, True)
     """
-    from ..ustatistics import ustat_variance
+    from ..stats.ustatistics import ustat_variance
 
     e = np.asarray(errors, dtype=np.float64)
     if e.ndim != 2 or e.shape[0] < 2 or not np.all(np.isfinite(e)):

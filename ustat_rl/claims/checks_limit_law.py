@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from ..policies.examples import realisable_kl_bandit
-from ..rates import loglog_slope
+from ..stats.rates import loglog_slope
 from ..theory.limit_law import bandit_limit_law, lyapunov_covariance, noise_omega
 from ..tolerances import Z_CHECK, Z_STRICT, strict_reps
 from ..training.algorithm1 import run_generators, train

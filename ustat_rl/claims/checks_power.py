@@ -238,8 +238,8 @@ def _trl_group_loop(rewards, group_ids, ddof: int = 1):
           "TRL-style implementations right and wrong; aggregate_token_gradients vs "
           "aggregate_scores")
 def check_c2_kit(ctx) -> list:
-    from ..advantages.conformance import check_conformance
-    from ..aggregation import AGGREGATIONS, aggregate_scores, aggregate_token_gradients
+    from ..conformance.kit import check_conformance
+    from ..frameworks.aggregation import AGGREGATIONS, aggregate_scores, aggregate_token_gradients
 
     seen = []
 

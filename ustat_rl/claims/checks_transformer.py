@@ -28,8 +28,8 @@ from ..policies.transformer import (
     make_splits,
 )
 from ..policies.transformer.moments import answer_table
-from ..rates import loglog_slope
 from ..seeding import child_int, child_seed
+from ..stats.rates import loglog_slope
 from ..tolerances import FALSE_FAILURE_STRICT_ONE_SIDED, Z_STRICT, strict_reps
 from ..training.transformer import grpo_train, moderate_questions
 from ._intervals import (

@@ -10,9 +10,9 @@ from ..advantages.gradients import fullmean_gradient, grpo_gradient, grpo_gradie
 from ..montecarlo import bandit_squared_errors, bandit_statistics, run_monte_carlo
 from ..policies.examples import arithmetic_bandit, small_bandit
 from ..policies.softmax import SoftmaxBandit
-from ..rates import fit_mse_rate, loglog_slope
+from ..stats.rates import fit_mse_rate, loglog_slope
+from ..stats.ustatistics import hoeffding_parts, ustat_variance
 from ..tolerances import Z_STRICT, strict_reps
-from ..ustatistics import hoeffding_parts, ustat_variance
 from ._clt import NORMALITY_ALPHA, normality_pvalues
 from ._common import (
     SLOPE_LEVEL,

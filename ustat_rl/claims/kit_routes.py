@@ -6,7 +6,7 @@ kit that mishandled one of its signatures (``plain``, ``verl``, ``trl``) would m
 the users who call it that way. Two groups of checks close those gaps:
 
 * :func:`tolerance_checks`: for TRL's ``scale_rewards="group"`` (the default) and ``"none"``,
-  the kit's :func:`~ustat_rl.advantages.conformance.tolerance` equals the bound its docstring
+  the kit's :func:`~ustat_rl.conformance.kit.tolerance` equals the bound its docstring
   derives, recomputed here group by group (:func:`documented_bound`); an implementation off by
   0.99 of that bound conforms under the kit's search, and one off by 4 bounds is rejected on
   every batch;
@@ -82,7 +82,7 @@ def _off_by(name: str, factor: float):
 
 def tolerance_checks() -> list:
     from ..advantages import get_rule
-    from ..advantages.conformance import check_batch, check_conformance, tolerance
+    from ..conformance.kit import check_batch, check_conformance, tolerance
 
     checks = []
     for name in ("trl_group", "trl_none"):
@@ -123,7 +123,7 @@ def _one_group(fn):
 
 def signature_checks() -> list:
     from ..advantages import get_rule
-    from ..advantages.conformance import SIGNATURES, check_batch, check_conformance
+    from ..conformance.kit import SIGNATURES, check_batch, check_conformance
     from .literal_forms import LITERAL_FORMS
 
     verl, trl = LITERAL_FORMS["verl_grpo"].fn, LITERAL_FORMS["trl_group"].fn

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-from ustat_rl.intervals import ratio_verdict
+from ustat_rl.stats.intervals import ratio_verdict
 
 __all__ = ["ALLOCATION_PHRASES", "interval_allows", "allocation_mismatches", "gstar_mismatches",
            "trajectory_mismatches"]
@@ -42,7 +42,7 @@ def interval_allows(estimate: float, low: float, high: float) -> str:
     """The one verdict an interval for ``MSE(rule)/MSE(uniform)`` allows, stated from the
     interval alone: a gain needs every ratio in it below 1, a loss every ratio above 1, and a
     zero-width or unordered interval allows none. The rule is the commands' own
-    (:func:`ustat_rl.intervals.ratio_verdict`), held once; the words are read against it here."""
+    (:func:`ustat_rl.stats.intervals.ratio_verdict`), held once; the words are read against it here."""
     return ratio_verdict(estimate, low, high, "uniform")
 
 

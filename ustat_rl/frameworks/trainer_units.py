@@ -43,6 +43,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import as_float, as_int
+from .aggregation import aggregation_weights
 
 __all__ = ["LOSS_WEIGHTS", "EXACTNESS", "NUM_ITEMS_LOSSES", "completion_weights", "units_note",
            "ratio_one_factor"]
@@ -55,6 +56,13 @@ LOSS_WEIGHTS = {"grpo": "length", "sapo": "length", "dr_grpo": "max_length",
 #: The ``loss_type``\ s whose normaliser is the generation batch's ``num_items_in_batch``
 #: (``bnpo`` divides by its micro-batch's completion tokens instead).
 NUM_ITEMS_LOSSES = ("dapo", "cispo", "vespo")
+
+#: Each kind of weight as verl's ``loss_agg_mode`` of the same reduction, and whether TRL's
+#: ``w_i`` is ``n`` times its per-sample weight ``c_i`` (Dr. GRPO divides by ``n L``, verl's
+#: ``seq-mean-token-sum-norm`` by ``L`` alone, so there ``w_i = c_i``).
+AGGREGATION_MODES = {"one": ("seq-mean-token-sum", True), "length": ("seq-mean-token-mean", True),
+                     "batch_tokens": ("token-mean", True),
+                     "max_length": ("seq-mean-token-sum-norm", False)}
 
 #: How the finite-G formulas apply to the rescaled scores, per kind of weight.
 EXACTNESS = {"one": "exact", "max_length": "exact",
@@ -91,18 +99,19 @@ def completion_weights(loss_type: str, lengths, max_completion_length=None,
             or np.any(lengths < 0):
         raise ValueError("`lengths` must be a non-empty 1-D array of token counts >= 0")
     kind = LOSS_WEIGHTS[loss_type]
-    if kind == "one":
-        return np.ones_like(lengths)
+    horizon = total = None
     if kind == "max_length":
         if max_completion_length is None:
             raise ValueError("`max_completion_length` is needed for loss_type 'dr_grpo'")
-        return np.full_like(lengths, 1.0 / as_int(max_completion_length,
-                                                  "max_completion_length", 1))
-    if kind == "length":  # TRL clamps each length at 1
-        return 1.0 / np.maximum(lengths, 1.0)
-    total = float(lengths.sum()) if total_tokens is None else as_float(total_tokens,
-                                                                        "total_tokens", low=0.0)
-    return np.full_like(lengths, lengths.size / max(total, 1.0))
+        horizon = as_int(max_completion_length, "max_completion_length", 1)
+    if kind == "batch_tokens":
+        total = float(lengths.sum()) if total_tokens is None else as_float(
+            total_tokens, "total_tokens", low=0.0)
+        total = max(total, 1.0)
+    mode, per_batch = AGGREGATION_MODES[kind]
+    # TRL clamps each length at 1 (a truncated completion's zeroed mask)
+    c = aggregation_weights(np.maximum(lengths, 1.0), mode, horizon, total_tokens=total)
+    return c * lengths.size if per_batch else c
 
 
 def ratio_one_factor(loss_type: str, epsilon_high: float) -> float:

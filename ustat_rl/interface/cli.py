@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from .. import __version__
-from .._script_args import seed_type as _seed
+from ..runs.script_args import seed_type as _seed
 from . import allocate as allocate_cli
 from . import dynamic_sampling as dynamic_sampling_cli
 from . import rewards as rewards_cli
@@ -155,8 +155,8 @@ def _add_conformance_parser(sub) -> None:
 
 
 def _conformance(args) -> int:
-    from ..advantages.conformance import run_command
     from ..advantages.multichannel import multichannel_rule_names
+    from ..conformance.kit import run_command
 
     if args.convention in multichannel_rule_names():
         return _multichannel_conformance(args)
@@ -172,7 +172,7 @@ def _conformance(args) -> int:
 def _multichannel_conformance(args) -> int:
     """A multi-reward rule: ``fn(rewards, group_ids, weights)``; ``--signature trl`` draws
     contiguous equal groups (an implementation that reshapes into ``(-1, G)``)."""
-    from ..advantages.conformance_multichannel import run_multichannel_command
+    from ..conformance.multichannel import run_multichannel_command
 
     if args.signature == "verl" or args.torch or args.index != "uid":
         print(f"ustat-rl conformance: {args.convention} is tested as fn(rewards (n, K), "

@@ -24,7 +24,7 @@ the prompt averages; a ragged allocation's MSE is not one, so it does not apply.
 is for the sizes fitted on half the pilot, which can only be noisier than the plug-in sizes.
 A ratio of MSEs is positive, so the interval's lower end is clipped at 0; when either half-B sum
 is not positive (the unbiased per-prompt terms can be negative, and are noise then) the ratio is
-undefined (NaN). Its verdict is :func:`ustat_rl.intervals.ratio_verdict`'s: a gain is shown
+undefined (NaN). Its verdict is :func:`ustat_rl.stats.intervals.ratio_verdict`'s: a gain is shown
 only by an interval below 1, and an interval above 1 says the rule is worse than uniform.
 """
 
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..intervals import ratio_verdict
+from ..stats.intervals import ratio_verdict
 from ..theory.allocation import per_prompt_terms, rule_is_unbiased, rule_min_group_size
 from ..theory.allocation_rules import BASELINE_RULES, compare_allocations
 
@@ -60,7 +60,7 @@ class RatioInterval:
     @property
     def verdict(self) -> str:
         """``"gain shown"``, ``"worse than uniform"``, ``"within the noise"`` or ``"undefined"``
-        (:func:`ustat_rl.intervals.ratio_verdict`)."""
+        (:func:`ustat_rl.stats.intervals.ratio_verdict`)."""
         return ratio_verdict(self.estimate, self.low, self.high, "uniform")
 
     @property
@@ -251,7 +251,7 @@ def format_pilot_allocation(report: PilotAllocation, max_rows: int = 40) -> str:
 
     A plug-in MSE that is not positive (an unbiased estimate below what the pilot resolves) is
     shown as ``<= 0`` with no ratio to uniform; a cross-fitted ratio carries the verdict of
-    :func:`ustat_rl.intervals.ratio_verdict`, and an undefined one no numbers.
+    :func:`ustat_rl.stats.intervals.ratio_verdict`, and an undefined one no numbers.
     """
     names = list(report.allocations)
     lines = [f"allocation of N = {report.budget} rollouts over {report.prompt_ids.size} prompts, "

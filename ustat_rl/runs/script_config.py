@@ -3,7 +3,7 @@ written once.
 
 A script declares an option as a dataclass field made by :func:`option`: the field's default is
 the full run's value, the field's metadata carries the flag, its help text, its argparse
-``type`` (for example the validated converters of :mod:`ustat_rl._script_args`) and, where a
+``type`` (for example the validated converters of :mod:`ustat_rl.runs.script_args`) and, where a
 ``--quick`` run uses a smaller value, that value. :func:`add_config_arguments` adds one argparse
 argument per such field; :func:`resolve_quick` fills the options the command line left unset
 with the quick or the full value; :func:`parser_default_mismatches` compares a parser with its

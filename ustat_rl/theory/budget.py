@@ -40,7 +40,7 @@ from .mse import minibatch_mse
 from .scaling import check_budget, scaling_constants
 
 if TYPE_CHECKING:  # the fit imports statsmodels, which costs seconds: loaded where it is used
-    from ..rates import SlopeFit
+    from ..stats.rates import SlopeFit
 
 __all__ = ["BudgetOptimum", "BudgetExponent", "FullMeanOptimum", "SCALED_MAX_GROUP_SIZE",
            "budget_mse", "budget_optimal_group_size", "budget_exponent",
@@ -97,7 +97,7 @@ class BudgetExponent:
     group_sizes : ndarray (K,) of int
         The optimum at each budget (:func:`budget_optimal_group_size`).
     fit : SlopeFit
-        Slope of ``log G_opt`` on ``log N`` (:func:`ustat_rl.rates.loglog_slope`, unweighted).
+        Slope of ``log G_opt`` on ``log N`` (:func:`ustat_rl.stats.rates.loglog_slope`, unweighted).
     saturation_budget : int or None
         The smallest budget from which ``G_opt`` is the same at every larger budget given;
         ``None`` when the last two differ (no saturation seen on this grid).
@@ -324,7 +324,7 @@ def budget_exponent(moments: PromptMoments, estimator, budgets, divisors_only: b
         i, _ = _argmin(sizes[pick], var[pick], bias[pick], n, high, rule.name)
         best.append(int(sizes[pick][i]))
     best = np.array(best, dtype=np.int64)
-    from ..rates import loglog_slope
+    from ..stats.rates import loglog_slope
 
     fit = loglog_slope(grid.astype(np.float64), best.astype(np.float64))
     same = np.flatnonzero(best != best[-1])

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import as_int
-from ..intervals import percentile_interval
+from ..stats.intervals import percentile_interval
 from ..theory import ScalingConstants
 from .algorithm1 import train
 

@@ -27,7 +27,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..._validation import as_int, as_rng
-from ...intervals import percentile_interval
+from ...stats.intervals import percentile_interval
 from ...theory import PromptMoments, ScalingConstants, scaling_constants
 from .model import TransformerPolicy
 from .task import PAD

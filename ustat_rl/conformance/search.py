@@ -3,8 +3,8 @@
 :func:`search` draws batches with hypothesis and stops at the first one ``compare`` rejects
 (shrunk by hypothesis); :func:`run_target` loads ``module:function`` and turns a report into
 ``ustat-rl conformance``'s exit code. The single-reward kit
-(:mod:`ustat_rl.advantages.conformance`) and the multi-reward kit
-(:mod:`ustat_rl.advantages.conformance_multichannel`) differ only in their batches, their
+(:mod:`ustat_rl.conformance.kit`) and the multi-reward kit
+(:mod:`ustat_rl.conformance.multichannel`) differ only in their batches, their
 comparison and their tolerance.
 """
 
@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from .conformance_adapters import TargetError, first_line, load_function
+from .adapters import TargetError, first_line, load_function
 
 __all__ = ["DTYPE_NAMES", "check_search_options", "search", "run_target", "probe_call"]
 
@@ -134,7 +134,7 @@ def run_target(target: str, max_examples: int, check: Callable,
 
 def probe_call(call: Callable, batch: tuple, signature: str) -> str | None:
     """Why ``call(*batch)`` shows the function cannot be tested (``None`` when it ran)."""
-    from .conformance_adapters import BadOutput
+    from .adapters import BadOutput
 
     try:
         call(*(np.copy(a) for a in batch))

@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import binom
 
-from ._validation import as_int
+from .._validation import as_int
 
 __all__ = [
     "AGGREGATIONS",
@@ -69,8 +69,11 @@ def _check_mode(mode: str, horizon) -> None:
                          f"positive for mode {mode!r}, got {horizon!r}")
 
 
-def aggregation_weights(lengths, mode: str, horizon=None) -> np.ndarray:
+def aggregation_weights(lengths, mode: str, horizon=None, *, total_tokens=None) -> np.ndarray:
     """Per-sample weights ``c_i`` with ``g_hat = sum_i c_i A_i W_i`` for a loss aggregation.
+
+    The one home of these weights: each TRL ``loss_type`` is one of these reductions, and
+    :func:`ustat_rl.frameworks.trainer_units.completion_weights` reads its weights from here.
 
     Parameters
     ----------
@@ -82,6 +85,9 @@ def aggregation_weights(lengths, mode: str, horizon=None) -> np.ndarray:
     horizon : float, optional
         ``L`` of ``seq-mean-token-sum-norm`` (verl divides by the mask's width; Dr. GRPO by the
         maximum generation length).
+    total_tokens : float, optional
+        The token count ``token-mean`` divides by (default ``sum_j T_j`` over the last axis; a
+        trainer may count tokens the lengths no longer show, e.g. truncated completions).
 
     Returns
     -------
@@ -102,7 +108,10 @@ def aggregation_weights(lengths, mode: str, horizon=None) -> np.ndarray:
     if mode == "seq-mean-token-sum":
         return np.full(T.shape, 1.0 / n)
     if mode == "token-mean":
-        return np.broadcast_to(1.0 / T.sum(axis=-1, keepdims=True), T.shape).copy()
+        total = T.sum(axis=-1, keepdims=True) if total_tokens is None else float(total_tokens)
+        if np.any(~(np.asarray(total) > 0)):
+            raise ValueError(f"`total_tokens` must be positive, got {total_tokens!r}")
+        return np.broadcast_to(1.0 / total, T.shape).copy()
     if mode == "seq-mean-token-mean":
         return 1.0 / (n * T)
     return np.full(T.shape, 1.0 / float(horizon))
@@ -206,7 +215,7 @@ def exact_aggregation_mean(prob, reward, lengths, scores, advantage, group_size:
     ``G - m - 1``) failure lengths; so ``nu`` becomes
     ``sum_t E[W 1{T = t} | Z = z] E[1/(t + S)]`` with that pmf. Cost: ``O(K k + G^3 T)``.
     """
-    from .theory.advantage import as_advantage_table
+    from ..theory.advantage import as_advantage_table
 
     _check_mode(mode, horizon)
     G = as_int(group_size, "group_size", 1)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._paths import parser_check_outputs
+from .._paths import parser_check_outputs
 
 __all__ = ["check_device", "check_script_args", "positive_int", "seed_type"]
 
@@ -45,7 +45,7 @@ def check_device(parser: argparse.ArgumentParser, device, option: str = "--devic
     """
     if device is None:
         return
-    from .montecarlo.torch_backend import resolve_device
+    from ..montecarlo.torch_backend import resolve_device
 
     try:
         resolve_device(device)

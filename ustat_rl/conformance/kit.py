@@ -50,7 +50,9 @@ from typing import Callable
 
 import numpy as np
 
-from .conformance_adapters import (
+from ..advantages.conventions import CONVENTION_NAMES, ConventionSpec, advantages, get_convention
+from ..advantages.parts import Scaling
+from .adapters import (
     INDEX_KINDS,
     SIGNATURE_WORDS,
     SIGNATURES,
@@ -62,9 +64,7 @@ from .conformance_adapters import (
     load_function,
     probe,
 )
-from .conformance_search import check_search_options, run_target, search
-from .conventions import CONVENTION_NAMES, ConventionSpec, advantages, get_convention
-from .parts import Scaling
+from .search import check_search_options, run_target, search
 
 __all__ = ["CONVENTION_NAMES", "SIGNATURES", "INDEX_KINDS", "ConformanceFailure",
            "ConformanceReport", "TargetError", "check_conformance", "check_batch", "tolerance",

@@ -1,4 +1,4 @@
-"""Adapters and loading for the conformance kit (:mod:`ustat_rl.advantages.conformance`).
+"""Adapters and loading for the conformance kit (:mod:`ustat_rl.conformance.kit`).
 
 The kit tests ``plain(rewards (n,), group_ids (n,)) -> (n,)``; :func:`adapt` turns a verl-style or
 TRL-style function into that form, passing ids the way those frameworks do, and checks that what
@@ -205,8 +205,8 @@ def probe(fn: Callable, convention, *, signature: str = "plain", tensors: str = 
           index: str = "uid") -> str | None:
     """Why ``fn`` cannot be tested against ``convention`` (``None`` if it can): it is called
     once on two groups of distinct rewards; an exception is a usage error (exit 2)."""
-    from .conformance_search import probe_call
-    from .conventions import get_convention
+    from ..advantages.conventions import get_convention
+    from .search import probe_call
 
     spec = get_convention(convention)
     tokens = 1 if spec.scale == "whiten" else VERL_TOKENS

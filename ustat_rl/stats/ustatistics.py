@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from ._validation import as_float, as_int
+from .._validation import as_float, as_int
 
 __all__ = [
     "pairwise_kernel_matrix",

@@ -13,7 +13,7 @@ import numpy as np
 import statsmodels.api as sm
 from scipy.stats import norm
 
-from ._validation import as_finite_array, as_float
+from .._validation import as_finite_array, as_float
 
 __all__ = ["RateFit", "SlopeFit", "fit_mse_rate", "loglog_slope"]
 

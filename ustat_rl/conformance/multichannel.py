@@ -7,7 +7,7 @@ implementation that reshapes into ``(-1, G)``), in float32 and float64, and comp
 the rule in float64 (:meth:`MultiChannelRule.advantages`).
 
 Tolerance: each stage's rounding is bounded as the single-reward kit bounds it
-(:func:`ustat_rl.advantages.conformance.tolerance`), and the errors are carried through the
+(:func:`ustat_rl.conformance.kit.tolerance`), and the errors are carried through the
 rule. With ``eps`` the working machine epsilon (float32 or the coarser passed dtype):
 
 - channel stage: ``D_k`` per sample, the kit's tolerance of the channel rule on channel ``k``
@@ -32,10 +32,10 @@ from typing import Callable
 
 import numpy as np
 
-from .conformance import ConformanceFailure, ConformanceReport, tolerance
-from .conformance_adapters import BadOutput, unchanged
-from .conformance_search import check_search_options, probe_call, run_target, search, usage
-from .multichannel import get_multichannel_rule
+from ..advantages.multichannel import get_multichannel_rule
+from .adapters import BadOutput, unchanged
+from .kit import ConformanceFailure, ConformanceReport, tolerance
+from .search import check_search_options, probe_call, run_target, search, usage
 
 __all__ = ["multichannel_tolerance", "check_multichannel_conformance", "run_multichannel_command",
            "TOLERANCE_RULE"]

@@ -1,0 +1,12 @@
+"""General statistics the theory and the checks are measured with, none of them GRPO's own.
+
+* :mod:`.ustatistics`: order-2 U-statistics, their Hoeffding decomposition and variance;
+* :mod:`.rates`: ``MSE(G) = a/G + b/G^2`` fits and log-log slopes, weighted by the Monte Carlo
+  uncertainty;
+* :mod:`.intervals`: percentile intervals and the verdict of a ratio's interval, with an index
+  of where the library's other intervals live.
+
+The weighted chi-square law of Theorem 8 has a package of its own,
+:mod:`ustat_rl.weighted_chi2`, in the layer above. Nothing is imported here, so that
+``import ustat_rl.stats.intervals`` does not load scipy or statsmodels.
+"""
