@@ -23,7 +23,7 @@ from ustat_rl.advantages import get_rule
 from ustat_rl.advantages.conformance import check_conformance, tolerance
 from ustat_rl.advantages.conformance_adapters import adapt
 from ustat_rl.advantages.conventions import CONVENTION_NAMES
-from ustat_rl.claims.checks_conventions import kit_batches
+from ustat_rl.claims.beyond_frameworks.conventions import kit_batches
 from ustat_rl.claims.literal_forms import LITERAL_FORMS
 
 DATA = Path(__file__).parent / "data"

@@ -40,7 +40,7 @@ from ustat_rl.advantages.multichannel import (
     register_multichannel_rule,
 )
 from ustat_rl.advantages.registry import get_rule
-from ustat_rl.claims.checks_multireward import enumerated_moments
+from ustat_rl.claims.beyond_frameworks.multireward import enumerated_moments
 from ustat_rl.montecarlo import run_monte_carlo
 from ustat_rl.montecarlo.multichannel import multichannel_statistics
 from ustat_rl.policies.multichannel import MultiChannelBandit, multireward_bandit

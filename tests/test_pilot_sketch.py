@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from ustat_rl.claims.checks_routes import tiny_causal_lm
+from ustat_rl.claims.beyond_routes import tiny_causal_lm
 from ustat_rl.pilot.bandit import bandit_pilot
 from ustat_rl.pilot.factored import (
     block_factors,
