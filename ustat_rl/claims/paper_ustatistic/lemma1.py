@@ -107,8 +107,8 @@ def _trl_group_loop(rewards, group_ids, ddof: int = 1):
           "TRL-style implementations right and wrong; aggregate_token_gradients vs "
           "aggregate_scores")
 def check_c2_kit(ctx) -> list:
-    from ..advantages.conformance import check_conformance
-    from ..aggregation import AGGREGATIONS, aggregate_scores, aggregate_token_gradients
+    from ...advantages.conformance import check_conformance
+    from ...aggregation import AGGREGATIONS, aggregate_scores, aggregate_token_gradients
 
     seen = []
 
@@ -205,7 +205,7 @@ def check_c3(ctx):
           "docs/theory.md C3 (enumeration routes of C3-C5, C11, C25)",
           "sums of the enumerated probabilities, in float64")
 def check_c3_enum(ctx) -> list:
-    from ..policies.transformer import (
+    from ...policies.transformer import (
         ArithmeticTask,
         enumerate_moments,
         load_study_policy,

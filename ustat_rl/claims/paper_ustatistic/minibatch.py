@@ -116,7 +116,7 @@ def child_key(seed):
 
 
 def _torch_checks(bandit, ctx) -> list:
-    from ..montecarlo.torch_backend import TorchBanditStatistic
+    from ...montecarlo.torch_backend import TorchBanditStatistic
 
     statistic, _ = bandit_statistics(bandit, ("grpo",), (4,), 2, backend="torch", device="cpu")
     if not isinstance(statistic, TorchBanditStatistic):  # kept under python -O, unlike assert
