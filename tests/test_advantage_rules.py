@@ -29,9 +29,9 @@ from ustat_rl.advantages import (
     unregister_rule,
 )
 from ustat_rl.advantages.registry import GROUP_MEAN, LEAVE_ONE_OUT
-from ustat_rl.claims._common import enumerate_prompt_estimates
 from ustat_rl.montecarlo import bandit_squared_errors, run_monte_carlo
 from ustat_rl.montecarlo.bandit import kernel_tables
+from ustat_rl.policies.enumeration import enumerate_prompt_estimates
 from ustat_rl.policies.examples import small_bandit
 from ustat_rl.policies.softmax import SoftmaxBandit
 

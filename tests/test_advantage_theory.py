@@ -193,7 +193,7 @@ def test_doctests():
     assert result.attempted > 0 and result.failed == 0
 
 
-# ---------------------------------------------------------------- C24 and C27.mc (checks_practical)
+# ---------------------------------------------------------------- C24 and C27.mc (paper_practical)
 def test_practical_claims_pass_at_quick_sizes():
     from ustat_rl.claims import VerifyContext, registry, run_claim
 
@@ -205,7 +205,7 @@ def test_practical_claims_pass_at_quick_sizes():
 
 def test_c24_limit_check_rejects_a_wrong_constant():
     """Negative control: the Richardson check rejects the constant without (1 - 2V)^2."""
-    from ustat_rl.claims.checks_practical import limit_check
+    from ustat_rl.claims.paper_practical import limit_check
     from ustat_rl.policies.examples import std_normalisation_bandit
     from ustat_rl.theory.lemma11 import lemma11_constant
 
@@ -219,7 +219,7 @@ def test_c24_limit_check_rejects_a_wrong_constant():
 
 def test_c24_all_equal_check_rejects_one_sided_formula():
     """Negative control: p^G alone (forgetting (1 - p)^G) is rejected by the same MC check."""
-    from ustat_rl.claims.checks_practical import _monte_carlo
+    from ustat_rl.claims.paper_practical import _monte_carlo
     from ustat_rl.claims.registry import check_close
     from ustat_rl.policies.examples import std_normalisation_bandit
 
@@ -234,7 +234,7 @@ def test_c24_all_equal_check_rejects_one_sided_formula():
 
 def test_c27_mc_rejects_the_forward_kl_gradient():
     """Negative control: predicting grad KL(pi || pi_ref) fails the per-coordinate checks."""
-    from ustat_rl.claims.checks_practical import k3_gradient_checks
+    from ustat_rl.claims.paper_practical import k3_gradient_checks
 
     checks = k3_gradient_checks(np.random.default_rng(5), 200000, target="forward")
     assert not all(c.passed for c in checks[:4])

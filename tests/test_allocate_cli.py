@@ -75,7 +75,7 @@ def test_cross_fitted_mse_is_unbiased_and_the_in_sample_one_is_not():
     # For sizes fitted on half A, the half-B estimate of their batch MSE is unbiased (half B is
     # independent of the sizes and every term is linear in its moments); scoring half A's sizes
     # on half A itself is optimistic. 300 pilots of 8 samples x 20 prompts (C42).
-    from ustat_rl.claims.checks_allocation import cross_fit_errors
+    from ustat_rl.claims.beyond_allocation import cross_fit_errors
 
     cross, inside = cross_fit_errors(np.random.default_rng(8), 300)
     for values, unbiased in ((cross, True), (inside, False)):

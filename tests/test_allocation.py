@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ustat_rl.claims.checks_allocation import (
+from ustat_rl.claims.beyond_allocation import (
     BIASED_RULES,
     UNBIASED_RULES,
     exact_vs_brute_force,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ustat_rl.claims.checks_practical import c25_bandit, c25_slope_checks
+from ustat_rl.claims.paper_practical import c25_bandit, c25_slope_checks
 from ustat_rl.tolerances import Z_TEST
 from ustat_rl.training.algorithm2 import (
     OffPolicyBandit,

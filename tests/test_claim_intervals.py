@@ -16,7 +16,7 @@ from ustat_rl.claims._intervals import (
     iid_mean_squared_error_moments,
     nonnegative_lower_margin,
 )
-from ustat_rl.claims.checks_practical import C26_WINDOWS, _step_extrapolation
+from ustat_rl.claims.paper_practical import C26_WINDOWS, _step_extrapolation
 
 PROB = np.array([0.3, 0.45, 0.2, 0.05])
 REWARD = np.array([1.0, 0.0, 0.0, 0.0])

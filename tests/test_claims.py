@@ -8,8 +8,9 @@ import pytest
 
 from ustat_rl.claims import VerifyContext, registry, run_claim
 from ustat_rl.claims._common import mc_errors
-from ustat_rl.claims.checks_group_size import _mc_argmin
-from ustat_rl.claims.checks_ustatistic import exact_vs_enumeration, rate_checks, unbiasedness_checks
+from ustat_rl.claims.paper_group_size import _mc_argmin
+from ustat_rl.claims.paper_ustatistic.lemma1 import unbiasedness_checks
+from ustat_rl.claims.paper_ustatistic.mse import exact_vs_enumeration, rate_checks
 from ustat_rl.claims.registry import check_close
 from ustat_rl.interface.cli import main
 from ustat_rl.policies.examples import arithmetic_bandit, interior_optimum_bandit, small_bandit
@@ -150,16 +151,16 @@ def test_json_writes_nan_as_null_and_inf_as_a_string():
 
 def test_verify_catches_a_planted_bug_in_the_torch_backend(monkeypatch):
     """C6.torch runs the torch Monte Carlo backend; a statistic 3% too large must fail it."""
-    from ustat_rl.claims import checks_ustatistic
+    from ustat_rl.claims.paper_ustatistic import minibatch
     from ustat_rl.montecarlo import bandit_squared_errors
 
     ctx = VerifyContext(seed=11, quick=True)
     bandit = arithmetic_bandit(2.8)
-    assert all(c.passed for c in checks_ustatistic._torch_backend_checks(ctx, bandit))
+    assert all(c.passed for c in minibatch._torch_backend_checks(ctx, bandit))
 
     def planted(*args, **kwargs):
         stat, labels = bandit_squared_errors(*args, **kwargs)
         return (lambda rng, n: 1.03 * stat(rng, n)), labels
 
-    monkeypatch.setattr(checks_ustatistic, "bandit_squared_errors", planted)
-    assert not all(c.passed for c in checks_ustatistic._torch_backend_checks(ctx, bandit))
+    monkeypatch.setattr(minibatch, "bandit_squared_errors", planted)
+    assert not all(c.passed for c in minibatch._torch_backend_checks(ctx, bandit))

@@ -6,15 +6,15 @@ import re
 import pytest
 
 from ustat_rl.claims import Claim, registry
-from ustat_rl.claims import markdown as claims_markdown
-from ustat_rl.claims.markdown import (
+from ustat_rl.interface import claims_markdown, cli
+from ustat_rl.interface.claims_markdown import (
     THEORY_NOTES,
     claim_anchors,
+    claim_variants,
     claims_table,
     github_anchor,
     heading_anchors,
 )
-from ustat_rl.interface import cli
 
 CLAIMS_MD = THEORY_NOTES.parent / "claims.md"
 REGENERATE = "ustat-rl list --markdown --out docs/claims.md"
@@ -25,6 +25,11 @@ def _claim(claim_id: str, statement: str = "s") -> Claim:
         return []
 
     return Claim(claim_id, statement, "Lemma 1", "m", check)
+
+
+def _elsewhere(ctx):
+    """A check function outside the claims package (the variant scan's negative control)."""
+    return []
 
 
 def test_doctests():
@@ -58,7 +63,37 @@ def test_every_registered_claim_is_a_linked_row():
     for row, (claim_id, claim) in zip(rows, registry().items()):
         assert f"(theory.md#{anchors[claim_id.split('.')[0]]})" in row
         assert f"`{claim.check.__module__}.{claim.check.__qualname__}`" in row
-        assert row.count(" | ") == 4, f"a cell of {claim_id} breaks the table: {row}"
+        assert row.count(" | ") == 5, f"a cell of {claim_id} breaks the table: {row}"
+
+
+def test_each_row_lists_every_variant_of_its_claim():
+    rows = [line for line in claims_table(registry(), THEORY_NOTES.read_text(encoding="utf-8"))
+            .splitlines() if line.startswith("| [")]
+    cells = {re.match(r"\| \[([^\]]+)\]", r).group(1): r.split(" | ")[1] for r in rows}
+    assert cells["C18"] == cells["C18.tf"] == "C18, C18.tf"
+    assert cells["C20"] == "C20, C20.dist, C20.inv, C20.sym"
+    assert cells["C4"] == "C4"
+    ids = list(registry())
+    assert sorted(i for cell in set(cells.values()) for i in cell.split(", ")) == sorted(ids)
+
+
+def _modules_of_variants(claims) -> dict[str, set[str]]:
+    """Claims whose checks (base and suffixed) live in more than one module."""
+    modules = {base: {claims[i].check.__module__ for i in ids}
+               for base, ids in claim_variants(claims).items()}
+    return {base: found for base, found in modules.items() if len(found) > 1}
+
+
+def test_every_variant_lives_beside_its_base_claim():
+    assert _modules_of_variants(registry()) == {}
+
+
+def test_variant_scan_flags_a_variant_in_another_module():
+    # negative control: C18.tf's check moved to another module is found
+    claims = dict(registry())
+    moved = Claim("C18.tf", "s", "src", "m", _elsewhere)
+    claims["C18.tf"] = moved
+    assert set(_modules_of_variants(claims)) == {"C18"}
 
 
 def test_anchors_follow_github_rules():
@@ -88,7 +123,7 @@ def test_repeated_claim_heading_is_rejected():
 def test_pipes_and_emphasis_cannot_break_a_row():
     row = claims_table({"C1": _claim("C1", "E||W||^2 * 2 | <b> ~x~")}, "### C1: one\n")
     line = [r for r in row.splitlines() if r.startswith("| [C1]")][0]
-    assert re.sub(r"\\.", "", line).count("|") == 6  # only the five cells' delimiters remain
+    assert re.sub(r"\\.", "", line).count("|") == 7  # only the six cells' delimiters remain
 
 
 def test_changed_statement_makes_the_committed_table_stale():

@@ -2,7 +2,7 @@
 
 ``data/verify_quick_seed0_before_contract.json`` is ``ustat-rl verify --quick --seed 0 --json``
 from the commit before the moments contract (d64fd06). The fast claims are rerun here and
-compared with :func:`ustat_rl.claims.compare.compare_runs`: the same verdicts and sub-check
+compared with :func:`ustat_rl.interface.claims_compare.compare_runs`: the same verdicts and sub-check
 outcomes, every prediction equal to 1e-12 relative. A deliberate change of a check's name,
 prediction, outcome or verdict must update the reference (rerun the command above at the new
 commit) and say why in the commit message.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ustat_rl.claims.compare import compare_runs, load_run
+from ustat_rl.interface.claims_compare import compare_runs, load_run
 
 REFERENCE = Path(__file__).parent / "data" / "verify_quick_seed0_before_contract.json"
 #: C18 is left out since its decision rule changed on purpose after the reference was taken (a
@@ -74,7 +74,7 @@ def test_a_missing_claim_and_a_bad_file_are_reported(tmp_path):
 
 
 def test_rounding_noise_is_equal_and_a_small_real_change_is_not():
-    from ustat_rl.claims.compare import ROUNDING_FLOOR, _same
+    from ustat_rl.interface.claims_compare import ROUNDING_FLOOR, _same
 
     assert _same(3.469446951953614e-18, 6.938893903907228e-18, 1e-12)  # two runs' rounding
     assert _same(0.0, ROUNDING_FLOOR, 1e-12)

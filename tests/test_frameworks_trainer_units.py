@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 import pytest
 
-from ustat_rl.claims.checks_trainer import trl_token_weights
+from ustat_rl.claims.beyond_monitor.trainer import trl_token_weights
 from ustat_rl.frameworks.trainer_units import (
     LOSS_WEIGHTS,
     completion_weights,

@@ -222,7 +222,7 @@ def test_without_stored_errors_the_bonferroni_level_of_the_records_is_stated():
 def _false_alarm_rate(with_errors: bool, pooled: bool = False) -> float:
     """Share of 1000 runs with a constant G* = 8 whose verdict says "no single G" (C49's
     simulation, which owns it; ``pooled``: neighbouring windows share a batch)."""
-    from ustat_rl.claims.checks_window import false_alarm_rate
+    from ustat_rl.claims.beyond_monitor.window import false_alarm_rate
 
     return false_alarm_rate(np.random.default_rng(20260301), with_errors, pooled)
 

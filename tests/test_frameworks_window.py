@@ -20,7 +20,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from ustat_rl.claims.checks_pilot import coverage_in_band  # noqa: E402
+from ustat_rl.claims.paper_pilot import coverage_in_band  # noqa: E402
 from ustat_rl.frameworks.window import Batch, window_record  # noqa: E402
 from ustat_rl.policies.transformer import exact_moments, load_study_policy, make_splits  # noqa: E402
 from ustat_rl.scores.transformer import answer_population, population_pilot  # noqa: E402

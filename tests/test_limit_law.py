@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from ustat_rl.claims import VerifyContext, registry, run_claim
-from ustat_rl.claims.checks_optimisation import _lemma14_worst
+from ustat_rl.claims.paper_convergence import _lemma14_worst
 from ustat_rl.policies.examples import conflicting_prompts_bandit
 from ustat_rl.theory.limit_law import (
     eigenbasis_covariance,

@@ -21,7 +21,7 @@ import pytest
 
 from ustat_rl.advantages import get_rule
 from ustat_rl.advantages.conventions import CONVENTION_NAMES
-from ustat_rl.claims.checks_conventions import kit_batches
+from ustat_rl.claims.beyond_frameworks.conventions import kit_batches
 from ustat_rl.claims.literal_forms import LITERAL_FORMS
 from ustat_rl.conformance.adapters import adapt
 from ustat_rl.conformance.kit import check_conformance, tolerance

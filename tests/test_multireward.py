@@ -36,7 +36,7 @@ from ustat_rl.advantages.multichannel import (
     register_multichannel_rule,
 )
 from ustat_rl.advantages.registry import get_rule
-from ustat_rl.claims.checks_multireward import enumerated_moments
+from ustat_rl.claims.beyond_frameworks.multireward import enumerated_moments
 from ustat_rl.conformance.multichannel import (
     check_multichannel_conformance,
     multichannel_tolerance,

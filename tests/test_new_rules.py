@@ -35,9 +35,9 @@ import torch
 from ustat_rl import theory
 from ustat_rl.advantages import get_rule
 from ustat_rl.advantages.conventions import CONVENTION_NAMES, CONVENTIONS, advantages
-from ustat_rl.claims._common import enumerate_prompt_estimates
 from ustat_rl.conformance.kit import check_conformance
 from ustat_rl.montecarlo import bandit_squared_errors, run_monte_carlo
+from ustat_rl.policies.enumeration import enumerate_prompt_estimates
 from ustat_rl.policies.examples import small_bandit
 from ustat_rl.tolerances import Z_CHECK
 from ustat_rl.training.batch_study import batch_monte_carlo

@@ -33,7 +33,7 @@ def test_negative_control_c31_comparison_rejects_a_biased_value():
 
 
 def test_c32_coverage_band_rejects_under_coverage_and_accepts_the_band():
-    from ustat_rl.claims.checks_pilot import coverage_in_band
+    from ustat_rl.claims.paper_pilot import coverage_in_band
 
     # 150 pilots: the band's lower limit is 0.85 - 4 sqrt(0.85 * 0.15 / 150) = 0.733
     assert coverage_in_band("x", 135, 150).passed and coverage_in_band("x", 128, 150).passed

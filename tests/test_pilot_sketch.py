@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from ustat_rl.claims.checks_routes import tiny_causal_lm
+from ustat_rl.claims.beyond_routes import tiny_causal_lm
 from ustat_rl.pilot.rollouts import Rollouts
 from ustat_rl.pilot.uncertainty import pilot_intervals
 from ustat_rl.policies.examples import interior_optimum_bandit

@@ -57,7 +57,7 @@ def test_strict_reps_error_names_the_parameter():
 
 
 def test_heavy_tailed_note_states_its_two_sided_rate_once():
-    from ustat_rl.claims.checks_transformer import _heavy_tailed_check
+    from ustat_rl.claims.paper_ustatistic.mse import _heavy_tailed_check
 
     strata = [SquaredErrorMoments(1.0, 3.0)] * 3
     check = _heavy_tailed_check("x", 1.0, 1.0, 0.1, strata, 38)
@@ -98,17 +98,17 @@ def test_a_statistic_three_percent_too_large_fails_the_claim(claim_id, monkeypat
 
 
 def test_c17_rejects_a_statistic_three_percent_too_large(monkeypatch):
-    from ustat_rl.claims import checks_group_size
+    from ustat_rl.claims import paper_group_size
 
-    monkeypatch.setattr(checks_group_size, "bandit_squared_errors",
-                        _inflate(checks_group_size.bandit_squared_errors))
+    monkeypatch.setattr(paper_group_size, "bandit_squared_errors",
+                        _inflate(paper_group_size.bandit_squared_errors))
     result = run_claim(registry()["C17"], CTX)
     assert result.verdict == "fail"
     assert any("MC MSE == exact" in c.name for c in result.checks if not c.passed)
 
 
 def test_c20_dist_sample_checks_reject_weights_eight_percent_too_large():
-    from ustat_rl.claims.checks_limit_law import P_MIN, PANELS_QUICK, sample_checks
+    from ustat_rl.claims.paper_limit_law import P_MIN, PANELS_QUICK, sample_checks
 
     assert P_MIN == 1e-5
     weights = PANELS_QUICK[0]

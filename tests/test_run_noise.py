@@ -1,7 +1,7 @@
 """A rule's gradient noise at the run's own group size (``ustat_rl.pilot.run_noise``, docs/theory.md
 section 8, C53).
 
-* The estimates equal their pairwise definitions (``ustat_rl.claims.checks_run_noise``) and the
+* The estimates equal their pairwise definitions (``ustat_rl.claims.beyond_monitor.run_noise``) and the
   jackknife equals delete-one recomputation from scratch (over groups, over sketch blocks and
   both), to rounding.
 * Unbiased where the moment model's plug-in is not: over many windows of a softmax bandit whose
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from ustat_rl.claims.checks_run_noise import (
+from ustat_rl.claims.beyond_monitor.run_noise import (
     multi_rule_windows,
     pairwise_estimates,
     plug_in_windows,

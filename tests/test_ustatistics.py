@@ -96,7 +96,7 @@ def test_smallest_samples_and_scalar_kernels():
 
 @pytest.mark.parametrize("group_size", [2, 3, 4])
 def test_projected_grpo_cumulants_match_enumeration(group_size):
-    from ustat_rl.claims._common import enumerate_prompt_estimates
+    from ustat_rl.policies.enumeration import enumerate_prompt_estimates
     from ustat_rl.theory.edgeworth import projected_grpo_cumulants
 
     bandit, x = small_bandit(), 1

@@ -10,7 +10,8 @@ so nothing is changed on disk).
 import numpy as np
 import pytest
 
-from ustat_rl.claims import VerifyContext, checks_power, registry, run_claim
+from ustat_rl.claims import VerifyContext, registry, run_claim
+from ustat_rl.claims.paper_ustatistic import lemma1, minibatch
 
 
 def _run(claim_id, seed=0):
@@ -46,7 +47,7 @@ def test_monte_carlo_engine_claim_catches_a_worker_dependent_result(monkeypatch)
         seed = seed.spawn(1)[0] if n_jobs > 1 else seed
         return original(statistic, n_reps, seed, n_jobs=n_jobs, **kw)
 
-    monkeypatch.setattr(checks_power, "run_monte_carlo", by_workers)
+    monkeypatch.setattr(minibatch, "run_monte_carlo", by_workers)
     assert "numba: n_jobs = 2 gives the n_jobs = 1 means" in _failing(_run("C6.engine"))
 
 
@@ -56,7 +57,7 @@ def test_loo_claim_catches_the_printed_index_of_eq4(monkeypatch):
         reward = np.asarray(reward, dtype=float)
         return reward * (reward.shape[-1] - 1) / (reward.shape[-1] - 1)
 
-    monkeypatch.setattr(checks_power, "leave_one_out_baseline", printed)
+    monkeypatch.setattr(lemma1, "leave_one_out_baseline", printed)
     assert _run("C1.loo").verdict == "fail"
 
 
@@ -349,7 +350,7 @@ def test_conventions_claim_covers_a_rule_registered_at_run_time():
     import dataclasses
 
     from ustat_rl.advantages import RULES, register_rule, unregister_rule
-    from ustat_rl.claims.checks_conventions import exact_rules
+    from ustat_rl.claims.beyond_frameworks.conventions import exact_rules
 
     rule = dataclasses.replace(RULES["verl_grpo"], name="test_only_rule")
     register_rule(rule)

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from ustat_rl.claims import VerifyContext, checks_advice, registry, run_claim
+from ustat_rl.claims import VerifyContext, beyond_advice, registry, run_claim
 from ustat_rl.pilot import advice
 
 
@@ -77,8 +77,8 @@ def test_brute_force_takes_the_exact_excess_at_every_grid_point():
 
     c = ScalingConstants(1.0, 0.0, 1.0)
     # rho = 1: f(2) = 3, f(4) = 4 + 1/3, so size 4's excess is 4/9 and size 2's none
-    worst = checks_advice.brute_force_excess(c, [2, 4], 8, 1.0, 1.0)
+    worst = beyond_advice.brute_force_excess(c, [2, 4], 8, 1.0, 1.0)
     assert worst == pytest.approx([0.0, 4.0 / 9.0], abs=1e-15)
     # over [1/3, inf) size 4's excess grows to the limit 4/2 - 1 = 1
-    worst = checks_advice.brute_force_excess(c, [2, 4], 8, 1.0 / 3.0, math.inf)
+    worst = beyond_advice.brute_force_excess(c, [2, 4], 8, 1.0 / 3.0, math.inf)
     assert worst == pytest.approx([0.0, 1.0], abs=1e-9)

@@ -20,7 +20,7 @@ from script_loader import load_script
 import ustat_rl.theory.dynamic_sampling as ds_module
 import ustat_rl.theory.dynamic_sampling_cost as cost_module
 from ustat_rl.claims import VerifyContext, registry, run_claim
-from ustat_rl.claims.checks_dynamic_sampling import CASES, squared_mean_norm
+from ustat_rl.claims.beyond_frameworks.dynamic_sampling import CASES, squared_mean_norm
 from ustat_rl.policies.examples import known_value_bandit
 from ustat_rl.tolerances import CLAIM_BUDGET, FALSE_FAILURE_STRICT_TWO_SIDED, Z_STRICT
 
@@ -192,7 +192,7 @@ def test_known_value_bandit_names_its_parameter(bad):
         known_value_bandit(bad)
 
 
-@pytest.mark.parametrize("name", ["ustat_rl.claims.checks_dynamic_sampling",
+@pytest.mark.parametrize("name", ["ustat_rl.claims.beyond_frameworks.dynamic_sampling",
                                   "ustat_rl.policies.examples"])
 def test_examples_run(name):
     import doctest

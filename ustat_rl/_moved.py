@@ -60,6 +60,23 @@ MOVED_MODULES: dict[str, str] = {
     **{f"ustat_rl.pilot.{name}": f"ustat_rl.scores.{name}"
        for name in ("sequence", "coverage", "_sketcher", "factored", "forward_sketch", "sketch",
                     "causal_lm", "families", "transformer", "bandit")},
+    # the claims' check modules, one per section of docs/theory.md (checks_ustatistic,
+    # checks_power and checks_transformer were split between sections and have no old path)
+    **{f"ustat_rl.claims.checks_{old}": f"ustat_rl.claims.{new}" for old, new in (
+        ("baselines", "paper_ustatistic.baselines"), ("optimisation", "paper_convergence"),
+        ("group_size", "paper_group_size"), ("limit_law", "paper_limit_law"),
+        ("practical", "paper_practical"), ("pilot", "paper_pilot"),
+        ("allocation", "beyond_allocation"), ("advice", "beyond_advice"),
+        ("routes", "beyond_routes"), ("adapters", "beyond_frameworks.adapters"),
+        ("conventions", "beyond_frameworks.conventions"),
+        ("multireward", "beyond_frameworks.multireward"),
+        ("dynamic_sampling", "beyond_frameworks.dynamic_sampling"),
+        ("trainer", "beyond_monitor.trainer"), ("window", "beyond_monitor.window"),
+        ("run_noise", "beyond_monitor.run_noise"))},
+    # the presentation of a verify run, up to the interface layer
+    "ustat_rl.claims.display": "ustat_rl.interface.claims_display",
+    "ustat_rl.claims.markdown": "ustat_rl.interface.claims_markdown",
+    "ustat_rl.claims.compare": "ustat_rl.interface.claims_compare",
 }
 
 #: (package, name) -> module that now owns a name the package used to re-export.
@@ -71,6 +88,8 @@ MOVED_ATTRIBUTES: dict[tuple[str, str], str] = {
     **{("ustat_rl.policies.transformer", name): "ustat_rl.training.transformer"
        for name in ("GRPORun", "expected_accuracy", "grpo_step_gradient", "grpo_train",
                     "moderate_questions", "question_values", "supervised_warmup")},
+    # the claims' enumeration route, down to the policies it enumerates
+    ("ustat_rl.claims._common", "enumerate_prompt_estimates"): "ustat_rl.policies.enumeration",
 }
 
 

@@ -127,7 +127,7 @@ def declared_evidence(func, _depth: int = 0, _seen: set | None = None) -> tuple[
 def claim_checks_page() -> str:
     """MyST page: the claims table with links to the check functions, then one entry per claim."""
     from ustat_rl.claims import registry
-    from ustat_rl.claims.markdown import THEORY_NOTES, claim_anchors
+    from ustat_rl.interface.claims_markdown import THEORY_NOTES, claim_anchors
 
     claims = registry()
     anchors = claim_anchors(THEORY_NOTES.read_text(encoding="utf-8"))
@@ -139,7 +139,8 @@ def claim_checks_page() -> str:
         "`exact-numeric` for enumeration or closed forms, `monte-carlo` for sampled "
         "estimates with intervals) and a link to that function. `ustat-rl verify --only ID` "
         "runs one check and reports the kinds that run used. Check functions live in the "
-        "modules `ustat_rl.claims.checks_*`.", "",
+        "modules `ustat_rl.claims.paper_*` and `ustat_rl.claims.beyond_*`, one per group of "
+        "results, each claim's further checks beside it.", "",
         "| claim | source | how it is checked | evidence | check function |",
         "|---|---|---|---|---|",
     ]

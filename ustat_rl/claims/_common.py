@@ -68,15 +68,8 @@ def slope_check(name: str, sizes, est: MonteCarloEstimate, labels, exact_values,
                           note=text.strip())
 
 
-def enumerate_prompt_estimates(bandit: SoftmaxBandit, prompt: int, group_size: int, estimator):
-    """All per-prompt estimates (M, K) and their probabilities (M,), by enumerating outcomes."""
-    from ..advantages.gradients import rule_gradient
+def __getattr__(name: str):
+    # the enumeration route moved to ustat_rl.policies.enumeration (_moved.MOVED_ATTRIBUTES)
+    from .._moved import moved_attribute
 
-    action, reward, prob = bandit.enumerate_groups(prompt, group_size)
-    prompts = np.full(len(prob), prompt)
-    score = bandit.scores(prompts, action)
-    if callable(estimator):
-        values = estimator(score, reward)
-    else:
-        values = rule_gradient(estimator, score, reward, bandit.value[prompts], per_prompt=True)
-    return values, prob
+    return moved_attribute(__name__, name)

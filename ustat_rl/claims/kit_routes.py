@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks_conventions import kit_batches
+from .beyond_frameworks.conventions import kit_batches
 from .registry import check_exact, check_true
 
 __all__ = ["BUG_BOUNDS", "AT_BOUND", "documented_bound", "tolerance_checks", "signature_checks"]

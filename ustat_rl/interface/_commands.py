@@ -116,7 +116,7 @@ def print_table(results, details: bool, stream) -> None:
     ``fails`` rather than the ``1`` that encodes it; ``details`` lists every sub-check, the
     headline marked ``*``.
     """
-    from ..claims.display import row_cells
+    from .claims_display import row_cells
 
     header = f"{'claim':<10} {'verdict':<8} {'predicted':>11} {'measured':>11} {'interval':>25} " \
              f"{'evidence':<30} {'s':>6}"
@@ -205,7 +205,7 @@ def verify(args, version: str) -> int:
 
 def compare(args) -> int:
     """``ustat-rl compare``: two verify runs with the same seed agree."""
-    from ..claims.compare import compare_runs, load_run
+    from .claims_compare import compare_runs, load_run
 
     if not (args.rtol >= 0.0 and math.isfinite(args.rtol)):
         return _fail("compare", f"--rtol must be a finite number >= 0, got {args.rtol}")
@@ -253,7 +253,7 @@ def list_claims(args) -> int:
 
     claims = registry()
     if args.markdown:
-        from ..claims.markdown import THEORY_NOTES, claims_table
+        from .claims_markdown import THEORY_NOTES, claims_table
 
         if not THEORY_NOTES.is_file():
             return _fail("list", f"--markdown needs the theory notes of a source checkout; "

@@ -14,7 +14,7 @@ import re
 import struct
 import zlib
 
-from ..claims.display import format_number, row_cells
+from .claims_display import format_number, row_cells
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -26,7 +26,6 @@ from importlib import metadata
 from pathlib import Path
 
 from .._paths import write_atomic
-from ..claims.display import format_number
 from ..runs.records import RUN_RECORD_SUFFIX
 from ._report_html import CSS as _CSS
 from ._report_html import (
@@ -38,6 +37,7 @@ from ._report_html import (
     verdict_section,
 )
 from ._report_html import escape as _e
+from .claims_display import format_number
 
 __all__ = ["MAX_REPORT_BYTES", "PNG_SIGNATURE", "VERDICTS", "ReportSummary", "environment",
            "load_verify_json", "markdown_to_html", "png_text_chunks", "render_report",

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .registry import check_exact, check_true, register, require_extra
+from ..registry import check_exact, check_true, register, require_extra
 
 #: The run's group size (verl's ``rollout.n``, TRL's ``num_generations``) and the report budget.
 ADAPTER_GROUP_SIZE, ADAPTER_BUDGET = 4, 8
@@ -131,7 +131,7 @@ def subset_all_equal(rewards, size: int) -> float:
           "verl_rewards and read_verl_dump on tables written with chosen groups; rewards_report "
           "against brute force over each group's G-subsets")
 def check_c45(ctx) -> list:
-    from ..frameworks import read_verl_dump, verl_rewards
+    from ...frameworks import read_verl_dump, verl_rewards
 
     checks = []
     batch, groups, reward = _verl_batch()
@@ -165,7 +165,7 @@ def check_c45(ctx) -> list:
 
 def _report_checks(table, rows) -> list:
     """``rewards_report`` on the dump against each quantity's definition on the known groups."""
-    from ..frameworks import rewards_report
+    from ...frameworks import rewards_report
 
     report = rewards_report(table, ADAPTER_BUDGET)
     by_group = {}
@@ -210,7 +210,7 @@ def check_c45_trl(ctx) -> list:
     require_extra("parquet", "pyarrow")
     import pandas as pd
 
-    from ..frameworks import read_trl_completions, rewards_report
+    from ...frameworks import read_trl_completions, rewards_report
 
     rows = _known_rows()
     with tempfile.TemporaryDirectory() as tmp:

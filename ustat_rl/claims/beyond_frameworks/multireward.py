@@ -21,7 +21,7 @@ from dataclasses import replace
 import numpy as np
 from scipy.special import gammaln
 
-from .registry import check_close, check_exact, check_true, register
+from ..registry import check_close, check_exact, check_true, register
 
 #: The weights of the comparison and its group and batch sizes.
 WEIGHTS, COMPARE_G, COMPARE_B = (1.0, 0.5), 4, 4
@@ -36,7 +36,7 @@ def enumerated_moments(bandit, rule, group_size, weights):
     """``(E g_hat(x) (P, P A), E||g_hat(x) - t(x)||^2 (P,))`` by enumerating every multiset of
     ``G`` (action, outcome) cells with its multinomial probability and scoring it literally; a
     batch rule's large-batch limit with its batch mean and std enumerated the same way."""
-    from ..advantages.multichannel import get_multichannel_rule
+    from ...advantages.multichannel import get_multichannel_rule
 
     rule = get_multichannel_rule(rule)
     w = np.asarray(weights, dtype=np.float64)
@@ -76,15 +76,15 @@ def enumerated_moments(bandit, rule, group_size, weights):
 def group_stage(name: str):
     """A batch rule without its batch step: the per-channel normalised weighted sum, which the
     step divides by one number per batch (TRL's normalised sum has batch mean 0)."""
-    from ..advantages.multichannel import get_multichannel_rule
+    from ...advantages.multichannel import get_multichannel_rule
 
     rule = get_multichannel_rule(name)
     return replace(rule, name=f"{rule.name}:group stage", final=None)
 
 
 def _exact_checks(bandit, moments) -> list:
-    from ..theory.advantage import advantage_moments
-    from ..theory.multichannel import multichannel_moments
+    from ...theory.advantage import advantage_moments
+    from ...theory.multichannel import multichannel_moments
 
     nu = np.einsum("xa,xao,xab->xob", bandit.policy, bandit.outcome_prob,
                    np.eye(bandit.n_actions)[None] - bandit.policy[:, None, :])  # (P, O, A)
@@ -118,15 +118,15 @@ def _exact_checks(bandit, moments) -> list:
 
 def get_rule_scaling(name):
     """The final stage's scaling of a registered multi-channel rule."""
-    from ..advantages.multichannel import get_multichannel_rule
+    from ...advantages.multichannel import get_multichannel_rule
 
     return get_multichannel_rule(name).final.scaling
 
 
 def _monte_carlo_checks(ctx, bandit, moments) -> list:
-    from ..montecarlo import run_monte_carlo
-    from ..montecarlo.multichannel import multichannel_statistics
-    from ..theory.multichannel import multichannel_moments, scale_free_mse
+    from ...montecarlo import run_monte_carlo
+    from ...montecarlo.multichannel import multichannel_statistics
+    from ...theory.multichannel import multichannel_moments, scale_free_mse
 
     stage = group_stage(NORMALIZE)
     G, B = COMPARE_G, COMPARE_B
@@ -165,7 +165,7 @@ def _monte_carlo_checks(ctx, bandit, moments) -> list:
 def _swapped_control(exact, est, stage_name: str, G: int):
     """Negative control: each rule's Monte Carlo MSE against the other order's exact one, through
     the same comparison (|z| > ``Z_CHECK`` in both directions); a power check, no rate stated."""
-    from ..tolerances import Z_CHECK
+    from ...tolerances import Z_CHECK
 
     z = []
     for measured, other in ((SUM, stage_name), (stage_name, SUM)):
@@ -180,7 +180,7 @@ def _swapped_control(exact, est, stage_name: str, G: int):
 
 
 def _comparison_checks(moments) -> list:
-    from ..theory.multichannel import multichannel_moments
+    from ...theory.multichannel import multichannel_moments
 
     def gap(weights, G):
         both = [multichannel_moments(moments, r, G, weights, COMPARE_B).scale_free_mse
@@ -206,7 +206,7 @@ def _comparison_checks(moments) -> list:
 def theorem3_rules():
     """The package's NA and AN orders with ``delta -> 0`` (its proof drops the guard): a channel
     with no spread in a group gives 0, which the guard gives up to ``delta/sigma``."""
-    from ..advantages.multichannel import get_multichannel_rule
+    from ...advantages.multichannel import get_multichannel_rule
 
     out = []
     for name in ("multireward_grpo_na", "multireward_grpo_an"):
@@ -219,10 +219,10 @@ def theorem3_rules():
 
 
 def _theorem3_checks() -> list:
-    from ..policies.multichannel import reward_independent_bandit
-    from ..theory.advantage import all_equal_probability
-    from ..theory.multichannel import multichannel_moments
-    from ..theory.sample_correlation import expected_sample_correlation, population_correlation
+    from ...policies.multichannel import reward_independent_bandit
+    from ...theory.advantage import all_equal_probability
+    from ...theory.multichannel import multichannel_moments
+    from ...theory.sample_correlation import expected_sample_correlation, population_correlation
 
     bandit = reward_independent_bandit()
     moments = bandit.channel_moments()
@@ -279,7 +279,7 @@ def _sums_all_equal(moments, G, w) -> float:
           "section-7 theory; Monte Carlo at G = 4, B = 4; Theorem 3 on a bandit whose rewards "
           "do not depend on the action")
 def check_c52(ctx) -> list:
-    from ..policies.multichannel import multireward_bandit
+    from ...policies.multichannel import multireward_bandit
 
     bandit = multireward_bandit()
     moments = bandit.channel_moments()

@@ -1,5 +1,6 @@
 """Theorem 8: consistency (C19), the weighted chi-square limit law with the corrected Omega
-(C20, C20.sym) and the accuracy of the law itself (C20.dist), and Corollaries 9-10 (C22, C23).
+(C20, C20.sym), the accuracy of the law itself (C20.dist) and of its inverse functions and deep
+tails (C20.inv), and Corollaries 9-10 (C22, C23).
 """
 
 from __future__ import annotations
@@ -324,4 +325,46 @@ def sample_checks(weights, dist, n: int, rng) -> list:
     checks.append(check_close(f"sample variance vs 2 sum w^2, {label}", float(dist.var()),
                               float(sample.var(ddof=1)), float(np.sqrt((k4 + 2 * k2**2) / n)),
                               z=Z_STRICT))
+    return checks
+
+
+@register("C20.inv", "The weighted chi-square's inverse functions and deep tails match the "
+          "reference: cdf(ppf(p)) = p and sf(isf(p)) = p by the reference, sf below 1e-30, and "
+          "Ruben's series alone",
+          "docs/theory.md C20 (Theorem 8 limit law)",
+          "mpmath references (Gil-Pelaez contour, exact chi-square and two-weight integrals) at "
+          "the toolkit's quantiles")
+def check_c20_inv(ctx) -> list:
+    from ..weighted_chi2 import WeightedChiSquare
+    from ..weighted_chi2._reference import reference_chi2, reference_probability
+
+    weights = np.array([2.0, 1.0, 0.5, 0.25])
+    dist = WeightedChiSquare(weights)
+    checks = []
+    for p in (1e-12, 0.3):
+        x = float(dist.ppf(p))
+        ref = float(reference_probability(weights, x, "cdf")[0])
+        checks.append(check_exact(f"reference cdf at ppf({p:g})", p, ref, rtol=1e-8, atol=0.0))
+        x = float(dist.isf(p))
+        ref = float(reference_probability(weights, x, "sf")[0])
+        checks.append(check_exact(f"reference sf at isf({p:g})", p, ref, rtol=1e-8, atol=0.0))
+    # below 1e-30, where the series has handed over to inversion; 1e-10 is the documented
+    # accuracy of sf there (tests/test_weighted_chi2.py)
+    for p in (1e-40, 1e-120):
+        x = float(dist.isf(p))
+        ref = float(reference_probability(weights, x, "sf")[0])
+        checks.append(check_exact(f"deep tail: reference sf at isf({p:g})", p, ref, rtol=1e-8,
+                                  atol=0.0))
+        checks.append(check_exact(f"deep tail: sf at isf({p:g}) vs reference", ref,
+                                  float(dist.sf(x)), rtol=1e-10, atol=0.0))
+    one = WeightedChiSquare([0.7, 0.7, 0.7])
+    x = float(one.isf(1e-40))
+    checks.append(check_exact("chi-square(3) x 0.7: exact sf at isf(1e-40)", 1e-40,
+                              float(reference_chi2(3, 0.7, x, "sf")), rtol=1e-8, atol=0.0))
+    ruben = WeightedChiSquare(weights, method="ruben")
+    for x in (0.5, 4.0, 20.0):
+        for kind in ("cdf", "sf"):
+            ref = float(reference_probability(weights, x, kind)[0])
+            checks.append(check_exact(f"Ruben series alone: {kind}({x:g})", ref,
+                                      float(getattr(ruben, kind)(x)), rtol=1e-10, atol=0.0))
     return checks

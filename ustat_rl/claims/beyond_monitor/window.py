@@ -15,18 +15,18 @@ import math
 
 import numpy as np
 
-from .registry import check_exact, check_true, register
-from .verdict_words import trajectory_words_checks
+from ..registry import check_exact, check_true, register
+from ..verdict_words import trajectory_words_checks
 
 #: Batches pooled, groups per batch and group size of the check (N = B G per batch).
 WINDOW_BATCHES, WINDOW_GROUPS, WINDOW_G = 3, 12, 4
 
 
 def _batches(seed: int):
-    from ..frameworks.window import Batch
-    from ..policies.examples import small_bandit
-    from ..scores.bandit import bandit_pilot
-    from ..seeding import child_seed
+    from ...frameworks.window import Batch
+    from ...scores.bandit import bandit_pilot
+    from ...policies.examples import small_bandit
+    from ...seeding import child_seed
 
     bandit, out, first = small_bandit(), [], 0
     for b in range(WINDOW_BATCHES):
@@ -43,9 +43,9 @@ def _batches(seed: int):
           "window_record on batches drawn from small_bandit against gstar_report on their rows "
           "and the run estimates' pairwise definitions; the pooled rows against the batches")
 def check_c48(ctx) -> list:
-    from ..frameworks.window import window_record, window_rollouts
-    from ..pilot.report import gstar_report
-    from ..pilot.rollouts import Rollouts
+    from ...frameworks.window import window_record, window_rollouts
+    from ...pilot.report import gstar_report
+    from ...pilot.rollouts import Rollouts
 
     bandit, batches = _batches(ctx.seed)
     budget = WINDOW_GROUPS * WINDOW_G
@@ -56,7 +56,7 @@ def check_c48(ctx) -> list:
                           for b in batches])
     direct = Rollouts(prompt_id=ids, reward=np.concatenate([b.reward for b in batches]),
                       score=rows, **meta)
-    from .checks_run_noise import window_noise_by_definition
+    from .run_noise import window_noise_by_definition
 
     report = gstar_report(direct, budget, "grpo", 0.9)
     names = ("c1", "c2", "c3")
@@ -113,8 +113,8 @@ def false_alarm_rate(rng, with_errors: bool = True, pooled: bool = False,
     ``with_errors=False`` writes no Fieller inputs, so the verdict can only take each window's
     own 90% interval for the family's (the wrong level, the negative control).
     """
-    from ..frameworks.trajectory import synthetic_record
-    from ..frameworks.universality import gstar_universality
+    from ...frameworks.trajectory import synthetic_record
+    from ...frameworks.universality import gstar_universality
 
     se1, se3, alarms = 0.1, 4.0, 0
     for _ in range(n_runs):
@@ -139,8 +139,8 @@ def false_alarm_rate(rng, with_errors: bool = True, pooled: bool = False,
           "1000 simulated runs of 10 windows, independent and pooled; the per-window level taken "
           "as the family's as the negative control; the printed verdict on runs of each kind")
 def check_c49(ctx) -> list:
-    from ..seeding import child_seed
-    from ..tolerances import Z_STRICT
+    from ...seeding import child_seed
+    from ...tolerances import Z_STRICT
 
     n = TRAJECTORY_RUNS
     bound = 1.0 - TRAJECTORY_LEVEL

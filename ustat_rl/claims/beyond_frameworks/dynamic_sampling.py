@@ -24,8 +24,8 @@ import math
 
 import numpy as np
 
-from ..tolerances import Z_STRICT, strict_reps
-from .registry import check_close, check_exact, check_true, register
+from ...tolerances import Z_STRICT, strict_reps
+from ..registry import check_close, check_exact, check_true, register
 
 #: Four prompts from nearly hopeless to nearly solved, weighted towards the extremes.
 MIXTURE = ((0.02, 0.3, 0.7, 0.98), (0.4, 0.1, 0.1, 0.4))
@@ -83,7 +83,7 @@ def squared_mean_norm(errors) -> tuple[float, float]:
     >>> round(estimate, 6), se > 0
     (3.166667, True)
     """
-    from ..stats.ustatistics import ustat_variance
+    from ...stats.ustatistics import ustat_variance
 
     e = np.asarray(errors, dtype=np.float64)
     if e.ndim != 2 or e.shape[0] < 2 or not np.all(np.isfinite(e)):
@@ -108,9 +108,9 @@ def _mean_check(name: str, predicted: float, samples, note: str):
 def case_checks(label, values, prompt_prob, rule, G, B, b, n_reps, rng) -> tuple[list, float]:
     """The MSE, squared bias and expected generation batches of one case against the loop,
     and ``|z|`` of the unfiltered MSE against the loop's (the negative control's statistic)."""
-    from ..montecarlo.dynamic_sampling import simulate_dynamic_sampling
-    from ..policies.examples import known_value_bandit
-    from ..theory.dynamic_sampling import filtered_batch_moments, generation_cost
+    from ...montecarlo.dynamic_sampling import simulate_dynamic_sampling
+    from ...policies.examples import known_value_bandit
+    from ...theory.dynamic_sampling import filtered_batch_moments, generation_cost
 
     bandit = known_value_bandit(values, prompt_prob)
     exact = filtered_batch_moments(bandit.moments(), rule, G, B)
@@ -133,9 +133,9 @@ def case_checks(label, values, prompt_prob, rule, G, B, b, n_reps, rng) -> tuple
 
 def cap_checks(n_reps: int, rng) -> list:
     """``E min(N, K)`` and ``P(N > K)`` (verl raises) against the capped loop."""
-    from ..montecarlo.dynamic_sampling import simulate_dynamic_sampling
-    from ..policies.examples import known_value_bandit
-    from ..theory.dynamic_sampling import generation_cost
+    from ...montecarlo.dynamic_sampling import simulate_dynamic_sampling
+    from ...policies.examples import known_value_bandit
+    from ...theory.dynamic_sampling import generation_cost
 
     values, G, B, b, K = CAP_CASE
     bandit = known_value_bandit(values)
@@ -156,7 +156,7 @@ def cap_checks(n_reps: int, rng) -> list:
 def brute_force_budget(moments, budget: int, sizes) -> tuple[np.ndarray, np.ndarray]:
     """Per ``G``, the smallest exact MSE over every ``B`` whose expected generated rollouts
     ``G b E N`` (``b = B``, no cap) fit ``budget``, and that ``B`` (``inf`` and 0 when none do)."""
-    from ..theory.dynamic_sampling import filtered_batch_moments, generation_cost
+    from ...theory.dynamic_sampling import filtered_batch_moments, generation_cost
 
     best_mse, best_batch = np.full(len(sizes), math.inf), np.zeros(len(sizes), dtype=np.int64)
     for i, G in enumerate(sizes):
@@ -172,9 +172,9 @@ def brute_force_budget(moments, budget: int, sizes) -> tuple[np.ndarray, np.ndar
 def budget_checks(n_reps: int, rng) -> list:
     """The best ``G`` at ``BUDGET`` generated rollouts against the search over every ``(G, B)``,
     and the loop at that ``(G, B)``: its MSE and its generated rollouts per step."""
-    from ..montecarlo.dynamic_sampling import simulate_dynamic_sampling
-    from ..policies.examples import known_value_bandit
-    from ..theory.dynamic_sampling import optimal_filtered_group_size
+    from ...montecarlo.dynamic_sampling import simulate_dynamic_sampling
+    from ...policies.examples import known_value_bandit
+    from ...theory.dynamic_sampling import optimal_filtered_group_size
 
     bandit = known_value_bandit(SPREAD)
     moments = bandit.moments()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .registry import check_exact, register
+from ..registry import check_exact, register
 
 #: Completion lengths of the aggregation check (tokens), and ``max_completion_length``.
 TRAINER_LENGTHS, TRAINER_MAX_LENGTH = (1, 3, 2, 5, 4), 6
@@ -67,9 +67,9 @@ def cispo_token_factor(epsilon_high: float) -> float:
           "completion_weights against autograd on TRL's aggregation; minibatch_variance against "
           "minibatch_mse minus the closed-form squared bias on small_bandit")
 def check_c47(ctx) -> list:
-    from ..frameworks.trainer_units import LOSS_WEIGHTS, completion_weights, ratio_one_factor
-    from ..policies.examples import small_bandit
-    from ..theory import minibatch_mse, minibatch_variance
+    from ...frameworks.trainer_units import LOSS_WEIGHTS, completion_weights, ratio_one_factor
+    from ...policies.examples import small_bandit
+    from ...theory import minibatch_mse, minibatch_variance
 
     lengths = np.array(TRAINER_LENGTHS)
     checks = [check_exact(f"{loss}: w_i = n x TRL's per-token weight",

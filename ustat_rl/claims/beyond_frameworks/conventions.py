@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..policies.softmax import SoftmaxBandit
-from .registry import check_exact, check_true, register
+from ...policies.softmax import SoftmaxBandit
+from ..registry import check_exact, check_true, register
 
 #: Group sizes enumerated (those below a rule's smallest group are skipped): (2K)^G outcomes.
 ENUM_GROUP_SIZES = (2, 3, 4, 5)
@@ -83,7 +83,7 @@ def literal_failures(rule, form, batches=None) -> list:
     """The kit's failures of ``form`` (a :class:`~.literal_forms.LiteralForm`) against the
     registry's ``rule`` on :func:`kit_batches`: each batch goes through the kit's adapter for the
     form's signature and the kit's comparison (its documented rounding bound)."""
-    from ..conformance.kit import check_batch
+    from ...conformance.kit import check_batch
 
     if batches is None:
         batches = kit_batches(rule, contiguous=form.signature == "trl")
@@ -101,7 +101,7 @@ def epsilon_text(epsilon: float) -> str:
 def exact_rules():
     """``(covered, others)``: registered rules with exact binary finite-G moments (per-group
     statistics, no reference value), and the names of the rest with the reason."""
-    from ..advantages import RULES
+    from ...advantages import RULES
 
     covered, others = [], []
     for rule in RULES.values():
@@ -116,7 +116,7 @@ def exact_rules():
 
 def enumerated_moments(bandit: SoftmaxBandit, prompt: int, group_size: int, rule):
     """``(E g_hat(x), E||g_hat(x)||^2)`` over all outcomes of a group, by enumeration."""
-    from ._common import enumerate_prompt_estimates
+    from ...policies.enumeration import enumerate_prompt_estimates
 
     values, prob = enumerate_prompt_estimates(bandit, prompt, group_size, rule.name)  # (M, K)
     return prob @ values, prob @ np.sum(values**2, axis=1)
@@ -132,7 +132,7 @@ def enumerated_moments(bandit: SoftmaxBandit, prompt: int, group_size: int, rule
           "softmax bandit, G = 2..5, for every rule in RULES; each convention against a literal "
           "transcription of its framework's formula through the conformance kit's comparison")
 def check_c46(ctx) -> list:
-    from ..theory.advantage import advantage_moments
+    from ...theory.advantage import advantage_moments
 
     bandit = SoftmaxBandit(np.array(ENUM_LOGITS), np.array(ENUM_REWARD_PROB))
     moments = bandit.moments()
@@ -173,9 +173,9 @@ def literal_checks() -> list:
     negative controls: a Bessel correction and a singleton rule lost from the registry."""
     import dataclasses
 
-    from ..advantages import get_rule
-    from ..advantages.conventions import CONVENTION_NAMES
-    from .literal_forms import LITERAL_FORMS
+    from ...advantages import get_rule
+    from ...advantages.conventions import CONVENTION_NAMES
+    from ..literal_forms import LITERAL_FORMS
 
     missing = [name for name in CONVENTION_NAMES if name not in LITERAL_FORMS]
     checks = [check_true(f"each of the {len(CONVENTION_NAMES)} conventions of the table has a "

@@ -21,8 +21,8 @@ import math
 import numpy as np
 from scipy import stats as sps
 
-from ..tolerances import Z_STRICT
-from .registry import check_close, check_interval, check_true, register
+from ...tolerances import Z_STRICT
+from ..registry import check_close, check_interval, check_true, register
 
 __all__ = ["window_noise_by_definition", "pairwise_estimates", "terms_by_loop",
            "single_rule_windows", "multi_rule_windows", "plug_in_windows", "RUN_NOISE_RULES",
@@ -74,8 +74,8 @@ def window_noise_by_definition(batches, rule, weights=None) -> tuple[float, floa
     """``(var_run, mse_run)`` of a window by definition, ``O(P^2 k)``: each batch's advantages
     from the rule's own evaluation (a registry or multi-reward rule, the paper's GRPO rule for
     ``None``), the leave-one-out terms of the combined reward as the target."""
-    from ..advantages import get_rule
-    from ..advantages.multichannel import MULTI_CHANNEL_RULES, get_multichannel_rule
+    from ...advantages import get_rule
+    from ...advantages.multichannel import MULTI_CHANNEL_RULES, get_multichannel_rule
 
     def advantages(batch, name):
         ids = np.repeat(np.arange(batch.n_groups), batch.group_size)
@@ -95,10 +95,10 @@ def window_noise_by_definition(batches, rule, weights=None) -> tuple[float, floa
 def single_rule_windows(rule, rng, n_windows):
     """``(n, 4)``: variance and MSE estimates and whether their intervals cover the exact ones,
     over windows of a softmax bandit; and the exact ``(variance, MSE)``."""
-    from ..frameworks.window import Batch, window_noise
-    from ..policies.examples import small_bandit
-    from ..scores.bandit import bandit_pilot
-    from ..theory import minibatch_mse, minibatch_variance
+    from ...frameworks.window import Batch, window_noise
+    from ...scores.bandit import bandit_pilot
+    from ...policies.examples import small_bandit
+    from ...theory import minibatch_mse, minibatch_variance
 
     bandit = small_bandit()
     exact = bandit.moments()
@@ -118,10 +118,10 @@ def single_rule_windows(rule, rng, n_windows):
 
 def plug_in_windows(rule, rng, n_windows):
     """The negative control: the rule's exact formulas at each window's estimated moments."""
-    from ..pilot.estimate import rule_moments
-    from ..policies.examples import small_bandit
-    from ..scores.bandit import bandit_pilot
-    from ..theory import minibatch_mse, minibatch_variance
+    from ...scores.bandit import bandit_pilot
+    from ...pilot.estimate import rule_moments
+    from ...policies.examples import small_bandit
+    from ...theory import minibatch_mse, minibatch_variance
 
     bandit = small_bandit()
     rows = []
@@ -134,9 +134,9 @@ def plug_in_windows(rule, rng, n_windows):
 
 def multi_rule_windows(rule, rng, n_windows):
     """As :func:`single_rule_windows` for a multi-reward rule on the two-channel bandit."""
-    from ..frameworks.window import Batch, window_noise
-    from ..policies.multichannel import multireward_bandit
-    from ..theory.multichannel import multichannel_moments
+    from ...frameworks.window import Batch, window_noise
+    from ...policies.multichannel import multireward_bandit
+    from ...theory.multichannel import multichannel_moments
 
     bandit = multireward_bandit()
     w = np.array(RUN_NOISE_WEIGHTS)

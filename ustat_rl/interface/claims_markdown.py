@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["THEORY_NOTES", "github_anchor", "heading_anchors", "claim_anchors", "claims_table"]
+__all__ = ["THEORY_NOTES", "github_anchor", "heading_anchors", "claim_anchors", "claim_variants",
+           "claims_table"]
 
 #: The theory notes in a source checkout (repository root / docs / theory.md).
 THEORY_NOTES = Path(__file__).resolve().parents[2] / "docs" / "theory.md"
@@ -90,6 +91,18 @@ def _number(claim_id: str) -> int:
     return int(claim_id[1:])
 
 
+def claim_variants(claims) -> dict[str, list[str]]:
+    """Every registered check of each claim: base ID -> ``[base, base.x, ...]`` in registry order.
+
+    A suffixed ID (``C18.tf``) is a further check of the claim with the same number; the base
+    ID itself is listed only when it is registered.
+    """
+    variants: dict[str, list[str]] = {}
+    for claim_id in claims:
+        variants.setdefault(claim_id.split(".")[0], []).append(claim_id)
+    return variants
+
+
 def claims_table(claims, theory_text: str, theory_link: str = "theory.md") -> str:
     """Markdown document listing ``claims`` (a registry mapping), each linked to its notes entry.
 
@@ -123,17 +136,20 @@ def claims_table(claims, theory_text: str, theory_link: str = "theory.md") -> st
         "One row per check registered in `ustat_rl.claims`; `ustat-rl verify --only ID` runs it "
         "and reports the evidence kinds (symbolic, exact-numeric, monte-carlo) it used. Each ID "
         f"links to its entry in the [theory notes]({theory_link}); a suffixed ID (`C5.tf`, "
-        "`C20.dist`, ...) is a further check of the claim with the same number.",
+        "`C20.dist`, ...) is a further check of the claim with the same number; the variants "
+        "column lists every check of the row's claim, and all of them live in one module.",
         "",
         f"{len(claims)} checks of {len(bases)} claims.",
         "",
-        "| claim | statement | source | how it is checked | check function |",
-        "|---|---|---|---|---|",
+        "| claim | variants | statement | source | how it is checked | check function |",
+        "|---|---|---|---|---|---|",
     ]
+    variants = claim_variants(claims)
     for claim_id, claim in claims.items():
-        anchor = anchors[claim_id.split(".")[0]]
+        base = claim_id.split(".")[0]
         function = f"{claim.check.__module__}.{claim.check.__qualname__}"
-        lines.append(f"| [{claim_id}]({theory_link}#{anchor}) | {_cell(claim.statement)} | "
+        lines.append(f"| [{claim_id}]({theory_link}#{anchors[base]}) | "
+                     f"{_cell(', '.join(variants[base]))} | {_cell(claim.statement)} | "
                      f"{_cell(claim.source)} | {_cell(claim.method)} | `{function}` |")
     if unchecked:
         links = ", ".join(f"[{c}]({theory_link}#{anchors[c]})" for c in unchecked)
