@@ -42,8 +42,8 @@ SAMPLES, BUDGET = 8, 256
 
 def write_pilot(n_prompts: int, path: Path, seed: int = 1) -> None:
     """A pilot of the 3-prompt, 4-action bandit: ``n_prompts`` groups of 8, 12 score columns."""
-    from ustat_rl.scores.bandit import bandit_pilot
     from ustat_rl.policies.softmax import SoftmaxBandit
+    from ustat_rl.scores.bandit import bandit_pilot
 
     bandit = SoftmaxBandit(
         np.array([[0.0, 0.3, -0.2, 0.1], [0.2, -0.1, 0.0, 0.4], [-0.3, 0.1, 0.2, 0.0]]),

@@ -190,13 +190,10 @@ def test_conformance_kit_takes_the_new_rule(registered):
 
 
 # ---------------------------------------------------------------------------- command line
-def test_gstar_reports_the_new_rule(registered, tmp_path, capsys):
+def test_gstar_reports_the_new_rule(registered, tmp_path, capsys, interior_pilot):
     from ustat_rl.interface.cli import main
-    from ustat_rl.policies.examples import interior_optimum_bandit
-    from ustat_rl.scores.bandit import bandit_pilot
-    from ustat_rl.seeding import child_rng
 
-    pilot = bandit_pilot(interior_optimum_bandit(), 24, 8, child_rng(20260301, 1))
+    pilot = interior_pilot(24, 8, 20260301, 1)
     path = pilot.save(tmp_path / "pilot.npz")
     out = tmp_path / "report.json"
     with warnings.catch_warnings():

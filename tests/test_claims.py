@@ -1,12 +1,14 @@
-"""Every bandit claim passes its check, and each check rejects a deliberately wrong input
-(negative controls run through the same comparison code)."""
+"""Each bandit claim's check rejects a deliberately wrong input (negative controls run through the
+same comparison code), and the verify command line. That the claims pass is ``ustat-rl verify``'s
+own job (CI runs ``verify --quick``); tests/test_compare_runs.py pins their verdicts and
+predictions against a reference run."""
 
 import json
 
 import numpy as np
 import pytest
 
-from ustat_rl.claims import VerifyContext, registry, run_claim
+from ustat_rl.claims import VerifyContext, registry
 from ustat_rl.claims._common import mc_errors
 from ustat_rl.claims.paper_group_size import _mc_argmin
 from ustat_rl.claims.paper_ustatistic.lemma1 import unbiasedness_checks
@@ -17,24 +19,6 @@ from ustat_rl.policies.examples import arithmetic_bandit, interior_optimum_bandi
 from ustat_rl.tolerances import Z_STRICT, strict_reps
 
 CTX = VerifyContext(seed=123, quick=True)
-BANDIT_CLAIMS = ["C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "C10", "C11", "C17",
-                 "C28", "C30"]
-
-
-@pytest.mark.parametrize("claim_id", BANDIT_CLAIMS)
-def test_claim_verdict(claim_id):
-    result = run_claim(registry()[claim_id], CTX)
-    failed = [c.name for c in result.checks if c.required and not c.passed]
-    assert result.verdict in ("pass", "differs"), (result.error, failed)
-    assert not failed
-
-
-def test_c11_reports_vanilla_pattern_as_differs_not_pass():
-    result = run_claim(registry()["C11"], CTX)
-    diffs = [c for c in result.checks if not c.passed]
-    assert result.verdict == "differs"
-    assert all(not c.required for c in diffs)
-    assert any("vanilla" in c.name for c in diffs)
 
 
 def test_negative_control_fullmean_treated_as_unbiased():
@@ -113,12 +97,21 @@ def test_failing_check_makes_verify_exit_nonzero(monkeypatch, capsys):
     assert "FAIL always false" in capsys.readouterr().out
 
 
-def test_result_json_has_no_nan_literals(tmp_path):
+def test_result_json_has_no_nan_literals(tmp_path, monkeypatch):
+    import ustat_rl.claims as claims_pkg
+    from ustat_rl.claims.registry import Claim, check_true
+
+    claims = dict(registry())  # a check with no measured value (NaN), written by to_dict
+    claims["C11"] = Claim("C11", "nothing measured", "test", "test",
+                          lambda ctx: [check_true("no value", True)])
+    monkeypatch.setattr(claims_pkg, "registry", lambda: claims)
     path = tmp_path / "r.json"
     main(["verify", "--only", "C11", "--json", str(path)])
     text = path.read_text()
     assert "NaN" not in text
-    assert np.isfinite(json.loads(text)["results"][0]["seconds"])
+    (result,) = json.loads(text)["results"]
+    assert result["checks"][0]["measured"] is None  # the NaN written as null
+    assert np.isfinite(result["seconds"])
 
 
 def test_cli_usage_errors_come_before_any_work(tmp_path, capsys, monkeypatch):

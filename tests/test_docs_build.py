@@ -18,8 +18,8 @@ from pathlib import Path
 from urllib.parse import urldefrag
 
 import pytest
+from script_loader import ROOT, load_script
 
-ROOT = Path(__file__).resolve().parents[1]
 DOC_TOOLS = ("sphinx", "numpydoc", "myst_nb", "furo")
 MISSING = [name for name in DOC_TOOLS if importlib.util.find_spec(name) is None]
 
@@ -99,9 +99,7 @@ def test_every_claim_links_to_its_check_function(built):
 
 
 def test_pages_of_the_site_exist(built):
-    spec = importlib.util.spec_from_file_location("ustat_docs", ROOT / "docs/_ext/ustat_docs.py")
-    ext = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ext)
+    ext = load_script("docs/_ext/ustat_docs.py", "ustat_docs")
     for page in ("index", "installation", "quickstart", "theory", "claims", "conventions",
                  "benchmarks", "citing", "notebooks", "_generated/errata"):
         assert (built / f"{page}.html").is_file(), page

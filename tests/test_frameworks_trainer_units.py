@@ -67,6 +67,7 @@ def test_variance_is_the_mse_less_the_squared_bias():
 
 
 @pytest.mark.parametrize("scale", ["batch", "group"])
+@pytest.mark.integration  # TRL run
 def test_a_real_run_estimates_every_window_in_trainer_units(tmp_path, scale):
     """TRL with ``scale_rewards="batch"`` (batch statistics, held at each batch's value) or
     ``"group"``: every window estimated, the run rule's MSE and variance at the run's G with

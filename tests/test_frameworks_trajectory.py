@@ -23,9 +23,6 @@ from ustat_rl.frameworks.trajectory import (
 from ustat_rl.frameworks.universality import format_universality, gstar_universality
 from ustat_rl.interface.cli import main
 from ustat_rl.pilot.uncertainty import fieller_gstar, pilot_intervals, student_interval
-from ustat_rl.policies.examples import interior_optimum_bandit
-from ustat_rl.scores.bandit import bandit_pilot
-from ustat_rl.seeding import child_rng
 
 #: One-sided normal quantile for the Monte Carlo bounds below: a rate exactly at its bound
 #: exceeds bound + Z se in 0.1% of runs.
@@ -108,8 +105,8 @@ def test_a_bad_line_is_one_error_naming_file_and_line(tmp_path, edit, words):
 
 # ------------------------------------------------------------------ G*'s interval, rebuilt
 @pytest.fixture(scope="module")
-def pilot():
-    return bandit_pilot(interior_optimum_bandit(), 48, 8, child_rng(20260301, 5), sketch_dim=8)
+def pilot(interior_pilot):
+    return interior_pilot(48, 8, 20260301, 5, sketch_dim=8)
 
 
 @pytest.fixture(scope="module")

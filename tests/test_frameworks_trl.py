@@ -322,7 +322,9 @@ def _aggregation(aggregation: str) -> dict:
 @pytest.mark.parametrize("aggregation, rule", [("normalize_then_sum", "trl_normalize_then_sum"),
                                                ("sum_then_normalize", "trl_sum_then_normalize")])
 def test_several_reward_functions_get_the_multi_reward_rule(tmp_path, aggregation, rule):
-    from ustat_rl.claims.beyond_monitor.run_noise import window_noise_by_definition as window_reference
+    from ustat_rl.claims.beyond_monitor.run_noise import (
+        window_noise_by_definition as window_reference,
+    )
 
     trainer = make_trainer(tmp_path, reward=[parity, _digit_reward], steps=2,
                            reward_weights=[1.0, 0.5], **_aggregation(aggregation))

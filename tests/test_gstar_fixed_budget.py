@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from ustat_rl.scores.bandit import bandit_pilot
 from ustat_rl.pilot.estimate import estimate_moments, pilot_statistics
 from ustat_rl.pilot.replicates import pilot_summary
 from ustat_rl.pilot.report import gstar_report
 from ustat_rl.policies.examples import interior_optimum_bandit
+from ustat_rl.scores.bandit import bandit_pilot
 from ustat_rl.theory import ScalingConstants, minibatch_mse
 from ustat_rl.theory import fixed_budget as fb
 from ustat_rl.theory.gram import FactoredGram

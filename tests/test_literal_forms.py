@@ -12,12 +12,11 @@ Negative control: a literal form run against a neighbouring rule does not confor
 are deterministic (hypothesis derandomized, batches from fixed seeds): no false-failure rate.
 """
 
-import importlib.util
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from script_loader import load_data
 
 from ustat_rl.advantages import get_rule
 from ustat_rl.advantages.conventions import CONVENTION_NAMES
@@ -25,15 +24,6 @@ from ustat_rl.claims.beyond_frameworks.conventions import kit_batches
 from ustat_rl.claims.literal_forms import LITERAL_FORMS
 from ustat_rl.conformance.adapters import adapt
 from ustat_rl.conformance.kit import check_conformance, tolerance
-
-DATA = Path(__file__).parent / "data"
-
-
-def _load(stem):
-    spec = importlib.util.spec_from_file_location(stem, DATA / f"{stem}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_every_convention_has_a_literal_form():
@@ -61,9 +51,9 @@ def test_literal_form_does_not_conform_to_a_neighbouring_rule(form_name, other):
 def _frameworks():
     import torch
 
-    verl = _load("verl_core_algos_1dda039b")
-    openrlhf = _load("openrlhf_experience_maker_3c3be623")
-    prime = _load("prime_rl_max_rl_559b4477")
+    verl = load_data("verl_core_algos_1dda039b")
+    openrlhf = load_data("openrlhf_experience_maker_3c3be623")
+    prime = load_data("prime_rl_max_rl_559b4477")
 
     def grpo(norm):
         return lambda t, m, i: verl.compute_grpo_outcome_advantage(

@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 import torch
 from scipy.special import gammaln
+from script_loader import load_data
 
 from ustat_rl.advantages.multichannel import (
     MULTI_CHANNEL_RULES,
@@ -450,19 +451,8 @@ def _verl_gdpo(verl, weights_override=None):
     return fn
 
 
-def _load_data(name):
-    """A framework's extracted code from tests/data (the file's docstring cites its commit)."""
-    import importlib.util
-    from pathlib import Path
-
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).parent / "data" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _load_verl():
-    return _load_data("verl_core_algos_1dda039b")
+    return load_data("verl_core_algos_1dda039b")
 
 
 def test_kit_passes_verls_own_gdpo():
@@ -516,7 +506,7 @@ def test_kit_rejects_nemo_rls_own_gdpo_where_its_one_pass_variance_breaks():
     others is more than 10% (or 1e-6) off the exact one; which kind of tie hypothesis finds
     first varies with the session, so both are accepted (on well-separated rewards no std is
     off: the next test's batch)."""
-    nemo = _load_data("nemo_rl_gdpo_7ea279ab")
+    nemo = load_data("nemo_rl_gdpo_7ea279ab")
     report = check_multichannel_conformance(_nemo_gdpo(nemo), "nemo_rl_gdpo", max_examples=100,
                                             shrink=False)
     assert not report.passed
@@ -531,7 +521,7 @@ def test_nemo_rls_own_gdpo_is_the_rule_away_from_near_ties():
     """On a batch of well-separated rewards NeMo-RL's function is within the kit's tolerance of
     nemo_rl_gdpo, and outside it for verl's gdpo and TRL's normalize_then_sum (a mean baseline,
     not leave-one-out)."""
-    nemo = _load_data("nemo_rl_gdpo_7ea279ab")
+    nemo = load_data("nemo_rl_gdpo_7ea279ab")
     z = np.array([[1, 0], [0, 1], [1, 1], [0, 0], [1, 3], [1, 0], [0, 2], [1, 1]], dtype=np.float32)
     ids, w = np.repeat([0, 1], 4), np.array([1.0, 0.5])
     got = _nemo_gdpo(nemo)(z, ids, w)

@@ -21,16 +21,15 @@ Each is checked by independent routes:
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import re
 from collections import defaultdict
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
+from script_loader import ROOT, load_data
 
 from ustat_rl import theory
 from ustat_rl.advantages import get_rule
@@ -42,20 +41,11 @@ from ustat_rl.policies.examples import small_bandit
 from ustat_rl.tolerances import Z_CHECK
 from ustat_rl.training.batch_study import batch_monte_carlo
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT / "tests" / "data"
 RTOL, ATOL = 1e-12, 1e-14  # two float64 routes through the same arithmetic, to rounding
 
 GROUP_RULES = ("verl_grpo_passk", "verl_grpo_passk_nostd", "prime_rl_max_rl")
 BATCH_RULES = ("verl_gpg", "verl_reinforce_pp", "openrlhf_reinforce")
 NEW_RULES = GROUP_RULES + BATCH_RULES
-
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(name, DATA / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # ---------------------------------------------------------------- provenance
@@ -311,7 +301,7 @@ def test_planted_bug_is_rejected_in_either_dtype(name, bug, dtype):
 
 
 def _verl():
-    verl = _load("verl_core_algos_1dda039b")
+    verl = load_data("verl_core_algos_1dda039b")
     algo = {"norm_adv_by_std_in_grpo": True}
     return {
         "verl_grpo_passk": lambda t, m, i: verl.compute_grpo_passk_outcome_advantage(
@@ -329,11 +319,11 @@ def test_frameworks_own_functions_conform(index):
     for name, fn in _verl().items():
         report = check_conformance(fn, name, signature="verl", tensors="torch", index=index)
         assert report.passed, report.summary()
-    openrlhf = _load("openrlhf_experience_maker_3c3be623")
+    openrlhf = load_data("openrlhf_experience_maker_3c3be623")
     report = check_conformance(openrlhf.reinforce, "openrlhf_reinforce", signature="trl",
                                tensors="torch")
     assert report.passed, report.summary()
-    prime = _load("prime_rl_max_rl_559b4477")
+    prime = load_data("prime_rl_max_rl_559b4477")
     report = check_conformance(prime.max_rl, "prime_rl_max_rl")
     assert report.passed, report.summary()
 
@@ -341,7 +331,7 @@ def test_frameworks_own_functions_conform(index):
 def test_frameworks_own_functions_are_told_apart():
     """Negative control of the runs above: each framework function fails a neighbouring rule."""
     verl = _verl()
-    openrlhf = _load("openrlhf_experience_maker_3c3be623")
+    openrlhf = load_data("openrlhf_experience_maker_3c3be623")
     for fn, other, signature in ((verl["verl_grpo_passk"], "verl_grpo_passk_nostd", "verl"),
                                  (verl["verl_gpg"], "verl_grpo_nostd", "verl"),
                                  (verl["verl_reinforce_pp"], "verl_reinforce_pp_baseline", "verl"),

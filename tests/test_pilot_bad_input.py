@@ -14,15 +14,12 @@ import pytest
 from ustat_rl.interface.cli import main
 from ustat_rl.pilot.report import gstar_report
 from ustat_rl.pilot.rollouts import Rollouts, load_rollouts
-from ustat_rl.policies.examples import interior_optimum_bandit
-from ustat_rl.scores.bandit import bandit_pilot
-from ustat_rl.seeding import child_rng
 from ustat_rl.theory import ScalingConstants, admissible_group_sizes
 
 
 @pytest.fixture(scope="module")
-def pilot():
-    return bandit_pilot(interior_optimum_bandit(), 16, 4, child_rng(20260303, 1))
+def pilot(interior_pilot):
+    return interior_pilot(16, 4, 20260303, 1)
 
 
 def _one_line_error(capsys, name):

@@ -15,14 +15,12 @@ import pytest
 from ustat_rl.pilot.bootstrap import _resampled, bootstrap_t_intervals
 from ustat_rl.pilot.estimate import SCORE_MOMENTS, estimate_constants, pilot_statistics
 from ustat_rl.pilot.replicates import pilot_summary as _summary
-from ustat_rl.policies.examples import interior_optimum_bandit
-from ustat_rl.scores.bandit import bandit_pilot
 from ustat_rl.seeding import child_rng
 
 
 @pytest.fixture(scope="module")
-def stats():
-    return pilot_statistics(bandit_pilot(interior_optimum_bandit(), 12, 6, child_rng(20260304, 1)))
+def stats(interior_pilot):
+    return pilot_statistics(interior_pilot(12, 6, 20260304, 1))
 
 
 def _per_prompt(stats):

@@ -162,6 +162,7 @@ def test_bad_input(model):
                         route="sparse")
 
 
+@pytest.mark.integration  # script: benchmarks/bench_sketch.py --quick
 def test_quick_benchmark_pilot_of_the_large_model_goes_through_gstar(tmp_path, capsys):
     """benchmarks/bench_sketch.py --quick: a factored pilot of the 38.4M-parameter GPT-2 built
     from a config, saved, and read back by ``ustat-rl gstar``."""

@@ -1,5 +1,5 @@
-"""The pilot claims C31 and C32 pass ``ustat-rl verify --quick``, and each check rejects a wrong
-input through the same comparison (docs/theory.md C31, C32)."""
+"""The pilot claims' checks reject a wrong input through the same comparison (docs/theory.md C31,
+C32); that the claims pass is ``ustat-rl verify``'s own job."""
 
 from __future__ import annotations
 
@@ -13,14 +13,7 @@ from ustat_rl.tolerances import Z_STRICT
 CTX = VerifyContext(seed=123, quick=True)
 
 
-@pytest.mark.parametrize("claim_id", ["C31", "C32"])
-def test_pilot_claims_pass(claim_id):
-    result = run_claim(registry()[claim_id], CTX)
-    failed = [c.name for c in result.checks if c.required and not c.passed]
-    assert result.verdict == "pass", (result.error, failed)
-    assert any(c.evidence == "monte-carlo" for c in result.checks)
-
-
+@pytest.mark.integration  # the whole claim C31, against a biased value it must reject
 def test_negative_control_c31_comparison_rejects_a_biased_value():
     result = run_claim(registry()["C31"], CTX)
     (c1,) = [c for c in result.checks if c.name == "full scores: mean estimate of c1 = exact"]

@@ -23,8 +23,8 @@ pytest.importorskip("pyarrow", reason="the Parquet round trip needs the optional
 
 
 @pytest.fixture(scope="module")
-def pilot():
-    return bandit_pilot(interior_optimum_bandit(), 24, 8, child_rng(20260301, 1), sketch_dim=6)
+def pilot(interior_pilot):
+    return interior_pilot(24, 8, 20260301, 1, sketch_dim=6)
 
 
 def test_cli_output_is_identical_for_npz_and_parquet(tmp_path, pilot, capsys):

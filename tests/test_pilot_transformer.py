@@ -127,7 +127,7 @@ def _covers_nominal(hits: int) -> bool:
     return abs(hits / N_COVERAGE - 0.9) <= Z_CHECK * se
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_gstar_interval_covers_exact_gstar(population):
     pop, exact = population
     truth = scaling_constants(exact).optimal_group_size()

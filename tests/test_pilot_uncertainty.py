@@ -97,13 +97,13 @@ def _in_band(coverage):
     return bool(np.all((coverage >= COVERAGE_BAND[0]) & (coverage <= COVERAGE_BAND[1])))
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_coverage_with_full_scores():
     coverage, _ = _coverage(128, 16, None, (2,))
     assert _in_band(coverage), dict(zip(("c1", "c2", "c3", "G*"), coverage))
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_coverage_with_projection_and_negative_control():
     coverage, ignoring_sketch = _coverage(64, 16, 32, (3,))
     assert _in_band(coverage), dict(zip(("c1", "c2", "c3", "G*"), coverage))

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -17,6 +19,8 @@ from pathlib import Path
 
 import pytest
 from matplotlib.figure import Figure
+from matplotlib.image import imread
+from script_loader import ROOT
 
 from ustat_rl.claims import VerifyContext, run_claim
 from ustat_rl.claims.registry import Claim, check_close, check_true
@@ -200,22 +204,42 @@ def test_cli_report_with_errata_computed_now(tmp_path, capsys):
     assert "Eq. (4)" in text and "disproved" in text and "proved" in text
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium installed; the HTML checks "
-                                             "of the other tests still run")
+#: Where the browser test leaves its screenshot of the rendered report, for a person to look at.
+SCREENSHOT = ROOT / "tests" / "artifacts" / "report.png"
+
+
 def test_report_renders_in_headless_chromium(tmp_path):
+    """The report rendered by headless Chromium: its title, the verdict table with one row per
+    claim, every image decoded, no script error; and a screenshot at ``SCREENSHOT``.
+
+    Skipped without Chromium, unless ``USTAT_RL_REQUIRE_CHROMIUM=1`` (CI sets it), where a
+    missing browser fails the test.
+    """
+    if CHROMIUM is None:
+        if os.environ.get("USTAT_RL_REQUIRE_CHROMIUM") == "1":
+            pytest.fail("USTAT_RL_REQUIRE_CHROMIUM=1 but no chromium on PATH (Debian: apt-get "
+                        "install chromium)")
+        pytest.skip("no headless Chromium installed; the HTML checks of the other tests still run")
     verify, results = _results(tmp_path)
     summary = write_report(tmp_path / "report.html", verify, results, errata=ERRATA)
     text = summary.path.read_text(encoding="utf-8")
-    # A test-only copy with a collector: script errors and each image's decoded width.
+    # A test-only copy with a collector: script errors, each image's decoded width, the title and
+    # the rows of the verdict table (the table whose first header cell is "claim"; a claim's
+    # sub-checks sit in a one-cell row below it).
     collector = (
         "<script>window.__errors = [];"
         "window.addEventListener('error', e => window.__errors.push(String(e.message)));"
         "window.addEventListener('load', () => {"
         "const imgs = Array.from(document.images);"
         "const bad = imgs.filter(i => !(i.complete && i.naturalWidth > 0)).length;"
+        "const table = Array.from(document.querySelectorAll('table')).find("
+        "t => (t.querySelector('th') || {}).textContent === 'claim');"
+        "const rows = table ? Array.from(table.rows).slice(1).filter(r => r.cells.length > 2).map("
+        "r => r.cells[0].textContent.trim() + ':' + r.cells[1].textContent.trim()) : [];"
         "const div = document.createElement('div'); div.id = 'collector';"
         "div.textContent = 'images=' + imgs.length + ' broken=' + bad + "
-        "' errors=' + window.__errors.length; document.body.appendChild(div);});</script>")
+        "' errors=' + window.__errors.length + ' title=' + document.title + "
+        "' verdicts=' + rows.join(','); document.body.appendChild(div);});</script>")
     probe = tmp_path / "probe.html"
     probe.write_text(text.replace("<head>", "<head>" + collector, 1), encoding="utf-8")
     proc = subprocess.run(
@@ -223,9 +247,20 @@ def test_report_renders_in_headless_chromium(tmp_path):
          "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()],
         capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "images=2 broken=0 errors=0" in proc.stdout, proc.stdout[-500:]
-    shot = tmp_path / "shot.png"
+    found = re.search(r'<div id="collector">([^<]*)</div>', proc.stdout)
+    assert found, proc.stdout[-500:]
+    collected = found.group(1)
+    assert "images=2 broken=0 errors=0 " in collected, collected
+    assert " title=ustat-rl report: quick run, seed 5" in collected, collected
+    verdicts = collected.split(" verdicts=", 1)[1].split(",")
+    assert [v.split(":")[0] for v in verdicts] == ["C1", "C18", "C2"], collected
+    assert dict(v.split(":") for v in verdicts)["C2"].startswith("fail"), collected
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    SCREENSHOT.unlink(missing_ok=True)
     subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
-                    f"--screenshot={shot}", "--window-size=1000,1400", summary.path.as_uri()],
-                   capture_output=True, timeout=120, check=True)
-    assert shot.read_bytes().startswith(PNG_SIGNATURE)
+                    f"--screenshot={SCREENSHOT}", "--window-size=1000,1400",
+                    summary.path.as_uri()], capture_output=True, timeout=120, check=True)
+    assert SCREENSHOT.read_bytes().startswith(PNG_SIGNATURE)
+    pixels = imread(SCREENSHOT)  # (1400, 1000, channels): a page, not a blank
+    assert pixels.shape[:2] == (1400, 1000)
+    assert pixels[..., :3].std() > 0.05, "the screenshot is blank"

@@ -11,8 +11,8 @@ import argparse
 import dataclasses
 
 import pytest
+from script_loader import load_script
 
-from tests.script_loader import load_script
 from ustat_rl.runs.script_args import positive_int, seed_type
 from ustat_rl.runs.script_config import (
     add_config_arguments,

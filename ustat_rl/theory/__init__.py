@@ -27,6 +27,7 @@ from .advantage import (
     per_prompt_advantage_mse,
 )
 from .budget import budget_optimal_group_size
+from .fixed_budget import fixed_budget_mse
 from .hoeffding import KernelZetas, kernel_zetas
 from .limit_law import (
     LimitLaw,
@@ -62,7 +63,6 @@ from .optimisation import (
     lemma6_inverse_bound,
     lemma14_start,
 )
-from .fixed_budget import fixed_budget_mse
 from .scaling import C1_RTOL, ScalingConstants, admissible_group_sizes, scaling_constants
 
 __all__ = [

@@ -96,8 +96,8 @@ def single_rule_windows(rule, rng, n_windows):
     """``(n, 4)``: variance and MSE estimates and whether their intervals cover the exact ones,
     over windows of a softmax bandit; and the exact ``(variance, MSE)``."""
     from ...frameworks.window import Batch, window_noise
-    from ...scores.bandit import bandit_pilot
     from ...policies.examples import small_bandit
+    from ...scores.bandit import bandit_pilot
     from ...theory import minibatch_mse, minibatch_variance
 
     bandit = small_bandit()
@@ -118,9 +118,9 @@ def single_rule_windows(rule, rng, n_windows):
 
 def plug_in_windows(rule, rng, n_windows):
     """The negative control: the rule's exact formulas at each window's estimated moments."""
-    from ...scores.bandit import bandit_pilot
     from ...pilot.estimate import rule_moments
     from ...policies.examples import small_bandit
+    from ...scores.bandit import bandit_pilot
     from ...theory import minibatch_mse, minibatch_variance
 
     bandit = small_bandit()

@@ -24,8 +24,8 @@ WINDOW_BATCHES, WINDOW_GROUPS, WINDOW_G = 3, 12, 4
 
 def _batches(seed: int):
     from ...frameworks.window import Batch
-    from ...scores.bandit import bandit_pilot
     from ...policies.examples import small_bandit
+    from ...scores.bandit import bandit_pilot
     from ...seeding import child_seed
 
     bandit, out, first = small_bandit(), [], 0
