@@ -17,7 +17,7 @@ Baselines, all run in the same process:
 
 Reported against the last two: set-up time, time per scalar ``sf`` call, time for a vector of
 points, and the relative error of each method in the upper tail (against ``WeightedChiSquare``,
-whose own error against a 25-digit mpmath reference is measured in tests/test_weighted_chi2.py).
+whose own error against a 25-digit mpmath reference is measured in tests/weighted_chi2/test_weighted_chi2.py).
 
 Usage: ``python benchmarks/bench_weighted_chi2.py [--quick]``.
 """

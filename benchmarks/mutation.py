@@ -62,101 +62,101 @@ class Target:
     only: tuple[str, ...] = ()
 
 
-_PILOT_KILLS = "tests/test_mutation_kills_pilot.py"
-_PILOT_DOCTESTS = "tests/test_pilot_doctests.py::test_doctests"
-_ALLOCATION_KILLS = "tests/test_mutation_kills_allocation.py"
-_FRAMEWORK_KILLS = "tests/test_mutation_kills_frameworks.py"
+_PILOT_KILLS = "tests/pilot/test_mutation_kills_pilot.py"
+_PILOT_DOCTESTS = "tests/pilot/test_pilot_doctests.py::test_doctests"
+_ALLOCATION_KILLS = "tests/theory/test_mutation_kills_allocation.py"
+_FRAMEWORK_KILLS = "tests/frameworks/test_mutation_kills_frameworks.py"
 
 TARGETS = (
     Target("estimators", "ustat_rl/advantages/gradients.py",
-           ("tests/test_estimators.py",)),
+           ("tests/advantages/test_estimators.py",)),
     Target("ustatistics", "ustat_rl/stats/ustatistics.py",
-           ("tests/test_ustatistics.py",)),
+           ("tests/stats/test_ustatistics.py",)),
     Target("theory.mse", "ustat_rl/theory/mse.py",
-           ("tests/test_theory.py", "tests/test_estimators.py")),
+           ("tests/theory/test_theory.py", "tests/advantages/test_estimators.py")),
     Target("theory.scaling", "ustat_rl/theory/scaling.py",
-           ("tests/test_theory.py",)),
+           ("tests/theory/test_theory.py",)),
     Target("theory.hoeffding", "ustat_rl/theory/hoeffding.py",
-           ("tests/test_theory.py", "tests/test_ustatistics.py")),
+           ("tests/theory/test_theory.py", "tests/stats/test_ustatistics.py")),
     Target("rates", "ustat_rl/stats/rates.py",
-           ("tests/test_rates.py",)),
+           ("tests/stats/test_rates.py",)),
     Target("montecarlo.bandit", "ustat_rl/montecarlo/bandit.py",
-           ("tests/test_bandit.py", "tests/test_montecarlo.py"),
+           ("tests/policies/test_bandit.py", "tests/montecarlo/test_montecarlo.py"),
            env=(("NUMBA_DISABLE_JIT", "1"),)),
     Target("advantages.parts", "ustat_rl/advantages/parts.py",
-           ("tests/test_advantage_rules.py", "tests/test_estimators.py")),
+           ("tests/advantages/test_advantage_rules.py", "tests/advantages/test_estimators.py")),
     Target("theory.affine", "ustat_rl/theory/affine.py",
-           ("tests/test_theory.py", "tests/test_advantage_rules.py")),
+           ("tests/theory/test_theory.py", "tests/advantages/test_advantage_rules.py")),
     # modules added since the first rounds
     Target("aggregation", "ustat_rl/frameworks/aggregation.py",
-           ("tests/test_aggregation.py", "tests/test_aggregation_validation.py")),
+           ("tests/frameworks/test_aggregation.py", "tests/frameworks/test_aggregation_validation.py")),
     Target("theory.advantage", "ustat_rl/theory/advantage.py",
-           ("tests/test_advantage_theory_validation.py", "tests/test_advantage_theory.py")),
+           ("tests/theory/test_advantage_theory_validation.py", "tests/theory/test_advantage_theory.py")),
     # the conformance kit's own tests (hypothesis) take about 80 s a run on an idle machine and
     # 6 min under load, too slow to run against the conventions' mutants, whose focused tests
     # take seconds; the kit's module is its own target below
     Target("advantages.conventions", "ustat_rl/advantages/conventions.py",
-           ("tests/test_conventions.py",)),
+           ("tests/advantages/test_conventions.py",)),
     Target("advantages.conformance", "ustat_rl/conformance/kit.py",
-           ("tests/test_conformance_report.py", "tests/test_conformance.py")),
+           ("tests/conformance/test_conformance_report.py", "tests/conformance/test_conformance.py")),
     Target("montecarlo.torch_backend", "ustat_rl/montecarlo/torch_backend.py",
-           ("tests/test_montecarlo_torch.py",)),
+           ("tests/montecarlo/test_montecarlo_torch.py",)),
     Target("pilot.estimate", "ustat_rl/pilot/estimate.py",
-           ("tests/test_pilot_estimate_validation.py", "tests/test_pilot_estimate.py")),
+           ("tests/pilot/test_pilot_estimate_validation.py", "tests/pilot/test_pilot_estimate.py")),
     Target("pilot.uncertainty", "ustat_rl/pilot/uncertainty.py",
-           ("tests/test_pilot_uncertainty_validation.py", "tests/test_pilot_uncertainty.py")),
+           ("tests/pilot/test_pilot_uncertainty_validation.py", "tests/pilot/test_pilot_uncertainty.py")),
     Target("scores.sketch", "ustat_rl/scores/sketch.py",
-           ("tests/test_pilot_sketch_validation.py", "tests/test_pilot_sketch.py")),
+           ("tests/scores/test_pilot_sketch_validation.py", "tests/scores/test_pilot_sketch.py")),
     Target("scores.factored", "ustat_rl/scores/factored.py",
-           ("tests/test_pilot_factored_validation.py", "tests/test_pilot_sketch.py")),
+           ("tests/scores/test_pilot_factored_validation.py", "tests/scores/test_pilot_sketch.py")),
     # fifth round: the pilot's advice, the allocation, the Edgeworth cumulants, the kit's
     # tolerance and the frameworks layer (docs/mutation.md); each runs the tests written
     # against its survivors first
     Target("pilot.fieller", "ustat_rl/pilot/fieller.py",
-           (_PILOT_KILLS, "tests/test_pilot_advice.py", _PILOT_DOCTESTS)),
+           (_PILOT_KILLS, "tests/pilot/test_pilot_advice.py", _PILOT_DOCTESTS)),
     Target("pilot.advice", "ustat_rl/pilot/advice.py",
-           (_PILOT_KILLS, "tests/test_pilot_advice.py", _PILOT_DOCTESTS)),
+           (_PILOT_KILLS, "tests/pilot/test_pilot_advice.py", _PILOT_DOCTESTS)),
     Target("theory.edgeworth", "ustat_rl/theory/edgeworth.py",
-           ("tests/test_ustatistics.py::test_projected_grpo_cumulants_match_enumeration",
-            "tests/test_ustatistics.py"
+           ("tests/stats/test_ustatistics.py::test_projected_grpo_cumulants_match_enumeration",
+            "tests/stats/test_ustatistics.py"
             "::test_projected_grpo_cumulants_variance_is_lemma1_and_input_errors",
-            "tests/test_series_brute_force.py::test_edgeworth_cdf_against_the_exact_gamma_law",
-            "tests/test_series_brute_force.py"
+            "tests/weighted_chi2/test_series_brute_force.py::test_edgeworth_cdf_against_the_exact_gamma_law",
+            "tests/weighted_chi2/test_series_brute_force.py"
             "::test_edgeworth_law_of_the_projected_grpo_gradient_by_monte_carlo")),
     Target("theory.allocation", "ustat_rl/theory/allocation.py",
-           (_ALLOCATION_KILLS, "tests/test_allocation.py")),
+           (_ALLOCATION_KILLS, "tests/theory/test_allocation.py")),
     Target("theory.allocation_rules", "ustat_rl/theory/allocation_rules.py",
-           (_ALLOCATION_KILLS, "tests/test_allocation.py", "tests/test_allocate_scaled_rules.py")),
+           (_ALLOCATION_KILLS, "tests/theory/test_allocation.py", "tests/pilot/test_allocate_scaled_rules.py")),
     # the tolerance alone, against its pinned bound: the kit's hypothesis searches are the
     # conformance target's, too slow per mutant here
     Target("advantages.conformance.tolerance", "ustat_rl/conformance/kit.py",
-           ("tests/test_mutation_kills_tolerance.py",
-            "tests/test_kit_tolerance_pinned.py::test_tolerance_is_the_documented_bound",
-            "tests/test_conformance_report.py"),
+           ("tests/conformance/test_mutation_kills_tolerance.py",
+            "tests/conformance/test_kit_tolerance_pinned.py::test_tolerance_is_the_documented_bound",
+            "tests/conformance/test_conformance_report.py"),
            only=("TOLERANCE_RULE", "_working", "tolerance")),
     Target("frameworks.trainer_units", "ustat_rl/frameworks/trainer_units.py",
-           (_FRAMEWORK_KILLS, "tests/test_frameworks_trainer_units.py")),
+           (_FRAMEWORK_KILLS, "tests/frameworks/test_frameworks_trainer_units.py")),
     Target("frameworks.grouped", "ustat_rl/frameworks/grouped.py",
-           (_FRAMEWORK_KILLS, "tests/test_frameworks_adapters.py")),
+           (_FRAMEWORK_KILLS, "tests/frameworks/test_frameworks_adapters.py")),
     Target("frameworks.verl", "ustat_rl/frameworks/verl.py",
-           (_FRAMEWORK_KILLS, "tests/test_frameworks_adapters.py")),
+           (_FRAMEWORK_KILLS, "tests/frameworks/test_frameworks_adapters.py")),
     Target("frameworks.dumps", "ustat_rl/frameworks/dumps.py",
-           (_FRAMEWORK_KILLS, "tests/test_frameworks_adapters.py")),
+           (_FRAMEWORK_KILLS, "tests/frameworks/test_frameworks_adapters.py")),
     Target("frameworks.rewards_only", "ustat_rl/frameworks/rewards_only.py",
-           (_FRAMEWORK_KILLS, "tests/test_frameworks_adapters.py")),
+           (_FRAMEWORK_KILLS, "tests/frameworks/test_frameworks_adapters.py")),
     Target("frameworks.trajectory", "ustat_rl/frameworks/trajectory.py",
-           (_FRAMEWORK_KILLS, "tests/test_frameworks_trajectory.py")),
+           (_FRAMEWORK_KILLS, "tests/frameworks/test_frameworks_trajectory.py")),
     Target("frameworks.universality", "ustat_rl/frameworks/universality.py",
-           (_FRAMEWORK_KILLS, "tests/test_frameworks_trajectory.py")),
+           (_FRAMEWORK_KILLS, "tests/frameworks/test_frameworks_trajectory.py")),
     Target("frameworks.window", "ustat_rl/frameworks/window.py",
-           (_FRAMEWORK_KILLS, "tests/test_frameworks_window.py", "tests/test_frameworks_trl.py")),
+           (_FRAMEWORK_KILLS, "tests/frameworks/test_frameworks_window.py", "tests/frameworks/test_frameworks_trl.py")),
     Target("frameworks.gather", "ustat_rl/frameworks/gather.py",
-           ("tests/test_frameworks_gather.py",)),
+           ("tests/frameworks/test_frameworks_gather.py",)),
     Target("frameworks.demo", "ustat_rl/frameworks/demo.py",
-           (_FRAMEWORK_KILLS, "tests/test_frameworks_trainer_units.py",
-            "tests/test_frameworks_trl.py")),
+           (_FRAMEWORK_KILLS, "tests/frameworks/test_frameworks_trainer_units.py",
+            "tests/frameworks/test_frameworks_trl.py")),
     Target("frameworks.trl_monitor", "ustat_rl/frameworks/trl_monitor.py",
-           ("tests/test_frameworks_trl.py",)),
+           ("tests/frameworks/test_frameworks_trl.py",)),
 )
 
 # mutmut 2.x writes one of these into its cache for every mutant it has run.

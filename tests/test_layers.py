@@ -544,3 +544,40 @@ def test_the_formula_scan_flags_a_planted_copy(tmp_path, code):
     root = _plant(tmp_path, {"__init__.py": '"""(S - z)/(n - 1) in prose is fine."""\n',
                              "copy.py": code})
     assert _loo_sites(root) == ["ustat_rl/copy.py"]
+
+
+# ---------------------------------------------------------------------------- tests mirror it
+#: Test folders that are not a folder of the package: the scripts of simulations/ and benchmarks/.
+TEST_FOLDERS_BEYOND = frozenset({"scripts", "data", "artifacts", "__pycache__"})
+
+#: Test files that check the whole checkout rather than one layer, kept at the top of tests/.
+TOP_LEVEL_TESTS = frozenset({"test_base_install.py", "test_docs_build.py", "test_doctests.py",
+                             "test_invariants.py", "test_layers.py", "test_moved.py",
+                             "test_moved_paths.py", "test_notebooks.py", "test_proofs_check.py",
+                             "test_theory_notes.py"})
+
+
+def _misplaced_tests(tests: Path, library: Path) -> list[str]:
+    """Test files outside a folder named for a package folder (or the listed top-level ones)."""
+    folders = {p.name for p in library.iterdir() if (p / "__init__.py").is_file()}
+    found = [p.name for p in tests.glob("test_*.py") if p.name not in TOP_LEVEL_TESTS]
+    for sub in tests.iterdir():
+        if sub.is_dir() and sub.name not in folders | TEST_FOLDERS_BEYOND:
+            found += [f"{sub.name}/{p.name}" for p in sub.rglob("test_*.py")]
+    return sorted(found)
+
+
+def test_tests_mirror_the_package():
+    tests = ROOT / "tests"
+    assert _misplaced_tests(tests, LIBRARY) == []
+    # every folder of tests/ with tests in it is used, and most layers have one
+    assert len([p for p in tests.iterdir() if p.is_dir() and any(p.glob("test_*.py"))]) >= 12
+
+
+def test_misplaced_test_scan_flags_planted_files(tmp_path):
+    library = _plant(tmp_path, {"__init__.py": "", "theory/__init__.py": ""})
+    tests = tmp_path / "tests"
+    for rel in ("theory/test_ok.py", "test_loose.py", "nowhere/test_lost.py", "test_layers.py"):
+        (tests / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tests / rel).write_text("")
+    assert _misplaced_tests(tests, library) == ["nowhere/test_lost.py", "test_loose.py"]

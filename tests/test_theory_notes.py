@@ -174,11 +174,11 @@ def test_code_named_in_the_notes_exists(notes):
 
 
 def test_missing_code_is_reported():
-    text = ("`ustat_rl/nowhere.py`, `tests/test_estimators.py::test_nothing`, `check_c99`, "
+    text = ("`ustat_rl/nowhere.py`, `tests/advantages/test_estimators.py::test_nothing`, `check_c99`, "
             "`proofs_check.hoeffding.no_such_derivation`, `SoftmaxBandit.no_method`, "
             "`checks_nowhere.py`, `ustat_rl/policies/softmax.py`, `SoftmaxBandit.exact_mse`, `C5.tf`, `gap`, "
             "`paper_convergence.py`, `paper_ustatistic/lemma1.py`, `paper_ustatistic/nowhere.py`")
-    assert missing_code(text) == ["ustat_rl/nowhere.py", "tests/test_estimators.py::test_nothing",
+    assert missing_code(text) == ["ustat_rl/nowhere.py", "tests/advantages/test_estimators.py::test_nothing",
                                   "check_c99", "proofs_check.hoeffding.no_such_derivation",
                                   "SoftmaxBandit.no_method", "checks_nowhere.py",
                                   "paper_ustatistic/nowhere.py"]

@@ -68,7 +68,7 @@ class WeightedChiSquare(stats.rv_continuous):
     * Moments: cumulants :math:`\kappa_j = 2^{j-1}(j-1)!\sum_k w_k^j`, so the mean is
       :math:`\sum w` and the variance :math:`2\sum w^2`.
 
-    Accuracy (tests/test_weighted_chi2.py, against an mpmath reference at 25 digits): relative
+    Accuracy (tests/weighted_chi2/test_weighted_chi2.py, against an mpmath reference at 25 digits): relative
     error below 1e-10 for cdf and sf down to 1e-15 in both tails, K in {1, 2, 6, 20, 50} and
     spreads up to 1000.
 

@@ -1,6 +1,6 @@
 """NeMo-RL's GDPO advantage estimator, as test data.
 
-Extracted for tests/test_multireward.py, which runs the multi-reward conformance kit on NeMo-RL's
+Extracted for tests/advantages/test_multireward.py, which runs the multi-reward conformance kit on NeMo-RL's
 own code. Source: NVIDIA-NeMo/RL at commit 7ea279abfbeb698b092856d0dab61e7cf39bc909
 (2026-08-22): nemo_rl/algorithms/advantage_estimator.py lines 101-190 (GDPOAdvantageEstimator)
 and nemo_rl/algorithms/utils.py lines 35-39 (get_gdpo_reward_component_keys) and 104-198

@@ -1,6 +1,6 @@
 """OpenRLHF's REINFORCE advantage path (``--algo.advantage.estimator reinforce``), as test data.
 
-Extracted for tests/test_new_rules.py, which runs the conformance kit on OpenRLHF's own code.
+Extracted for tests/advantages/test_new_rules.py, which runs the conformance kit on OpenRLHF's own code.
 Source: OpenRLHF/OpenRLHF at commit 3c3be6234e0cb353e76bb8019947db9dfe99fca7 (2026-08-13),
 openrlhf/trainer/ppo_utils/experience_maker.py lines 237-331
 (RemoteExperienceMaker.compute_advantages_and_returns) and 379-411 (get_cumulative_returns),

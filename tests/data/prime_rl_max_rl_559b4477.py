@@ -1,6 +1,6 @@
 """prime-rl's MaxRL advantage (``[orchestrator.algo] type = "max_rl"``), as test data.
 
-Extracted for tests/test_new_rules.py, which runs the conformance kit on prime-rl's own
+Extracted for tests/advantages/test_new_rules.py, which runs the conformance kit on prime-rl's own
 arithmetic. Source: PrimeIntellect-ai/prime-rl at commit
 559b44772e471d1538537b8805cc77f3824a5e64 (2026-08-21), src/prime_rl/orchestrator/algo/max_rl.py
 lines 22-28 (MaxRLAlgorithm.score_group). Apache License 2.0

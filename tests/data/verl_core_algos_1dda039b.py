@@ -1,6 +1,6 @@
 """verl's advantage estimators for grpo_passk, gpg, reinforce_plus_plus, grpo and gdpo, as test data.
 
-Extracted for tests/test_new_rules.py and tests/test_multireward.py, which run the conformance
+Extracted for tests/advantages/test_new_rules.py and tests/advantages/test_multireward.py, which run the conformance
 kits on verl's own functions.
 Source: verl-project/verl at commit 1dda039b9c6311889a9c9a26040677e1254814f9 (2026-08-22),
 verl/trainer/ppo/core_algos.py lines 472-530 (compute_grpo_passk_outcome_advantage),

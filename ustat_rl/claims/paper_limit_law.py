@@ -349,7 +349,7 @@ def check_c20_inv(ctx) -> list:
         ref = float(reference_probability(weights, x, "sf")[0])
         checks.append(check_exact(f"reference sf at isf({p:g})", p, ref, rtol=1e-8, atol=0.0))
     # below 1e-30, where the series has handed over to inversion; 1e-10 is the documented
-    # accuracy of sf there (tests/test_weighted_chi2.py)
+    # accuracy of sf there (tests/weighted_chi2/test_weighted_chi2.py)
     for p in (1e-40, 1e-120):
         x = float(dist.isf(p))
         ref = float(reference_probability(weights, x, "sf")[0])

@@ -201,7 +201,7 @@ def common_argmin(cells, n_boot, rng, level=0.95) -> CommonArgmin:
     -----
     The decision "the argmin is universal" is ``common`` non-empty. Its false-failure rate is
     at most ``1 - level`` when a common argmin exists; when the cells' argmins are well
-    separated the intervals are disjoint and the rule rejects (tests/test_limit_law.py holds
+    separated the intervals are disjoint and the rule rejects (tests/training/test_limit_law.py holds
     both controls).
     """
     if not 0.0 < level < 1.0:

@@ -96,7 +96,7 @@ class WeightedChiSquare(stats.rv_continuous):
     * Moments: cumulants :math:`\kappa_j = 2^{j-1}(j-1)!\sum_k w_k^j`, so the mean is
       :math:`\sum w` and the variance :math:`2\sum w^2`.
 
-    Accuracy (tests/test_weighted_chi2.py, against an mpmath reference at 25 digits): relative
+    Accuracy (tests/weighted_chi2/test_weighted_chi2.py, against an mpmath reference at 25 digits): relative
     error below 1e-10 for cdf and sf down to 1e-15 in both tails, K in {1, 2, 6, 20, 50} and
     spreads up to 1000.
 
@@ -224,7 +224,7 @@ class WeightedChiSquare(stats.rv_continuous):
     # ------------------------------------------------------------------ scalar fast path
     # rv_continuous's argument parsing and broadcasting cost more than the kernels for one
     # point; a bare real scalar without loc/scale arguments skips them and gets the same
-    # float64 back (tests/test_weighted_chi2.py checks both, bit for bit).
+    # float64 back (tests/weighted_chi2/test_weighted_chi2.py checks both, bit for bit).
     def cdf(self, x, *args, **kwds):
         v = None if args or kwds else _as_float(x)
         if v is None:

@@ -19,7 +19,7 @@ from ustat_rl.frameworks import GroupSizeMonitor  # noqa: E402
 from ustat_rl.frameworks.demo import demo_trainer  # noqa: E402
 from ustat_rl.frameworks.trl_support import TRL_VERSIONS, check_trl_version  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("version", ["0.19.0", "0.21.0", "0.22.2", "0.24.0", "1.0.0", "1.16.0",

@@ -2,7 +2,7 @@
 untested: a passed dtype coarser than float32, rewards so small that the underflow term
 ``sqrt(2 tiny)`` of the spread's bound dominates, and the rule the report states.
 
-The bound is compared with ``documented_bound`` of tests/test_kit_tolerance_pinned.py (the
+The bound is compared with ``documented_bound`` of tests/conformance/test_kit_tolerance_pinned.py (the
 module docstring's terms computed a second way, per group and in a loop) at rtol 1e-9, as there;
 the float16 case is the docstring's formula by hand. All checks are deterministic (fixed seeds,
 hypothesis derandomized): no false-failure rate. Each test names the mutants it was written
@@ -16,7 +16,7 @@ import re
 import numpy as np
 import pytest
 
-from tests.test_kit_tolerance_pinned import documented_bound
+from tests.conformance.test_kit_tolerance_pinned import documented_bound
 from ustat_rl.advantages.conventions import advantages, get_convention
 from ustat_rl.conformance import kit as conformance
 

@@ -456,7 +456,7 @@ def test_base_install_reads_verl_dumps_and_names_the_parquet_extra(tmp_path):
     write_verl_step(tmp_path / "dump", 1, [("A", [1, 0, 1]), ("B", [0, 0, 0])],
                     np.random.default_rng(0))
     (tmp_path / "completions_00001.parquet").write_bytes(b"PAR1")  # pyarrow is missing first
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])
 
     def run(target):
         command = [sys.executable, str(runner), ",".join(blocked_modules()), "-m",

@@ -217,7 +217,7 @@ def test_nemo_rl_divides_by_the_others_std_and_keeps_ties_undivided():
 
 
 def test_every_framework_row_names_a_full_commit_and_its_date():
-    text = (Path(__file__).parents[1] / "docs" / "conventions.md").read_text(encoding="utf-8")
+    text = (Path(__file__).parents[2] / "docs" / "conventions.md").read_text(encoding="utf-8")
     for spec in CONVENTIONS.values():
         assert f"`{spec.name}`" in text
         if spec.framework == "ustat-rl":
@@ -242,7 +242,7 @@ def test_every_source_file_a_convention_cites_is_in_the_conventions_page():
     """The provenance paths (the files each rule was read from) match docs/conventions.md."""
     from ustat_rl.advantages.conventions import CONVENTIONS
 
-    page = (Path(__file__).resolve().parents[1] / "docs" / "conventions.md").read_text()
+    page = (Path(__file__).resolve().parents[2] / "docs" / "conventions.md").read_text()
     cited = {p.strip() for spec in CONVENTIONS.values() if spec.path
              for p in spec.path.split(",")}
     assert cited and all(p.endswith(".py") for p in cited), cited

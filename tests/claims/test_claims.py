@@ -1,6 +1,6 @@
 """Each bandit claim's check rejects a deliberately wrong input (negative controls run through the
 same comparison code), and the verify command line. That the claims pass is ``ustat-rl verify``'s
-own job (CI runs ``verify --quick``); tests/test_compare_runs.py pins their verdicts and
+own job (CI runs ``verify --quick``); tests/interface/test_compare_runs.py pins their verdicts and
 predictions against a reference run."""
 
 import json

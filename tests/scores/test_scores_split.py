@@ -20,7 +20,7 @@ from ustat_rl.scores import coverage, factored, rules  # noqa: E402
 from ustat_rl.scores.chunks import sketch_rows  # noqa: E402
 from ustat_rl.scores.spec import DEFAULT_SKETCH_BLOCKS, SketchSpec  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 #: Imports ``ustat_rl.pilot`` and every module in it.
 IMPORT_PILOT = ("import importlib, pkgutil, sys, ustat_rl.pilot; "

@@ -16,7 +16,7 @@ Each is checked by independent routes:
 * the conformance kit rejects a planted bug in float32 and float64 batches, and passes the
   frameworks' own functions extracted to tests/data at the commits cited there; as ordinary
   conventions, the kit's run on the reference and on framework-style implementations computing
-  in float32 and in float64 is tests/test_conformance.py's, over every convention.
+  in float32 and in float64 is tests/conformance/test_conformance.py's, over every convention.
 """
 
 from __future__ import annotations

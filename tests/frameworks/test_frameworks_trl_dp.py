@@ -21,7 +21,7 @@ pytest.importorskip("trl")
 
 from ustat_rl.pilot import load_rollouts  # noqa: E402
 
-SCRIPT = Path(__file__).with_name("dp_monitor_run.py")
+SCRIPT = Path(__file__).resolve().parents[1] / "dp_monitor_run.py"
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ from ustat_rl.weighted_chi2._reference import (
     reference_two_weights,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: Target relative accuracy of cdf and sf (the issue's requirement).
 RTOL = 1e-10
 #: Monte Carlo comparisons: |estimate - theory| <= Z * se; two-sided false-failure rate 6.3e-5.

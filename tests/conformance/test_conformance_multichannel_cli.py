@@ -111,7 +111,7 @@ def test_every_multireward_rule_has_its_row_in_the_conventions_page():
 
     from ustat_rl.advantages.multichannel import get_multichannel_rule
 
-    page = (Path(__file__).resolve().parents[1] / "docs" / "conventions.md").read_text()
+    page = (Path(__file__).resolve().parents[2] / "docs" / "conventions.md").read_text()
     for name in multichannel_rule_names():
         source = get_multichannel_rule(name).provenance
         assert f"`{name}`" in page and source.commit[:8] in page and source.repository in page
