@@ -28,7 +28,8 @@ KEY = ["variant", "budget", "group_size", "n", "run"]
 @pytest.fixture(scope="module")
 def cluster():
     """A local Ray instance bound to 127.0.0.1 whose workers can import the script and tests."""
-    paths = [str(ROOT), str(ROOT / "simulations"), str(ROOT / "tests")]
+    paths = [str(ROOT), str(ROOT / "simulations"), str(ROOT / "tests"),
+             str(ROOT / "tests" / "runs")]
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(paths + ([old] if old else []))
     try:
