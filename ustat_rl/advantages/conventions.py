@@ -209,7 +209,7 @@ def get_convention(name) -> ConventionSpec:
     frameworks'); ``ValueError`` listing the names otherwise."""
     if isinstance(name, AdvantageRule):
         return name
-    return get_rule(name, "convention")
+    return get_rule(name)
 
 
 @renamed_keywords(convention="estimator")
