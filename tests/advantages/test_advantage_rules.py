@@ -75,7 +75,7 @@ def _exact_by_enumeration(bandit, rule, G):
 def test_unknown_rule_names_the_parameter():
     with pytest.raises(ValueError, match=r"^`estimator` must be one of \('vanilla', 'grpo'"):
         get_rule("rloo")
-    with pytest.raises(ValueError, match=r"^`convention` must be one of "):
+    with pytest.raises(ValueError, match=r"^`estimator` must be one of "):
         theory.advantage_table("nope", 4)
 
 

@@ -172,7 +172,7 @@ def test_singleton_rules_are_the_frameworks():
 
 
 def test_validation_names_the_parameter():
-    with pytest.raises(ValueError, match="convention"):
+    with pytest.raises(ValueError, match="`estimator` must be one of"):
         advantages("grpo_std", [1.0, 0.0], [0, 0])
     with pytest.raises(ValueError, match="at least 2"):
         advantages("openrlhf_group_norm", [1.0, 0.0, 1.0], [0, 0, 1])

@@ -256,7 +256,7 @@ def test_bad_input_names_the_parameter(kwargs, match):
         get_multichannel_rule("trl_sum_then_normalize").advantages(**args)
     with pytest.raises(ValueError, match="at least 2 reward channels"):
         get_multichannel_rule("nemo_rl_gdpo").advantages([[1.0], [0.0], [1.0]], [0, 0, 0])
-    with pytest.raises(ValueError, match="`rule` must be one of"):
+    with pytest.raises(ValueError, match="`estimator` must be one of"):
         get_multichannel_rule("trl_group")
 
 

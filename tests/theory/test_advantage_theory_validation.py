@@ -62,7 +62,7 @@ def test_a_function_returning_the_wrong_shape_for_one_reward_is_rejected(which):
         return out[:-1] if wrong else out
 
     with pytest.raises(ValueError,
-                       match=r"^`convention` must return shape \(4,\) for m = 0\.\.G$"):
+                       match=r"^`estimator` must return shape \(4,\) for m = 0\.\.G$"):
         advantage_table(convention, 3)
 
 
@@ -85,7 +85,7 @@ def test_group_statistic_rules_are_limited_to_tables_that_fit():
 
 
 def test_named_conventions_errors_name_the_parameter_and_the_rule():
-    with pytest.raises(ValueError, match=r"^`convention` must be one of"):
+    with pytest.raises(ValueError, match=r"^`estimator` must be one of"):
         advantage_table("no-such-rule", 3)
     with pytest.raises(ValueError, match=r"^convention 'trl_batch' uses batch statistics, so "
                                          r"groups are not independent and the per-group formula "

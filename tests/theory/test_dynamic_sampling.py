@@ -334,7 +334,7 @@ def test_inputs_are_validated_with_the_parameter_named(call, match):
 def test_simulator_rejects_what_it_cannot_run():
     bandit = known_p_bandit([0.3])
     for rule in ("oracle", "trl_batch"):
-        with pytest.raises(ValueError, match="advantage"):
+        with pytest.raises(ValueError, match="`estimator`"):
             simulate_dynamic_sampling(bandit, rule, 4, 2, 10, 0)
     with pytest.raises(ValueError, match="binary"):
         simulate_dynamic_sampling(SoftmaxBandit([[0.0, 0.0]], [[1.0, 0.0]],

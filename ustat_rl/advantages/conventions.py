@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._validation import renamed_keywords
 from .frameworks import convention_rule
 from .registry import get_rule, register_rule, rule_names
 from .rule import AdvantageRule, Centring
@@ -208,15 +209,16 @@ def get_convention(name) -> ConventionSpec:
     frameworks'); ``ValueError`` listing the names otherwise."""
     if isinstance(name, AdvantageRule):
         return name
-    return get_rule(name, "convention")
+    return get_rule(name)
 
 
-def advantages(convention, rewards, group_ids) -> np.ndarray:
+@renamed_keywords(convention="estimator")
+def advantages(estimator, rewards, group_ids) -> np.ndarray:
     """The advantages a named framework option computes (docs/theory.md section 2).
 
     Parameters
     ----------
-    convention : str or ConventionSpec
+    estimator : str or ConventionSpec
         One of :data:`CONVENTION_NAMES`.
     rewards : array_like, shape (n,)
         One scalar reward per response (float32 inputs are computed in float64).
@@ -246,5 +248,5 @@ def advantages(convention, rewards, group_ids) -> np.ndarray:
     >>> [round(float(a), 4) for a in advantages("grpo", r, ids)]
     [1.0, -0.5, -0.5, 0.0, 0.0, 0.0]
     """
-    spec = get_convention(convention)
+    spec = get_convention(estimator)
     return spec.advantages(rewards, group_ids)

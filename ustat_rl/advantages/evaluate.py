@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._validation import renamed_keywords
+
 __all__ = ["Parts", "evaluate"]
 
 
@@ -108,8 +110,9 @@ def _group_function(function, z, inverse, counts, rows):
     return out
 
 
-def evaluate(rule, z, inverse, counts, reference=None, rows=None) -> Parts:
-    """The advantages of ``rule`` (read off its data; no name is special).
+@renamed_keywords(rule="estimator")
+def evaluate(estimator, z, inverse, counts, reference=None, rows=None) -> Parts:
+    """The advantages of ``estimator`` (read off its data; no name is special).
 
     ``z (n,)`` float rewards in groups ``inverse (n,)`` of sizes ``counts (k,)``; ``reference``
     ``(n,)`` is ``r(x)`` per sample for a rule that subtracts one; ``rows`` is ``z`` as
@@ -118,25 +121,26 @@ def evaluate(rule, z, inverse, counts, reference=None, rows=None) -> Parts:
     n = counts[inverse].astype(np.float64)
     single = n == 1
     dev, root = _deviations(z, inverse, counts, rows)
-    own, deviation, ref = rule.centring.kernel_coefficients(n)
+    own, deviation, ref = estimator.centring.kernel_coefficients(n)
     num = own * z + deviation * dev
-    if not rule.centring.is_affine:
-        num = _group_function(rule.centring.function, z, inverse, counts, rows)
-        if rule.centring.singleton != "formula":
-            num = np.where(single, z if rule.centring.singleton == "reward" else 0.0, num)
-    if rule.centring.reference_source is not None:
+    if not estimator.centring.is_affine:
+        num = _group_function(estimator.centring.function, z, inverse, counts, rows)
+        if estimator.centring.singleton != "formula":
+            num = np.where(single, z if estimator.centring.singleton == "reward" else 0.0, num)
+    if estimator.centring.reference_source is not None:
         if reference is None:
-            raise ValueError(f"rule {rule.name!r} subtracts {rule.centring.reference_source} "
+            raise ValueError(f"rule {estimator.name!r} subtracts "
+                             f"{estimator.centring.reference_source} "
                              "r(x): pass `reference`")
         num = num - ref * np.broadcast_to(np.asarray(reference, dtype=np.float64), z.shape)
-    sc = rule.scaling
+    sc = estimator.scaling
     if sc.kind == "none":
         return Parts(num, num, np.ones(z.size), np.zeros(z.size), single)
     if sc.kind == "group std":
         dof = np.maximum(counts - 1 if sc.bessel else counts, 1)
         s = np.where(single, 0.0, (root / np.sqrt(dof))[inverse])
     elif sc.kind == "group statistic":
-        s = np.where(single, 0.0, _statistic(rule, z, inverse, counts)[inverse])
+        s = np.where(single, 0.0, _statistic(estimator, z, inverse, counts)[inverse])
     elif sc.kind == "others std":
         s = _others_std(z, inverse, counts, sc.bessel)
     elif sc.kind == "batch std":

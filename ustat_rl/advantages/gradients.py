@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import as_finite_array
+from .._validation import as_finite_array, renamed_keywords
 from .registry import ESTIMATORS, get_rule
 
 __all__ = [
@@ -82,12 +82,14 @@ def leave_one_out_baseline(reward) -> np.ndarray:
     return (flat - rule.grouped(flat)).reshape(reward.shape)
 
 
-def rule_gradient(rule, score, reward, reference=None, *, per_prompt: bool = False) -> np.ndarray:
+@renamed_keywords(rule="estimator")
+def rule_gradient(estimator, score, reward, reference=None, *,
+                  per_prompt: bool = False) -> np.ndarray:
     r"""The estimate ``(1/G) sum_g W_g c_g`` of any registered advantage rule.
 
     Parameters
     ----------
-    rule : str or AdvantageRule
+    estimator : str or AdvantageRule
         A name of :func:`ustat_rl.advantages.rule_names` whose statistics are per group.
     score : array_like, shape (G, d) or (B, G, d)
     reward : array_like, shape (G,) or (B, G)
@@ -112,22 +114,23 @@ def rule_gradient(rule, score, reward, reference=None, *, per_prompt: bool = Fal
     >>> rule_gradient("grpo", np.array([[1.0], [-1.0]]), np.array([1.0, 0.0]))
     array([1.])
     """
-    rule = get_rule(rule, "rule")
-    if rule.statistics != "group":
-        raise ValueError(f"`rule` {rule.name!r} uses batch statistics; a per-prompt gradient "
+    estimator = get_rule(estimator)
+    if estimator.statistics != "group":
+        raise ValueError(f"`estimator` {estimator.name!r} uses batch statistics; a per-prompt "
+                         "gradient "
                          "needs a rule of the group alone")
-    score, reward = _check_group(score, reward, rule)
+    score, reward = _check_group(score, reward, estimator)
     flat = reward.reshape(-1, reward.shape[-1])
-    if rule.centring.reference_source is not None:
+    if estimator.centring.reference_source is not None:
         if reference is None:
-            raise ValueError(f"`reference` is required: rule {rule.name!r} subtracts "
-                             f"{rule.centring.reference_source} r(x)")
+            raise ValueError(f"`reference` is required: rule {estimator.name!r} subtracts "
+                             f"{estimator.centring.reference_source} r(x)")
         reference = as_finite_array(reference, "reference", ndim=(0, 1))
         if reference.ndim == 1 and reference.shape != reward.shape[:-1]:
             raise ValueError(f"`reference` must be a scalar or have shape {reward.shape[:-1]}, "
                              f"got {reference.shape}")
         reference = np.broadcast_to(reference, reward.shape[:-1]).reshape(-1)
-    weight = rule.grouped(flat, reference).reshape(reward.shape)
+    weight = estimator.grouped(flat, reference).reshape(reward.shape)
     return _reduce(_weighted_score_mean(score, weight), per_prompt)
 
 

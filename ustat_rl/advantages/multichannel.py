@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .._validation import renamed_keywords
 from .frameworks import convention_rule
 from .parts import Provenance, Scaling
 from .registry import get_rule
@@ -320,23 +321,27 @@ def multichannel_rule_names() -> tuple[str, ...]:
     return tuple(MULTI_CHANNEL_RULES)
 
 
-def get_multichannel_rule(rule, parameter: str = "rule") -> MultiChannelRule:
-    """The :class:`MultiChannelRule` called ``rule`` (a rule is returned as is); ``ValueError``
+@renamed_keywords(rule="estimator")
+def get_multichannel_rule(estimator, parameter: str = "estimator") -> MultiChannelRule:
+    """The :class:`MultiChannelRule` called ``estimator`` (a rule is returned as is); ``ValueError``
     naming ``parameter`` and listing the names otherwise."""
-    if isinstance(rule, MultiChannelRule):
-        return rule
-    if not isinstance(rule, str) or rule not in MULTI_CHANNEL_RULES:
+    if isinstance(estimator, MultiChannelRule):
+        return estimator
+    if not isinstance(estimator, str) or estimator not in MULTI_CHANNEL_RULES:
         raise ValueError(f"`{parameter}` must be one of {multichannel_rule_names()}, got "
-                         f"{rule!r}")
-    return MULTI_CHANNEL_RULES[rule]
+                         f"{estimator!r}")
+    return MULTI_CHANNEL_RULES[estimator]
 
 
-def register_multichannel_rule(rule: MultiChannelRule, *, replace_existing: bool = False
+@renamed_keywords(rule="estimator")
+def register_multichannel_rule(estimator: MultiChannelRule, *, replace_existing: bool = False
                                ) -> MultiChannelRule:
-    """Add ``rule`` to :data:`MULTI_CHANNEL_RULES` so every layer accepts its name; returns it."""
-    if not isinstance(rule, MultiChannelRule):
-        raise TypeError(f"`rule` must be a MultiChannelRule, got {type(rule).__name__}")
-    if rule.name in _BUILT_IN or (rule.name in MULTI_CHANNEL_RULES and not replace_existing):
-        raise ValueError(f"`rule` {rule.name!r} is already registered")
-    MULTI_CHANNEL_RULES[rule.name] = rule
-    return rule
+    """Add ``estimator`` to :data:`MULTI_CHANNEL_RULES` so every layer accepts its name;
+    returns it."""
+    if not isinstance(estimator, MultiChannelRule):
+        raise TypeError(f"`estimator` must be a MultiChannelRule, got {type(estimator).__name__}")
+    if estimator.name in _BUILT_IN or (estimator.name in MULTI_CHANNEL_RULES
+                                       and not replace_existing):
+        raise ValueError(f"`estimator` {estimator.name!r} is already registered")
+    MULTI_CHANNEL_RULES[estimator.name] = estimator
+    return estimator

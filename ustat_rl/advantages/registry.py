@@ -8,6 +8,7 @@ a user's script) joins with :func:`register_rule` and is then accepted everywher
 
 from __future__ import annotations
 
+from .._validation import renamed_keywords
 from .rule import AdvantageRule, Centring, Provenance, Scaling
 
 __all__ = ["ESTIMATORS", "ESTIMATOR_NAMES", "LEAVE_ONE_OUT", "GROUP_MEAN", "NO_CENTRING",
@@ -69,8 +70,9 @@ def rule_names() -> tuple[str, ...]:
     return tuple(RULES)
 
 
-def get_rule(rule, parameter: str = "estimator") -> AdvantageRule:
-    r"""The :class:`AdvantageRule` called ``rule`` (a rule is returned as is).
+@renamed_keywords(rule="estimator")
+def get_rule(estimator, parameter: str = "estimator") -> AdvantageRule:
+    r"""The :class:`AdvantageRule` called ``estimator`` (a rule is returned as is).
 
     .. math::
 
@@ -78,26 +80,28 @@ def get_rule(rule, parameter: str = "estimator") -> AdvantageRule:
 
     ``ValueError`` naming ``parameter`` and listing the names for an unknown one.
     """
-    if isinstance(rule, AdvantageRule):
-        return rule
-    if not isinstance(rule, str) or rule not in RULES:
-        raise ValueError(f"`{parameter}` must be one of {rule_names()}, got {rule!r}")
-    return RULES[rule]
+    if isinstance(estimator, AdvantageRule):
+        return estimator
+    if not isinstance(estimator, str) or estimator not in RULES:
+        raise ValueError(f"`{parameter}` must be one of {rule_names()}, got {estimator!r}")
+    return RULES[estimator]
 
 
-def register_rule(rule: AdvantageRule, *, replace: bool = False) -> AdvantageRule:
-    r"""Add ``rule`` to the registry, so every layer accepts its name; returns it.
+@renamed_keywords(rule="estimator")
+def register_rule(estimator: AdvantageRule, *, replace: bool = False) -> AdvantageRule:
+    r"""Add ``estimator`` to the registry, so every layer accepts its name; returns it.
 
     .. math::
 
-        \text{RULES}[\text{rule.name}] = \text{rule}
+        \text{RULES}[\text{estimator.name}] = \text{estimator}
     """
-    if not isinstance(rule, AdvantageRule):
-        raise TypeError(f"`rule` must be an AdvantageRule, got {type(rule).__name__}")
-    if rule.name in RULES and not replace:
-        raise ValueError(f"`rule` {rule.name!r} is already registered (pass replace=True)")
-    RULES[rule.name] = rule
-    return rule
+    if not isinstance(estimator, AdvantageRule):
+        raise TypeError(f"`estimator` must be an AdvantageRule, got {type(estimator).__name__}")
+    if estimator.name in RULES and not replace:
+        raise ValueError(f"`estimator` {estimator.name!r} is already registered "
+                         "(pass replace=True)")
+    RULES[estimator.name] = estimator
+    return estimator
 
 
 def unregister_rule(name: str) -> None:

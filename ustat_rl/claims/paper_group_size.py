@@ -18,6 +18,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
+from .._validation import renamed_keywords
 from ..montecarlo import bandit_squared_errors, run_monte_carlo
 from ..policies.examples import (
     conflicting_prompts_bandit,
@@ -86,8 +87,10 @@ REPORT_BUDGETS, REPORT_PILOT = (48, 4096), (64, 16)
 BUDGET_RTOL, BUDGET_RTOL_FLOAT32 = 1e-10, 1e-5
 
 
-def enumerated_budget_parts(bandit, rule, sizes):
-    """``(V(G), D(G))`` of ``rule`` on a softmax bandit, by enumerating every outcome of a group.
+@renamed_keywords(rule="estimator")
+def enumerated_budget_parts(bandit, estimator, sizes):
+    """``(V(G), D(G))`` of ``estimator`` on a softmax bandit, by enumerating every outcome of a
+    group.
 
     ``V`` is the variance of one prompt's estimate with the prompt drawn (its spread included)
     and ``D`` the squared bias ``||E g_hat(X) - g||^2``. Each prompt owns its parameter block,
@@ -102,7 +105,7 @@ def enumerated_budget_parts(bandit, rule, sizes):
     for G in sizes:
         mean, second = [], []
         for x in range(bandit.n_prompts):
-            values, prob = enumerate_prompt_estimates(bandit, x, int(G), rule)  # (M, K), (M,)
+            values, prob = enumerate_prompt_estimates(bandit, x, int(G), estimator)  # (M, K), (M,)
             mean.append(prob @ values)
             second.append(prob @ np.sum(values**2, axis=1))
         mean, second = np.array(mean), np.array(second)  # (P, K), (P,)

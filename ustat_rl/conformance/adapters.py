@@ -18,6 +18,8 @@ from typing import Callable
 
 import numpy as np
 
+from .._validation import renamed_keywords
+
 __all__ = ["SIGNATURES", "SIGNATURE_WORDS", "SIGNATURE_FORMS", "INDEX_KINDS", "VERL_TOKENS",
            "TargetError", "adapt", "load_function", "probe", "unchanged"]
 
@@ -201,14 +203,15 @@ def load_function(target: str) -> Callable:
     return fn
 
 
-def probe(fn: Callable, convention, *, signature: str = "plain", tensors: str = "numpy",
+@renamed_keywords(convention="estimator")
+def probe(fn: Callable, estimator, *, signature: str = "plain", tensors: str = "numpy",
           index: str = "uid") -> str | None:
-    """Why ``fn`` cannot be tested against ``convention`` (``None`` if it can): it is called
+    """Why ``fn`` cannot be tested against ``estimator`` (``None`` if it can): it is called
     once on two groups of distinct rewards; an exception is a usage error (exit 2)."""
     from ..advantages.conventions import get_convention
     from .search import probe_call
 
-    spec = get_convention(convention)
+    spec = get_convention(estimator)
     tokens = 1 if spec.scale == "whiten" else VERL_TOKENS
     size = max(4, spec.min_group_size)
     z = np.concatenate([np.arange(size) + 0.5 * g for g in range(2)]).astype(np.float64)

@@ -1,19 +1,19 @@
 """Conformance kit: does an advantage function compute a named framework convention?
 
 Give it your ``fn(rewards, group_ids) -> advantages`` (or a verl-style or TRL-style function,
-through an adapter) and a convention name from :data:`CONVENTION_NAMES`; property-based testing
-with hypothesis draws batches that stress the places where implementations differ: random
-groups, ties, near-ties (spreads of 1e-3 down to 1e-9), all-equal groups, one-sample groups,
-large offsets (1e6), float32 and float64 inputs, and ragged group ids in any order. The result is
-a :class:`ConformanceReport` with the smallest failing batch found (hypothesis shrinks it, then
-groups the failure does not need are dropped one at a time).
+through an adapter) and a convention name from :data:`CONVENTION_NAMES`; property-based testing with
+hypothesis draws batches that stress the places where implementations differ: random groups, ties,
+near-ties (spreads of 1e-3 down to 1e-9), all-equal groups, one-sample groups, large offsets (1e6),
+float32 and float64 inputs, and ragged group ids in any order. The result is a
+:class:`ConformanceReport` with the smallest failing batch found (hypothesis shrinks it, then groups
+the failure does not need are dropped one at a time).
 
 Tolerance (a bound for any correct implementation whose working precision is float32 or finer,
-whatever dtype the kit passes; derived from the formula's conditioning, not tuned). The rules'
-data (:class:`~ustat_rl.advantages.conventions.ConventionSpec`: baseline, scale, epsilon and its placement,
-the all-equal rule) fix every term. With ``eps`` the machine epsilon of the coarsest of float32,
-the input and the output dtypes, ``tiny`` its smallest normal number (values below it may be
-flushed to 0), ``n`` the samples a statistic runs over and ``S`` the largest ``|z|`` among them:
+whatever dtype the kit passes; derived from the formula's conditioning, not tuned). The rules' data
+(:class:`~ustat_rl.advantages.conventions.ConventionSpec`: baseline, scale, epsilon and its
+placement, the all-equal rule) fix every term. With ``eps`` the machine epsilon of the coarsest of
+float32, the input and the output dtypes, ``tiny`` its smallest normal number (values below it may
+be flushed to 0), ``n`` the samples a statistic runs over and ``S`` the largest ``|z|`` among them:
 
 - a centred reward ``z - m_g`` is off by at most ``dN = (n + 4)(eps S + tiny)`` (the input
   rounded to the working precision, ``n - 1`` additions, the division and the subtraction, each
@@ -28,28 +28,28 @@ flushed to 0), ``n`` the samples a statistic runs over and ``S`` the largest ``|
   by ``dd = ds + 2 eps d``, and it is never below ``d_low = max(d - dd, floor)``, ``floor`` being
   ``epsilon`` or ``sqrt(epsilon)``;
 
-so ``|got - expected| <= (dN + |A| dd) / d_low + 2 eps |A|``, ``A`` the reference advantage.
-Where ``d_low`` is 0 (no epsilon, and a spread the working precision cannot tell from 0) the
-sample is not checked: any value passes there, NaN included (a spread rounded to 0 and divided
-by). Where a rule keeps the numerator, or gives 0, when the std is exactly 0, exact ties in the
-passed values must take that branch (NeMo-RL's one-pass variance gives such groups a std of
-rounding noise, hence its +-1e6 advantages), and so must a statistic below
-``-ds`` (MaxRL's group mean); spreads within ``ds`` of 0 may take either.
-At an offset of 1e6 a group whose spread is below one float32 step is thus unchecked, while
-swapping Bessel for the population std, moving the epsilon, flooring the variance (verl's
-vectorised GRPO before PR #6348) or leaking another group into the mean is rejected on the
-batches hypothesis finds, in float32 and float64 alike. The reference is
-:func:`ustat_rl.advantages.conventions.advantages` in float64 on the same inputs (docs/conventions.md).
+so ``|got - expected| <= (dN + |A| dd) / d_low + 2 eps |A|``, ``A`` the reference advantage. Where
+``d_low`` is 0 (no epsilon, and a spread the working precision cannot tell from 0) the sample is
+not checked: any value passes there, NaN included (a spread rounded to 0 and divided by). Where a
+rule keeps the numerator, or gives 0, when the std is exactly 0, exact ties in the passed values
+must take that branch (NeMo-RL's one-pass variance gives such groups a std of rounding noise, hence
+its +-1e6 advantages), and so must a statistic below ``-ds`` (MaxRL's group mean); spreads within
+``ds`` of 0 may take either. At an offset of 1e6 a group whose spread is below one float32 step is
+thus unchecked, while swapping Bessel for the population std, moving the epsilon, flooring the
+variance (verl's vectorised GRPO before PR #6348) or leaking another group into the mean is
+rejected on the batches hypothesis finds, in float32 and float64 alike. The reference is
+:func:`ustat_rl.advantages.conventions.advantages` in float64 on the same inputs
+(docs/conventions.md).
 """
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
 
+from .._validation import renamed_keywords
 from ..advantages.conventions import CONVENTION_NAMES, ConventionSpec, advantages, get_convention
 from ..advantages.parts import Scaling
 from .adapters import (
@@ -80,8 +80,7 @@ class ConformanceFailure:
     Attributes
     ----------
     rewards, group_ids : ndarray
-        The batch, in the dtype it was passed (ids as the kit draws them; the adapters pass
-        them on as documented in :func:`adapt`).
+        The batch, in the dtype it was passed (ids as drawn; :func:`adapt` says how passed).
     expected : ndarray
         The convention's advantages (float64 reference).
     got : ndarray or None
@@ -164,13 +163,14 @@ def _working(dtype):
     return float(max(f.eps for f in coarse)), float(max(f.tiny for f in coarse))
 
 
-def tolerance(convention, rewards, group_ids, dtype=None) -> np.ndarray:
+@renamed_keywords(convention="estimator")
+def tolerance(estimator, rewards, group_ids, dtype=None) -> np.ndarray:
     """The allowed ``|got - expected|`` per sample, shape ``(n,)`` (module docstring).
 
     ``dtype`` is the coarser of the input and output dtypes; the working precision is never
     taken finer than float32. ``inf`` marks samples the working precision cannot resolve.
     """
-    spec = get_convention(convention)
+    spec = get_convention(estimator)
     z = np.asarray(rewards, dtype=np.float64)
     _, inverse, counts = np.unique(np.asarray(group_ids), return_inverse=True, return_counts=True)
     inverse = inverse.reshape(-1)
@@ -200,7 +200,7 @@ def tolerance(convention, rewards, group_ids, dtype=None) -> np.ndarray:
         batch_err = (N + 4) * (eps * np.abs(z).max() + tiny)
         s_err = np.sqrt(N / max(N - 1, 1)) * batch_err + (N + 3) * eps * s + under
     else:  # whitening: the batch mean of the numerator adds its error to each centred value
-        c = dataclasses.replace(spec, scaling=Scaling()).parts(z, inverse, counts).numerator
+        c = replace(spec, scaling=Scaling()).parts(z, inverse, counts).numerator
         num_err = num_err + num_err.max() + (N + 3) * eps * np.abs(c).max()
         s_err = np.sqrt(N / max(N - 1, 1)) * num_err.max() + (N + 3) * eps * s + under
     d = parts.denominator
@@ -311,7 +311,8 @@ def _drop_groups(call, spec: ConventionSpec, failure: ConformanceFailure) -> Con
     return failure
 
 
-def check_conformance(fn: Callable, convention, *, signature: str = "plain",
+@renamed_keywords(convention="estimator")
+def check_conformance(fn: Callable, estimator, *, signature: str = "plain",
                       tensors: str = "numpy", max_examples: int = 200, seed: int | None = None,
                       dtypes=("float32", "float64"), index: str = "uid",
                       shrink: bool = True) -> ConformanceReport:
@@ -321,7 +322,7 @@ def check_conformance(fn: Callable, convention, *, signature: str = "plain",
     ----------
     fn : callable
         The implementation under test, in the form ``signature`` names (see :func:`adapt`).
-    convention : str
+    estimator : str
         One of :data:`CONVENTION_NAMES`.
     signature : {"plain", "verl", "trl"}
         ``"trl"`` draws contiguous equal-size groups only; conventions that reshape into
@@ -343,7 +344,7 @@ def check_conformance(fn: Callable, convention, *, signature: str = "plain",
     -------
     ConformanceReport
     """
-    spec = get_convention(convention)
+    spec = get_convention(estimator)
     check_search_options(max_examples, dtypes)
     tokens = 1 if spec.scale == "whiten" else VERL_TOKENS
     call = adapt(fn, signature, tensors, tokens=tokens, index=index)
@@ -358,13 +359,14 @@ def check_conformance(fn: Callable, convention, *, signature: str = "plain",
                              failure, n_shrink)
 
 
-def check_batch(fn: Callable, convention, rewards, group_ids, *, signature: str = "plain",
+@renamed_keywords(convention="estimator")
+def check_batch(fn: Callable, estimator, rewards, group_ids, *, signature: str = "plain",
                 tensors: str = "numpy", index: str = "uid") -> ConformanceFailure | None:
     """The kit's comparison on one given batch: ``None`` when ``fn`` conforms on it, else the
     :class:`ConformanceFailure` (no search, no shrinking; :func:`check_conformance` searches).
 
-    ``rewards`` and ``group_ids`` are what the kit would draw (float32 or float64 rewards,
-    integer ids; contiguous equal groups for ``signature="trl"``); the other parameters are
+    ``rewards`` and ``group_ids`` are what the kit would draw (float32 or float64 rewards, integer ids;
+    contiguous equal groups for ``signature="trl"``); the other parameters are
     :func:`check_conformance`'s. Conventions that whiten over the batch get one-token responses
     under ``"verl"``, as there.
 
@@ -377,7 +379,7 @@ def check_batch(fn: Callable, convention, rewards, group_ids, *, signature: str 
     >>> check_batch(lambda r, g: r - r.mean(), "trl_group", z, ids).index
     0
     """
-    spec = get_convention(convention)
+    spec = get_convention(estimator)
     z = np.asarray(rewards)
     if z.dtype not in (np.float32, np.float64):
         raise TypeError(f"`rewards` must be a float32 or float64 array, got dtype {z.dtype}")
@@ -386,14 +388,13 @@ def check_batch(fn: Callable, convention, rewards, group_ids, *, signature: str 
     return _compare(call, spec, z, np.asarray(group_ids))
 
 
-def run_command(target: str, convention: str, *, signature: str = "plain",
+@renamed_keywords(convention="estimator")
+def run_command(target: str, estimator: str, *, signature: str = "plain",
                 tensors: str = "numpy", max_examples: int = 200, seed: int | None = None,
                 index: str = "uid") -> int:
-    """``ustat-rl conformance``: print the report; exit code 0 conforms, 1 does not, 2 usage.
-
-    Usage and import errors are one line on stderr.
-    """
+    """``ustat-rl conformance``: print the report; exit code 0 conforms, 1 does not, 2 usage
+    (usage and import errors are one line on stderr)."""
     return run_target(target, max_examples, lambda fn: check_conformance(
-        fn, convention, signature=signature, tensors=tensors, max_examples=max_examples,
-        seed=seed, index=index), lambda fn: probe(fn, convention, signature=signature,
+        fn, estimator, signature=signature, tensors=tensors, max_examples=max_examples,
+        seed=seed, index=index), lambda fn: probe(fn, estimator, signature=signature,
                                                   tensors=tensors, index=index))

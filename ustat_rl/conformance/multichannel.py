@@ -32,6 +32,7 @@ from typing import Callable
 
 import numpy as np
 
+from .._validation import renamed_keywords
 from ..advantages.multichannel import get_multichannel_rule
 from .adapters import BadOutput, unchanged
 from .kit import ConformanceFailure, ConformanceReport, tolerance
@@ -62,25 +63,26 @@ def _set_max(values, inverse, counts, batch: bool):
     return top[inverse]
 
 
-def multichannel_tolerance(rule, rewards, group_ids, weights=None, dtype=None) -> np.ndarray:
+@renamed_keywords(rule="estimator")
+def multichannel_tolerance(estimator, rewards, group_ids, weights=None, dtype=None) -> np.ndarray:
     """The allowed ``|got - expected|`` per sample, ``(n,)`` (module docstring); ``inf`` marks
     samples the working precision cannot resolve."""
-    rule = get_multichannel_rule(rule)
-    z, inverse, counts, w = rule.check_inputs(rewards, group_ids, weights)
+    estimator = get_multichannel_rule(estimator)
+    z, inverse, counts, w = estimator.check_inputs(rewards, group_ids, weights)
     eps, tiny = _working(dtype)
     K = z.shape[1]
-    if rule.channel is None:
+    if estimator.channel is None:
         stage = [z[:, k] for k in range(K)]
         errors = [eps * np.abs(z[:, k]) + tiny for k in range(K)]
     else:
-        stage = [rule.channel.apply(z[:, k], inverse, counts) for k in range(K)]
-        errors = [tolerance(rule.channel, z[:, k], group_ids, dtype) for k in range(K)]
+        stage = [estimator.channel.apply(z[:, k], inverse, counts) for k in range(K)]
+        errors = [tolerance(estimator.channel, z[:, k], group_ids, dtype) for k in range(K)]
     x = sum(wk * c for wk, c in zip(w, stage))
     dx = (sum(abs(wk) * e for wk, e in zip(w, errors))
           + (K + 2) * eps * sum(abs(wk) * np.abs(c) for wk, c in zip(w, stage)))
-    if rule.final is None:
+    if estimator.final is None:
         return dx
-    final = rule.final
+    final = estimator.final
     parts = final.parts(x, inverse, counts)
     batch = final.statistics == "batch"
     n_set = np.full(x.size, float(x.size)) if batch else counts[inverse].astype(np.float64)
@@ -178,7 +180,9 @@ def _compare(fn, rule, z, ids, w) -> ConformanceFailure | None:
                               f"(|difference| {diff[i]:.3g} > tolerance {tol[i]:.3g})")
 
 
-def check_multichannel_conformance(fn: Callable, rule, *, weights=None, contiguous: bool = False,
+@renamed_keywords(rule="estimator")
+def check_multichannel_conformance(fn: Callable, estimator, *, weights=None,
+                                   contiguous: bool = False,
                                    max_examples: int = 200, seed: int | None = None,
                                    dtypes=("float32", "float64"),
                                    shrink: bool = True) -> ConformanceReport:
@@ -188,7 +192,7 @@ def check_multichannel_conformance(fn: Callable, rule, *, weights=None, contiguo
     Parameters
     ----------
     fn : callable
-    rule : str or MultiChannelRule
+    estimator : str or MultiChannelRule
     weights : array_like, optional
         Fix the weights (and so ``K``); by default they are drawn with ``K`` from 1 to 3.
     contiguous : bool
@@ -204,27 +208,29 @@ def check_multichannel_conformance(fn: Callable, rule, *, weights=None, contiguo
     -------
     ConformanceReport
     """
-    rule = get_multichannel_rule(rule)
+    estimator = get_multichannel_rule(estimator)
     check_search_options(max_examples, dtypes)
     if weights is not None:
-        weights = check_kit_weights(rule, weights)
-    strategy = _strategy(rule, weights, contiguous, [_DTYPES[d] for d in dtypes])
+        weights = check_kit_weights(estimator, weights)
+    strategy = _strategy(estimator, weights, contiguous, [_DTYPES[d] for d in dtypes])
     passed, count, seconds, failures, n_shrink = search(
-        strategy, lambda *batch: _compare(fn, rule, *batch), max_examples=max_examples,
+        strategy, lambda *batch: _compare(fn, estimator, *batch), max_examples=max_examples,
         seed=seed, shrink=shrink)
     failure = failures[-1] if (failures and not passed) else None
     signature = "multichannel-contiguous" if contiguous else "multichannel"
-    return ConformanceReport(rule.name, signature, passed, count, seconds, TOLERANCE_RULE,
+    return ConformanceReport(estimator.name, signature, passed, count, seconds, TOLERANCE_RULE,
                              failure, n_shrink)
 
 
-def check_kit_weights(rule, weights) -> np.ndarray:
+@renamed_keywords(rule="estimator")
+def check_kit_weights(estimator, weights) -> np.ndarray:
     """Fixed ``weights`` checked for the kit: the rule's own checks, at least
     ``rule.min_channels`` channels, and one nonzero weight (with every weight 0 every
     advantage is 0 whatever the rewards, so no implementation could be told apart)."""
-    w = rule.check_weights(weights, np.size(weights))
-    if w.size < rule.min_channels:
-        raise ValueError(f"`weights`: {rule.name} needs at least {rule.min_channels} reward "
+    w = estimator.check_weights(weights, np.size(weights))
+    if w.size < estimator.min_channels:
+        raise ValueError(f"`weights`: {estimator.name} needs at least "
+                         f"{estimator.min_channels} reward "
                          f"channels, got {w.size} weight{'s' if w.size != 1 else ''}")
     if not np.any(w != 0.0):
         raise ValueError("`weights`: every weight is 0, so every advantage is 0 whatever the "
@@ -233,11 +239,12 @@ def check_kit_weights(rule, weights) -> np.ndarray:
     return w
 
 
-def multichannel_probe(fn: Callable, rule, weights=None) -> str | None:
+@renamed_keywords(rule="estimator")
+def multichannel_probe(fn: Callable, estimator, weights=None) -> str | None:
     """Why ``fn`` cannot be tested (``None`` if it can): called once on two groups of four
     samples with distinct rewards in every channel; an exception is a usage error."""
-    rule = get_multichannel_rule(rule)
-    K = max(rule.min_channels, 1) if weights is None else np.size(weights)
+    estimator = get_multichannel_rule(estimator)
+    K = max(estimator.min_channels, 1) if weights is None else np.size(weights)
     w = np.ones(K) if weights is None else np.asarray(weights, dtype=np.float64)
     z = (np.arange(8, dtype=np.float64)[:, None] * (1.0 + np.arange(K))[None, :]) % 5.0 \
         + np.arange(K)[None, :] * 0.25  # (8, K)
@@ -245,11 +252,12 @@ def multichannel_probe(fn: Callable, rule, weights=None) -> str | None:
     return probe_call(fn, (z, ids, w), "fn(rewards (n, K), group_ids, weights)")
 
 
-def run_multichannel_command(target: str, rule: str, *, weights=None, contiguous: bool = False,
+@renamed_keywords(rule="estimator")
+def run_multichannel_command(target: str, estimator: str, *, weights=None, contiguous: bool = False,
                              max_examples: int = 200, seed: int | None = None) -> int:
     """``ustat-rl conformance`` for a multi-reward rule: print the report; exit code 0 conforms,
     1 does not, 2 usage (one line on stderr, before any batch is drawn)."""
-    spec = get_multichannel_rule(rule)
+    spec = get_multichannel_rule(estimator)
     if weights is not None:
         try:
             weights = check_kit_weights(spec, weights)

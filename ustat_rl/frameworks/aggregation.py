@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import binom
 
-from .._validation import as_int
+from .._validation import as_int, renamed_keywords
 
 __all__ = [
     "AGGREGATIONS",
@@ -178,7 +178,8 @@ def _sum_pmf(pmf: np.ndarray, count: int) -> np.ndarray:
     return out
 
 
-def exact_aggregation_mean(prob, reward, lengths, scores, advantage, group_size: int,
+@renamed_keywords(advantage="estimator")
+def exact_aggregation_mean(prob, reward, lengths, scores, estimator, group_size: int,
                            mode: str, horizon=None) -> np.ndarray:
     """Exact ``E g_hat(x)`` of one group of ``G`` under a loss aggregation (binary rewards).
 
@@ -192,7 +193,7 @@ def exact_aggregation_mean(prob, reward, lengths, scores, advantage, group_size:
         Integer lengths ``T(y) >= 1``.
     scores : array_like (K, k)
         ``W(y)``, or any fixed linear projection of it (the mean is linear in ``W``).
-    advantage : str, callable or AdvantageTable
+    estimator : str, callable or AdvantageTable
         A group convention (see :func:`ustat_rl.theory.advantage.advantage_table`).
     group_size : int
         ``G``; the batch is the one group, so ``N = G``.
@@ -231,7 +232,7 @@ def exact_aggregation_mean(prob, reward, lengths, scores, advantage, group_size:
     if np.any(T < 1) or not np.all(T == np.round(T)):
         raise ValueError("`lengths` must be integers >= 1")
     T = T.astype(int)
-    table = as_advantage_table(advantage, G)
+    table = as_advantage_table(estimator, G)
     V = float(p @ z)
     m = np.arange(G + 1)
     pm = binom.pmf(m, G, V)  # (G+1,)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import as_int
+from .._validation import as_int, renamed_keywords
 from ..advantages import get_rule
 from ..advantages.multichannel import MULTI_CHANNEL_RULES, get_multichannel_rule
 from ..pilot.report import all_equal_fraction, gstar_report
@@ -125,9 +125,11 @@ def window_rollouts(batches, meta: dict) -> Rollouts:
                     score=np.concatenate([b.score for b in batches]), **meta)
 
 
-def is_multichannel(rule) -> bool:
-    """Whether ``rule`` names a multi-reward rule (not a single-reward rule of the registry)."""
-    return isinstance(rule, str) and rule in MULTI_CHANNEL_RULES
+@renamed_keywords(rule="estimator")
+def is_multichannel(estimator) -> bool:
+    """Whether ``estimator`` names a multi-reward rule (not a single-reward rule of the
+    registry)."""
+    return isinstance(estimator, str) and estimator in MULTI_CHANNEL_RULES
 
 
 def _interval(part: dict) -> dict:
@@ -166,28 +168,31 @@ def skipped_record(step, reason: str, group_size, budget, level, sketch_dim, rul
     return record
 
 
-def run_advantages(batch: Batch, rule, weights=None) -> tuple[np.ndarray | None, str]:
+@renamed_keywords(rule="estimator")
+def run_advantages(batch: Batch, estimator, weights=None) -> tuple[np.ndarray | None, str]:
     """The advantages ``(n,)`` the run's rule gives one batch's rows, and the rule's label.
 
     Batch statistics (a batch std, whitening) are the batch's own, as the trainer takes them.
-    ``rule`` ``None`` (a rule the registry does not hold) gives the paper's GRPO rule's. Returns
+    ``estimator`` ``None`` (a rule the registry does not hold) gives the paper's GRPO rule's.
+    Returns
     ``(None, why)`` when the rule cannot be evaluated on what the batch carries (a multi-reward
     rule without finite per-function rewards, a rule that needs a reference value).
     """
     ids = np.repeat(np.arange(batch.n_groups), batch.group_size)
-    if is_multichannel(rule):
+    if is_multichannel(estimator):
         if batch.channels is None or not np.all(np.isfinite(batch.channels)):
-            return None, f"grpo ({rule}: finite per-function rewards were not captured)"
-        spec = get_multichannel_rule(rule)
-        return spec.advantages(batch.channels, ids, weights), rule
-    name = "grpo" if rule is None else rule
+            return None, f"grpo ({estimator}: finite per-function rewards were not captured)"
+        spec = get_multichannel_rule(estimator)
+        return spec.advantages(batch.channels, ids, weights), estimator
+    name = "grpo" if estimator is None else estimator
     spec = get_rule(name)
     if spec.centring.reference_source is not None:
-        return None, f"grpo ({rule} needs {spec.centring.reference_source}, which a run lacks)"
+        return None, f"grpo ({estimator} needs {spec.centring.reference_source}, which a run lacks)"
     return spec.advantages(batch.reward, ids), name
 
 
-def window_noise(batches, rule, level: float, weights=None, column_group=None):
+@renamed_keywords(rule="estimator")
+def window_noise(batches, estimator, level: float, weights=None, column_group=None):
     """The run rule's variance, squared bias and MSE at the run's ``G`` and ``B = N/G``, pooled
     over ``batches`` (:func:`ustat_rl.pilot.run_noise.run_noise`), and the rule's label.
 
@@ -196,7 +201,7 @@ def window_noise(batches, rule, level: float, weights=None, column_group=None):
     policy gradient; no moment model is used, so the estimates are unbiased for every rule at
     the run's ``G`` (docs/theory.md section 8).
     """
-    evaluated = [run_advantages(b, rule, weights) for b in batches]
+    evaluated = [run_advantages(b, estimator, weights) for b in batches]
     missing = [label for advantage, label in evaluated if advantage is None]
     if missing:  # the paper's GRPO rule stands in, and the label says why
         evaluated = [(run_advantages(b, None)[0], missing[0]) for b in batches]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import as_int, as_rng
+from .._validation import as_int, as_rng, renamed_keywords
 from ..advantages.registry import get_rule
 from ..policies.softmax import SoftmaxBandit
 from ..theory.dynamic_sampling import keep_probability
@@ -52,7 +52,8 @@ class DynamicSamplingRun:
     max_num_gen_batches: int
 
 
-def simulate_dynamic_sampling(bandit: SoftmaxBandit, advantage, group_size, batch_size, n_reps,
+@renamed_keywords(advantage="estimator")
+def simulate_dynamic_sampling(bandit: SoftmaxBandit, estimator, group_size, batch_size, n_reps,
                               rng, gen_batch_size=None,
                               max_num_gen_batches=0) -> DynamicSamplingRun:
     """Run ``n_reps`` independent steps of verl's ``filter_groups`` loop on ``bandit``.
@@ -61,7 +62,7 @@ def simulate_dynamic_sampling(bandit: SoftmaxBandit, advantage, group_size, batc
     ----------
     bandit : SoftmaxBandit
         Binary rewards (``reward_values=(0, 1)``).
-    advantage : str or AdvantageRule
+    estimator : str or AdvantageRule
         A rule of :mod:`ustat_rl.advantages` whose statistics are per group.
     group_size, batch_size : int
         ``G >= 2`` and ``B >= 1``.
@@ -89,9 +90,9 @@ def simulate_dynamic_sampling(bandit: SoftmaxBandit, advantage, group_size, batc
         raise TypeError(f"`bandit` must be a SoftmaxBandit, got {type(bandit).__name__}")
     if bandit.reward_values != (0.0, 1.0):
         raise ValueError(f"`bandit` must have binary rewards (0, 1), got {bandit.reward_values}")
-    rule = get_rule(advantage, "advantage")
+    rule = get_rule(estimator)
     if rule.statistics != "group" or rule.centring.reference_source is not None:
-        raise ValueError(f"`advantage` {rule.name!r} must be a rule of the group's rewards alone "
+        raise ValueError(f"`estimator` {rule.name!r} must be a rule of the group's rewards alone "
                          "(no batch statistics, no V(x) or b(x) reference)")
     G = as_int(group_size, "group_size", max(2, rule.min_group_size))
     B = as_int(batch_size, "batch_size", 1)

@@ -23,23 +23,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.stats import binom
 
-from .._validation import as_int
+from .._validation import as_int, renamed_keywords
 from .moments import PromptMoments, batch_mean_terms
 
-__all__ = [
-    "AdvantageTable",
-    "as_advantage_table",
-    "AdvantageMoments",
-    "TARGETS",
-    "advantage_table",
-    "advantage_moments",
-    "per_prompt_advantage_mse",
-    "minibatch_advantage_mse",
-    "dynamic_sampling_mse",
-    "all_equal_probability",
-    "arcsin_weight",
-    "binary_projection",
-]
+__all__ = ["AdvantageTable", "as_advantage_table", "AdvantageMoments", "TARGETS", "advantage_table",
+           "advantage_moments", "per_prompt_advantage_mse", "minibatch_advantage_mse",
+           "dynamic_sampling_mse", "all_equal_probability", "arcsin_weight", "binary_projection"]
 
 #: What an estimator's MSE is measured against.
 TARGETS = ("grad", "arcsin")
@@ -93,7 +82,8 @@ class AdvantageMoments:
     mse_arcsin: np.ndarray
 
 
-def advantage_table(convention, group_size) -> AdvantageTable:
+@renamed_keywords(convention="estimator")
+def advantage_table(estimator, group_size) -> AdvantageTable:
     r"""``a(z, m)`` of a group convention, read off one representative group per ``m``.
 
     .. math::
@@ -102,7 +92,7 @@ def advantage_table(convention, group_size) -> AdvantageTable:
 
     Parameters
     ----------
-    convention : str, AdvantageRule or callable
+    estimator : str, AdvantageRule or callable
         A registered rule (:func:`ustat_rl.advantages.rule_names`) whose statistics are per
         group, or a function ``(z, m, G) -> a`` of arrays ``z``, ``m`` and the int ``G``.
     group_size : int
@@ -122,17 +112,17 @@ def advantage_table(convention, group_size) -> AdvantageTable:
     """
     G = as_int(group_size, "group_size", 1)
     m = np.arange(G + 1)
-    if callable(convention) and not hasattr(convention, "statistics"):
-        success = np.asarray(convention(np.ones(G + 1), m, G), dtype=np.float64)
-        failure = np.asarray(convention(np.zeros(G + 1), m, G), dtype=np.float64)
+    if callable(estimator) and not hasattr(estimator, "statistics"):
+        success = np.asarray(estimator(np.ones(G + 1), m, G), dtype=np.float64)
+        failure = np.asarray(estimator(np.zeros(G + 1), m, G), dtype=np.float64)
         if success.shape != (G + 1,) or failure.shape != (G + 1,):
-            raise ValueError(f"`convention` must return shape ({G + 1},) for m = 0..G")
+            raise ValueError(f"`estimator` must return shape ({G + 1},) for m = 0..G")
         success, failure = success.copy(), failure.copy()
         success[0], failure[G] = 0.0, 0.0  # a(1, 0) and a(0, G) never occur
         return AdvantageTable(G, success, failure)
     from ..advantages.registry import get_rule
 
-    rule = get_rule(convention, "convention")
+    rule = get_rule(estimator)
     if rule.statistics != "group":
         raise ValueError(f"convention {rule.name!r} uses batch statistics, so groups are not "
                          f"independent and the per-group formula does not apply; use Monte Carlo")
@@ -230,24 +220,26 @@ def _moment_terms(m: PromptMoments, table: AdvantageTable):
     return mean_factor[index], second / G**2
 
 
-def as_advantage_table(advantage, group_size) -> AdvantageTable:
-    r"""``advantage`` as an :class:`AdvantageTable` (a table is checked against ``group_size``).
+@renamed_keywords(advantage="estimator")
+def as_advantage_table(estimator, group_size) -> AdvantageTable:
+    r"""``estimator`` as an :class:`AdvantageTable` (a table is checked against ``group_size``).
 
     .. math::
 
         a(z, m), \quad z \in \{0, 1\},\ m = 0, \dots, G
     """
-    if isinstance(advantage, AdvantageTable):
-        if group_size is not None and as_int(group_size, "group_size", 1) != advantage.group_size:
+    if isinstance(estimator, AdvantageTable):
+        if group_size is not None and as_int(group_size, "group_size", 1) != estimator.group_size:
             raise ValueError(f"`group_size` {group_size} differs from the table's "
-                             f"{advantage.group_size}")
-        return advantage
+                             f"{estimator.group_size}")
+        return estimator
     if group_size is None:
-        raise ValueError("`group_size` is required unless `advantage` is an AdvantageTable")
-    return advantage_table(advantage, group_size)
+        raise ValueError("`group_size` is required unless `estimator` is an AdvantageTable")
+    return advantage_table(estimator, group_size)
 
 
-def advantage_moments(moments: PromptMoments, advantage, group_size=None) -> AdvantageMoments:
+@renamed_keywords(advantage="estimator")
+def advantage_moments(moments: PromptMoments, estimator, group_size=None) -> AdvantageMoments:
     r"""Exact mean factor, second moment and MSEs of a group-relative estimator (section 7).
 
     .. math::
@@ -258,7 +250,7 @@ def advantage_moments(moments: PromptMoments, advantage, group_size=None) -> Adv
     ----------
     moments : PromptMoments
         Exact moments of a policy with binary rewards.
-    advantage : str, ConventionSpec, callable or AdvantageTable
+    estimator : str, ConventionSpec, callable or AdvantageTable
         The advantage rule (see :func:`advantage_table`).
     group_size : int, optional
         ``G``; not needed with an :class:`AdvantageTable`.
@@ -287,7 +279,7 @@ def advantage_moments(moments: PromptMoments, advantage, group_size=None) -> Adv
     (1.0, 0.020833)
     """
     m = _binary_moments(moments)
-    table = as_advantage_table(advantage, group_size)
+    table = as_advantage_table(estimator, group_size)
     factor, second = _moment_terms(m, table)
     w = arcsin_weight(m.value)
     gamma = m.grad_sq
@@ -302,7 +294,8 @@ def _check_target(target: str) -> str:
     return target
 
 
-def per_prompt_advantage_mse(moments: PromptMoments, advantage, group_size=None,
+@renamed_keywords(advantage="estimator")
+def per_prompt_advantage_mse(moments: PromptMoments, estimator, group_size=None,
                              target: str = "grad") -> np.ndarray:
     r"""Exact per-prompt MSE, shape ``(P,)``, against ``g(x)`` or the arcsin gradient (section 7).
 
@@ -314,11 +307,12 @@ def per_prompt_advantage_mse(moments: PromptMoments, advantage, group_size=None,
     ``target="arcsin"`` with ``g(x)/sqrt(V(1-V))``, the gradient of Proposition 13's objective
     (docs/theory.md C26).
     """
-    out = advantage_moments(moments, advantage, group_size)
+    out = advantage_moments(moments, estimator, group_size)
     return out.mse_grad if _check_target(target) == "grad" else out.mse_arcsin
 
 
-def minibatch_advantage_mse(moments: PromptMoments, advantage, group_size=None, batch_size=1,
+@renamed_keywords(advantage="estimator")
+def minibatch_advantage_mse(moments: PromptMoments, estimator, group_size=None, batch_size=1,
                             target: str = "grad") -> float:
     r"""Exact MSE of ``(1/B) sum_b g_hat(X_b)`` over ``B`` i.i.d. prompts (Proposition 3, C6).
 
@@ -337,7 +331,7 @@ def minibatch_advantage_mse(moments: PromptMoments, advantage, group_size=None, 
     m = _binary_moments(moments)
     B = as_int(batch_size, "batch_size", 1)
     _check_target(target)
-    table = as_advantage_table(advantage, group_size)
+    table = as_advantage_table(estimator, group_size)
     factor, second = _moment_terms(m, table)
     f, gram = m.prompt_prob, m.grad_gram
     alpha = f * factor
@@ -347,7 +341,8 @@ def minibatch_advantage_mse(moments: PromptMoments, advantage, group_size=None, 
     return second_b - 2.0 * projection + target_sq
 
 
-def dynamic_sampling_mse(moments: PromptMoments, advantage, group_size=None,
+@renamed_keywords(advantage="estimator")
+def dynamic_sampling_mse(moments: PromptMoments, estimator, group_size=None,
                          batch_size=1) -> tuple[float, float]:
     r"""Exact ``(scale, MSE)`` of a batch refilled until no group is all-equal (DAPO, section 7).
 
@@ -375,7 +370,7 @@ def dynamic_sampling_mse(moments: PromptMoments, advantage, group_size=None,
     """
     m = _binary_moments(moments)
     B = as_int(batch_size, "batch_size", 1)
-    table = as_advantage_table(advantage, group_size)
+    table = as_advantage_table(estimator, group_size)
     if table.success[table.group_size] != 0.0 or table.failure[0] != 0.0:
         raise ValueError("the advantage must give all-equal groups zero (a(1, G) = a(0, 0) = 0) "
                          "for dropping them to leave the other groups' moments unchanged")

@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._validation import renamed_keywords
 from .moments import PromptMoments
 
 __all__ = ["affine_coefficients", "affine_variance", "affine_covariance"]
 
 
-def affine_coefficients(rule, G: float, reference: np.ndarray, value: np.ndarray):
+@renamed_keywords(rule="estimator")
+def affine_coefficients(estimator, G: float, reference: np.ndarray, value: np.ndarray):
     r"""``(a, b, c, D, k)`` at group size ``G``: ``c = w r(x)`` and ``D = a V - c`` per prompt
     ``(P,)``, mean factor ``k = a + b``.
 
@@ -42,7 +44,7 @@ def affine_coefficients(rule, G: float, reference: np.ndarray, value: np.ndarray
 
         a = 1 - w_m - w_l, \qquad b = w_m\frac{G - 1}{G} + w_l, \qquad D = aV - w r
     """
-    a, b, w = rule.centring.moment_coefficients(float(G))
+    a, b, w = estimator.centring.moment_coefficients(float(G))
     c = w * reference if w else np.zeros_like(value)
     return a, b, c, a * value - c, a + b
 
@@ -51,7 +53,8 @@ def _grpo_trace(m: PromptMoments, G: float) -> np.ndarray:
     return m.trace_sigma_oracle / G + (m.score_sq_reward_var + m.grad_sq) / (G * (G - 1.0))
 
 
-def affine_variance(m: PromptMoments, rule, G: float, reference: np.ndarray) -> tuple:
+@renamed_keywords(rule="estimator")
+def affine_variance(m: PromptMoments, estimator, G: float, reference: np.ndarray) -> tuple:
     r"""``(tr Cov g_hat(x) (P,), k)`` of an affine rule at one group size ``G``.
 
     .. math::
@@ -59,12 +62,12 @@ def affine_variance(m: PromptMoments, rule, G: float, reference: np.ndarray) -> 
         \operatorname{tr}\operatorname{Cov}\hat g(x) = (a^2 + 2ab)\frac{\operatorname{tr}\Sigma}{G}
         + b^2\,\mathrm{MSE}_L + \frac{D^2 E\|W\|^2 + 2 (a + b) D \kappa}{G}
     """
-    a, b, c, D, k = affine_coefficients(rule, G, reference, m.value)
+    a, b, c, D, k = affine_coefficients(estimator, G, reference, m.value)
     if b == 0 and a == 1:  # z - c(x): a prompt-only baseline (vanilla c = 0, oracle c = V)
         # the oracle's form when the rule centres at the value, a fact of the rule: a vanilla
         # pilot whose estimated value is exactly 0 keeps vanilla's form (estimated moments do
         # not satisfy the identity that makes the two forms equal)
-        if rule.centring.reference_source == "value" and np.all(c == m.value):
+        if estimator.centring.reference_source == "value" and np.all(c == m.value):
             return m.trace_sigma_oracle / G, k
         second = m.score_sq_reward_sq - 2.0 * c * m.score_sq_reward + c**2 * m.score_sq
         return (second - m.grad_sq) / G, k
@@ -77,7 +80,8 @@ def affine_variance(m: PromptMoments, rule, G: float, reference: np.ndarray) -> 
     return var + (D**2 * m.score_sq + 2.0 * k * D * kappa) / G, k
 
 
-def affine_covariance(m: PromptMoments, rule, G: float, reference: np.ndarray) -> tuple:
+@renamed_keywords(rule="estimator")
+def affine_covariance(m: PromptMoments, estimator, G: float, reference: np.ndarray) -> tuple:
     r"""``(Cov(g_hat(x) | x) (P, d, d), k)``: the matrix form of :func:`affine_variance`.
 
     .. math::
@@ -85,7 +89,7 @@ def affine_covariance(m: PromptMoments, rule, G: float, reference: np.ndarray) -
         \operatorname{Cov}\hat g(x) = (a^2 + 2ab)\frac{\Sigma}{G} + b^2 C_L
         + \frac{D^2 E[W W^\top] + 2 (a + b) D\,E[W W^\top (Z - V)]}{G}
     """
-    a, b, c, D, k = affine_coefficients(rule, G, reference, m.value)
+    a, b, c, D, k = affine_coefficients(estimator, G, reference, m.value)
     gg = np.einsum("pk,pl->pkl", m.grad_per_prompt, m.grad_per_prompt)  # (P, d, d)
 
     def centred(c):  # E[W W^T (Z - c)^2 | x] for c of shape (P,)

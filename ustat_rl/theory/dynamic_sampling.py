@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import as_group_sizes, as_int, as_probabilities
+from .._validation import as_group_sizes, as_int, as_probabilities, renamed_keywords
 from . import advantage as section7
 from .dynamic_sampling_cost import MIN_GROUP_REASON as _MIN_G
 from .dynamic_sampling_cost import GenerationCost, cost_at_keep_probability, expected_gen_batches
@@ -142,7 +142,8 @@ def _zero_on_all_equal(advantage, G: int):
     return table
 
 
-def filtered_batch_moments(moments: PromptMoments, advantage, group_size,
+@renamed_keywords(advantage="estimator")
+def filtered_batch_moments(moments: PromptMoments, estimator, group_size,
                            batch_size) -> FilteredBatch:
     r"""Exact mean, bias and MSE of the batch of ``B`` kept groups (section 7).
 
@@ -156,7 +157,7 @@ def filtered_batch_moments(moments: PromptMoments, advantage, group_size,
     ----------
     moments : PromptMoments
         Moments of a policy with binary rewards.
-    advantage : str, AdvantageRule, callable or AdvantageTable
+    estimator : str, AdvantageRule, callable or AdvantageTable
         A group rule that gives all-equal groups advantage 0: ``"grpo"`` (leave-one-out),
         ``"fullmean"`` (mean baseline), ``"verl_grpo"`` (std-normalised), ...
     group_size, batch_size : int
@@ -190,7 +191,7 @@ def filtered_batch_moments(moments: PromptMoments, advantage, group_size,
     B = as_int(batch_size, "batch_size", 1)
     if not isinstance(moments, PromptMoments):
         raise TypeError(f"`moments` must be a PromptMoments, got {type(moments).__name__}")
-    table = _zero_on_all_equal(advantage, G)
+    table = _zero_on_all_equal(estimator, G)
     out = section7.advantage_moments(moments, table)  # checks that rewards are binary
     f, gram = moments.prompt_prob, moments.grad_gram
     keep = _prompt_keep(np.clip(moments.value, 0.0, 1.0), G)  # (P,)
@@ -268,7 +269,8 @@ def _largest_batch(r: float, G: int, budget: int, multiple: int) -> tuple[int, f
     return 0, math.inf
 
 
-def optimal_filtered_group_size(moments: PromptMoments, budget, advantage="grpo",
+@renamed_keywords(advantage="estimator")
+def optimal_filtered_group_size(moments: PromptMoments, budget, estimator="grpo",
                                 accounting: str = "generated", group_sizes=None,
                                 gen_batch_multiple: int = 1,
                                 target: str = "grad") -> FilteredGroupSize:
@@ -317,11 +319,11 @@ def optimal_filtered_group_size(moments: PromptMoments, budget, advantage="grpo"
     rows = []  # (B, MSE, expected rollouts) for each G
     for G in map(int, sizes):
         if accounting == "unfiltered":
-            B, table = N // G, _zero_on_all_equal(advantage, G)
+            B, table = N // G, _zero_on_all_equal(estimator, G)
             mse = section7.minibatch_advantage_mse(moments, table, None, B) if B else math.inf
             rows.append((B, mse, float(B * G)))
             continue
-        one = filtered_batch_moments(moments, advantage, G, 1)
+        one = filtered_batch_moments(moments, estimator, G, 1)
         r = one.keep_prob
         if accounting == "accepted":
             B = N // G

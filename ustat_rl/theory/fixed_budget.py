@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from .._validation import as_int
+from .._validation import as_int, renamed_keywords
 from ..advantages.registry import get_rule
 from .advantage import minibatch_advantage_mse
 from .affine import affine_variance
@@ -93,23 +93,24 @@ def best_law_group_size(c1: float, c2: float, c3: float, budget: int) -> int:
     return int(sizes[np.argmin(grpo_law(c1, c2, c3, budget, sizes))])
 
 
-def fixed_budget_curve(m: PromptMoments, rule, budget: int, sizes: np.ndarray) -> np.ndarray:
-    """``E||g_hat_B - g||^2`` of ``rule`` at each ``G`` of ``sizes`` with ``B = N/G`` (C6).
+@renamed_keywords(rule="estimator")
+def fixed_budget_curve(m: PromptMoments, estimator, budget: int, sizes: np.ndarray) -> np.ndarray:
+    """``E||g_hat_B - g||^2`` of ``estimator`` at each ``G`` of ``sizes`` with ``B = N/G`` (C6).
 
-    Checked inputs: ``sizes`` divide ``budget`` and are admissible for ``rule``. An affine rule
+    Checked inputs: ``sizes`` divide ``budget`` and are admissible for ``estimator``. An affine rule
     has ``k^2 c1/B + E_X tr Cov g_hat(X)/B + (k - 1)^2 ||g||^2`` (mean factor ``k``), a scaled
     rule the exact binary-reward sums of :mod:`.advantage`. Returns ``(n_G,)``.
     """
     out = np.empty(sizes.size)
-    if not rule.is_affine:
+    if not estimator.is_affine:
         for i, g in enumerate(sizes):
-            out[i] = minibatch_advantage_mse(m, rule, int(g), budget // int(g))
+            out[i] = minibatch_advantage_mse(m, estimator, int(g), budget // int(g))
         return out
     ref = m.value  # the rules of a fixed-budget curve centre at the value or at 0
     c1 = float(m.prompt_prob @ m.grad_sq) - float(m.grad_norm_sq)  # mse.prompt_heterogeneity
     for i, g in enumerate(sizes):
         batch = budget // int(g)
-        var, k = affine_variance(m, rule, float(g), ref)
+        var, k = affine_variance(m, estimator, float(g), ref)
         value = (k * k if k != 1 else 1.0) * c1 * (1.0 / batch) + (m.prompt_prob @ var) / batch
         out[i] = value + (k - 1.0) ** 2 * float(m.grad_norm_sq) if k != 1 else value
     return out

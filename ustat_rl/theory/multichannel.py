@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln
 
-from .._validation import as_int
+from .._validation import as_int, renamed_keywords
 from .moments import PromptMoments, batch_mean_terms
 
 __all__ = ["ChannelMoments", "MultiChannelMoments", "binary_outcomes", "compositions",
@@ -176,7 +176,8 @@ def _stage_tables(rule, group_size, weights, n_channels):
     return rule, G, w, counts, members, rows
 
 
-def limit_constants(moments: ChannelMoments, rule, group_size, weights=None):
+@renamed_keywords(rule="estimator")
+def limit_constants(moments: ChannelMoments, estimator, group_size, weights=None):
     """``(centre, spread)``: the large-batch limits of a batch final stage's statistics.
 
     For a final stage dividing by the batch std of its input (``spread_of == "input"``) the
@@ -185,18 +186,18 @@ def limit_constants(moments: ChannelMoments, rule, group_size, weights=None):
     the population mean and std of the final numerator ``c``:
     ``E[c] = sum_x f(x) sum_n P(n | x) (1/G) sum_o n_o c(o, n)``.
     """
-    rule, G, w, counts, members, rows = _stage_tables(rule, group_size, weights,
+    estimator, G, w, counts, members, rows = _stage_tables(estimator, group_size, weights,
                                                       moments.n_channels)
-    if rule.spread_of == "":
-        raise ValueError(f"rule {rule.name!r} has no batch statistic")
-    x = rule.combined_grouped(rows, w)  # (C, G)
-    values = x if rule.spread_of == "input" else rule.final_numerator.grouped(x)
+    if estimator.spread_of == "":
+        raise ValueError(f"rule {estimator.name!r} has no batch statistic")
+    x = estimator.combined_grouped(rows, w)  # (C, G)
+    values = x if estimator.spread_of == "input" else estimator.final_numerator.grouped(x)
     table = outcome_table(values, counts, members)  # (C, O)
     pmf = composition_pmf(counts, moments.outcome_prob)  # (P, C)
     per_draw = moments.prompt_prob @ pmf / G  # (C,): weight of each composition's draws
     first = float(per_draw @ np.sum(counts * table, axis=1))
     second = float(per_draw @ np.sum(counts * table**2, axis=1))
-    centre = first if rule.spread_of == "numerator" else 0.0
+    centre = first if estimator.spread_of == "numerator" else 0.0
     return centre, float(np.sqrt(max(second - first**2, 0.0)))
 
 
@@ -278,7 +279,8 @@ def scale_free_mse(projection, second_moment, target_norm_sq):
     return 1.0 - projection**2 / (second_moment * target_norm_sq)
 
 
-def multichannel_moments(moments: ChannelMoments, rule, group_size, weights=None,
+@renamed_keywords(rule="estimator")
+def multichannel_moments(moments: ChannelMoments, estimator, group_size, weights=None,
                          batch_size=1) -> MultiChannelMoments:
     r"""Exact moments of a multi-channel rule at group size ``G`` and batch size ``B``.
 
@@ -295,7 +297,7 @@ def multichannel_moments(moments: ChannelMoments, rule, group_size, weights=None
     Parameters
     ----------
     moments : ChannelMoments
-    rule : str or MultiChannelRule
+    estimator : str or MultiChannelRule
         A name of :func:`ustat_rl.advantages.multichannel.multichannel_rule_names`.
     group_size, batch_size : int
     weights : array_like (K,), optional
@@ -318,9 +320,9 @@ def multichannel_moments(moments: ChannelMoments, rule, group_size, weights=None
     if not isinstance(moments, ChannelMoments):
         raise TypeError(f"`moments` must be a ChannelMoments, got {type(moments).__name__}")
     B = as_int(batch_size, "batch_size", 1)
-    rule, G, w, counts, members, rows = _stage_tables(rule, group_size, weights,
+    estimator, G, w, counts, members, rows = _stage_tables(estimator, group_size, weights,
                                                       moments.n_channels)
-    table, centre, spread = _group_advantages(rule, moments, G, w, counts, members, rows)
+    table, centre, spread = _group_advantages(estimator, moments, G, w, counts, members, rows)
     q = np.asarray(moments.outcome_prob)  # (P, O)
     P, O = q.shape
     pmf = composition_pmf(counts, q)  # (P, C)
@@ -343,6 +345,6 @@ def multichannel_moments(moments: ChannelMoments, rule, group_size, weights=None
     a_vec, t_vec = (f[:, None] * alpha).ravel(), (f[:, None] * reward[None, :]).ravel()
     second_b, proj, mean_sq = batch_mean_terms(f @ second, a_vec, full, t_vec, B)
     target_sq = float(t_vec @ full @ t_vec)
-    return MultiChannelMoments(G, B, rule.statistics == "batch", centre, spread, alpha, second,
+    return MultiChannelMoments(G, B, estimator.statistics == "batch", centre, spread, alpha, second,
                                mse_prompt, second_b, proj, mean_sq, target_sq,
                                second_b - 2 * proj + target_sq)

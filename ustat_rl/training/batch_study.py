@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import as_int, as_rng
+from .._validation import as_int, as_rng, renamed_keywords
 from ..advantages.registry import get_rule
 
 __all__ = ["ALL_EQUAL_RULES", "BatchStudy", "batch_monte_carlo"]
@@ -69,14 +69,15 @@ def _batch_advantages(spec, reward: np.ndarray) -> np.ndarray:
     return np.stack([spec.advantages(r.reshape(-1), ids).reshape(B, G) for r in reward])
 
 
-def batch_monte_carlo(bandit, convention, group_size: int, batch_size: int, n_reps: int, rng,
+@renamed_keywords(convention="estimator")
+def batch_monte_carlo(bandit, estimator, group_size: int, batch_size: int, n_reps: int, rng,
                       all_equal: str = "keep") -> BatchStudy:
     """Bias and MSE of a batch estimator on a :class:`~ustat_rl.policies.softmax.SoftmaxBandit`.
 
     Parameters
     ----------
     bandit : SoftmaxBandit
-    convention : str
+    estimator : str
         A name of :data:`ustat_rl.advantages.conventions.CONVENTION_NAMES` (batch statistics allowed).
     group_size, batch_size : int
         ``G`` and ``B``.
@@ -93,7 +94,7 @@ def batch_monte_carlo(bandit, convention, group_size: int, batch_size: int, n_re
     """
     if all_equal not in ALL_EQUAL_RULES:
         raise ValueError(f"`all_equal` must be one of {ALL_EQUAL_RULES}, got {all_equal!r}")
-    spec = get_rule(convention, "convention")
+    spec = get_rule(estimator)
     G = as_int(group_size, "group_size", 2)
     B = as_int(batch_size, "batch_size", 1)
     n = as_int(n_reps, "n_reps", 2)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._validation import renamed_keywords
 from ..advantages.registry import get_rule
 from ..theory.advantage import advantage_moments
 
@@ -80,14 +81,15 @@ def mean_field_root(bandit, factor, bracket=(-4.0, 6.0)) -> float:
     return float(brentq(lambda t: mean_field(bandit, t, factor), *bracket, xtol=1e-13))
 
 
-def train_std_normalised(bandit, convention: str, group_size: int, batch_size: int,
+@renamed_keywords(convention="estimator")
+def train_std_normalised(bandit, estimator: str, group_size: int, batch_size: int,
                          n_iter: int, n_runs: int, rng, beta: float = 30.0,
                          offset: float = 30.0, windows=((0.5, 1.0),)) -> np.ndarray:
     """Stochastic gradient ascent with a named advantage convention; Polyak averages ``(R, d)``.
 
     Each step draws ``B`` prompts from ``f`` and ``G`` responses per prompt from ``pi_theta``
     for each of ``R`` independent runs, forms ``(1/B) sum_b (1/G) sum_g A_g W_g`` with
-    ``convention``'s advantages, adds the exact penalty gradient ``-tau grad KL`` and steps
+    ``estimator``'s advantages, adds the exact penalty gradient ``-tau grad KL`` and steps
     ``beta/(i + offset)`` (``beta`` times the mean field's slope exceeds 1/2, as the 1/i rate
     of Lemma 6 needs). Returns each run's average of its iterates over the second half.
 
@@ -100,7 +102,7 @@ def train_std_normalised(bandit, convention: str, group_size: int, batch_size: i
     if not spans or any(not 0 <= lo < hi <= n_iter for lo, hi in spans):
         raise ValueError(f"`windows` must hold (start, stop) fractions with 0 <= start < stop "
                          f"<= 1 that cover at least one step, got {windows!r}")
-    spec = get_rule(convention, "convention")
+    spec = get_rule(estimator)
     theta = np.tile(bandit.ref_theta, (n_runs, 1))  # (R, d)
     total = np.zeros((len(spans),) + theta.shape)  # (n_windows, R, d)
     feats = bandit.features

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._validation import renamed_keywords
 from ...policies.softmax import SoftmaxBandit
 from ..registry import check_exact, check_true, register
 
@@ -36,8 +37,10 @@ ENUM_RTOL, ENUM_RTOL_FLOAT32 = 1e-10, 1e-5
 LITERAL_BATCHES, LITERAL_SEED = 16, 4601
 
 
-def kit_batches(rule, contiguous: bool, count: int = LITERAL_BATCHES, seed: int = LITERAL_SEED):
-    """Deterministic batches of the kinds the conformance kit draws, valid for ``rule``.
+@renamed_keywords(rule="estimator")
+def kit_batches(estimator, contiguous: bool, count: int = LITERAL_BATCHES,
+                seed: int = LITERAL_SEED):
+    """Deterministic batches of the kinds the conformance kit draws, valid for ``estimator``.
 
     Groups of 1 to 6 rewards (from the rule's smallest group; equal sizes where the rule needs
     them), each random in [-10, 10], two values tied, nearly tied (spreads 1e-3, 1e-5, 1e-9),
@@ -47,16 +50,16 @@ def kit_batches(rule, contiguous: bool, count: int = LITERAL_BATCHES, seed: int 
     rule allows them). Returns a list of ``(rewards (n,), group_ids (n,))``.
     """
     rng = np.random.default_rng(seed)
-    low = max(rule.min_group_size, 1)
+    low = max(estimator.min_group_size, 1)
     out = []
     for i in range(count):
         n_groups = 1 + i % 4
-        if rule.equal_group_sizes:
+        if estimator.equal_group_sizes:
             sizes = [low if i % 4 == 0 else int(rng.integers(low, 7))] * n_groups
         else:
             sizes = [int(rng.integers(low, 7)) for _ in range(n_groups)]
             sizes[0] = low if i % 4 == 0 else sizes[0]
-        while sum(sizes) < rule.min_batch_size:
+        while sum(sizes) < estimator.min_batch_size:
             sizes = [s + 1 for s in sizes]
         groups = []
         for j, n in enumerate(sizes):
@@ -79,15 +82,17 @@ def kit_batches(rule, contiguous: bool, count: int = LITERAL_BATCHES, seed: int 
     return out
 
 
-def literal_failures(rule, form, batches=None) -> list:
+@renamed_keywords(rule="estimator")
+def literal_failures(estimator, form, batches=None) -> list:
     """The kit's failures of ``form`` (a :class:`~.literal_forms.LiteralForm`) against the
-    registry's ``rule`` on :func:`kit_batches`: each batch goes through the kit's adapter for the
+    registry's ``estimator`` on :func:`kit_batches`: each batch goes through the kit's adapter for
+    the
     form's signature and the kit's comparison (its documented rounding bound)."""
     from ...conformance.kit import check_batch
 
     if batches is None:
-        batches = kit_batches(rule, contiguous=form.signature == "trl")
-    return [f for f in (check_batch(form.fn, rule, z, ids, signature=form.signature)
+        batches = kit_batches(estimator, contiguous=form.signature == "trl")
+    return [f for f in (check_batch(form.fn, estimator, z, ids, signature=form.signature)
                         for z, ids in batches) if f is not None]
 
 
@@ -114,11 +119,12 @@ def exact_rules():
     return covered, others
 
 
-def enumerated_moments(bandit: SoftmaxBandit, prompt: int, group_size: int, rule):
+@renamed_keywords(rule="estimator")
+def enumerated_moments(bandit: SoftmaxBandit, prompt: int, group_size: int, estimator):
     """``(E g_hat(x), E||g_hat(x)||^2)`` over all outcomes of a group, by enumeration."""
     from ...policies.enumeration import enumerate_prompt_estimates
 
-    values, prob = enumerate_prompt_estimates(bandit, prompt, group_size, rule.name)  # (M, K)
+    values, prob = enumerate_prompt_estimates(bandit, prompt, group_size, estimator.name)  # (M, K)
     return prob @ values, prob @ np.sum(values**2, axis=1)
 
 

@@ -24,6 +24,7 @@ import math
 
 import numpy as np
 
+from ..._validation import renamed_keywords
 from ...tolerances import Z_STRICT, strict_reps
 from ..registry import check_close, check_exact, check_true, register
 
@@ -105,7 +106,8 @@ def _mean_check(name: str, predicted: float, samples, note: str):
     return check_close(name, predicted, float(samples.mean()), se, z=Z_STRICT, note=note), se
 
 
-def case_checks(label, values, prompt_prob, rule, G, B, b, n_reps, rng) -> tuple[list, float]:
+@renamed_keywords(rule="estimator")
+def case_checks(label, values, prompt_prob, estimator, G, B, b, n_reps, rng) -> tuple[list, float]:
     """The MSE, squared bias and expected generation batches of one case against the loop,
     and ``|z|`` of the unfiltered MSE against the loop's (the negative control's statistic)."""
     from ...montecarlo.dynamic_sampling import simulate_dynamic_sampling
@@ -113,11 +115,11 @@ def case_checks(label, values, prompt_prob, rule, G, B, b, n_reps, rng) -> tuple
     from ...theory.dynamic_sampling import filtered_batch_moments, generation_cost
 
     bandit = known_value_bandit(values, prompt_prob)
-    exact = filtered_batch_moments(bandit.moments(), rule, G, B)
+    exact = filtered_batch_moments(bandit.moments(), estimator, G, B)
     cost = generation_cost(bandit.value, G, B, b, 0, bandit.prompt_prob)
-    run = simulate_dynamic_sampling(bandit, rule, G, B, n_reps, rng, b)
+    run = simulate_dynamic_sampling(bandit, estimator, G, B, n_reps, rng, b)
     errors = run.gradients - bandit.grad  # (n_reps, P*K): no cap, every step fills
-    where = f"{rule}, G = {G}, B = {B}, b = {b}; r = {exact.keep_prob:.4f}; {n_reps} steps"
+    where = f"{estimator}, G = {G}, B = {B}, b = {b}; r = {exact.keep_prob:.4f}; {n_reps} steps"
     mse, se = _mean_check(f"{label}: MSE of the kept batch E||g_DS - g||^2", exact.mse,
                           np.sum(errors**2, axis=1), where)
     bias, bias_se = squared_mean_norm(errors)

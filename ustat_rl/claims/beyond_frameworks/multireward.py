@@ -21,6 +21,7 @@ from dataclasses import replace
 import numpy as np
 from scipy.special import gammaln
 
+from ..._validation import renamed_keywords
 from ..registry import check_close, check_exact, check_true, register
 
 #: The weights of the comparison and its group and batch sizes.
@@ -32,13 +33,14 @@ EXACT_SIZES, THEOREM3_SIZES = (2, 3, 4), (2, 3, 4, 8)
 REPS = (40_000, 400_000)
 
 
-def enumerated_moments(bandit, rule, group_size, weights):
+@renamed_keywords(rule="estimator")
+def enumerated_moments(bandit, estimator, group_size, weights):
     """``(E g_hat(x) (P, P A), E||g_hat(x) - t(x)||^2 (P,))`` by enumerating every multiset of
     ``G`` (action, outcome) cells with its multinomial probability and scoring it literally; a
     batch rule's large-batch limit with its batch mean and std enumerated the same way."""
     from ...advantages.multichannel import get_multichannel_rule
 
-    rule = get_multichannel_rule(rule)
+    estimator = get_multichannel_rule(estimator)
     w = np.asarray(weights, dtype=np.float64)
     G, A, O = int(group_size), bandit.n_actions, bandit.outcomes.shape[0]
     cells = np.array(list(itertools.combinations_with_replacement(range(A * O), G)))  # (M, G)
@@ -55,16 +57,16 @@ def enumerated_moments(bandit, rule, group_size, weights):
                           bandit.outcomes @ w, np.eye(A) - bandit.policy[x])
         targets.append(np.concatenate([np.zeros(x * A), block,
                                        np.zeros((bandit.n_prompts - x - 1) * A)]))
-    if rule.statistics == "group":
-        adv = rule.grouped(rows, w)
+    if estimator.statistics == "group":
+        adv = estimator.grouped(rows, w)
     else:
-        x_rows = rule.combined_grouped(rows, w)
-        num = rule.final_numerator.grouped(x_rows)
-        stat = num if rule.spread_of == "numerator" else x_rows
+        x_rows = estimator.combined_grouped(rows, w)
+        num = estimator.final_numerator.grouped(x_rows)
+        stat = num if estimator.spread_of == "numerator" else x_rows
         mix = sum(f * p for f, p in zip(bandit.prompt_prob, probs))  # (M,)
         first, second = mix @ stat.mean(axis=1), mix @ (stat**2).mean(axis=1)
-        centre = first if rule.spread_of == "numerator" else 0.0
-        adv = (num - centre) / rule.final.scaling.divisor(math.sqrt(second - first**2))
+        centre = first if estimator.spread_of == "numerator" else 0.0
+        adv = (num - centre) / estimator.final.scaling.divisor(math.sqrt(second - first**2))
     means, mses = [], []
     for p, s, t in zip(probs, scores, targets):
         g_hat = np.einsum("mg,mgd->md", adv, s) / G  # (M, P A)

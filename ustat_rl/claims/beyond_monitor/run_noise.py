@@ -21,6 +21,7 @@ import math
 import numpy as np
 from scipy import stats as sps
 
+from ..._validation import renamed_keywords
 from ...tolerances import Z_STRICT
 from ..registry import check_close, check_interval, check_true, register
 
@@ -70,7 +71,8 @@ def pairwise_estimates(t, u, batch_size) -> tuple[float, float]:
     return spread / pairs / batch_size, cross / pairs
 
 
-def window_noise_by_definition(batches, rule, weights=None) -> tuple[float, float]:
+@renamed_keywords(rule="estimator")
+def window_noise_by_definition(batches, estimator, weights=None) -> tuple[float, float]:
     """``(var_run, mse_run)`` of a window by definition, ``O(P^2 k)``: each batch's advantages
     from the rule's own evaluation (a registry or multi-reward rule, the paper's GRPO rule for
     ``None``), the leave-one-out terms of the combined reward as the target."""
@@ -83,7 +85,7 @@ def window_noise_by_definition(batches, rule, weights=None) -> tuple[float, floa
             return get_multichannel_rule(name).advantages(batch.channels, ids, weights)
         return get_rule(name or "grpo").advantages(batch.reward, ids)
 
-    t = np.concatenate([terms_by_loop(advantages(b, rule), b.score, b.group_size)
+    t = np.concatenate([terms_by_loop(advantages(b, estimator), b.score, b.group_size)
                         for b in batches])
     u = np.concatenate([terms_by_loop(advantages(b, "grpo"), b.score, b.group_size)
                         for b in batches])
@@ -92,7 +94,8 @@ def window_noise_by_definition(batches, rule, weights=None) -> tuple[float, floa
 
 
 # ---------------------------------------------------------------------- windows
-def single_rule_windows(rule, rng, n_windows):
+@renamed_keywords(rule="estimator")
+def single_rule_windows(estimator, rng, n_windows):
     """``(n, 4)``: variance and MSE estimates and whether their intervals cover the exact ones,
     over windows of a softmax bandit; and the exact ``(variance, MSE)``."""
     from ...frameworks.window import Batch, window_noise
@@ -102,21 +105,22 @@ def single_rule_windows(rule, rng, n_windows):
 
     bandit = small_bandit()
     exact = bandit.moments()
-    truth = (float(minibatch_variance(exact, rule, RUN_G, RUN_B)),
-             float(minibatch_mse(exact, rule, RUN_G, RUN_B)))
+    truth = (float(minibatch_variance(exact, estimator, RUN_G, RUN_B)),
+             float(minibatch_mse(exact, estimator, RUN_G, RUN_B)))
     n = RUN_G * RUN_B
     rows = []
     for _ in range(n_windows):
         pilot = bandit_pilot(bandit, RUN_B * RUN_POOL, RUN_G, rng)
         batches = [Batch(j, RUN_G, pilot.reward[j * n:(j + 1) * n],
                          pilot.score[j * n:(j + 1) * n], j * RUN_B) for j in range(RUN_POOL)]
-        noise, _ = window_noise(batches, rule, LEVEL)
+        noise, _ = window_noise(batches, estimator, LEVEL)
         rows.append((noise.variance.estimate, noise.mse.estimate,
                      noise.variance.covers(truth[0]), noise.mse.covers(truth[1])))
     return np.array(rows), truth
 
 
-def plug_in_windows(rule, rng, n_windows):
+@renamed_keywords(rule="estimator")
+def plug_in_windows(estimator, rng, n_windows):
     """The negative control: the rule's exact formulas at each window's estimated moments."""
     from ...pilot.estimate import rule_moments
     from ...policies.examples import small_bandit
@@ -126,13 +130,14 @@ def plug_in_windows(rule, rng, n_windows):
     bandit = small_bandit()
     rows = []
     for _ in range(n_windows):
-        moments = rule_moments(bandit_pilot(bandit, RUN_B * RUN_POOL, RUN_G, rng), rule)
-        rows.append((float(minibatch_variance(moments, rule, RUN_G, RUN_B)),
-                     float(minibatch_mse(moments, rule, RUN_G, RUN_B))))
+        moments = rule_moments(bandit_pilot(bandit, RUN_B * RUN_POOL, RUN_G, rng), estimator)
+        rows.append((float(minibatch_variance(moments, estimator, RUN_G, RUN_B)),
+                     float(minibatch_mse(moments, estimator, RUN_G, RUN_B))))
     return np.array(rows)
 
 
-def multi_rule_windows(rule, rng, n_windows):
+@renamed_keywords(rule="estimator")
+def multi_rule_windows(estimator, rng, n_windows):
     """As :func:`single_rule_windows` for a multi-reward rule on the two-channel bandit."""
     from ...frameworks.window import Batch, window_noise
     from ...policies.multichannel import multireward_bandit
@@ -140,7 +145,7 @@ def multi_rule_windows(rule, rng, n_windows):
 
     bandit = multireward_bandit()
     w = np.array(RUN_NOISE_WEIGHTS)
-    exact = multichannel_moments(bandit.channel_moments(), rule, RUN_G, w, RUN_B)
+    exact = multichannel_moments(bandit.channel_moments(), estimator, RUN_G, w, RUN_B)
     truth = (float(exact.second_moment - exact.mean_norm_sq), float(exact.mse))
     rows = []
     for _ in range(n_windows):
@@ -150,7 +155,7 @@ def multi_rule_windows(rule, rng, n_windows):
             z = bandit.rewards(outcome).reshape(-1, bandit.n_channels)  # (n, K)
             score = bandit.scores(x, action).reshape(RUN_G * RUN_B, -1)
             batches.append(Batch(j, RUN_G, z @ w, score, j * RUN_B, z))
-        noise, _ = window_noise(batches, rule, LEVEL, w)
+        noise, _ = window_noise(batches, estimator, LEVEL, w)
         rows.append((noise.variance.estimate, noise.mse.estimate,
                      noise.variance.covers(truth[0]), noise.mse.covers(truth[1])))
     return np.array(rows), truth

@@ -1,0 +1,176 @@
+"""One word for an advantage rule in the public API: ``estimator``.
+
+The scan reads every library module's source (no imports) and lists each public function's,
+method's and public class's (``__init__`` or dataclass field) parameters called ``rule``,
+``advantage`` or ``convention``; each must be in :data:`ALLOWED`, where such a parameter means
+something other than an advantage rule. A planted module shows the scan flags one. The renamed
+functions still take the old keyword, with a DeprecationWarning, until ``REMOVED_IN``.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import pathlib
+import warnings
+
+import numpy as np
+import pytest
+
+from ustat_rl._moved import REMOVED_IN
+from ustat_rl._validation import renamed_keywords
+
+ROOT = pathlib.Path(__file__).resolve().parents[2] / "ustat_rl"
+OLD_WORDS = ("rule", "advantage", "convention")
+
+#: ``module:qualname(parameter)`` -> why that parameter is not an advantage rule.
+ALLOWED = {
+    "claims/beyond_monitor/run_noise.py:terms_by_loop(advantage)":
+        "an array of advantages, one per sample",
+    "pilot/run_noise.py:group_terms(advantage)": "an array of advantages, one per sample",
+    "scores/_sketcher.py:Sketcher.hook(rule)": "a sketch coverage rule (ustat_rl/scores/rules.py)",
+    "theory/allocation_rules.py:baseline_allocation(rule)":
+        "an allocation rule (its `estimator` is the advantage rule)",
+    "theory/allocation_rules.py:baseline_group_sizes(rule)": "an allocation rule",
+    "training/allocation.py:allocated_sizes(rule)":
+        "an allocation rule (its `estimator` is the advantage rule)",
+    "training/allocation.py:train_allocated(rule)":
+        "an allocation rule (its `estimator` is the advantage rule)",
+    "frameworks/rewards_only.py:rewards_report(rule)":
+        "the run's rule, beside an `estimator` that already names the allocation curve's rule",
+    "frameworks/window.py:skipped_record(rule)":
+        "the trajectory record's `rule` field, beside its own `estimator` field",
+    "frameworks/window.py:window_record(rule)":
+        "the trajectory record's `rule` field, beside its own `estimator` field",
+    "conformance/kit.py:ConformanceReport(convention)":
+        "a report's field (the name checked), read back as an attribute",
+    "frameworks/grouped.py:GroupedRewards(advantage)": "the advantages a run logged, an array",
+    "advantages/evaluate.py:Parts(advantage)": "an array of advantages, one per sample",
+    "frameworks/rewards_only.py:RewardsReport(rule)":
+        "a report's field, written to its JSON under that key (as `rewards_report` takes it)",
+    "pilot/dynamic_sampling.py:DynamicSamplingReport(rule)":
+        "a report's field, written to its JSON under that key",
+    "theory/allocation.py:Allocation(rule)":
+        "an allocation rule (its `estimator` field is the advantage rule)",
+}
+
+
+def _is_record(node: ast.ClassDef) -> bool:
+    """A dataclass or NamedTuple, whose annotated class attributes are ``__init__``'s."""
+    words = [ast.unparse(d) for d in node.decorator_list] + [ast.unparse(b) for b in node.bases]
+    return any("dataclass" in w or "NamedTuple" in w for w in words)
+
+
+def _parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    a = fn.args
+    return [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs]
+
+
+def old_word_parameters(root: pathlib.Path) -> set[str]:
+    """``module:qualname(parameter)`` of every public parameter named by :data:`OLD_WORDS`."""
+    found = set()
+    for path in sorted(root.rglob("*.py")):
+        module = path.relative_to(root).as_posix()
+
+        def visit(node, prefix: str, private: bool, module: str = module):
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.ClassDef):
+                    hidden = private or child.name.startswith("_")
+                    if not hidden and _is_record(child):
+                        for item in child.body:
+                            if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) \
+                                    and item.target.id in OLD_WORDS:
+                                found.add(f"{module}:{prefix}{child.name}({item.target.id})")
+                    visit(child, f"{prefix}{child.name}.", hidden, module)
+                elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    public = not private and (not child.name.startswith("_")
+                                              or (child.name == "__init__" and prefix))
+                    if public:
+                        name = (prefix[:-1] if child.name == "__init__"
+                                else f"{prefix}{child.name}")
+                        found.update(f"{module}:{name}({p})" for p in _parameters(child)
+                                     if p in OLD_WORDS)
+
+        visit(ast.parse(path.read_text(encoding="utf-8")), "", False)
+    return found
+
+
+def test_no_public_parameter_uses_an_old_word_for_an_advantage_rule():
+    found = old_word_parameters(ROOT)
+    assert found - set(ALLOWED) == set(), "call an advantage rule `estimator`"
+    assert set(ALLOWED) - found == set(), "an allow-list entry no longer exists: drop it"
+
+
+def test_the_scan_flags_a_planted_module(tmp_path):
+    (tmp_path / "planted.py").write_text(
+        "from dataclasses import dataclass\n"
+        "def score(rule, z):\n    return z\n"
+        "def _private(rule):\n    return rule\n"
+        "class Public:\n    def __init__(self, convention):\n        pass\n"
+        "    def fit(self, *, advantage=None):\n        pass\n"
+        "@dataclass\nclass Record:\n    advantage: str\n"
+        "class _Hidden:\n    def fit(self, rule):\n        pass\n")
+    assert old_word_parameters(tmp_path) == {
+        "planted.py:score(rule)", "planted.py:Public(convention)",
+        "planted.py:Public.fit(advantage)", "planted.py:Record(advantage)"}
+
+
+def _bandit_moments():
+    from ustat_rl.policies.examples import small_bandit
+
+    return small_bandit().moments()
+
+
+@pytest.mark.parametrize("old", ["advantage"])
+def test_old_keyword_of_advantage_moments_warns_and_agrees(old):
+    from ustat_rl.theory.advantage import advantage_moments
+
+    m = _bandit_moments()
+    new = advantage_moments(m, estimator="verl_grpo", group_size=4)
+    with pytest.warns(DeprecationWarning, match=rf"`{old}`.*`estimator`.*{REMOVED_IN}"):
+        got = advantage_moments(m, group_size=4, **{old: "verl_grpo"})
+    np.testing.assert_array_equal(got.mean_factor, new.mean_factor)
+    np.testing.assert_array_equal(got.second_moment, new.second_moment)
+    with pytest.raises(TypeError, match=rf"`{old}`.*`estimator`"):
+        advantage_moments(m, group_size=4, estimator="grpo", **{old: "grpo"})
+
+
+def test_old_keywords_of_conventions_and_registry_warn_and_agree():
+    from ustat_rl.advantages import get_rule
+    from ustat_rl.advantages.conventions import advantages
+
+    z, ids = np.array([1.0, 0.0, 0.0, 1.0, 1.0, 0.0]), np.array([0, 0, 0, 1, 1, 1])
+    with pytest.warns(DeprecationWarning, match=rf"`convention`.*{REMOVED_IN}"):
+        got = advantages(convention="trl_group", rewards=z, group_ids=ids)
+    np.testing.assert_array_equal(got, advantages(estimator="trl_group", rewards=z, group_ids=ids))
+    with pytest.warns(DeprecationWarning, match=r"`rule` is now `estimator`"):
+        assert get_rule(rule="verl_rloo") is get_rule(estimator="verl_rloo")
+    with pytest.raises(TypeError, match=r"`rule`.*`estimator`"):
+        get_rule(rule="grpo", estimator="grpo")
+
+
+def test_the_new_keyword_and_positions_do_not_warn_and_signatures_show_it():
+    from ustat_rl.advantages import get_rule, rule_gradient
+    from ustat_rl.conformance.kit import check_conformance
+    from ustat_rl.theory.advantage import advantage_moments
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        get_rule("grpo")
+        get_rule(estimator="grpo")
+    for fn in (get_rule, rule_gradient, check_conformance, advantage_moments):
+        names = list(inspect.signature(fn).parameters)
+        assert "estimator" in names and not set(OLD_WORDS) & set(names), fn.__name__
+
+
+def test_renamed_keywords_keeps_the_signature_and_the_position():
+    @renamed_keywords(rule="estimator")
+    def f(x, estimator="a", *, k=0):
+        return x, estimator, k
+
+    assert list(inspect.signature(f).parameters) == ["x", "estimator", "k"]
+    assert f(1, "b") == (1, "b", 0)
+    with pytest.warns(DeprecationWarning, match=r"f\(\): the keyword `rule` is now `estimator`"):
+        assert f(1, rule="b", k=2) == (1, "b", 2)
+    with pytest.raises(TypeError, match=r"both `rule` and `estimator`"):
+        f(1, rule="b", estimator="c")
