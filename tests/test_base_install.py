@@ -121,7 +121,7 @@ def test_gstar_on_npz_and_parquet_names_its_extra(base):
 
 
 def test_conformance_runs_or_names_its_extra(base):
-    result = run(base, "conformance", "refadv.py:adv", "--convention", "trl_group",
+    result = run(base, "conformance", "refadv.py:adv", "--estimator", "trl_group",
                  "--max-examples", "20")
     if "hypothesis" in core_closure():
         assert_clean(result)

@@ -126,9 +126,9 @@ BAD_OPTIONS = [
     ["rewards", "{pilot}", "--budget", "64", "--group-size", "1"],
     ["verify", "--only", "C1", "--json", "{folder}/missing/v.json"],
     ["verify", "--only", "C999"],
-    ["conformance", "{folder}/none.py:f", "--convention", "grpo"],
-    ["conformance", "{targets}:correct", "--convention", "grpo", "--max-examples", "0"],
-    ["conformance", "{targets}:correct", "--convention", "grpo", "--weights", "1"],
+    ["conformance", "{folder}/none.py:f", "--estimator", "grpo"],
+    ["conformance", "{targets}:correct", "--estimator", "grpo", "--max-examples", "0"],
+    ["conformance", "{targets}:correct", "--estimator", "grpo", "--weights", "1"],
 ]
 
 
@@ -188,7 +188,7 @@ def _targets(folder: Path, rule: str) -> str:
 def test_conformance_exit_codes_follow_the_target(rule, target):
     with tempfile.TemporaryDirectory() as folder:
         path = _targets(Path(folder), rule)
-        code, out, err = run_cli(["conformance", f"{path}:{target}", "--convention", rule,
+        code, out, err = run_cli(["conformance", f"{path}:{target}", "--estimator", rule,
                                   "--max-examples", 25 if LONG else 10])
         check_messages(code, out, err)
         assert code == EXPECTED_EXIT[target], (rule, target, code, out, err)

@@ -174,3 +174,36 @@ def test_renamed_keywords_keeps_the_signature_and_the_position():
         assert f(1, rule="b", k=2) == (1, "b", 2)
     with pytest.raises(TypeError, match=r"both `rule` and `estimator`"):
         f(1, rule="b", estimator="c")
+
+
+def _conformance_cli(capsys, flag, target):
+    from ustat_rl.interface import cli
+
+    try:
+        code = cli.main(["conformance", target, flag, "grpo", "--max-examples", "20"])
+    except SystemExit as exc:  # argparse's usage errors
+        code = exc.code
+    return code, capsys.readouterr().err
+
+
+def test_the_command_line_flag_is_estimator_and_the_old_one_warns(tmp_path, capsys):
+    (tmp_path / "advmod.py").write_text(
+        "import numpy as np\n\n\n"
+        "def centred(rewards, group_ids):\n"
+        "    r, g = np.asarray(rewards, float), np.asarray(group_ids)\n"
+        "    out = np.empty_like(r)\n"
+        "    for k in np.unique(g):\n"
+        "        z = r[g == k]\n"
+        "        out[g == k] = z - (z.sum() - z) / max(len(z) - 1, 1) if len(z) > 1 else 0.0\n"
+        "    return out\n\n\n"
+        "def wrong(rewards, group_ids):\n"
+        "    return np.asarray(rewards, float)\n")
+    right, wrong = f"{tmp_path / 'advmod.py'}:centred", f"{tmp_path / 'advmod.py'}:wrong"
+    code, err = _conformance_cli(capsys, "--estimator", right)
+    assert code == 0 and "deprecated" not in err
+    code, err = _conformance_cli(capsys, "--convention", right)
+    assert code == 0 and "--convention is deprecated, use --estimator" in err
+    assert REMOVED_IN in err
+    # the old flag reaches the same check: a wrong implementation fails under either spelling
+    assert _conformance_cli(capsys, "--estimator", wrong)[0] == 1
+    assert _conformance_cli(capsys, "--convention", wrong)[0] == 1

@@ -412,28 +412,28 @@ def _run(*args):
 
 
 def test_cli_exit_codes(module, capsys):
-    assert _run(f"{module}:good", "--convention", "openrlhf_rloo", "--max-examples", "50") == 0
-    assert _run(f"{module}:bad", "--convention", "openrlhf_rloo", "--max-examples", "50") == 1
+    assert _run(f"{module}:good", "--estimator", "openrlhf_rloo", "--max-examples", "50") == 0
+    assert _run(f"{module}:bad", "--estimator", "openrlhf_rloo", "--max-examples", "50") == 1
     assert "smallest failing batch" in capsys.readouterr().out
-    assert _run(f"{module}:complex_out", "--convention", "grpo", "--max-examples", "20") == 1
+    assert _run(f"{module}:complex_out", "--estimator", "grpo", "--max-examples", "20") == 1
     assert "returned complex values" in capsys.readouterr().out
-    assert _run(f"{module}:good", "--convention", "no_such") == 2
-    assert _run("not_a_target", "--convention", "grpo") == 2
-    assert _run(f"{module}:good", "--convention", "grpo", "--max-examples", "0") == 2
+    assert _run(f"{module}:good", "--estimator", "no_such") == 2
+    assert _run("not_a_target", "--estimator", "grpo") == 2
+    assert _run(f"{module}:good", "--estimator", "grpo", "--max-examples", "0") == 2
     capsys.readouterr()
     for target, words in ((f"{module}:missing", "has no attribute 'missing'"),
                           (f"{module}:NOT_A_FUNCTION", "is not callable")):
-        assert _run(target, "--convention", "grpo") == 2
+        assert _run(target, "--estimator", "grpo") == 2
         err = capsys.readouterr().err
         assert words in err and err.count("\n") == 1
 
 
 def test_cli_accepts_every_convention(module, capsys):
-    """``--convention`` takes every name of CONVENTION_NAMES, the issue-29 rows included: a
+    """``--estimator`` takes every name of CONVENTION_NAMES, the issue-29 rows included: a
     leave-one-out function fails verl's GPG (exit 1), a check that ran, not a usage error."""
     for name in CONVENTION_NAMES:
-        assert cli._parse_args(["conformance", "m:f", "--convention", name]).convention == name
-    assert _run(f"{module}:good", "--convention", "verl_gpg", "--max-examples", "20") == 1
+        assert cli._parse_args(["conformance", "m:f", "--estimator", name]).estimator == name
+    assert _run(f"{module}:good", "--estimator", "verl_gpg", "--max-examples", "20") == 1
     assert "smallest failing batch" in capsys.readouterr().out
 
 
@@ -447,7 +447,7 @@ def test_module_that_fails_at_import_is_a_usage_error(tmp_path, capsys, body, wo
     path.write_text(body + "\ndef fn(z, ids):\n    return z\n")
     with pytest.raises(TargetError, match="importing"):
         load_function(f"{path}:fn")
-    assert _run(f"{path}:fn", "--convention", "grpo") == 2
+    assert _run(f"{path}:fn", "--estimator", "grpo") == 2
     out, err = capsys.readouterr()
     assert words in err and err.count("\n") == 1 and out == ""
 
@@ -458,7 +458,7 @@ def test_sys_exit_at_import_is_a_usage_error_from_the_installed_command(tmp_path
     path = tmp_path / "exits.py"
     path.write_text("import sys\nsys.exit(0)\n")
     done = subprocess.run([sys.executable, "-m", "ustat_rl.cli", "conformance", f"{path}:fn",
-                           "--convention", "grpo"], capture_output=True, text=True, timeout=300)
+                           "--estimator", "grpo"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "sys.exit(0)" in done.stderr and done.stderr.count("\n") == 1 and done.stdout == ""
 
@@ -469,7 +469,7 @@ def test_cli_runs_as_a_module(tmp_path):
     module.write_text("from ustat_rl.advantages.conventions import advantages\n"
                       "def fn(z, ids):\n    return advantages('grpo', z, ids)\n")
     done = subprocess.run([sys.executable, "-m", "ustat_rl.cli", "conformance", f"{module}:fn",
-                           "--convention", "verl_rloo", "--max-examples", "30"],
+                           "--estimator", "verl_rloo", "--max-examples", "30"],
                           capture_output=True, text=True, timeout=300)
     # leave-one-out differs from verl's rloo only on one-sample groups (verl keeps z)
     assert done.returncode == 1, done.stdout + done.stderr

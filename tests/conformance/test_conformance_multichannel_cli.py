@@ -63,23 +63,23 @@ def _run(*args):
 
 @pytest.mark.parametrize("fn", ["good32", "good64"])
 def test_a_correct_implementation_conforms(module, fn, capsys):
-    assert _run(f"{module}:{fn}", "--convention", "trl_normalize_then_sum", "--signature", "trl",
+    assert _run(f"{module}:{fn}", "--estimator", "trl_normalize_then_sum", "--signature", "trl",
                 "--max-examples", "60") == 0
     assert "trl_normalize_then_sum" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("fn", ["no_batch_step", "sum_first"])
 def test_a_planted_bug_is_rejected(module, fn, capsys):
-    assert _run(f"{module}:{fn}", "--convention", "trl_normalize_then_sum", "--signature", "trl",
+    assert _run(f"{module}:{fn}", "--estimator", "trl_normalize_then_sum", "--signature", "trl",
                 "--max-examples", "60") == 1
     assert "smallest failing batch" in capsys.readouterr().out
 
 
 def test_fixed_weights_are_passed_and_checked(module, capsys):
-    assert _run(f"{module}:good64", "--convention", "trl_normalize_then_sum", "--signature",
+    assert _run(f"{module}:good64", "--estimator", "trl_normalize_then_sum", "--signature",
                 "trl", "--weights", "1,0.5", "--max-examples", "30") == 0
     for bad in ("1,x", "1,nan"):
-        assert _run(f"{module}:good64", "--convention", "trl_normalize_then_sum",
+        assert _run(f"{module}:good64", "--estimator", "trl_normalize_then_sum",
                     "--weights", bad) == 2
         err = capsys.readouterr().err
         assert "--weights" in err and err.count("\n") == 1
@@ -88,12 +88,12 @@ def test_fixed_weights_are_passed_and_checked(module, capsys):
 def test_options_that_do_not_apply_are_refused_in_one_line(module, capsys):
     capsys.readouterr()
     for extra in (["--signature", "verl"], ["--torch"], ["--index", "int"]):
-        assert _run(f"{module}:good64", "--convention", "verl_gdpo", *extra) == 2
+        assert _run(f"{module}:good64", "--estimator", "verl_gdpo", *extra) == 2
         err = capsys.readouterr().err
         assert "do not apply" in err and err.count("\n") == 1
-    assert _run(f"{module}:good64", "--convention", "trl_group", "--weights", "1,1") == 2
+    assert _run(f"{module}:good64", "--estimator", "trl_group", "--weights", "1,1") == 2
     assert "multi-reward" in capsys.readouterr().err
-    assert _run(f"{module}:missing", "--convention", "verl_gdpo") == 2
+    assert _run(f"{module}:missing", "--estimator", "verl_gdpo") == 2
     assert "has no attribute 'missing'" in capsys.readouterr().err
 
 
@@ -101,7 +101,7 @@ def test_every_multireward_rule_is_a_choice(capsys):
     """argparse takes each name (an unknown one exits 2 from argparse with "invalid choice");
     ``--max-examples 0`` then stops before anything is loaded."""
     for name in multichannel_rule_names():
-        assert _run("x:y", "--convention", name, "--max-examples", "0") == 2
+        assert _run("x:y", "--estimator", name, "--max-examples", "0") == 2
         err = capsys.readouterr().err
         assert "--max-examples must be >= 1" in err and "invalid choice" not in err
 

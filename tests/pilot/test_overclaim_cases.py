@@ -198,37 +198,37 @@ def targets(tmp_path):
 
 
 @pytest.mark.parametrize("name, argv, words", [
-    ("zeros", ["--convention", "nemo_rl_gdpo", "--weights", "1"],
+    ("zeros", ["--estimator", "nemo_rl_gdpo", "--weights", "1"],
      ["needs at least 2 reward channels"]),
-    ("zeros", ["--convention", "verl_gdpo", "--weights", "0,0,0"], ["every weight is 0"]),
-    ("one_argument", ["--convention", "grpo"], ["TypeError", "fn(rewards, group_ids)"]),
-    ("raises", ["--convention", "grpo"], ["RuntimeError: boom"]),
-    ("raises", ["--convention", "verl_gdpo"], ["RuntimeError: boom"]),
+    ("zeros", ["--estimator", "verl_gdpo", "--weights", "0,0,0"], ["every weight is 0"]),
+    ("one_argument", ["--estimator", "grpo"], ["TypeError", "fn(rewards, group_ids)"]),
+    ("raises", ["--estimator", "grpo"], ["RuntimeError: boom"]),
+    ("raises", ["--estimator", "verl_gdpo"], ["RuntimeError: boom"]),
 ])
 def test_conformance_usage_errors_are_one_line_exit_2(targets, capsys, name, argv, words):
     _one_line_error(*_run(capsys, "conformance", f"{targets}:{name}", *argv), words)
 
 
 def test_a_mutating_function_does_not_conform(targets, capsys):
-    code, out, err = _run(capsys, "conformance", f"{targets}:centred_mutating", "--convention",
+    code, out, err = _run(capsys, "conformance", f"{targets}:centred_mutating", "--estimator",
                           "fullmean")
     assert code == 1 and err == ""
     assert out.startswith("DOES NOT CONFORM") and "modified its input 'rewards' in place" in out
-    code, out, _ = _run(capsys, "conformance", f"{targets}:centred", "--convention", "fullmean")
+    code, out, _ = _run(capsys, "conformance", f"{targets}:centred", "--estimator", "fullmean")
     assert code == 0 and out.startswith("CONFORMS")  # the control: the same rule, no mutation
 
 
 def test_max_examples_bounds_the_batches_drawn(targets, capsys):
-    code, out, _ = _run(capsys, "conformance", f"{targets}:ones", "--convention", "grpo",
+    code, out, _ = _run(capsys, "conformance", f"{targets}:ones", "--estimator", "grpo",
                         "--max-examples", 1)
     assert code == 1 and "batch 1 failed" in out.splitlines()[0]
-    code, out, _ = _run(capsys, "conformance", f"{targets}:centred", "--convention", "fullmean",
+    code, out, _ = _run(capsys, "conformance", f"{targets}:centred", "--estimator", "fullmean",
                         "--max-examples", 1)
     assert code == 0 and ": 1 batch in" in out.splitlines()[0]
 
 
 def test_signature_trl_is_said_for_a_multireward_rule(targets, capsys):
-    code, out, _ = _run(capsys, "conformance", f"{targets}:zeros", "--convention",
+    code, out, _ = _run(capsys, "conformance", f"{targets}:zeros", "--estimator",
                         "trl_sum_then_normalize", "--signature", "trl")
     assert code == 1 and "contiguous equal groups as --signature trl draws them" in out
 

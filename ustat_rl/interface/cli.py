@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from .. import __version__
+from .._moved import REMOVED_IN
 from ..runs.script_args import seed_type as _seed
 from . import allocate as allocate_cli
 from . import dynamic_sampling as dynamic_sampling_cli
@@ -27,7 +28,7 @@ EPILOG = """examples:
   ustat-rl verify --only C5,C6 --seed 7   two claims with another seed
   ustat-rl list                           the registered claims
   ustat-rl report out.json --results results --out report.html   one offline HTML report
-  ustat-rl conformance mymod:adv --convention trl_group   check an advantage function
+  ustat-rl conformance mymod:adv --estimator trl_group    check an advantage function
   ustat-rl gstar pilot.npz --budget 512   G* and predicted MSEs from your own pilot rollouts
   ustat-rl gstar pilot.npz --budget 512 --dynamic-sampling   and what DAPO's filter costs
   ustat-rl gstar --trajectory run.jsonl --plot run.png   G* along a training run: one G for all?
@@ -138,8 +139,10 @@ def _add_conformance_parser(sub) -> None:
                     "multi-reward rule (trl_sum_then_normalize, trl_normalize_then_sum, "
                     "verl_gdpo, ...) tests fn(rewards (n, K), group_ids, weights (K,)).")
     conf.add_argument("target", help="module:function or path/to/file.py:function")
-    conf.add_argument("--convention", required=True,
-                      choices=CONVENTION_NAMES + multichannel_rule_names())
+    conf.add_argument("--estimator", "--convention", dest="estimator", required=True,
+                      action=_EstimatorFlag, choices=CONVENTION_NAMES + multichannel_rule_names(),
+                      help="the advantage rule to test against (--convention, its old name, "
+                           f"works until ustat-rl {REMOVED_IN})")
     conf.add_argument("--weights", default=None,
                       help="multi-reward rules: fixed channel weights, e.g. 1,0.5 (default: "
                            "drawn, with 1 to 3 channels)")
@@ -154,17 +157,27 @@ def _add_conformance_parser(sub) -> None:
                       help="hypothesis seed (default: derandomized, reproducible)")
 
 
+class _EstimatorFlag(argparse.Action):
+    """``--estimator``; its old spelling ``--convention`` still works, with a note on stderr."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if option_string == "--convention":
+            print(f"ustat-rl conformance: --convention is deprecated, use --estimator (the old "
+                  f"flag is removed in ustat-rl {REMOVED_IN})", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
 def _conformance(args) -> int:
     from ..advantages.multichannel import multichannel_rule_names
     from ..conformance.kit import run_command
 
-    if args.convention in multichannel_rule_names():
+    if args.estimator in multichannel_rule_names():
         return _multichannel_conformance(args)
     if args.weights is not None:
         print("ustat-rl conformance: --weights is for multi-reward rules; "
-              f"{args.convention} takes one reward per sample", file=sys.stderr)
+              f"{args.estimator} takes one reward per sample", file=sys.stderr)
         return 2
-    return run_command(args.target, args.convention, signature=args.signature, index=args.index,
+    return run_command(args.target, args.estimator, signature=args.signature, index=args.index,
                        tensors="torch" if args.torch else "numpy",
                        max_examples=args.max_examples, seed=args.seed)
 
@@ -175,7 +188,7 @@ def _multichannel_conformance(args) -> int:
     from ..conformance.multichannel import run_multichannel_command
 
     if args.signature == "verl" or args.torch or args.index != "uid":
-        print(f"ustat-rl conformance: {args.convention} is tested as fn(rewards (n, K), "
+        print(f"ustat-rl conformance: {args.estimator} is tested as fn(rewards (n, K), "
               "group_ids, weights) on numpy arrays; --signature verl, --torch and --index do "
               "not apply", file=sys.stderr)
         return 2
@@ -187,7 +200,7 @@ def _multichannel_conformance(args) -> int:
             print(f"ustat-rl conformance: --weights must be comma-separated numbers, got "
                   f"{args.weights!r}", file=sys.stderr)
             return 2
-    return run_multichannel_command(args.target, args.convention, weights=weights,
+    return run_multichannel_command(args.target, args.estimator, weights=weights,
                                     contiguous=args.signature == "trl",
                                     max_examples=args.max_examples, seed=args.seed)
 
