@@ -12,6 +12,7 @@ from .._moved import REMOVED_IN
 from ..runs.script_args import seed_type as _seed
 from . import allocate as allocate_cli
 from . import dynamic_sampling as dynamic_sampling_cli
+from . import logs as logs_cli
 from . import rewards as rewards_cli
 from ._commands import compare as _compare
 from ._commands import gstar_trajectory as _gstar_trajectory
@@ -33,6 +34,7 @@ EPILOG = """examples:
   ustat-rl gstar pilot.npz --budget 512 --dynamic-sampling   and what DAPO's filter costs
   ustat-rl gstar --trajectory run.jsonl --plot run.png   G* along a training run: one G for all?
   ustat-rl rewards run/completions/ --budget 64   what a verl or TRL run's logged rewards say
+  ustat-rl logs outputs/ --group-size 8   what a TRL run's per-step logs alone say
 """
 
 
@@ -84,6 +86,7 @@ def _parse_args(argv):
     _add_conformance_parser(sub)
     allocate_cli.add_parser(sub)
     rewards_cli.add_parser(sub)
+    logs_cli.add_parser(sub)
     gstar = sub.add_parser(
         "gstar", help="G* and the noise budget from a pilot of your own policy",
         description="Estimate c1, c2, c3' and G* with intervals from pilot rollouts (.npz or "
@@ -292,7 +295,9 @@ def _dispatch(args) -> int:
         import proofs_check
 
         return int(proofs_check.main(args.rest))
-    return args.run(args) if args.command in ("allocate", "rewards") else verify(args, __version__)
+    if args.command in ("allocate", "rewards", "logs"):
+        return args.run(args)
+    return verify(args, __version__)
 
 
 if __name__ == "__main__":
