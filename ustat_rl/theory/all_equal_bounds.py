@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from scipy.optimize import linprog
@@ -71,12 +72,27 @@ def _check_box(box, name: str, high: float = 1.0) -> tuple[float, float]:
     return max(lo, 0.0), min(hi, high)
 
 
+@lru_cache(maxsize=64)
+def _chord_gap(G0: int) -> float:
+    """How far the grid's chords of the convex ``h_G0`` lie above it (at most)."""
+    p, fine = np.linspace(0.0, 1.0, LP_GRID), np.linspace(0.0, 1.0, CHECK_GRID)
+    chord = np.interp(fine, p, all_equal_probability(p, G0))
+    return float(np.max(chord - all_equal_probability(fine, G0)))
+
+
 def _upper(target, lipschitz: float, mean, all_equal, G0: int) -> tuple[float, float] | None:
-    """``sup E t`` by the certified dual (module docstring); ``None`` when the box is infeasible."""
+    """``sup E t`` by the certified dual (module docstring); ``None`` when the box is infeasible.
+
+    Splitting each atom of a distribution between its two neighbouring grid points keeps ``E p``
+    and raises ``E h_G0`` by at most :func:`_chord_gap` (``h_G0`` is convex), so the grid
+    problem's box is widened by that much above: every distribution in the box then has an image
+    on the grid, and "infeasible" is certified too. The widening loosens, never invalidates,
+    the bound (the multipliers are certified on all of ``[0, 1]``).
+    """
     p = np.linspace(0.0, 1.0, LP_GRID)
     h0, t = all_equal_probability(p, G0), target(p)
     # variables: lambda_0 (free), lambda_1 = u1 - v1, lambda_2 = u2 - v2 (u, v >= 0)
-    cost = [1.0, mean[1], -mean[0], all_equal[1], -all_equal[0]]
+    cost = [1.0, mean[1], -mean[0], all_equal[1] + _chord_gap(G0), -all_equal[0]]
     rows = -np.column_stack([np.ones_like(p), p, -p, h0, -h0])
     bounds = [(None, None)] + [(0.0, None)] * 4
     res = linprog(cost, A_ub=rows, b_ub=-t, bounds=bounds, method="highs")
