@@ -166,7 +166,8 @@ def test_a_folder_reads_its_latest_checkpoint(tmp_path):
 @pytest.mark.parametrize("state,match", [
     ([1, 2], "no 'log_history' list"),
     ({"log_history": [{"step": 1, "loss": 0.1}]}, "no log entry has 'frac_reward_zero_std'"),
-    ({"log_history": [{"step": 3, "frac_reward_zero_std": 0.1}]}, "step 3: the entry has no 'reward'"),
+    ({"log_history": [{"step": 3, "frac_reward_zero_std": 0.1}]},
+     "step 3: the entry has no 'reward'"),
     ({"log_history": [{"step": 1, "reward": 0.5, "frac_reward_zero_std": 1.5}]},
      "step 1: 'frac_reward_zero_std' must lie in \\[0, 1\\]"),
     ({"log_history": [{"step": 1, "reward": "x", "frac_reward_zero_std": 0.5}]},
