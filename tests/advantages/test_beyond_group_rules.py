@@ -1,7 +1,8 @@
-"""The group rules read for the issue "Beyond the group" (ustat_rl.advantages.conventions).
+"""The rules read for the issue "Beyond the group" (ustat_rl.advantages.conventions).
 
-prime-rl's default ``grpo``, TRL's experimental asynchronous GRPO, SkyRL's ``maxrl`` and slime's
-default ``grpo`` (docs/conventions.md). Each is checked by independent routes:
+The group rules prime-rl's default ``grpo``, TRL's experimental asynchronous GRPO, SkyRL's
+``maxrl`` and slime's default ``grpo``, and the batch rule NeMo-RL's ``reinforce_plus_plus``
+(docs/conventions.md). Each is checked by independent routes:
 
 * provenance: a full commit and its date, and a row of docs/conventions.md naming them;
 * hand-computed values at the edge cases each framework treats its own way;
@@ -9,7 +10,8 @@ default ``grpo`` (docs/conventions.md). Each is checked by independent routes:
   every group, G = 2..6, to 1e-12, and each two-point table equals the closed form derived by
   hand from the framework's formula;
 * Monte Carlo on both bandit backends within ``Z_CHECK`` standard errors (false failures 6.3e-5
-  per comparison), and a wrong rule's exact MSE outside them;
+  per comparison), and a wrong rule's exact MSE outside them; the batch rule, which the
+  per-group theory cannot describe, by enumerating whole batches against ``batch_monte_carlo``;
 * the conformance kit rejects a planted bug in float32 and in float64 batches, passes each
   framework's own function extracted to tests/data at the commit cited there, and tells each
   from a neighbouring rule. As ordinary conventions, the kit's run on the reference and on
@@ -21,6 +23,7 @@ default ``grpo`` (docs/conventions.md). Each is checked by independent routes:
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -35,6 +38,7 @@ from ustat_rl.montecarlo import bandit_squared_errors, run_monte_carlo
 from ustat_rl.policies.enumeration import enumerate_prompt_estimates
 from ustat_rl.policies.examples import small_bandit
 from ustat_rl.tolerances import Z_CHECK
+from ustat_rl.training.batch_study import batch_monte_carlo
 
 RTOL, ATOL = 1e-12, 1e-14  # two float64 routes through the same arithmetic, to rounding
 
@@ -43,20 +47,24 @@ RULES = ("prime_rl_grpo", "trl_async_grpo", "skyrl_maxrl", "slime_grpo")
 #: prime-rl's grpo is the full mean itself, and SkyRL's MaxRL at G = 2 is leave-one-out's
 #: advantage up to 1e-6, so each takes a rule that differs from it at every group size.
 NEIGHBOUR = {"prime_rl_grpo": "grpo", "trl_async_grpo": "fullmean", "skyrl_maxrl": "fullmean",
-             "slime_grpo": "fullmean"}
+             "slime_grpo": "fullmean", "nemo_rl_reinforce_pp": "verl_reinforce_pp_baseline"}
+BATCH_RULE = "nemo_rl_reinforce_pp"
 
 
 # ---------------------------------------------------------------- provenance
 def test_rules_are_registered_with_checked_provenance():
     page = (ROOT / "docs" / "conventions.md").read_text(encoding="utf-8")
     assert set(RULES) <= set(CONVENTION_NAMES)
-    for name in RULES:
+    assert CONVENTIONS[BATCH_RULE].statistics == "batch"
+    for name in RULES + (BATCH_RULE,):
         rule = CONVENTIONS[name]
-        assert get_rule(name) is rule and rule.statistics == "group", name
+        assert get_rule(name) is rule, name
+        assert rule.statistics == ("batch" if name == BATCH_RULE else "group"), name
         assert re.fullmatch(r"[0-9a-f]{40}", rule.commit), name
         assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", rule.commit_date), name
         assert f"`{name}`" in page and f"{rule.commit[:8]} ({rule.commit_date})" in page, name
-        assert rule.repository in page and rule.path in page, name
+        assert rule.repository in page, name
+        assert all(f"`{p.strip()}`" in page for p in rule.path.split(",")), name
 
 
 # ---------------------------------------------------------------- hand-computed values
@@ -172,7 +180,9 @@ def _buggy(name):
         if name == "skyrl_maxrl":  # prime-rl's zero rule where the mean is not positive
             return r.clone() if n == 1 else (
                 torch.zeros_like(r) if mean <= 0 else (r - mean) / (mean + 1e-6))
-        return (r - mean) / (r.std() ** 2 + 1e-6).sqrt()  # slime: the epsilon inside the sqrt
+        if name == "slime_grpo":  # the epsilon inside the square root
+            return (r - mean) / (r.std() ** 2 + 1e-6).sqrt()
+        return torch.zeros_like(r) if n == 1 else r - mean  # NeMo-RL's, whitened below
 
     def fn(rewards, group_ids):
         z = torch.as_tensor(np.asarray(rewards, dtype=np.float64))
@@ -181,12 +191,16 @@ def _buggy(name):
         for g in np.unique(ids):
             idx = torch.as_tensor(np.flatnonzero(ids == g))
             out[idx] = group(z[idx])
+        if name == BATCH_RULE:  # Bessel's variance where NeMo-RL takes the population's
+            centred = out - out.mean()
+            out = centred * (centred.var() if out.numel() > 1 else out.new_zeros(())).clamp(
+                min=1e-8).rsqrt()
         return out.numpy()
     return fn
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("name", RULES)
+@pytest.mark.parametrize("name", RULES + (BATCH_RULE,))
 def test_planted_bug_is_rejected_in_either_dtype(name, dtype):
     report = check_conformance(_buggy(name), name, dtypes=(dtype,), shrink=False)
     assert not report.passed
@@ -199,14 +213,28 @@ def _frameworks():
     trl = load_data("trl_async_rollout_worker_f2cd5771")
     skyrl = load_data("skyrl_ppo_utils_a9564572")
     slime = load_data("slime_rollout_624b824a")
+    nemo = load_data("nemo_rl_reinforce_pp_7ea279ab")
+    nemo.calculate_baseline_and_std_per_prompt = load_data(
+        "nemo_rl_gdpo_7ea279ab").calculate_baseline_and_std_per_prompt
+    estimator = nemo.ReinforcePlusPlusAdvantageEstimator(
+        SimpleNamespace(minus_baseline=True),  # the defaults of AdvEstimatorConfig and the
+        SimpleNamespace(use_kl_in_reward=False, reference_policy_kl_penalty=0.0,  # loss
+                        reference_policy_kl_type="k3"))
+
+    def nemo_rl(rewards, group_ids):  # float32 rewards, as NeMo-RL holds them (its baseline's
+        r = torch.as_tensor(np.asarray(rewards, dtype=np.float32))  # float32 matmul needs it)
+        prompts = torch.as_tensor(np.asarray(group_ids))[:, None]  # (b, s) prompt ids
+        return estimator.compute_advantage(prompts, r, torch.ones(r.shape[0], 1))[:, 0].numpy()
+
     return {"prime_rl_grpo": (prime.grpo, "plain", {}),
+            "nemo_rl_reinforce_pp": (nemo_rl, "plain", {}),
             "trl_async_grpo": (trl.async_grpo, "plain", {}),
             "skyrl_maxrl": (lambda t, m, i: skyrl.compute_maxrl_advantage(t, m, i)[0], "verl",
                             {"tensors": "torch"}),
             "slime_grpo": (slime.slime_grpo, "trl", {})}
 
 
-@pytest.mark.parametrize("name", RULES)
+@pytest.mark.parametrize("name", RULES + (BATCH_RULE,))
 def test_frameworks_own_functions_conform_and_are_told_apart(name):
     fn, signature, options = _frameworks()[name]
     report = check_conformance(fn, name, signature=signature, **options)
@@ -228,3 +256,26 @@ def test_slime_takes_the_whole_batch_as_one_group_when_its_size_is_unexpected():
     np.testing.assert_allclose(one_group, advantages("slime_grpo", z, np.zeros(6, int)),
                                rtol=1e-6)
     assert not np.allclose(one_group, expected, rtol=1e-3)
+
+
+# ---------------------------------------------------------------- the batch rule
+def test_nemo_rl_reinforce_pp_by_hand():
+    # groups [1, 0] and [2, 2] and a singleton [5]: c = [0.5, -0.5, 0, 0, 0] (the singleton's
+    # baseline is its reward), batch mean 0, population variance 0.1
+    got = advantages(BATCH_RULE, [1.0, 0.0, 2.0, 2.0, 5.0], [0, 0, 1, 1, 2])
+    np.testing.assert_allclose(got, np.array([0.5, -0.5, 0, 0, 0]) / np.sqrt(0.1), rtol=1e-14)
+    # all c = 0: the variance is clamped at 1e-8, so 0, not NaN
+    assert np.all(advantages(BATCH_RULE, [3.0, 3.0, 1.0], [0, 0, 1]) == 0.0)
+
+
+def test_nemo_rl_reinforce_pp_monte_carlo_matches_batch_enumeration():
+    from test_new_rules import _exact_batch  # whole batches enumerated (tests/advantages)
+
+    bandit = small_bandit()
+    for G, B, seed in ((2, 2, 36), (3, 1, 37)):
+        factor, mse = _exact_batch(bandit, BATCH_RULE, G, B)
+        mc = batch_monte_carlo(bandit, BATCH_RULE, G, B, 20_000, np.random.default_rng(seed))
+        assert abs(mc.mse - mse) <= Z_CHECK * mc.mse_se, (G, B)
+        assert abs(mc.mean_factor - factor) <= Z_CHECK * mc.mean_factor_se, (G, B)
+        wrong = bandit.exact_mse("fullmean", G, B)  # negative control
+        assert abs(mc.mse - wrong) > Z_CHECK * mc.mse_se, (G, B)

@@ -66,6 +66,8 @@ def _literal(name, z, ids):
             out[idx] = r - (mean if n > 1 else 0.0)
         elif name == "openrlhf_reinforce_baseline":
             out[idx] = r - mean
+        elif name == "nemo_rl_reinforce_pp":  # a singleton's baseline is its reward
+            out[idx] = r - mean if n > 1 else torch.zeros_like(r)
         elif name == "nemo_rl_grpo":
             for k, i in enumerate(members):
                 others = torch.cat([r[:k], r[k + 1:]])
@@ -98,7 +100,8 @@ def _literal(name, z, ids):
         centred = out - out.sum() / count
         var = (centred**2).sum() / count * out.numel() / (out.numel() - 1)
         out = centred * torch.rsqrt(var + 1e-8)
-    elif name in ("openrlhf_reinforce_baseline", "openrlhf_reinforce"):  # population, clamped
+    elif name in ("openrlhf_reinforce_baseline", "openrlhf_reinforce",
+                  "nemo_rl_reinforce_pp"):  # population, clamped
         centred = out - out.mean()
         out = centred * (centred**2).mean().clamp(min=1e-8).rsqrt()
     return out.numpy()

@@ -84,7 +84,8 @@ def _group_rule(name, r, work):
     if name == "skyrl_maxrl":  # the group mean plus 1e-6 divides, whatever its sign
         return (r - mean) / (mean + 1e-6)
     if name in _MEAN_ONLY or name in ("trl_batch", "verl_reinforce_pp_baseline",
-                                      "openrlhf_reinforce_baseline", "verl_gpg"):
+                                      "openrlhf_reinforce_baseline", "verl_gpg",
+                                      "nemo_rl_reinforce_pp"):
         return r - mean
     loo = r - (r.sum() - r) / (n - 1)
     if name in _LOO_ONLY or name == "trl_rloo_normalized":
@@ -122,7 +123,8 @@ def framework_style(name, work):
             centred = out - out.sum() / count
             var = (centred**2).sum() / count * (out.numel() / (out.numel() - 1))
             out = centred * torch.rsqrt(var + 1e-8)
-        elif name in ("openrlhf_reinforce_baseline", "openrlhf_reinforce"):
+        elif name in ("openrlhf_reinforce_baseline", "openrlhf_reinforce",
+                      "nemo_rl_reinforce_pp"):
             centred = out - out.mean()
             out = centred * (centred**2).mean().clamp(min=1e-8).rsqrt()
         return out.numpy()

@@ -220,6 +220,12 @@ _SPECS = (
           "rollout_batch_size", **_STD, epsilon=1e-6, singleton_divisor=np.nan,
           singleton="NaN (Bessel std of one sample)", min_group_size=2, equal_group_sizes=True,
           working_precision=_F32, project_name=_STD_MEAN),
+    _spec("nemo_rl_reinforce_pp", "NeMo-RL", "grpo.adv_estimator.name=reinforce_plus_plus, "
+          "minus_baseline=true (default), loss_fn.use_kl_in_reward=false", _NEMO_A,
+          "c = z - m_g; (c - mean_B c) / sqrt(max(var_B c, 1e-8)), population variance, one "
+          "token per response", scale="whiten", epsilon=1e-8, epsilon_placement="variance floor",
+          bessel=False, zero_variance=_ZV_WHITEN, singleton="c = 0 (baseline set to the reward)",
+          project_name=_WHITENED),
     get_rule("grpo"),
     get_rule("fullmean"),
     get_rule("paper_algorithm2"),

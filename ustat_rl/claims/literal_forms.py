@@ -309,6 +309,23 @@ def _slime_grpo(rewards, n_samples_per_prompt):
 
 
 # --------------------------------------------------------------------------------------------
+# NeMo-RL at 7ea279ab: nemo_rl/algorithms/advantage_estimator.py
+# (ReinforcePlusPlusAdvantageEstimator.compute_advantage, minus_baseline, no KL in the reward):
+# the group mean of calculate_baseline_and_std_per_prompt (leave_one_out_baseline=False; a
+# singleton's baseline is its reward), then the batch's population variance clamped at 1e-8.
+# --------------------------------------------------------------------------------------------
+def _nemo_rl_reinforce_pp(rewards, group_ids):
+    z = np.asarray(rewards, dtype=np.float64)
+    ids = np.asarray(group_ids)
+    adv = np.zeros(z.shape)
+    for g in np.unique(ids):
+        members = ids == g
+        adv[members] = 0.0 if members.sum() <= 1 else z[members] - z[members].mean()
+    centred = adv - adv.mean()
+    return centred / np.sqrt(max(float(np.mean(centred**2)), 1e-8))
+
+
+# --------------------------------------------------------------------------------------------
 # The paper's rules (Algorithm 1, the full mean of docs/theory.md C2, Algorithm 2 with its
 # all-equal groups zeroed): the formulas of docs/theory.md section 2.
 # --------------------------------------------------------------------------------------------
@@ -364,6 +381,7 @@ LITERAL_FORMS: dict[str, LiteralForm] = {
     "trl_async_grpo": _form(_per_group(_async_grpo), "plain", _TRL),
     "skyrl_maxrl": _form(_skyrl_maxrl, "verl", _SKYRL),
     "slime_grpo": _form(_slime_grpo, "trl", _SLIME),
+    "nemo_rl_reinforce_pp": _form(_nemo_rl_reinforce_pp, "plain", _NEMO),
     "grpo": _form(_paper("grpo"), "plain", _PAPER),
     "fullmean": _form(_paper("fullmean"), "plain", _PAPER),
     "paper_algorithm2": _form(_paper("paper_algorithm2"), "plain", _PAPER),
