@@ -55,6 +55,8 @@ INTEGRATION_FILES = {
     "test_kit_tolerance_pinned.py": "conformance runs: every convention's tolerance, both sides",
     "test_kit_generator.py": "conformance runs: the kit's generator searched for its claims",
     "test_new_rules.py": "conformance runs: each framework rule against its copied source",
+    "test_beyond_group_rules.py": "conformance runs: each further group rule against its "
+                                  "copied source",
     "test_multireward.py": "conformance runs: the multi-reward rules against copied sources",
     # TRL runs
     "test_frameworks_trl.py": "TRL run: the monitor inside the real GRPOTrainer",

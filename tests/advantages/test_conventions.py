@@ -39,8 +39,14 @@ def _literal(name, z, ids):
         std = r.std() if n > 1 else None
         if name == "trl_group":
             out[idx] = (r - mean) / ((std if n > 1 else 0.0) + 1e-4)
-        elif name in ("trl_none", "openrlhf_dr_grpo", "fullmean"):
+        elif name in ("trl_none", "openrlhf_dr_grpo", "fullmean", "prime_rl_grpo"):
             out[idx] = r - mean
+        elif name == "trl_async_grpo":  # numpy's std: ddof 0
+            out[idx] = (r - mean) / (r.std(correction=0) + 1e-8)
+        elif name == "skyrl_maxrl":  # a singleton keeps z (mean 0 substituted, no division)
+            out[idx] = (r - mean) / (mean + 1e-6) if n > 1 else r
+        elif name == "slime_grpo":
+            out[idx] = (r - mean) / (std + 1e-6)
         elif name in ("verl_grpo", "verl_grpo_vectorized"):
             mean, std = (mean, std) if n > 1 else (torch.tensor(0.0), torch.tensor(1.0))  # float32, as verl
             out[idx] = (r - mean) / (std + 1e-6)
@@ -60,6 +66,8 @@ def _literal(name, z, ids):
             out[idx] = r - (mean if n > 1 else 0.0)
         elif name == "openrlhf_reinforce_baseline":
             out[idx] = r - mean
+        elif name == "nemo_rl_reinforce_pp":  # a singleton's baseline is its reward
+            out[idx] = r - mean if n > 1 else torch.zeros_like(r)
         elif name == "nemo_rl_grpo":
             for k, i in enumerate(members):
                 others = torch.cat([r[:k], r[k + 1:]])
@@ -92,7 +100,8 @@ def _literal(name, z, ids):
         centred = out - out.sum() / count
         var = (centred**2).sum() / count * out.numel() / (out.numel() - 1)
         out = centred * torch.rsqrt(var + 1e-8)
-    elif name in ("openrlhf_reinforce_baseline", "openrlhf_reinforce"):  # population, clamped
+    elif name in ("openrlhf_reinforce_baseline", "openrlhf_reinforce",
+                  "nemo_rl_reinforce_pp"):  # population, clamped
         centred = out - out.mean()
         out = centred * (centred**2).mean().clamp(min=1e-8).rsqrt()
     return out.numpy()

@@ -51,8 +51,8 @@ def test_reference_conforms(name):
 
 # ---------------------------------------------------------------- faithful, framework-style
 _STD_EPS = {"trl_group": 1e-4, "verl_grpo": 1e-6, "verl_grpo_vectorized": 1e-6,
-            "openrlhf_group_norm": 1e-9}
-_MEAN_ONLY = ("trl_none", "verl_grpo_nostd", "openrlhf_dr_grpo", "fullmean")
+            "openrlhf_group_norm": 1e-9, "slime_grpo": 1e-6}
+_MEAN_ONLY = ("trl_none", "verl_grpo_nostd", "openrlhf_dr_grpo", "fullmean", "prime_rl_grpo")
 _LOO_ONLY = ("verl_rloo", "verl_rloo_vectorized", "openrlhf_rloo", "trl_rloo", "grpo")
 
 
@@ -70,17 +70,22 @@ def _group_rule(name, r, work):
         return torch.zeros_like(r) if mean <= 0 else (r - mean) / mean
     if name in ("verl_reinforce_pp", "openrlhf_reinforce"):  # no group baseline
         return r.clone()
+    if name == "trl_async_grpo":  # population std, 1e-8 added; a singleton (z - z)/1e-8
+        return (r - r.mean()) / (r.std(correction=0) + 1e-8)
     if n == 1:  # the frameworks' singleton rules
         keeps = name in ("verl_grpo", "verl_grpo_vectorized", "verl_grpo_nostd", "verl_rloo",
-                         "verl_reinforce_pp_baseline", "verl_gpg")
+                         "verl_reinforce_pp_baseline", "verl_gpg", "skyrl_maxrl")
         if name in ("verl_grpo", "verl_grpo_vectorized"):
             return r / (torch.tensor(1.0) + 1e-6)  # float32 std 1, as verl substitutes
         return r.clone() if keeps else torch.zeros_like(r)
     mean = r.mean()
     if name in _STD_EPS:
         return (r - mean) / (r.std() + _STD_EPS[name])
+    if name == "skyrl_maxrl":  # the group mean plus 1e-6 divides, whatever its sign
+        return (r - mean) / (mean + 1e-6)
     if name in _MEAN_ONLY or name in ("trl_batch", "verl_reinforce_pp_baseline",
-                                      "openrlhf_reinforce_baseline", "verl_gpg"):
+                                      "openrlhf_reinforce_baseline", "verl_gpg",
+                                      "nemo_rl_reinforce_pp"):
         return r - mean
     loo = r - (r.sum() - r) / (n - 1)
     if name in _LOO_ONLY or name == "trl_rloo_normalized":
@@ -118,7 +123,8 @@ def framework_style(name, work):
             centred = out - out.sum() / count
             var = (centred**2).sum() / count * (out.numel() / (out.numel() - 1))
             out = centred * torch.rsqrt(var + 1e-8)
-        elif name in ("openrlhf_reinforce_baseline", "openrlhf_reinforce"):
+        elif name in ("openrlhf_reinforce_baseline", "openrlhf_reinforce",
+                      "nemo_rl_reinforce_pp"):
             centred = out - out.mean()
             out = centred * (centred**2).mean().clamp(min=1e-8).rsqrt()
         return out.numpy()

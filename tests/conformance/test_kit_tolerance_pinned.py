@@ -7,8 +7,10 @@ The kit (``ustat_rl.conformance.kit``) accepts ``|got - expected| <= tol`` per s
 spread's bound (group, others', batch or whitening std), ``dd = ds + 2 eps d``,
 ``d_low = max(d - dd, floor)``, ``inf`` where ``d_low`` is 0, and the all-equal rules' branches
 (an exact tie, or a statistic below ``-ds``, takes the rule with ``dN + 2 eps |A|``; a spread
-within ``ds`` of 0 may take either). A group statistic (MaxRL's mean) takes the std's ``ds``; a
-batch's nonzero fraction (verl's GPG) is exact but for rewards below float32's ``tiny``.
+within ``ds`` of 0 may take either). A group statistic (MaxRL's mean) takes the std's ``ds``
+with ``|s|``, and, as it may be negative (SkyRL's ``m_g + 1e-6``), ``|d|`` and the floor only
+where ``s >= 0``; a batch's nonzero fraction (verl's GPG) is exact but for rewards below float32's
+``tiny``.
 
 ``documented_bound`` below computes that bound a second way, per group and in a loop, from the
 docstring's terms (group sizes, largest ``|z|``, the spread recomputed here, the divisor from the
@@ -26,7 +28,7 @@ convention's epsilon and placement), and is the unit of the checks:
    ``check_conformance``, and by the kit's comparison on each of the 40 batches, float32 and
    float64 alike.
 
-The conventions are all of ``CONVENTION_NAMES``, read from the registry (25 today).
+The conventions are all of ``CONVENTION_NAMES``, read from the registry (30 today).
 All checks are deterministic (hypothesis derandomized, numpy seeds fixed): no false-failure rate.
 So ``tolerance`` changed by more than 1e-9 relative fails 1; the comparison loosened 4-fold or
 more (``diff <= 4 tol``) lets the 4-bound bug through and fails 3; tightened below half of the
@@ -135,10 +137,9 @@ def documented_bound(name, rewards, group_ids):
                     s = _std(z[idx], ddof) if n > 1 else 0.0
                 else:  # the rule's statistic of the group (MaxRL's mean), which may be negative
                     s = float(spec.scaling.statistic(z[idx][None, :])[0]) if n > 1 else 0.0
-                # for a negative statistic the middle term is negative, as in the kit; it moves
-                # the edge of the ruled band by (n + 3) eps |s|, of order eps^2 S there
-                s_err = 0.0 if n == 1 else (np.sqrt(n / (n - 1)) * dev_err + (n + 3) * EPS * s
-                                            + UNDER)
+                # a negative statistic (a group mean) rounds by (n + 3) eps |s| like any other
+                s_err = 0.0 if n == 1 else (np.sqrt(n / (n - 1)) * dev_err
+                                            + (n + 3) * EPS * abs(s) + UNDER)
                 s_of[k], s_err_of[k] = s, s_err
             elif spec.scale == "leave_one_out":  # the std of the other n - 1 rewards
                 s = _std(z[idx[idx != k]], ddof) if n >= 3 else 0.0
@@ -148,9 +149,11 @@ def documented_bound(name, rewards, group_ids):
             d, floor = _divisor(spec, s_of[k])
             if spec.scale in ("group", "statistic") and n == 1:
                 d = spec.singleton_divisor
-            d_of[k], floor_of[k] = d, floor
+            # |d|: a group mean plus epsilon (SkyRL's MaxRL) may be negative, and the epsilon
+            # bounds the divisor from below only where the spread is not
+            d_of[k], floor_of[k] = abs(d), floor
     d_err = s_err_of + 2 * EPS * d_of
-    d_low = np.maximum(d_of - d_err, floor_of)
+    d_low = np.maximum(d_of - d_err, np.where(s_of >= 0, floor_of, 0.0))
     for k in range(N):
         tol[k] = ((num_err[k] + A[k] * d_err[k]) / d_low[k] + 2 * EPS * A[k] if d_low[k] > 0
                   else np.inf)
@@ -263,7 +266,9 @@ def naive(name, work):
             for idx in members:
                 r = z[idx]
                 stat = work(np.asarray(sc.statistic(r[None, :]))[0]) if r.size > 1 else work(0)
-                if stat > 0 or sc.all_equal == "divide":
+                if r.size == 1:
+                    out[idx] = num[idx] / work(sc.singleton_divisor)
+                elif stat > 0 or sc.all_equal == "divide":
                     out[idx] = divide(num[idx], stat)
                 else:
                     out[idx] = num[idx] if sc.all_equal == "keep numerator" else 0

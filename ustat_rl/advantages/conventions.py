@@ -45,6 +45,8 @@ _VERL = ("verl-project/verl", "1dda039b9c6311889a9c9a26040677e1254814f9", "2026-
 _ORLHF = ("OpenRLHF/OpenRLHF", "3c3be6234e0cb353e76bb8019947db9dfe99fca7", "2026-08-13")
 _NEMO = ("NVIDIA-NeMo/RL", "7ea279abfbeb698b092856d0dab61e7cf39bc909", "2026-08-22")
 _PRIME = ("PrimeIntellect-ai/prime-rl", "559b44772e471d1538537b8805cc77f3824a5e64", "2026-08-21")
+_SKYRL = ("NovaSky-AI/SkyRL", "a9564572eb8e91076be43c1bd5e4615e3de17265", "2026-08-21")
+_SLIME = ("THUDM/slime", "624b824a898ab0ec1fcb4d373004c7f3852bf515", "2026-08-21")
 _TRL_G, _TRL_R = _at(_TRL, "trl/trainer/grpo_trainer.py"), _at(_TRL, "trl/trainer/rloo_trainer.py")
 _VERL_C = _at(_VERL, "verl/trainer/ppo/core_algos.py")
 _VERL_V, _VERL_W = (_at(_VERL, f"verl/trainer/ppo/core_algos.py, verl/utils/{f}.py")
@@ -52,6 +54,10 @@ _VERL_V, _VERL_W = (_at(_VERL, f"verl/trainer/ppo/core_algos.py, verl/utils/{f}.
 _ORL = _at(_ORLHF, "openrlhf/trainer/ppo_utils/experience_maker.py")
 _NEMO_A = _at(_NEMO, "nemo_rl/algorithms/advantage_estimator.py, nemo_rl/algorithms/utils.py")
 _MAXRL = _at(_PRIME, "src/prime_rl/orchestrator/algo/max_rl.py")
+_PRIME_G = _at(_PRIME, "src/prime_rl/orchestrator/algo/grpo.py")
+_TRL_A = _at(_TRL, "trl/experimental/async_grpo/async_rollout_worker.py")
+_SKY = _at(_SKYRL, "skyrl/backends/skyrl_train/utils/ppo_utils.py")
+_SLI = _at(_SLIME, "slime/ray/rollout.py")
 _LOO, _F32 = "z - (sum_g z - z)/(n_g - 1)", "float32"
 _STD = dict(scale="group", epsilon_placement="added to std", bessel=True)
 _STD_MEAN, _WHITENED = "std-normalised, full-mean numerator", "full mean, then batch-whitened"
@@ -190,6 +196,36 @@ _SPECS = (
           zero_variance="0 (numerator 0); a group of mean <= 0 (all failures) gets 0",
           singleton="0 ((z - z)/z, or 0 when z <= 0)",
           project_name="full mean over the group mean (MaxRL)"),
+    # read for the issue "Beyond the group": the defaults of prime-rl, TRL's asynchronous
+    # GRPO and slime, and SkyRL's MaxRL (an epsilon where prime-rl's zeroes)
+    _spec("prime_rl_grpo", "prime-rl", '[orchestrator.algo] type = "grpo" (default, no '
+          "length_penalty)", _PRIME_G, "z - m_g, in float32", working_precision=_F32,
+          singleton="0 (z - z)", project_name="fullmean"),
+    _spec("trl_async_grpo", "TRL", "experimental AsyncGRPOTrainer (trl.experimental.async_grpo)",
+          _TRL_A, "(z - m_g) / (s_g + 1e-8), s_g the population std (numpy's ddof 0), float64",
+          scale="group", epsilon_placement="added to std", bessel=False, epsilon=1e-8,
+          singleton_divisor=1e-8, singleton="0 (std 0, numerator 0)",
+          working_precision="float64 (np.array(..., dtype=float))",
+          project_name="std-normalised (population std), full-mean numerator"),
+    _spec("skyrl_maxrl", "SkyRL", "trainer.algorithm.advantage_estimator=maxrl", _SKY,
+          "(z - m_g) / (m_g + 1e-6) (MaxRL with an epsilon; no zero rule)", scale="statistic",
+          statistic=_group_mean, epsilon=1e-6, epsilon_placement="added to std",
+          singleton_numerator="z", singleton_divisor=1.0,
+          zero_variance="0 (numerator 0, divided by m_g + 1e-6)",
+          singleton="z (mean 0 is substituted, no division)",
+          project_name="full mean over the group mean plus 1e-6 (MaxRL)"),
+    _spec("slime_grpo", "slime", "--advantage-estimator grpo (default), rewards and std "
+          "normalisation on (default)", _SLI, "(z - m_g) / (s_g + 1e-6), in float32; the "
+          "whole batch one group when its size is not n_samples_per_prompt x "
+          "rollout_batch_size", **_STD, epsilon=1e-6, singleton_divisor=np.nan,
+          singleton="NaN (Bessel std of one sample)", min_group_size=2, equal_group_sizes=True,
+          working_precision=_F32, project_name=_STD_MEAN),
+    _spec("nemo_rl_reinforce_pp", "NeMo-RL", "grpo.adv_estimator.name=reinforce_plus_plus, "
+          "minus_baseline=true (default), loss_fn.use_kl_in_reward=false", _NEMO_A,
+          "c = z - m_g; (c - mean_B c) / sqrt(max(var_B c, 1e-8)), population variance, one "
+          "token per response", scale="whiten", epsilon=1e-8, epsilon_placement="variance floor",
+          bessel=False, zero_variance=_ZV_WHITEN, singleton="c = 0 (baseline set to the reward)",
+          project_name=_WHITENED),
     get_rule("grpo"),
     get_rule("fullmean"),
     get_rule("paper_algorithm2"),

@@ -32,6 +32,8 @@ _VERL = ("verl-project/verl", "1dda039b9c6311889a9c9a26040677e1254814f9")
 _ORLHF = ("OpenRLHF/OpenRLHF", "3c3be6234e0cb353e76bb8019947db9dfe99fca7")
 _NEMO = ("NVIDIA-NeMo/RL", "7ea279abfbeb698b092856d0dab61e7cf39bc909")
 _PRIME = ("PrimeIntellect-ai/prime-rl", "559b44772e471d1538537b8805cc77f3824a5e64")
+_SKYRL = ("NovaSky-AI/SkyRL", "a9564572eb8e91076be43c1bd5e4615e3de17265")
+_SLIME = ("THUDM/slime", "624b824a898ab0ec1fcb4d373004c7f3852bf515")
 _PAPER = ("", "")
 
 
@@ -263,6 +265,67 @@ def _prime_rl_max_rl(rewards, group_ids):
 
 
 # --------------------------------------------------------------------------------------------
+# prime-rl at 559b4477: src/prime_rl/orchestrator/algo/grpo.py (GRPOAlgorithm.score_group, no
+# length_penalty); TRL at f2cd5771: trl/experimental/async_grpo/async_rollout_worker.py
+# (AsyncRolloutWorker._score_group, numpy's std with ddof 0), both once per group.
+# --------------------------------------------------------------------------------------------
+def _per_group(advantage):
+    def advantages(rewards, group_ids):
+        z = np.asarray(rewards, dtype=np.float64)
+        ids = np.asarray(group_ids)
+        out = np.zeros(z.shape)
+        for g in np.unique(ids):
+            out[ids == g] = advantage(z[ids == g])
+        return out
+    return advantages
+
+
+def _async_grpo(r):
+    dev = r - r[0]
+    std = float(np.sqrt(np.mean((dev - dev.mean()) ** 2)))  # ddof 0, exact 0 for ties
+    return (r - r.mean()) / (std + 1e-8)
+
+
+# --------------------------------------------------------------------------------------------
+# SkyRL, NovaSky-AI/SkyRL at a9564572: skyrl/backends/skyrl_train/utils/ppo_utils.py
+# (compute_maxrl_advantage: a loop over uid groups, a singleton's mean set to 0 and undivided);
+# slime, THUDM/slime at 624b824a: slime/ray/rollout.py (_post_process_rewards, reshaped into
+# (-1, n_samples_per_prompt), the std of the centred rewards, 1e-6 added).
+# --------------------------------------------------------------------------------------------
+def _skyrl_maxrl(token_level_rewards, response_mask, index):
+    scores = np.asarray(token_level_rewards, dtype=np.float64).sum(axis=-1)
+    out = np.empty(scores.shape)
+    for members in _uid_groups(index).values():
+        r = scores[members]
+        out[members] = r if len(members) == 1 else (r - r.mean()) / (r.mean() + 1e-6)
+    return out[:, None] * np.asarray(response_mask)
+
+
+def _slime_grpo(rewards, n_samples_per_prompt):
+    rows = np.asarray(rewards, dtype=np.float64).reshape(-1, n_samples_per_prompt)
+    centred = rows - rows.mean(axis=1, keepdims=True)
+    std = np.array([[_bessel_std(r)] for r in centred])
+    return (centred / (std + 1e-6)).reshape(-1)
+
+
+# --------------------------------------------------------------------------------------------
+# NeMo-RL at 7ea279ab: nemo_rl/algorithms/advantage_estimator.py
+# (ReinforcePlusPlusAdvantageEstimator.compute_advantage, minus_baseline, no KL in the reward):
+# the group mean of calculate_baseline_and_std_per_prompt (leave_one_out_baseline=False; a
+# singleton's baseline is its reward), then the batch's population variance clamped at 1e-8.
+# --------------------------------------------------------------------------------------------
+def _nemo_rl_reinforce_pp(rewards, group_ids):
+    z = np.asarray(rewards, dtype=np.float64)
+    ids = np.asarray(group_ids)
+    adv = np.zeros(z.shape)
+    for g in np.unique(ids):
+        members = ids == g
+        adv[members] = 0.0 if members.sum() <= 1 else z[members] - z[members].mean()
+    centred = adv - adv.mean()
+    return centred / np.sqrt(max(float(np.mean(centred**2)), 1e-8))
+
+
+# --------------------------------------------------------------------------------------------
 # The paper's rules (Algorithm 1, the full mean of docs/theory.md C2, Algorithm 2 with its
 # all-equal groups zeroed): the formulas of docs/theory.md section 2.
 # --------------------------------------------------------------------------------------------
@@ -314,6 +377,11 @@ LITERAL_FORMS: dict[str, LiteralForm] = {
     "verl_reinforce_pp": _form(_verl_reinforce_pp(False), "verl", _VERL),
     "openrlhf_reinforce": _form(_openrlhf("reinforce"), "trl", _ORLHF),
     "prime_rl_max_rl": _form(_prime_rl_max_rl, "plain", _PRIME),
+    "prime_rl_grpo": _form(_per_group(lambda r: r - r.mean()), "plain", _PRIME),
+    "trl_async_grpo": _form(_per_group(_async_grpo), "plain", _TRL),
+    "skyrl_maxrl": _form(_skyrl_maxrl, "verl", _SKYRL),
+    "slime_grpo": _form(_slime_grpo, "trl", _SLIME),
+    "nemo_rl_reinforce_pp": _form(_nemo_rl_reinforce_pp, "plain", _NEMO),
     "grpo": _form(_paper("grpo"), "plain", _PAPER),
     "fullmean": _form(_paper("fullmean"), "plain", _PAPER),
     "paper_algorithm2": _form(_paper("paper_algorithm2"), "plain", _PAPER),

@@ -25,8 +25,8 @@ be flushed to 0), ``n`` the samples a statistic runs over and ``S`` the largest 
 - a batch's nonzero fraction (verl's GPG) exactly, except that nonzero rewards below ``tiny``
   may count as 0;
 - the denominator ``d`` (``s + epsilon``, ``sqrt(s^2 + epsilon)``, ``sqrt(max(s^2, epsilon))``)
-  by ``dd = ds + 2 eps d``, and it is never below ``d_low = max(d - dd, floor)``, ``floor`` being
-  ``epsilon`` or ``sqrt(epsilon)``;
+  by ``dd = ds + 2 eps d``, never below ``d_low = max(d - dd, floor)``, ``floor`` ``epsilon`` or
+  ``sqrt(epsilon)`` where ``s >= 0`` (a statistic that may be negative takes ``|d|``, ``|s|``);
 
 so ``|got - expected| <= (dN + |A| dd) / d_low + 2 eps |A|``, ``A`` the reference advantage. Where
 ``d_low`` is 0 (no epsilon, and a spread the working precision cannot tell from 0) the sample is
@@ -189,7 +189,7 @@ def tolerance(estimator, rewards, group_ids, dtype=None) -> np.ndarray:
     s, N = parts.std, float(z.size)
     under = np.sqrt(2 * tiny)
     if spec.scale in ("group", "statistic"):  # a spread of the group's rewards
-        s_err = np.sqrt(n / np.maximum(n - 1, 1)) * dev_err + (n + 3) * eps * s + under
+        s_err = np.sqrt(n / np.maximum(n - 1, 1)) * dev_err + (n + 3) * eps * np.abs(s) + under
         s_err = np.where(parts.single, 0.0, s_err)
     elif spec.scale == "leave_one_out":
         s_err = np.sqrt((n - 1) / np.maximum(n - 2, 1)) * dev_err + (n + 3) * eps * s + under
@@ -203,11 +203,11 @@ def tolerance(estimator, rewards, group_ids, dtype=None) -> np.ndarray:
         c = replace(spec, scaling=Scaling()).parts(z, inverse, counts).numerator
         num_err = num_err + num_err.max() + (N + 3) * eps * np.abs(c).max()
         s_err = np.sqrt(N / max(N - 1, 1)) * num_err.max() + (N + 3) * eps * s + under
-    d = parts.denominator
+    d = np.abs(parts.denominator)  # a statistic (a group mean) plus epsilon may be negative
     d_err = s_err + 2 * eps * d
     floor = {"added to std": spec.epsilon, "inside sqrt": np.sqrt(spec.epsilon),
              "variance floor": np.sqrt(spec.epsilon)}.get(spec.epsilon_placement, 0.0)
-    d_low = np.maximum(d - d_err, floor)
+    d_low = np.maximum(d - d_err, np.where(s >= 0, floor, 0.0))  # the floor needs s >= 0
     with np.errstate(divide="ignore", invalid="ignore"):
         tol = np.where(d_low > 0, (num_err + A * d_err) / d_low, np.inf) + 2 * eps * A
         if spec.zero_std != "divide":  # an exact tie must take the rule; a near one may not
