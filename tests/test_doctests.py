@@ -9,7 +9,8 @@ MODULES = ["ustat_rl.advantages.gradients", "ustat_rl.policies.softmax", "ustat_
            "ustat_rl.stats.rates", "ustat_rl.stats.ustatistics", "ustat_rl.policies.loglinear",
            "ustat_rl.training.algorithm1", "ustat_rl.seeding", "ustat_rl.theory.mse", "ustat_rl.theory.scaling",
            "ustat_rl.theory.hoeffding", "ustat_rl.interface.claims_display", "ustat_rl.frameworks.aggregation",
-           "ustat_rl.training.algorithm2", "ustat_rl.formatting", "ustat_rl.stats.intervals"]
+           "ustat_rl.training.algorithm2", "ustat_rl.formatting", "ustat_rl.stats.intervals",
+           "ustat_rl.frameworks.entry"]
 
 
 @pytest.mark.parametrize("name", MODULES)

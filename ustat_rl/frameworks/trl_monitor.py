@@ -220,7 +220,16 @@ class GroupSizeMonitor(TrainerCallback):
 
     @property
     def trajectory(self):
+        """The trajectory file the windows are appended to."""
         return self.window.trajectory
+
+    @property
+    def units(self) -> str:
+        """The records' ``units``: which gradient the estimates are of."""
+        return self.window.units
+
+    def _meta(self) -> dict:
+        return self.window._meta(self._model())
 
     @property
     def _batches(self):
