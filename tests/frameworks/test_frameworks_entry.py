@@ -191,3 +191,51 @@ def test_bad_inputs_name_the_parameter_before_any_work(tmp_path, name):
     assert monitor.records == [] and monitor.due(0)  # nothing was done, nothing counted
     assert not (tmp_path / "t.jsonl").exists()
     assert monitor.step(**inputs)["status"] == "ok"  # control: the good inputs are taken
+
+
+def _one_window(tmp_path, name, **kwargs):
+    model = tiny_gpt2(n_embd=8)
+    prompts, completions, rewards = _batch(np.random.default_rng(3))
+    options = dict(every=1, trajectory=tmp_path / f"{name}.jsonl")
+    step_options = {k: kwargs.pop(k) for k in ("loss_weights",) if k in kwargs}
+    monitor = _monitor(tmp_path, **options, **kwargs)
+    lengths = np.array([len(c) for c in completions], dtype=np.float64)
+    if step_options.get("loss_weights") == "dapo":
+        step_options["loss_weights"] = completion_weights("dapo", lengths)
+    return monitor.step(model, *_padded(prompts, completions), rewards, **step_options)
+
+
+def test_loss_weights_given_per_step_are_the_loss_types():
+    """The loop's own per-completion weights (here dapo's, computed by the loop) give the record
+    the loss_type gives; control: no weights at all give another."""
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        by_type = _one_window(Path(tmp), "a")
+        by_weights = _one_window(Path(tmp), "b", loss_type=None, loss_weights="dapo")
+        plain = _one_window(Path(tmp), "c", loss_type=None)
+    assert by_weights["units"].startswith("trainer (per-completion loss weights")
+    for name in ("c1", "c2", "c3", "var_run", "mse_run"):
+        assert by_weights[name] == by_type[name]
+    assert plain["var_run"]["estimate"] != pytest.approx(by_type["var_run"]["estimate"],
+                                                          rel=1e-3)
+
+
+def test_an_explicit_process_group_is_used(tmp_path):
+    """A one-process gloo group passed as ``process_group`` gathers this process's rows alone:
+    the record equals the one without torch.distributed."""
+    import torch.distributed as dist
+
+    if not dist.is_available() or dist.is_initialized():
+        pytest.skip("torch.distributed unavailable or already initialised")
+    want = _one_window(tmp_path, "alone")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0,
+                            world_size=1)
+    try:
+        group = dist.new_group([0])
+        got = _one_window(tmp_path, "group", process_group=group)
+    finally:
+        dist.destroy_process_group()
+    np.testing.assert_equal(got, want)
+    assert [r["step"] for r in read_trajectory(tmp_path / "group.jsonl")] == [0]
