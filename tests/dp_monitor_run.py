@@ -19,27 +19,27 @@ monitor = GroupSizeMonitor(trainer, every=1, sketch_dim=32, sketch_blocks=8, poo
                            trajectory=out / "trajectory.jsonl", save_rollouts=out / "windows")
 rank = trainer.accelerator.process_index
 local = []
-own_scores = monitor._scores
+own_scores = monitor.window.scores  # the entry the monitor feeds computes every window
 
 
-def keep_scores(tokens, target):
-    scores = own_scores(tokens, target)
+def keep_scores(model, tokens, target):
+    scores = own_scores(model, tokens, target)
     local.append(scores)
     return scores
 
 
-monitor._scores = keep_scores
+monitor.window.scores = keep_scores
 weights = []
-own_weights = monitor._weights
+own_weights = monitor.window.weights
 
 
-def keep_weights(lengths, batch):  # the gathered batch's token counts: every process's rows
-    out = own_weights(lengths, batch)
+def keep_weights(lengths, num_items=None):  # the gathered batch's counts: every process's rows
+    out = own_weights(lengths, num_items)
     weights.append(out)
     return out
 
 
-monitor._weights = keep_weights
+monitor.window.weights = keep_weights
 trainer.add_callback(monitor)
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")

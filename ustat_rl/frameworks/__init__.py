@@ -7,8 +7,9 @@
 * :mod:`.window`: the estimates of one window from grouped rewards and sketched scores, the same
   computation as ``ustat-rl gstar`` on the same groups;
 * :mod:`.gather`: rows gathered across data-parallel processes before estimation;
-* :mod:`.trl_monitor`: :class:`GroupSizeMonitor`, a callback for TRL's ``GRPOTrainer`` (the
-  ``trl`` extra);
+* :mod:`.entry`: :class:`WindowMonitor`, the monitor any training loop calls once per step;
+* :mod:`.trl_monitor`: :class:`GroupSizeMonitor`, its adapter for TRL's ``GRPOTrainer`` (a
+  callback; the ``trl`` extra);
 * :mod:`.demo`: a GRPO run small enough for a laptop CPU (tests, notebook 07, the benchmark);
 * :mod:`.grouped`, :mod:`.verl`, :mod:`.dumps`: grouped rewards without scores from a verl batch,
   verl's rollout dumps and TRL's completion logs; :mod:`.rewards_only`: what they say alone.
@@ -18,11 +19,11 @@ Nothing here imports ``trl`` until a monitor is attached.
 
 from __future__ import annotations
 
-__all__ = ["GroupSizeMonitor", "demo_trainer", "TRAJECTORY_FIELDS", "read_trajectory",
+__all__ = ["WindowMonitor", "GroupSizeMonitor", "demo_trainer", "TRAJECTORY_FIELDS", "read_trajectory",
            "append_record", "window_record", "gather_rows", "gstar_universality",
            "format_universality", "synthetic_record", "gstar_errors_of"]
 
-_LAZY = {"GroupSizeMonitor": ".trl_monitor", "demo_trainer": ".demo",
+_LAZY = {"WindowMonitor": ".entry", "GroupSizeMonitor": ".trl_monitor", "demo_trainer": ".demo",
          "TRAJECTORY_FIELDS": ".trajectory", "read_trajectory": ".trajectory",
          "append_record": ".trajectory", "window_record": ".window", "gather_rows": ".gather",
          "gstar_universality": ".universality", "format_universality": ".universality",

@@ -20,11 +20,20 @@ function's reward). The MSE and variance at the run's ``G`` are the run rule's, 
 a moment model and so unbiased for every rule, TRL's default ``scale_rewards="group"`` included
 (:func:`ustat_rl.frameworks.window.window_noise`, docs/theory.md section 8).
 
-Where it hooks in: TRL's documented extension point is the ``transformers`` callback, which does
-not see the generated batch, so the monitor also wraps two methods of this one trainer instance,
-``_calculate_rewards`` (the rewards of all processes, gathered by TRL) and
-``_generate_and_score_completions`` (this process's prompt and completion tokens). Both are
-called through unchanged; nothing of the training computation is altered.
+Where it hooks in (TRL's public surfaces wherever they carry what a window needs): the
+monitor is a ``transformers`` callback, TRL's documented extension point, and the computation
+is :class:`ustat_rl.frameworks.entry.WindowMonitor`'s, the entry any loop can call; this class
+only extracts its inputs. Each reward function's rewards come through the trainer's public
+``reward_funcs`` list: every function is wrapped (an ``nn.Module`` reward model gets a forward
+hook) and called through unchanged, so the monitor sees what it returns for this process's
+completions, and gathers it over the processes as TRL does. The prompt token ids and the loss's
+masks reach no public surface (reward functions get the prompts as text, and the mask that the
+loss counts, the tool mask, the importance-sampling ratio and ``num_items_in_batch`` are built
+after the rewards), so the monitor wraps one private method of this one trainer instance,
+``_generate_and_score_completions`` (this process's prompt and completion tokens and masks),
+and refuses, in one line, a trainer without it. The window's figures are also appended to the
+trainer's private ``_metrics`` when it has one (TRL's own logging of averaged metrics).
+Nothing of the training computation is altered.
 
 Precision: the sketch's projections run in the parameters' precision (float32), but a model
 forward that the trainer runs under mixed precision (``bf16=True``, TRL's default) stays in
@@ -67,33 +76,18 @@ the parameters, is refused when the monitor is made.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
-import warnings
-import zlib
-from collections import deque
 from pathlib import Path
 
 import numpy as np
 import torch
 from transformers import TrainerCallback
 
-from .._paths import check_output
-from .._validation import as_float, as_int
-from ..scores.chunks import sketch_rows
-from ..scores.coverage import uncovered_parameters
-from ..scores.sequence import trainable_parameters
-from ..scores.spec import SketchSpec
-from .gather import gather_rows, world
-from .trainer_units import (
-    LOSS_WEIGHTS,
-    NUM_ITEMS_LOSSES,
-    completion_weights,
-    ratio_one_factor,
-    units_note,
-)
-from .trajectory import append_record
+from .entry import WindowMonitor
+from .trainer_units import LOSS_WEIGHTS, units_note
 from .trl_support import TRL_VERSIONS, check_loss_masks, check_trl_version
-from .window import Batch, batch_problem, observed_all_equal, skipped_record, window_record
 
 __all__ = ["GroupSizeMonitor", "run_rule", "LOGGED"]
 
@@ -131,8 +125,12 @@ def run_rule(args, n_functions: int = 1) -> tuple[str | None, str]:
     return _SCALE_RULES[scale], source
 
 
-def _prompt_key(ids: torch.Tensor) -> int:
-    return zlib.crc32(ids.to("cpu", torch.int64).numpy().tobytes())
+def _is_async(func) -> bool:
+    """Whether calling ``func`` returns a coroutine (a function, a partial, a callable object)."""
+    while isinstance(func, functools.partial):
+        func = func.func
+    call = None if inspect.isroutine(func) else type(func).__call__
+    return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(call)
 
 
 class GroupSizeMonitor(TrainerCallback):
@@ -174,81 +172,116 @@ class GroupSizeMonitor(TrainerCallback):
         import trl
 
         check_trl_version(getattr(trl, "__version__", "unknown"))
-        for name in ("_generate_and_score_completions", "_calculate_rewards", "num_generations",
-                     "accelerator", "args", "state"):
+        for name in ("_generate_and_score_completions", "reward_funcs", "reward_weights",
+                     "num_generations", "accelerator", "args", "state"):
             if not hasattr(trainer, name):
                 raise TypeError(f"`trainer` must be a trl GRPOTrainer (trl{TRL_VERSIONS}); it "
                                 f"has no `{name}`")
-        self.every = as_int(every, "every", 1)
-        self.pool = as_int(pool, "pool", 1)
-        self.level = as_float(level, "level", low=0.5)
-        if not self.level < 1.0:
-            raise ValueError(f"`level` must be in [0.5, 1), got {level!r}")
-        self.chunk_size = as_int(chunk_size, "chunk_size", 1)
         self.trainer = trainer
-        self.group_size = int(trainer.num_generations)
-        self.trajectory = Path(trajectory) if trajectory is not None else \
-            Path(trainer.args.output_dir) / "ustat_trajectory.jsonl"
-        check_output(self.trajectory, "trajectory")
-        self.save_rollouts = None if save_rollouts is None else Path(save_rollouts)
-        if self.save_rollouts is not None:
-            check_output(self.save_rollouts, "save_rollouts", kind="folder")
-            self.save_rollouts.mkdir(parents=True, exist_ok=True)
-        n_functions = len(getattr(trainer, "reward_funcs", None) or [None])
-        self.rule, self.rule_source = run_rule(trainer.args, n_functions)
+        args = trainer.args
+        self.rule, self.rule_source = run_rule(args, len(trainer.reward_funcs))
         # the trainer's gradient weighs each completion's score by its loss aggregation
-        self.loss_type = str(getattr(trainer.args, "loss_type", "dapo"))
-        self.max_completion_length = getattr(trainer.args, "max_completion_length", None)
-        self.units = units_note(self.loss_type)
-        #: The projection, fixed for the whole run (the policy's sampling temperature with it).
-        self.spec = SketchSpec.named(
-            {"dimension": "sketch_dim", "blocks": "sketch_blocks"}, dimension=sketch_dim,
-            seed=seed, blocks=sketch_blocks, kind=kind, dtype=dtype,
-            temperature=float(getattr(trainer.args, "temperature", 1.0) or 1.0))
-        self.records: list[dict] = []
-        self._batches: deque = deque(maxlen=self.pool)
-        self._next_step, self._next_id, self._rewards = 0, 0, None
+        self.loss_type = str(getattr(args, "loss_type", "dapo"))
+        high = getattr(args, "epsilon_high", None)
         if getattr(trainer, "is_fsdp_enabled", False):
             raise ValueError("`trainer`: FSDP shards the parameters, and the sketch needs them "
                              "whole on each process; GroupSizeMonitor supports data parallelism")
-        check_loss_masks(trainer.args)
-        fallback = uncovered_parameters(self._model())
-        if fallback:
-            warnings.warn(f"GroupSizeMonitor: parameters {fallback[:3]} ({len(fallback)} in all) "
-                          f"are sketched by the exact per-sample fallback, one extra forward and "
-                          f"backward of their module per completion", stacklevel=2)
-        self._wrap(trainer)
+        check_loss_masks(args)
+        known = self.loss_type in LOSS_WEIGHTS
+        #: The framework-agnostic monitor this callback feeds.
+        self.window = WindowMonitor(
+            int(trainer.num_generations), every=every, sketch_dim=sketch_dim,
+            sketch_blocks=sketch_blocks, pool=pool, level=level, seed=seed,
+            estimator=self.rule, estimator_source=self.rule_source,
+            reward_weights=trainer.reward_weights.to("cpu", torch.float64).numpy(),
+            loss_type=self.loss_type if known else None,
+            max_completion_length=getattr(args, "max_completion_length", None),
+            epsilon_high=getattr(args, "epsilon", 0.2) if high is None else high,
+            units=units_note(self.loss_type),
+            trajectory=Path(args.output_dir) / "ustat_trajectory.jsonl" if trajectory is None
+            else trajectory, save_rollouts=save_rollouts, chunk_size=chunk_size, kind=kind,
+            dtype=dtype, temperature=float(getattr(args, "temperature", 1.0) or 1.0),
+            pad_token_id=int(getattr(trainer, "pad_token_id", None) or 0),
+            model=self._model(), name="GroupSizeMonitor")
+        self._rewards: list = [None] * len(trainer.reward_funcs)
+        self._wrap_rewards(trainer)
+        self._wrap_generation(trainer)
+
+    # ------------------------------------------------------------------ the entry's state
+    @property
+    def spec(self):
+        """The projection (:class:`~ustat_rl.scores.spec.SketchSpec`), fixed for the run."""
+        return self.window.spec
+
+    @property
+    def records(self) -> list[dict]:
+        """Every window's record, oldest first."""
+        return self.window.records
+
+    @property
+    def trajectory(self):
+        """The trajectory file the windows are appended to."""
+        return self.window.trajectory
+
+    @property
+    def units(self) -> str:
+        """The records' ``units``: which gradient the estimates are of."""
+        return self.window.units
+
+    def _meta(self) -> dict:
+        return self.window._meta(self._model())
+
+    @property
+    def _batches(self):
+        return self.window._batches
 
     # ------------------------------------------------------------------ hooks
     def _model(self):
         return self.trainer.accelerator.unwrap_model(self.trainer.model)
 
-    def _wrap(self, trainer):
-        calculate, generate = trainer._calculate_rewards, trainer._generate_and_score_completions
+    def _keep(self, index: int, values) -> None:
+        """This process's rewards from reward function ``index``, ``None`` read as NaN, in the
+        trainer's float32."""
+        try:
+            values = [math.nan if v is None else float(v) for v in values]
+            self._rewards[index] = torch.tensor(values, dtype=torch.float32).double().numpy()
+        except Exception:  # the window is then skipped; the trainer reports its own error
+            self._rewards[index] = None
 
-        def calculate_rewards(*args, **kwargs):
-            out = calculate(*args, **kwargs)
-            self._rewards = out.detach()
-            return out
+    def _wrap_rewards(self, trainer) -> None:
+        """Wrap each of the trainer's public ``reward_funcs`` to keep what it returns (a new
+        list: the caller's own list of functions is left as it is)."""
+        funcs = list(trainer.reward_funcs)
+        for i, func in enumerate(funcs):
+            if isinstance(func, torch.nn.Module):  # a reward model: its first logit per row
+                func.register_forward_hook(
+                    lambda module, args, out, i=i: self._keep(i, out.logits[:, 0].tolist()))
+                continue
+            if _is_async(func):
+                async def wrapped(*args, _func=func, _i=i, **kwargs):
+                    out = await _func(*args, **kwargs)
+                    self._keep(_i, out)
+                    return out
+            else:
+                def wrapped(*args, _func=func, _i=i, **kwargs):
+                    out = _func(*args, **kwargs)
+                    self._keep(_i, out)
+                    return out
+            functools.update_wrapper(wrapped, func)
+            funcs[i] = wrapped
+        trainer.reward_funcs = funcs
+
+    def _wrap_generation(self, trainer) -> None:
+        generate = trainer._generate_and_score_completions
 
         def generate_and_score(*args, **kwargs):
+            self._rewards = [None] * len(self._rewards)
             out = generate(*args, **kwargs)
-            if self._model().training and trainer.state.global_step >= self._next_step:
-                self._next_step = (trainer.state.global_step // self.every + 1) * self.every
+            if self._model().training:
                 self._window(out)
             return out
 
-        trainer._calculate_rewards = calculate_rewards
         trainer._generate_and_score_completions = generate_and_score
-
-    def _combined_rewards(self) -> np.ndarray:
-        """The trainer's combination of its reward functions: weighted ``nansum``, NaN where
-        every function returned ``None`` (``GRPOTrainer._generate_and_score_completions``)."""
-        per_func = self._rewards.to("cpu", torch.float64)
-        weights = self.trainer.reward_weights.to("cpu", torch.float64)
-        combined = (per_func * weights[None, :]).nansum(dim=1)
-        combined[torch.isnan(per_func).all(dim=1)] = math.nan
-        return combined.numpy()
 
     def _loss_mask(self, out) -> tuple[torch.Tensor, torch.Tensor]:
         """``(mask, weight)``, both ``(n, T)`` over the completion tokens: ``mask`` the tokens
@@ -265,96 +298,38 @@ class GroupSizeMonitor(TrainerCallback):
         return mask, mask * ratio.to(torch.float32)  # (n, T) or (n, 1) ratio
 
     def _tokens(self, out):
-        """Unpadded prompt + completion rows, right-padded: ``(tokens, target, counts, keys)``,
-        ``target`` each token's weight in the sketch, ``counts`` ``(n,)`` the loss's tokens."""
-        prompt_ids, prompt_mask = out["prompt_ids"], out["prompt_mask"].bool()
-        completion_ids = out["completion_ids"]
-        completion_mask, weight = self._loss_mask(out)
-        rows, targets, keys = [], [], []
-        for p, pm, c, cm in zip(prompt_ids, prompt_mask, completion_ids, weight):
-            prompt = p[pm]
-            keys.append(_prompt_key(prompt))
-            rows.append(torch.cat([prompt, c]))
-            targets.append(torch.cat([torch.zeros_like(prompt, dtype=cm.dtype), cm]))
-        width = max(r.numel() for r in rows)
-        pad = int(getattr(self.trainer, "pad_token_id", None) or 0)
-        tokens = torch.full((len(rows), width), pad, dtype=rows[0].dtype, device=rows[0].device)
-        target = torch.zeros((len(rows), width), dtype=torch.float32, device=rows[0].device)
-        for i, (r, t) in enumerate(zip(rows, targets)):
-            tokens[i, :r.numel()], target[i, :t.numel()] = r, t
-        counts = completion_mask.sum(dim=1).to("cpu", torch.float64).numpy()
-        return tokens, target, counts, np.array(keys, dtype=np.int64)
+        """The entry's rows of a generation batch: ``(tokens, target, counts, keys)``."""
+        mask, weight = self._loss_mask(out)
+        return self.window.rows(out["prompt_ids"], out["prompt_mask"], out["completion_ids"],
+                                mask, weight.expand_as(mask))
 
     def _scores(self, tokens, target) -> np.ndarray:
-        """Sketched scores of this process's rows, in the parameters' own precision: a mixed
-        precision context of the training step (``bf16``) is switched off for the sketch."""
-        with torch.autocast(tokens.device.type, enabled=False):
-            return sketch_rows(self._model(), tokens, target, self.spec, self.chunk_size)
+        return self.window.scores(self._model(), tokens, target)
+
+    def _weights(self, lengths, out) -> np.ndarray:
+        """``(n, 1)``: each completion's weight in the trainer's gradient (trainer units); a
+        loss that divides by ``num_items_in_batch`` gets TRL's own count."""
+        total = out.get("num_items_in_batch")
+        return self.window.weights(lengths, None if total is None else float(total))
 
     # ------------------------------------------------------------------ windows
     def _window(self, out) -> None:
         step = int(self.trainer.state.global_step)
-        reward = self._combined_rewards() if self._rewards is not None else np.array([])
-        channels = None if self._rewards is None else self._rewards.to("cpu", torch.float64).numpy()
-        self._rewards = None
-        budget = reward.size
-        tokens, target, counts, keys = self._tokens(out)
-        keys = gather_rows(keys)  # every process takes part in every gather
-        lengths = gather_rows(counts)
-        G = self.group_size
-        common = (G, max(budget, 2), self.level, self.spec.dimension, self.rule,
-                  self.rule_source)
-        reason = batch_problem(keys, reward, G) if budget else "no rewards were captured"
-        if reason is None:
-            try:
-                score = gather_rows(self._scores(tokens, target)) * self._weights(lengths, out)
-                batch = Batch(step, G, reward, score, self._next_id, channels)
-                batches = (list(self._batches) + [batch])[-self.pool:]
-                weights = self.trainer.reward_weights.to("cpu", torch.float64).numpy()
-                record, rollouts = window_record(batches, self._meta(), budget, self.level,
-                                                 self.rule, self.rule_source, self.units,
-                                                 weights)
-            except Exception as exc:  # a window that fails must not stop the run
-                reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            else:
-                self._batches.append(batch)
-                self._next_id += batch.n_groups
-        if reason is not None:
-            seen = observed_all_equal(reward, G) if budget and budget % G == 0 else math.nan
-            record, rollouts = skipped_record(step, reason, *common, observed=seen), None
-            warnings.warn(f"GroupSizeMonitor skipped the window at step {step}: {reason}",
-                          stacklevel=2)
-        self._emit(record, rollouts)
+        if not self.window.due(step):
+            return
+        if any(r is None for r in self._rewards):
+            record = self.window.skip("no rewards were captured", step)
+        else:
+            mask, weight = self._loss_mask(out)
+            total = out.get("num_items_in_batch")
+            record = self.window.step(
+                self._model(), out["prompt_ids"], out["prompt_mask"], out["completion_ids"],
+                mask, np.stack(self._rewards, axis=1), step=step,
+                token_weights=weight.expand_as(mask),
+                num_items=None if total is None else float(total))
+        self._log(record)
 
-    def _weights(self, lengths, out) -> np.ndarray:
-        """``(n, 1)``: each completion's weight in the trainer's gradient (trainer units,
-        :mod:`ustat_rl.frameworks.trainer_units`); 1 for a ``loss_type`` it does not know. A
-        loss that divides by the batch's ``num_items_in_batch`` gets TRL's own count (gathered
-        over the processes); ``cispo`` its clamped ratio at 1, ``min(1, epsilon_high)``."""
-        if self.loss_type not in LOSS_WEIGHTS:
-            return np.ones((lengths.size, 1))
-        total = out.get("num_items_in_batch") if self.loss_type in NUM_ITEMS_LOSSES else None
-        total = None if total is None else float(total)
-        args = self.trainer.args
-        high = getattr(args, "epsilon_high", None)
-        high = getattr(args, "epsilon", 0.2) if high is None else high
-        return (ratio_one_factor(self.loss_type, high)
-                * completion_weights(self.loss_type, lengths, self.max_completion_length,
-                                     total)[:, None])
-
-    def _meta(self) -> dict:
-        model = self._model()
-        name = getattr(getattr(model, "config", None), "name_or_path", "") or type(model).__name__
-        return dict(self.spec.to_meta("factored"), model_name=str(name),
-                    param_dim=int(sum(p.numel() for p in trainable_parameters(model).values())))
-
-    def _emit(self, record: dict, rollouts) -> None:
-        self.records.append(record)
-        rank, _ = world()
-        if rank == 0:
-            append_record(self.trajectory, record)
-            if rollouts is not None and self.save_rollouts is not None:
-                rollouts.save(self.save_rollouts / f"window_{record['step']:06d}.npz")
+    def _log(self, record: dict) -> None:
         metrics = getattr(self.trainer, "_metrics", None)
         if metrics is None:
             return

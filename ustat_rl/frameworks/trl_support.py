@@ -9,8 +9,8 @@ from __future__ import annotations
 
 __all__ = ["TRL_VERSIONS", "check_trl_version", "check_loss_masks"]
 
-#: The TRL releases the monitor supports, as the ``trl`` extra requires them: from 0.19, which
-#: added the ``_calculate_rewards`` it wraps, through the 1.x line. 0.22.0 and 0.22.1 are left
+#: The TRL releases the monitor supports, as the ``trl`` extra requires them: from 0.19 (the
+#: oldest release CI runs the monitor on) through the 1.x line. 0.22.0 and 0.22.1 are left
 #: out: there ``scale_rewards="group"`` does not divide by the group's std and ``"batch"`` and
 #: ``"none"`` do, so the rule the config names is not the one the trainer runs (fixed in
 #: 0.22.2). CI runs the monitor's tests on the oldest (``constraints-trl-oldest.txt``) and the
