@@ -209,8 +209,9 @@ class GroupSizeMonitor(TrainerCallback):
         self._batches: deque = deque(maxlen=self.pool)
         self._next_step, self._next_id, self._rewards = 0, 0, None
         if getattr(trainer, "is_fsdp_enabled", False):
-            raise ValueError("`trainer`: FSDP shards the parameters, and the sketch needs them "
-                             "whole on each process; GroupSizeMonitor supports data parallelism")
+            raise ValueError("`trainer`: FSDP shards the parameters; GroupSizeMonitor supports "
+                             "data parallelism, not FSDP yet (the sketch and the pilot support "
+                             "FSDP2's fully_shard: ustat_rl.scores.factored)")
         check_loss_masks(trainer.args)
         fallback = uncovered_parameters(self._model())
         if fallback:
