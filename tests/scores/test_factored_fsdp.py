@@ -6,12 +6,13 @@ Tolerance: ``max |sharded - unsharded| <= 1e-5 max |unsharded|`` on every proces
 (float32 scores; the runs measured here agree bitwise except where a norm is a unit of its own,
 about 1e-7). Negative controls that the same comparison must reject: the sharded scores under
 another seed, and the unsharded scores of a model with one RMSNorm weight entry moved by 1e-2
-(what reading a wrong parameter value would give; measured 5e-4 to 7e-3 of the scale).
+(what reading a wrong parameter value would give; measured 6e-4 to 4e-3 of the scale).
 The run script is tests/fsdp_sketch_run.py.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -26,23 +27,22 @@ pytestmark = pytest.mark.integration
 SCRIPT = Path(__file__).resolve().parents[1] / "fsdp_sketch_run.py"
 ROOT = Path(__file__).resolve().parents[2]
 TOLERANCE = 1e-5
+
+
 def _cases():
     """linear, embedding, elementwise and fallback rules (qwen2, llama, gemma2 with a tied
     head), the fallback alone (its callback runs after the backward pass, when FSDP2 has freed
     the gathered tensors), norms and the embedding sharded as units of their own (resharded
     before the hook reads them), and a LoRA adapter when peft is installed."""
     cases = ["qwen2", "llama", "gemma2", "qwen2+gated", "qwen2+units"]
-    try:
-        import peft  # noqa: F401
-        cases.append("qwen2+lora")
-    except ImportError:
-        pass
-    return cases
+    return cases + ["qwen2+lora"] * (importlib.util.find_spec("peft") is not None)
 
 
 @pytest.fixture(scope="module")
 def two_processes(tmp_path_factory):
     pytest.importorskip("transformers")
+    if not hasattr(pytest.importorskip("torch.distributed.fsdp"), "fully_shard"):
+        pytest.skip("this torch has no FSDP2 (fully_shard)")
     out = tmp_path_factory.mktemp("fsdp")
     env = {**os.environ, "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
