@@ -443,7 +443,8 @@ def test_sketch_claim_catches_a_scaled_embeddings_scale_dropped(monkeypatch, whe
     if where == "gradient":
         original = Embedding.gradient
         monkeypatch.setattr(Embedding, "gradient", staticmethod(
-            lambda sk, module, ids, scale, grad: original(sk, module, ids, None, grad)))
+            lambda sk, module, spec, ids, scale, grad: original(sk, module, spec, ids, None,
+                                                                grad)))
     else:
         monkeypatch.setattr(Embedding, "gather_scale",
                             staticmethod(lambda sk, module, ids, output: None))

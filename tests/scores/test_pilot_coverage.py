@@ -106,12 +106,12 @@ def test_padding_rows_and_the_embedding_scale_are_what_autograd_gives(name, brok
     _assert_exact(model, tokens, mask, reference)
     original = Embedding.gradient
 
-    def without(sk, module, ids, scale, grad):
+    def without(sk, module, spec, ids, scale, grad):
         if broken == "scale":
-            return original(sk, module, ids, None, grad)
+            return original(sk, module, spec, ids, None, grad)
         saved, module.padding_idx = module.padding_idx, None
         try:
-            return original(sk, module, ids, scale, grad)
+            return original(sk, module, spec, ids, scale, grad)
         finally:
             module.padding_idx = saved
 

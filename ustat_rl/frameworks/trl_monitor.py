@@ -184,8 +184,9 @@ class GroupSizeMonitor(TrainerCallback):
         self.loss_type = str(getattr(args, "loss_type", "dapo"))
         high = getattr(args, "epsilon_high", None)
         if getattr(trainer, "is_fsdp_enabled", False):
-            raise ValueError("`trainer`: FSDP shards the parameters, and the sketch needs them "
-                             "whole on each process; GroupSizeMonitor supports data parallelism")
+            raise ValueError("`trainer`: FSDP shards the parameters; GroupSizeMonitor supports "
+                             "data parallelism, not FSDP yet (the sketch and the pilot support "
+                             "FSDP2's fully_shard: ustat_rl.scores.factored)")
         check_loss_masks(args)
         known = self.loss_type in LOSS_WEIGHTS
         #: The framework-agnostic monitor this callback feeds.

@@ -89,11 +89,31 @@ def uncovered_parameters(model) -> list[str]:
     return [name for name, rule in parameter_coverage(model).items() if "module" in rule]
 
 
+def _fsdp_units(model) -> list:
+    """The modules of ``model`` that FSDP2's ``fully_shard`` made units of sharding."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # a build of torch without distributed support
+        return []
+    return [module for module in model.modules() if isinstance(module, FSDPModule)]
+
+
 def check_supported(model) -> None:
-    """Refuse, in one line, a model whose parameters the hooks cannot see whole: sharded
-    tensors (FSDP's ``DTensor`` or its flat parameters)."""
+    """Refuse, in one line, a model whose parameters the hooks cannot follow.
+
+    Parameters sharded by FSDP2 (``fully_shard``, ``DTensor`` parameters) are supported: inside
+    its forward a module holds them whole (all-gathered), which is what the rules read, and the
+    factors are drawn from the global shapes; a tensor the hook finds still sharded (a module
+    that is itself a unit, resharded before the hook runs) is gathered. Refused: FSDP1's flat
+    parameters, and ``DTensor`` parameters outside any ``fully_shard`` unit (tensor
+    parallelism)."""
+    units = _fsdp_units(model)
+    managed = {id(p) for unit in units for p in unit.parameters()}
     for name, p in trainable_parameters(model).items():
         kind = type(p).__name__
-        if kind == "DTensor" or "FlatParam" in kind:
-            raise ValueError(f"`model`: parameter {name!r} is sharded ({kind}); the sketch needs "
-                             f"whole parameters on each process (data parallelism, not FSDP)")
+        if "FlatParam" in kind:
+            raise ValueError(f"`model`: parameter {name!r} is sharded by FSDP1 ({kind}); shard "
+                             f"with FSDP2 (torch.distributed.fsdp.fully_shard) instead")
+        if hasattr(p, "full_tensor") and id(p) not in managed:
+            raise ValueError(f"`model`: parameter {name!r} is a {kind} outside any fully_shard "
+                             f"unit (tensor parallelism?); the sketch supports FSDP2 sharding")

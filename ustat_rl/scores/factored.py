@@ -22,6 +22,11 @@ pair of factors and both contributions add. The factors are drawn on the CPU in 
 ``child_int(seed, p, j)`` (``p`` the tensor's index in ``named_parameters``) and moved to the
 model's device: they are small (``(m k_o, a)``), and so ``R`` is bitwise the same on every device;
 the scores agree across devices to floating-point rounding.
+
+Parameters sharded by FSDP2 (``fully_shard``) are supported (docs/at_scale.md): the factors are
+drawn from the global shapes, keyed by the parameters as ``named_parameters`` lists them, and the
+rules read parameter values from what a module holds in its forward (whole under FSDP2), so the
+scores are the unsharded model's whatever the number of processes.
 """
 
 from __future__ import annotations
@@ -155,9 +160,9 @@ def _check_rows(tokens, target_mask) -> None:
 
 @contextmanager
 def hooked(model, spec: SketchSpec):
-    """The model made ready to sketch, once for many passes: its parameters checked whole, each
-    module's coverage rule found, the factors drawn and a hook installed on every module that
-    owns trainable tensors, dropout off. Yields ``sketch(tokens, target_mask) -> (b, k)``, one
+    """The model made ready to sketch, once for many passes: its parameters checked (whole, or
+    sharded by FSDP2's ``fully_shard``), each module's coverage rule found, the factors drawn
+    and a hook installed on every module that owns trainable tensors, dropout off. Yields ``sketch(tokens, target_mask) -> (b, k)``, one
     batched backward pass per call; the hooks are removed and the mode restored on exit."""
     check_supported(model)
     params = trainable_parameters(model)

@@ -46,6 +46,21 @@ def _swapped(module, values: dict):
         module._parameters.update(saved)
 
 
+def _whole(module, attr: str, param=None) -> torch.Tensor:
+    """The value ``module`` holds for its tensor ``attr`` now, whole and detached. Under FSDP2
+    (``fully_shard``) a module in its forward holds the all-gathered tensor, not the sharded
+    parameter; a tensor still sharded (a ``DTensor``) is gathered here. With ``param`` (the
+    parameter as the model lists it) a held copy other than ``param`` itself is cloned: FSDP2
+    frees its all-gathered copy after the forward, and the caller keeps the value for the
+    backward."""
+    value = module._parameters[attr]
+    if hasattr(value, "full_tensor"):  # a DTensor: one all-gather
+        return value.full_tensor().detach()
+    value = value.detach()
+    return value.clone() if param is not None and module._parameters[attr] is not param \
+        else value
+
+
 def _detach(tree):
     return tree_map(lambda t: t.detach() if isinstance(t, torch.Tensor) else t, tree)
 
@@ -109,13 +124,14 @@ class Linear(Rule):
     def callback(self, sk, module, own, args, kwargs, output):
         x = args[0]
         transposed = not isinstance(module, nn.Linear)  # Conv1D stores (in, out)
-        spec = sk.factors.get(id(module.weight))
+        own = dict(own)  # the parameters as listed (keys of the factors), not what is held now
+        spec = sk.factors.get(id(own.get("weight")))
         side = None if spec is None else \
             sk.flat(sk.expand(x.detach()), x.shape[-1]) @ (spec[1] if transposed else spec[2]).T
-        return partial(self.gradient, sk, module, spec, side, transposed)
+        return partial(self.gradient, sk, own.get("bias"), spec, side, transposed)
 
     @staticmethod
-    def gradient(sk, module, spec, side, transposed, grad):
+    def gradient(sk, bias, spec, side, transposed, grad):
         g = sk.flat(grad, grad.shape[-1])  # (B, T, out)
         if spec is not None:
             A, B = spec[1], spec[2]
@@ -123,7 +139,7 @@ class Linear(Rule):
                 sk.acc += sk.outer(side, g @ B.T)
             else:
                 sk.acc += sk.outer(g @ A.T, side)
-        sk.add_vector(module.bias, g.sum(dim=1))
+        sk.add_vector(bias, g.sum(dim=1))
 
 
 class Embedding(Rule):
@@ -143,14 +159,15 @@ class Embedding(Rule):
         scale = None
         if type(module).forward is not nn.Embedding.forward:
             scale = self.gather_scale(sk, module, ids, output)
-        return partial(self.gradient, sk, module, sk.expand(ids), scale)
+        return partial(self.gradient, sk, module, sk.factors.get(id(dict(own)["weight"])),
+                       sk.expand(ids), scale)
 
     @staticmethod
     def gather_scale(sk, module, ids, output):
         """``s`` with ``module(ids) = s * weight[ids]`` for every table: read off a table of
         ones and checked on the real table and on a random table of constant rows (stride-0
         tables, no copy)."""
-        w = module.weight.detach()
+        w = _whole(module, "weight")
         gen = torch.Generator(device=w.device).manual_seed(PROBE_SEED)
         rows = torch.randn(w.shape[0], generator=gen, device=w.device, dtype=w.dtype)
         with torch.no_grad(), sk.quiet():
@@ -167,8 +184,7 @@ class Embedding(Rule):
         return scale
 
     @staticmethod
-    def gradient(sk, module, ids, scale, grad):
-        spec = sk.factors.get(id(module.weight))
+    def gradient(sk, module, spec, ids, scale, grad):
         if spec is None:
             return
         A, B = spec[1], spec[2]
@@ -192,25 +208,27 @@ class Module(Rule):
         return True
 
     def callback(self, sk, module, own, args, kwargs, output):
-        return partial(self.gradient, sk, module, own, _detach(args), _detach(kwargs))
+        values = {attr: _whole(module, attr, p) for attr, p in own}  # kept for the backward
+        return partial(self.gradient, sk, module, own, values, _detach(args), _detach(kwargs))
 
     @staticmethod
-    def gradient(sk, module, own, args, kwargs, grad):
-        """Exact per-sample gradients of the module's own tensors, one sample at a time."""
+    def gradient(sk, module, own, values, args, kwargs, grad):
+        """Exact per-sample gradients of the module's own tensors, one sample at a time, at the
+        ``values`` they held in the forward pass."""
         n = _leading((args, kwargs))
         per_sample = [[] for _ in own]
         for b in range(sk.batch):
             a_b = _rows(args, n, slice(b, b + 1)) if n == sk.batch else args
             k_b = _rows(kwargs, n, slice(b, b + 1)) if n == sk.batch else kwargs
             with torch.enable_grad(), sk.quiet():
-                theta = {attr: p.detach().requires_grad_() for attr, p in own}
+                theta = {attr: value.detach().requires_grad_() for attr, value in values.items()}
                 with _swapped(module, theta):
                     out = module(*a_b, **k_b)
                 grads = torch.autograd.grad(out, list(theta.values()),
                                             grad_outputs=grad[b:b + 1].reshape(out.shape),
                                             allow_unused=True)
-            for rows, (_, p), g in zip(per_sample, own, grads):
-                rows.append(torch.zeros_like(p) if g is None else g)
+            for rows, value, g in zip(per_sample, values.values(), grads):
+                rows.append(torch.zeros_like(value) if g is None else g)
         for (_, p), rows in zip(own, per_sample):
             sk.add_projection(p, torch.stack(rows))
 
@@ -244,12 +262,14 @@ class Elementwise(Rule):
             return None
         n = _leading((args, kwargs))
         known = attr in _DIAGONAL.get(module, ())
+        value = _whole(module, attr)  # what the module holds now (FSDP2: the gathered tensor)
         try:
-            diagonal = self.tangent(sk, module, attr, p, torch.ones_like(p), args, kwargs)
+            diagonal = self.tangent(sk, module, attr, value, torch.ones_like(value), args, kwargs)
             if not known:
-                gen = torch.Generator(device=p.device).manual_seed(PROBE_SEED)
-                v = torch.randn(p.shape, generator=gen, device=p.device, dtype=p.dtype)
-                probe = self.tangent(sk, module, attr, p, v, _rows(args, n, slice(0, 1)),
+                gen = torch.Generator(device=value.device).manual_seed(PROBE_SEED)
+                v = torch.randn(value.shape, generator=gen, device=value.device,
+                                dtype=value.dtype)
+                probe = self.tangent(sk, module, attr, value, v, _rows(args, n, slice(0, 1)),
                                      _rows(kwargs, n, slice(0, 1)))
         except (RuntimeError, TypeError, ValueError, NotImplementedError):
             return None
@@ -261,11 +281,12 @@ class Elementwise(Rule):
         return sk.expand(diagonal)
 
     @staticmethod
-    def tangent(sk, module, attr, p, tangent, args, kwargs):
-        """The module's output tangent with ``tangent`` on its tensor ``attr`` (one forward-mode
-        pass of the module alone), or ``None`` when the output is not a tensor."""
+    def tangent(sk, module, attr, value, tangent, args, kwargs):
+        """The module's output tangent with ``tangent`` on its tensor ``attr`` held at ``value``
+        (one forward-mode pass of the module alone), or ``None`` when the output is not a
+        tensor."""
         with torch.no_grad(), sk.quiet(), fwAD.dual_level():
-            with _swapped(module, {attr: fwAD.make_dual(p.detach(), tangent)}):
+            with _swapped(module, {attr: fwAD.make_dual(value, tangent)}):
                 out = module(*args, **kwargs)
             if not isinstance(out, torch.Tensor):
                 return None

@@ -1,0 +1,202 @@
+"""Run by tests/scores/test_factored_fsdp.py under ``torchrun --nproc_per_node 2`` (gloo, CPU):
+the factored sketch of a tiny causal LM whose decoder layers and root are sharded by FSDP2
+(``fully_shard``), each process sketching its own rows, next to the same model unsharded.
+
+For each case (a family of :mod:`ustat_rl.scores.families`; ``+lora``: a PEFT adapter;
+``+gated``: only the fallback module trainable; ``+units``: every norm and an untied embedding
+sharded as units of their own) each process saves ``<case>.scores.<rank>.npz``: the sharded scores, the unsharded model's scores of the
+same rows under the same seed, and two controls (the sharded scores under another seed, the
+unsharded scores of a model with one RMSNorm weight moved), with the all-gathers counted during
+the sharded sketch (and, for comparison, in one training forward and backward) and the wall
+time of a window, sharded and not.
+
+Usage: ``torchrun --nproc_per_node 2 tests/fsdp_sketch_run.py OUT CASE [CASE ...]``, e.g.
+``qwen2 gemma2 qwen2+lora qwen2+gated qwen2+units``.
+"""
+
+import copy
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.fsdp import fully_shard
+
+from ustat_rl.scores.chunks import sketch_rows
+from ustat_rl.scores.coverage import parameter_coverage
+from ustat_rl.scores.families import build_family
+from ustat_rl.scores.spec import SketchSpec
+
+ROWS, LENGTH, PROMPT, SEED = 6, 10, 4, 11
+
+
+class GatedNorm(nn.Module):
+    """A norm with a matrix used non-linearly: no fast rule covers it (the fallback)."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.weight = nn.Parameter(1.0 + 0.1 * torch.randn(width))
+        self.gate = nn.Parameter(0.3 * torch.randn(width, width))
+
+    def forward(self, x):
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return x * self.weight + 0.1 * torch.tanh(x @ self.gate)
+
+
+def build(family, variant):
+    model = build_family(family, seed=3)
+    with torch.random.fork_rng():
+        torch.manual_seed(4)
+        # inside a decoder layer: a unit FSDP2 reshards after its forward
+        model.model.layers[0].post_attention_layernorm = GatedNorm(model.config.hidden_size)
+    if variant == "gated":  # the fallback alone trainable: the first hooked module, whose
+        for name, p in model.named_parameters():  # callback runs after the backward pass
+            p.requires_grad_("post_attention_layernorm" in name and ".0." in name)
+    if variant == "lora":
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=2, lora_alpha=4, lora_dropout=0.0,
+                                                 target_modules=["q_proj", "v_proj"]))
+        with torch.no_grad(), torch.random.fork_rng():
+            torch.manual_seed(5)
+            for name, p in model.named_parameters():
+                if "lora_B" in name:  # zero at initialisation: give the scores some
+                    p.normal_(0.0, 0.2)
+    return model
+
+
+def rows(rank):
+    gen = torch.Generator().manual_seed(100 + rank)  # each process its own completions
+    tokens = torch.randint(3, 13, (ROWS, LENGTH), generator=gen)
+    mask = torch.zeros(ROWS, LENGTH)
+    mask[:, PROMPT:] = 1.0
+    mask[0, LENGTH - 2:] = 0.0  # a shorter completion
+    return tokens, mask
+
+
+def layers(model):
+    return (model.base_model.model if hasattr(model, "peft_config") else model).model.layers
+
+
+class Collectives:
+    """Counts the collectives (calls and bytes received, by name) issued while on."""
+
+    NAMES = ("all_gather_single", "all_gather_into_tensor", "all_gather", "reduce_scatter_single",
+             "reduce_scatter_tensor", "all_reduce")
+
+    def __init__(self):
+        self.calls, self.bytes, self.on = {}, {}, False
+        for name in self.NAMES:
+            setattr(dist, name, self._counting(name, getattr(dist, name)))
+
+    def _counting(self, name, own):
+        def count(output, *args, **kwargs):
+            if self.on:
+                self.calls[name] = self.calls.get(name, 0) + 1
+                tensors = output if isinstance(output, (list, tuple)) else [output]
+                self.bytes[name] = self.bytes.get(name, 0) + sum(
+                    t.numel() * t.element_size() for t in tensors)
+            return own(output, *args, **kwargs)
+        return count
+
+    def during(self, run):
+        self.calls, self.bytes, self.on = {}, {}, True
+        try:
+            out = run()
+        finally:
+            self.on = False
+        return out, dict(calls=self.calls, bytes=self.bytes)
+
+
+def training_pass(model, tokens, mask):
+    """One forward and backward of a log-likelihood, as a training step takes (for comparison)."""
+    from ustat_rl.scores.sequence import sequence_log_probs
+
+    sequence_log_probs(model, tokens, mask, 1.0).sum().backward()
+    model.zero_grad(set_to_none=True)
+
+
+def timed(model, tokens, mask, spec, repeats=3):
+    walls = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        scores = sketch_rows(model, tokens, mask, spec, chunk_size=3)
+        walls.append(time.perf_counter() - start)
+    return scores, min(walls)
+
+
+def case(out, name, counter):
+    family, _, variant = name.partition("+")
+    rank = dist.get_rank()
+    torch.manual_seed(0)  # fully_shard keeps each process's own shard: the same model on all
+    model = build(family, variant)
+    moved = copy.deepcopy(model)
+    with torch.no_grad():  # the control: one RMSNorm weight entry moved by 1e-2
+        layers(moved)[0].input_layernorm.weight[0] += 1e-2
+    sharded = copy.deepcopy(model)
+    if variant == "units":  # the norms and the embedding units of their own, resharded
+        for module in sharded.modules():  # after their forward, before the hooks read them
+            table = isinstance(module, nn.Embedding) and not model.config.tie_word_embeddings
+            if type(module).__name__.endswith("RMSNorm") or table:
+                fully_shard(module)
+    for layer in layers(sharded):
+        fully_shard(layer)
+    fully_shard(sharded)
+    spec = SketchSpec(16, seed=SEED, blocks=4)
+    tokens, mask = rows(rank)
+    reference, wall_whole = timed(model, tokens, mask, spec)
+    sketch_rows(sharded, tokens, mask, spec, chunk_size=3)  # warm-up (FSDP's lazy set-up)
+    scores, sketch_comm = counter.during(
+        lambda: sketch_rows(sharded, tokens, mask, spec, chunk_size=3))
+    _, train_comm = counter.during(lambda: training_pass(sharded, tokens[:3], mask[:3]))
+    _, wall_sharded = timed(sharded, tokens, mask, spec)
+    other_seed = sketch_rows(sharded, tokens, mask, SketchSpec(16, seed=SEED + 1, blocks=4),
+                             chunk_size=3)
+    control = sketch_rows(moved, tokens, mask, spec, chunk_size=3)
+    weight = next(p for n, p in sharded.named_parameters() if "q_proj" in n and p.ndim == 2)
+    np.savez(out / f"{name}.scores.{rank}.npz", scores=scores, reference=reference,
+             other_seed=other_seed, moved=control)
+    (out / f"{name}.meta.{rank}.json").write_text(json.dumps(dict(
+        world=dist.get_world_size(), coverage=sorted(set(parameter_coverage(model).values())),
+        q_kind=type(weight).__name__, q_global=list(weight.shape),
+        q_local=list(weight.to_local().shape), sketch_comm=sketch_comm,
+        train_comm=train_comm, parameters=sum(p.numel() for p in model.parameters()), chunks=-(-ROWS // 3), wall_whole=wall_whole,
+        wall_sharded=wall_sharded)))
+
+
+def refusals(out):
+    """The message of what the sketch refuses: a DTensor parameter outside any fully_shard unit
+    (tensor parallelism)."""
+    from torch.distributed.tensor import Replicate, distribute_tensor, init_device_mesh
+
+    messages = {}
+    spec = SketchSpec(16, seed=SEED, blocks=4)
+    tokens, mask = rows(dist.get_rank())
+    model = build("qwen2", "")
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    head = model.lm_head
+    head.weight = nn.Parameter(distribute_tensor(head.weight.detach(), mesh, [Replicate()]))
+    try:
+        sketch_rows(model, tokens, mask, spec, chunk_size=3)
+        messages["tensor_parallel"] = None
+    except ValueError as error:
+        messages["tensor_parallel"] = str(error)
+    (out / f"refusals.{dist.get_rank()}.json").write_text(json.dumps(messages))
+
+
+def main():
+    out = Path(sys.argv[1])
+    dist.init_process_group("gloo")
+    counter = Collectives()
+    for name in sys.argv[2:]:
+        case(out, name, counter)
+    refusals(out)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
