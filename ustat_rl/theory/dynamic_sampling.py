@@ -9,6 +9,10 @@ under the rules here, so the kept groups are i.i.d. draws conditioned on ``0 < M
 (:func:`filtered_batch_moments`), ``N = min{n : Binomial(n b, r) >= B}`` batches are drawn,
 ``r = 1 - sum_x f(x) q(x)`` (:func:`generation_cost`), and the best ``G`` at a budget depends on
 which rollouts it counts (:func:`optimal_filtered_group_size`). Prompts are i.i.d. from ``f``.
+
+Beyond the paper, every function takes ``keep_rule``: another framework's filter as a function of
+the success count (ROLL's ``difficulty_mask``, OpenRLHF's mean range, slime's std filter;
+:mod:`ustat_rl.theory.keep_rules`), verl's all-equal filter by default.
 """
 
 from __future__ import annotations
