@@ -74,7 +74,7 @@ KEEP_RULES = {
         "keeps a prompt's group when np.std of its rewards (ddof 0) is > 0"),
     "slime": std_keep_rule(
         "slime", 1e-6, 1,
-        "THUDM/slime slime/rollout/filter_hub/dynamic_sampling_filters.py "
+        "THUDM/slime @c7c9e7d slime/rollout/filter_hub/dynamic_sampling_filters.py "
         "(check_reward_nonzero_std): torch.tensor(rewards, dtype=float64).std() > 1e-6 "
         "(Bessel's ddof 1)"),
     "openrlhf": mean_range_keep_rule(
