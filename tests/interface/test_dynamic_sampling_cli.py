@@ -186,6 +186,42 @@ def test_rewards_only_report_has_no_mse_and_the_same_costs(known):
     assert only.to_dict() == replace(out, mse=None, best=None, resolved=None).to_dict()
 
 
+def test_another_frameworks_keep_rule_reaches_every_number(known):
+    """ROLL's rule (beyond the paper) is verl's at G = 2, 4, 8 and drops k = 1 from G = 10 and
+    k = G - 1 from G = 20: the report follows the theory under it, and keeps verl's unbiased r
+    and GRPO's g/r only where the two rules agree."""
+    pilot, verl = known
+    out = pilot_dynamic_sampling(pilot, BUDGET, max_gen_batches=3, keep_rule="roll")
+    projected = binary_projection(estimate_moments(pilot_statistics(pilot)))
+    p = np.array(SUCCESSES) / N_SAMPLES
+    assert out.keep_rule == "roll" and verl.keep_rule == "verl"
+    for i, G in enumerate(SIZES):
+        np.testing.assert_allclose(out.keep_prob[i], keep_probability(p, G, keep_rule="roll"),
+                                   rtol=RTOL)
+        want = filtered_batch_moments(projected, "grpo", G, BUDGET // G, "roll")
+        for key in ("bias_sq", "variance", "mse", "mse_rescaled"):
+            np.testing.assert_allclose(out.mse[key][i], getattr(want, key), rtol=RTOL)
+        same = G < 10
+        assert (out.keep_prob_unbiased[i] == verl.keep_prob_unbiased[i]) if same else (
+            out.keep_prob_unbiased[i] is None and out.grpo_mean_scale[i] is None)
+        # negative control: where the rules differ, verl's r and MSE are not ROLL's
+        if not same:
+            assert out.keep_prob[i] < verl.keep_prob[i] - 1e-3
+            assert abs(out.mse["mse"][i] - verl.mse["mse"][i]) > 1e-6 * abs(verl.mse["mse"][i])
+    text = format_dynamic_sampling(out)
+    assert "dynamic sampling (keep rule roll, alibaba/ROLL;" in text and "keep rule roll" in text
+
+
+def test_gstar_takes_the_keep_rule(tmp_path, capsys, known):
+    path = known[0].save(tmp_path / "pilot.npz")
+    code, text, err = _run(capsys, "gstar", str(path), "--budget", str(BUDGET),
+                           "--dynamic-sampling", "--keep-rule", "roll",
+                           "--json", str(tmp_path / "g.json"))
+    assert code == 0 and err == "" and "keep rule roll" in text
+    payload = json.loads((tmp_path / "g.json").read_text(), parse_constant=_no_nan)
+    assert payload["dynamic_sampling"]["keep_rule"] == "roll"
+
+
 # ---------------------------------------------------------------------------- the commands
 def _run(capsys, *argv):
     code = main(list(argv))
@@ -293,6 +329,7 @@ def test_equal_rewards_leave_nothing_to_filter(tmp_path, capsys, command):
      "`--max-gen-batches` must be an integer >= 1"),
     (["--dynamic-sampling", "--max-gen-batches", "-2"], "`--max-gen-batches` must be"),
     (["--max-gen-batches", "3"], "applies only with --dynamic-sampling"),
+    (["--keep-rule", "roll"], "`--keep-rule` applies only with --dynamic-sampling"),
 ])
 def test_bad_options_are_usage_errors(tmp_path, capsys, command, extra, words):
     path = _save(tmp_path, np.tile([0.0, 1.0], 16))

@@ -214,7 +214,7 @@ def _gstar(args) -> int:
     from ..pilot.rollouts import check_rollouts_path
 
     if args.trajectory is not None:
-        if args.dynamic_sampling or args.max_gen_batches is not None:
+        if args.dynamic_sampling or args.max_gen_batches is not None or args.keep_rule:
             print("ustat-rl gstar: error: `--dynamic-sampling` needs a pilot rollouts file, not "
                   "--trajectory", file=sys.stderr)
             return 2
@@ -239,7 +239,8 @@ def _gstar(args) -> int:
         if args.dynamic_sampling:  # first: its refusals (non-binary rewards) come before any work
             from ..pilot.dynamic_sampling import pilot_dynamic_sampling
 
-            filtered = pilot_dynamic_sampling(rollouts, args.budget, max_gen_batches)
+            filtered = pilot_dynamic_sampling(rollouts, args.budget, max_gen_batches,
+                                              args.keep_rule)
         report = gstar_report(rollouts, args.budget, args.estimator or "grpo", args.level)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
         print(f"ustat-rl gstar: error: {exc}", file=sys.stderr)

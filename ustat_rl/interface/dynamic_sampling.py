@@ -9,6 +9,7 @@ interval, so the text says "point estimates" wherever it names a ``G``.
 from __future__ import annotations
 
 from ..formatting import format_number
+from ..theory.keep_rules import DEFAULT_KEEP_RULE, KEEP_RULES
 
 __all__ = ["HELP", "add_arguments", "check_arguments", "format_dynamic_sampling"]
 
@@ -25,8 +26,13 @@ HELP = ("also report DAPO's dynamic sampling as verl runs it (algorithm.filter_g
 
 
 def add_arguments(parser) -> None:
-    """``--dynamic-sampling`` and ``--max-gen-batches`` on an ``argparse`` parser."""
+    """``--dynamic-sampling``, ``--max-gen-batches`` and ``--keep-rule`` on an ``argparse`` parser."""
     parser.add_argument("--dynamic-sampling", action="store_true", help=HELP)
+    parser.add_argument("--keep-rule", choices=tuple(KEEP_RULES), default=None,
+                        help="with --dynamic-sampling (beyond the paper): which groups are kept, "
+                             "as a function of the success count k of G: verl (default; std > 0), "
+                             "slime (std > 1e-6), openrlhf (0 < k/G < 1), roll (ROLL's "
+                             "difficulty_mask, 0.1 < k/G < 0.95); docs/theory.md section 7")
     parser.add_argument("--max-gen-batches", type=int, default=None, metavar="K",
                         help="with --dynamic-sampling: verl's algorithm.max_num_gen_batches, "
                              "the generation batches after which a step without B kept groups "
@@ -38,6 +44,8 @@ def check_arguments(args) -> int:
     K = args.max_gen_batches
     if K is not None and not args.dynamic_sampling:
         raise ValueError("`--max-gen-batches` applies only with --dynamic-sampling")
+    if getattr(args, "keep_rule", None) is not None and not args.dynamic_sampling:
+        raise ValueError("`--keep-rule` applies only with --dynamic-sampling")
     if K is not None and K < 1:
         raise ValueError(f"`--max-gen-batches` must be an integer >= 1 (omit it for no cap), "
                          f"got {K}")
@@ -90,7 +98,10 @@ def format_dynamic_sampling(report) -> str:
     """The plain-text ``--dynamic-sampling`` section."""
     cap = (f"cap K = {report.max_gen_batches} generation batches" if report.max_gen_batches
            else "no cap")
-    lines = [f"dynamic sampling (verl filter_groups; generation batch b = B, {cap}; binary "
+    rule = getattr(report, "keep_rule", DEFAULT_KEEP_RULE)
+    filter_name = ("verl filter_groups" if rule == DEFAULT_KEEP_RULE
+                   else f"keep rule {rule}, {KEEP_RULES[rule].provenance.split(' ')[0]}")
+    lines = [f"dynamic sampling ({filter_name}; generation batch b = B, {cap}; binary "
              f"rewards, {report.n_prompts} groups):",
              f"  {'G':>5} {'B':>6} {'r':>8} {'r unbiased':>11} {'gen batches':>12} "
              f"{'rollouts':>10}" + (f" {'P(cap)':>8}" if report.cap_probability else "")
@@ -104,8 +115,11 @@ def format_dynamic_sampling(report) -> str:
                f"{_fmt(report.expected_rollouts[i]) + mark:>10}")
         if report.cap_probability:
             row += f" {_fmt(report.cap_probability[i]) + mark:>8}"
-        row += (f" {_fmt(report.grpo_mean_scale[i]) + ' g' + mark:>10} "
-                f"{_fmt(report.grpo_relative_bias[i]) + mark:>11}")
+        if report.grpo_mean_scale[i] is None:  # the rule is not verl's at this G
+            row += f" {'-':>10} {'-':>11}"
+        else:
+            row += (f" {_fmt(report.grpo_mean_scale[i]) + ' g' + mark:>10} "
+                    f"{_fmt(report.grpo_relative_bias[i]) + mark:>11}")
         lines.append(row)
     lines.append("GRPO's kept batch estimates g/r, not g: the direction of g, 1/r times as long "
                  "(bias (Q/r) g, Q = 1 - r); rollouts = G b E[generation batches], discarded "
@@ -134,6 +148,10 @@ def format_dynamic_sampling(report) -> str:
         lines.append("the kept batch's MSE and the best G need scores: `ustat-rl gstar PILOT "
                      "--budget N --dynamic-sampling` on a rollouts file with scores")
     lines.append(f"note: {report.note}")
+    if rule != DEFAULT_KEEP_RULE:
+        lines.append(f"note: keep rule {rule} (beyond the paper): r sums Binomial(G, p) over the "
+                     "kept success counts; where it drops groups verl keeps, GRPO's kept batch "
+                     "is not g/r ('-') and 'r unbiased' is not computed")
     if report.mse is not None:
         lines.append("note: the kept batch's MSEs and the best G evaluate section 7's exact "
                      "moments at the pilot's moments made binary (binary_projection), so p = m/n "

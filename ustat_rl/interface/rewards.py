@@ -122,7 +122,7 @@ def run(args) -> int:
             from ..pilot.dynamic_sampling import rewards_dynamic_sampling
 
             filtered = rewards_dynamic_sampling(table.reward, table.groups()[1], args.budget,
-                                                max_gen_batches)
+                                                max_gen_batches, keep_rule=args.keep_rule)
         report = rewards_report(table, args.budget, args.rule, allocation_step=args.step)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
         print(f"ustat-rl rewards: error: {str(exc).splitlines()[0]}", file=sys.stderr)

@@ -7,6 +7,12 @@ whose rewards are not all equal (verl keeps ``np.std(rewards) > 0``), append the
 stop when ``B`` groups are kept, cutting the batch to its first ``B`` groups; after
 ``max_num_gen_batches`` batches without filling, the step fails (verl raises). The exact
 counterparts are in :mod:`ustat_rl.theory.dynamic_sampling`.
+
+Beyond the paper, ``keep_rule`` swaps verl's filter for another framework's
+(:mod:`ustat_rl.theory.keep_rules`), applied to each group's success count. OpenRLHF's loop,
+which replaces each dropped prompt by one new prompt, is this loop with ``gen_batch_size=1`` in
+law (each prompt is kept independently, and the batch is the first ``B`` kept); slime's
+over-sampling loop is this loop with ``gen_batch_size`` its ``over_sampling_batch_size``.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from .._validation import as_int, as_rng, renamed_keywords
 from ..advantages.registry import get_rule
 from ..policies.softmax import SoftmaxBandit
 from ..theory.dynamic_sampling import keep_probability
+from ..theory.keep_rules import get_keep_rule, keep_mask
 
 __all__ = ["DynamicSamplingRun", "simulate_dynamic_sampling"]
 
@@ -55,7 +62,7 @@ class DynamicSamplingRun:
 @renamed_keywords(advantage="estimator")
 def simulate_dynamic_sampling(bandit: SoftmaxBandit, estimator, group_size, batch_size, n_reps,
                               rng, gen_batch_size=None,
-                              max_num_gen_batches=0) -> DynamicSamplingRun:
+                              max_num_gen_batches=0, keep_rule=None) -> DynamicSamplingRun:
     """Run ``n_reps`` independent steps of verl's ``filter_groups`` loop on ``bandit``.
 
     Parameters
@@ -73,6 +80,9 @@ def simulate_dynamic_sampling(bandit: SoftmaxBandit, estimator, group_size, batc
         ``b``; ``B`` by default.
     max_num_gen_batches : int
         ``K >= 0``; 0 for no cap.
+    keep_rule : str or KeepRule, optional
+        Which groups are kept (:data:`~ustat_rl.theory.keep_rules.KEEP_RULES`); verl's
+        all-equal filter by default.
 
     Returns
     -------
@@ -100,9 +110,11 @@ def simulate_dynamic_sampling(bandit: SoftmaxBandit, estimator, group_size, batc
     b = B if gen_batch_size is None else as_int(gen_batch_size, "gen_batch_size", 1)
     K = as_int(max_num_gen_batches, "max_num_gen_batches", 0, "(0 for no cap)")
     rng = as_rng(rng)
-    if K == 0 and keep_probability(bandit.value, G, bandit.prompt_prob) <= 0.0:
-        raise ValueError("every group of `bandit` is all-equal with probability 1: without a "
-                         "cap (`max_num_gen_batches`) the loop never ends")
+    keeper = get_keep_rule(keep_rule)
+    mask = keep_mask(keeper, G)  # (G + 1,)
+    if K == 0 and keep_probability(bandit.value, G, bandit.prompt_prob, keeper) <= 0.0:
+        raise ValueError(f"keep rule {keeper.name!r} drops every group of `bandit` with "
+                         "probability 1: without a cap (`max_num_gen_batches`) the loop never ends")
     grad_sum = np.zeros((n, bandit.dim))
     count = np.zeros(n, dtype=np.int64)  # kept groups used, at most B
     kept = np.zeros(n, dtype=np.int64)
@@ -112,7 +124,7 @@ def simulate_dynamic_sampling(bandit: SoftmaxBandit, estimator, group_size, batc
         idx = np.flatnonzero(active)
         s = bandit.sample_groups(G, idx.size * b, rng)
         reward = s.reward.reshape(idx.size, b, G)
-        ok = reward.min(axis=2) != reward.max(axis=2)  # (m, b): std > 0
+        ok = mask[np.rint(reward.sum(axis=2)).astype(np.int64)]  # (m, b): keep(k, G)
         batches[idx] += 1
         kept[idx] += ok.sum(axis=1)
         # the first B kept groups in generation order enter the batch

@@ -41,6 +41,7 @@ from ..theory.dynamic_sampling import (
     optimal_filtered_group_size,
 )
 from ..theory.dynamic_sampling_cost import expected_gen_batches
+from ..theory.keep_rules import DEFAULT_KEEP_RULE, get_keep_rule, keep_mask
 from .estimate import estimate_moments, pilot_statistics
 from .report import all_equal_fraction, check_degenerate, check_report_budget, check_signal
 from .rollouts import Rollouts
@@ -86,7 +87,7 @@ class DynamicSamplingReport:
         The plug-in ``r = 1 - sum_x f(x) q(p_hat(x))``.
     keep_prob_unbiased : list of float or None
         ``1 -`` the U-statistic all-equal fraction (unbiased), ``None`` where ``G`` exceeds a
-        pilot group.
+        pilot group or where ``keep_rule`` is not verl's filter at that ``G``.
     cost_uses_unbiased : list of bool
         Whether the cost columns and the ``1/r`` scale of each ``G`` use ``keep_prob_unbiased``
         (where it exists) or the plug-in ``keep_prob``.
@@ -95,9 +96,10 @@ class DynamicSamplingReport:
         generate (discarded groups and the overflow included).
     cap_probability : list of float or None
         ``P(N > K)``, verl's "Generated too many" error; ``None`` without a cap.
-    grpo_mean_scale, grpo_relative_bias : list of float
+    grpo_mean_scale, grpo_relative_bias : list of float or None
         GRPO's kept batch estimates ``g/r``: the direction of ``g``, ``1/r`` times as long, with
-        ``||E g_DS - g|| / ||g|| = Q/r``.
+        ``||E g_DS - g|| / ||g|| = Q/r``; ``None`` at a ``G`` where ``keep_rule`` is not verl's
+        all-equal filter (it then drops groups with a gradient and ``E g_DS`` is not ``g/r``).
     resolved : dict of lists of bool, or None
         Per target (``"grad"``: ``mse``; ``"rescaled"``: ``mse_rescaled``) and ``G``, whether the
         kept batch's plug-in variance is positive and that target's squared bias not negative:
@@ -121,6 +123,9 @@ class DynamicSamplingReport:
         scores.
     rule : str
         The rule of ``mse`` and ``best`` (``"grpo"``).
+    keep_rule : str
+        Which groups are kept (:data:`~ustat_rl.theory.keep_rules.KEEP_RULES`; beyond the
+        paper), ``"verl"`` by default.
     note : str
         :data:`PLUG_IN_NOTE`.
     """
@@ -144,6 +149,7 @@ class DynamicSamplingReport:
     resolved: dict | None = None
     rule: str = RULE
     note: str = PLUG_IN_NOTE
+    keep_rule: str = DEFAULT_KEEP_RULE
 
     def to_dict(self) -> dict:
         """JSON-ready (:func:`ustat_rl.formatting.json_ready`)."""
@@ -197,7 +203,7 @@ def _cost_columns(keep, sizes, budget: int, K: int) -> dict:
             "grpo_mean_scale": scale.tolist(), "grpo_relative_bias": (scale - 1.0).tolist()}
 
 
-def _best(projected, budget: int, sizes, rows, keep, K: int) -> dict:
+def _best(projected, budget: int, sizes, rows, keep, K: int, keep_rule) -> dict:
     """The best ``G`` per accounting and target (``DynamicSamplingReport.best``).
 
     Sizes that break the cap are left out. A size whose MSE the pilot does not resolve (its
@@ -214,7 +220,7 @@ def _best(projected, budget: int, sizes, rows, keep, K: int) -> dict:
         for target in targets:
             try:
                 out = optimal_filtered_group_size(projected, budget, RULE, accounting, sizes,
-                                                  target=target)
+                                                  target=target, keep_rule=keep_rule)
             except ValueError:  # no G affords one kept group within N generated rollouts
                 best[accounting][target] = None
                 continue
@@ -249,27 +255,36 @@ def _resolved(row, accounting: str, target: str) -> tuple[bool, float]:
     return bool(row.variance > 0.0 and bias_sq >= 0.0), max(bias_sq, 0.0)
 
 
-def _report(reward, index, P, budget, max_gen_batches, prompt_prob, moments) -> DynamicSamplingReport:
+def _report(reward, index, P, budget, max_gen_batches, prompt_prob, moments,
+            keep_rule=None) -> DynamicSamplingReport:
     budget = check_report_budget(budget)
+    rule = get_keep_rule(keep_rule)
     K = as_int(max_gen_batches, "max_gen_batches", 0, "(0 for no cap)")
     _check_binary_and_varied(reward, index, P)
     sizes = admissible_group_sizes(budget)  # (n_G,) divisors of N, >= 2
     successes = np.bincount(index, reward, P)
     counts = np.bincount(index, minlength=P)
     value = successes / counts  # (P,) p_hat = m/n
-    plug_in = [keep_probability(value, int(G), prompt_prob) for G in sizes]
-    unbiased = _unbiased_keep(successes, counts, sizes, prompt_prob)
+    plug_in = [keep_probability(value, int(G), prompt_prob, rule) for G in sizes]
+    # where the rule is verl's at G, the all-equal U-statistic and GRPO's g/r apply to it
+    as_verl = [bool(np.array_equal(keep_mask(rule, int(G)), keep_mask(None, int(G))))
+               for G in sizes]
+    unbiased = [u if same else None for u, same in
+                zip(_unbiased_keep(successes, counts, sizes, prompt_prob), as_verl)]
     keep = [u if u is not None else r for u, r in zip(unbiased, plug_in)]
     costs = _cost_columns(keep, sizes, budget, K)
+    for key in ("grpo_mean_scale", "grpo_relative_bias"):
+        costs[key] = [v if same else None for v, same in zip(costs[key], as_verl)]
     mse = best = resolved = None
     if moments is not None:
         projected = binary_projection(moments)
-        rows = [filtered_batch_moments(projected, RULE, int(G), budget // int(G)) for G in sizes]
+        rows = [filtered_batch_moments(projected, RULE, int(G), budget // int(G), rule)
+                for G in sizes]
         mse = {key: [float(getattr(row, key)) for row in rows]
                for key in ("bias_sq", "variance", "mse", "mse_rescaled", "unfiltered_mse")}
         resolved = {target: [_resolved(row, "generated", target)[0] for row in rows]
                     for target in FILTER_TARGETS}
-        best = _best(projected, budget, sizes, rows, keep, K)
+        best = _best(projected, budget, sizes, rows, keep, K, rule)
     return DynamicSamplingReport(
         budget=budget, max_gen_batches=K, n_prompts=P, min_pilot_group=int(counts.min()),
         group_sizes=sizes.tolist(), batch_sizes=(budget // sizes).tolist(),
@@ -278,11 +293,11 @@ def _report(reward, index, P, budget, max_gen_batches, prompt_prob, moments) -> 
         expected_rollouts=costs["expected_rollouts"], cap_probability=costs["cap_probability"],
         grpo_mean_scale=costs["grpo_mean_scale"], grpo_relative_bias=costs["grpo_relative_bias"],
         mse=mse, best=best, cost_uses_unbiased=[u is not None for u in unbiased],
-        resolved=resolved)
+        resolved=resolved, keep_rule=rule.name)
 
 
 def rewards_dynamic_sampling(reward, group_index, budget, max_gen_batches: int = 0,
-                             prompt_prob=None) -> DynamicSamplingReport:
+                             prompt_prob=None, keep_rule=None) -> DynamicSamplingReport:
     """Dynamic sampling at budget ``N`` from grouped binary rewards alone (no ``mse``, ``best``).
 
     Parameters
@@ -297,6 +312,9 @@ def rewards_dynamic_sampling(reward, group_index, budget, max_gen_batches: int =
         ``K >= 1`` generation batches before verl raises; 0 (default) for no cap.
     prompt_prob : array_like (P,), optional
         ``f(x)`` of a fixed prompt set; i.i.d. groups (uniform) by default.
+    keep_rule : str or KeepRule, optional
+        Which groups are kept (:data:`~ustat_rl.theory.keep_rules.KEEP_RULES`); verl's by
+        default.
 
     Returns
     -------
@@ -323,11 +341,11 @@ def rewards_dynamic_sampling(reward, group_index, budget, max_gen_batches: int =
     if np.bincount(index, minlength=P).min() == 0:
         raise ValueError("`group_index` must use every group 0..P-1")
     f = None if prompt_prob is None else np.asarray(prompt_prob, dtype=np.float64)
-    return _report(reward, index, P, budget, max_gen_batches, f, None)
+    return _report(reward, index, P, budget, max_gen_batches, f, None, keep_rule)
 
 
-def pilot_dynamic_sampling(rollouts: Rollouts, budget, max_gen_batches: int = 0
-                           ) -> DynamicSamplingReport:
+def pilot_dynamic_sampling(rollouts: Rollouts, budget, max_gen_batches: int = 0,
+                           keep_rule=None) -> DynamicSamplingReport:
     """Dynamic sampling at budget ``N`` from a pilot with scores: costs, bias, MSE and best ``G``.
 
     The pilot's moments (:func:`~ustat_rl.pilot.estimate.estimate_moments`) pass through
@@ -335,7 +353,8 @@ def pilot_dynamic_sampling(rollouts: Rollouts, budget, max_gen_batches: int = 0
     (:func:`~ustat_rl.theory.dynamic_sampling.filtered_batch_moments`) and the fixed-budget
     search are evaluated on them: point estimates, biased like the plug-in ``r`` (module
     docstring), with no interval. A pilot without gradient signal is refused as ``gstar``
-    refuses it (:func:`~ustat_rl.pilot.report.check_degenerate`).
+    refuses it (:func:`~ustat_rl.pilot.report.check_degenerate`). ``keep_rule`` as in
+    :func:`rewards_dynamic_sampling`.
     """
     if not isinstance(rollouts, Rollouts):
         raise TypeError(f"`rollouts` must be a Rollouts, got {type(rollouts).__name__}")
@@ -349,5 +368,5 @@ def pilot_dynamic_sampling(rollouts: Rollouts, budget, max_gen_batches: int = 0
     check_degenerate(rollouts)
     stats = pilot_statistics(rollouts)
     return _report(reward, index, P, budget, max_gen_batches, stats.prompt_prob,
-                   estimate_moments(stats))
+                   estimate_moments(stats), keep_rule)
 

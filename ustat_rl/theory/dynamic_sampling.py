@@ -9,6 +9,10 @@ under the rules here, so the kept groups are i.i.d. draws conditioned on ``0 < M
 (:func:`filtered_batch_moments`), ``N = min{n : Binomial(n b, r) >= B}`` batches are drawn,
 ``r = 1 - sum_x f(x) q(x)`` (:func:`generation_cost`), and the best ``G`` at a budget depends on
 which rollouts it counts (:func:`optimal_filtered_group_size`). Prompts are i.i.d. from ``f``.
+
+Beyond the paper, every function takes ``keep_rule``: another framework's filter as a function of
+the success count (ROLL's ``difficulty_mask``, OpenRLHF's mean range, slime's std filter;
+:mod:`ustat_rl.theory.keep_rules`), verl's all-equal filter by default.
 """
 
 from __future__ import annotations
@@ -17,11 +21,13 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.stats import binom
 
 from .._validation import as_group_sizes, as_int, as_probabilities, renamed_keywords
 from . import advantage as section7
 from .dynamic_sampling_cost import MIN_GROUP_REASON as _MIN_G
 from .dynamic_sampling_cost import GenerationCost, cost_at_keep_probability, expected_gen_batches
+from .keep_rules import get_keep_rule, keep_mask
 from .moments import PromptMoments
 from .mse import check_prompt_prob
 from .scaling import check_budget
@@ -106,31 +112,41 @@ class FilteredGroupSize:
     rollouts: np.ndarray
 
 
-def _prompt_keep(value: np.ndarray, G: int) -> np.ndarray:
-    """``1 - p^G - (1 - p)^G`` as ``-expm1(G log1p(-u)) - u^G``, ``u = min(p, 1 - p)``: no cancellation."""
-    u = np.minimum(value, 1.0 - value)
-    return np.maximum(-np.expm1(G * np.log1p(-u)) - u**G, 0.0)
+def _prompt_keep(value: np.ndarray, G: int, mask: np.ndarray | None = None) -> np.ndarray:
+    """``P(keep(M)) = sum_k Binomial(G, p)(k) mask[k]`` per prompt. verl's rule (``mask`` ``None``
+    or ``0 < k < G``) is ``1 - p^G - (1 - p)^G``, taken as ``-expm1(G log1p(-u)) - u^G``,
+    ``u = min(p, 1 - p)``: no cancellation. Other rules sum the kept terms (all positive)."""
+    if mask is None or np.array_equal(mask, (np.arange(G + 1) > 0) & (np.arange(G + 1) < G)):
+        u = np.minimum(value, 1.0 - value)
+        return np.maximum(-np.expm1(G * np.log1p(-u)) - u**G, 0.0)
+    kept = np.flatnonzero(mask)
+    return binom.pmf(kept[None, :], G, np.asarray(value, dtype=np.float64)[..., None]).sum(axis=-1)
 
 
-def keep_probability(value, group_size, prompt_prob=None) -> float:
-    r"""``r = 1 - sum_x f(x) (p(x)^G + (1 - p(x))^G)``: the chance a group is not all-equal.
+def keep_probability(value, group_size, prompt_prob=None, keep_rule=None) -> float:
+    r"""``r = sum_x f(x) P(keep(M) | x)``, ``M ~ Binomial(G, p(x))``: the chance a group is kept.
 
     .. math::
 
-        r = 1 - \sum_x f(x)\,\bigl(p(x)^G + (1 - p(x))^G\bigr)
+        r = \sum_x f(x) \sum_{k:\,\mathrm{keep}(k, G)} \binom{G}{k} p(x)^k (1 - p(x))^{G-k}
+        \;=\; 1 - \sum_x f(x)\,\bigl(p(x)^G + (1 - p(x))^G\bigr) \text{ (verl's rule)}
 
     ``value`` holds the success probabilities ``p(x)`` in ``[0, 1]`` (a float or ``(P,)``),
-    ``group_size`` is ``G >= 2`` and ``prompt_prob`` ``f(x)`` (uniform by default).
+    ``group_size`` is ``G >= 2``, ``prompt_prob`` ``f(x)`` (uniform by default) and
+    ``keep_rule`` a name of :data:`~ustat_rl.theory.keep_rules.KEEP_RULES` or a
+    :class:`~ustat_rl.theory.keep_rules.KeepRule` (verl's all-equal filter by default).
 
     Examples
     --------
     >>> round(keep_probability(0.5, 4), 6), keep_probability([0.0, 1.0], 8)
     (0.875, 0.0)
+    >>> round(keep_probability(0.5, 4, keep_rule="roll"), 6)  # k = 1, 2, 3 of 4: as verl's
+    0.875
     """
     G = as_int(group_size, "group_size", 2, _MIN_G)
     p = np.atleast_1d(as_probabilities(value, "value", ndim=(0, 1)))
     f = np.full(p.size, 1 / p.size) if prompt_prob is None else check_prompt_prob(prompt_prob, p.size)
-    return float(min(f @ _prompt_keep(p, G), 1.0))
+    return float(min(f @ _prompt_keep(p, G, keep_mask(keep_rule, G)), 1.0))
 
 
 def _zero_on_all_equal(advantage, G: int):
@@ -144,7 +160,7 @@ def _zero_on_all_equal(advantage, G: int):
 
 @renamed_keywords(advantage="estimator")
 def filtered_batch_moments(moments: PromptMoments, estimator, group_size,
-                           batch_size) -> FilteredBatch:
+                           batch_size, keep_rule=None) -> FilteredBatch:
     r"""Exact mean, bias and MSE of the batch of ``B`` kept groups (section 7).
 
     .. math::
@@ -162,6 +178,9 @@ def filtered_batch_moments(moments: PromptMoments, estimator, group_size,
         ``"fullmean"`` (mean baseline), ``"verl_grpo"`` (std-normalised), ...
     group_size, batch_size : int
         ``G >= 2`` and ``B >= 1`` kept groups.
+    keep_rule : str or KeepRule, optional
+        Which groups are kept (:data:`~ustat_rl.theory.keep_rules.KEEP_RULES`): verl's
+        all-equal filter by default; ``"roll"``, ``"openrlhf"``, ``"slime"`` (beyond the paper).
 
     Returns
     -------
@@ -169,12 +188,14 @@ def filtered_batch_moments(moments: PromptMoments, estimator, group_size,
 
     Notes
     -----
-    ``c(x)`` and ``E||g_hat(x)||^2`` are the unfiltered moments of section 7
-    (:func:`~ustat_rl.theory.advantage.advantage_moments`). As ``g_hat = 0`` on an all-equal
-    group, ``E[g_hat | kept] = E[g_hat]/r`` and ``E[||g_hat||^2 | kept] = E||g_hat||^2/r``; the
-    kept groups are i.i.d. (the stopping rule reads only the keep indicators). The MSE is
-    :func:`~ustat_rl.theory.advantage.dynamic_sampling_mse`, split here into bias and
-    variance. ``ValueError`` when ``r = 0`` (the batch never fills).
+    ``c(x)`` and ``E||g_hat(x)||^2`` are the section 7 moments of the rule's table times the
+    keep indicator, ``a'(z, k) = a(z, k) keep(k)`` (:func:`~ustat_rl.theory.advantage.advantage_moments`):
+    ``E[g_hat 1_kept] = c(x) g(x)``, so ``E[g_hat | kept] = c(x) g(x)/P(kept | x)`` and
+    ``E[||g_hat||^2 | kept] = E[||g_hat||^2 1_kept]/P(kept | x)``; the kept groups are i.i.d.
+    (the stopping rule reads only the keep indicators). Under verl's rule ``g_hat = 0`` on the
+    dropped (all-equal) groups, so ``c`` is the unfiltered one and the MSE is
+    :func:`~ustat_rl.theory.advantage.dynamic_sampling_mse`. ``ValueError`` when ``r = 0``
+    (the batch never fills).
 
     Examples
     --------
@@ -192,30 +213,32 @@ def filtered_batch_moments(moments: PromptMoments, estimator, group_size,
     if not isinstance(moments, PromptMoments):
         raise TypeError(f"`moments` must be a PromptMoments, got {type(moments).__name__}")
     table = _zero_on_all_equal(estimator, G)
-    out = section7.advantage_moments(moments, table)  # checks that rewards are binary
+    rule = get_keep_rule(keep_rule)
+    mask = keep_mask(rule, G)
+    kept_table = section7.AdvantageTable(G, table.success * mask, table.failure * mask)
+    out = section7.advantage_moments(moments, kept_table)  # checks that rewards are binary
     f, gram = moments.prompt_prob, moments.grad_gram
-    keep = _prompt_keep(np.clip(moments.value, 0.0, 1.0), G)  # (P,)
+    keep = _prompt_keep(np.clip(moments.value, 0.0, 1.0), G, mask)  # (P,)
     r = float(min(f @ keep, 1.0))
     if r <= 0.0:
-        raise ValueError("every group is all-equal with probability 1 (each V(x) is 0 or 1): "
-                         "the accepted batch never fills and the expected number of "
-                         "generation batches is inf (see generation_cost)")
+        raise ValueError(f"keep rule {rule.name!r} drops every group with probability 1 (for "
+                         "verl's, each V(x) is 0 or 1): the accepted batch never fills and the "
+                         "expected number of generation batches is inf (see generation_cost)")
     safe = np.where(keep > 0, keep, 1.0)
     weight = f * out.mean_factor / r  # (P,)
     mean_sq, cross = float(weight @ gram @ weight), float(weight @ gram @ f)  # cross: <E g_DS, g>
     g_sq = float(moments.grad_norm_sq)
     variance = (float(f @ out.second_moment) / r - mean_sq) / B
     rescaled = r * r * (variance + mean_sq) - 2.0 * r * cross + g_sq
+    bias_sq = mean_sq - 2.0 * cross + g_sq
     return FilteredBatch(
         G, B, r, keep, f * keep / r, np.where(keep > 0, out.mean_factor / safe, 0.0),
-        np.where(keep > 0, out.second_moment / safe, 0.0), weight, mean_sq,
-        mean_sq - 2.0 * cross + g_sq, variance,
-        section7.dynamic_sampling_mse(moments, table, None, B)[1], rescaled,
-        section7.minibatch_advantage_mse(moments, table, None, B))
+        np.where(keep > 0, out.second_moment / safe, 0.0), weight, mean_sq, bias_sq, variance,
+        variance + bias_sq, rescaled, section7.minibatch_advantage_mse(moments, table, None, B))
 
 
 def generation_cost(value, group_size, batch_size, gen_batch_size=None, max_num_gen_batches=0,
-                    prompt_prob=None) -> GenerationCost:
+                    prompt_prob=None, keep_rule=None) -> GenerationCost:
     r"""Expected generation batches and rollouts until ``B`` groups are kept (section 7).
 
     .. math::
@@ -225,7 +248,7 @@ def generation_cost(value, group_size, batch_size, gen_batch_size=None, max_num_
 
     Parameters
     ----------
-    value, group_size, prompt_prob
+    value, group_size, prompt_prob, keep_rule
         As in :func:`keep_probability`.
     batch_size : int
         ``B >= 1`` groups to keep (verl's ``data.train_batch_size``).
@@ -255,7 +278,7 @@ def generation_cost(value, group_size, batch_size, gen_batch_size=None, max_num_
     inf
     """
     G = as_int(group_size, "group_size", 2, _MIN_G)
-    return cost_at_keep_probability(keep_probability(value, G, prompt_prob), G, batch_size,
+    return cost_at_keep_probability(keep_probability(value, G, prompt_prob, keep_rule), G, batch_size,
                                     gen_batch_size, max_num_gen_batches)
 
 
@@ -273,7 +296,7 @@ def _largest_batch(r: float, G: int, budget: int, multiple: int) -> tuple[int, f
 def optimal_filtered_group_size(moments: PromptMoments, budget, estimator="grpo",
                                 accounting: str = "generated", group_sizes=None,
                                 gen_batch_multiple: int = 1,
-                                target: str = "grad") -> FilteredGroupSize:
+                                target: str = "grad", keep_rule=None) -> FilteredGroupSize:
     r"""The ``G`` with the smallest exact MSE at ``budget`` rollouts per step (section 7).
 
     .. math::
@@ -300,6 +323,8 @@ def optimal_filtered_group_size(moments: PromptMoments, budget, estimator="grpo"
     target : {"grad", "rescaled"}
         Compare the batch with ``g``, or the batch times ``r`` with ``g``
         (:class:`FilteredBatch`); ignored for ``"unfiltered"``.
+    keep_rule : str or KeepRule, optional
+        As in :func:`filtered_batch_moments`; ignored for ``"unfiltered"``.
 
     Returns
     -------
@@ -323,7 +348,7 @@ def optimal_filtered_group_size(moments: PromptMoments, budget, estimator="grpo"
             mse = section7.minibatch_advantage_mse(moments, table, None, B) if B else math.inf
             rows.append((B, mse, float(B * G)))
             continue
-        one = filtered_batch_moments(moments, estimator, G, 1)
+        one = filtered_batch_moments(moments, estimator, G, 1, keep_rule)
         r = one.keep_prob
         if accounting == "accepted":
             B = N // G
