@@ -360,3 +360,30 @@ def test_a_non_positive_point_mse_is_never_printed_as_a_value_or_a_best_g(known)
 def test_doctests():
     result = doctest.testmod(dynamic_sampling_module)
     assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize("command", ["gstar", "rewards"])
+def test_an_unknown_keep_rule_is_a_usage_error_naming_the_rules(tmp_path, capsys, command):
+    from ustat_rl.interface import cli
+
+    path = _save(tmp_path, np.tile([0.0, 1.0], 16))
+    with pytest.raises(SystemExit) as info:
+        cli.main([command, path, "--budget", "32", "--dynamic-sampling", "--keep-rule", "rol"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2
+    assert "--keep-rule: unknown keep rule 'rol'; choose from verl, slime, openrlhf, roll" in err
+
+
+def test_the_keep_rule_help_names_every_registered_rule():
+    # the option's help is written out (so --help does not import the theory package): it must
+    # name every rule the theory registers, and each with the wording its docstring gives
+    import argparse
+
+    from ustat_rl.interface.dynamic_sampling import add_arguments
+    from ustat_rl.theory.keep_rules import KEEP_RULES
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    text = " ".join(parser.format_help().split())
+    named = [name for name in KEEP_RULES if f"{name} (" in text]
+    assert named == list(KEEP_RULES) and len(named) >= 4

@@ -9,7 +9,6 @@ interval, so the text says "point estimates" wherever it names a ``G``.
 from __future__ import annotations
 
 from ..formatting import format_number
-from ..theory.keep_rules import DEFAULT_KEEP_RULE, KEEP_RULES
 
 __all__ = ["HELP", "add_arguments", "check_arguments", "format_dynamic_sampling"]
 
@@ -25,10 +24,23 @@ HELP = ("also report DAPO's dynamic sampling as verl runs it (algorithm.filter_g
         "unbiased, shown as 'r unbiased' where G <= the pilot's group sizes")
 
 
+def _keep_rule(name: str) -> str:
+    """``--keep-rule``'s value, checked against the registered keep rules when it is given (the
+    rules live in :mod:`ustat_rl.theory`, whose import costs seconds: ``--help`` does not pay it)."""
+    import argparse
+
+    from ..theory.keep_rules import KEEP_RULES
+
+    if name not in KEEP_RULES:
+        raise argparse.ArgumentTypeError(f"unknown keep rule {name!r}; choose from "
+                                         f"{', '.join(KEEP_RULES)}")
+    return name
+
+
 def add_arguments(parser) -> None:
     """``--dynamic-sampling``, ``--max-gen-batches`` and ``--keep-rule`` on an ``argparse`` parser."""
     parser.add_argument("--dynamic-sampling", action="store_true", help=HELP)
-    parser.add_argument("--keep-rule", choices=tuple(KEEP_RULES), default=None,
+    parser.add_argument("--keep-rule", type=_keep_rule, default=None, metavar="RULE",
                         help="with --dynamic-sampling (beyond the paper): which groups are kept, "
                              "as a function of the success count k of G: verl (default; std > 0), "
                              "slime (std > 1e-6), openrlhf (0 < k/G < 1), roll (ROLL's "
@@ -98,6 +110,8 @@ def format_dynamic_sampling(report) -> str:
     """The plain-text ``--dynamic-sampling`` section."""
     cap = (f"cap K = {report.max_gen_batches} generation batches" if report.max_gen_batches
            else "no cap")
+    from ..theory.keep_rules import DEFAULT_KEEP_RULE, KEEP_RULES
+
     rule = getattr(report, "keep_rule", DEFAULT_KEEP_RULE)
     filter_name = ("verl filter_groups" if rule == DEFAULT_KEEP_RULE
                    else f"keep rule {rule}, {KEEP_RULES[rule].provenance.split(' ')[0]}")
