@@ -264,6 +264,14 @@ def test_what_cannot_be_sketched_is_refused_in_one_line():
     with pytest.raises(ValueError, match="sharded"):
         factored_sketch_scores(sharded, tokens, mask, 4, seed=0)
 
+    # DeepSpeed ZeRO-3 leaves each partitioned parameter empty outside its gather and marks it
+    # with ``ds_id``: refused in one line, while the same model unmarked is sketched
+    zero3 = _Wrapped(torch.nn.Identity()).double()
+    assert factored_sketch_scores(zero3, tokens, mask, 4, seed=0).shape[1] == 4
+    zero3.head.bias.ds_id = 7
+    with pytest.raises(ValueError, match="partitioned by DeepSpeed ZeRO-3; .*FSDP2"):
+        factored_sketch_scores(zero3, tokens, mask, 4, seed=0)
+
 
 def test_non_reentrant_checkpointing_in_eval_mode_is_exact():
     """The checkpointed module runs again in the backward pass; its hooks must not count it."""

@@ -105,8 +105,9 @@ def check_supported(model) -> None:
     its forward a module holds them whole (all-gathered), which is what the rules read, and the
     factors are drawn from the global shapes; a tensor the hook finds still sharded (a module
     that is itself a unit, resharded before the hook runs) is gathered. Refused: FSDP1's flat
-    parameters, and ``DTensor`` parameters outside any ``fully_shard`` unit (tensor
-    parallelism)."""
+    parameters, DeepSpeed ZeRO-3's partitioned ones (marked ``ds_id``; empty on every process
+    outside DeepSpeed's gather, so nothing here can read them) and ``DTensor`` parameters outside
+    any ``fully_shard`` unit (tensor parallelism)."""
     units = _fsdp_units(model)
     managed = {id(p) for unit in units for p in unit.parameters()}
     for name, p in trainable_parameters(model).items():
@@ -114,6 +115,10 @@ def check_supported(model) -> None:
         if "FlatParam" in kind:
             raise ValueError(f"`model`: parameter {name!r} is sharded by FSDP1 ({kind}); shard "
                              f"with FSDP2 (torch.distributed.fsdp.fully_shard) instead")
+        if hasattr(p, "ds_id"):  # DeepSpeed ZeRO-3 marks the parameters it partitions
+            raise ValueError(f"`model`: parameter {name!r} is partitioned by DeepSpeed ZeRO-3; "
+                             f"the sketch reads whole parameters: shard with FSDP2 "
+                             f"(torch.distributed.fsdp.fully_shard) or use ZeRO-2")
         if hasattr(p, "full_tensor") and id(p) not in managed:
             raise ValueError(f"`model`: parameter {name!r} is a {kind} outside any fully_shard "
                              f"unit (tensor parallelism?); the sketch supports FSDP2 sharding")
