@@ -28,17 +28,15 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from rule_checks import check_batch_rule_monte_carlo, check_group_rules_monte_carlo
 from script_loader import ROOT, load_data
 
 from ustat_rl import theory
 from ustat_rl.advantages import get_rule
 from ustat_rl.advantages.conventions import CONVENTION_NAMES, CONVENTIONS, advantages
 from ustat_rl.conformance.kit import check_conformance
-from ustat_rl.montecarlo import bandit_squared_errors, run_monte_carlo
 from ustat_rl.policies.enumeration import enumerate_prompt_estimates
 from ustat_rl.policies.examples import small_bandit
-from ustat_rl.tolerances import Z_CHECK
-from ustat_rl.training.batch_study import batch_monte_carlo
 
 RTOL, ATOL = 1e-12, 1e-14  # two float64 routes through the same arithmetic, to rounding
 
@@ -156,16 +154,7 @@ def test_prime_rl_grpo_is_the_full_mean_and_skyrl_maxrl_tends_to_prime_rls():
 # ---------------------------------------------------------------- Monte Carlo
 @pytest.mark.parametrize("backend", ["numba", "torch"])
 def test_monte_carlo_matches_exact_on_both_backends(backend):
-    bandit = small_bandit()
-    sizes, B = (2, 5), 2
-    stat, labels = bandit_squared_errors(bandit, RULES, sizes, B, backend=backend,
-                                         **({"device": "cpu"} if backend == "torch" else {}))
-    est = run_monte_carlo(stat, 40_000, seed=36, labels=labels)
-    for i, (name, G) in enumerate(labels):
-        exact = bandit.exact_mse(name, G, B)
-        assert abs(est.mean[i] - exact) <= Z_CHECK * est.std_error[i], (name, G, backend)
-        wrong = bandit.exact_mse(NEIGHBOUR[name], G, B)  # negative control
-        assert abs(est.mean[i] - wrong) > Z_CHECK * est.std_error[i], (name, G, backend)
+    check_group_rules_monte_carlo(RULES, NEIGHBOUR.__getitem__, backend, seed=36)
 
 
 # ---------------------------------------------------------------- conformance kit
@@ -269,13 +258,4 @@ def test_nemo_rl_reinforce_pp_by_hand():
 
 
 def test_nemo_rl_reinforce_pp_monte_carlo_matches_batch_enumeration():
-    from test_new_rules import _exact_batch  # whole batches enumerated (tests/advantages)
-
-    bandit = small_bandit()
-    for G, B, seed in ((2, 2, 36), (3, 1, 37)):
-        factor, mse = _exact_batch(bandit, BATCH_RULE, G, B)
-        mc = batch_monte_carlo(bandit, BATCH_RULE, G, B, 20_000, np.random.default_rng(seed))
-        assert abs(mc.mse - mse) <= Z_CHECK * mc.mse_se, (G, B)
-        assert abs(mc.mean_factor - factor) <= Z_CHECK * mc.mean_factor_se, (G, B)
-        wrong = bandit.exact_mse("fullmean", G, B)  # negative control
-        assert abs(mc.mse - wrong) > Z_CHECK * mc.mse_se, (G, B)
+    check_batch_rule_monte_carlo(BATCH_RULE, ((2, 2, 36), (3, 1, 37)))

@@ -21,7 +21,6 @@ Each is checked by independent routes:
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections import defaultdict
 from types import SimpleNamespace
@@ -29,17 +28,15 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from rule_checks import check_batch_rule_monte_carlo, check_group_rules_monte_carlo
 from script_loader import ROOT, load_data
 
 from ustat_rl import theory
 from ustat_rl.advantages import get_rule
 from ustat_rl.advantages.conventions import CONVENTION_NAMES, CONVENTIONS, advantages
 from ustat_rl.conformance.kit import check_conformance
-from ustat_rl.montecarlo import bandit_squared_errors, run_monte_carlo
 from ustat_rl.policies.enumeration import enumerate_prompt_estimates
 from ustat_rl.policies.examples import small_bandit
-from ustat_rl.tolerances import Z_CHECK
-from ustat_rl.training.batch_study import batch_monte_carlo
 
 RTOL, ATOL = 1e-12, 1e-14  # two float64 routes through the same arithmetic, to rounding
 
@@ -225,59 +222,14 @@ def test_maxrl_is_unbiased_for_the_truncated_likelihood_and_passk_only_moves_sin
 # ---------------------------------------------------------------- Monte Carlo (group rules)
 @pytest.mark.parametrize("backend", ["numba", "torch"])
 def test_group_rules_monte_carlo_matches_exact(backend):
-    bandit = small_bandit()
-    sizes, B = (2, 5), 2
-    stat, labels = bandit_squared_errors(bandit, GROUP_RULES, sizes, B, backend=backend,
-                                         **({"device": "cpu"} if backend == "torch" else {}))
-    est = run_monte_carlo(stat, 40_000, seed=29, labels=labels)
-    for i, (name, G) in enumerate(labels):
-        exact = bandit.exact_mse(name, G, B)
-        assert abs(est.mean[i] - exact) <= Z_CHECK * est.std_error[i], (name, G, backend)
-        # negative control (not grpo: at G = 2 MaxRL's a(z, m) is leave-one-out's exactly)
-        wrong = bandit.exact_mse("fullmean", G, B)
-        assert abs(est.mean[i] - wrong) > Z_CHECK * est.std_error[i], (name, G, backend)
+    # negative control fullmean (not grpo: at G = 2 MaxRL's a(z, m) is leave-one-out's exactly)
+    check_group_rules_monte_carlo(GROUP_RULES, lambda name: "fullmean", backend, seed=29)
 
 
 # ---------------------------------------------------------------- batch rules
-def _exact_batch(bandit, name, G, B):
-    """``(mean factor along g, MSE)`` of a batch rule by enumerating every batch of ``B``
-    groups (prompts from f, each group's 2K outcomes per draw)."""
-    rule = get_rule(name)
-    outcomes = []  # (prob, prompt, action (G,), reward (G,))
-    for x in range(bandit.n_prompts):
-        comp = bandit.hoeffding(x)
-        for idx in itertools.product(range(2 * bandit.n_actions), repeat=G):
-            idx = np.array(idx)
-            outcomes.append((bandit.prompt_prob[x] * np.prod(comp.outcome_prob[idx]), x,
-                             comp.outcome_action[idx], comp.outcome_reward[idx]))
-    g = bandit.grad
-    ids = np.repeat(np.arange(B), G)
-    mean, mse = np.zeros_like(g), 0.0
-    for batch in itertools.product(outcomes, repeat=B):
-        prob = np.prod([o[0] for o in batch])
-        prompt = np.array([o[1] for o in batch])
-        action = np.stack([o[2] for o in batch])
-        reward = np.concatenate([o[3] for o in batch])
-        score = bandit.scores(prompt, action, full=True).reshape(B * G, -1)  # (BG, PK)
-        g_hat = rule.advantages(reward, ids) @ score / (B * G)
-        mean += prob * g_hat
-        mse += prob * np.sum((g_hat - g) ** 2)
-    return float(mean @ g / (g @ g)), mse
-
-
 @pytest.mark.parametrize("name", BATCH_RULES)
 def test_batch_rules_monte_carlo_matches_batch_enumeration(name):
-    bandit = small_bandit()
-    for G, B, seed in ((2, 2, 31), (3, 1, 32)):
-        if G * B < get_rule(name).min_batch_size:
-            continue
-        factor, mse = _exact_batch(bandit, name, G, B)
-        mc = batch_monte_carlo(bandit, name, G, B, 20_000, np.random.default_rng(seed))
-        assert abs(mc.mse - mse) <= Z_CHECK * mc.mse_se, (name, G, B)
-        assert abs(mc.mean_factor - factor) <= Z_CHECK * mc.mean_factor_se, (name, G, B)
-        # negative control: the unscaled full-mean rule's exact MSE is rejected
-        wrong = bandit.exact_mse("fullmean", G, B)
-        assert abs(mc.mse - wrong) > Z_CHECK * mc.mse_se, (name, G, B)
+    check_batch_rule_monte_carlo(name, ((2, 2, 31), (3, 1, 32)))
 
 
 # ---------------------------------------------------------------- conformance kit

@@ -1,0 +1,73 @@
+"""Checks every newly registered advantage rule goes through, shared by the rule test files of
+this folder: Monte Carlo on a bandit against the rule's exact MSE (both backends), and a batch
+rule's Monte Carlo against whole batches enumerated. Each rejects a neighbouring rule's exact
+MSE as its negative control, at the same ``Z_CHECK`` band."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ustat_rl.advantages import get_rule
+from ustat_rl.montecarlo import bandit_squared_errors, run_monte_carlo
+from ustat_rl.policies.examples import small_bandit
+from ustat_rl.tolerances import Z_CHECK
+from ustat_rl.training.batch_study import batch_monte_carlo
+
+
+def check_group_rules_monte_carlo(rules, neighbour, backend: str, seed: int) -> None:
+    """Monte Carlo of ``rules`` at G in (2, 5), B = 2, within ``Z_CHECK`` se of the exact MSE;
+    ``neighbour(name)`` names the rule whose exact MSE must fall outside that band."""
+    bandit = small_bandit()
+    sizes, B = (2, 5), 2
+    stat, labels = bandit_squared_errors(bandit, rules, sizes, B, backend=backend,
+                                         **({"device": "cpu"} if backend == "torch" else {}))
+    est = run_monte_carlo(stat, 40_000, seed=seed, labels=labels)
+    for i, (name, G) in enumerate(labels):
+        exact = bandit.exact_mse(name, G, B)
+        assert abs(est.mean[i] - exact) <= Z_CHECK * est.std_error[i], (name, G, backend)
+        wrong = bandit.exact_mse(neighbour(name), G, B)  # negative control
+        assert abs(est.mean[i] - wrong) > Z_CHECK * est.std_error[i], (name, G, backend)
+
+
+def exact_batch(bandit, name, G, B):
+    """``(mean factor along g, MSE)`` of a batch rule by enumerating every batch of ``B``
+    groups (prompts from f, each group's 2K outcomes per draw)."""
+    rule = get_rule(name)
+    outcomes = []  # (prob, prompt, action (G,), reward (G,))
+    for x in range(bandit.n_prompts):
+        comp = bandit.hoeffding(x)
+        for idx in itertools.product(range(2 * bandit.n_actions), repeat=G):
+            idx = np.array(idx)
+            outcomes.append((bandit.prompt_prob[x] * np.prod(comp.outcome_prob[idx]), x,
+                             comp.outcome_action[idx], comp.outcome_reward[idx]))
+    g = bandit.grad
+    ids = np.repeat(np.arange(B), G)
+    mean, mse = np.zeros_like(g), 0.0
+    for batch in itertools.product(outcomes, repeat=B):
+        prob = np.prod([o[0] for o in batch])
+        prompt = np.array([o[1] for o in batch])
+        action = np.stack([o[2] for o in batch])
+        reward = np.concatenate([o[3] for o in batch])
+        score = bandit.scores(prompt, action, full=True).reshape(B * G, -1)  # (BG, PK)
+        g_hat = rule.advantages(reward, ids) @ score / (B * G)
+        mean += prob * g_hat
+        mse += prob * np.sum((g_hat - g) ** 2)
+    return float(mean @ g / (g @ g)), mse
+
+
+def check_batch_rule_monte_carlo(name: str, cases) -> None:
+    """For each ``(G, B, seed)`` of ``cases`` (those the rule's minimum batch admits), Monte
+    Carlo of the batch estimator within ``Z_CHECK`` se of the enumerated MSE and mean factor;
+    negative control: the unscaled full-mean rule's exact MSE is rejected."""
+    bandit = small_bandit()
+    for G, B, seed in cases:
+        if G * B < get_rule(name).min_batch_size:
+            continue
+        factor, mse = exact_batch(bandit, name, G, B)
+        mc = batch_monte_carlo(bandit, name, G, B, 20_000, np.random.default_rng(seed))
+        assert abs(mc.mse - mse) <= Z_CHECK * mc.mse_se, (name, G, B)
+        assert abs(mc.mean_factor - factor) <= Z_CHECK * mc.mean_factor_se, (name, G, B)
+        wrong = bandit.exact_mse("fullmean", G, B)
+        assert abs(mc.mse - wrong) > Z_CHECK * mc.mse_se, (name, G, B)
