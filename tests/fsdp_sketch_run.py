@@ -1,6 +1,8 @@
 """Run by tests/scores/test_factored_fsdp.py under ``torchrun --nproc_per_node 2`` (gloo, CPU):
-the factored sketch of a tiny causal LM whose decoder layers and root are sharded by FSDP2
-(``fully_shard``), each process sketching its own rows, next to the same model unsharded.
+the factored sketch of a tiny causal LM in float64 whose decoder layers and root are sharded by
+FSDP2 (``fully_shard``), each process sketching its own rows, next to the same model unsharded;
+and the monitor (:class:`ustat_rl.frameworks.WindowMonitor`) on the sharded model next to one
+process holding every row.
 
 For each case (a family of :mod:`ustat_rl.scores.families`; ``+lora``: a PEFT adapter;
 ``+gated``: only the fallback module trainable; ``+units``: every norm and an untied embedding
@@ -8,10 +10,17 @@ sharded as units of their own) each process saves ``<case>.scores.<rank>.npz``: 
 same rows under the same seed, and two controls (the sharded scores under another seed, the
 unsharded scores of a model with one RMSNorm weight moved), with the all-gathers counted during
 the sharded sketch (and, for comparison, in one training forward and backward) and the wall
-time of a window, sharded and not.
+time of a window, sharded and not (with ``--timing`` only).
 
-Usage: ``torchrun --nproc_per_node 2 tests/fsdp_sketch_run.py OUT CASE [CASE ...]``, e.g.
-``qwen2 gemma2 qwen2+lora qwen2+gated qwen2+units``.
+For the cases of :data:`MONITORED` each process also saves ``<case>.records.<rank>.json``: the
+records of two windows of :class:`~ustat_rl.frameworks.WindowMonitor` fed this process's rows
+and the sharded model (the rows of both processes gathered), the records of a monitor on a
+process group of this process alone fed every process's rows and the unsharded model, and a
+control: the sharded run with two of process 1's completions (of two groups) swapped and their
+rewards left in place; and one window where process 1 holds twice the rows of process 0.
+
+Usage: ``torchrun --nproc_per_node 2 tests/fsdp_sketch_run.py OUT [--timing] CASE [CASE ...]``,
+e.g. ``qwen2 llama gemma2 qwen2+lora llama+lora qwen2+gated qwen2+units``.
 """
 
 import copy
@@ -32,6 +41,8 @@ from ustat_rl.scores.families import build_family
 from ustat_rl.scores.spec import SketchSpec
 
 ROWS, LENGTH, PROMPT, SEED = 6, 10, 4, 11
+#: Cases whose monitor windows are compared; G completions per prompt, GROUPS prompts a process.
+MONITORED, G, GROUPS = ("qwen2", "llama+lora"), 4, 2
 
 
 class GatedNorm(nn.Module):
@@ -48,11 +59,12 @@ class GatedNorm(nn.Module):
 
 
 def build(family, variant):
-    model = build_family(family, seed=3)
+    model = build_family(family, seed=3, dtype=torch.float64)
     with torch.random.fork_rng():
         torch.manual_seed(4)
         # inside a decoder layer: a unit FSDP2 reshards after its forward
-        model.model.layers[0].post_attention_layernorm = GatedNorm(model.config.hidden_size)
+        model.model.layers[0].post_attention_layernorm = GatedNorm(
+            model.config.hidden_size).double()
     if variant == "gated":  # the fallback alone trainable: the first hooked module, whose
         for name, p in model.named_parameters():  # callback runs after the backward pass
             p.requires_grad_("post_attention_layernorm" in name and ".0." in name)
@@ -60,7 +72,7 @@ def build(family, variant):
         from peft import LoraConfig, get_peft_model
 
         model = get_peft_model(model, LoraConfig(r=2, lora_alpha=4, lora_dropout=0.0,
-                                                 target_modules=["q_proj", "v_proj"]))
+                                                 target_modules=["q_proj", "v_proj"])).double()
         with torch.no_grad(), torch.random.fork_rng():
             torch.manual_seed(5)
             for name, p in model.named_parameters():
@@ -129,7 +141,48 @@ def timed(model, tokens, mask, spec, repeats=3):
     return scores, min(walls)
 
 
-def case(out, name, counter):
+def monitor_rows(rank):
+    """Process ``rank``'s generation batch: GROUPS prompts of 3 tokens, G completions each."""
+    gen = torch.Generator().manual_seed(200 + rank)
+    prompts = torch.randint(3, 13, (GROUPS, 3), generator=gen).repeat_interleave(G, dim=0)
+    completions = torch.randint(3, 13, (GROUPS * G, 6), generator=gen)
+    mask = torch.ones(completions.shape)
+    mask[1, 4:] = 0.0  # a shorter completion
+    rewards = torch.rand(GROUPS * G, generator=gen, dtype=torch.float64)
+    return [prompts, torch.ones(prompts.shape), completions, mask, rewards]
+
+
+def monitored(sharded, model):
+    """Two windows (pool 2) of the monitor on this process's rows and the sharded model; of a
+    monitor on this process alone with every process's rows and the unsharded model; and of the
+    sharded run with process 1's rows 0 and G (two groups) swapped, rewards in place."""
+    from ustat_rl.frameworks import WindowMonitor
+
+    rank, size = dist.get_rank(), dist.get_world_size()
+    alone = [dist.new_group([r]) for r in range(size)][rank]  # every process makes every group
+    settings = dict(group_size=G, every=1, pool=2, sketch_dim=16, sketch_blocks=4, seed=SEED,
+                    estimator="grpo", loss_type="dapo", chunk_size=3)
+    runs = dict(sharded=WindowMonitor(**settings), single=WindowMonitor(
+        **settings, process_group=alone), swapped=WindowMonitor(**settings))
+    for step in range(2):
+        parts = [monitor_rows(size * step + r) for r in range(size)]
+        mine = parts[rank]
+        swapped = [x.clone() for x in mine]
+        if rank == 1:
+            for x in swapped[2:4]:
+                x[[0, G]] = x[[G, 0]]
+        every = [torch.cat([p[i] for p in parts]) for i in range(5)]
+        runs["sharded"].step(sharded, *mine, step=step)
+        runs["single"].step(model, *every, step=step)
+        runs["swapped"].step(sharded, *swapped, step=step)
+    # process 1 with twice the rows: 6 chunks against 3, a window skipped rather than a hang
+    runs["uneven"] = WindowMonitor(**settings)
+    rows = [monitor_rows(rank)] + [monitor_rows(size + rank)] * rank
+    runs["uneven"].step(sharded, *[torch.cat([r[i] for r in rows]) for i in range(5)])
+    return {name: run.records for name, run in runs.items()}
+
+
+def case(out, name, counter, timing):
     family, _, variant = name.partition("+")
     rank = dist.get_rank()
     torch.manual_seed(0)  # fully_shard keeps each process's own shard: the same model on all
@@ -148,12 +201,15 @@ def case(out, name, counter):
     fully_shard(sharded)
     spec = SketchSpec(16, seed=SEED, blocks=4)
     tokens, mask = rows(rank)
-    reference, wall_whole = timed(model, tokens, mask, spec)
+    if timing:
+        reference, wall_whole = timed(model, tokens, mask, spec)
+    else:
+        reference, wall_whole = sketch_rows(model, tokens, mask, spec, chunk_size=3), None
     sketch_rows(sharded, tokens, mask, spec, chunk_size=3)  # warm-up (FSDP's lazy set-up)
     scores, sketch_comm = counter.during(
         lambda: sketch_rows(sharded, tokens, mask, spec, chunk_size=3))
     _, train_comm = counter.during(lambda: training_pass(sharded, tokens[:3], mask[:3]))
-    _, wall_sharded = timed(sharded, tokens, mask, spec)
+    wall_sharded = timed(sharded, tokens, mask, spec)[1] if timing else None
     other_seed = sketch_rows(sharded, tokens, mask, SketchSpec(16, seed=SEED + 1, blocks=4),
                              chunk_size=3)
     control = sketch_rows(moved, tokens, mask, spec, chunk_size=3)
@@ -164,8 +220,12 @@ def case(out, name, counter):
         world=dist.get_world_size(), coverage=sorted(set(parameter_coverage(model).values())),
         q_kind=type(weight).__name__, q_global=list(weight.shape),
         q_local=list(weight.to_local().shape), sketch_comm=sketch_comm,
-        train_comm=train_comm, parameters=sum(p.numel() for p in model.parameters()), chunks=-(-ROWS // 3), wall_whole=wall_whole,
-        wall_sharded=wall_sharded)))
+        train_comm=train_comm, parameters=sum(p.numel() for p in model.parameters()),
+        chunks=-(-ROWS // 3), wall_whole=wall_whole, wall_sharded=wall_sharded,
+        dtype=str(weight.dtype))))
+    if name in MONITORED:
+        (out / f"{name}.records.{rank}.json").write_text(json.dumps(
+            monitored(sharded, model), default=str))
 
 
 def refusals(out):
@@ -189,11 +249,12 @@ def refusals(out):
 
 
 def main():
-    out = Path(sys.argv[1])
+    out, names = Path(sys.argv[1]), sys.argv[2:]
+    timing = "--timing" in names
     dist.init_process_group("gloo")
     counter = Collectives()
-    for name in sys.argv[2:]:
-        case(out, name, counter)
+    for name in (n for n in names if n != "--timing"):
+        case(out, name, counter, timing)
     refusals(out)
     dist.destroy_process_group()
 

@@ -8,12 +8,11 @@ pools the last ``pool`` such batches and returns the window's record
 (:func:`ustat_rl.frameworks.window.window_record`), which it also appends to the trajectory
 file (:mod:`ustat_rl.frameworks.trajectory`). A window that cannot be estimated (groups not
 contiguous, a NaN reward, no reward variation, a module the sketch cannot follow) is recorded
-as skipped with the reason, and training goes on; bad input is refused before any work, the
-error naming the parameter.
+as skipped with the reason, and training goes on; bad input is refused before any work.
 
-Under data parallelism each process passes its own rows; the monitor gathers them over the
-process group in rank order (:mod:`ustat_rl.frameworks.gather`), so every process computes the
-same record and rank 0 writes it.
+Under data parallelism, or FSDP2 (``fully_shard``), each process passes its own rows and
+sketches them; the monitor gathers rows and scores over the process group in rank order
+(:mod:`ustat_rl.frameworks.gather`): every process computes the record, rank 0 writes it.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ from ..scores.chunks import sketch_rows
 from ..scores.coverage import uncovered_parameters
 from ..scores.sequence import trainable_parameters
 from ..scores.spec import SketchSpec
-from .gather import gather_rows, world
+from .gather import gather_rows, unequal_passes, world
 from .trainer_units import (
     LOSS_WEIGHTS,
     NUM_ITEMS_LOSSES,
@@ -347,7 +346,8 @@ class WindowMonitor:
         weights = np.ones(channels.shape[1]) if self.reward_weights is None \
             else self.reward_weights
         reward = combined_rewards(channels, weights)
-        reason = batch_problem(keys, reward, self.group_size)
+        reason = batch_problem(keys, reward, self.group_size) or unequal_passes(
+            model, tokens.shape[0], self.chunk_size, self.process_group)
         if reason is not None:
             return self._skipped(step, reason, reward)
         self._announce(model, stacklevel=4)

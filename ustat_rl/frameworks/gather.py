@@ -8,6 +8,11 @@ holds the whole batch and computes the same record. The slices may differ in len
 one of a dataset, say): lengths are exchanged first and the padding is dropped.
 
 Without an initialised process group, or with one process, the rows are returned as they are.
+
+Under FSDP2 (``fully_shard``) each process still sketches its own rows, but every chunk's
+forward pass all-gathers the parameters, a collective every process of the shard group must
+join: processes that would sketch different numbers of chunks would wait on each other for
+ever, so such a window is skipped instead (:func:`unequal_passes`).
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["gather_rows", "world"]
+from ..scores.coverage import fully_sharded
+
+__all__ = ["gather_rows", "unequal_passes", "world"]
 
 
 def world(group=None) -> tuple[int, int]:
@@ -71,3 +78,23 @@ def gather_rows(rows, group=None) -> np.ndarray:
     parts = [torch.zeros_like(padded) for _ in range(size)]
     dist.all_gather(parts, padded, group=group)
     return np.concatenate([p[:c].cpu().numpy() for p, c in zip(parts, counts)])
+
+
+def unequal_passes(model, rows: int, chunk_size: int, group=None) -> str | None:
+    """Why a window of a ``fully_shard`` model cannot be sketched: its processes would run
+    different numbers of chunks of ``chunk_size`` rows (each pass all-gathers the parameters, a
+    collective all of them must join); ``None`` when they run the same number, or the model
+    is not sharded (then nothing is exchanged).
+
+    >>> from torch import nn
+    >>> unequal_passes(nn.Linear(2, 2), rows=5, chunk_size=2) is None
+    True
+    """
+    if not fully_sharded(model) or world(group)[1] == 1:
+        return None
+    passes = gather_rows(np.array([-(-int(rows) // int(chunk_size))]), group)
+    if len(set(passes.tolist())) == 1:
+        return None
+    return (f"under fully_shard every process must sketch as many chunks of chunk_size = "
+            f"{chunk_size} rows as the others (each pass all-gathers the parameters); the "
+            f"processes hold {passes.tolist()} chunks: give each the same number of rows")

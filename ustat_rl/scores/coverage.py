@@ -35,7 +35,7 @@ from . import rules
 from .sequence import trainable_parameters
 
 __all__ = ["RULES", "module_rules", "parameter_coverage", "uncovered_parameters",
-           "check_supported"]
+           "check_supported", "fully_sharded"]
 
 #: The ways a parameter can enter the forward pass, fastest first; ``"module"`` is the fallback
 #: (each rule's test and formula: :mod:`ustat_rl.scores.rules`).
@@ -96,6 +96,12 @@ def _fsdp_units(model) -> list:
     except ImportError:  # a build of torch without distributed support
         return []
     return [module for module in model.modules() if isinstance(module, FSDPModule)]
+
+
+def fully_sharded(model) -> bool:
+    """Whether FSDP2's ``fully_shard`` made any module of ``model`` a unit of sharding: then
+    every forward pass all-gathers parameters, a collective all its processes must join."""
+    return bool(_fsdp_units(model))
 
 
 def check_supported(model) -> None:
