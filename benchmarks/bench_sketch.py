@@ -38,9 +38,21 @@ fallback would add (no parameter of these models uses it). Goals: time and memor
 model (4 prompts x 4 answers of 16 tokens, factored, k = 64) written to ``--out`` and read back by
 ``ustat-rl gstar``; the full run includes it too.
 
+``--fsdp`` measures the sketch under FSDP2 (``fully_shard``): two processes (``torchrun``; nccl
+when two GPUs are present, else gloo on the CPU), a Qwen2-architecture model built from a
+config (:data:`~ustat_rl.scores.families.QWEN2_100M`) with each decoder layer and the root
+sharded, each process holding ``--small-batch`` answers of its own. Per process, the time and
+peak memory (RSS above the start on the CPU; allocated GPU memory above the start on a GPU) of
+the sketch of its batch (:func:`~ustat_rl.scores.chunks.sketch_rows`, one chunk, ``k`` the
+last of :data:`FAMILY_KS`) against one plain forward + backward of the same batch under FSDP2
+(the parameter gradients reduce-scattered, as a training step does); each route in a fresh
+launch, ``--repeats`` times, interleaved; goal :data:`FSDP_GOAL` x. ``--fsdp --quick`` runs
+both routes of a tiny Qwen2 in one launch (the machinery only: its figures are not comparable).
+
 Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/bench_sketch.py --quick --out /tmp/pilot.npz
+    python benchmarks/bench_sketch.py --fsdp --repeats 3 --readme benchmarks/README.md
     OMP_NUM_THREADS=1 python benchmarks/bench_sketch.py --readme benchmarks/README.md
     python benchmarks/bench_sketch.py --family qwen2 --threads 2 --readme benchmarks/README.md
 """
@@ -86,6 +98,8 @@ FAMILY_SECTION = "## Projected per-sample scores on Qwen2"
 FAMILY_KS = (64, 256)
 SMALL_BATCH = 16
 FAMILY_LIMIT, FAMILY_GOAL = 1.5, 1.2
+FSDP_SECTION = "## The sketch under FSDP2"
+FSDP_GOAL, FSDP_PROCESSES, FSDP_ROUTES = 1.3, 2, ("plain", "sketch")
 
 
 def _family_configs():
@@ -248,7 +262,10 @@ def main(argv=None) -> dict:
                         help=f"answers on Qwen2.5-0.5B (default {SMALL_BATCH})")
     parser.add_argument("--repeats", type=int, default=3,
                         help="runs of each route with --family, interleaved (default 3)")
+    parser.add_argument("--fsdp", action="store_true",
+                        help="the sketch under FSDP2 against a plain pass (see above)")
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--fsdp-rank", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if min(args.threads, args.small_batch, args.repeats) < 1:
         parser.error("--threads, --small-batch and --repeats must be >= 1")
@@ -257,6 +274,10 @@ def main(argv=None) -> dict:
         row = measure_one(**json.loads(args.one))
         print(json.dumps(row))
         return row
+    if args.fsdp_rank is not None:
+        return fsdp_rank(json.loads(args.fsdp_rank))
+    if args.fsdp:
+        return fsdp_main(args)
     if args.family is not None:
         return family_main(args)
     start = time.perf_counter()
@@ -414,6 +435,163 @@ def render_family(res: dict) -> str:
               "", "```", f"python benchmarks/bench_sketch.py --family qwen2 --threads "
               f"{res['threads']} --small-batch {next(r['n'] for r in res['rows'] if r['model'] == 'qwen2.5-0.5b')} "
               f"--repeats {res['repeats']} --readme benchmarks/README.md", "```", ""]
+    return "\n".join(lines)
+
+
+def _fsdp_model(name: str):
+    """The ``--fsdp`` model: Qwen2-100M, or for ``--quick`` the laptop-size Qwen2."""
+    if name == "qwen2-100m":
+        return build_model(name)
+    from ustat_rl.scores.families import build_family
+
+    return build_family("qwen2", seed=0).eval()
+
+
+def fsdp_rank(spec: dict) -> list:
+    """One process of ``--fsdp`` (under ``torchrun``): its rows of each route in ``spec``."""
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+
+    from ustat_rl.scores.chunks import sketch_rows
+    from ustat_rl.scores.spec import SketchSpec
+
+    cuda = torch.cuda.device_count() >= FSDP_PROCESSES
+    dist.init_process_group("nccl" if cuda else "gloo")
+    rank = dist.get_rank()
+    device = torch.device("cuda", int(os.environ["LOCAL_RANK"])) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+    model = _fsdp_model(spec["model"]).to(device)
+    for layer in model.model.layers:
+        fully_shard(layer)
+    fully_shard(model)
+    gen = torch.Generator().manual_seed(100 + rank)  # each process its own answers
+    tokens = torch.randint(0, model.config.vocab_size, (spec["n"], PROMPT_LEN + ANSWER_LEN),
+                           generator=gen)
+    mask = torch.zeros(tokens.shape)
+    mask[:, PROMPT_LEN:] = 1.0
+    tokens, mask = tokens.to(device), mask.to(device)
+    sketch = SketchSpec(spec["k"], seed=SEED, blocks=BLOCKS)
+
+    def plain():
+        sequence_log_probs(model, tokens, mask).sum().backward()
+        model.zero_grad(set_to_none=True)
+
+    runs = {"plain": plain,
+            "sketch": lambda: sketch_rows(model, tokens, mask, sketch, chunk_size=spec["n"])}
+    with torch.no_grad():  # FSDP2's lazy set-up, outside the measurements
+        model(tokens[:1])
+    rows = []
+    for route in spec["routes"]:
+        gc.collect()
+        dist.barrier()
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+        with PeakRSS() as mem:
+            start = time.perf_counter()
+            runs[route]()
+            if cuda:
+                torch.cuda.synchronize()
+            seconds = time.perf_counter() - start
+        peak = torch.cuda.max_memory_allocated() - base if cuda else mem.delta
+        rows.append(dict(route=route, rank=rank, seconds=seconds, peak_mib=peak / 2**20,
+                         memory="allocated GPU memory" if cuda else "RSS", n=spec["n"],
+                         k=spec["k"], model=spec["model"], device=str(device)))
+    Path(spec["out"], f"{spec['tag']}.{rank}.json").write_text(json.dumps(rows))
+    dist.destroy_process_group()
+    return rows
+
+
+def fsdp_main(args) -> dict:
+    """``--fsdp``: each route in a fresh ``torchrun`` launch of :data:`FSDP_PROCESSES`
+    processes, ``--repeats`` times, interleaved (``--quick``: both routes in one launch)."""
+    start = time.perf_counter()
+    name, n = ("qwen2-tiny", 4) if args.quick else ("qwen2-100m", args.small_batch)
+    launches = [list(FSDP_ROUTES)] if args.quick else \
+        [[route] for _ in range(args.repeats) for route in FSDP_ROUTES]
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads),
+               PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                                           os.environ.get("PYTHONPATH", "")]))
+    with tempfile.TemporaryDirectory() as tmp:
+        for tag, routes in enumerate(launches):
+            spec = dict(model=name, n=n, k=FAMILY_KS[-1], routes=routes, out=tmp, tag=tag)
+            done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                                   "--nproc_per_node", str(FSDP_PROCESSES), __file__,
+                                   "--threads", str(args.threads), "--fsdp-rank",
+                                   json.dumps(spec)], env=env, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise RuntimeError(f"the --fsdp launch {routes} failed:\n{done.stderr[-3000:]}")
+        rows = [row for f in sorted(Path(tmp).glob("*.json"))
+                for row in json.loads(f.read_text())]
+    repeats = 1 if args.quick else args.repeats
+    res = {"rows": rows, "summary": _fsdp_summary(rows), "seconds": time.perf_counter() - start,
+           "threads": args.threads, "load": os.getloadavg(), "repeats": repeats,
+           "quick": args.quick}
+    section = render_fsdp(res)
+    print(section)
+    if args.readme is not None and not args.quick:
+        replace_markdown_section(args.readme, FSDP_SECTION, section)
+    return res
+
+
+def _fsdp_summary(rows) -> list[dict]:
+    """Per process and route: median seconds and peak memory, the range of the seconds, and
+    the ratios to the plain pass of the same process."""
+    out = []
+    for rank in sorted({r["rank"] for r in rows}):
+        med = {}
+        for route in FSDP_ROUTES:
+            same = [r for r in rows if r["rank"] == rank and r["route"] == route]
+            med[route] = dict(same[0], seconds=statistics.median(r["seconds"] for r in same),
+                              peak_mib=statistics.median(r["peak_mib"] for r in same),
+                              spread=(min(r["seconds"] for r in same),
+                                      max(r["seconds"] for r in same)), repeats=len(same))
+        for route in FSDP_ROUTES:
+            out.append(dict(med[route],
+                            time_ratio=med[route]["seconds"] / med["plain"]["seconds"],
+                            memory_ratio=med[route]["peak_mib"] / med["plain"]["peak_mib"]))
+    return out
+
+
+def render_fsdp(res: dict) -> str:
+    """The README section of ``--fsdp`` from its summary."""
+    first = res["summary"][0]
+    lines = [FSDP_SECTION, "",
+             f"Workload: `{first['model']}` built from a config (random weights, float32), "
+             f"each decoder layer and the root sharded by FSDP2 (`fully_shard`) over "
+             f"{FSDP_PROCESSES} processes on {first['device'].split(':')[0].upper()}; each "
+             f"process {first['n']} answers of its own, of {ANSWER_LEN} tokens after a "
+             f"{PROMPT_LEN}-token prompt. `sketch`: `sketch_rows` of the process's batch in one "
+             f"chunk, k = {first['k']} in {BLOCKS} blocks; `plain`: one forward + backward of "
+             "the summed log-probabilities of the same batch under FSDP2 (gradients "
+             f"reduce-scattered). Each route ran {res['repeats']} time(s), each run a fresh "
+             f"launch, interleaved; median seconds [range] and median peak {first['memory']} "
+             "above the start, per process.", "",
+             "| process | route | seconds, median [range] | time / plain | peak memory above "
+             "start | memory / plain |", "|---|---|---|---|---|---|"]
+    verdicts = []
+    for r in res["summary"]:
+        lines.append(f"| {r['rank']} | {r['route']} | {r['seconds']:.2f} [{r['spread'][0]:.2f}"
+                     f", {r['spread'][1]:.2f}] | {r['time_ratio']:.2f}x | {r['peak_mib']:,.0f} "
+                     f"MiB | {r['memory_ratio']:.2f}x |")
+        if r["route"] == "sketch":
+            verdicts.append(
+                f"- process {r['rank']}: time {r['time_ratio']:.2f}x plain, memory "
+                f"{r['memory_ratio']:.2f}x plain (goal {FSDP_GOAL:g}x: time "
+                f"{'met' if r['time_ratio'] <= FSDP_GOAL else 'NOT met'}, memory "
+                f"{'met' if r['memory_ratio'] <= FSDP_GOAL else 'NOT met'}).")
+    load = ", ".join(f"{x:.1f}" for x in res["load"])
+    lines += ["", "Against the goal, from the figures above:", "", *verdicts, "",
+              f"Measured on {platform.machine()}, {os.cpu_count()} cores, Python "
+              f"{platform.python_version()}, torch {torch.__version__}, "
+              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {res['threads']} torch "
+              f"thread(s) per process; load average at the end {load}; {res['seconds']:.0f} s "
+              "in all. Command:", "", "```",
+              f"python benchmarks/bench_sketch.py --fsdp --small-batch {first['n']} --repeats "
+              f"{res['repeats']} --threads {res['threads']} --readme benchmarks/README.md",
+              "```", ""]
     return "\n".join(lines)
 
 

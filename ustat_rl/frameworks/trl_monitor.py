@@ -185,8 +185,8 @@ class GroupSizeMonitor(TrainerCallback):
         high = getattr(args, "epsilon_high", None)
         if getattr(trainer, "is_fsdp_enabled", False):
             raise ValueError("`trainer`: FSDP shards the parameters; GroupSizeMonitor supports "
-                             "data parallelism, not FSDP yet (the sketch and the pilot support "
-                             "FSDP2's fully_shard: ustat_rl.scores.factored)")
+                             "data parallelism, not TRL's FSDP (untested: accelerate runs no FSDP "
+                             "on the CPU); WindowMonitor supports FSDP2's fully_shard")
         check_loss_masks(args)
         known = self.loss_type in LOSS_WEIGHTS
         #: The framework-agnostic monitor this callback feeds.
