@@ -588,7 +588,8 @@ def render_fsdp(res: dict) -> str:
               f"{platform.python_version()}, torch {torch.__version__}, "
               f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {res['threads']} torch "
               f"thread(s) per process; load average at the end {load}; {res['seconds']:.0f} s "
-              "in all. Command:", "", "```",
+              f"in all.{' GPU: not measured (no GPU here).' if first['device'] == 'cpu' else ''}"
+              " Command:", "", "```",
               f"python benchmarks/bench_sketch.py --fsdp --small-batch {first['n']} --repeats "
               f"{res['repeats']} --threads {res['threads']} --readme benchmarks/README.md",
               "```", ""]

@@ -44,6 +44,7 @@ def test_section_states_the_goal_both_ways_and_replaces_only_its_own(bench, tmp_
                load=(1.0, 1.0, 1.0), quick=False)
     section = bench.render_fsdp(res)
     assert section.startswith(bench.FSDP_SECTION) and "on CPU" in section
+    assert "GPU: not measured" in section
     assert "- process 0: time 1.19x plain, memory 1.10x plain (goal 1.3x: time met, memory " \
            "met)." in section
     assert "- process 1: time 2.38x plain" in section and "time NOT met" in section
