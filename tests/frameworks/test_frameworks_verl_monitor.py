@@ -1,7 +1,8 @@
 """The verl adapter (ustat_rl.frameworks.verl_monitor) fed by verl's own objects, on the CPU.
 
 Needs verl (the ``verl`` extra, in its own environment: verl 0.9.1 wants transformers
->=5.5.3,<5.11; constraints-verl.txt); skips with the reason where verl is not importable. A step's
+>=5.5.3,<5.11; constraints-verl.txt); those tests skip with the reason where verl is not importable, and the
+one that holds the extra and constraints-verl.txt to the tested release runs everywhere. A step's
 batch is verl's ``DataProto``, made as ``RayPPOTrainer.fit`` makes it: one ``uid`` per prompt,
 ``repeat(rollout.n, interleave=True)``, prompts left-padded and responses right-padded, the reward
 on each response's last token, then the rows reordered as ``balance_batch`` reorders them.
@@ -21,32 +22,36 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
+from script_loader import ROOT
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
-verl = pytest.importorskip(
-    "verl", reason="verl is not installed (the verl extra, in its own environment: "
-                   "constraints-verl.txt)")
-
-from verl import DataProto  # noqa: E402
-from verl.trainer.ppo.core_algos import agg_loss, compute_grpo_outcome_advantage  # noqa: E402
-
-from ustat_rl.advantages import get_rule  # noqa: E402
-from ustat_rl.frameworks.aggregation import AGGREGATIONS  # noqa: E402
-from ustat_rl.frameworks.demo import VOCAB, tiny_family  # noqa: E402
-from ustat_rl.frameworks.entry import WindowMonitor  # noqa: E402
-from ustat_rl.frameworks.verl_monitor import (  # noqa: E402
+from ustat_rl.advantages import get_rule
+from ustat_rl.frameworks.aggregation import AGGREGATIONS
+from ustat_rl.frameworks.demo import VOCAB, tiny_family
+from ustat_rl.frameworks.entry import WindowMonitor
+from ustat_rl.frameworks.verl_monitor import (
     VERL_VERSIONS,
     VerlWindowMonitor,
     verl_rule,
     verl_step_inputs,
 )
 
+try:
+    import verl
+    from verl import DataProto
+    from verl.trainer.ppo.core_algos import agg_loss, compute_grpo_outcome_advantage
+except ImportError:
+    verl = None
+
+#: Every test but the packaging one runs verl's own code.
+needs_verl = pytest.mark.skipif(verl is None, reason="verl is not installed (the verl extra, in "
+                                "its own environment: constraints-verl.txt)")
+
 B, G, P, T, K = 3, 4, 5, 6, 8  # prompts, rollout.n, prompt and response widths, sketch columns
 OPTIONS = dict(every=1, sketch_dim=K, sketch_blocks=2, pool=1, chunk_size=4)
 
 
-def _step_batch(seed: int, uids=None) -> DataProto:
+def _step_batch(seed: int, uids=None):
     """One step's DataProto, as verl's trainer holds it before update_actor."""
     rng = np.random.default_rng(seed)
     uids = [f"u{seed}-{i}" for i in range(B)] if uids is None else uids
@@ -81,7 +86,7 @@ def _step_batch(seed: int, uids=None) -> DataProto:
     return batch[order]
 
 
-def _verl_weights(batch: DataProto, mode: str) -> np.ndarray:
+def _verl_weights(batch, mode: str) -> np.ndarray:
     """Each row's weight in verl's own aggregated loss: d agg_loss / d loss_mat at a response
     token, times n (the entry's w_i)."""
     mask = batch.batch["response_mask"].float()
@@ -92,7 +97,7 @@ def _verl_weights(batch: DataProto, mode: str) -> np.ndarray:
     return grad * mask.shape[0]
 
 
-def _by_hand(batch: DataProto, mode: str) -> dict:
+def _by_hand(batch, mode: str) -> dict:
     """WindowMonitor.step's inputs built from the DataProto without the adapter: row by row,
     groups in order of first appearance, weights from verl's agg_loss."""
     uid = list(batch.non_tensor_batch["uid"])
@@ -117,11 +122,30 @@ def _model():
                        num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)
 
 
-def test_versions_and_rule():
+@needs_verl
+def test_the_installed_verl_is_a_tested_release():
     assert verl.__version__ in VERL_VERSIONS
-    assert verl_rule("grpo", True)[0] == "verl_grpo"
 
 
+def test_the_extra_and_the_constraints_pin_the_tested_release():
+    tomllib = pytest.importorskip("tomllib", reason="reading pyproject.toml needs Python 3.11")
+    from packaging.requirements import Requirement
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    extra = {Requirement(r).name: Requirement(r).specifier for r in extras["verl"]}
+    pins = {}
+    for line in (ROOT / "constraints-verl.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            requirement = Requirement(line)
+            pins[requirement.name] = str(requirement.specifier)
+    assert [str(s) for s in extra["verl"]] == [f"=={VERL_VERSIONS[0]}"]
+    assert pins["verl"] == f"=={VERL_VERSIONS[0]}" and pins["torch"] == "==2.13.0"
+    assert extra["transformers"].contains(pins["transformers"].lstrip("="))
+    assert not extra["transformers"].contains("5.11.0")  # control: verl 0.9.1's upper bound
+
+
+@needs_verl
 def test_record_equals_the_entry_called_by_hand_and_scrambled_uids_differ():
     model = _model()
     batches = [_step_batch(seed) for seed in (11, 12)]
@@ -144,6 +168,7 @@ def test_record_equals_the_entry_called_by_hand_and_scrambled_uids_differ():
 
 
 @pytest.mark.parametrize("mode", AGGREGATIONS)
+@needs_verl
 def test_loss_weights_are_the_gradient_of_verls_agg_loss(mode):
     batch = _step_batch(21)
     inputs = verl_step_inputs(batch, G, mode)
@@ -157,6 +182,7 @@ def test_loss_weights_are_the_gradient_of_verls_agg_loss(mode):
                            want["loss_weights"], rtol=1e-3)  # negative control: another mode
 
 
+@needs_verl
 def test_the_named_rule_gives_verls_own_advantages():
     batch = _step_batch(31)
     inputs = verl_step_inputs(batch, G)
@@ -174,6 +200,7 @@ def test_the_named_rule_gives_verls_own_advantages():
 
 @pytest.mark.parametrize("field", ["prompts", "responses", "response_mask",
                                    "token_level_rewards"])
+@needs_verl
 def test_a_missing_field_is_refused_naming_it(field):
     batch = _step_batch(41)
     verl_step_inputs(batch, G)  # control: the whole batch is taken
@@ -182,6 +209,7 @@ def test_a_missing_field_is_refused_naming_it(field):
         verl_step_inputs(batch, G)
 
 
+@needs_verl
 def test_bad_settings_are_refused_naming_the_parameter():
     batch = _step_batch(51)
     with pytest.raises(ValueError, match="`loss_agg_mode`"):
