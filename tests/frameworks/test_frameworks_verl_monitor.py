@@ -183,6 +183,22 @@ def test_loss_weights_are_the_gradient_of_verls_agg_loss(mode):
 
 
 @needs_verl
+def test_a_given_loss_scale_factor_is_verls():
+    batch = _step_batch(22)
+    mask = batch.batch["response_mask"].float()
+    loss_mat = torch.zeros_like(mask, dtype=torch.float64, requires_grad=True)
+    agg_loss(loss_mat, mask, "seq-mean-token-sum-norm", loss_scale_factor=10).backward()
+    want = loss_mat.grad.sum(dim=1).numpy() / mask.sum(dim=1).numpy() * mask.shape[0]
+    order = np.argsort(np.argsort([list(dict.fromkeys(batch.non_tensor_batch["uid"])).index(u)
+                                   for u in batch.non_tensor_batch["uid"]], kind="stable"),
+                       kind="stable")
+    got = verl_step_inputs(batch, G, "seq-mean-token-sum-norm", loss_scale_factor=10)
+    np.testing.assert_allclose(got["loss_weights"][order], want, rtol=1e-12)
+    default = verl_step_inputs(batch, G, "seq-mean-token-sum-norm")["loss_weights"]
+    assert not np.allclose(default[order], want)  # control: the default is the width, T
+
+
+@needs_verl
 def test_the_named_rule_gives_verls_own_advantages():
     batch = _step_batch(31)
     inputs = verl_step_inputs(batch, G)
@@ -198,13 +214,13 @@ def test_the_named_rule_gives_verls_own_advantages():
     assert not np.allclose(nostd, want, atol=1e-3)  # negative control: another rule
 
 
-@pytest.mark.parametrize("field", ["prompts", "responses", "response_mask",
-                                   "token_level_rewards"])
+@pytest.mark.parametrize("field", ["prompts", "responses", "attention_mask", "response_mask",
+                                   "token_level_rewards", "uid"])
 @needs_verl
 def test_a_missing_field_is_refused_naming_it(field):
     batch = _step_batch(41)
     verl_step_inputs(batch, G)  # control: the whole batch is taken
-    batch.batch.pop(field)
+    (batch.non_tensor_batch if field == "uid" else batch.batch).pop(field)
     with pytest.raises(ValueError, match=f"'{field}'"):
         verl_step_inputs(batch, G)
 
@@ -214,6 +230,8 @@ def test_bad_settings_are_refused_naming_the_parameter():
     batch = _step_batch(51)
     with pytest.raises(ValueError, match="`loss_agg_mode`"):
         verl_step_inputs(batch, G, "token-sum")
+    with pytest.raises(ValueError, match="`loss_scale_factor`"):
+        verl_step_inputs(batch, G, "seq-mean-token-sum-norm", loss_scale_factor=0.0)
     with pytest.raises(ValueError, match="group_size=3"):
         verl_step_inputs(batch, 3)
     with pytest.raises(ValueError, match="`estimator`"):

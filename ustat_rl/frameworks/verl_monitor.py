@@ -42,6 +42,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .._validation import as_float
 from .aggregation import AGGREGATIONS, aggregation_weights
 from .trainer_units import AGGREGATION_MODES
 from .verl import verl_rewards
@@ -150,8 +151,10 @@ def verl_step_inputs(batch, group_size: int, loss_agg_mode: str = "token-mean",
     if np.any(lengths < 1):
         raise ValueError(f"`response_mask` row {int(np.flatnonzero(lengths < 1)[0])} is all zero: "
                          "verl leaves such a response out of its loss")
-    horizon = responses.shape[1] if loss_scale_factor is None else loss_scale_factor
-    horizon = horizon if loss_agg_mode == "seq-mean-token-sum-norm" else None
+    horizon = None
+    if loss_agg_mode == "seq-mean-token-sum-norm":
+        horizon = responses.shape[1] if loss_scale_factor is None else \
+            as_float(loss_scale_factor, "loss_scale_factor", low=1.0)
     c = aggregation_weights(lengths[order], loss_agg_mode, horizon)
     index = torch.as_tensor(order, device=prompts.device)
     return dict(prompt_ids=prompts[index], prompt_mask=attention[index, :p],
