@@ -10,11 +10,13 @@
 * :mod:`.entry`: :class:`WindowMonitor`, the monitor any training loop calls once per step;
 * :mod:`.trl_monitor`: :class:`GroupSizeMonitor`, its adapter for TRL's ``GRPOTrainer`` (a
   callback; the ``trl`` extra);
+* :mod:`.verl_monitor`: :class:`VerlWindowMonitor`, the entry fed by verl's ``DataProto`` batches
+  (the ``verl`` extra);
 * :mod:`.demo`: a GRPO run small enough for a laptop CPU (tests, notebook 07, the benchmark);
 * :mod:`.grouped`, :mod:`.verl`, :mod:`.dumps`: grouped rewards without scores from a verl batch,
   verl's rollout dumps and TRL's completion logs; :mod:`.rewards_only`: what they say alone.
 
-Nothing here imports ``trl`` until a monitor is attached.
+Nothing here imports ``trl`` until a monitor is attached, nor ``verl`` ever.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ __all__ += ["GroupedRewards", "verl_rewards", "verl_rollouts", "read_verl_dump",
 _LAZY.update({"GroupedRewards": ".grouped", "verl_rewards": ".verl", "verl_rollouts": ".verl",
               "read_verl_dump": ".dumps", "read_trl_completions": ".dumps",
               "read_rewards": ".dumps", "rewards_report": ".rewards_only"})
+
+__all__ += ["VerlWindowMonitor", "verl_step_inputs"]
+_LAZY.update({"VerlWindowMonitor": ".verl_monitor", "verl_step_inputs": ".verl_monitor"})
 
 
 def __getattr__(name):
