@@ -136,3 +136,7 @@ def test_bad_input_names_the_parameter():
         S.jspo_exact(bandit, 4, 6)
     with pytest.raises(ValueError, match="`group_size`"):
         S.otb_exact(bandit, 1)
+    with pytest.raises(ValueError, match="`moments`"):
+        S.jspo_exact(object(), 2, 2)
+    with pytest.raises(ValueError, match="`moments`"):  # rewards in {0, 2}: not binary
+        S.jspo_exact(type(bandit)([[0.0, 1.0]], [[0.5, 0.2]], reward_values=(0.0, 2.0)), 2, 2)

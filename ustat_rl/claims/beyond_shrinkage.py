@@ -16,6 +16,7 @@ import numpy as np
 
 from ..policies.examples import small_bandit
 from ..policies.softmax import SoftmaxBandit
+from ..theory.mse import minibatch_mse
 from ..theory.shrinkage import (
     jspo_exact,
     jspo_monte_carlo,
@@ -98,7 +99,7 @@ def shrinkage_table(group_sizes, batch_sizes, spreads=SPREADS, weight=None):
           "exact MSE ratio JSPO / leave-one-out over G, B and the spread of prompt difficulty on "
           "two-prompt bandits; Monte Carlo at the losing cell")
 def check_c54_map(ctx):
-    sizes = (2, 3, 4) if ctx.quick else (2, 3, 4, 5, 6)
+    sizes = (2, 3, 4, 6, 8) if ctx.quick else (2, 3, 4, 6, 8, 12)
     table = shrinkage_table(sizes, (2, 3))
     words = "; ".join(f"B={B} G={G} spread={s:g}: {r:.3f}" for (B, G, s), r in table.items())
     alike = [table[B, G, 0.0] for B in (2, 3) for G in sizes]
@@ -160,11 +161,11 @@ def check_c54_ot(ctx):
     checks.append(_outside(f"negative control: weights ignored (group mean), G={G} B={B}",
                            bandit.exact_mse("fullmean", G, B), mc, "the same sample"))
     sizes = range(2, 6 if ctx.quick else 7)
-    star = {g: prompt_baseline_exact(bandit, g).mse for g in sizes}
-    value = bandit.moments().value
+    m = bandit.moments()
+    star = {g: minibatch_mse(m, "baseline", g, baseline=bandit.optimal_constant_baseline)
+            for g in sizes}  # C9's closed form
     gap_ot = np.array([g * abs(otb_exact(bandit, g).mse - star[g]) for g in sizes])
-    gap_v = np.array([g * abs(prompt_baseline_exact(bandit, g, baseline=value).mse - star[g])
-                      for g in sizes])
+    gap_v = np.array([g * abs(minibatch_mse(m, "oracle", g) - star[g]) for g in sizes])
     bias = np.array([g * (1.0 - otb_exact(bandit, g).mean_factor) for g in sizes])
     unbiased = np.array([g * (1.0 - prompt_baseline_exact(bandit, g).mean_factor)
                          for g in sizes])

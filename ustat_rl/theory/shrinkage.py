@@ -18,12 +18,14 @@ Two baselines that frameworks run are not U-statistics within one group (docs/th
   softmax bandit ``w_k = ||W_k||^2`` exactly, so the baseline is the plug-in form of the
   MSE-optimal ``b*(x) = E[||W||^2 Z] / E||W||^2`` (C9); it is biased at finite ``G``.
 
-Exact moments are by enumeration on a :class:`~ustat_rl.policies.softmax.SoftmaxBandit`: each
-group's ``(2K)^G`` outcomes, collected into cells (prompt, success count) -- JSPO's weights
-depend on the other groups through their success counts only, and given every group's cell
-the groups' outcomes are independent -- then every batch of ``B`` cells. Exact for
-``(2K)^G <= 10^6`` outcomes and at most :data:`MAX_BATCH_CELLS` batches of cells (for the
-two-prompt, three-action bandits of the claims: ``G <= 7`` and ``B <= 4`` at ``G = 4``).
+JSPO's exact moments (:func:`jspo_exact`) need only the moments contract of binary rewards:
+given every group's cell (prompt, success count), JSPO's weights are fixed and each group's
+advantage is a table ``a(z, m)``, so section 7's per-count summands apply, summed over the
+``(P (G + 1))^B`` batches of cells (at most :data:`MAX_BATCH_CELLS`: for two prompts, ``G <= 222``
+at ``B = 2``, ``G <= 28`` at ``B = 3``, ``G <= 9`` at ``B = 4``); exact for any number
+of actions. The optimal-token baseline weighs each response by its own score norm, not a
+function of ``(z, m)``: its moments (:func:`group_rule_exact`) enumerate the ``(2K)^G``
+outcomes of a group of a :class:`~ustat_rl.policies.softmax.SoftmaxBandit`.
 """
 
 from __future__ import annotations
@@ -33,8 +35,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scipy.stats import binom
+
 from .._validation import as_float, as_int, as_rng
 from ..advantages.registry import get_rule
+from .advantage import advantage_table, count_terms
+from .moments import PromptMoments
 
 __all__ = ["JSPO_SOURCE", "OTB_SOURCE", "JSPO_EPSILON", "OTB_EPSILON", "MAX_BATCH_CELLS",
            "ShrinkageMoments", "leave_one_out_means", "jspo_weights", "jspo_advantages",
@@ -55,6 +61,7 @@ JSPO_EPSILON = 1e-6
 OTB_EPSILON = 1e-8
 #: Largest number of batches of cells enumerated by :func:`jspo_exact`.
 MAX_BATCH_CELLS = 200_000
+_CHUNK = 4096  # batches of cells evaluated at once
 
 
 @dataclass(frozen=True)
@@ -199,59 +206,59 @@ def prompt_baseline_exact(bandit, group_size, batch_size=1, baseline=None) -> Sh
     return group_rule_exact(bandit, group_size, batch_size, lambda z, w, x: z - b[x])
 
 
-def _cells(bandit, G):
-    """Cells (prompt, success count): probability, a representative reward vector, and the
-    conditional means of ``u = (1/G) sum (z - loo) W``, ``q = (1/G) sum loo W``,
-    ``r = (1/G) sum W`` with their six second moments ``uu, uq, qq, ur, qr, rr``."""
-    lo, hi = bandit.reward_values
-    prob, rep, means, seconds = [], [], [], []
-    for p, reward, score, _ in _enumerated(bandit, G):
-        loo = leave_one_out_means(reward)
-        parts = [np.einsum("mg,mgd->md", c, score) / G
-                 for c in (reward - loo, loo, np.ones_like(loo))]
-        u, q, r = parts
-        onehot = (np.sum(reward == hi, axis=1)[:, None] == np.arange(G + 1)).astype(float)
-        pm = p @ onehot  # (G + 1,)
-        wt = onehot * p[:, None]
-        sums = np.stack([wt.T @ a for a in parts], axis=1)  # (G + 1, 3, D)
-        prods = np.stack([np.sum(a * c, axis=1)
-                          for a, c in ((u, u), (u, q), (q, q), (u, r), (q, r), (r, r))], axis=1)
-        for m in np.flatnonzero(pm > 0.0):
-            prob.append(pm[m])
-            rep.append(np.where(np.arange(G) < m, hi, lo))
-            means.append(sums[m] / pm[m])
-            seconds.append(wt[:, m] @ prods / pm[m])
-    return np.array(prob), np.array(rep), np.array(means), np.array(seconds)
-
-
-def jspo_exact(bandit, group_size, batch_size, epsilon: float = JSPO_EPSILON,
+def jspo_exact(moments, group_size, batch_size, epsilon: float = JSPO_EPSILON,
                weight=None) -> ShrinkageMoments:
     """Exact moments of JSPO's batch estimator at ``G``, ``B >= 2`` (``weight``: a fixed lambda).
 
-    With ``h_b = u_b + lambda_b (q_b - M_b r_b)`` and groups independent given their cells ``s``:
-    ``E[||g_hat||^2 | s] = (||sum_b mu_b||^2 + sum_b (E[||h_b||^2 | s] - ||mu_b||^2)) / B^2``.
+    ``moments``: a :class:`~ustat_rl.theory.moments.PromptMoments` of binary rewards (or
+    anything with a ``moments()`` method returning one). Given the cells ``s = (x_b, m_b)_b``
+    (prompt, success count) of the batch, ``lambda_b`` and ``M_b`` are fixed and the groups are
+    independent, and group ``b``'s advantage is the table ``a(z, m) = (1 - lambda_b)
+    a_loo(z, m) + lambda_b (z - M_b)``, so section 7's summands at ``M = m_b``
+    (:func:`~ustat_rl.theory.advantage.count_terms`) give ``E[h_b | s] = kappa_b g(x_b)`` and
+    ``E[||h_b||^2 | s]``; then ``E[||g_hat||^2 | s] = (sum_bc kappa_b kappa_c Gamma(x_b, x_c)
+    + sum_b (E[||h_b||^2 | s] - kappa_b^2 ||g(x_b)||^2)) / B^2``, summed over the
+    ``(P (G + 1))^B`` batches of cells.
     """
+    m = moments.moments() if hasattr(moments, "moments") else moments
     G = as_int(group_size, "group_size", 2)
     B = as_int(batch_size, "batch_size", 2)
-    prob, rep, means, sec = _cells(bandit, G)
+    if not isinstance(m, PromptMoments) or not np.allclose(m.reward_var, m.value * (1 - m.value)):
+        raise ValueError("`moments` must be the PromptMoments of binary rewards Z in {0, 1} "
+                         "(or a bandit whose moments() returns them)")
+    V = np.clip(m.value, 0.0, 1.0)
+    cell_x, cell_k = (a.ravel() for a in np.meshgrid(np.arange(len(V)), np.arange(G + 1),
+                                                      indexing="ij"))
+    prob = m.prompt_prob[cell_x] * binom.pmf(cell_k, G, V[cell_x])
+    cell_x, cell_k, prob = cell_x[prob > 0], cell_k[prob > 0], prob[prob > 0]
     C = len(prob)
     if C**B > MAX_BATCH_CELLS:
         raise ValueError(f"`batch_size` {B} gives {C}^{B} batches of cells to enumerate; at most "
                          f"{MAX_BATCH_CELLS} are allowed")
-    idx = np.array(list(itertools.product(range(C), repeat=B)))  # (N, B)
-    p = np.prod(prob[idx], axis=1)
-    lam, target = jspo_weights(rep[idx], epsilon)
-    if weight is not None:
-        lam = np.full(lam.shape, as_float(weight, "weight", low=0.0, high=1.0))
-    u, q, r = (means[idx, i] for i in range(3))  # (N, B, D)
-    mu = u + lam[..., None] * (q - target[..., None] * r)
-    s = sec[idx]  # (N, B, 6)
-    lm = lam * target
-    h2 = (s[..., 0] + 2 * lam * s[..., 1] + lam**2 * s[..., 2] - 2 * lm * s[..., 3]
-          - 2 * lam * lm * s[..., 4] + lm**2 * s[..., 5])
-    total = mu.sum(axis=1)
-    cond = (np.sum(total**2, axis=1) + np.sum(h2 - np.sum(mu**2, axis=2), axis=1)) / B**2
-    return _moments(bandit, G, B, p @ total / B, float(p @ cond))
+    loo = advantage_table("grpo", G)
+    gram = np.asarray(m.grad_gram, dtype=np.float64)
+    alpha, second_total = np.zeros(len(V)), 0.0  # E g_hat = sum_x alpha_x g(x)
+    batches = itertools.product(range(C), repeat=B)
+    while chunk := list(itertools.islice(batches, _CHUNK)):
+        idx = np.array(chunk)  # (n, B)
+        x, k, p = cell_x[idx], cell_k[idx], np.prod(prob[idx], axis=1)
+        rewards = (np.arange(G) < k[..., None]).astype(float)  # a group per cell: k successes
+        lam, target = jspo_weights(rewards, epsilon)
+        if weight is not None:
+            lam = np.full(lam.shape, as_float(weight, "weight", low=0.0, high=1.0))
+        a1 = (1.0 - lam) * loo.success[k] + lam * (1.0 - target)
+        a0 = (1.0 - lam) * loo.failure[k] - lam * target
+        mean, w1, w0, wg = count_terms(V[x], k, a1, a0, G)
+        kappa = mean / G  # E[h_b | s] = kappa_b g(x_b)
+        second = (w1 * m.score_sq_reward[x] + w0 * (m.score_sq - m.score_sq_reward)[x]
+                  + wg * m.grad_sq[x]) / G**2
+        cross = np.einsum("nb,nc,nbc->n", kappa, kappa, gram[x[:, :, None], x[:, None, :]])
+        second_total += p @ (cross + np.sum(second - kappa**2 * m.grad_sq[x], axis=1)) / B**2
+        np.add.at(alpha, x.ravel(), np.repeat(p, B) * kappa.ravel() / B)
+    f = m.prompt_prob
+    target_sq, along = f @ gram @ f, alpha @ gram @ f
+    return ShrinkageMoments(float(along / target_sq), float((alpha - f) @ gram @ (alpha - f)),
+                            float(second_total - 2.0 * along + target_sq), G, B)
 
 
 @dataclass(frozen=True)
