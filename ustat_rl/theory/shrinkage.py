@@ -34,7 +34,6 @@ import itertools
 from dataclasses import dataclass
 
 import numpy as np
-
 from scipy.stats import binom
 
 from .._validation import as_float, as_int, as_rng
@@ -46,7 +45,7 @@ __all__ = ["JSPO_SOURCE", "OTB_SOURCE", "JSPO_EPSILON", "OTB_EPSILON", "MAX_BATC
            "ShrinkageMoments", "leave_one_out_means", "jspo_weights", "jspo_advantages",
            "score_weighted_advantages", "squared_score_norms", "jspo_exact",
            "group_rule_exact", "otb_exact", "prompt_baseline_exact", "jspo_monte_carlo",
-           "otb_monte_carlo"]
+           "otb_monte_carlo", "MonteCarloMoments"]
 
 #: (repository, path, commit, function) of JSPO's advantage, read at that commit.
 JSPO_SOURCE = ("guanning03/JSPO-Official", "code/verl/trainer/ppo/core_algos.py",
