@@ -195,6 +195,20 @@ def all_equal_probability(value, group_size) -> np.ndarray:
     return V**G + (1.0 - V) ** G
 
 
+def count_terms(V, k, a1, a0, G):
+    """The summands of section 7 at ``M = k`` (broadcast over arrays), before ``P(M = k)``:
+    ``(mean, w1, w0, wg)`` with ``E[g_hat | M = k] = mean g(x) / G`` and
+    ``E[||g_hat||^2 | M = k] = (w1 E[||W||^2 Z] + w0 E[||W||^2 (1 - Z)] + wg ||g(x)||^2) / G^2``,
+    for the advantages ``a1 = a(1, k)`` and ``a0 = a(0, k)``."""
+    has1, has0 = V > 0, V < 1
+    inv1 = np.where(has1, 1.0 / np.where(has1, V, 1.0), 0.0)  # 1/V where V > 0
+    inv0 = np.where(has0, 1.0 / np.where(has0, 1.0 - V, 1.0), 0.0)
+    mean = k * a1 * inv1 - (G - k) * a0 * inv0
+    wg = (k * (k - 1) * a1**2 * inv1**2 + (G - k) * (G - k - 1) * a0**2 * inv0**2
+          - 2.0 * k * (G - k) * a1 * a0 * inv1 * inv0)
+    return mean, k * a1**2 * inv1, (G - k) * a0**2 * inv0, wg
+
+
 def _moment_terms(m: PromptMoments, table: AdvantageTable):
     """``(c(x), E||g_hat(x)||^2)`` for every prompt: the O(G) sums of section 7."""
     G = table.group_size
@@ -206,18 +220,11 @@ def _moment_terms(m: PromptMoments, table: AdvantageTable):
     V = distinct[:, None]  # (u, 1)
     k = np.arange(G + 1)[None, :]  # (1, G+1)
     pmf = binom.pmf(k, G, V)  # (u, G+1)
-    a1, a0 = table.success[None, :], table.failure[None, :]
-    has1, has0 = V > 0, V < 1
-    inv1 = np.where(has1, 1.0 / np.where(has1, V, 1.0), 0.0)  # 1/V where V > 0
-    inv0 = np.where(has0, 1.0 / np.where(has0, 1.0 - V, 1.0), 0.0)
-    mean_factor = np.sum(pmf * (k * a1 * inv1 - (G - k) * a0 * inv0), axis=1) / G
-    w1 = np.sum(pmf * k * a1**2 * inv1, axis=1)  # weight of E[||W||^2 Z]
-    w0 = np.sum(pmf * (G - k) * a0**2 * inv0, axis=1)  # of E[||W||^2 (1 - Z)]
-    wg = np.sum(pmf * (k * (k - 1) * a1**2 * inv1**2 + (G - k) * (G - k - 1) * a0**2 * inv0**2
-                       - 2.0 * k * (G - k) * a1 * a0 * inv1 * inv0), axis=1)  # of ||g(x)||^2
+    terms = count_terms(V, k, table.success[None, :], table.failure[None, :], G)
+    mean_factor, w1, w0, wg = (np.sum(pmf * t, axis=1) for t in terms)
     second = (w1[index] * m.score_sq_reward + w0[index] * (m.score_sq - m.score_sq_reward)
               + wg[index] * m.grad_sq)
-    return mean_factor[index], second / G**2
+    return mean_factor[index] / G, second / G**2
 
 
 @renamed_keywords(advantage="estimator")
