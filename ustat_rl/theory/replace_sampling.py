@@ -37,7 +37,7 @@ from .moments import PromptMoments
 
 __all__ = ["MIN_REPLACE_RATIO", "MAX_SAMPLE_BATCHES", "PROVENANCE", "ReplaceBatch", "ReplaceCost",
            "replace_threshold", "replace_probability", "multiplicity_law", "merged_table",
-           "replace_batch_moments", "replace_generation_cost"]
+           "replace_batch_moments", "replace_generation_cost", "replace_cost_at_keep_probability"]
 
 #: SkyRL's defaults (skyrl/train/config/config.py, DynamicSamplingConfig, commit a956457).
 MIN_REPLACE_RATIO, MAX_SAMPLE_BATCHES = 0.3, 30
@@ -278,9 +278,18 @@ def replace_generation_cost(value, group_size, batch_size, min_replace_ratio=MIN
     1.454545
     """
     G = as_int(group_size, "group_size", 2, MIN_GROUP_REASON)
+    return replace_cost_at_keep_probability(keep_probability(value, G, prompt_prob, "verl"), G,
+                                            batch_size, min_replace_ratio, max_sample_batches)
+
+
+def replace_cost_at_keep_probability(keep_prob, group_size, batch_size,
+                                     min_replace_ratio=MIN_REPLACE_RATIO,
+                                     max_sample_batches=0) -> ReplaceCost:
+    """:func:`replace_generation_cost` from ``r`` itself (prompts i.i.d.: nothing else enters)."""
+    r = as_float(keep_prob, "keep_prob", low=0.0, high=1.0)
+    G = as_int(group_size, "group_size", 2, MIN_GROUP_REASON)
     B = as_int(batch_size, "batch_size", 1)
     K = as_int(max_sample_batches, "max_sample_batches", 0, "(0 for no cap, as SkyRL reads -1)")
-    r = keep_probability(value, G, prompt_prob, "verl")
     pi = replace_probability(r, B, min_replace_ratio)
     batches, capped = expected_gen_batches(pi, 1, 1, K)
     return ReplaceCost(r, pi, B, K, batches, capped, G * B * batches)
