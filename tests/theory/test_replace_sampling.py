@@ -24,8 +24,12 @@ from ustat_rl.montecarlo.replace_sampling import simulate_replace_sampling
 from ustat_rl.policies.examples import known_value_bandit
 from ustat_rl.theory.dynamic_sampling import filtered_batch_moments
 from ustat_rl.theory.replace_sampling import (
-    multiplicity_law, replace_batch_moments, replace_generation_cost, replace_probability,
-    replace_threshold)
+    multiplicity_law,
+    replace_batch_moments,
+    replace_generation_cost,
+    replace_probability,
+    replace_threshold,
+)
 from ustat_rl.tolerances import Z_CHECK
 
 N_REPS = 8_000

@@ -44,8 +44,7 @@ from .trainer_units import (
     units_note,
 )
 from .trajectory import append_record
-from .window import (Batch, batch_problem, check_keep, observed_all_equal, skipped_record,
-                     window_record)
+from .window import Batch, batch_problem, ds_rule, observed_all_equal, skipped_record, window_record
 
 __all__ = ["WindowMonitor", "combined_rewards"]
 
@@ -203,7 +202,7 @@ class WindowMonitor:
             check_output(self.save_rollouts, "save_rollouts", kind="folder")
             self.save_rollouts.mkdir(parents=True, exist_ok=True)
         self.process_group, self.name = process_group, str(name)
-        self.keep_rule = check_keep(keep_rule)
+        self.keep_rule = ds_rule(keep_rule)
         #: Every window's record, oldest first.
         self.records: list[dict] = []
         self._batches: deque = deque(maxlen=self.pool)

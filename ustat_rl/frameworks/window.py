@@ -320,7 +320,7 @@ def _dynamic_sampling(all_equal: float, G: int, budget: int) -> dict:
     return dict(ds_keep_prob=keep, ds_gen_batches=cost.expected_gen_batches)
 
 
-def check_keep(keep_rule):
+def ds_rule(keep_rule):
     """``keep_rule`` as a checked :class:`~ustat_rl.theory.keep_rules.KeepRule` (a name of
     ``KEEP_RULES`` or a rule), or ``None`` for none (verl's filter without the MSE)."""
     from ..theory.keep_rules import get_keep_rule

@@ -19,7 +19,11 @@ from .._validation import as_float
 from ..formatting import json_ready
 from ..theory.advantage import binary_projection
 from ..theory.replace_sampling import (
-    MIN_REPLACE_RATIO, multiplicity_law, replace_batch_moments, replace_cost_at_keep_probability)
+    MIN_REPLACE_RATIO,
+    multiplicity_law,
+    replace_batch_moments,
+    replace_cost_at_keep_probability,
+)
 
 __all__ = ["ReplaceReport", "replace_sampling_report", "pilot_replace_sampling"]
 
