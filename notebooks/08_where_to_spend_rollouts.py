@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -229,3 +231,83 @@ ax.set_xlabel("group size G")
 ax.set_ylabel(f"exact MSE at N = {budget}")
 ax.legend(fontsize=8)
 fig.tight_layout()
+
+# %% [markdown]
+# ## Other frameworks' group filters, and POLARIS's replace (beyond the paper)
+#
+# With binary rewards every framework's filter is a rule keep$(k, G)$ on a group's success count
+# $k$ (`ustat_rl.theory.keep_rules`, docs/conventions.md "Dynamic-sampling group filters"):
+# verl's and slime's standard deviations and OpenRLHF's default mean range keep $0 < k < G$;
+# ROLL's `difficulty_mask` keeps $0.1\,G < k < 0.95\,G$, so from $G = 10$ it also drops the
+# groups with one success, and from $G = 20$ those with one failure. The keep probability
+# $r = \sum_{k \text{ kept}} \mathrm{Binomial}(G, p)(k)$ at one prompt (C55 checks the kept
+# batches against each framework's loop).
+
+# %%
+from ustat_rl.theory.dynamic_sampling import keep_probability
+from ustat_rl.theory.keep_rules import KEEP_RULES
+
+grid = np.linspace(0.01, 0.99, 99)
+fig, axes = plt.subplots(1, 3, figsize=(10, 3.2), sharey=True)
+for ax, G in zip(axes, (4, 10, 20)):
+    for name, style in zip(KEEP_RULES, ("-", "--", ":", "-.")):
+        ax.plot(grid, [keep_probability(p, G, keep_rule=name) for p in grid], style,
+                label=name)
+    ax.set_title(f"G = {G}")
+    ax.set_xlabel("success rate p")
+axes[0].set_ylabel("keep probability r")
+axes[0].legend(fontsize=8)
+fig.tight_layout()
+
+# %% [markdown]
+# SkyRL's POLARIS `replace` is not a keep rule: a batch of $B$ prompts is used when more than
+# $0.3\,B$ of its groups have a spread, its other groups overwritten by copies of those, else it
+# is redrawn (docs/theory.md section 7, "POLARIS's replace"). The copies keep the batch at $B$
+# groups but are perfectly correlated with their sources, so at the same $B$ the replaced batch
+# has a larger variance than verl's refilled one, and fewer batches per step. Here, the ten
+# prompts above at $G = 4$.
+
+# %%
+from ustat_rl.theory.replace_sampling import replace_batch_moments, replace_generation_cost
+
+for B in (4, 16, 64):
+    polaris = replace_batch_moments(ds_moments, "grpo", 4, B)
+    verl = filtered_batch_moments(ds_moments, "grpo", 4, B)
+    cost = replace_generation_cost(ds_moments.value, 4, B)
+    refill = generation_cost(ds_moments.value, 4, B)
+    print(f"B = {B:2d}: P(batch used) = {polaris.replace_prob:.3f}, batches per step "
+          f"{cost.expected_gen_batches:.2f} (verl {refill.expected_gen_batches:.2f}); MSE "
+          f"{polaris.mse:.3g} (verl {verl.mse:.3g}), variance {polaris.variance:.3g} "
+          f"(verl {verl.variance:.3g})")
+
+# %% [markdown]
+# ## From the logs alone: `ustat-rl logs`
+#
+# TRL's `trainer_state.json` logs each step's mean reward and the fraction of groups whose
+# rewards are all equal (`frac_reward_zero_std`) at the run's $G_0$. Those two numbers bound the
+# all-equal fraction (the dynamic-sampling waste) at any other $G$, never fix it
+# (docs/theory.md "Training logs alone", checked by C56). A small synthetic log: 30 steps of 32
+# groups of $G_0 = 8$, success rates from a Beta law; `ustat-rl logs trainer_state.json
+# --group-size 8` prints the same report.
+
+# %%
+import json
+import tempfile
+from pathlib import Path
+
+from ustat_rl.frameworks.logs import read_trainer_state
+from ustat_rl.frameworks.logs_report import format_logs_report, logs_report
+
+log_rng = np.random.default_rng(0)
+entries = []
+for step in range(1, 31):
+    p = log_rng.beta(0.6, 0.9, size=32)
+    r = (log_rng.random((32, 8)) < p[:, None]).astype(float)
+    entries.append({"step": step, "reward": r.mean(), "reward_std": r.std(ddof=1),
+                    "frac_reward_zero_std": np.mean(r.std(axis=1) == 0), "grad_norm": 0.5,
+                    "rewards/accuracy/mean": r.mean()})
+with tempfile.TemporaryDirectory() as folder:
+    state = Path(folder) / "trainer_state.json"
+    state.write_text(json.dumps({"logging_steps": 1, "log_history": entries}))
+    history = read_trainer_state(state)
+print(format_logs_report(logs_report(history, 8, window=10, group_sizes=(2, 16))))

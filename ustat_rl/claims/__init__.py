@@ -13,8 +13,8 @@ of them. Each registers its claims with :func:`register`; they are imported on f
 * :mod:`.paper_practical`: Appendix A (C24-C27);
 * :mod:`.paper_pilot`: the constants of Theorem 7 from a pilot sample (C31, C32);
 * :mod:`.beyond_allocation` (C40-C42), :mod:`.beyond_routes` (C43, C44),
-  :mod:`.beyond_frameworks` (C45, C46, C51, C52), :mod:`.beyond_monitor` (C47-C49, C53),
-  :mod:`.beyond_advice` (C50) and :mod:`.beyond_shrinkage` (C54).
+  :mod:`.beyond_frameworks` (C45, C46, C51, C52, C55, C56), :mod:`.beyond_monitor` (C47-C49,
+  C53), :mod:`.beyond_advice` (C50) and :mod:`.beyond_shrinkage` (C54).
 """
 
 from __future__ import annotations

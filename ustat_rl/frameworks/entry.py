@@ -43,7 +43,7 @@ from .trainer_units import (
     units_note,
 )
 from .trajectory import append_record
-from .window import Batch, batch_problem, observed_all_equal, skipped_record, window_record
+from .window import Batch, batch_problem, ds_rule, observed_all_equal, skipped_record, window_record
 
 __all__ = ["WindowMonitor", "combined_rewards"]
 
@@ -98,12 +98,10 @@ class WindowMonitor:
         ``G``, completions per prompt (``num_generations``); each group's rows are contiguous.
     every : int
         Estimate at the first step at or after every ``every``-th (the first step included).
-    sketch_dim, sketch_blocks, seed, kind, dtype : sketch settings
+    sketch_dim, sketch_blocks, seed, kind, dtype, temperature : sketch settings
         ``k`` columns of the factored sketch in ``sketch_blocks`` blocks (default 16, or
-        ``sketch_dim`` if smaller), the projection's seed, law and precision
-        (:class:`~ustat_rl.scores.spec.SketchSpec`), fixed for the whole run.
-    temperature : float
-        The policy's sampling temperature (the scores are of the tempered policy).
+        ``sketch_dim`` if smaller), the projection's seed, law and precision, and the policy's
+        sampling temperature (:class:`~ustat_rl.scores.spec.SketchSpec`), fixed for the run.
     pool : int
         Generation batches pooled into one window (the newest last).
     level : float
@@ -119,10 +117,8 @@ class WindowMonitor:
         The loss aggregation, a key of :data:`~ustat_rl.frameworks.trainer_units.LOSS_WEIGHTS`
         (TRL's ``loss_type`` names): each completion's score is weighted as that loss's gradient
         weights it. ``None``: pass ``loss_weights`` to :meth:`step`, or the paper's units.
-    max_completion_length : int, optional
-        Needed for ``loss_type="dr_grpo"``.
-    epsilon_high : float
-        The upper clipping value (``cispo``'s factor at ratio 1).
+    max_completion_length, epsilon_high : int (optional), float
+        The length ``loss_type="dr_grpo"`` needs; the upper clip (``cispo``'s factor at ratio 1).
     units : str, optional
         The record's ``units`` note (default: from ``loss_type``).
     trajectory : path-like, optional
@@ -130,16 +126,16 @@ class WindowMonitor:
         :attr:`records` only.
     save_rollouts : path-like, optional
         A folder for each window's pooled rollouts (``window_<step>.npz``, ``ustat-rl gstar``).
-    chunk_size : int
-        Completions per sketched backward pass.
-    pad_token_id : int
-        The token that pads the concatenated prompt and completion rows (masked out).
+    chunk_size, pad_token_id : int
+        Completions per sketched backward pass; the token padding the prompt and completion rows.
     process_group : torch.distributed.ProcessGroup, optional
         The data-parallel group whose rows form one batch (default: the world when
         ``torch.distributed`` is initialised, else this process alone).
     model : torch.nn.Module, optional
         Announces at construction the parameters the sketch follows by its slow fallback
         (otherwise announced at the first window).
+    keep_rule : str, optional
+        A dynamic-sampling keep rule: the records' ``ds_*`` figures under it (``window_record``).
 
     Examples
     --------
@@ -164,7 +160,7 @@ class WindowMonitor:
                  loss_type=None, max_completion_length=None, epsilon_high=0.2, units=None,
                  trajectory=None, save_rollouts=None, chunk_size=16, kind="gaussian", dtype=None,
                  temperature=1.0, pad_token_id=0, process_group=None, model=None,
-                 name="WindowMonitor"):
+                 name="WindowMonitor", keep_rule=None):
         self.group_size = as_int(group_size, "group_size", 1)
         self.every = as_int(every, "every", 1)
         self.pool = as_int(pool, "pool", 1)
@@ -205,6 +201,7 @@ class WindowMonitor:
             check_output(self.save_rollouts, "save_rollouts", kind="folder")
             self.save_rollouts.mkdir(parents=True, exist_ok=True)
         self.process_group, self.name = process_group, str(name)
+        self.keep_rule = ds_rule(keep_rule)
         #: Every window's record, oldest first.
         self.records: list[dict] = []
         self._batches: deque = deque(maxlen=self.pool)
@@ -359,7 +356,8 @@ class WindowMonitor:
             units = self.units if loss_weights is None or self.units is not None else \
                 "trainer (per-completion loss weights given by the loop)"
             record, rollouts = window_record(batches, self._meta(model), reward.size, self.level,
-                                             self.rule, self.rule_source, units, weights)
+                                             self.rule, self.rule_source, units, weights,
+                                             self.keep_rule)
         except Exception as exc:  # a window that fails must not stop the run
             return self._skipped(step, f"{type(exc).__name__}: "
                                        f"{str(exc).splitlines()[0] if str(exc) else ''}", reward)

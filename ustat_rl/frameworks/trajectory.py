@@ -66,11 +66,13 @@ TRAJECTORY_FIELDS = (
     "units",              # optional: which gradient the estimates are of, and how exactly
     "ds_keep_prob",       # optional: chance a group is not all-equal at the run's G (binary)
     "ds_gen_batches",     # optional: generation batches per step under dynamic sampling
+    "ds_keep_rule",       # optional: the keep rule of ds_* when one was asked for (else verl's)
+    "ds_filtered_mse",    # optional: GRPO's kept-batch MSE under ds_keep_rule (point estimate)
 )
 
 #: Fields a record may omit (read and written as ``null``).
 OPTIONAL_FIELDS = ("gstar_errors", "var_run", "run_estimator", "units", "ds_keep_prob",
-                   "ds_gen_batches")
+                   "ds_gen_batches", "ds_keep_rule", "ds_filtered_mse")
 
 #: What ``gstar_errors`` holds: :func:`ustat_rl.pilot.uncertainty.fieller_gstar`'s inputs besides
 #: the estimates of ``c1``, ``c3'`` and the record's ``n_prompts`` (``sketch_units`` ``null``
@@ -186,7 +188,10 @@ def _restored(raw: dict) -> dict:
                 raise ValueError(f"`{name}` is reversed: low {low:g} > high {high:g}")
     for name in ("level", "mse_gstar", "mse_best", "all_equal_predicted", "all_equal_observed"):
         record[name] = _number(record[name], name)
-    for name in ("ds_keep_prob", "ds_gen_batches"):
+    if record["ds_keep_rule"] is not None and not isinstance(record["ds_keep_rule"], str):
+        raise ValueError(f"`ds_keep_rule` must be a rule name or null, got "
+                         f"{record['ds_keep_rule']!r}")
+    for name in ("ds_keep_prob", "ds_gen_batches", "ds_filtered_mse"):
         if record[name] is not None:
             record[name] = _number(record[name], name)
     if record["gstar_errors"] is not None:

@@ -93,8 +93,8 @@ __all__ = ["GroupSizeMonitor", "run_rule", "LOGGED"]
 
 #: Record fields written to the trainer's metrics, as ``ustat/<field>``.
 LOGGED = ("gstar", "c1", "c2", "c3", "mse_run", "var_run", "mse_gstar", "grpo_beats_vanilla",
-          "ds_keep_prob", "ds_gen_batches", "all_equal_predicted", "all_equal_observed",
-          "recommended_group_size")
+          "ds_keep_prob", "ds_gen_batches", "ds_filtered_mse", "all_equal_predicted",
+          "all_equal_observed", "recommended_group_size")
 
 _SCALE_RULES = {"group": "trl_group", True: "trl_group", "batch": "trl_batch",
                 "none": "trl_none", False: "trl_none"}
@@ -164,11 +164,15 @@ class GroupSizeMonitor(TrainerCallback):
     kind : {"gaussian", "rademacher"}
     dtype : torch.dtype, optional
         Precision of the projection (default: the model's).
+    keep_rule : str, optional
+        A dynamic-sampling keep rule (``verl``, ``slime``, ``openrlhf``, ``roll``; beyond the
+        paper): ``ds_*`` under it and ``ds_filtered_mse`` (:class:`WindowMonitor`'s).
     """
 
     def __init__(self, trainer, every: int = 50, sketch_dim: int = 256, sketch_blocks=None,
                  pool: int = 4, level: float = 0.9, seed: int = 0, trajectory=None,
-                 save_rollouts=None, chunk_size: int = 16, kind: str = "gaussian", dtype=None):
+                 save_rollouts=None, chunk_size: int = 16, kind: str = "gaussian", dtype=None,
+                 keep_rule=None):
         import trl
 
         check_trl_version(getattr(trl, "__version__", "unknown"))
@@ -203,7 +207,7 @@ class GroupSizeMonitor(TrainerCallback):
             else trajectory, save_rollouts=save_rollouts, chunk_size=chunk_size, kind=kind,
             dtype=dtype, temperature=float(getattr(args, "temperature", 1.0) or 1.0),
             pad_token_id=int(getattr(trainer, "pad_token_id", None) or 0),
-            model=self._model(), name="GroupSizeMonitor")
+            model=self._model(), name="GroupSizeMonitor", keep_rule=keep_rule)
         self._rewards: list = [None] * len(trainer.reward_funcs)
         self._wrap_rewards(trainer)
         self._wrap_generation(trainer)

@@ -214,7 +214,8 @@ def window_noise(batches, estimator, level: float, weights=None, column_group=No
 
 
 def window_record(batches, meta: dict, budget, level: float, rule, rule_source: str,
-                  units: str | None = None, weights=None) -> tuple[dict, Rollouts]:
+                  units: str | None = None, weights=None,
+                  keep_rule=None) -> tuple[dict, Rollouts]:
     """The trajectory record of a window pooling ``batches`` (oldest first), and its rollouts.
 
     Parameters
@@ -234,6 +235,11 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
         The trainer option it was read from, in words.
     weights : array_like (K,), optional
         The reward functions' weights, for a multi-reward ``rule``.
+    keep_rule : str or KeepRule, optional
+        A dynamic-sampling keep rule (:data:`~ustat_rl.theory.keep_rules.KEEP_RULES`; beyond the
+        paper): ``ds_keep_prob`` and ``ds_gen_batches`` are then under that rule and the record
+        adds ``ds_keep_rule`` and ``ds_filtered_mse`` (:func:`_keep_rule_figures`); ``None``:
+        verl's all-equal filter, without the MSE.
 
     Notes
     -----
@@ -290,7 +296,8 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
                                                    ["estimate"])),
         grpo_beats_vanilla=None if run is None else bool(G not in report.grpo_loses),
         all_equal_predicted=predicted,
-        **_dynamic_sampling(predicted, G, budget),
+        **(_dynamic_sampling(predicted, G, budget) if keep_rule is None
+           else _keep_rule_figures(batches, rollouts, G, budget, keep_rule)),
         all_equal_observed=observed_all_equal(batches[-1].reward, G),
         gstar_errors=gstar_errors_of(report), units=units)
     return record, rollouts
@@ -311,3 +318,47 @@ def _dynamic_sampling(all_equal: float, G: int, budget: int) -> dict:
     keep = 1.0 - all_equal
     cost = cost_at_keep_probability(keep, G, budget // G)
     return dict(ds_keep_prob=keep, ds_gen_batches=cost.expected_gen_batches)
+
+
+def ds_rule(keep_rule):
+    """``keep_rule`` as a checked :class:`~ustat_rl.theory.keep_rules.KeepRule` (a name of
+    ``KEEP_RULES`` or a rule), or ``None`` for none (verl's filter without the MSE)."""
+    from ..theory.keep_rules import get_keep_rule
+
+    return None if keep_rule is None else get_keep_rule(keep_rule)
+
+
+def _keep_rule_figures(batches, rollouts: Rollouts, G: int, budget: int, keep_rule) -> dict:
+    """A keep rule's figures at the run's ``G`` (binary rewards; ``None`` where they do not apply).
+
+    ``ds_keep_prob``: the fraction of the groups of the batches before the newest that the rule
+    keeps, unbiased for ``r`` (each group has exactly ``G`` samples; for verl's rule it is
+    ``1 - all_equal_predicted``); ``ds_gen_batches``: verl's loop at that ``r`` with ``b = B``;
+    ``ds_filtered_mse``: GRPO's kept batch of ``B = N/G`` groups
+    (:func:`~ustat_rl.theory.dynamic_sampling.filtered_batch_moments`) at the window's moments
+    made binary, a point estimate biased like a plug-in ``r``.
+    """
+    from ..pilot.estimate import estimate_moments, pilot_statistics
+    from ..theory.advantage import binary_projection
+    from ..theory.dynamic_sampling import filtered_batch_moments
+    from ..theory.keep_rules import get_keep_rule, keep_mask
+
+    rule = get_keep_rule(keep_rule)
+    out = dict(ds_keep_rule=rule.name, ds_keep_prob=None, ds_gen_batches=None,
+               ds_filtered_mse=None)
+    earlier = [b.reward for b in batches[:-1]]
+    binary = bool(np.all((rollouts.reward == 0.0) | (rollouts.reward == 1.0)))
+    if not binary or budget % G:
+        return out
+    if earlier:
+        k = np.rint(np.concatenate(earlier).reshape(-1, G).sum(axis=1)).astype(np.int64)
+        keep = float(np.mean(keep_mask(rule, G)[k]))
+        cost = cost_at_keep_probability(keep, G, budget // G)
+        out.update(ds_keep_prob=keep, ds_gen_batches=cost.expected_gen_batches)
+    try:
+        moments = binary_projection(estimate_moments(pilot_statistics(rollouts)))
+        out["ds_filtered_mse"] = float(filtered_batch_moments(moments, "grpo", G, budget // G,
+                                                              rule).mse)
+    except ValueError:  # the rule keeps no group at the window's success rates
+        pass
+    return out

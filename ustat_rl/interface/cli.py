@@ -214,7 +214,8 @@ def _gstar(args) -> int:
     from ..pilot.rollouts import check_rollouts_path
 
     if args.trajectory is not None:
-        if args.dynamic_sampling or args.max_gen_batches is not None or args.keep_rule:
+        if (args.dynamic_sampling or args.max_gen_batches is not None or args.keep_rule
+                or args.replace_ratio is not None):
             print("ustat-rl gstar: error: `--dynamic-sampling` needs a pilot rollouts file, not "
                   "--trajectory", file=sys.stderr)
             return 2
@@ -241,6 +242,11 @@ def _gstar(args) -> int:
 
             filtered = pilot_dynamic_sampling(rollouts, args.budget, max_gen_batches,
                                               args.keep_rule)
+        replaced = None
+        if args.replace_ratio is not None:
+            from ..pilot.replace_sampling import pilot_replace_sampling
+
+            replaced = pilot_replace_sampling(rollouts, filtered, args.replace_ratio)
         report = gstar_report(rollouts, args.budget, args.estimator or "grpo", args.level)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
         print(f"ustat-rl gstar: error: {exc}", file=sys.stderr)
@@ -250,6 +256,9 @@ def _gstar(args) -> int:
     if filtered is not None:
         print("\n" + dynamic_sampling_cli.format_dynamic_sampling(filtered))
         payload["dynamic_sampling"] = filtered.to_dict()
+    if replaced is not None:
+        print("\n" + dynamic_sampling_cli.format_replace_sampling(replaced))
+        payload["replace_sampling"] = replaced.to_dict()
 
     def figure():  # matplotlib is loaded only when --plot asks for a figure
         from .plotting_pilot import plot_gstar_report

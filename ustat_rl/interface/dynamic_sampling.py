@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from ..formatting import format_number
 
-__all__ = ["HELP", "add_arguments", "check_arguments", "format_dynamic_sampling"]
+__all__ = ["HELP", "add_arguments", "check_arguments", "format_dynamic_sampling",
+           "format_replace_sampling"]
 
 #: The --dynamic-sampling help: what is reported, for which rule, and the plug-in bias.
 HELP = ("also report DAPO's dynamic sampling as verl runs it (algorithm.filter_groups: groups "
@@ -45,6 +46,14 @@ def add_arguments(parser) -> None:
                              "as a function of the success count k of G: verl (default; std > 0), "
                              "slime (std > 1e-6), openrlhf (0 < k/G < 1), roll (ROLL's "
                              "difficulty_mask, 0.1 < k/G < 0.95); docs/theory.md section 7")
+    parser.add_argument("--replace-ratio", type=float, default=None, metavar="RHO",
+                        help="with --dynamic-sampling (beyond the paper): also report SkyRL's "
+                             "POLARIS replace (dynamic_sampling.type replace, min_replace_ratio "
+                             "RHO; SkyRL's default 0.3): a batch of B prompts whose groups with "
+                             "rewards not all equal number more than RHO B is used, its other "
+                             "groups overwritten by copies of those; else it is redrawn. Not a "
+                             "keep rule (the copies are not independent groups): its own section; "
+                             "--max-gen-batches is then also SkyRL's max_sample_batches")
     parser.add_argument("--max-gen-batches", type=int, default=None, metavar="K",
                         help="with --dynamic-sampling: verl's algorithm.max_num_gen_batches, "
                              "the generation batches after which a step without B kept groups "
@@ -58,6 +67,12 @@ def check_arguments(args) -> int:
         raise ValueError("`--max-gen-batches` applies only with --dynamic-sampling")
     if getattr(args, "keep_rule", None) is not None and not args.dynamic_sampling:
         raise ValueError("`--keep-rule` applies only with --dynamic-sampling")
+    ratio = getattr(args, "replace_ratio", None)
+    if ratio is not None and not args.dynamic_sampling:
+        raise ValueError("`--replace-ratio` applies only with --dynamic-sampling")
+    if ratio is not None and not 0.0 <= ratio < 1.0:
+        raise ValueError(f"`--replace-ratio` must lie in [0, 1) (at 1 no batch is ever used), "
+                         f"got {ratio:g}")
     if K is not None and K < 1:
         raise ValueError(f"`--max-gen-batches` must be an integer >= 1 (omit it for no cap), "
                          f"got {K}")
@@ -172,4 +187,36 @@ def format_dynamic_sampling(report) -> str:
                      "enters polynomials of degree G and they are biased like r; their "
                      "'unfiltered' column is the same computation without the filter: where it "
                      "differs from the unbiased predicted minibatch MSE of GRPO (C6), trust C6")
+    return "\n".join(lines)
+
+
+def format_replace_sampling(report) -> str:
+    """The plain-text section of ``--replace-ratio`` (a :class:`~ustat_rl.pilot.replace_sampling.ReplaceReport`)."""
+    K = report.max_sample_batches
+    lines = [f"POLARIS replace as SkyRL runs it (min_replace_ratio {report.min_replace_ratio:g}, "
+             + (f"cap K = {K} batches" if K else "no cap") + "; beyond the paper):",
+             f"  {'G':>5} {'B':>6} {'r':>8} {'P(used)':>8} {'batches':>9} {'rollouts':>10}"
+             + (f" {'P(cap)':>8}" if K else "") + f" {'copies':>7}"
+             + (f" {'bias^2':>11} {'MSE':>11}" if report.mse is not None else "")]
+    for i, G in enumerate(report.group_sizes):
+        copies = report.expected_copies[i]
+        row = (f"  {G:>5} {report.batch_sizes[i]:>6} {_fmt(report.keep_prob[i]):>8} "
+               f"{_fmt(report.replace_prob[i]):>8} {_fmt(report.expected_gen_batches[i]):>9} "
+               f"{_fmt(report.expected_rollouts[i]):>10}")
+        if K:
+            row += f" {_fmt(report.cap_probability[i]):>8}"
+        row += f" {'-' if copies is None else _fmt(copies):>7}"
+        if report.mse is not None:
+            row += "".join(f" {'-' if v is None else _mse(v):>11}"
+                           for v in (report.bias_sq[i], report.mse[i]))
+        lines.append(row)
+    lines.append("P(used): the chance a batch has more than min_replace_ratio B groups with rewards "
+                 "not all equal (std > 0), else SkyRL redraws it; copies: E[groups overwritten "
+                 "by copies | used]; batches and rollouts = G B E[batches] per step"
+                 + ("; P(cap): SkyRL raises after K batches" if K else ""))
+    if report.mse is not None:
+        lines.append("note: GRPO (leave-one-out) on the replaced batch, copies merged with their "
+                     "source by prompt id as SkyRL computes advantages; point estimates at the "
+                     "pilot's moments made binary (biased like the plug-in r), no interval; a "
+                     "value that is not positive is shown as <= 0")
     return "\n".join(lines)

@@ -123,6 +123,11 @@ def run(args) -> int:
 
             filtered = rewards_dynamic_sampling(table.reward, table.groups()[1], args.budget,
                                                 max_gen_batches, keep_rule=args.keep_rule)
+        replaced = None
+        if args.replace_ratio is not None:
+            from ..pilot.replace_sampling import replace_sampling_report
+
+            replaced = replace_sampling_report(filtered, args.replace_ratio)
         report = rewards_report(table, args.budget, args.rule, allocation_step=args.step)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
         print(f"ustat-rl rewards: error: {str(exc).splitlines()[0]}", file=sys.stderr)
@@ -132,5 +137,8 @@ def run(args) -> int:
     if filtered is not None:
         print("\n" + dynamic_sampling_cli.format_dynamic_sampling(filtered))
         payload["dynamic_sampling"] = filtered.to_dict()
+    if replaced is not None:
+        print("\n" + dynamic_sampling_cli.format_replace_sampling(replaced))
+        payload["replace_sampling"] = replaced.to_dict()
     write_report_outputs(payload, None, args.json, None)
     return 0

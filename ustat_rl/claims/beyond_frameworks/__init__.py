@@ -1,8 +1,12 @@
-"""Beyond the paper: the frameworks' conventions and logs (docs/theory.md C45, C46, C51, C52).
+"""Beyond the paper: the frameworks' conventions and logs (docs/theory.md C45, C46, C51, C52,
+C55, C56).
 
 * :mod:`.adapters`: C45, C45.trl, the verl and TRL adapters and the rewards-only report;
 * :mod:`.conventions`: C46, every registered convention's exact moments and literal formula;
 * :mod:`.dynamic_sampling`: C51, DAPO's dynamic sampling against verl's loop;
+* :mod:`.keep_rules`: C55, C55.polaris, other frameworks' keep rules and SkyRL's POLARIS replace
+  against their loops;
+* :mod:`.logs`: C56, ``ustat-rl logs``' bounds against the exact all-equal fraction;
 * :mod:`.multireward`: C52, the multi-reward rules' exact moments.
 
 Each module registers its claims when imported (:func:`ustat_rl.claims.load_checks`).

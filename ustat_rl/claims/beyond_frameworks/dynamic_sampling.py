@@ -100,7 +100,9 @@ def squared_mean_norm(errors) -> tuple[float, float]:
     return estimate, math.sqrt(ustat_variance(zeta1, zeta2, n))
 
 
-def _mean_check(name: str, predicted: float, samples, note: str):
+def mean_check(name: str, predicted: float, samples, note: str):
+    """The mean of i.i.d. ``samples`` against ``predicted`` at ``Z_STRICT`` standard errors, and
+    that standard error (C51, C55)."""
     samples = np.asarray(samples, dtype=np.float64)
     se = float(samples.std(ddof=1)) / math.sqrt(samples.size)
     return check_close(name, predicted, float(samples.mean()), se, z=Z_STRICT, note=note), se
@@ -120,14 +122,14 @@ def case_checks(label, values, prompt_prob, estimator, G, B, b, n_reps, rng) -> 
     run = simulate_dynamic_sampling(bandit, estimator, G, B, n_reps, rng, b)
     errors = run.gradients - bandit.grad  # (n_reps, P*K): no cap, every step fills
     where = f"{estimator}, G = {G}, B = {B}, b = {b}; r = {exact.keep_prob:.4f}; {n_reps} steps"
-    mse, se = _mean_check(f"{label}: MSE of the kept batch E||g_DS - g||^2", exact.mse,
+    mse, se = mean_check(f"{label}: MSE of the kept batch E||g_DS - g||^2", exact.mse,
                           np.sum(errors**2, axis=1), where)
     bias, bias_se = squared_mean_norm(errors)
     checks = [
         mse,
         check_close(f"{label}: squared bias ||E g_DS - g||^2", exact.bias_sq, bias, bias_se,
                     z=Z_STRICT, note=f"{where}; pairwise U-statistic of the errors"),
-        _mean_check(f"{label}: expected generation batches E N", cost.expected_gen_batches,
+        mean_check(f"{label}: expected generation batches E N", cost.expected_gen_batches,
                     run.gen_batches, where)[0],
     ]
     return checks, abs(mse.measured - exact.unfiltered_mse) / se
@@ -147,7 +149,7 @@ def cap_checks(n_reps: int, rng) -> list:
     p_cap = cost.cap_probability
     # the binomial standard error at the predicted rate: a score test of the proportion
     return [
-        _mean_check(f"cap K = {K}: expected generation batches E min(N, K)",
+        mean_check(f"cap K = {K}: expected generation batches E min(N, K)",
                     cost.expected_gen_batches, run.gen_batches, where)[0],
         check_close(f"cap K = {K}: P(verl raises) = P(Binomial(K b, r) < B)", p_cap,
                     1.0 - float(run.filled.mean()), math.sqrt(p_cap * (1 - p_cap) / n_reps),
@@ -195,9 +197,9 @@ def budget_checks(n_reps: int, rng) -> list:
                     batches.astype(float), found.batch_sizes.astype(float), rtol=0.0, atol=0.0),
         check_exact("the MSE at every G equals the brute force's", mses[np.isfinite(mses)],
                     found.mses[np.isfinite(mses)], rtol=1e-12, atol=0.0),
-        _mean_check(f"at the best (G, B) = ({G}, {B}): the loop's MSE", found.mse,
+        mean_check(f"at the best (G, B) = ({G}, {B}): the loop's MSE", found.mse,
                     np.sum((run.gradients - bandit.grad) ** 2, axis=1), where)[0],
-        _mean_check(f"at the best (G, B) = ({G}, {B}): generated rollouts per step G b E N "
+        mean_check(f"at the best (G, B) = ({G}, {B}): generated rollouts per step G b E N "
                     f"(<= {BUDGET})", float(found.rollouts[best]),
                     G * B * run.gen_batches.astype(float), where)[0],
     ]

@@ -1,0 +1,82 @@
+"""A monitor's window reports a dynamic-sampling keep rule on request (window_record's keep_rule).
+
+Three batches of 4 groups of 10 binary rewards with chosen success counts (ROLL's rule drops
+k = 1 at G = 10, verl's keeps it) and random sketched scores. The window's ``ds_keep_prob`` must
+equal the kept fraction of the earlier batches' groups written out here from the rule's own
+statistic (exact), ``ds_gen_batches`` the cost at it, and ``ds_filtered_mse`` the exact kept
+batch at the window's moments made binary (1e-13, the same arithmetic). Under verl's rule the
+keep probability is ``1 - all_equal_predicted`` of the default record; negative control: ROLL's
+differs from verl's on these batches. Without a keep rule the record is unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ustat_rl.frameworks.trajectory import append_record, read_trajectory
+from ustat_rl.frameworks.window import Batch, window_record
+from ustat_rl.pilot.estimate import estimate_moments, pilot_statistics
+from ustat_rl.theory.advantage import binary_projection
+from ustat_rl.theory.dynamic_sampling import filtered_batch_moments
+from ustat_rl.theory.dynamic_sampling_cost import cost_at_keep_probability
+
+G, GROUPS = 10, 4
+COUNTS = ((1, 5, 0, 9), (10, 1, 3, 1), (2, 7, 1, 4))  # success counts per batch
+META = dict(sketch_kind="gaussian", sketch_seed=None, sketch_blocks=None, sketch_route="dense",
+            model_name="test", param_dim=6)
+
+
+def _batches():
+    rng = np.random.default_rng(11)
+    out = []
+    for b, counts in enumerate(COUNTS):
+        reward = np.concatenate([rng.permutation(np.repeat([1.0, 0.0], [k, G - k]))
+                                 for k in counts])
+        score = rng.normal(size=(reward.size, 6)) + reward[:, None]
+        out.append(Batch(b, G, reward, score, b * GROUPS))
+    return out
+
+
+def _hand_keep(name: str) -> float:
+    """The kept fraction of the earlier batches' groups, from each framework's statistic."""
+    kept = []
+    for counts in COUNTS[:-1]:
+        for k in counts:
+            rewards = np.repeat([1.0, 0.0], [k, G - k])
+            kept.append(np.std(rewards) > 0 if name == "verl" else 0.1 < rewards.mean() < 0.95)
+    return float(np.mean(kept))
+
+
+@pytest.mark.parametrize("name", ["verl", "roll"])
+def test_window_reports_the_keep_rules_figures(tmp_path, name):
+    batches, budget = _batches(), G * GROUPS
+    plain, _ = window_record(batches, META, budget, 0.9, None, "test")
+    record, rollouts = window_record(batches, META, budget, 0.9, None, "test", keep_rule=name)
+    keep = _hand_keep(name)
+    assert record["ds_keep_rule"] == name and record["ds_keep_prob"] == keep
+    assert record["ds_gen_batches"] == cost_at_keep_probability(keep, G, GROUPS).expected_gen_batches
+    moments = binary_projection(estimate_moments(pilot_statistics(rollouts)))
+    want = filtered_batch_moments(moments, "grpo", G, GROUPS, name).mse
+    assert record["ds_filtered_mse"] == pytest.approx(want, rel=1e-13)
+    if name == "verl":
+        assert record["ds_keep_prob"] == pytest.approx(1.0 - plain["all_equal_predicted"],
+                                                       abs=1e-15)
+        assert record["ds_gen_batches"] == pytest.approx(plain["ds_gen_batches"], rel=1e-15)
+    else:  # negative control: ROLL's rule drops the k = 1 groups verl keeps
+        assert record["ds_keep_prob"] < 1.0 - plain["all_equal_predicted"] - 0.1
+    # everything else is the default record's, which has no keep rule and no filtered MSE
+    assert plain["ds_keep_rule"] is None and plain["ds_filtered_mse"] is None
+    same = {k for k in plain if not k.startswith("ds_")}
+    assert {k: plain[k] for k in same} == {k: record[k] for k in same}
+    append_record(tmp_path / "t.jsonl", record)
+    assert read_trajectory(tmp_path / "t.jsonl")[0]["ds_keep_rule"] == name
+
+
+def test_a_bad_keep_rule_is_refused_naming_the_parameter():
+    torch = pytest.importorskip("torch")  # noqa: F841
+    from ustat_rl.frameworks.entry import WindowMonitor
+
+    with pytest.raises(ValueError, match="keep_rule"):
+        WindowMonitor(4, keep_rule="rol")
+    assert WindowMonitor(4, keep_rule="roll").keep_rule.name == "roll"
