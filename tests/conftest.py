@@ -58,6 +58,8 @@ INTEGRATION_FILES = {
     "test_beyond_group_rules.py": "conformance runs: each further group rule against its "
                                   "copied source",
     "test_multireward.py": "conformance runs: the multi-reward rules against copied sources",
+    "test_more_rules.py": "conformance runs: verl's opo and ROLL's reward_norm against their "
+                          "copied sources",
     # TRL runs
     "test_frameworks_trl.py": "TRL run: the monitor inside the real GRPOTrainer",
     "test_frameworks_trl_dp.py": "TRL run: GRPOTrainer in two torchrun processes",

@@ -52,6 +52,9 @@ def _literal(name, z, ids):
             out[idx] = (r - mean) / (std + 1e-6)
         elif name == "verl_grpo_nostd":
             out[idx] = r - (mean if n > 1 else 0.0)
+        elif name == "verl_opo":  # equal lengths T: sum(T z)/sum(T), baseline 0 for a singleton
+            T = torch.full_like(r, 3.0)
+            out[idx] = r - ((T * r).sum() / T.sum() if n > 1 else 0.0)
         elif name == "openrlhf_group_norm":
             out[idx] = (r - mean) / (std + 1e-9)
         elif name in ("verl_rloo", "verl_rloo_vectorized", "openrlhf_rloo", "trl_rloo", "grpo",
@@ -83,7 +86,7 @@ def _literal(name, z, ids):
             out[idx] = best
         elif name == "verl_gpg":  # scaled by N / max(#nonzero, 1) over the batch below
             out[idx] = r - (mean if n > 1 else 0.0)
-        elif name in ("verl_reinforce_pp", "openrlhf_reinforce"):  # no group baseline
+        elif name in ("verl_reinforce_pp", "openrlhf_reinforce", "roll_batch"):  # no group baseline
             out[idx] = r
         elif name == "prime_rl_max_rl":
             out[idx] = (r - mean) / mean if mean > 0 else torch.zeros_like(r)
@@ -93,6 +96,8 @@ def _literal(name, z, ids):
         out = out / ((z.std() if z.numel() > 1 else 0.0) + 1e-4)
     elif name == "trl_rloo_normalized":
         out = (out - out.mean()) / (out.std() + 1e-4)
+    elif name == "roll_batch":  # ROLL's reward_norm, batch mean and batch std
+        out = (out - out.mean()) / (out.std() + 1e-6)
     elif name == "verl_gpg":
         out = out * (z.numel() / max(int(torch.count_nonzero(z)), 1))
     elif name in ("verl_reinforce_pp_baseline", "verl_reinforce_pp"):  # masked_mean: / (N + 1e-8)

@@ -52,7 +52,8 @@ def test_reference_conforms(name):
 # ---------------------------------------------------------------- faithful, framework-style
 _STD_EPS = {"trl_group": 1e-4, "verl_grpo": 1e-6, "verl_grpo_vectorized": 1e-6,
             "openrlhf_group_norm": 1e-9, "slime_grpo": 1e-6}
-_MEAN_ONLY = ("trl_none", "verl_grpo_nostd", "openrlhf_dr_grpo", "fullmean", "prime_rl_grpo")
+_MEAN_ONLY = ("trl_none", "verl_grpo_nostd", "openrlhf_dr_grpo", "fullmean", "prime_rl_grpo",
+              "verl_opo")
 _LOO_ONLY = ("verl_rloo", "verl_rloo_vectorized", "openrlhf_rloo", "trl_rloo", "grpo")
 
 
@@ -68,13 +69,14 @@ def _group_rule(name, r, work):
     if name == "prime_rl_max_rl":  # a group of mean <= 0 gets 0, a singleton (z - z)/z
         mean = r.mean()
         return torch.zeros_like(r) if mean <= 0 else (r - mean) / mean
-    if name in ("verl_reinforce_pp", "openrlhf_reinforce"):  # no group baseline
+    if name in ("verl_reinforce_pp", "openrlhf_reinforce", "roll_batch"):  # no group baseline
         return r.clone()
     if name == "trl_async_grpo":  # population std, 1e-8 added; a singleton (z - z)/1e-8
         return (r - r.mean()) / (r.std(correction=0) + 1e-8)
     if n == 1:  # the frameworks' singleton rules
         keeps = name in ("verl_grpo", "verl_grpo_vectorized", "verl_grpo_nostd", "verl_rloo",
-                         "verl_reinforce_pp_baseline", "verl_gpg", "skyrl_maxrl")
+                         "verl_reinforce_pp_baseline", "verl_gpg", "skyrl_maxrl",
+                         "verl_opo")
         if name in ("verl_grpo", "verl_grpo_vectorized"):
             return r / (torch.tensor(1.0) + 1e-6)  # float32 std 1, as verl substitutes
         return r.clone() if keeps else torch.zeros_like(r)
@@ -116,6 +118,8 @@ def framework_style(name, work):
             out = out / ((z.std() if z.numel() > 1 else 0.0) + 1e-4)
         elif name == "trl_rloo_normalized":
             out = (out - out.mean()) / (out.std() + 1e-4)
+        elif name == "roll_batch":  # ROLL's reward_norm over the batch
+            out = (out - out.mean()) / (out.std() + 1e-6)
         elif name == "verl_gpg":  # alpha = N / max(#nonzero rewards, 1), a Python float
             out = out * (z.numel() / max(int(torch.count_nonzero(z)), 1))
         elif name in ("verl_reinforce_pp_baseline", "verl_reinforce_pp"):  # sum / (count + 1e-8)

@@ -28,7 +28,7 @@ convention's epsilon and placement), and is the unit of the checks:
    ``check_conformance``, and by the kit's comparison on each of the 40 batches, float32 and
    float64 alike.
 
-The conventions are all of ``CONVENTION_NAMES``, read from the registry (30 today).
+The conventions are all of ``CONVENTION_NAMES``, read from the registry (32 today).
 All checks are deterministic (hypothesis derandomized, numpy seeds fixed): no false-failure rate.
 So ``tolerance`` changed by more than 1e-9 relative fails 1; the comparison loosened 4-fold or
 more (``diff <= 4 tol``) lets the 4-bound bug through and fails 3; tightened below half of the

@@ -47,6 +47,7 @@ _NEMO = ("NVIDIA-NeMo/RL", "7ea279abfbeb698b092856d0dab61e7cf39bc909", "2026-08-
 _PRIME = ("PrimeIntellect-ai/prime-rl", "559b44772e471d1538537b8805cc77f3824a5e64", "2026-08-21")
 _SKYRL = ("NovaSky-AI/SkyRL", "a9564572eb8e91076be43c1bd5e4615e3de17265", "2026-08-21")
 _SLIME = ("THUDM/slime", "624b824a898ab0ec1fcb4d373004c7f3852bf515", "2026-08-21")
+_ROLL = ("alibaba/ROLL", "8eb27cc2dc34c4d1310b169d9b86d339004d811a", "2026-08-19")
 _TRL_G, _TRL_R = _at(_TRL, "trl/trainer/grpo_trainer.py"), _at(_TRL, "trl/trainer/rloo_trainer.py")
 _VERL_C = _at(_VERL, "verl/trainer/ppo/core_algos.py")
 _VERL_V, _VERL_W = (_at(_VERL, f"verl/trainer/ppo/core_algos.py, verl/utils/{f}.py")
@@ -58,6 +59,7 @@ _PRIME_G = _at(_PRIME, "src/prime_rl/orchestrator/algo/grpo.py")
 _TRL_A = _at(_TRL, "trl/experimental/async_grpo/async_rollout_worker.py")
 _SKY = _at(_SKYRL, "skyrl/backends/skyrl_train/utils/ppo_utils.py")
 _SLI = _at(_SLIME, "slime/ray/rollout.py")
+_ROLL_F = _at(_ROLL, "roll/utils/functionals.py")
 _LOO, _F32 = "z - (sum_g z - z)/(n_g - 1)", "float32"
 _STD = dict(scale="group", epsilon_placement="added to std", bessel=True)
 _STD_MEAN, _WHITENED = "std-normalised, full-mean numerator", "full mean, then batch-whitened"
@@ -226,6 +228,20 @@ _SPECS = (
           "token per response", scale="whiten", epsilon=1e-8, epsilon_placement="variance floor",
           bessel=False, zero_variance=_ZV_WHITEN, singleton="c = 0 (baseline set to the reward)",
           project_name=_WHITENED),
+    # read for issue 38: verl's opo at equal response lengths (its baseline weighs each reward
+    # by its response's length, so with ragged lengths it is not a rule of rewards alone), and
+    # ROLL's batch normalisation, which its running option equals on the first step
+    _spec("verl_opo", "verl", "algorithm.adv_estimator=opo, equal response lengths", _VERL_C,
+          "z - sum_g T z / sum_g T (T the response length): z - m_g at equal lengths",
+          singleton_numerator="z", singleton="z (baseline 0)",
+          project_name="fullmean (at equal response lengths)"),
+    _spec("roll_batch", "ROLL", "norm_mean_type=batch, norm_std_type=batch (reward_norm; "
+          "norm_*_type=running on its first step from a fresh RunningMoments)", _ROLL_F,
+          "(z - mean_B z) / (s_B + 1e-6), s_B the Bessel std of the batch's rewards",
+          baseline="none", scale="whiten", epsilon=1e-6, epsilon_placement="added to std",
+          bessel=True, singleton_numerator="z", zero_variance=_WHITEN_Z,
+          singleton="z, normalised with the batch", min_batch_size=2,
+          project_name="vanilla, whitened over the batch"),
     get_rule("grpo"),
     get_rule("fullmean"),
     get_rule("paper_algorithm2"),

@@ -25,6 +25,8 @@ from typing import Callable
 
 import numpy as np
 
+from .literal_forms_extra import EXTRA_FORMS
+
 __all__ = ["LiteralForm", "LITERAL_FORMS", "masked_whiten"]
 
 _TRL = ("huggingface/trl", "f2cd57710ae345ea6428ae95363267fcf38a3dc8")
@@ -382,6 +384,7 @@ LITERAL_FORMS: dict[str, LiteralForm] = {
     "skyrl_maxrl": _form(_skyrl_maxrl, "verl", _SKYRL),
     "slime_grpo": _form(_slime_grpo, "trl", _SLIME),
     "nemo_rl_reinforce_pp": _form(_nemo_rl_reinforce_pp, "plain", _NEMO),
+    **{name: LiteralForm(*entry) for name, entry in EXTRA_FORMS.items()},
     "grpo": _form(_paper("grpo"), "plain", _PAPER),
     "fullmean": _form(_paper("fullmean"), "plain", _PAPER),
     "paper_algorithm2": _form(_paper("paper_algorithm2"), "plain", _PAPER),

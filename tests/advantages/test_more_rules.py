@@ -1,0 +1,235 @@
+"""The rules read for issue 38: verl's ``opo`` and ROLL's reward normalisation
+(ustat_rl.advantages.conventions, docs/conventions.md).
+
+``verl_opo`` is verl's ``opo`` at equal response lengths (its baseline weighs each reward by its
+response's length), a group rule; ``roll_batch`` is ROLL's ``reward_norm`` with batch mean and
+batch std, which its ``running`` option equals on the first step, a batch rule. Checked by
+independent routes:
+
+* provenance: a full commit and its date, and a row of docs/conventions.md naming them;
+* ``verl_opo``'s exact finite-G mean and MSE (docs/theory.md section 7) equal brute-force
+  enumeration of every group, G = 2..6, to 1e-12, and equal the full mean's (verl_grpo_nostd's);
+  its Monte Carlo on both bandit backends is within ``Z_CHECK`` standard errors (false failures
+  6.3e-5 per comparison) of the exact MSE and rejects leave-one-out GRPO's;
+* ``roll_batch``, which the per-group theory cannot describe, by enumerating whole batches
+  against ``batch_monte_carlo`` within ``Z_CHECK`` standard errors, rejecting the full mean's MSE;
+* the conformance kit rejects a planted bug in float32 and in float64 batches, and passes the
+  frameworks' own functions extracted to tests/data (verl's ``compute_opo_outcome_advantage`` at
+  equal lengths, ROLL's ``reward_norm`` with ``batch`` and with ``running`` on a fresh state);
+  as negative controls it rejects verl's ``opo`` on ragged responses and ROLL's ``running``
+  option once its state has seen an earlier batch;
+* ROLL's running state after ``t`` batches holds the pooled mean and Bessel std of all of them.
+
+As ordinary conventions, the kit's run on the reference and on framework-style implementations
+in float32 and float64 is tests/conformance/test_conformance.py's, the pinned tolerance
+tests/conformance/test_kit_tolerance_pinned.py's, and the literal formula in float64
+tests/advantages/test_conventions.py's, over every convention.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import torch
+from rule_checks import check_batch_rule_monte_carlo, check_group_rules_monte_carlo
+from script_loader import ROOT, load_data
+
+from ustat_rl import theory
+from ustat_rl.advantages import get_rule
+from ustat_rl.advantages.conventions import CONVENTION_NAMES, CONVENTIONS, advantages
+from ustat_rl.conformance.kit import check_conformance
+from ustat_rl.policies.enumeration import enumerate_prompt_estimates
+from ustat_rl.policies.examples import small_bandit
+
+RTOL, ATOL = 1e-12, 1e-14  # two float64 routes through the same arithmetic, to rounding
+NEW_RULES = ("verl_opo", "roll_batch")
+
+
+# ---------------------------------------------------------------- provenance
+def test_each_rule_is_registered_with_checked_provenance():
+    page = (ROOT / "docs" / "conventions.md").read_text(encoding="utf-8")
+    assert set(NEW_RULES) <= set(CONVENTION_NAMES)
+    for name in NEW_RULES:
+        rule = CONVENTIONS[name]
+        assert get_rule(name) is rule
+        assert re.fullmatch(r"[0-9a-f]{40}", rule.commit), name
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", rule.commit_date), name
+        assert f"`{name}`" in page and f"{rule.commit[:8]} ({rule.commit_date})" in page, name
+        assert rule.repository in page and rule.path in page, name
+    assert get_rule("verl_opo").statistics == "group"
+    assert get_rule("roll_batch").statistics == "batch"
+
+
+def test_hand_computed_values():
+    ids = np.array([0, 0, 0, 1, 1, 2])
+    z = np.array([1.0, 0.0, 0.0, 1.0, 1.0, 3.0])
+    # opo at equal lengths: z - m_g; the singleton keeps its reward (baseline 0)
+    np.testing.assert_allclose(advantages("verl_opo", z, ids),
+                               [2 / 3, -1 / 3, -1 / 3, 0.0, 0.0, 3.0], rtol=1e-15)
+    # ROLL: batch mean 1, Bessel std sqrt(6/5); the groups play no part
+    expected = (z - 1.0) / (np.sqrt(6 / 5) + 1e-6)
+    np.testing.assert_allclose(advantages("roll_batch", z, ids), expected, rtol=1e-15)
+    np.testing.assert_array_equal(advantages("roll_batch", [2.0, 2.0, 2.0], [0, 1, 1]), 0.0)
+    with pytest.raises(ValueError, match="batch of at least 2"):
+        advantages("roll_batch", [1.0], [0])
+
+
+# ---------------------------------------------------------------- exact theory (verl_opo)
+def test_opo_exact_moments_equal_enumeration_and_the_full_means():
+    bandit = small_bandit()
+    moments = bandit.moments()
+    for G in range(2, 7):
+        out = theory.advantage_moments(moments, "verl_opo", G)
+        means, mses = [], []
+        for x in range(bandit.n_prompts):
+            values, prob = enumerate_prompt_estimates(bandit, x, G, "verl_opo")
+            means.append(prob @ values)
+            mses.append(prob @ np.sum((values - bandit.grad_per_prompt[x]) ** 2, axis=1))
+        np.testing.assert_allclose(out.mean_factor[:, None] * bandit.grad_per_prompt,
+                                   np.array(means), rtol=RTOL, atol=ATOL, err_msg=f"G={G}")
+        np.testing.assert_allclose(out.mse_grad, mses, rtol=RTOL, atol=ATOL, err_msg=f"G={G}")
+        # the full mean: mean factor (G - 1)/G (docs/theory.md C2), verl_grpo_nostd's MSE
+        np.testing.assert_allclose(out.mean_factor, (G - 1) / G, rtol=RTOL)
+        np.testing.assert_allclose(theory.per_prompt_mse(moments, "verl_grpo_nostd", G), mses,
+                                   rtol=RTOL, atol=ATOL)
+        # negative control: the same comparison rejects leave-one-out GRPO's MSE
+        assert not np.allclose(theory.per_prompt_mse(moments, "grpo", G), mses, rtol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["numba", "torch"])
+def test_opo_monte_carlo_matches_exact(backend):
+    check_group_rules_monte_carlo(("verl_opo",), lambda name: "grpo", backend, seed=38)
+
+
+# ---------------------------------------------------------------- batch rule (roll_batch)
+def test_roll_batch_monte_carlo_matches_batch_enumeration():
+    # one case, two groups of two, 4000 batches: the check is in standard errors, and the full
+    # mean's MSE (the negative control) sits far outside them
+    check_batch_rule_monte_carlo("roll_batch", ((2, 2, 381),), reps=4_000)
+
+
+# ---------------------------------------------------------------- conformance kit
+def _plain(name, bug):
+    """``plain(rewards, group_ids)`` in the rewards' dtype (torch), with ``bug`` planted."""
+    def fn(rewards, group_ids):
+        z = torch.as_tensor(np.asarray(rewards))
+        ids = np.asarray(group_ids)
+        if name == "roll_batch":  # bug: the population std
+            return ((z - z.mean()) / (z.std(correction=0) + 1e-6)).numpy()
+        out = torch.empty_like(z)
+        for g in np.unique(ids):
+            members = torch.as_tensor(np.flatnonzero(ids == g))
+            r = z[members]  # bug: a singleton's baseline is its reward, so it gets 0
+            out[members] = r - r.mean()
+        return out.numpy()
+    return fn
+
+
+PLANTED = [("verl_opo", "singleton baseline its reward"), ("roll_batch", "population std")]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name,bug", PLANTED, ids=[f"{n}-{b}" for n, b in PLANTED])
+def test_planted_bug_is_rejected_in_either_dtype(name, bug, dtype):
+    report = check_conformance(_plain(name, bug), name, dtypes=(dtype,), shrink=False)
+    assert not report.passed
+    assert report.failure is not None and report.failure.rewards.dtype == np.dtype(dtype)
+
+
+def _verl_opo_equal_lengths(tokens):
+    """verl's own opo called with every response ``tokens`` long (reward on the last token)."""
+    verl = load_data("verl_opo_remax_1dda039b")
+
+    def fn(rewards, group_ids):
+        z = torch.as_tensor(np.asarray(rewards))
+        token_rewards = torch.zeros((z.numel(), tokens), dtype=z.dtype)
+        token_rewards[:, -1] = z
+        mask = torch.ones((z.numel(), tokens), dtype=z.dtype)
+        adv, _ = verl.compute_opo_outcome_advantage(token_rewards, mask, np.asarray(group_ids))
+        return adv[:, 0].numpy()
+    return fn, verl
+
+
+def _roll(norm, state=None):
+    """ROLL's own reward_norm with mean and std of kind ``norm``; ``running`` uses ``state``
+    (a fresh RunningMoments per call when None)."""
+    roll = load_data("roll_reward_norm_8eb27cc2")
+
+    def fn(rewards, group_ids):
+        ctrl = {"domain": state if state is not None else roll.RunningMoments()}
+        z = torch.as_tensor(np.asarray(rewards))
+        return roll.reward_norm(z, running_ctrl=ctrl, norm_mean_type=norm,
+                                norm_std_type=norm).numpy()
+    return fn
+
+
+def test_frameworks_own_functions_conform():
+    opo, _ = _verl_opo_equal_lengths(3)
+    for fn, name in ((opo, "verl_opo"), (_roll("batch"), "roll_batch"),
+                     (_roll("running"), "roll_batch")):
+        report = check_conformance(fn, name, max_examples=50)  # float32 and float64
+        assert report.passed, report.summary()
+
+
+@pytest.mark.filterwarnings("ignore:std\\(\\)")  # ROLL's batch std of a one-reward batch: NaN
+def test_frameworks_own_functions_are_told_apart():
+    """Negative controls of the runs above: verl's opo on the kit's ragged responses (1 to 4
+    tokens) weighs rewards by length; ROLL's running option, its state kept across the kit's
+    batches, pools them; each against a neighbouring rule as well."""
+    _, verl = _verl_opo_equal_lengths(1)
+    roll = load_data("roll_reward_norm_8eb27cc2")
+    for fn, name, signature in (
+            (verl.compute_opo_outcome_advantage, "verl_opo", "verl"),
+            (_roll("running", roll.RunningMoments()), "roll_batch", "plain"),
+            (_verl_opo_equal_lengths(2)[0], "verl_rloo", "plain"),
+            (_roll("batch"), "openrlhf_reinforce", "plain")):
+        report = check_conformance(fn, name, signature=signature, tensors="torch",
+                                   max_examples=100, shrink=False)
+        assert not report.passed, (name, signature)
+
+
+def test_roll_running_state_is_every_batch_pooled():
+    """After t batches ROLL's RunningMoments holds the mean and Bessel std of all t batches
+    together (float32 state: rtol 1e-5); negative control: not the last batch's alone."""
+    roll = load_data("roll_reward_norm_8eb27cc2")
+    state, seen = roll.RunningMoments(), []
+    rng = np.random.default_rng(38)
+    for size in (5, 8, 3, 12):
+        batch = rng.normal(2.0, 1.5, size=size)
+        seen.append(batch)
+        out = roll.reward_norm(torch.as_tensor(batch), running_ctrl={"domain": state},
+                               norm_mean_type="running", norm_std_type="running").numpy()
+        pooled = np.concatenate(seen)
+        np.testing.assert_allclose(float(state.mean), pooled.mean(), rtol=1e-5)
+        np.testing.assert_allclose(float(state.std), pooled.std(ddof=1), rtol=1e-5)
+        np.testing.assert_allclose(out, (batch - pooled.mean()) / (pooled.std(ddof=1) + 1e-6),
+                                   rtol=1e-5, atol=1e-6)
+    assert not np.isclose(float(state.std), batch.std(ddof=1), rtol=1e-3)
+
+
+def test_literal_forms_return_what_the_frameworks_own_functions_return():
+    """C46's literal forms (ustat_rl.claims.literal_forms_extra) against verl's and ROLL's own
+    functions in float64, rtol 1e-12: opo with ragged lengths too (its length weighting, as
+    docs/conventions.md states it), ROLL's batch option; negative control: opo's form without
+    the lengths misses verl's ragged result."""
+    from ustat_rl.claims.literal_forms import LITERAL_FORMS
+
+    verl = load_data("verl_opo_remax_1dda039b")
+    opo, roll = LITERAL_FORMS["verl_opo"].fn, LITERAL_FORMS["roll_batch"].fn
+    rng = np.random.default_rng(380)
+    for _ in range(5):
+        ids = rng.integers(0, 4, size=11)
+        z = rng.normal(size=11)
+        T = rng.integers(1, 6, size=11)
+        mask = (np.arange(5)[None, :] < T[:, None]).astype(np.float64)
+        token = np.zeros((11, 5))
+        token[np.arange(11), T - 1] = z
+        theirs, _ = verl.compute_opo_outcome_advantage(torch.as_tensor(token),
+                                                       torch.as_tensor(mask), ids)
+        np.testing.assert_allclose(opo(z, ids, lengths=T), theirs.numpy()[:, 0], rtol=RTOL,
+                                   atol=ATOL)
+        assert not np.allclose(opo(z, ids), theirs.numpy()[:, 0], rtol=1e-6)
+        own = _roll("batch")(z, ids)
+        np.testing.assert_allclose(roll(z, ids), own, rtol=RTOL, atol=ATOL)

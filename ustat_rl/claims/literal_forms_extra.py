@@ -1,0 +1,58 @@
+"""Framework formulas written out for C46, continued: the options registered for issue 38.
+
+:mod:`ustat_rl.claims.literal_forms` holds the form of every earlier option and the
+:class:`~ustat_rl.claims.literal_forms.LiteralForm` record; the forms here join its
+:data:`~ustat_rl.claims.literal_forms.LITERAL_FORMS` under the same rules (float64 arithmetic,
+the framework's formula, epsilon and edge cases as read at the commit named, no code carried
+over). Each entry of :data:`EXTRA_FORMS` is ``(fn, signature, repository, commit)``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+__all__ = ["EXTRA_FORMS"]
+
+_VERL = ("verl-project/verl", "1dda039b9c6311889a9c9a26040677e1254814f9")
+_ROLL = ("alibaba/ROLL", "8eb27cc2dc34c4d1310b169d9b86d339004d811a")
+
+
+# --------------------------------------------------------------------------------------------
+# verl at 1dda039b: verl/trainer/ppo/core_algos.py (compute_opo_outcome_advantage). The
+# baseline of a group of two or more is sum(T_i z_i) / sum(T_i), T_i the response lengths
+# (response_mask.sum(-1)); a singleton's baseline is torch.tensor(0.0). The registered rule is
+# the equal-length case, so the form is called with every T_i = 1 unless lengths are given.
+# --------------------------------------------------------------------------------------------
+def _verl_opo(rewards, group_ids, lengths=None):
+    z = np.asarray(rewards, dtype=np.float64)
+    T = np.ones(z.shape) if lengths is None else np.asarray(lengths, dtype=np.float64)
+    members = defaultdict(list)
+    for i, g in enumerate(np.asarray(group_ids).tolist()):
+        members[g].append(i)
+    out = np.empty(z.shape)
+    for idx in members.values():
+        baseline = 0.0 if len(idx) == 1 else float(T[idx] @ z[idx] / T[idx].sum())
+        out[idx] = z[idx] - baseline
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# ROLL at 8eb27cc2: roll/utils/functionals.py (reward_norm, norm_mean_type="batch",
+# norm_std_type="batch"): the batch's mean, torch's Bessel std, 1e-6 added to it; the groups
+# play no part.
+# --------------------------------------------------------------------------------------------
+def _roll_batch(rewards, group_ids):
+    z = np.asarray(rewards, dtype=np.float64)
+    dev = z - z[0]  # about the first value: an all-equal batch has std exactly 0, as torch's
+    dev = dev - dev.mean()
+    std = float(np.sqrt(np.sum(dev * dev) / (z.size - 1)))
+    return dev / (std + 1e-6)
+
+
+#: ``name -> (fn, signature, repository, commit)``.
+EXTRA_FORMS = {
+    "verl_opo": (_verl_opo, "plain", *_VERL),
+    "roll_batch": (_roll_batch, "plain", *_ROLL),
+}
