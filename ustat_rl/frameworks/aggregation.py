@@ -18,6 +18,10 @@ Two practical departures from the paper's estimator (docs/theory.md section 2; C
   seq-mean-token-sum-norm  sum over sequences of token sums / L   ``1/L`` (``L`` the horizon)
   ======================== ====================================== ============================
 
+  The last row sums over sequences; verl 0.9.1's ``agg_loss`` takes the mean over sequences
+  before dividing by ``L``, a weight ``1/(N L)``, ``N`` times smaller: a common factor, which the
+  verl adapter (:mod:`ustat_rl.frameworks.verl_monitor`, tested against 0.9.1's own loss) applies.
+
   Only ``seq-mean-token-sum`` is the paper's estimator. :func:`exact_aggregation_mean` gives
   the exact mean of each at one prompt for binary rewards and a group convention, by summing
   over the outputs of an enumerable policy (docs/theory.md section 7 with ``W`` replaced by the
