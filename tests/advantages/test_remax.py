@@ -48,7 +48,7 @@ def test_registered_with_checked_provenance():
     rule = get_rule("verl_remax")
     assert rule is VERL_REMAX and "verl_remax" not in CONVENTION_NAMES
     assert re.fullmatch(r"[0-9a-f]{40}", rule.commit)
-    assert f"`verl_remax`" in page and f"{rule.commit[:8]} ({rule.commit_date})" in page
+    assert "`verl_remax`" in page and f"{rule.commit[:8]} ({rule.commit_date})" in page
     assert rule.repository in page and all(p.strip() in page for p in rule.path.split(","))
     assert rule.centring.reference_source == "baseline" and rule.is_affine
     ids = np.array([0, 0, 1, 1, 1])
