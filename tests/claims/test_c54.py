@@ -36,10 +36,10 @@ def test_c54_fails_when_the_sampled_estimator_ignores_lambda(monkeypatch):
 
 def test_c54_ot_fails_when_the_sampled_baseline_is_the_plain_group_mean(monkeypatch):
     def unweighted(bandit, G, B, n_reps, rng):
-        s, score, n, B, G = shrinkage._draw(bandit, G, B, n_reps, rng)
+        s, score, n, B, G = shrinkage.draw_batches(bandit, G, B, n_reps, rng)
         adv = shrinkage.score_weighted_advantages(s.reward, np.ones(s.reward.shape))
         g_hat = np.einsum("nbg,nbgd->nd", adv.reshape(n, B, G), score) / (B * G)
-        return shrinkage._summary(bandit, g_hat)
+        return shrinkage.batch_moments(bandit, g_hat)
 
     monkeypatch.setattr(claims_module, "otb_monte_carlo", unweighted)
     failing = _failing(_run("C54.ot"))

@@ -22,11 +22,11 @@ import numpy as np
 
 from .._validation import renamed_keywords
 from .frameworks import convention_rule
-from .registry import get_rule, register_rule, rule_names
-from .rule import AdvantageRule, Centring
+from .registry import BASELINE, get_rule, register_rule, rule_names
+from .rule import AdvantageRule, Centring, Provenance
 
 __all__ = ["ConventionSpec", "CONVENTIONS", "CONVENTION_NAMES", "VERL_SINGLETON_DIVISOR",
-           "advantages", "get_convention"]
+           "VERL_REMAX", "advantages", "get_convention"]
 
 #: A framework option's rule is the registry's one rule type; the kit reads the same fields.
 ConventionSpec = AdvantageRule
@@ -60,6 +60,7 @@ _TRL_A = _at(_TRL, "trl/experimental/async_grpo/async_rollout_worker.py")
 _SKY = _at(_SKYRL, "skyrl/backends/skyrl_train/utils/ppo_utils.py")
 _SLI = _at(_SLIME, "slime/ray/rollout.py")
 _ROLL_F = _at(_ROLL, "roll/utils/functionals.py")
+_VERL_R = _at(_VERL, "verl/trainer/ppo/core_algos.py, verl/trainer/ppo/ray_trainer.py")
 _LOO, _F32 = "z - (sum_g z - z)/(n_g - 1)", "float32"
 _STD = dict(scale="group", epsilon_placement="added to std", bessel=True)
 _STD_MEAN, _WHITENED = "std-normalised, full-mean numerator", "full mean, then batch-whitened"
@@ -254,6 +255,19 @@ CONVENTIONS: dict[str, ConventionSpec] = {
 
 #: The names, in the order of docs/conventions.md.
 CONVENTION_NAMES: tuple[str, ...] = tuple(CONVENTIONS)
+
+#: verl's ``remax``: ``z - b``, ``b`` the reward of one greedy rollout of the prompt, repeated
+#: over its samples. It takes that reward as its reference (``advantages(..., reference=b)``),
+#: so it is registered outside :data:`CONVENTION_NAMES`, whose rules take rewards and groups
+#: alone; its exact moments on the bandit are :mod:`ustat_rl.theory.greedy_baseline`.
+VERL_REMAX = register_rule(AdvantageRule(
+    "verl_remax", BASELINE, provenance=Provenance(
+        "verl", "algorithm.adv_estimator=remax", f"{_VERL_R[1]} ({_VERL[0]} {_VERL[1][:8]})",
+        *_VERL_R),
+    formula="z - b, b the reward of the prompt's greedy rollout (reward_baselines), on every "
+            "token of the response",
+    zero_variance="z - b (b is not a reward of the group)", singleton="z - b",
+    project_name="baseline: a prompt-only baseline drawn independently of the group"))
 
 
 def get_convention(name) -> ConventionSpec:

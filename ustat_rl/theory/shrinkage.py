@@ -45,7 +45,7 @@ __all__ = ["JSPO_SOURCE", "OTB_SOURCE", "JSPO_EPSILON", "OTB_EPSILON", "MAX_BATC
            "ShrinkageMoments", "leave_one_out_means", "jspo_weights", "jspo_advantages",
            "score_weighted_advantages", "squared_score_norms", "jspo_exact",
            "group_rule_exact", "otb_exact", "prompt_baseline_exact", "jspo_monte_carlo",
-           "otb_monte_carlo", "MonteCarloMoments"]
+           "otb_monte_carlo", "MonteCarloMoments", "draw_batches", "batch_moments"]
 
 #: (repository, path, commit, function) of JSPO's advantage, read at that commit.
 JSPO_SOURCE = ("guanning03/JSPO-Official", "code/verl/trainer/ppo/core_algos.py",
@@ -271,7 +271,9 @@ class MonteCarloMoments:
     n_reps: int
 
 
-def _summary(bandit, g_hat) -> MonteCarloMoments:
+def batch_moments(bandit, g_hat) -> MonteCarloMoments:
+    """Mean factor along ``g`` and MSE of sampled batch estimates ``g_hat (n, d)``, with their
+    standard errors."""
     g, n = bandit.grad, len(g_hat)
     along = g_hat @ g / (g @ g)
     err = np.sum((g_hat - g) ** 2, axis=1)
@@ -279,7 +281,9 @@ def _summary(bandit, g_hat) -> MonteCarloMoments:
                              float(err.mean()), float(err.std(ddof=1) / np.sqrt(n)), n)
 
 
-def _draw(bandit, G, B, n_reps, rng):
+def draw_batches(bandit, G, B, n_reps, rng):
+    """``n_reps`` batches of ``B`` groups of ``G`` from the bandit: ``(sample, scores (n, B, G,
+    d), n, B, G)``."""
     G = as_int(G, "group_size", 2)
     B = as_int(B, "batch_size", 1)
     n = as_int(n_reps, "n_reps", 2)
@@ -290,15 +294,15 @@ def _draw(bandit, G, B, n_reps, rng):
 def jspo_monte_carlo(bandit, group_size, batch_size, n_reps, rng, epsilon: float = JSPO_EPSILON,
                      weight=None) -> MonteCarloMoments:
     """JSPO's batch estimator sampled from the bandit, response by response (numpy)."""
-    s, score, n, B, G = _draw(bandit, group_size, batch_size, n_reps, rng)
+    s, score, n, B, G = draw_batches(bandit, group_size, batch_size, n_reps, rng)
     adv = jspo_advantages(s.reward.reshape(n, B, G), epsilon, weight)
-    return _summary(bandit, np.einsum("nbg,nbgd->nd", adv, score) / (B * G))
+    return batch_moments(bandit, np.einsum("nbg,nbgd->nd", adv, score) / (B * G))
 
 
 def otb_monte_carlo(bandit, group_size, batch_size, n_reps, rng,
                     epsilon: float = OTB_EPSILON) -> MonteCarloMoments:
     """verl's sequence-level optimal-token baseline sampled from the bandit (numpy)."""
-    s, score, n, B, G = _draw(bandit, group_size, batch_size, n_reps, rng)
+    s, score, n, B, G = draw_batches(bandit, group_size, batch_size, n_reps, rng)
     adv = score_weighted_advantages(s.reward, squared_score_norms(bandit, s.prompt, s.action),
                                     epsilon).reshape(n, B, G)
-    return _summary(bandit, np.einsum("nbg,nbgd->nd", adv, score) / (B * G))
+    return batch_moments(bandit, np.einsum("nbg,nbgd->nd", adv, score) / (B * G))

@@ -1,0 +1,141 @@
+"""verl's ``remax`` as the rule ``verl_remax`` (ustat_rl.advantages.conventions.VERL_REMAX) and
+its exact moments on the softmax bandit (ustat_rl.theory.greedy_baseline).
+
+The advantage is ``z - b``, ``b`` the reward of one greedy rollout of the prompt. On the bandit
+the greedy rollout is the policy's mode (the lowest action among tied logits) and its reward a
+draw of that action's reward, independent of the group. Checked by independent routes:
+
+* provenance: a full commit and its date, both files named in docs/conventions.md;
+* the closed form (a mixture over the greedy reward of the prompt-only baseline's MSE) equals
+  the enumeration of every group at every one of the ``2^P`` greedy-reward vectors, weighted by
+  their probabilities, to 1e-12 relative, G = 2..5 and B = 1, 2; with deterministic rewards it
+  is the prompt-only baseline at ``r[x, a*]``; negative control: the greedy reward held at its
+  mean (a fixed baseline) gives another MSE;
+* the numpy Monte Carlo of the registered rule with drawn greedy rewards is within ``Z_CHECK``
+  standard errors (false failures 6.3e-5 per comparison) of the exact MSE and of mean factor 1,
+  and rejects the fixed-baseline MSE at the same band;
+* verl's own ``compute_remax_outcome_advantage`` (tests/data), given each prompt's greedy reward
+  repeated over its samples, returns the rule's advantages on every valid token, ragged
+  lengths included, to one rounding in float32 and float64; a planted bug (the greedy rewards
+  tiled instead of repeated per prompt) is rejected.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import numpy as np
+import pytest
+import torch
+from script_loader import ROOT, load_data
+
+from ustat_rl.advantages import get_rule
+from ustat_rl.advantages.conventions import CONVENTION_NAMES, VERL_REMAX
+from ustat_rl.policies.examples import small_bandit
+from ustat_rl.policies.softmax import SoftmaxBandit
+from ustat_rl.theory.greedy_baseline import (
+    greedy_baseline,
+    greedy_baseline_exact,
+    greedy_baseline_monte_carlo,
+)
+from ustat_rl.theory.shrinkage import prompt_baseline_exact
+from ustat_rl.tolerances import Z_CHECK
+
+
+def test_registered_with_checked_provenance():
+    page = (ROOT / "docs" / "conventions.md").read_text(encoding="utf-8")
+    rule = get_rule("verl_remax")
+    assert rule is VERL_REMAX and "verl_remax" not in CONVENTION_NAMES
+    assert re.fullmatch(r"[0-9a-f]{40}", rule.commit)
+    assert "`verl_remax`" in page and f"{rule.commit[:8]} ({rule.commit_date})" in page
+    assert rule.repository in page and all(p.strip() in page for p in rule.path.split(","))
+    assert rule.centring.reference_source == "baseline" and rule.is_affine
+    ids = np.array([0, 0, 1, 1, 1])
+    z = np.array([1.0, 0.0, 0.0, 1.0, 1.0])
+    np.testing.assert_array_equal(rule.advantages(z, ids, reference=np.array([1, 1, 0, 0, 0.0])),
+                                  [0.0, -1.0, 0.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match="reference"):
+        rule.advantages(z, ids)
+    with pytest.raises(ValueError, match="`estimator`"):
+        greedy_baseline_exact(small_bandit(), 4, estimator="grpo")
+
+
+def test_greedy_rollout_is_the_mode_lowest_action_on_ties():
+    bandit = SoftmaxBandit([[0.0, 2.0, 2.0], [1.0, 0.0, 1.0]], [[0.1, 0.7, 0.2], [0.4, 0.9, 0.3]])
+    law = greedy_baseline(bandit)
+    np.testing.assert_array_equal(law.action, [1, 0])
+    np.testing.assert_array_equal(law.success, [0.7, 0.4])
+
+
+def _mixture(bandit, G, B):
+    """Enumerated MSE averaged over every vector of greedy rewards, one per prompt."""
+    law, total = greedy_baseline(bandit), 0.0
+    for bits in itertools.product((0, 1), repeat=bandit.n_prompts):
+        bits = np.array(bits)
+        prob = np.prod(np.where(bits == 1, law.success, 1.0 - law.success))
+        total += prob * prompt_baseline_exact(bandit, G, B, baseline=bits.astype(float)).mse
+    return total
+
+
+@pytest.mark.parametrize("G,B", [(2, 1), (3, 2), (5, 1)])
+def test_exact_mse_is_the_enumerated_mixture(G, B):
+    bandit = small_bandit()
+    exact = greedy_baseline_exact(bandit, G, B)
+    assert exact.mean_factor == 1.0 and exact.bias_sq == 0.0
+    np.testing.assert_allclose(exact.mse, _mixture(bandit, G, B), rtol=1e-12)
+    fixed = prompt_baseline_exact(bandit, G, B, baseline=greedy_baseline(bandit).success).mse
+    assert not np.isclose(exact.mse, fixed, rtol=1e-3)  # negative control
+
+
+def test_deterministic_rewards_give_a_prompt_only_baseline():
+    bandit = SoftmaxBandit([[0.3, -0.2, 0.5], [1.0, 0.0, -1.0]], [[1, 0, 0], [0, 1, 1.0]])
+    b = bandit.reward_prob[[0, 1], greedy_baseline(bandit).action]
+    np.testing.assert_allclose(greedy_baseline_exact(bandit, 4, 2).mse,
+                               prompt_baseline_exact(bandit, 4, 2, baseline=b).mse, rtol=1e-12)
+
+
+def test_monte_carlo_matches_exact_and_rejects_a_fixed_baseline():
+    bandit = small_bandit()
+    fixed_b = greedy_baseline(bandit).success
+    for G, B, seed in ((2, 1, 380), (5, 2, 381)):
+        exact = greedy_baseline_exact(bandit, G, B).mse
+        mc = greedy_baseline_monte_carlo(bandit, G, B, 20_000, seed)
+        assert abs(mc.mse - exact) <= Z_CHECK * mc.mse_se, (G, B)
+        assert abs(mc.mean_factor - 1.0) <= Z_CHECK * mc.mean_factor_se, (G, B)
+        fixed = prompt_baseline_exact(bandit, G, B, baseline=fixed_b).mse
+        assert abs(mc.mse - fixed) > Z_CHECK * mc.mse_se, (G, B)
+
+
+def _verl_remax(z, greedy, n, lengths, dtype, tile=False):
+    """verl's own remax on ``P`` prompts of ``n`` responses each, laid out as its trainer lays
+    them (each prompt's samples together); ``tile`` plants the bug."""
+    verl = load_data("verl_opo_remax_1dda039b")
+    width = int(lengths.max())
+    mask = torch.as_tensor((np.arange(width)[None, :] < lengths[:, None]).astype(dtype))
+    token = torch.zeros((z.size, width), dtype=getattr(torch, dtype))
+    token[np.arange(z.size), lengths - 1] = torch.as_tensor(z.astype(dtype))
+    b = np.tile(greedy, n) if tile else np.repeat(greedy, n)
+    adv, _ = verl.compute_remax_outcome_advantage(token, torch.as_tensor(b.astype(dtype)), mask)
+    return adv.numpy(), mask.numpy().astype(bool)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_verls_own_remax_is_the_rule_and_a_planted_bug_is_rejected(dtype):
+    rng = np.random.default_rng(38)
+    bound, rejected, differ = np.finfo(dtype).eps, 0, 0
+    for _ in range(20):
+        P, n = int(rng.integers(2, 5)), int(rng.integers(1, 5))
+        z = rng.normal(size=P * n).astype(dtype)
+        greedy = rng.normal(size=P).astype(dtype)
+        lengths = rng.integers(1, 6, size=P * n)
+        ids = np.repeat(np.arange(P), n)
+        ours = VERL_REMAX.advantages(z, ids, reference=greedy.astype(np.float64)[ids])
+        theirs, valid = _verl_remax(z, greedy, n, lengths, dtype)
+        expected = np.where(valid, ours[:, None], 0.0)
+        # one rounding of z - b in the rewards' dtype
+        assert np.all(np.abs(theirs - expected) <= bound * np.abs(expected)), (z, greedy)
+        bug, _ = _verl_remax(z, greedy, n, lengths, dtype, tile=True)
+        rejected += not np.all(np.abs(bug - expected) <= bound * np.abs(expected))
+        differ += n > 1  # tiling and repeating agree at one response per prompt
+    assert rejected == differ >= 10
