@@ -29,7 +29,7 @@ import numpy as np
 from .._validation import as_float, as_int, as_rng
 from .advantage import advantage_moments, minibatch_advantage_mse
 from .moments import PromptMoments
-from .shrinkage import MonteCarloMoments, ShrinkageMoments, _rewards, _summary
+from .shrinkage import MonteCarloMoments, ShrinkageMoments, as_group_rewards, monte_carlo_summary
 
 __all__ = ["EBPO_SOURCE", "EBPOPrior", "stationary_prior", "ebpo_advantages", "ebpo_table",
            "ebpo_exact", "RunningPrior", "ebpo_monte_carlo"]
@@ -84,7 +84,7 @@ def ebpo_advantages(rewards, prior, weight=None) -> np.ndarray:
     ``weight``: a fixed ``S`` in [0, 1] used instead of the prior's (0 is the full-mean rule;
     the negative controls of C54.ebpo).
     """
-    r = _rewards(rewards, ndim=1)
+    r = as_group_rewards(rewards, ndim=1)
     p = _prior(prior)
     S = p.weight(r.shape[-1]) if weight is None else as_float(weight, "weight", low=0.0,
                                                                 high=1.0)
@@ -149,7 +149,7 @@ class RunningPrior:
         state[:] = [total, mean + delta * k / total, m2 + x_m2 + delta**2 * count * k / total]
 
     def update(self, rewards) -> None:
-        r = _rewards(rewards, ndim=3)
+        r = as_group_rewards(rewards, ndim=3)
         self._merge(self._state["reward"], r.reshape(r.shape[0], -1))
         self._merge(self._state["group"], r.mean(axis=-1))
 
@@ -190,4 +190,4 @@ def ebpo_monte_carlo(bandit, group_size, batch_size, n_reps, rng, steps: int = 1
     base = (1.0 - S)[:, None] * reward.mean(axis=-1) + (S * mu)[:, None]  # (n, B)
     adv = reward - base[..., None]
     score = bandit.scores(s.prompt, s.action, full=True).reshape(n, B, G, -1)
-    return _summary(bandit, np.einsum("nbg,nbgd->nd", adv, score) / (B * G))
+    return monte_carlo_summary(bandit, np.einsum("nbg,nbgd->nd", adv, score) / (B * G))
