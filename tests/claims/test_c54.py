@@ -1,5 +1,5 @@
-"""C54, C54.map, C54.ot (beyond the paper, ustat_rl/claims/beyond_shrinkage.py): each passes on
-the code as it is and fails on a planted bug in the estimator it samples."""
+"""C54, C54.map, C54.ot, C54.ebpo (beyond the paper, ustat_rl/claims/beyond_shrinkage.py): each
+passes on the code as it is and fails on a planted bug in the estimator it samples."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 import ustat_rl.claims.beyond_shrinkage as claims_module
 from ustat_rl.claims import VerifyContext, registry, run_claim
-from ustat_rl.theory import shrinkage
+from ustat_rl.theory import ebpo, shrinkage
 
 
 def _run(claim_id, seed=0):
@@ -19,7 +19,7 @@ def _failing(result):
     return [c.name for c in result.checks if c.required and not c.passed]
 
 
-@pytest.mark.parametrize("claim_id", ["C54", "C54.map", "C54.ot"])
+@pytest.mark.parametrize("claim_id", ["C54", "C54.map", "C54.ot", "C54.ebpo"])
 def test_claims_pass_on_the_code_as_it_is(claim_id):
     result = _run(claim_id)
     assert result.verdict == "pass", (_failing(result), result.error)
@@ -44,3 +44,12 @@ def test_c54_ot_fails_when_the_sampled_baseline_is_the_plain_group_mean(monkeypa
     monkeypatch.setattr(claims_module, "otb_monte_carlo", unweighted)
     failing = _failing(_run("C54.ot"))
     assert any(name.startswith("optimal-token MSE") for name in failing), failing
+
+
+def test_c54_ebpo_fails_when_the_sampled_estimator_ignores_the_prior(monkeypatch):
+    def no_prior(*args, **kwargs):
+        return ebpo.ebpo_monte_carlo(*args, **{**kwargs, "weight": 0.0})
+
+    monkeypatch.setattr(claims_module, "ebpo_monte_carlo", no_prior)
+    failing = _failing(_run("C54.ebpo"))
+    assert any(name.startswith("EBPO MSE") for name in failing), failing

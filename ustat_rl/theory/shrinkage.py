@@ -45,7 +45,8 @@ __all__ = ["JSPO_SOURCE", "OTB_SOURCE", "JSPO_EPSILON", "OTB_EPSILON", "MAX_BATC
            "ShrinkageMoments", "leave_one_out_means", "jspo_weights", "jspo_advantages",
            "score_weighted_advantages", "squared_score_norms", "jspo_exact",
            "group_rule_exact", "otb_exact", "prompt_baseline_exact", "jspo_monte_carlo",
-           "otb_monte_carlo", "MonteCarloMoments", "draw_batches", "batch_moments"]
+           "otb_monte_carlo", "MonteCarloMoments", "draw_batches", "batch_moments",
+           "as_group_rewards"]
 
 #: (repository, path, commit, function) of JSPO's advantage, read at that commit.
 JSPO_SOURCE = ("guanning03/JSPO-Official", "code/verl/trainer/ppo/core_algos.py",
@@ -85,7 +86,8 @@ class ShrinkageMoments:
     batch_size: int
 
 
-def _rewards(rewards, name="rewards", ndim=2) -> np.ndarray:
+def as_group_rewards(rewards, name="rewards", ndim=2) -> np.ndarray:
+    """``rewards`` as floats, checked: finite, at least ``ndim`` axes, groups of at least 2."""
     r = np.asarray(rewards, dtype=np.float64)
     if r.ndim < ndim or r.shape[-1] < 2 or not np.all(np.isfinite(r)):
         raise ValueError(f"`{name}` must be finite with at least {ndim} axes and a last axis "
@@ -96,7 +98,7 @@ def _rewards(rewards, name="rewards", ndim=2) -> np.ndarray:
 def leave_one_out_means(rewards) -> np.ndarray:
     """``loo_g = (sum_k z_k - z_g) / (G - 1)`` along the last axis: the registry's ``grpo``
     rule's baseline, read off its advantage ``z - loo``."""
-    r = _rewards(rewards, ndim=1)
+    r = as_group_rewards(rewards, ndim=1)
     flat = r.reshape(-1, r.shape[-1])
     return (flat - get_rule("grpo").grouped(flat)).reshape(r.shape)
 
@@ -108,7 +110,7 @@ def jspo_weights(rewards, epsilon: float = JSPO_EPSILON):
     the mean of their Bessel variances over ``G``, ``s`` the population variance of their
     means, ``lambda = v / (v + s + epsilon)``. Returns two arrays of shape ``(..., B)``.
     """
-    r = _rewards(rewards, ndim=2)
+    r = as_group_rewards(rewards, ndim=2)
     epsilon = as_float(epsilon, "epsilon", low=0.0)
     B, G = r.shape[-2:]
     if B < 2:
@@ -132,7 +134,7 @@ def jspo_advantages(rewards, epsilon: float = JSPO_EPSILON, weight=None) -> np.n
     ``weight``: a fixed ``lambda`` in [0, 1] used instead of JSPO's estimate (``0`` is the
     leave-one-out rule; the negative controls of C54).
     """
-    r = _rewards(rewards, ndim=2)
+    r = as_group_rewards(rewards, ndim=2)
     lam, target = jspo_weights(r, epsilon)
     if weight is not None:
         lam = np.full(lam.shape, as_float(weight, "weight", low=0.0, high=1.0))
@@ -143,7 +145,7 @@ def score_weighted_advantages(rewards, weights, epsilon: float = OTB_EPSILON) ->
     """``z_g - sum_k w_k z_k / (sum_k w_k + epsilon)`` along the last axis (verl's optimal-token
     baseline at sequence level, ``w`` the squared score norms; ``w = 1`` and ``epsilon = 0``
     give the full group mean)."""
-    r = _rewards(rewards, ndim=1)
+    r = as_group_rewards(rewards, ndim=1)
     w = np.asarray(weights, dtype=np.float64)
     if w.shape != r.shape or np.any(w < 0) or not np.all(np.isfinite(w)):
         raise ValueError(f"`weights` must be finite, non-negative and shaped like `rewards` "
