@@ -257,7 +257,7 @@ def plot(table: pd.DataFrame, per_cell: pd.DataFrame, verdicts: pd.DataFrame, st
     from ustat_rl.interface.plotting import new_figure, save_figure, set_group_size_ticks
 
     budgets = sorted(per_cell["N"].unique())
-    fig, axes = new_figure(1, len(budgets) + 1, panel_size=(4.2, 3.2))
+    fig, axes = new_figure(1, len(budgets) + 1, panel_size=(4.2, 3.2), sharex=False)
     for ax, N in zip(axes[0], budgets):
         cells = per_cell[per_cell["N"] == N]
         ax.errorbar(cells["G"], cells["mean"], yerr=[cells["mean"] - cells["low"],
