@@ -44,8 +44,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ustat_rl.runs.sweeps import (add_executor_arguments, default_output, executor_from_args,
-                                  run_cells, write_csv_atomic)
+from ustat_rl.runs.sweeps import (
+    add_executor_arguments,
+    default_output,
+    executor_from_args,
+    run_cells,
+    write_csv_atomic,
+)
 
 NAME = "advice_study"
 TRL_DEFAULT_G, ALPHA, POWER = 8, 0.05, 0.8
@@ -75,8 +80,12 @@ def run_cell(N: int, G: int, seed: int, plan: dict, cache: str) -> dict:
     from transformers import TrainerCallback
 
     from ustat_rl.frameworks import GroupSizeMonitor
-    from ustat_rl.frameworks.advice_task import MAX_COMPLETION, answer_probability, exact_reward
-    from ustat_rl.frameworks.advice_task import warm_start
+    from ustat_rl.frameworks.advice_task import (
+        MAX_COMPLETION,
+        answer_probability,
+        exact_reward,
+        warm_start,
+    )
     from ustat_rl.frameworks.demo import demo_trainer
 
     settings, train, held = task(plan)

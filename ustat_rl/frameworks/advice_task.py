@@ -44,9 +44,6 @@ class WarmStart:
     learning_rate: float = 3e-3
     hidden: int = 48
     layers: int = 2
-    #: Weight of the uniform distribution in the supervised targets: an under-confident start
-    #: whose most likely answer is often right while its sampled answers often are not.
-    smoothing: float = 0.0
 
     def key(self) -> str:
         """A short hash of the settings: the cache file's name."""
@@ -124,15 +121,12 @@ def _sequences(problems):
     return ids, attention, target
 
 
-def _answer_log_probs(model, problems, smoothing: float = 0.0):
+def _answer_log_probs(model, problems):
     """Per problem, the log-probability of its answer and end-of-sequence token after its
-    prompt (a tensor carrying gradients); with ``smoothing`` > 0, the label-smoothed
-    log-likelihood ``(1 - smoothing) log p(target) + smoothing mean_v log p(v)`` instead."""
+    prompt (a tensor carrying gradients)."""
     ids, attention, target = _sequences(problems)
-    all_log_p = model(input_ids=ids, attention_mask=attention).logits[:, :-1].log_softmax(-1)
-    log_p = all_log_p.gather(-1, ids[:, 1:, None])[..., 0]
-    if smoothing:
-        log_p = (1 - smoothing) * log_p + smoothing * all_log_p.mean(-1)
+    logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1]
+    log_p = logits.log_softmax(-1).gather(-1, ids[:, 1:, None])[..., 0]
     return (log_p * target[:, 1:]).sum(-1)
 
 
@@ -178,7 +172,7 @@ def warm_start(settings: WarmStart = WarmStart(), cache: Path | None = None):
         torch.manual_seed(settings.seed)
         for step in range(as_int(settings.steps, "steps", 0)):
             problems = draw_problems(settings.batch, seed=settings.seed * 1_000_003 + step)
-            loss = -_answer_log_probs(model, problems, settings.smoothing).mean()
+            loss = -_answer_log_probs(model, problems).mean()
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
