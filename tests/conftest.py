@@ -73,6 +73,7 @@ INTEGRATION_FILES = {
     "test_simulations_training.py": "scripts: limit_law, optimal_group_size, bench_training",
     "test_simulations_trl_gradient_mse.py": "script and TRL run: trl_gradient_mse.py --quick",
     "test_simulations_trl_group_size.py": "script and TRL run: trl_group_size.py --quick",
+    "test_advice_study.py": "script and TRL run: advice_study.py --quick",
     "test_transformer_scripts.py": "scripts: the transformer simulations and benchmark --quick",
     "test_benchmarks_montecarlo.py": "script: benchmarks/bench_montecarlo.py --quick",
     "test_benchmarks_sweeps.py": "script: benchmarks/bench_sweeps.py",

@@ -13,6 +13,8 @@
 * :mod:`.verl_monitor`: :class:`VerlWindowMonitor`, the entry fed by verl's ``DataProto`` batches
   (the ``verl`` extra);
 * :mod:`.demo`: a GRPO run small enough for a laptop CPU (tests, notebook 07, the benchmark);
+* :mod:`.advice_task`: graded addition with a warm-started Qwen2, a task where the group size
+  matters (``simulations/advice_study.py``, docs/advice_wins.md);
 * :mod:`.grouped`, :mod:`.verl`, :mod:`.dumps`: grouped rewards without scores from a verl batch,
   verl's rollout dumps and TRL's completion logs; :mod:`.rewards_only`: what they say alone.
 

@@ -1,0 +1,114 @@
+"""Quick run of simulations/advice_study.py (docs/advice_wins.md): the graded-addition task, its
+warm start and cache, the exact held-out reward, and the study's tables. Structural checks (two
+training steps learn too little for a statistical claim); the statistics of the summary are
+checked on planted tables, with a negative control each."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+from script_loader import load_script
+
+pytest.importorskip("trl")
+
+
+@pytest.fixture(scope="module")
+def script():
+    return load_script("simulations/advice_study.py", "advice_study_script")
+
+
+def test_quick_run_writes_every_output_and_a_rerun_skips_finished_runs(tmp_path, script):
+    table, per_cell, verdicts = script.main(["--quick", "--out", str(tmp_path), "--no-progress"])
+    assert sorted(zip(table["G"], table["seed"])) == [(2, 0), (2, 1), (4, 0), (4, 1)]
+    rewards = table[["reward_0", "reward_1", "reward_2", "final_reward"]].to_numpy(float)
+    assert ((rewards >= 0) & (rewards <= 1)).all()
+    assert (table["reward_0"] == table["reward_0"].iloc[0]).all()  # one warm start for all runs
+    for suffix in (".csv", "_pilot.csv", "_cells.csv", "_verdicts.csv", "_table.md", ".png",
+                   "_costs.json"):
+        assert (tmp_path / f"advice_study{suffix}").exists(), suffix
+    assert len(list((tmp_path / "warm_start").glob("advice_task-*.pt"))) == 1
+    again, _, _ = script.main(["--quick", "--out", str(tmp_path), "--no-progress"])
+    pd.testing.assert_frame_equal(again, table, check_dtype=False)
+    again, _, _ = script.main(["--quick", "--out", str(tmp_path), "--summarise-only"])
+    pd.testing.assert_frame_equal(again, table, check_dtype=False)
+
+
+def _planted(means: dict, sd: float, seeds: int, N: int = 64) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    rows = []
+    for G, mean in means.items():
+        for s, noise in enumerate(rng.standard_normal(seeds)):
+            value = mean + sd * noise
+            rows.append(dict(N=N, G=G, seed=s, reward_0=0.3, final_reward=value,
+                             windows_ok=0))
+    return pd.DataFrame(rows)
+
+
+def test_the_best_set_excludes_a_planted_poor_size_and_keeps_a_tied_one(script):
+    # G = 2 planted 0.10 below the others (sd 0.01, 6 seeds: about 20 standard errors)
+    pilot = pd.DataFrame([dict(N=64, pilot_gstar=7.0, pilot_low=5.0, pilot_high=9.0,
+                               pilot_advice=8, pilot_reward=0.3, note="")])
+    per_cell, verdicts = script.summarise(_planted({2: 0.4, 4: 0.5, 8: 0.5}, 0.01, 6), pilot)
+    assert per_cell.set_index("G")["in_best_set"].to_dict() == {2: False, 4: True, 8: True}
+    v = verdicts.iloc[0]
+    assert v["worst_G"] == 2 and v["worst_significant"]
+    assert v["advice_grid_G"] == 8 and v["advice_in_best_set"]
+    assert abs(v["gain_over_default"]) < 1e-12  # the advice is the default here
+    # the detectable difference: (z_{1 - 0.05/2} + z_{0.8}) sd sqrt(2/6) with the pooled sd
+    assert v["detectable_difference"] == pytest.approx(
+        (1.959964 + 0.841621) * v["pooled_sd"] * math.sqrt(2 / 6), rel=1e-5)
+
+
+def _excluded_share(script, alpha: float, replicates: int = 200) -> float:
+    """How often the set drops G = 4, planted best-equal among five sizes of equal means."""
+    pilot = pd.DataFrame(columns=["N", "pilot_advice", "note"])
+    rng = np.random.default_rng(1)
+    dropped = 0
+    for _ in range(replicates):
+        rows = [dict(N=64, G=G, seed=s, reward_0=0.3, final_reward=0.5 + 0.01 * rng.normal(),
+                     windows_ok=0) for G in (2, 4, 8, 16, 32) for s in range(6)]
+        per_cell, _ = script.summarise(pd.DataFrame(rows), pilot, alpha)
+        dropped += not per_cell.set_index("G").loc[4, "in_best_set"]
+    return dropped / replicates
+
+
+def test_the_best_set_holds_a_best_size_at_its_stated_level(script):
+    # all five means equal: each is a best size, so the 95% set may drop G = 4 in at most 5% of
+    # tables; 200 tables: 18 drops or more has probability < 0.001 at 5% (binomial)
+    assert _excluded_share(script, 0.05) < 18 / 200
+    # negative control: without the Bonferroni split (each test at 5%, alpha = 0.2 over 4
+    # tests), the same count exceeds the bound
+    assert _excluded_share(script, 0.2) >= 18 / 200
+
+
+def test_no_advice_from_a_degenerate_pilot(script):
+    pilot = pd.DataFrame([dict(N=64, pilot_gstar=math.nan, pilot_low=math.nan,
+                               pilot_high=math.nan, pilot_advice=math.nan, pilot_reward=0.0,
+                               note="degenerate")])
+    _, verdicts = script.summarise(_planted({2: 0.4, 4: 0.5}, 0.01, 6), pilot)
+    assert "advice_grid_G" not in verdicts and verdicts.iloc[0]["best_G"] == 4
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not os.environ.get("USTAT_RL_RAY_STUDY"),
+                    reason="about 3 minutes on 2 loaded cores (each Ray worker imports torch and "
+                           "trl): set USTAT_RL_RAY_STUDY=1 to run it")
+def test_ray_and_local_workers_give_the_same_rows(tmp_path, monkeypatch):
+    pytest.importorskip("ray")
+    from script_loader import ROOT
+
+    # the Ray workers import the script by its name: simulations/ on their path and on ours
+    monkeypatch.setenv("PYTHONPATH", f"{ROOT}:{ROOT / 'simulations'}")
+    monkeypatch.syspath_prepend(str(ROOT / "simulations"))
+    module = load_script("simulations/advice_study.py", "advice_study")
+    local, _, _ = module.main(["--quick", "--out", str(tmp_path / "local"), "--no-progress"])
+    ray, _, _ = module.main(["--quick", "--out", str(tmp_path / "ray"), "--no-progress",
+                             "--ray-address", "local"])
+    key = ["N", "G", "seed"]
+    left = local.drop(columns="seconds").sort_values(key).reset_index(drop=True)
+    right = ray.drop(columns="seconds").sort_values(key).reset_index(drop=True)
+    pd.testing.assert_frame_equal(left, right, check_dtype=False)
