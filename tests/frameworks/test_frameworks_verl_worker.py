@@ -1,0 +1,203 @@
+"""The verl hook (ustat_rl.frameworks.verl_worker): the adapter inside verl's actor worker.
+
+Runs in the verl environment (the ``verl`` extra; constraints-verl.txt) and skips elsewhere with
+the reason. verl 0.9.1's worker cannot be built on the CPU here (docs/at_scale.md, "verl"), so
+the hooked ``update_actor`` runs on a STAND-IN worker: a plain object with only the attributes
+the hook reads (``config.actor.strategy``/``loss_agg_mode``/``loss_scale_factor``,
+``config.rollout.n``/``temperature``, ``actor.engine.module``/``get_data_parallel_group``/
+``train_mode``), whose names are checked against verl's own classes and config by
+``test_the_stand_in_reads_what_verls_worker_holds``. The batch it receives is made by verl's own
+functions as the legacy trainer's ``_update_actor`` makes it (``DataProto.to_tensordict`` then
+``left_right_2_no_padding``), and split in contiguous shares as verl's dispatch splits it.
+
+Checks (exact unless a tolerance is stated): the hooked worker's records equal
+:class:`VerlWindowMonitor` called by hand on the same ``DataProto``, and verl's own
+``update_actor`` (the stand-in's) still runs on the unchanged batch; over two gloo processes,
+each given half the rows, rank 0's record equals the one-process record (relative 1e-6: the
+sketched chunks differ in size). Negative controls: scrambled uids give another record; a
+missing field gives a skipped record naming it (training goes on); FSDP1 is refused in one line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import socket
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from ustat_rl.frameworks.verl_monitor import VerlWindowMonitor
+
+try:
+    from omegaconf import OmegaConf
+    from test_frameworks_verl_monitor import B, G, OPTIONS, _model, _step_batch
+    from verl.utils.tensordict_utils import chunk_tensordict
+    from verl.workers.utils.padding import left_right_2_no_padding
+
+    from ustat_rl.frameworks import verl_worker
+except ImportError:
+    verl_worker = None
+
+needs_verl = pytest.mark.skipif(verl_worker is None, reason="verl is not installed (the verl "
+                                "extra, in its own environment: constraints-verl.txt)")
+
+
+def _worker_batch(batch):
+    """update_actor's TensorDict, as the legacy trainer's _update_actor makes it."""
+    batch = batch[torch.arange(len(batch))]  # a copy: the DataProto stays as it was
+    mask = batch.batch["attention_mask"]
+    batch.batch["position_ids"] = (mask.cumsum(dim=1) - 1).clamp(min=0)
+    return left_right_2_no_padding(batch.to_tensordict())
+
+
+class StandInEngine:
+    """STAND-IN for verl's FSDPEngine: the attributes the hook reads, nothing else."""
+
+    def __init__(self, module, group=None):
+        self.module, self.group, self.entered = module, group, 0
+
+    def get_data_parallel_group(self):
+        return self.group
+
+    @contextlib.contextmanager
+    def train_mode(self, **kwargs):
+        self.entered += 1
+        yield
+
+
+class StandInWorker:
+    """STAND-IN for verl's ActorRolloutRefWorker: ``config``, ``actor.engine`` and an
+    ``update_actor`` that takes a fixed step on the parameters (so training moves them)."""
+
+    def __init__(self, model, strategy="fsdp2", group=None):
+        self.config = OmegaConf.create({
+            "actor": {"strategy": strategy, "loss_agg_mode": "token-mean",
+                      "loss_scale_factor": None},
+            "rollout": {"n": G, "temperature": 1.0}})
+        self.actor = SimpleNamespace(engine=StandInEngine(model, group))
+        self.updates = []
+
+    def update_actor(self, data):
+        self.updates.append(sorted(data.keys()))
+        _update(self.actor.engine.module)
+        return "updated"
+
+
+def _update(model):
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(0.9)
+
+
+def _by_hand(batches):
+    model, hand, records = _model(), VerlWindowMonitor(G, **OPTIONS), []
+    for step, batch in enumerate(batches):
+        records.append(hand.step(batch, model, step=step))
+        _update(model)
+    return records
+
+
+@needs_verl
+def test_hooked_update_actor_records_as_the_adapter_by_hand_and_trains():
+    batches = [_step_batch(seed) for seed in (61, 62)]
+    want = _by_hand(batches)
+    cls = verl_worker.monitored_worker(StandInWorker, **OPTIONS)
+    worker = cls(_model())
+    for batch in batches:
+        data = _worker_batch(batch)
+        keys = sorted(data.keys())
+        assert worker.update_actor(data) == "updated"
+        assert worker.updates[-1] == keys  # verl's update ran on the batch, unchanged
+    got = worker._ustat_monitor.records
+    assert [r["status"] for r in got] == ["ok", "ok"] and worker.actor.engine.entered == 2
+    np.testing.assert_equal(got, want)
+    # negative control: uids scrambled across groups (still G rows each) give another record
+    batch = batches[0]
+    batch.non_tensor_batch["uid"] = np.array(batch.non_tensor_batch["uid"])[
+        np.roll(np.arange(B * G), 1)]
+    control = cls(_model())
+    control.update_actor(_worker_batch(batch))
+    assert control._ustat_monitor.records[0]["status"] == "ok"
+    assert control._ustat_monitor.records[0]["c1"]["estimate"] != pytest.approx(
+        want[0]["c1"]["estimate"], rel=1e-6)
+
+
+@needs_verl
+def test_a_missing_field_is_a_skipped_window_and_training_goes_on():
+    worker = verl_worker.monitored_worker(StandInWorker, **OPTIONS)(_model())
+    data = _worker_batch(_step_batch(63))
+    data.pop("token_level_rewards")
+    with pytest.warns(UserWarning, match="token_level_rewards"):
+        assert worker.update_actor(data) == "updated"
+    record = worker._ustat_monitor.records[0]
+    assert record["status"] == "skipped" and "'token_level_rewards'" in record["reason"]
+    assert len(worker.updates) == 1
+
+
+@needs_verl
+def test_bad_settings_and_fsdp1_are_refused_in_one_line():
+    with pytest.raises(ValueError, match="`group_size`"):
+        verl_worker.monitored_worker(StandInWorker, group_size=G)
+    with pytest.raises(ValueError, match="`every`"):
+        verl_worker.monitored_worker(StandInWorker, every=0)
+    with pytest.raises(TypeError, match="`base`"):
+        verl_worker.monitored_worker(object)
+    worker = verl_worker.monitored_worker(StandInWorker, **OPTIONS)(_model(), strategy="fsdp")
+    with pytest.raises(ValueError, match="actor.strategy='fsdp2'.*got 'fsdp'"):
+        worker.update_actor(_worker_batch(_step_batch(64)))
+    assert worker.updates == []
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank(rank, world, port, out):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        torch.set_num_threads(1)
+        data = _worker_batch(_step_batch(66))
+        share = chunk_tensordict(data, world)[rank]  # as verl's dispatch splits the batch
+        worker = verl_worker.monitored_worker(StandInWorker, **OPTIONS)(
+            _model(), group=torch.distributed.group.WORLD)
+        worker.update_actor(share)
+        torch.save(worker._ustat_monitor.records, Path(out) / f"rank{rank}.pt")
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+@needs_verl
+def test_two_ranks_given_halves_record_what_one_process_records(tmp_path):
+    torch.multiprocessing.spawn(_rank, args=(2, _free_port(), str(tmp_path)), nprocs=2)
+    want = _by_hand([_step_batch(66)])[0]
+    for rank in range(2):
+        got = torch.load(tmp_path / f"rank{rank}.pt", weights_only=False)[0]
+        assert got["status"] == "ok"
+        _assert_close(got, want)
+    # negative control: the same comparison tells another step's record apart
+    with pytest.raises(AssertionError):
+        _assert_close(got, _by_hand([_step_batch(67)])[0])
+
+
+def _assert_close(got, want, where="record"):
+    """Equal structure and text; numbers equal to relative 1e-6 (NaN equal to NaN)."""
+    if isinstance(want, dict):
+        assert sorted(got) == sorted(want), where
+        for key in want:
+            _assert_close(got[key], want[key], f"{where}[{key!r}]")
+    elif isinstance(want, (list, tuple)):
+        assert len(got) == len(want), where
+        for i, (g, w) in enumerate(zip(got, want)):
+            _assert_close(g, w, f"{where}[{i}]")
+    elif isinstance(want, (float, np.floating)):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=0, equal_nan=True, err_msg=where)
+    else:
+        assert got == want, where
