@@ -201,3 +201,67 @@ def _assert_close(got, want, where="record"):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=0, equal_nan=True, err_msg=where)
     else:
         assert got == want, where
+
+
+def _verl_classes():
+    """verl's own worker, engine and runners; skip, with the reason, where they do not import
+    (verl 0.9.1's worker module imports fastapi, uvicorn and cachetools, which verl does not
+    declare: the verl extra adds them)."""
+    try:
+        from verl.trainer import main_ppo, main_ppo_v0
+        from verl.trainer.ppo.ray_trainer import Role
+        from verl.workers.engine.fsdp.transformer_impl import FSDPEngine
+        from verl.workers.engine_workers import ActorRolloutRefWorker, TrainingWorker
+    except ImportError as exc:
+        pytest.skip(f"verl's worker does not import here: {exc}")
+    return SimpleNamespace(worker=ActorRolloutRefWorker, training=TrainingWorker,
+                           engine=FSDPEngine, v0=main_ppo_v0, v1=main_ppo, Role=Role)
+
+
+@needs_verl
+def test_the_stand_in_reads_what_verls_worker_holds():
+    verl = _verl_classes()
+    assert "self.actor = self.actor_worker_cls(" in inspect.getsource(verl.worker.init_model)
+    assert "self.config = config" in inspect.getsource(verl.worker.__init__)
+    assert verl.worker.actor_worker_cls is verl.training
+    assert "self.engine: BaseEngine = EngineRegistry.new(" in inspect.getsource(
+        verl.training.__init__)
+    assert "self.module = module" in inspect.getsource(verl.engine)
+    for name in verl_worker.ENGINE_ATTRIBUTES[1:]:
+        assert callable(getattr(verl.engine, name)), name
+    # negative control: the older worker's attribute (fsdp_workers.py) is not in 0.9.1's
+    assert "actor_module_fsdp" not in inspect.getsource(inspect.getmodule(verl.worker))
+    config = OmegaConf.load(Path(inspect.getfile(verl.v1)).parent / "config"
+                            / "_generated_ppo_trainer.yaml").actor_rollout_ref
+    for key in ("actor.strategy", "actor.loss_agg_mode", "actor.loss_scale_factor", "rollout.n",
+                "rollout.temperature"):
+        assert OmegaConf.select(config, key, default="absent") != "absent", key
+    assert OmegaConf.select(config, "actor.loss_type", default="absent") == "absent"  # control
+
+
+@needs_verl
+def test_the_monitored_worker_keeps_verls_dispatch_and_the_runners_install_it():
+    from verl.single_controller.base.decorator import MAGIC_ATTR
+
+    verl = _verl_classes()
+    cls = verl_worker.monitored_worker(**OPTIONS)
+    assert issubclass(cls, verl.worker)
+    assert getattr(cls.update_actor, MAGIC_ATTR) == getattr(verl.worker.update_actor, MAGIC_ATTR)
+    assert getattr(cls.compute_log_prob, MAGIC_ATTR) != getattr(cls.update_actor, MAGIC_ATTR)
+    legacy = verl_worker.verl_task_runner(use_v1=False, **OPTIONS).__ray_actor_class__
+    assert issubclass(legacy, verl.v0.TaskRunner.__ray_actor_class__)
+    config = OmegaConf.load(Path(inspect.getfile(verl.v1)).parent / "config"
+                            / "_generated_ppo_trainer.yaml")
+    runner = legacy()
+    installed, _ = runner.add_actor_rollout_worker(config)
+    assert issubclass(installed, verl.worker) and installed.__name__.startswith("Monitored")
+    v1 = verl_worker.verl_task_runner(**OPTIONS).__ray_actor_class__
+    assert issubclass(v1, verl.v1.TaskRunnerV1.__ray_actor_class__)
+    import ray  # the v1 trainer's mapping, as PPOTrainer._init_resource_pool_mgr builds it
+
+    mapping = {verl.Role.ActorRollout: ray.remote(verl.worker),
+               verl.Role.Critic: ray.remote(verl.training)}
+    verl_worker._swap_workers(mapping, OPTIONS)
+    assert mapping[verl.Role.ActorRollout].__ray_actor_class__.__name__ == \
+        "MonitoredActorRolloutRefWorker"
+    assert mapping[verl.Role.Critic].__ray_actor_class__ is verl.training  # control: untouched
