@@ -16,9 +16,9 @@
 * :mod:`.demo`: a GRPO run small enough for a laptop CPU (tests, notebook 07, the benchmark);
 * :mod:`.grouped`, :mod:`.verl`, :mod:`.dumps`: grouped rewards without scores from a verl batch,
   verl's rollout dumps and TRL's completion logs; :mod:`.rewards_only`: what they say alone.
+
 Nothing here imports ``trl`` until a monitor is attached, nor ``verl`` until the verl hook is built
 (:func:`monitored_worker`, :func:`verl_task_runner`).
-Nothing here imports ``trl`` until a monitor is attached, nor ``verl`` ever.
 """
 
 from __future__ import annotations
