@@ -50,6 +50,10 @@ try:
     from verl.workers.utils.padding import left_right_2_no_padding
 
     from ustat_rl.frameworks import verl_worker
+
+    #: B = 3 groups of G = 4 over 2 ranks: 4 and 8 rows, one chunk each at chunk_size 8 (at 4,
+    #: one and two: fully_shard's ranks would sketch unequal passes; the window is skipped)
+    REAL = dict(OPTIONS, chunk_size=8)
 except ImportError:
     verl_worker = None
 
@@ -104,7 +108,8 @@ def _update(model):
             p.mul_(0.9)
 
 
-def _by_hand(batches, options=OPTIONS):
+def _by_hand(batches, options=None):
+    options = OPTIONS if options is None else options
     model, hand, records = _model(), VerlWindowMonitor(G, **options), []
     for step, batch in enumerate(batches):
         records.append(hand.step(batch, model, step=step))
@@ -275,11 +280,6 @@ def test_the_monitored_worker_keeps_verls_dispatch_and_the_runners_install_it():
     assert mapping[verl.Role.ActorRollout].__ray_actor_class__.__name__ == \
         "MonitoredActorRolloutRefWorker"
     assert mapping[verl.Role.Critic].__ray_actor_class__ is verl.training  # control: untouched
-
-
-#: B = 3 groups of G = 4 over 2 ranks: 4 and 8 rows, one chunk each at chunk_size 8 (at 4, one
-#: and two: fully_shard's ranks would sketch unequal passes, and the window is skipped saying so)
-REAL = dict(OPTIONS, chunk_size=8)
 
 
 def _real_rank(rank, world, port, folder):
