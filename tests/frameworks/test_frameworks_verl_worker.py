@@ -336,3 +336,18 @@ def test_verls_own_worker_on_two_cpu_ranks_records_what_one_process_records(tmp_
     with pytest.raises(AssertionError):  # negative control: another step's record is told apart
         _assert_close(record, _by_hand([_step_batch(72)], REAL)[0], rtol=1e-5)
     assert "actor/pg_loss" in torch.load(tmp_path / "real0.pt", weights_only=False)["metrics"]
+
+
+def test_without_verl_the_hook_is_refused_in_one_line():
+    from ustat_rl.frameworks import monitored_worker, verl_task_runner
+
+    try:
+        import verl.workers.engine_workers  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("verl's worker imports here: the refusal is for where it does not")
+    for build in (monitored_worker, verl_task_runner):
+        with pytest.raises(ImportError, match="the `verl` extra") as refused:
+            build(every=1)
+        assert "\n" not in str(refused.value)
