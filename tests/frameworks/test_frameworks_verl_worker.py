@@ -23,7 +23,7 @@ Checks (exact unless a tolerance is stated): the hooked stand-in's records equal
 ``update_actor`` still runs on the unchanged batch; over two gloo processes, each given its
 share, rank 0's and rank 1's records equal the one-process record (relative 1e-6 for the
 stand-in, 1e-5 for verl's FSDP2 worker, whose sharded float32 sums run in another order), and
-verl's update then runs and moves the parameters. Negative controls: scrambled uids give another
+verl's update then moves the parameters exactly where verl's worker without the hook moves them. Negative controls: scrambled uids give another
 record; another step's record is told apart at the same tolerance; a missing field gives a
 skipped record naming it (training goes on); FSDP1 is refused in one line.
 """
@@ -311,7 +311,12 @@ def _real_rank(rank, world, port, folder):
         output = worker.update_actor(chunk_tensordict(data, world)[rank])
         moved = sum(float((p.full_tensor().detach() - q).abs().sum())
                     for p, q in zip(module.parameters(), before))
-        torch.save(dict(records=worker._ustat_monitor.records, moved=moved,
+        plain = ActorRolloutRefWorker(config, role="actor")  # verl's worker without the hook
+        plain.init_model()
+        plain.update_actor(chunk_tensordict(data, world)[rank])
+        unchanged = all(torch.equal(p.full_tensor(), q.full_tensor()) for p, q in
+                        zip(module.parameters(), plain.actor.engine.module.parameters()))
+        torch.save(dict(records=worker._ustat_monitor.records, moved=moved, unchanged=unchanged,
                         module=type(module).__name__,
                         metrics=sorted(output["metrics"]) if output is not None else None),
                    Path(folder) / f"real{rank}.pt")
@@ -329,6 +334,7 @@ def test_verls_own_worker_on_two_cpu_ranks_records_what_one_process_records(tmp_
         got = torch.load(tmp_path / f"real{rank}.pt", weights_only=False)
         assert got["module"].startswith("FSDP")  # fully_shard's class
         assert got["moved"] > 0  # verl's update ran after the hook and moved the parameters
+        assert got["unchanged"]  # to exactly where verl's worker without the hook moves them
         record = got["records"][0]
         assert record["status"] == "ok"
         # relative 1e-5: the sharded model sums in float32 in another order (measured ~1e-7)
