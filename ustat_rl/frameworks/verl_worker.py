@@ -146,7 +146,8 @@ def _window(worker, data) -> dict | None:
     if not monitor.due(step):
         return None
     group = monitor.process_group
-    try:  # the same rows reach every rank after the gather, so every rank takes one branch
+    # every share has the same fields and every rank gathers the same rows: one branch for all
+    try:
         rows = gathered_rows(worker_rows(data), group)
         inputs = verl_step_inputs(rows, monitor.group_size, verl_monitor.loss_agg_mode,
                                   verl_monitor.loss_scale_factor)
@@ -171,8 +172,8 @@ def monitored_worker(base=None, *, adv_estimator="grpo", norm_adv_by_std_in_grpo
         verl's ``algorithm`` settings (the worker's config holds ``actor_rollout_ref`` only).
     **monitor_kwargs :
         :class:`~ustat_rl.frameworks.entry.WindowMonitor`'s settings (``every``, ``sketch_dim``,
-        ``trajectory``, ...); ``group_size``, ``loss_agg_mode``, ``loss_scale_factor``,
-        ``temperature`` and the process group are read from the worker.
+        ``trajectory``, ...); ``group_size``, ``loss_agg_mode``, ``loss_scale_factor`` and the
+        process group are read from the worker, ``temperature`` too unless given.
 
     The records are in the worker's ``_ustat_monitor.records`` and, on rank 0, in
     ``trajectory``.
