@@ -53,6 +53,7 @@ API_MODULES = (
     ("ustat_rl.frameworks.trl_monitor", "G* and the noise budget inside a live TRL GRPO run"),
     ("ustat_rl.frameworks.trl_support", "the TRL releases and loss settings the monitor supports"),
     ("ustat_rl.frameworks.verl_monitor", "G* and the noise budget from verl's DataProto batches"),
+    ("ustat_rl.frameworks.verl_worker", "the verl adapter inside verl's actor worker (update_actor)"),
     ("ustat_rl.frameworks.window", "one monitored window: grouped rewards and scores to a record"),
     ("ustat_rl.frameworks.logs", "a trainer's per-step logs read for what they determine"),
     ("ustat_rl.theory.keep_rules", "the frameworks' dynamic-sampling keep rules, exactly"),

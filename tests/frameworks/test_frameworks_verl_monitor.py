@@ -237,4 +237,4 @@ def test_bad_settings_are_refused_naming_the_parameter():
     with pytest.raises(ValueError, match="`estimator`"):
         VerlWindowMonitor(G, estimator="grpo")
     with pytest.raises(TypeError, match="`batch`"):
-        verl_step_inputs({"prompts": 1}, G)
+        verl_step_inputs([1, 2], G)  # neither a DataProto nor a mapping of the fields

@@ -11,14 +11,16 @@
 * :mod:`.trl_monitor`: :class:`GroupSizeMonitor`, its adapter for TRL's ``GRPOTrainer`` (a
   callback; the ``trl`` extra);
 * :mod:`.verl_monitor`: :class:`VerlWindowMonitor`, the entry fed by verl's ``DataProto`` batches
-  (the ``verl`` extra);
+  (the ``verl`` extra); :mod:`.verl_worker`: :func:`monitored_worker` and
+  :func:`verl_task_runner`, that adapter inside verl's actor worker;
 * :mod:`.demo`: a GRPO run small enough for a laptop CPU (tests, notebook 07, the benchmark);
 * :mod:`.advice_task`: graded addition with a warm-started Qwen2, a task where the group size
   matters (``simulations/advice_study.py``, docs/advice_wins.md);
 * :mod:`.grouped`, :mod:`.verl`, :mod:`.dumps`: grouped rewards without scores from a verl batch,
   verl's rollout dumps and TRL's completion logs; :mod:`.rewards_only`: what they say alone.
 
-Nothing here imports ``trl`` until a monitor is attached, nor ``verl`` ever.
+Nothing here imports ``trl`` until a monitor is attached, nor ``verl`` until the verl hook is built
+(:func:`monitored_worker`, :func:`verl_task_runner`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ _LAZY.update({"GroupedRewards": ".grouped", "verl_rewards": ".verl", "verl_rollo
 
 __all__ += ["VerlWindowMonitor", "verl_step_inputs"]
 _LAZY.update({"VerlWindowMonitor": ".verl_monitor", "verl_step_inputs": ".verl_monitor"})
+__all__ += ["monitored_worker", "verl_task_runner"]
+_LAZY.update({"monitored_worker": ".verl_worker", "verl_task_runner": ".verl_worker"})
 
 
 def __getattr__(name):

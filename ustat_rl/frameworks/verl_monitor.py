@@ -32,9 +32,9 @@ under the ``ActorRolloutRefWorker``), while the trainer's loop, which holds the 
 runs in the task runner. This module is the step's conversion and the entry's call; it is
 tested with verl's own ``DataProto``, verl's own ``compute_grpo_outcome_advantage`` and
 ``agg_loss`` and a model built from a transformers config, on the CPU
-(tests/frameworks/test_frameworks_verl_monitor.py). It is not attached to a whole verl run:
-that needs a worker whose ``update_actor`` calls it with an unsharded model, and GPUs
-(docs/at_scale.md, "verl").
+(tests/frameworks/test_frameworks_verl_monitor.py). Inside verl's worker it is called by
+:mod:`ustat_rl.frameworks.verl_worker` from ``update_actor``; a whole verl run (GPUs, Ray
+workers, a rollout engine) was not run (docs/at_scale.md, "verl").
 """
 
 from __future__ import annotations
@@ -85,12 +85,14 @@ def verl_rule(adv_estimator: str, norm_adv_by_std_in_grpo: bool = True) -> tuple
 
 
 def _tensor(data, name: str):
-    holder = getattr(data, "batch", None)
-    if holder is None or not hasattr(data, "non_tensor_batch"):
-        raise TypeError(f"`batch` must be verl's DataProto (.batch and .non_tensor_batch), got "
-                        f"{type(data).__name__}")
+    """``data``'s tensor ``name``: verl's ``DataProto`` (in ``.batch``) or a mapping of the fields
+    (a ``TensorDict`` or dict, as :mod:`ustat_rl.frameworks.verl_worker` builds one)."""
+    holder = getattr(data, "batch", None) if hasattr(data, "non_tensor_batch") else data
+    if holder is None or not hasattr(holder, "keys"):
+        raise TypeError(f"`batch` must be verl's DataProto (.batch and .non_tensor_batch) or a "
+                        f"mapping of {VERL_STEP_FIELDS}, got {type(data).__name__}")
     if name not in holder.keys():
-        raise ValueError(f"`batch.batch` has no field {name!r}; the adapter reads "
+        raise ValueError(f"`batch` has no field {name!r}; the adapter reads "
                          f"{', '.join(VERL_STEP_FIELDS)}")
     return holder[name]
 
@@ -114,8 +116,9 @@ def verl_step_inputs(batch, group_size: int, loss_agg_mode: str = "token-mean",
 
     Parameters
     ----------
-    batch : verl.DataProto
-        The step's padded batch (module docstring), after ``compute_advantage``.
+    batch : verl.DataProto or mapping
+        The step's padded batch (module docstring), after ``compute_advantage``; or a mapping
+        (``TensorDict``, dict) of the same fields, ``uid`` among them.
     group_size : int
         verl's ``actor_rollout_ref.rollout.n``.
     loss_agg_mode : str
