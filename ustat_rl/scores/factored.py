@@ -41,8 +41,14 @@ import torch
 from .._validation import as_int
 from ..seeding import child_int
 from ._sketcher import Sketcher
-from .coverage import check_supported, module_rules, parameter_coverage, uncovered_parameters
-from .rules import named
+from .coverage import (
+    check_supported,
+    module_rules,
+    parameter_coverage,
+    uncovered_parameters,
+    zero3_partitioned,
+)
+from .rules import global_shape, named
 from .sequence import sequence_log_probs, trainable_parameters
 from .spec import FACTORED_KINDS, SketchSpec
 
@@ -137,7 +143,7 @@ def factored_projection_matrix(model, k, seed, blocks: int = 1, kind: str = "gau
     Columns follow ``named_parameters`` (the layout of full scores), each tensor row-major.
     """
     _check_sketch(model, k, blocks, kind)
-    shapes = [tuple(p.shape) for p in trainable_parameters(model).values()]
+    shapes = [global_shape(p) for p in trainable_parameters(model).values()]
     return kronecker_projection_matrix(shapes, k, seed, blocks, kind)
 
 
@@ -168,14 +174,15 @@ def hooked(model, spec: SketchSpec):
     params = trainable_parameters(model)
     first = next(iter(params.values()))
     dtype = first.dtype if spec.dtype is None else spec.dtype
-    shapes = tuple(tuple(p.shape) for p in params.values())
+    shapes = tuple(global_shape(p) for p in params.values())
     factors = dict(zip((id(p) for p in params.values()),
                        _device_factors(shapes, spec.dimension, spec.blocks, spec.seed, spec.kind,
                                        first.device, dtype)))
     sketcher = Sketcher(factors, spec.dimension, spec.blocks, block_factors(spec.block_dim),
                         dtype, first.device)
+    first_hooks = zero3_partitioned(model)  # before DeepSpeed's hook frees the gathered values
     handles = [module.register_forward_hook(partial(sketcher.hook, named(rule), own),
-                                            with_kwargs=True)
+                                            with_kwargs=True, prepend=first_hooks)
                for module, rule, own in module_rules(model)]
     was_training = model.training
     model.eval()
