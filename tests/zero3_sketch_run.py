@@ -2,7 +2,8 @@
 ``DS_ACCELERATOR=cpu``): the factored sketch of a tiny causal LM in float64 whose parameters
 DeepSpeed ZeRO-3 partitions (``deepspeed.initialize``, stage 3, every parameter partitioned:
 ``stage3_param_persistence_threshold`` 0), each process sketching its own rows of
-``engine.module``, next to the same model unsharded.
+``engine.module``, next to the same model unsharded. No prefetch and nothing kept live, so each
+module gathers its own parameters before its forward and frees them after it.
 
 For each case (a family of :mod:`ustat_rl.scores.families`; ``+gated``: a norm of layer 0
 replaced by one with a matrix used non-linearly, which takes the exact fallback; ``+lora``: a
@@ -10,7 +11,8 @@ PEFT adapter) each process saves ``<case>.scores.<rank>.npz``: the sharded score
 model's scores of the same rows under the same seed, and two controls (the sharded scores under
 another seed, the unsharded scores of a model with one RMSNorm weight entry moved by 1e-2), and
 ``<case>.meta.<rank>.json`` (what the parameters look like outside DeepSpeed's gather, the
-coverage rules, the DeepSpeed version). For the cases of ``fsdp_sketch_run.MONITORED``,
+coverage rules, the DeepSpeed version, DeepSpeed's all-gathers counted during the sketch and,
+for comparison, in one training forward and backward). For the cases of ``fsdp_sketch_run.MONITORED``,
 ``<case>.records.<rank>.json``: the monitor's records as tests/fsdp_sketch_run.py makes them
 (``monitored``), on the ZeRO-3 model. ``refusals.<rank>.json``: the message for a model whose
 parameters ``deepspeed.zero.Init`` partitioned but no engine gathers.
@@ -28,15 +30,14 @@ import deepspeed
 import numpy as np
 import torch
 import torch.distributed as dist
+
+# the same models, rows and counts as under FSDP2 (this script's folder is on the path)
+from fsdp_sketch_run import MONITORED, Collectives, build, layers, monitored, rows, training_pass
 from torch import nn
 
 from ustat_rl.scores.chunks import sketch_rows
 from ustat_rl.scores.coverage import parameter_coverage
 from ustat_rl.scores.spec import SketchSpec
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fsdp_sketch_run import (  # noqa: E402  the same models, rows and counts
-    MONITORED, Collectives, build, layers, monitored, rows, training_pass)
 
 SEED = 11
 CONFIG = dict(train_micro_batch_size_per_gpu=6, gradient_accumulation_steps=1,

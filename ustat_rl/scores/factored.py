@@ -26,7 +26,9 @@ the scores agree across devices to floating-point rounding.
 Parameters sharded by FSDP2 (``fully_shard``) are supported (docs/at_scale.md): the factors are
 drawn from the global shapes, keyed by the parameters as ``named_parameters`` lists them, and the
 rules read parameter values from what a module holds in its forward (whole under FSDP2), so the
-scores are the unsharded model's whatever the number of processes.
+scores are the unsharded model's whatever the number of processes. So are DeepSpeed ZeRO-3's
+partitioned parameters (``ds_shape`` their global shape), the hooks running before DeepSpeed's
+release.
 """
 
 from __future__ import annotations
