@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from ustat_rl.scores.causal_lm import causal_lm_pilot
-from ustat_rl.scores.coverage import parameter_coverage, uncovered_parameters
+from ustat_rl.scores.coverage import fully_sharded, parameter_coverage, uncovered_parameters
 from ustat_rl.scores.factored import factored_projection_matrix, factored_sketch_scores
 from ustat_rl.scores.forward_sketch import jvp_projection_matrix, jvp_sketch_scores
 from ustat_rl.scores.sequence import functional_safe, sequence_log_probs
@@ -265,12 +265,61 @@ def test_what_cannot_be_sketched_is_refused_in_one_line():
         factored_sketch_scores(sharded, tokens, mask, 4, seed=0)
 
     # DeepSpeed ZeRO-3 leaves each partitioned parameter empty outside its gather and marks it
-    # with ``ds_id``: refused in one line, while the same model unmarked is sketched
+    # with ``ds_id``: refused in one line where no DeepSpeed hook gathers it (its module not
+    # marked ``ds_id`` by deepspeed.initialize), while the same model unmarked is sketched
+    # (the sketch under a real ZeRO-3 engine: tests/scores/test_factored_zero3.py)
     zero3 = _Wrapped(torch.nn.Identity()).double()
     assert factored_sketch_scores(zero3, tokens, mask, 4, seed=0).shape[1] == 4
     zero3.head.bias.ds_id = 7
-    with pytest.raises(ValueError, match="partitioned by DeepSpeed ZeRO-3; .*FSDP2"):
+    with pytest.raises(ValueError, match="partitioned by DeepSpeed ZeRO-3 but no DeepSpeed hook "
+                                         "gathers it; .*deepspeed.initialize"):
         factored_sketch_scores(zero3, tokens, mask, 4, seed=0)
+
+
+def test_zero3_marks_change_nothing_where_the_tensors_are_whole():
+    """The parts of the ZeRO-3 route that run without DeepSpeed (tested under a real ZeRO-3
+    engine in tests/scores/test_factored_zero3.py): every module and parameter marked as
+    ``deepspeed.initialize`` marks them (``ds_id``, ``ds_shape``), the tensors left whole. The
+    sketch is the unmarked model's (rtol 1e-12), the shapes are read from ``ds_shape``, and the
+    rules run a marked module again without its hooks (DeepSpeed's would gather the swapped
+    tensors): each hook below runs once, in the model's own forward. Control: unmarked, the
+    same hooks also run in the rules' calls (measured: more than once)."""
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = _Odd().double()
+    tokens, mask = _batch()
+    reference = factored_sketch_scores(model, tokens, mask, 12, seed=3, blocks=3).numpy()
+    calls = {}
+
+    def count(module, args, output):
+        calls[type(module).__name__] = calls.get(type(module).__name__, 0) + 1
+
+    for module in (model.norm, model.shift, model.mix):
+        module.register_forward_hook(count)
+    factored_sketch_scores(model, tokens, mask, 12, seed=3, blocks=3)
+    unmarked = dict(calls)
+    assert unmarked["LayerNorm"] > 1 and unmarked["_Mix"] > 1  # the rules' own calls
+    for number, module in enumerate(model.modules()):
+        module.ds_id = number
+    for number, p in enumerate(model.parameters()):
+        p.ds_id, p.ds_shape = number, p.shape
+    assert fully_sharded(model)  # every forward would all-gather: windows of equal passes only
+    calls.clear()
+    marked = factored_sketch_scores(model, tokens, mask, 12, seed=3, blocks=3).numpy()
+    assert calls == {"LayerNorm": 1, "_Cumulative": 1, "_Mix": 1}
+    assert np.allclose(marked, reference, rtol=1e-12, atol=1e-12 * np.abs(reference).max())
+    # outside DeepSpeed's gather each tensor is empty: the factors follow ds_shape and so
+    # does coverage (an empty tensor is 1-D)
+    matrix, coverage = factored_projection_matrix(model, 12, 3, 3), parameter_coverage(model)
+    for p in model.parameters():
+        p.data = torch.empty(0, dtype=p.dtype)
+    assert np.array_equal(factored_projection_matrix(model, 12, 3, 3), matrix)
+    assert parameter_coverage(model) == coverage
+    plain = _Wrapped(torch.nn.LayerNorm(4)).double()  # nn.Linear and nn.LayerNorm's own rules
+    coverage = parameter_coverage(plain)
+    for p in plain.parameters():
+        p.ds_id, p.ds_shape, p.data = 0, p.shape, torch.empty(0, dtype=p.dtype)
+    assert parameter_coverage(plain) == coverage
 
 
 def test_non_reentrant_checkpointing_in_eval_mode_is_exact():

@@ -81,10 +81,10 @@ def gather_rows(rows, group=None) -> np.ndarray:
 
 
 def unequal_passes(model, rows: int, chunk_size: int, group=None) -> str | None:
-    """Why a window of a ``fully_shard`` model cannot be sketched: its processes would run
-    different numbers of chunks of ``chunk_size`` rows (each pass all-gathers the parameters, a
-    collective all of them must join); ``None`` when they run the same number, or the model
-    is not sharded (then nothing is exchanged).
+    """Why a window of a model sharded by ``fully_shard`` or DeepSpeed ZeRO-3 cannot be sketched:
+    its processes would run different numbers of chunks of ``chunk_size`` rows (each pass
+    all-gathers the parameters, a collective all of them must join); ``None`` when they run the
+    same number, or the model is not sharded (then nothing is exchanged).
 
     >>> from torch import nn
     >>> unequal_passes(nn.Linear(2, 2), rows=5, chunk_size=2) is None
@@ -95,6 +95,6 @@ def unequal_passes(model, rows: int, chunk_size: int, group=None) -> str | None:
     passes = gather_rows(np.array([-(-int(rows) // int(chunk_size))]), group)
     if len(set(passes.tolist())) == 1:
         return None
-    return (f"under fully_shard every process must sketch as many chunks of chunk_size = "
-            f"{chunk_size} rows as the others (each pass all-gathers the parameters); the "
+    return (f"under fully_shard or ZeRO-3 every process must sketch as many chunks of "
+            f"chunk_size = {chunk_size} rows as the others (each pass all-gathers the parameters); the "
             f"processes hold {passes.tolist()} chunks: give each the same number of rows")

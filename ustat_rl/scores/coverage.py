@@ -35,7 +35,7 @@ from . import rules
 from .sequence import trainable_parameters
 
 __all__ = ["RULES", "module_rules", "parameter_coverage", "uncovered_parameters",
-           "check_supported", "fully_sharded"]
+           "check_supported", "fully_sharded", "zero3_partitioned"]
 
 #: The ways a parameter can enter the forward pass, fastest first; ``"module"`` is the fallback
 #: (each rule's test and formula: :mod:`ustat_rl.scores.rules`).
@@ -98,10 +98,18 @@ def _fsdp_units(model) -> list:
     return [module for module in model.modules() if isinstance(module, FSDPModule)]
 
 
+def zero3_partitioned(model) -> bool:
+    """Whether DeepSpeed ZeRO-3 partitions a parameter of ``model`` (marked ``ds_id``): then each
+    module gathers its own parameters in a hook before its forward and frees them in a hook
+    after it, and the sketch's hooks must run before that release."""
+    return any(hasattr(p, "ds_id") for p in model.parameters())
+
+
 def fully_sharded(model) -> bool:
-    """Whether FSDP2's ``fully_shard`` made any module of ``model`` a unit of sharding: then
-    every forward pass all-gathers parameters, a collective all its processes must join."""
-    return bool(_fsdp_units(model))
+    """Whether FSDP2's ``fully_shard`` made any module of ``model`` a unit of sharding, or
+    DeepSpeed ZeRO-3 partitions its parameters: then every forward pass all-gathers parameters,
+    a collective all its processes must join."""
+    return bool(_fsdp_units(model)) or zero3_partitioned(model)
 
 
 def check_supported(model) -> None:
@@ -110,21 +118,25 @@ def check_supported(model) -> None:
     Parameters sharded by FSDP2 (``fully_shard``, ``DTensor`` parameters) are supported: inside
     its forward a module holds them whole (all-gathered), which is what the rules read, and the
     factors are drawn from the global shapes; a tensor the hook finds still sharded (a module
-    that is itself a unit, resharded before the hook runs) is gathered. Refused: FSDP1's flat
-    parameters, DeepSpeed ZeRO-3's partitioned ones (marked ``ds_id``; empty on every process
-    outside DeepSpeed's gather, so nothing here can read them) and ``DTensor`` parameters outside
-    any ``fully_shard`` unit (tensor parallelism)."""
+    that is itself a unit, resharded before the hook runs) is gathered. So are DeepSpeed
+    ZeRO-3's partitioned parameters (marked ``ds_id``) of a model ``deepspeed.initialize`` set
+    up: each module holds its own whole during its forward, where the hooks read them. Refused:
+    FSDP1's flat parameters, ZeRO-3 parameters of a module without DeepSpeed's gather hooks
+    (``deepspeed.zero.Init`` alone: empty on every process, nothing gathers them) and
+    ``DTensor`` parameters outside any ``fully_shard`` unit (tensor parallelism)."""
     units = _fsdp_units(model)
     managed = {id(p) for unit in units for p in unit.parameters()}
+    gathered = {id(p) for module in model.modules() if hasattr(module, "ds_id")
+                for p in module.parameters(recurse=False)}  # modules DeepSpeed hooked
     for name, p in trainable_parameters(model).items():
         kind = type(p).__name__
         if "FlatParam" in kind:
             raise ValueError(f"`model`: parameter {name!r} is sharded by FSDP1 ({kind}); shard "
                              f"with FSDP2 (torch.distributed.fsdp.fully_shard) instead")
-        if hasattr(p, "ds_id"):  # DeepSpeed ZeRO-3 marks the parameters it partitions
-            raise ValueError(f"`model`: parameter {name!r} is partitioned by DeepSpeed ZeRO-3; "
-                             f"the sketch reads whole parameters: shard with FSDP2 "
-                             f"(torch.distributed.fsdp.fully_shard) or use ZeRO-2")
+        if hasattr(p, "ds_id") and id(p) not in gathered:  # ZeRO-3 marks what it partitions
+            raise ValueError(f"`model`: parameter {name!r} is partitioned by DeepSpeed ZeRO-3 "
+                             f"but no DeepSpeed hook gathers it; sketch the module that "
+                             f"deepspeed.initialize set up (engine.module)")
         if hasattr(p, "full_tensor") and id(p) not in managed:
             raise ValueError(f"`model`: parameter {name!r} is a {kind} outside any fully_shard "
                              f"unit (tensor parallelism?); the sketch supports FSDP2 sharding")

@@ -26,7 +26,9 @@ the scores agree across devices to floating-point rounding.
 Parameters sharded by FSDP2 (``fully_shard``) are supported (docs/at_scale.md): the factors are
 drawn from the global shapes, keyed by the parameters as ``named_parameters`` lists them, and the
 rules read parameter values from what a module holds in its forward (whole under FSDP2), so the
-scores are the unsharded model's whatever the number of processes.
+scores are the unsharded model's whatever the number of processes. So are DeepSpeed ZeRO-3's
+partitioned parameters (``ds_shape`` their global shape), the hooks running before DeepSpeed's
+release.
 """
 
 from __future__ import annotations
@@ -41,8 +43,14 @@ import torch
 from .._validation import as_int
 from ..seeding import child_int
 from ._sketcher import Sketcher
-from .coverage import check_supported, module_rules, parameter_coverage, uncovered_parameters
-from .rules import named
+from .coverage import (
+    check_supported,
+    module_rules,
+    parameter_coverage,
+    uncovered_parameters,
+    zero3_partitioned,
+)
+from .rules import global_shape, named
 from .sequence import sequence_log_probs, trainable_parameters
 from .spec import FACTORED_KINDS, SketchSpec
 
@@ -137,7 +145,7 @@ def factored_projection_matrix(model, k, seed, blocks: int = 1, kind: str = "gau
     Columns follow ``named_parameters`` (the layout of full scores), each tensor row-major.
     """
     _check_sketch(model, k, blocks, kind)
-    shapes = [tuple(p.shape) for p in trainable_parameters(model).values()]
+    shapes = [global_shape(p) for p in trainable_parameters(model).values()]
     return kronecker_projection_matrix(shapes, k, seed, blocks, kind)
 
 
@@ -168,14 +176,15 @@ def hooked(model, spec: SketchSpec):
     params = trainable_parameters(model)
     first = next(iter(params.values()))
     dtype = first.dtype if spec.dtype is None else spec.dtype
-    shapes = tuple(tuple(p.shape) for p in params.values())
+    shapes = tuple(global_shape(p) for p in params.values())
     factors = dict(zip((id(p) for p in params.values()),
                        _device_factors(shapes, spec.dimension, spec.blocks, spec.seed, spec.kind,
                                        first.device, dtype)))
     sketcher = Sketcher(factors, spec.dimension, spec.blocks, block_factors(spec.block_dim),
                         dtype, first.device)
+    first_hooks = zero3_partitioned(model)  # before DeepSpeed's hook frees the gathered values
     handles = [module.register_forward_hook(partial(sketcher.hook, named(rule), own),
-                                            with_kwargs=True)
+                                            with_kwargs=True, prepend=first_hooks)
                for module, rule, own in module_rules(model)]
     was_training = model.training
     model.eval()

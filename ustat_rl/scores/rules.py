@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils._pytree import tree_flatten, tree_map
 
-__all__ = ["Rule", "RULES", "rule_for", "PROBE_SEED"]
+__all__ = ["Rule", "RULES", "rule_for", "PROBE_SEED", "global_shape"]
 
 #: Seed of the random probes that check a rule's structure at run time (not of the sketch).
 PROBE_SEED = 20260301
@@ -46,19 +46,34 @@ def _swapped(module, values: dict):
         module._parameters.update(saved)
 
 
+def _run(module, *args, **kwargs):
+    """``module`` run again by a rule on tensors it swapped in (:func:`_swapped`). DeepSpeed
+    ZeRO-3's hooks on a module it manages (marked ``ds_id``) would gather the module's
+    parameters, and the swapped tensors are none: there its ``forward`` runs without hooks
+    (children keep theirs: their parameters are DeepSpeed's)."""
+    return module.forward(*args, **kwargs) if hasattr(module, "ds_id") else module(*args, **kwargs)
+
+
+def global_shape(p) -> tuple:
+    """The shape of parameter ``p`` in the unsharded model. DeepSpeed ZeRO-3 leaves a partitioned
+    parameter an empty tensor outside its gather and keeps the shape in ``ds_shape``; FSDP2's
+    ``DTensor`` parameters report the global shape themselves."""
+    return tuple(p.ds_shape) if hasattr(p, "ds_shape") else tuple(p.shape)
+
+
 def _whole(module, attr: str, param=None) -> torch.Tensor:
     """The value ``module`` holds for its tensor ``attr`` now, whole and detached. Under FSDP2
     (``fully_shard``) a module in its forward holds the all-gathered tensor, not the sharded
     parameter; a tensor still sharded (a ``DTensor``) is gathered here. With ``param`` (the
     parameter as the model lists it) a held copy other than ``param`` itself is cloned: FSDP2
     frees its all-gathered copy after the forward, and the caller keeps the value for the
-    backward."""
+    backward. DeepSpeed ZeRO-3 holds the gathered value in the parameter itself during the
+    module's forward (the hooks run before its release) and frees it afterwards: cloned too."""
     value = module._parameters[attr]
     if hasattr(value, "full_tensor"):  # a DTensor: one all-gather
         return value.full_tensor().detach()
-    value = value.detach()
-    return value.clone() if param is not None and module._parameters[attr] is not param \
-        else value
+    keep = param is not None and (value is not param or hasattr(value, "ds_id"))
+    return value.detach().clone() if keep else value.detach()
 
 
 def _detach(tree):
@@ -119,7 +134,7 @@ class Linear(Rule):
         linear = (conv1d is not None and type(module).forward is conv1d.forward) or \
             (isinstance(module, nn.Linear) and type(module).forward is nn.Linear.forward)
         return linear and {name for name, _ in own} <= {"weight", "bias"} \
-            and module.weight.ndim == 2
+            and len(global_shape(module.weight)) == 2
 
     def callback(self, sk, module, own, args, kwargs, output):
         x = args[0]
@@ -172,9 +187,9 @@ class Embedding(Rule):
         rows = torch.randn(w.shape[0], generator=gen, device=w.device, dtype=w.dtype)
         with torch.no_grad(), sk.quiet():
             with _swapped(module, {"weight": torch.ones_like(w[:1, :1]).expand(w.shape)}):
-                scale = module(ids)
+                scale = _run(module, ids)
             with _swapped(module, {"weight": rows[:, None].expand(w.shape)}):
-                probe = module(ids)
+                probe = _run(module, ids)
             plain = F.embedding(ids, w)
         scale = sk.expand(scale)
         if not (_agrees(output.detach(), sk.expand(scale * plain))
@@ -223,7 +238,7 @@ class Module(Rule):
             with torch.enable_grad(), sk.quiet():
                 theta = {attr: value.detach().requires_grad_() for attr, value in values.items()}
                 with _swapped(module, theta):
-                    out = module(*a_b, **k_b)
+                    out = _run(module, *a_b, **k_b)
                 grads = torch.autograd.grad(out, list(theta.values()),
                                             grad_outputs=grad[b:b + 1].reshape(out.shape),
                                             allow_unused=True)
@@ -242,7 +257,8 @@ class Elementwise(Rule):
     name = "elementwise"
 
     def covers(self, module, own) -> bool:
-        return all(p.ndim == 1 for _, p in own) and len({p.numel() for _, p in own}) == 1
+        shapes = [global_shape(p) for _, p in own]
+        return all(len(shape) == 1 for shape in shapes) and len(set(shapes)) == 1
 
     def callback(self, sk, module, own, args, kwargs, output):
         args, kwargs = _detach(args), _detach(kwargs)
@@ -258,7 +274,7 @@ class Elementwise(Rule):
         """``d out / d p`` along the last axis (one forward-mode pass with a tangent of ones),
         or ``None`` when the Jacobian is not diagonal there (checked on the first row against a
         random tangent)."""
-        if output.shape[-1] != p.numel():
+        if (output.shape[-1],) != global_shape(p):
             return None
         n = _leading((args, kwargs))
         known = attr in _DIAGONAL.get(module, ())
@@ -287,7 +303,7 @@ class Elementwise(Rule):
         tensor."""
         with torch.no_grad(), sk.quiet(), fwAD.dual_level():
             with _swapped(module, {attr: fwAD.make_dual(value, tangent)}):
-                out = module(*args, **kwargs)
+                out = _run(module, *args, **kwargs)
             if not isinstance(out, torch.Tensor):
                 return None
             out = fwAD.unpack_dual(out).tangent
