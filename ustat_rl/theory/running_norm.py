@@ -29,10 +29,9 @@ Corollary 5), ``E g_hat = c g`` and
 
 ``M_x(mu)`` the per-prompt MSE of ``z - mu`` (:func:`~ustat_rl.theory.mse.per_prompt_mse`).
 The Monte Carlo runs ROLL's loop, written from that description (in float64; ROLL's state is
-float32): independent chains, each a
-fresh state updated step by step with its own batches, the state applied to the batch just
-merged; the MSE at step ``t`` is over the chains, so it starts at ``roll_batch``'s and tends
-to the fixed form's.
+float32): independent chains, each a fresh state updated step by step with its own batches, the
+state applied to the batch just merged; the MSE at step ``t`` is over the chains, so it starts
+at ``roll_batch``'s and tends to the fixed form's.
 """
 
 from __future__ import annotations
