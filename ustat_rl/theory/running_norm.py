@@ -106,7 +106,7 @@ def merge_batch(state: RunningState, rewards) -> RunningState:
     delta = z.mean(axis=1) - state.mean
     var = (state.var * state.count + z.var(axis=1) * k + delta**2 * state.count * k / total) / total
     return RunningState(state.mean + delta * k / total, var, total,
-                        np.sqrt(var * total / (total - 1.0)))
+                        np.sqrt(var / (1.0 - 1.0 / total)))  # Bessel, over the count
 
 
 @dataclass(frozen=True)
