@@ -61,6 +61,8 @@ API_MODULES = (
     ("ustat_rl.theory.shrinkage", "shrinkage and score-weighted baselines at finite G and B"),
     ("ustat_rl.theory.greedy_baseline", "ReMax's greedy-rollout baseline"),
     ("ustat_rl.theory.ebpo", "EBPO's empirical-Bayes baseline with its running prior"),
+    ("ustat_rl.theory.running_norm", "ROLL's running reward normalisation and its long-run form"),
+    ("ustat_rl.montecarlo.opo_lengths", "verl's opo with response lengths, under a length model"),
     ("ustat_rl.frameworks.trajectory", "the trajectory file of a monitored run"),
     ("ustat_rl.frameworks.universality", "whether one G fits every window of a run"),
     ("proofs_check", "symbolic derivations (sympy)"),

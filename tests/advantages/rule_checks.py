@@ -57,11 +57,12 @@ def exact_batch(bandit, name, G, B):
     return float(mean @ g / (g @ g)), mse
 
 
-def check_batch_rule_monte_carlo(name: str, cases, reps: int = 20_000) -> None:
+def check_batch_rule_monte_carlo(name: str, cases, reps: int = 20_000,
+                                 neighbours=("fullmean",)) -> None:
     """For each ``(G, B, seed)`` of ``cases`` (those the rule's minimum batch admits), Monte
     Carlo of the batch estimator over ``reps`` batches within ``Z_CHECK`` se of the enumerated
-    MSE and mean factor; negative control: the unscaled full-mean rule's exact MSE is
-    rejected."""
+    MSE and mean factor; negative controls: the exact MSE of each group rule of ``neighbours``
+    (the unscaled full mean by default) is rejected."""
     bandit = small_bandit()
     for G, B, seed in cases:
         if G * B < get_rule(name).min_batch_size:
@@ -70,5 +71,6 @@ def check_batch_rule_monte_carlo(name: str, cases, reps: int = 20_000) -> None:
         mc = batch_monte_carlo(bandit, name, G, B, reps, np.random.default_rng(seed))
         assert abs(mc.mse - mse) <= Z_CHECK * mc.mse_se, (name, G, B)
         assert abs(mc.mean_factor - factor) <= Z_CHECK * mc.mean_factor_se, (name, G, B)
-        wrong = bandit.exact_mse("fullmean", G, B)
-        assert abs(mc.mse - wrong) > Z_CHECK * mc.mse_se, (name, G, B)
+        for other in neighbours:
+            wrong = bandit.exact_mse(other, G, B)
+            assert abs(mc.mse - wrong) > Z_CHECK * mc.mse_se, (name, other, G, B)

@@ -90,6 +90,8 @@ def _literal(name, z, ids):
             out[idx] = r
         elif name == "prime_rl_max_rl":
             out[idx] = (r - mean) / mean if mean > 0 else torch.zeros_like(r)
+        elif name == "areal_grpo":  # reward_norm per group; a group of one: mean z, std 1
+            out[idx] = (r - mean) / ((std if n > 1 else 1.0) + 1e-5)
         else:
             raise KeyError(name)
     if name == "trl_batch":
@@ -98,6 +100,8 @@ def _literal(name, z, ids):
         out = (out - out.mean()) / (out.std() + 1e-4)
     elif name == "roll_batch":  # ROLL's reward_norm, batch mean and batch std
         out = (out - out.mean()) / (out.std() + 1e-6)
+    elif name == "areal_grpo":  # then adv_norm, batch mean and batch std
+        out = (out - out.mean()) / (out.std() + 1e-5)
     elif name == "verl_gpg":
         out = out * (z.numel() / max(int(torch.count_nonzero(z)), 1))
     elif name in ("verl_reinforce_pp_baseline", "verl_reinforce_pp"):  # masked_mean: / (N + 1e-8)

@@ -5,7 +5,8 @@ The kit (``ustat_rl.conformance.kit``) accepts ``|got - expected| <= tol`` per s
 (the working precision is never taken finer than float32), as its module docstring derives:
 ``dN = (n + 4)(eps S + tiny)`` (times ``n/(n - 1)`` for a leave-one-out numerator), ``ds`` the
 spread's bound (group, others', batch or whitening std), ``dd = ds + 2 eps d``,
-``d_low = max(d - dd, floor)``, ``inf`` where ``d_low`` is 0, and the all-equal rules' branches
+``d_low = max(d - dd, floor)``, ``inf`` where ``d_low`` is 0 (a numerator that is a first
+stage's advantages, AReaL's, takes that stage's own bound as ``dN``), and the all-equal rules' branches
 (an exact tie, or a statistic below ``-ds``, takes the rule with ``dN + 2 eps |A|``; a spread
 within ``ds`` of 0 may take either). A group statistic (MaxRL's mean) takes the std's ``ds``
 with ``|s|``, and, as it may be negative (SkyRL's ``m_g + 1e-6``), ``|d|`` and the floor only
@@ -28,7 +29,7 @@ convention's epsilon and placement), and is the unit of the checks:
    ``check_conformance``, and by the kit's comparison on each of the 40 batches, float32 and
    float64 alike.
 
-The conventions are all of ``CONVENTION_NAMES``, read from the registry (32 today).
+The conventions are all of ``CONVENTION_NAMES``, read from the registry (33 today).
 All checks are deterministic (hypothesis derandomized, numpy seeds fixed): no false-failure rate.
 So ``tolerance`` changed by more than 1e-9 relative fails 1; the comparison loosened 4-fold or
 more (``diff <= 4 tol``) lets the 4-bound bug through and fails 3; tightened below half of the
@@ -106,6 +107,9 @@ def documented_bound(name, rewards, group_ids):
         num_err[idx] = (n + 4) * (EPS * np.abs(z[idx]).max() + TINY) * (
             n / (n - 1) if leave_one_out else 1.0)
         centred[idx] = _centred(spec, z[idx])
+    stage = getattr(spec.centring.function, "__self__", None)
+    if stage is not None:  # the numerator is a first stage's advantages (AReaL): its own bound
+        num_err = documented_bound(stage, z, ids)
     if spec.scale == "none":
         return num_err + 2 * EPS * A
     if spec.scale not in ("group", "statistic", "leave_one_out", "batch", "nonzero", "whiten"):

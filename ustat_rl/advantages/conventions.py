@@ -26,7 +26,7 @@ from .registry import BASELINE, get_rule, register_rule, rule_names
 from .rule import AdvantageRule, Centring, Provenance
 
 __all__ = ["ConventionSpec", "CONVENTIONS", "CONVENTION_NAMES", "VERL_SINGLETON_DIVISOR",
-           "VERL_REMAX", "advantages", "get_convention"]
+           "VERL_REMAX", "AREAL_REWARD_NORM", "advantages", "get_convention"]
 
 #: A framework option's rule is the registry's one rule type; the kit reads the same fields.
 ConventionSpec = AdvantageRule
@@ -60,6 +60,9 @@ _TRL_A = _at(_TRL, "trl/experimental/async_grpo/async_rollout_worker.py")
 _SKY = _at(_SKYRL, "skyrl/backends/skyrl_train/utils/ppo_utils.py")
 _SLI = _at(_SLIME, "slime/ray/rollout.py")
 _ROLL_F = _at(_ROLL, "roll/utils/functionals.py")
+_AREAL = ("inclusionAI/AReaL", "4aef98d8d818af55b43621aaadba047ae10f4e77", "2026-05-21")
+_AREAL_N = _at(_AREAL, "areal/utils/data.py, areal/trainer/ppo/actor.py, areal/api/cli_args.py")
+_F64_STATS = "float64 statistics, each stage's output cast to float32"
 _VERL_R = _at(_VERL, "verl/trainer/ppo/core_algos.py, verl/trainer/ppo/ray_trainer.py")
 _LOO, _F32 = "z - (sum_g z - z)/(n_g - 1)", "float32"
 _STD = dict(scale="group", epsilon_placement="added to std", bessel=True)
@@ -88,6 +91,14 @@ def _group_mean(rows):
 
 
 _PASSK = Centring("group function", function=_best_minus_second)
+
+#: AReaL's first stage, ``reward_norm`` at group level: ``(z - m_g) / (s_g + 1e-5)``, Bessel std
+#: (``NormConfig.std_unbiased=True``); its advantages are the numerator that the second stage,
+#: ``adv_norm`` at batch level, whitens (the rule ``areal_grpo``).
+AREAL_REWARD_NORM = convention_rule(
+    "areal_grpo:reward_norm", "AReaL", "actor.reward_norm: mean_level=group, std_level=group",
+    *_AREAL_N, "(z - m_g) / (s_g + 1e-5)", **_STD, epsilon=1e-5, singleton_divisor=1.0 + 1e-5,
+    equal_group_sizes=True, working_precision=_F64_STATS)
 _WHITEN_Z = "z less the batch mean, whitened (no group baseline)"
 
 
@@ -243,6 +254,21 @@ _SPECS = (
           bessel=True, singleton_numerator="z", zero_variance=_WHITEN_Z,
           singleton="z, normalised with the batch", min_batch_size=2,
           project_name="vanilla, whitened over the batch"),
+    # read for issue 38: AReaL's two stages as its GRPO examples set them (examples/math/
+    # gsm8k_grpo.yaml; both default to None, no normalisation): reward_norm per group, then
+    # adv_norm over the batch, each with NormConfig's defaults (no leave-one-out, Bessel std,
+    # 1e-5 added); the second stage whitens the first's output, a group function here
+    _spec("areal_grpo", "AReaL", "actor.reward_norm: {mean_level: group, std_level: group, "
+          "group_size: n_samples}, actor.adv_norm: {mean_level: batch, std_level: batch}, "
+          "kl_ctl=0, discount=gae_lambda=1, no critic", _AREAL_N,
+          "a = (z - m_g) / (s_g + 1e-5); (a - mean_B a) / (s_B(a) + 1e-5), Bessel stds, "
+          "one token per response", baseline=Centring("group function",
+                                                      function=AREAL_REWARD_NORM.grouped),
+          scale="whiten", epsilon=1e-5, epsilon_placement="added to std", bessel=True,
+          zero_variance="0 after reward_norm; then shifted by the batch mean",
+          singleton="0 (group_size 1: mean z, std set to 1)", min_batch_size=2,
+          equal_group_sizes=True, working_precision=_F64_STATS,
+          project_name="std-normalised full mean, then batch-whitened"),
     get_rule("grpo"),
     get_rule("fullmean"),
     get_rule("paper_algorithm2"),

@@ -51,8 +51,40 @@ def _roll_batch(rewards, group_ids):
     return dev / (std + 1e-6)
 
 
+# --------------------------------------------------------------------------------------------
+# AReaL at 4aef98d8: areal/utils/data.py (Normalization), areal/trainer/ppo/actor.py. The
+# actor's reward_norm (mean_level="group", std_level="group", group_size = the samples per
+# prompt) takes each slice of group_size rewards, its mean and its Bessel std (std_unbiased,
+# the default; a slice of one: std 1), and gives (z - mean)/(std + 1e-5); adv_norm
+# (mean_level="batch", std_level="batch") does the same over the whole batch of those values,
+# one token per response. The rewards arrive with each prompt's samples together: ordered by
+# group here, and put back in the caller's order.
+# --------------------------------------------------------------------------------------------
+def _standardise(x, eps=1e-5):
+    dev = x - x[0]  # about the first value: a slice of equal values has deviations exactly 0
+    dev = dev - dev.mean()
+    std = float(np.sqrt(np.sum(dev * dev) / (x.size - 1))) if x.size > 1 else 1.0
+    return dev / (std + eps)
+
+
+def _areal(rewards, group_ids):
+    z = np.asarray(rewards, dtype=np.float64)
+    ids = np.asarray(group_ids)
+    order = np.argsort(ids, kind="stable")
+    size = int(np.count_nonzero(ids == ids[0]))
+    first = np.concatenate([_standardise(z[order][i:i + size])
+                            for i in range(0, z.size, size)])
+    out = np.empty(z.shape)
+    out[order] = _standardise(first)
+    return out
+
+
+_AREAL = ("inclusionAI/AReaL", "4aef98d8d818af55b43621aaadba047ae10f4e77")
+
+
 #: ``name -> (fn, signature, repository, commit)``.
 EXTRA_FORMS = {
     "verl_opo": (_verl_opo, "plain", *_VERL),
     "roll_batch": (_roll_batch, "plain", *_ROLL),
+    "areal_grpo": (_areal, "plain", *_AREAL),
 }

@@ -21,7 +21,8 @@ be flushed to 0), ``n`` the samples a statistic runs over and ``S`` the largest 
   vectorised reduction); a leave-one-out numerator by ``n/(n - 1)`` times that;
 - a standard deviation by ``ds = sqrt(n/(n - 1)) dN + (n + 3) eps s + sqrt(2 tiny)`` (the
   deviations' errors through the triangle inequality, the rounding of the sum of squares, and
-  squares that underflow); whitening adds the batch mean's error to each centred value first;
+  squares that underflow); whitening adds the batch mean's error to each centred value first,
+  and a numerator that is a first stage's advantages (AReaL) carries that stage's own bound;
 - a batch's nonzero fraction (verl's GPG) exactly, except that nonzero rewards below ``tiny``
   may count as 0;
 - the denominator ``d`` (``s + epsilon``, ``sqrt(s^2 + epsilon)``, ``sqrt(max(s^2, epsilon))``)
@@ -38,8 +39,7 @@ its +-1e6 advantages), and so must a statistic below ``-ds`` (MaxRL's group mean
 thus unchecked, while swapping Bessel for the population std, moving the epsilon, flooring the
 variance (verl's vectorised GRPO before PR #6348) or leaking another group into the mean is
 rejected on the batches hypothesis finds, in float32 and float64 alike. The reference is
-:func:`ustat_rl.advantages.conventions.advantages` in float64 on the same inputs
-(docs/conventions.md).
+:func:`ustat_rl.advantages.conventions.advantages` in float64 on the same inputs (docs/conventions.md).
 """
 
 from __future__ import annotations
@@ -108,8 +108,7 @@ class ConformanceReport:
     convention, signature : str
     passed : bool
     n_examples : int
-        Batches drawn: all of them when the function conforms, else those up to and including
-        the first failing one (never more than the ``max_examples`` asked for).
+        Batches drawn: all when the function conforms, else up to the first failing one.
     seconds : float
     tolerance : str
         The rule applied (see the module docstring).
@@ -182,8 +181,10 @@ def tolerance(estimator, rewards, group_ids, dtype=None) -> np.ndarray:
     n = counts[inverse].astype(np.float64)
     dev_err = (n + 4) * (eps * group_max[inverse] + tiny)  # (n,) error of z - m_g
     deviation = spec.centring.kernel_coefficients(n)[1]  # n/(n - 1) for leave-one-out
-    loo = np.where(deviation != 0, np.abs(deviation), 1.0)
-    num_err = dev_err * loo
+    num_err = dev_err * np.where(deviation != 0, np.abs(deviation), 1.0)
+    stage = getattr(spec.centring.function, "__self__", None)  # a first stage's advantages
+    if isinstance(stage, ConventionSpec):  # numerators within that stage's own bound
+        num_err = tolerance(stage, z, group_ids, dtype)
     if spec.scale == "none":
         return num_err + 2 * eps * A
     s, N = parts.std, float(z.size)
@@ -283,8 +284,7 @@ def _compare(call, spec: ConventionSpec, z, ids) -> ConformanceFailure | None:
     coarse = z.dtype if np.finfo(z.dtype).eps >= np.finfo(got.dtype).eps else got.dtype
     tol = tolerance(spec, z, ids, coarse)
     diff = np.abs(got.astype(np.float64) - expected)
-    # NaN counts as a failure, except at a sample the working precision cannot resolve (tol
-    # inf: a spread float32 rounds to 0 divided by that 0 is NaN in a correct implementation)
+    # NaN fails, except where tol is inf (a spread rounded to 0, divided by: NaN is correct)
     bad = ~(diff <= tol) & ~np.isposinf(tol)
     if not np.any(bad):
         return None
