@@ -1,13 +1,15 @@
 """Does the advice win? G* against the group size a real TRL GRPO trainer does best with.
 
-The task (:mod:`ustat_rl.frameworks.advice_task`): graded addition ``"a+b="`` with one- to
-three-digit operands and an exact-match binary reward, a tied Qwen2 built from a config and
-warm-started by supervised training (seeded, cached under ``<out>/warm_start``), so that held-out
-prompts span nearly never to nearly always solved. From that one warm start, every *run*
-(N, G, seed) trains with ``trl.GRPOTrainer`` at N completions per step (N/G prompts of G answers)
-for ``--steps`` steps, :class:`ustat_rl.frameworks.GroupSizeMonitor` attached for G >= 3. The
-held-out reward (the exact probability of a correct answer at temperature 1, averaged over the
-held-out prompts: no sampling noise) is recorded every ``--every`` steps.
+The task (:mod:`ustat_rl.frameworks.advice_task`): addition ``"a+b="`` with an exact-match
+binary reward, a tied Qwen2 built from a config and warm-started by supervised training on one- to
+three-digit sums (seeded, cached under ``<out>/warm_start``). GRPO trains and is evaluated on the
+two-digit sums (``digits`` of the plan), where the warm start is uncertain: one-digit sums are
+already solved and three-digit sums nearly never, so neither can move. From that one warm start,
+every *run* (N, G, seed) trains with ``trl.GRPOTrainer`` (its defaults: linear decay of the
+learning rate, no KL term) at N completions per step (N/G prompts of G answers) for ``--steps``
+steps, :class:`ustat_rl.frameworks.GroupSizeMonitor` attached for G >= 3. The held-out reward
+(the exact probability of a correct answer at temperature 1, averaged over the held-out prompts:
+no sampling noise) is recorded every ``--every`` steps.
 
 At step 0 a pilot of the warm-started model on the training prompts (``causal_lm_pilot``, G = 8
 answers per prompt) gives, per N, the G* interval and the advice of ``ustat-rl gstar``.
