@@ -1,13 +1,15 @@
 """Does the advice win? G* against the group size a real TRL GRPO trainer does best with.
 
-The task (:mod:`ustat_rl.frameworks.advice_task`): graded addition ``"a+b="`` with one- to
-three-digit operands and an exact-match binary reward, a tied Qwen2 built from a config and
-warm-started by supervised training (seeded, cached under ``<out>/warm_start``), so that held-out
-prompts span nearly never to nearly always solved. From that one warm start, every *run*
-(N, G, seed) trains with ``trl.GRPOTrainer`` at N completions per step (N/G prompts of G answers)
-for ``--steps`` steps, :class:`ustat_rl.frameworks.GroupSizeMonitor` attached for G >= 3. The
-held-out reward (the exact probability of a correct answer at temperature 1, averaged over the
-held-out prompts: no sampling noise) is recorded every ``--every`` steps.
+The task (:mod:`ustat_rl.frameworks.advice_task`): addition ``"a+b="`` with an exact-match
+binary reward, a tied Qwen2 built from a config and warm-started by supervised training on one- to
+three-digit sums (seeded, cached under ``<out>/warm_start``). GRPO trains and is evaluated on the
+two-digit sums (``digits`` of the plan), where the warm start is uncertain: one-digit sums are
+already solved and three-digit sums nearly never, so neither can move. From that one warm start,
+every *run* (N, G, seed) trains with ``trl.GRPOTrainer`` (its defaults: linear decay of the
+learning rate, no KL term) at N completions per step (N/G prompts of G answers) for ``--steps``
+steps, :class:`ustat_rl.frameworks.GroupSizeMonitor` attached for G >= 3. The held-out reward
+(the exact probability of a correct answer at temperature 1, averaged over the held-out prompts:
+no sampling noise) is recorded every ``--every`` steps.
 
 At step 0 a pilot of the warm-started model on the training prompts (``causal_lm_pilot``, G = 8
 answers per prompt) gives, per N, the G* interval and the advice of ``ustat-rl gstar``.
@@ -54,10 +56,10 @@ from ustat_rl.runs.sweeps import (
 
 NAME = "advice_study"
 TRL_DEFAULT_G, ALPHA, POWER = 8, 0.05, 0.8
-FULL = dict(budgets=(32, 64), sizes=(2, 4, 8, 16, 32), seeds=10, steps=60, every=10,
-            warm_steps=1500, train_prompts=512, held_out=150, pilot_prompts=64,
+FULL = dict(budgets=(32, 64, 128), sizes=(2, 4, 8, 16, 32), seeds=10, steps=120, every=20,
+            digits=(2,), warm_steps=1500, train_prompts=512, held_out=150, pilot_prompts=64,
             learning_rate=5e-4, hidden=48)
-QUICK = dict(budgets=(8,), sizes=(2, 4), seeds=2, steps=2, every=1, warm_steps=20,
+QUICK = dict(budgets=(8,), sizes=(2, 4), seeds=2, steps=2, every=1, digits=(2,), warm_steps=20,
              train_prompts=16, held_out=12, pilot_prompts=6, learning_rate=5e-4, hidden=16)
 
 
@@ -65,9 +67,10 @@ def task(plan: dict):
     """The warm-start settings, the training problems and the held-out problems of ``plan``."""
     from ustat_rl.frameworks.advice_task import WarmStart, draw_problems
 
-    held = draw_problems(plan["held_out"], seed=2)
+    digits = plan["digits"]
+    held = draw_problems(plan["held_out"], seed=2, digits=digits)
     train = draw_problems(plan["train_prompts"], seed=1, exclude=[p for p, _ in held],
-                          distinct=False)
+                          digits=digits, distinct=False)
     return WarmStart(steps=plan["warm_steps"], hidden=plan["hidden"]), train, held
 
 
@@ -232,11 +235,13 @@ def summarise(table: pd.DataFrame, pilot_table: pd.DataFrame,
 
 def markdown(per_cell: pd.DataFrame, verdicts: pd.DataFrame) -> str:
     """The two tables of docs/advice_wins.md."""
-    lines = ["| N | G | seeds | reward at step 0 | final reward (95% CI) | in best-G set |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| N | G | seeds | reward at step 0 | final reward (95% CI) | rise (95% CI) "
+             "| in best-G set |", "|---|---|---|---|---|---|---|"]
     for r in per_cell.itertuples():
         lines.append(f"| {r.N} | {r.G} | {r.seeds} | {r.start:.3f} | {r.mean:.3f} "
-                     f"[{r.low:.3f}, {r.high:.3f}] | {'yes' if r.in_best_set else 'no'} |")
+                     f"[{r.low:.3f}, {r.high:.3f}] | {r.mean - r.start:+.3f} "
+                     f"[{r.low - r.start:+.3f}, {r.high - r.start:+.3f}] "
+                     f"| {'yes' if r.in_best_set else 'no'} |")
     lines += ["", "| N | best G | best-G set | pilot G* [interval] | pilot advice (grid) "
               "| monitor G* interval (median) | advice - G=8 (95% CI) | advice - best (95% CI) "
               "| worst G significantly worse | detectable difference |",
@@ -321,18 +326,27 @@ def main(argv=None):
                "windows_ok", "monitor_gstar", "monitor_low", "monitor_high", "monitor_advice"]
     table = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=columns)
     if not args.summarise_only:
-        from ustat_rl.frameworks.advice_task import warm_start
+        from ustat_rl.frameworks.advice_task import answer_probability, warm_start
 
         start = time.perf_counter()
-        _, warm_seconds = warm_start(task(plan)[0], out / "warm_start")
-        if not pilot_path.exists():
+        settings, _, held = task(plan)
+        model, warm_seconds = warm_start(settings, out / "warm_start")
+        solved = answer_probability(model, held)  # the held-out prompts' spread at step 0
+        piloted = set(pd.read_csv(pilot_path)["N"]) if pilot_path.exists() else set()
+        if not set(plan["budgets"]) <= piloted:  # a budget added since: the pilot again
             write_csv_atomic(pilot(plan, out / "warm_start"), pilot_path)
-        (out / f"{NAME}_costs.json").write_text(json.dumps(
-            dict(warm_start_seconds=warm_seconds, pilot_and_warm_seconds=time.perf_counter()
-                 - start), indent=1) + "\n")
+        costs = out / f"{NAME}_costs.json"
+        if warm_seconds == 0.0 and costs.exists():  # read from the cache: keep its training cost
+            warm_seconds = json.loads(costs.read_text())["warm_start_seconds"]
+        costs.write_text(json.dumps(dict(
+            warm_start_seconds=warm_seconds, pilot_and_warm_seconds=time.perf_counter() - start,
+            held_out_mean=float(solved.mean()), held_out_under_0_05=float((solved < 0.05).mean()),
+            held_out_over_0_9=float((solved > 0.9).mean()),
+            held_out_quartiles=np.quantile(solved, [0.25, 0.5, 0.75]).tolist()), indent=1) + "\n")
         done = {(int(r.N), int(r.G), int(r.seed)) for r in table.itertuples()}
-        wanted = [(N, G, s) for N in plan["budgets"] for G in plan["sizes"] if N % G == 0
-                  for s in range(plan["seeds"])]
+        # seed by seed within a budget, so that a study stopped early has balanced cells
+        wanted = [(N, G, s) for N in plan["budgets"] for s in range(plan["seeds"])
+                  for G in plan["sizes"] if N % G == 0]
         cells = {key: (*key, plan, str(out / "warm_start")) for key in wanted if key not in done}
         rows = table.to_dict("records")
 
