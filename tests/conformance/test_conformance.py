@@ -343,13 +343,17 @@ WRONG = [  # (function, convention, signature, groups its smallest failing batch
                          ids=[f"{w[0].__name__}-{w[1]}" for w in WRONG])
 def test_wrong_implementations_are_rejected_in_either_dtype(fn, convention, signature, groups,
                                                             dtype):
+    # the verdict in both dtypes; the shrunk smallest failing batch in float64 (the search draws
+    # the same batches with or without shrinking, and shrinking, up to 20 s a case, is the cost)
+    shrink = dtype == "float64"
     report = check_conformance(fn, convention, signature=signature, dtypes=(dtype,),
-                               tensors="torch" if signature == "verl" else "numpy")
+                               tensors="torch" if signature == "verl" else "numpy", shrink=shrink)
     assert not report.passed
     failure = report.failure
     assert failure is not None and failure.rewards.dtype == np.dtype(dtype)
-    assert np.unique(failure.group_ids).size == groups, report.summary()
-    assert "smallest failing batch" in report.summary()
+    if shrink:
+        assert np.unique(failure.group_ids).size == groups, report.summary()
+        assert "smallest failing batch" in report.summary()
 
 
 # ---------------------------------------------------------------- ids as frameworks pass them
