@@ -6,15 +6,31 @@ MSE as its negative control, at the same ``Z_CHECK`` band."""
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 
 from ustat_rl.advantages import get_rule
+from ustat_rl.advantages.conventions import CONVENTION_NAMES, CONVENTIONS
 from ustat_rl.montecarlo import bandit_squared_errors, run_monte_carlo
 from ustat_rl.policies.examples import small_bandit
 from ustat_rl.tolerances import Z_CHECK
 from ustat_rl.training.batch_study import batch_monte_carlo
 
+
+def check_provenance(names, page: str) -> None:
+    """Each rule is an ordinary convention (so every test over CONVENTION_NAMES covers it),
+    registered under its name, with a full commit, a date, and its repository and file(s)
+    named in docs/conventions.md (``page``) beside the commit's first 8 digits and date."""
+    assert set(names) <= set(CONVENTION_NAMES)
+    for name in names:
+        rule = CONVENTIONS[name]
+        assert get_rule(name) is rule
+        assert re.fullmatch(r"[0-9a-f]{40}", rule.commit), name
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", rule.commit_date), name
+        assert f"`{name}`" in page and f"{rule.commit[:8]} ({rule.commit_date})" in page, name
+        assert rule.repository in page, name
+        assert all(p.strip() in page for p in rule.path.split(",")), name
 
 def check_group_rules_monte_carlo(rules, neighbour, backend: str, seed: int) -> None:
     """Monte Carlo of ``rules`` at G in (2, 5), B = 2, within ``Z_CHECK`` se of the exact MSE;

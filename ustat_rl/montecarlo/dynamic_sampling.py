@@ -27,7 +27,21 @@ from ..policies.softmax import SoftmaxBandit
 from ..theory.dynamic_sampling import keep_probability
 from ..theory.keep_rules import get_keep_rule, keep_mask
 
-__all__ = ["DynamicSamplingRun", "simulate_dynamic_sampling"]
+__all__ = ["DynamicSamplingRun", "simulate_dynamic_sampling", "binary_bandit_group_rule"]
+
+
+def binary_bandit_group_rule(bandit, estimator):
+    """The registered rule ``estimator``, checked to be a rule of the group's rewards alone, for
+    a :class:`SoftmaxBandit` with binary rewards (the refill and replace loops' common input)."""
+    if not isinstance(bandit, SoftmaxBandit):
+        raise TypeError(f"`bandit` must be a SoftmaxBandit, got {type(bandit).__name__}")
+    if bandit.reward_values != (0.0, 1.0):
+        raise ValueError(f"`bandit` must have binary rewards (0, 1), got {bandit.reward_values}")
+    rule = get_rule(estimator)
+    if rule.statistics != "group" or rule.centring.reference_source is not None:
+        raise ValueError(f"`estimator` {rule.name!r} must be a rule of the group's rewards alone "
+                         "(no batch statistics, no V(x) or b(x) reference)")
+    return rule
 
 
 @dataclass(frozen=True)
@@ -96,14 +110,7 @@ def simulate_dynamic_sampling(bandit: SoftmaxBandit, estimator, group_size, batc
     >>> run.gradients.shape, bool(run.filled.all()), bool((run.kept_groups >= 3).all())
     ((5, 2), True, True)
     """
-    if not isinstance(bandit, SoftmaxBandit):
-        raise TypeError(f"`bandit` must be a SoftmaxBandit, got {type(bandit).__name__}")
-    if bandit.reward_values != (0.0, 1.0):
-        raise ValueError(f"`bandit` must have binary rewards (0, 1), got {bandit.reward_values}")
-    rule = get_rule(estimator)
-    if rule.statistics != "group" or rule.centring.reference_source is not None:
-        raise ValueError(f"`estimator` {rule.name!r} must be a rule of the group's rewards alone "
-                         "(no batch statistics, no V(x) or b(x) reference)")
+    rule = binary_bandit_group_rule(bandit, estimator)
     G = as_int(group_size, "group_size", max(2, rule.min_group_size))
     B = as_int(batch_size, "batch_size", 1)
     n = as_int(n_reps, "n_reps", 1)

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import as_float, as_int, as_rng
-from ..advantages.registry import get_rule
 from ..policies.softmax import SoftmaxBandit
 from ..theory.dynamic_sampling import keep_probability
 from ..theory.replace_sampling import MIN_REPLACE_RATIO, replace_probability, replace_threshold
+from .dynamic_sampling import binary_bandit_group_rule
 
 __all__ = ["ReplaceRun", "simulate_replace_sampling"]
 
@@ -107,14 +107,7 @@ def simulate_replace_sampling(bandit: SoftmaxBandit, estimator, group_size, batc
     >>> run.gradients.shape, bool(run.filled.all())
     ((5, 3), True)
     """
-    if not isinstance(bandit, SoftmaxBandit):
-        raise TypeError(f"`bandit` must be a SoftmaxBandit, got {type(bandit).__name__}")
-    if bandit.reward_values != (0.0, 1.0):
-        raise ValueError(f"`bandit` must have binary rewards (0, 1), got {bandit.reward_values}")
-    rule = get_rule(estimator)
-    if rule.statistics != "group" or rule.centring.reference_source is not None:
-        raise ValueError(f"`estimator` {rule.name!r} must be a rule of the group's rewards alone "
-                         "(no batch statistics, no V(x) or b(x) reference)")
+    rule = binary_bandit_group_rule(bandit, estimator)
     G = as_int(group_size, "group_size", max(2, rule.min_group_size))
     B = as_int(batch_size, "batch_size", 1)
     n = as_int(n_reps, "n_reps", 1)
