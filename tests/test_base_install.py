@@ -141,8 +141,24 @@ def test_simulations_run_and_ray_names_its_extra(base):
                  module=False)
     assert_clean(result, 2)
     assert "ustat-rl[ray]" in result.stderr
-    for name in ("gradient_mse", "limit_law", "transformer_gradient_mse",
-                 "transformer_group_size", "transformer_aggregation_bias",
-                 "make_transformer_policies"):
-        assert_clean(run(base, str(ROOT / "simulations" / f"{name}.py"), "--help",
-                         module=False))
+    # every other script's --help, in one interpreter of the base install (one start-up, not
+    # six): each must exit 0, and the driver says which did not
+    names = ("gradient_mse", "limit_law", "transformer_gradient_mse", "transformer_group_size",
+             "transformer_aggregation_bias", "make_transformer_policies")
+    driver = base[2] / "help_driver.py"
+    driver.write_text(
+        "import runpy, sys\n"
+        "for path in sys.argv[1:]:\n"
+        "    sys.argv = [path, '--help']\n"
+        "    try:\n"
+        "        runpy.run_path(path, run_name='__main__')\n"
+        "    except SystemExit as exc:\n"
+        "        if exc.code not in (0, None):\n"
+        "            raise SystemExit(f'{path} --help exited {exc.code}')\n"
+        "    else:\n"
+        "        raise SystemExit(f'{path} --help did not exit')\n"
+        "    print('help ok', path)\n")
+    result = run(base, str(driver), *(str(ROOT / "simulations" / f"{n}.py") for n in names),
+                 module=False)
+    assert_clean(result)
+    assert result.stdout.count("help ok") == len(names), result.stdout[-2000:]
