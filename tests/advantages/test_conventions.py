@@ -69,7 +69,8 @@ def _literal(name, z, ids):
             out[idx] = r - (mean if n > 1 else 0.0)
         elif name == "openrlhf_reinforce_baseline":
             out[idx] = r - mean
-        elif name == "nemo_rl_reinforce_pp":  # a singleton's baseline is its reward
+        elif name in ("nemo_rl_reinforce_pp",  # a singleton's baseline is its reward
+                      "slime_reinforce_pp_baseline"):
             out[idx] = r - mean if n > 1 else torch.zeros_like(r)
         elif name == "nemo_rl_grpo":
             for k, i in enumerate(members):
@@ -109,6 +110,11 @@ def _literal(name, z, ids):
         centred = out - out.sum() / count
         var = (centred**2).sum() / count * out.numel() / (out.numel() - 1)
         out = centred * torch.rsqrt(var + 1e-8)
+    elif name == "slime_reinforce_pp_baseline":  # one-pass variance, Bessel from N = 2
+        mean = out.sum() / out.numel()
+        var = (out**2).sum() / out.numel() - mean**2
+        var = var * out.numel() / (out.numel() - 1) if out.numel() >= 2 else var
+        out = (out - mean) * torch.rsqrt(var + 1e-8)
     elif name in ("openrlhf_reinforce_baseline", "openrlhf_reinforce",
                   "nemo_rl_reinforce_pp"):  # population, clamped
         centred = out - out.mean()

@@ -89,7 +89,7 @@ def _group_rule(name, r, work):
         return (r - mean) / (mean + 1e-6)
     if name in _MEAN_ONLY or name in ("trl_batch", "verl_reinforce_pp_baseline",
                                       "openrlhf_reinforce_baseline", "verl_gpg",
-                                      "nemo_rl_reinforce_pp"):
+                                      "nemo_rl_reinforce_pp", "slime_reinforce_pp_baseline"):
         return r - mean
     loo = r - (r.sum() - r) / (n - 1)
     if name in _LOO_ONLY or name == "trl_rloo_normalized":
@@ -131,6 +131,12 @@ def framework_style(name, work):
             centred = out - out.sum() / count
             var = (centred**2).sum() / count * (out.numel() / (out.numel() - 1))
             out = centred * torch.rsqrt(var + 1e-8)
+        elif name == "slime_reinforce_pp_baseline":  # one pass: E[c^2] - E[c]^2, Bessel
+            n = out.numel()
+            mean = out.sum() / n
+            var = (out * out).sum() / n - mean**2
+            var = var * (n / (n - 1)) if n >= 2 else var
+            out = (out - mean) * torch.rsqrt(var + 1e-8)
         elif name in ("openrlhf_reinforce_baseline", "openrlhf_reinforce",
                       "nemo_rl_reinforce_pp"):
             centred = out - out.mean()

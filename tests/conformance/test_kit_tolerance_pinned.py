@@ -130,7 +130,9 @@ def documented_bound(name, rewards, group_ids):
         num_err = num_err + num_err.max() + (N + 3) * EPS * np.abs(centred).max()
         ce = spec.count_epsilon
         c = centred - (centred[0] + np.mean(centred - centred[0])) * (N / (N + ce))
-        s = float(np.sqrt(np.sum(c * c) / ((N + ce) * ((N - 1) / N if ddof else 1.0))))
+        # Bessel's N/(N - 1) from two samples on (a lone sample: uncorrected, as slime)
+        s = float(np.sqrt(np.sum(c * c) / ((N + ce) * ((N - 1) / N if ddof and N > 1
+                                                         else 1.0))))
         s_of[:], s_err_of[:] = s, np.sqrt(N / max(N - 1, 1)) * num_err.max() + (N + 3) * EPS * s + UNDER
     for idx in members:
         n = idx.size
@@ -289,7 +291,8 @@ def naive(name, work):
         else:  # batch whitening, the batch mean and variance over N + count_epsilon
             count = work(z.size + sc.count_epsilon)
             c = num - num.sum() / count
-            var = (c * c).sum() / count * (work(z.size / (z.size - 1)) if ddof else work(1))
+            var = (c * c).sum() / count * (work(z.size / (z.size - 1)) if ddof and z.size > 1
+                                           else work(1))
             out = divide(c, np.sqrt(var))
         return out
     return fn

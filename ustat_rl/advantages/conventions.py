@@ -59,6 +59,8 @@ _PRIME_G = _at(_PRIME, "src/prime_rl/orchestrator/algo/grpo.py")
 _TRL_A = _at(_TRL, "trl/experimental/async_grpo/async_rollout_worker.py")
 _SKY = _at(_SKYRL, "skyrl/backends/skyrl_train/utils/ppo_utils.py")
 _SLI = _at(_SLIME, "slime/ray/rollout.py")
+_SLI_W = _at(_SLIME, "slime/ray/rollout.py, slime/backends/megatron_utils/loss.py, "
+                     "slime/utils/distributed_utils.py")
 _ROLL_F = _at(_ROLL, "roll/utils/functionals.py")
 _AREAL = ("inclusionAI/AReaL", "4aef98d8d818af55b43621aaadba047ae10f4e77", "2026-05-21")
 _AREAL_N = _at(_AREAL, "areal/utils/data.py, areal/trainer/ppo/actor.py, areal/api/cli_args.py")
@@ -269,6 +271,20 @@ _SPECS = (
           singleton="0 (group_size 1: mean z, std set to 1)", min_batch_size=2,
           equal_group_sizes=True, working_precision=_F64_STATS,
           project_name="std-normalised full mean, then batch-whitened"),
+    # read for issue 38: slime's REINFORCE++ baseline, which slime runs only with
+    # --normalize-advantages (arguments.py asserts it): the group mean of _post_process_rewards,
+    # then distributed_masked_whiten over every response token of the data-parallel group, its
+    # variance the one-pass E[c^2] - E[c]^2 in float32, Bessel-corrected from two tokens on
+    # (unlike NeMo-RL's population variance floored at 1e-8)
+    _spec("slime_reinforce_pp_baseline", "slime", "--advantage-estimator "
+          "reinforce_plus_plus_baseline --normalize-advantages (required), rewards "
+          "normalisation on (default), --kl-coef 0", _SLI_W,
+          "c = z - m_g; (c - mean_B c) / sqrt(var_B c + 1e-8), var_B the one-pass "
+          "E[c^2] - E[c]^2 times N/(N - 1) (N >= 2), float32, one token per response; the "
+          "whole batch one group when its size is not n_samples_per_prompt x "
+          "rollout_batch_size", scale="whiten", epsilon=1e-8, epsilon_placement="inside sqrt",
+          bessel=True, zero_variance=_ZV_WHITEN, singleton="c = 0 (z - z)",
+          equal_group_sizes=True, working_precision=_F32, project_name=_WHITENED),
     get_rule("grpo"),
     get_rule("fullmean"),
     get_rule("paper_algorithm2"),

@@ -151,7 +151,10 @@ def evaluate(estimator, z, inverse, counts, reference=None, rows=None) -> Parts:
         s = np.full(z.size, max(np.count_nonzero(z), 1) / z.size)
     else:  # "batch whitening": the numerator's batch mean removed, divided by its batch std
         num, root_b = _batch_moments(num, sc.count_epsilon)
-        var_n = (z.size + sc.count_epsilon) * ((z.size - 1) / z.size if sc.bessel else 1)
+        # Bessel's N/(N - 1) from two samples on (slime's whitening leaves a lone sample's
+        # variance uncorrected; the other Bessel rules need two samples)
+        var_n = (z.size + sc.count_epsilon) * ((z.size - 1) / z.size
+                                               if sc.bessel and z.size > 1 else 1)
         s = np.full(z.size, root_b / np.sqrt(var_n))
     d = sc.divisor(s)
     if sc.per_group:

@@ -80,6 +80,26 @@ def _areal(rewards, group_ids):
 
 
 _AREAL = ("inclusionAI/AReaL", "4aef98d8d818af55b43621aaadba047ae10f4e77")
+_SLIME = ("THUDM/slime", "624b824a898ab0ec1fcb4d373004c7f3852bf515")
+
+
+# --------------------------------------------------------------------------------------------
+# slime at 624b824a: slime/ray/rollout.py (_post_process_rewards: rewards reshaped into
+# (-1, n_samples_per_prompt), each row less its mean, no std division for
+# reinforce_plus_plus_baseline), slime/backends/megatron_utils/loss.py (the value broadcast to
+# every token, kl_coef 0) and slime/utils/distributed_utils.py (distributed_masked_whiten: mean
+# and E[x^2] from sums over the tokens, variance E[x^2] - mean^2 times N/(N - 1) when N >= 2,
+# multiplied by rsqrt(var + 1e-8)). One token per response.
+# --------------------------------------------------------------------------------------------
+def _slime_reinforce_pp_baseline(rewards, n_samples_per_prompt):
+    rows = np.asarray(rewards, dtype=np.float64).reshape(-1, n_samples_per_prompt)
+    c = (rows - rows.mean(axis=1, keepdims=True)).reshape(-1)
+    n = c.size
+    mean = c.sum() / n
+    var = (c * c).sum() / n - mean**2
+    if n >= 2:
+        var = var * (n / (n - 1))
+    return (c - mean) / np.sqrt(var + 1e-8)
 
 
 #: ``name -> (fn, signature, repository, commit)``.
@@ -87,4 +107,5 @@ EXTRA_FORMS = {
     "verl_opo": (_verl_opo, "plain", *_VERL),
     "roll_batch": (_roll_batch, "plain", *_ROLL),
     "areal_grpo": (_areal, "plain", *_AREAL),
+    "slime_reinforce_pp_baseline": (_slime_reinforce_pp_baseline, "trl", *_SLIME),
 }
