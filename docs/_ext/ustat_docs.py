@@ -56,6 +56,8 @@ API_MODULES = (
     ("ustat_rl.frameworks.verl_worker", "the verl adapter inside verl's actor worker (update_actor)"),
     ("ustat_rl.frameworks.window", "one monitored window: grouped rewards and scores to a record"),
     ("ustat_rl.frameworks.logs", "a trainer's per-step logs read for what they determine"),
+    ("ustat_rl.frameworks.aggregation", "loss aggregations over tokens (verl, TRL, SkyRL's "
+     "prompt_mean) and the clamped K3 penalty"),
     ("ustat_rl.theory.keep_rules", "the frameworks' dynamic-sampling keep rules, exactly"),
     ("ustat_rl.theory.replace_sampling", "POLARIS's replace: copies of informative groups"),
     ("ustat_rl.theory.shrinkage", "shrinkage and score-weighted baselines at finite G and B"),

@@ -22,6 +22,13 @@ Two practical departures from the paper's estimator (docs/theory.md section 2; C
   before dividing by ``L``, a weight ``1/(N L)``, ``N`` times smaller: a common factor, which the
   verl adapter (:mod:`ustat_rl.frameworks.verl_monitor`, tested against 0.9.1's own loss) applies.
 
+  SkyRL's ``prompt_mean`` reduction (:func:`prompt_mean_weights`) is a fifth, outside the
+  table because its weight needs the groups: the token mean within each prompt's group, then
+  the mean over the ``P`` prompts, ``c_i = 1/(P S_p)`` with ``S_p`` the tokens of sample ``i``'s
+  group. Each prompt's part is then the ``token-mean`` of a batch of that one group, so its
+  exact mean is the average over prompts of :func:`exact_aggregation_mean` in ``token-mean``
+  mode, where the batch ``token-mean`` weighs each prompt by its share of the batch's tokens.
+
   Only ``seq-mean-token-sum`` is the paper's estimator. :func:`exact_aggregation_mean` gives
   the exact mean of each at one prompt for binary rewards and a group convention, by summing
   over the outputs of an enumerable policy (docs/theory.md section 7 with ``W`` replaced by the
@@ -50,6 +57,7 @@ __all__ = [
     "aggregate_scores",
     "exact_aggregation_mean",
     "k3_clamped",
+    "prompt_mean_weights",
     "k3_clamped_gradient_factor",
     "softmax_k3_expected_gradient",
 ]
@@ -119,6 +127,52 @@ def aggregation_weights(lengths, mode: str, horizon=None, *, total_tokens=None) 
     if mode == "seq-mean-token-mean":
         return 1.0 / (n * T)
     return np.full(T.shape, 1.0 / float(horizon))
+
+
+def prompt_mean_weights(lengths, group_ids) -> np.ndarray:
+    """Per-sample weights ``c_i = 1/(P S_p)`` of SkyRL's ``prompt_mean`` loss reduction.
+
+    SkyRL (``trainer.algorithm.loss_reduction="prompt_mean"``; NovaSky-AI/SkyRL at a9564572,
+    ``skyrl/backends/skyrl_train/utils/ppo_utils.py``,
+    ``apply_loss_reduction_to_advantages_minibatch``) scales each token's advantage by
+    ``1/(P S_p)``: ``P`` the prompts of the mini-batch, ``S_p`` the loss tokens of all the
+    answers to sample ``i``'s prompt (at least 1). Summing the per-token loss then gives the
+    mean over prompts of each prompt's token mean, so ``g_hat = sum_i c_i A_i W_i``; every
+    prompt counts equally, however many tokens its answers hold (``token-mean`` weighs it by
+    its share of the batch's tokens). For a SkyRL run, pass them as ``loss_weights`` to
+    :meth:`ustat_rl.frameworks.WindowMonitor.step` (the window then scores the gradient SkyRL
+    takes; a common factor does not move G*); the exact mean is the average over prompts of :func:`exact_aggregation_mean` in
+    ``token-mean`` mode (module docstring).
+
+    Parameters
+    ----------
+    lengths : array_like (N,)
+        Loss tokens per answer, ``T_i >= 0`` (an answer with no loss token adds nothing).
+    group_ids : array_like (N,)
+        The prompt of each answer, in any order.
+
+    Returns
+    -------
+    ndarray (N,)
+
+    Examples
+    --------
+    >>> prompt_mean_weights([1, 3, 2, 2], [0, 0, 1, 1]).tolist()
+    [0.125, 0.125, 0.125, 0.125]
+    >>> prompt_mean_weights([1, 3, 4], [0, 0, 1]).tolist()
+    [0.125, 0.125, 0.125]
+    """
+    T = np.asarray(lengths, dtype=np.float64)
+    ids = np.asarray(group_ids)
+    if T.ndim != 1 or T.size == 0 or np.any(~(T >= 0)):
+        raise ValueError("`lengths` must be a non-empty 1-D array of token counts >= 0")
+    if ids.shape != T.shape:
+        raise ValueError(f"`group_ids` must have the shape of `lengths` {T.shape}, got "
+                         f"{ids.shape}")
+    _, inverse, counts = np.unique(ids, return_inverse=True, return_counts=True)
+    inverse = inverse.reshape(-1)
+    tokens = np.maximum(np.bincount(inverse, weights=T, minlength=counts.size), 1.0)
+    return 1.0 / (counts.size * tokens[inverse])
 
 
 def aggregate_token_gradients(advantages, token_scores, mask, mode: str, horizon=None):
