@@ -58,13 +58,13 @@ class GatedNorm(nn.Module):
         return x * self.weight + 0.1 * torch.tanh(x @ self.gate)
 
 
-def build(family, variant):
-    model = build_family(family, seed=3, dtype=torch.float64)
+def build(family, variant, dtype=torch.float64):
+    model = build_family(family, seed=3, dtype=dtype)
     with torch.random.fork_rng():
         torch.manual_seed(4)
         # inside a decoder layer: a unit FSDP2 reshards after its forward
         model.model.layers[0].post_attention_layernorm = GatedNorm(
-            model.config.hidden_size).double()
+            model.config.hidden_size).to(dtype)
     if variant == "gated":  # the fallback alone trainable: the first hooked module, whose
         for name, p in model.named_parameters():  # callback runs after the backward pass
             p.requires_grad_("post_attention_layernorm" in name and ".0." in name)
@@ -72,7 +72,7 @@ def build(family, variant):
         from peft import LoraConfig, get_peft_model
 
         model = get_peft_model(model, LoraConfig(r=2, lora_alpha=4, lora_dropout=0.0,
-                                                 target_modules=["q_proj", "v_proj"])).double()
+                                                 target_modules=["q_proj", "v_proj"])).to(dtype)
         with torch.no_grad(), torch.random.fork_rng():
             torch.manual_seed(5)
             for name, p in model.named_parameters():

@@ -30,6 +30,7 @@ API_MODULES = (
     ("ustat_rl.theory", "finite-G theory of the paper as functions of per-prompt moments"),
     ("ustat_rl.policies", "policies that supply exact moments and samplers"),
     ("ustat_rl.montecarlo", "the reproducible Monte Carlo engine and bandit statistics"),
+    ("ustat_rl.montecarlo.batch_rules", "batch rules at a finite batch on both backends"),
     ("ustat_rl.advantages", "advantage rules: one type, one registry, the gradient estimators"),
     ("ustat_rl.theory.affine", "exact moments of an affine advantage rule for any rewards"),
     ("ustat_rl.stats.ustatistics", "U-statistics and Hoeffding decompositions"),

@@ -2,7 +2,8 @@
 
 * :mod:`.engine`: :func:`run_monte_carlo` and :class:`MonteCarloEstimate` for any statistic;
 * :mod:`.bandit`: the softmax bandit's squared errors (numba kernel, or ``backend="torch"``);
-* :mod:`.torch_backend`: the torch implementation of the same law, on CPU or CUDA.
+* :mod:`.torch_backend`: the torch implementation of the same law, on CPU or CUDA;
+* :mod:`.batch_rules`: rules with batch statistics at a finite batch, on both backends.
 """
 
 from .bandit import (

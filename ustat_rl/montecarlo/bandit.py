@@ -316,7 +316,8 @@ def _mc_rule(name, parameter):
     rule = get_rule(name, parameter)
     if rule.statistics != "group" or rule.centring.reference_source == "baseline":
         raise ValueError(f"`{parameter}` entry {rule.name!r} needs a batch statistic or a "
-                         "baseline b(x); the bandit kernels take rules of the group alone")
+                         "baseline b(x); the bandit kernels take rules of the group alone "
+                         "(batch rules: ustat_rl.montecarlo.batch_rules.batch_rule_statistics)")
     return rule
 
 
