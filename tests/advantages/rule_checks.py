@@ -15,7 +15,7 @@ from ustat_rl.advantages.conventions import CONVENTION_NAMES, CONVENTIONS
 from ustat_rl.montecarlo import bandit_squared_errors, run_monte_carlo
 from ustat_rl.policies.examples import small_bandit
 from ustat_rl.tolerances import Z_CHECK
-from ustat_rl.training.batch_study import batch_monte_carlo
+from ustat_rl.training.batch_study import batch_enumeration, batch_monte_carlo
 
 
 def check_provenance(names, page: str) -> None:
@@ -49,7 +49,9 @@ def check_group_rules_monte_carlo(rules, neighbour, backend: str, seed: int) -> 
 
 def exact_batch(bandit, name, G, B):
     """``(mean factor along g, MSE)`` of a batch rule by enumerating every batch of ``B``
-    groups (prompts from f, each group's 2K outcomes per draw)."""
+    groups (prompts from f, each group's 2K outcomes per draw), one rule call per batch: the
+    literal route that ustat_rl.training.batch_study.batch_enumeration is checked against
+    (tests/advantages/test_batch_rules_backends.py)."""
     rule = get_rule(name)
     outcomes = []  # (prob, prompt, action (G,), reward (G,))
     for x in range(bandit.n_prompts):
@@ -77,13 +79,15 @@ def check_batch_rule_monte_carlo(name: str, cases, reps: int = 20_000,
                                  neighbours=("fullmean",)) -> None:
     """For each ``(G, B, seed)`` of ``cases`` (those the rule's minimum batch admits), Monte
     Carlo of the batch estimator over ``reps`` batches within ``Z_CHECK`` se of the enumerated
-    MSE and mean factor; negative controls: the exact MSE of each group rule of ``neighbours``
-    (the unscaled full mean by default) is rejected."""
+    MSE and mean factor (batch_enumeration, itself checked against exact_batch's literal loop);
+    negative controls: the exact MSE of each group rule of ``neighbours`` (the unscaled full mean
+    by default) is rejected."""
     bandit = small_bandit()
     for G, B, seed in cases:
         if G * B < get_rule(name).min_batch_size:
             continue
-        factor, mse = exact_batch(bandit, name, G, B)
+        exact = batch_enumeration(bandit, name, G, B)
+        factor, mse = exact.mean_factor, exact.mse
         mc = batch_monte_carlo(bandit, name, G, B, reps, np.random.default_rng(seed))
         assert abs(mc.mse - mse) <= Z_CHECK * mc.mse_se, (name, G, B)
         assert abs(mc.mean_factor - factor) <= Z_CHECK * mc.mean_factor_se, (name, G, B)

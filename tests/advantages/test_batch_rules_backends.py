@@ -1,19 +1,22 @@
-"""Every single-reward batch rule at a finite batch on both Monte Carlo backends
+"""Every single-reward batch rule at a finite batch: exactly by enumerating every batch
+(ustat_rl.training.batch_study.batch_enumeration) and by Monte Carlo on both backends
 (ustat_rl.montecarlo.batch_rules).
 
-The per-group bandit kernels refuse batch rules; ``batch_rule_statistics`` runs them on the
-one-channel multi-channel sampler, whose two backends draw the batch with different code and
-generators. On the small bandit at G = 2, B = 2, 5,000 steps, for every rule of
-``CONVENTION_NAMES`` with batch statistics and on each backend, the Monte Carlo MSE and mean
-projection are within ``Z_CHECK`` = 4 standard errors of the MSE and projection obtained by
-enumerating every batch (rule_checks.exact_batch, an independent route): 6.3e-5 false failures
-per comparison, 4 per rule (two statistics, two backends). Positive control of the route: the
-group rules GRPO and the full mean measured the same way match the per-group theory
-(``SoftmaxBandit.exact_mse``). Negative controls the same comparison rejects: for each batch
-rule, the full mean's exact MSE at that G and B; for slime's REINFORCE++ baseline, NeMo-RL's
-(the same centring, the population variance) enumerated exactly. Measured at 10,000 steps:
-every rule within 0.5 se of its enumeration on the numba backend, the full mean's MSE 64 to 95
-se away, so 5,000 steps keep the controls beyond 45 se.
+* ``batch_enumeration`` equals the literal loop over every batch of rule_checks.exact_batch (an
+  independent route, one rule call per batch) to 1e-12 for every batch rule of
+  ``CONVENTION_NAMES`` at G = 2, B = 2, and the per-group theory (``SoftmaxBandit.exact_mse``)
+  for GRPO and the full mean; it refuses what it cannot enumerate, naming the parameter.
+* The per-group bandit kernels refuse batch rules; ``batch_rule_statistics`` runs them on the
+  one-channel multi-channel sampler, whose two backends draw the batch with different code and
+  generators. On the small bandit at G = 2, B = 2, 5,000 steps, for every batch rule and on each
+  backend, the Monte Carlo MSE and mean projection are within ``Z_CHECK`` = 4 standard errors of
+  the enumerated ones: 6.3e-5 false failures per comparison, 4 per rule (two statistics, two
+  backends). Positive control of the route: GRPO and the full mean measured the same way match
+  the per-group theory. Negative controls the same comparison rejects: for each batch rule, the
+  full mean's exact MSE at that G and B; for slime's REINFORCE++ baseline, NeMo-RL's (the same
+  centring, the population variance) enumerated exactly. Measured at 10,000 steps: every rule
+  within 0.5 se of its enumeration on the numba backend, the full mean's MSE 64 to 95 se away,
+  so 5,000 steps keep the controls beyond 45 se.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from ustat_rl.montecarlo import run_monte_carlo
 from ustat_rl.montecarlo.batch_rules import as_one_channel, batch_rule_statistics
 from ustat_rl.policies import SoftmaxBandit
 from ustat_rl.policies.examples import small_bandit
+from ustat_rl.training.batch_study import batch_enumeration
 
 G, B, REPS = 2, 2, 5_000
 BATCH_RULES = tuple(n for n in CONVENTION_NAMES if get_rule(n).statistics == "batch"
@@ -39,29 +43,38 @@ def test_every_batch_rule_is_covered():
             "verl_reinforce_pp", "verl_gpg", "areal_grpo"} <= set(BATCH_RULES)
 
 
-@pytest.mark.integration  # about 10 s: every batch enumerated once, then both backends
-def test_batch_rules_match_batch_enumeration_on_both_backends():
+@pytest.mark.integration  # about 5 s: the literal loop calls each rule once per batch
+def test_enumeration_equals_the_literal_loop_over_batches():
     bandit = small_bandit()
-    exact = {name: exact_batch(bandit, name, G, B) for name in BATCH_RULES}
-    for backend in ("numba", "torch"):
-        _compare(bandit, exact, backend)
+    for name in BATCH_RULES:
+        out = batch_enumeration(bandit, name, G, B)
+        factor, mse = exact_batch(bandit, name, G, B)
+        assert out.mse == pytest.approx(mse, rel=1e-12, abs=1e-15), name
+        assert out.mean_factor == pytest.approx(factor, rel=1e-12, abs=1e-14), name
+    for name in GROUP_RULES:
+        assert batch_enumeration(bandit, name, G, B).mse == pytest.approx(
+            bandit.exact_mse(name, G, B), rel=1e-12)
+    # negative control: slime's and NeMo-RL's REINFORCE++ differ only in the variance
+    assert abs(batch_enumeration(bandit, "slime_reinforce_pp_baseline", G, B).mse
+               - batch_enumeration(bandit, "nemo_rl_reinforce_pp", G, B).mse) > 1e-3
 
 
-def _compare(bandit, exact, backend):
+@pytest.mark.parametrize("backend", ["numba", "torch"])
+def test_batch_rules_match_batch_enumeration_on_both_backends(backend):
+    bandit = small_bandit()
     stat, labels = batch_rule_statistics(bandit, BATCH_RULES + GROUP_RULES, G, B,
                                          backend=backend,
                                          **({"device": "cpu"} if backend == "torch" else {}))
     est = run_monte_carlo(stat, REPS, seed=383, labels=labels)
-    g = bandit.grad
+    wrong = bandit.exact_mse("fullmean", G, B)  # negative control
     for name in BATCH_RULES:
-        factor, mse = exact[name]
+        exact = batch_enumeration(bandit, name, G, B)
         i, j = est.index(("sq", name, G)), est.index(("proj", name, G))
-        assert abs(est.mean[i] - mse) <= Z_CHECK * est.std_error[i], (name, backend)
-        assert abs(est.mean[j] - factor * (g @ g)) <= Z_CHECK * est.std_error[j], (name, backend)
-        wrong = bandit.exact_mse("fullmean", G, B)  # negative control
+        assert abs(est.mean[i] - exact.mse) <= Z_CHECK * est.std_error[i], (name, backend)
+        assert abs(est.mean[j] - exact.projection) <= Z_CHECK * est.std_error[j], (name, backend)
         assert abs(est.mean[i] - wrong) > Z_CHECK * est.std_error[i], (name, backend)
     i = est.index(("sq", "slime_reinforce_pp_baseline", G))
-    nemo = exact_batch(bandit, "nemo_rl_reinforce_pp", G, B)[1]
+    nemo = batch_enumeration(bandit, "nemo_rl_reinforce_pp", G, B).mse
     assert abs(est.mean[i] - nemo) > Z_CHECK * est.std_error[i], backend
     for name in GROUP_RULES:  # the route's positive control against the per-group theory
         i = est.index(("sq", name, G))
@@ -79,3 +92,9 @@ def test_refusals_name_the_parameter():
         batch_rule_statistics(small_bandit(), (), 2, 2)
     with pytest.raises(ValueError, match="backend"):
         batch_rule_statistics(small_bandit(), "roll_batch", 2, 2, backend="jax")
+    with pytest.raises(ValueError, match="estimator"):
+        batch_enumeration(small_bandit(), "verl_remax", 2, 2)
+    with pytest.raises(ValueError, match="batch_size"):
+        batch_enumeration(small_bandit(), "roll_batch", 2, 4)
+    with pytest.raises(ValueError, match="batch_size"):
+        batch_enumeration(small_bandit(), "roll_batch", 2, 0)

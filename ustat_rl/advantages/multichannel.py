@@ -178,8 +178,10 @@ class MultiChannelRule:
         if self.final.statistics == "group":
             return self.final.grouped(combined).reshape(R, B, G)
         inverse, counts = np.repeat(np.arange(B), G), np.full(B, G)
-        rows = combined.reshape(R, B * G)
-        return np.stack([self.final.apply(row, inverse, counts) for row in rows]).reshape(R, B, G)
+        # once per distinct batch: the final stage is a function of the batch's values
+        rows, which = np.unique(combined.reshape(R, B * G), axis=0, return_inverse=True)
+        out = np.stack([self.final.apply(row, inverse, counts) for row in rows])
+        return out[which.reshape(-1)].reshape(R, B, G)
 
     def check_weights(self, weights, n_channels: int) -> np.ndarray:
         """``weights`` as a finite float64 ``(K,)`` array (ones when ``None``)."""

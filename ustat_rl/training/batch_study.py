@@ -26,7 +26,11 @@ import numpy as np
 from .._validation import as_int, as_rng, renamed_keywords
 from ..advantages.registry import get_rule
 
-__all__ = ["ALL_EQUAL_RULES", "BatchStudy", "batch_monte_carlo"]
+__all__ = ["ALL_EQUAL_RULES", "BatchEnumeration", "BatchStudy", "batch_enumeration",
+           "batch_monte_carlo"]
+
+#: The most batches :func:`batch_enumeration` enumerates.
+MAX_ENUMERATED_BATCHES = 2_000_000
 
 #: What happens to a group whose rewards are all equal.
 ALL_EQUAL_RULES = ("keep", "drop", "resample")
@@ -61,12 +65,109 @@ class BatchStudy:
 
 
 def _batch_advantages(spec, reward: np.ndarray) -> np.ndarray:
-    """Advantages of batches ``reward (n, B, G)``; batch statistics are computed per batch."""
+    """Advantages of batches ``reward (n, B, G)``; batch statistics are computed per batch,
+    once per distinct batch of rewards (a batch's advantages are a function of its rewards;
+    binary rewards at small ``B G`` repeat a few patterns)."""
     n, B, G = reward.shape
     if spec.statistics == "group":
         return spec.grouped(reward.reshape(n * B, G)).reshape(n, B, G)
     ids = np.repeat(np.arange(B), G)
-    return np.stack([spec.advantages(r.reshape(-1), ids).reshape(B, G) for r in reward])
+    rows, inverse = np.unique(reward.reshape(n, B * G), axis=0, return_inverse=True)
+    out = np.stack([spec.advantages(r, ids) for r in rows])
+    return out[inverse.reshape(-1)].reshape(n, B, G)
+
+
+@dataclass(frozen=True)
+class BatchEnumeration:
+    """Exact moments of one batch estimator ``g_hat_B = (1/(B G)) sum_b sum_g A_bg W_bg``.
+
+    Attributes
+    ----------
+    mean_factor : float
+        ``<E g_hat_B, g>/||g||^2``.
+    projection : float
+        ``E <g_hat_B, g>`` (``mean_factor ||g||^2``).
+    mse : float
+        ``E||g_hat_B - g||^2``.
+    mean : ndarray (P K,)
+        ``E g_hat_B``.
+    n_batches : int
+        Batches enumerated.
+    """
+
+    mean_factor: float
+    projection: float
+    mse: float
+    mean: np.ndarray
+    n_batches: int
+
+
+@renamed_keywords(convention="estimator")
+def batch_enumeration(bandit, estimator, group_size: int, batch_size: int) -> BatchEnumeration:
+    """Exact mean and MSE of any rule of the rewards, batch statistics included, by enumerating
+    every batch of ``B`` groups of ``G`` on a small :class:`~ustat_rl.policies.SoftmaxBandit`.
+
+    Each group draws its prompt from ``f`` and ``G`` independent (action, reward) cells from
+    ``pi(. | x)`` and the reward law; a batch is ``B`` independent groups. There are
+    ``(P (2 K)^G)^B`` batches; each distinct vector of rewards is handed to the rule once.
+
+    Parameters
+    ----------
+    bandit : SoftmaxBandit
+    estimator : str or AdvantageRule
+        Any registered rule of the rewards alone (group or batch statistics).
+    group_size, batch_size : int
+        ``G`` and ``B``; at most ``MAX_ENUMERATED_BATCHES`` batches.
+
+    Returns
+    -------
+    BatchEnumeration
+
+    Examples
+    --------
+    >>> from ustat_rl.policies.examples import small_bandit
+    >>> bandit = small_bandit()
+    >>> out = batch_enumeration(bandit, "grpo", 2, 2)
+    >>> bool(abs(out.mse - bandit.exact_mse("grpo", 2, 2)) < 1e-12)
+    True
+    """
+    import itertools
+
+    spec = get_rule(estimator)
+    if spec.centring.reference_source == "baseline":
+        raise ValueError(f"`estimator` {spec.name!r} needs a baseline b(x) beyond the rewards")
+    G = as_int(group_size, "group_size", max(spec.min_group_size, 1))
+    B = as_int(batch_size, "batch_size", 1)
+    P, K = bandit.n_prompts, bandit.n_actions
+    per_group = P * (2 * K) ** G
+    if per_group**B > MAX_ENUMERATED_BATCHES:
+        raise ValueError(f"`group_size` {G} and `batch_size` {B} give {per_group}^{B} batches, "
+                         f"more than the {MAX_ENUMERATED_BATCHES} enumerated; use Monte Carlo")
+    if B * G < spec.min_batch_size:
+        raise ValueError(f"rule {spec.name!r} needs batches of at least {spec.min_batch_size} "
+                         f"samples, got B G = {B * G}")
+    lo, hi = bandit.reward_values
+    cells = [(a, z) for a in range(K) for z in (0, 1)]  # (action, reward is hi)
+    prob, reward, score = [], [], []  # per group outcome
+    for x in range(P):
+        q = bandit.reward_prob[x]
+        for pick in itertools.product(cells, repeat=G):
+            a = np.array([c[0] for c in pick])
+            z = np.array([c[1] for c in pick])
+            prob.append(bandit.prompt_prob[x] * np.prod(
+                bandit.policy[x, a] * np.where(z == 1, q[a], 1.0 - q[a])))
+            reward.append(np.where(z == 1, hi, lo))
+            score.append(bandit.scores(np.array([x]), a[None, :], full=True)[0])  # (G, P K)
+    prob, reward, score = np.array(prob), np.array(reward, dtype=np.float64), np.array(score)
+    idx = np.array(list(itertools.product(range(per_group), repeat=B)))  # (M, B)
+    batch_prob = np.prod(prob[idx], axis=1)
+    adv = _batch_advantages(spec, reward[idx])  # (M, B, G)
+    g_hat = np.einsum("mbg,mbgk->mk", adv, score[idx]) / (B * G)
+    g = bandit.grad
+    mean = batch_prob @ g_hat
+    mse = float(batch_prob @ np.sum((g_hat - g) ** 2, axis=1))
+    projection = float(mean @ g)
+    return BatchEnumeration(projection / float(g @ g), projection, mse, mean, int(len(idx)))
 
 
 @renamed_keywords(convention="estimator")
