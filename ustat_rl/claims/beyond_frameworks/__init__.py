@@ -1,7 +1,8 @@
 """Beyond the paper: the frameworks' conventions and logs (docs/theory.md C45, C46, C51, C52,
-C55, C56).
+C55, C56, C57).
 
 * :mod:`.adapters`: C45, C45.trl, the verl and TRL adapters and the rewards-only report;
+* :mod:`.batch_rules`: C57, the rules with batch statistics at a finite batch on both backends;
 * :mod:`.conventions`: C46, every registered convention's exact moments and literal formula;
 * :mod:`.dynamic_sampling`: C51, DAPO's dynamic sampling against verl's loop;
 * :mod:`.keep_rules`: C55, C55.polaris, other frameworks' keep rules and SkyRL's POLARIS replace
