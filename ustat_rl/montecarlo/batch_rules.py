@@ -16,7 +16,15 @@ rules with the multi-channel sampler (:func:`~ustat_rl.montecarlo.multichannel
 Both backends (``"numba"``, ``"torch"`` on CPU or CUDA) draw each step's ``B`` groups and hand
 them to the rule's own evaluator, batch statistics taken within each batch. Group rules give the
 per-group kernels' law too, so the two routes can be compared
-(tests/montecarlo/test_batch_rules.py).
+(tests/advantages/test_batch_rules_backends.py).
+
+verl's ``remax`` (``verl_remax``) subtracts the reward ``b`` of one greedy rollout of the prompt,
+drawn independently of the group (:mod:`ustat_rl.theory.greedy_baseline`). With such a rule the
+bandit gets a second channel that ignores the action: it succeeds with the greedy action's
+reward probability ``r[x, a*(x)]`` on every draw, independently of everything else, and the
+group's ``b`` is that channel on its first draw. The other rules read the first channel alone
+(weights ``(1, 0)``), and since the second channel's law does not depend on the action its
+gradient is 0: the target is still the bandit's ``g``.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..advantages import get_rule
+from ..advantages.conventions import VERL_REMAX
 from ..advantages.multichannel import MultiChannelRule
 from ..policies.multichannel import MultiChannelBandit
 from .multichannel import multichannel_statistics
@@ -31,21 +40,42 @@ from .multichannel import multichannel_statistics
 __all__ = ["as_one_channel", "batch_rule_statistics"]
 
 
-def as_one_channel(bandit) -> MultiChannelBandit:
+def as_one_channel(bandit, greedy: bool = False) -> MultiChannelBandit:
     """``bandit`` (a :class:`~ustat_rl.policies.SoftmaxBandit` with rewards 0 and 1) as a
-    multi-channel bandit of one channel: same policy, prompts and success probabilities."""
+    multi-channel bandit of one channel: same policy, prompts and success probabilities; with
+    ``greedy``, a second channel, the greedy rollout's reward drawn afresh on every draw
+    (module docstring)."""
     if tuple(bandit.reward_values) != (0.0, 1.0):
         raise ValueError("`bandit` must have rewards 0 and 1 (reward_values (0, 1)) to run on "
                          f"the one-channel sampler, got {tuple(bandit.reward_values)}")
     prob = np.asarray(bandit.reward_prob, dtype=np.float64)[:, :, None]
+    if greedy:
+        from ..theory.greedy_baseline import greedy_baseline
+
+        success = greedy_baseline(bandit).success  # (P,)
+        prob = np.concatenate([prob, np.broadcast_to(success[:, None, None], prob.shape)],
+                              axis=2)
     return MultiChannelBandit.from_channels(bandit.logits, prob, bandit.prompt_prob)
+
+
+class _GreedyReference(MultiChannelRule):
+    """A rule subtracting a prompt baseline, fed the greedy channel's first draw as ``b``."""
+
+    def batched(self, rewards, weights) -> np.ndarray:
+        rewards = np.asarray(rewards, dtype=np.float64)
+        R, B, G, _ = rewards.shape
+        b = rewards[:, :, 0, 1].reshape(R * B)  # one greedy rollout per group
+        return self.final.grouped(rewards[..., 0].reshape(R * B, G), reference=b).reshape(R, B, G)
 
 
 def _one_channel_rule(name) -> MultiChannelRule:
     rule = get_rule(name, "rules")
     if rule.centring.reference_source == "baseline":
-        raise ValueError(f"`rules` entry {rule.name!r} needs a baseline b(x) beyond the rewards, "
-                         "which the sampler does not draw")
+        if rule.name != VERL_REMAX.name:
+            raise ValueError(f"`rules` entry {rule.name!r} needs a baseline b(x) the sampler "
+                             "does not draw (it draws a greedy rollout's reward, for verl_remax)")
+        return _GreedyReference(rule.name, "sum_then_normalize", None, rule, rule.provenance,
+                                rule.formula, working_precision=rule.working_precision)
     return MultiChannelRule(rule.name, "sum_then_normalize", None, rule, rule.provenance,
                             rule.formula, working_precision=rule.working_precision)
 
@@ -60,7 +90,8 @@ def batch_rule_statistics(bandit, rules, group_sizes, batch_size=1, *, backend: 
     bandit : SoftmaxBandit
         Rewards 0 and 1.
     rules : str, AdvantageRule or sequence of them
-        Any registered rule of the rewards alone, group or batch statistics.
+        Any registered rule of the rewards alone, group or batch statistics, and verl's
+        ``remax`` (its baseline the greedy rollout's reward, drawn for each group).
     group_sizes : int or sequence of int
         Groups of the sizes asked are nested (common random numbers).
     batch_size : int
@@ -92,5 +123,7 @@ def batch_rule_statistics(bandit, rules, group_sizes, batch_size=1, *, backend: 
     wrapped = tuple(_one_channel_rule(r) for r in rules)
     if not wrapped:
         raise ValueError("`rules` must name at least one rule")
-    return multichannel_statistics(as_one_channel(bandit), wrapped, group_sizes, batch_size,
-                                   backend=backend, device=device)
+    greedy = any(isinstance(r, _GreedyReference) for r in wrapped)
+    return multichannel_statistics(as_one_channel(bandit, greedy), wrapped, group_sizes,
+                                   batch_size, (1.0, 0.0) if greedy else None, backend=backend,
+                                   device=device)

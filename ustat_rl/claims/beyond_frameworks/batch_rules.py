@@ -7,8 +7,10 @@ step, so the per-group theory does not give its moments. C57 checks, for every s
 ``CONVENTION_NAMES`` on the small bandit at ``G = 2, B = 2``, that the exact MSE and mean
 projection from enumerating every batch
 (:func:`ustat_rl.training.batch_study.batch_enumeration`) are what both Monte Carlo backends
-measure through the one-channel sampler (:mod:`ustat_rl.montecarlo.batch_rules`). Each
-comparison is at ``Z_STRICT = 4.5`` standard errors (6.8e-6 two-sided); four per rule (two
+measure through the one-channel sampler (:mod:`ustat_rl.montecarlo.batch_rules`); and verl's
+``remax``, whose baseline is a greedy rollout's reward drawn apart from the group, against its
+exact MSE and unbiased projection (:mod:`ustat_rl.theory.greedy_baseline`) on the same runs.
+Each comparison is at ``Z_STRICT = 4.5`` standard errors (6.8e-6 two-sided); four per rule (two
 statistics, two backends). Negative controls, power checks with no rate: the full mean's exact
 MSE, and NeMo-RL's REINFORCE++ against slime's (they differ only in the whitening's variance).
 """
@@ -24,6 +26,8 @@ G, B = 2, 2
 REPS = (4_000, 40_000)
 #: Group rules measured alongside as the route's positive control (the per-group theory).
 GROUP_RULES = ("grpo", "fullmean")
+#: verl's greedy-baseline rule, measured on the same runs.
+REMAX = "verl_remax"
 
 
 def batch_rule_names() -> tuple[str, ...]:
@@ -38,20 +42,27 @@ def batch_rule_names() -> tuple[str, ...]:
 @register("C57", "Beyond the paper: every framework rule with batch statistics (whitening or "
           "a std over the whole batch) has, at G = 2 and B = 2, the exact MSE and mean "
           "projection of enumerating every batch, on both Monte Carlo backends; NeMo-RL's "
-          "REINFORCE++ (population variance) is not slime's (Bessel's)",
+          "REINFORCE++ (population variance) is not slime's (Bessel's); verl's remax (a greedy "
+          "rollout's reward as baseline) has its exact MSE and is unbiased",
           "derived (docs/theory.md C57; docs/conventions.md, batch statistics)",
-          "exact enumeration of every batch (batch_enumeration) against Monte Carlo on the "
-          "numba and torch backends (batch_rule_statistics); the full mean's exact MSE and "
-          "NeMo-RL's rule against slime's as negative controls")
+          "exact enumeration of every batch (batch_enumeration) and remax's exact moments "
+          "(greedy_baseline_exact) against Monte Carlo on the numba and torch backends "
+          "(batch_rule_statistics); the full mean's exact MSE and NeMo-RL's rule against "
+          "slime's as negative controls")
 def check_c57(ctx) -> list:
     from ...montecarlo import run_monte_carlo
     from ...montecarlo.batch_rules import batch_rule_statistics
     from ...policies.examples import small_bandit
+    from ...theory.greedy_baseline import greedy_baseline_exact
     from ...training.batch_study import batch_enumeration
 
     bandit = small_bandit()
     names = batch_rule_names()
-    exact = {n: batch_enumeration(bandit, n, G, B) for n in names}
+    exact = {n: (e.mse, e.projection, f"exact by enumerating {e.n_batches} batches")
+             for n, e in ((n, batch_enumeration(bandit, n, G, B)) for n in names)}
+    exact[REMAX] = (greedy_baseline_exact(bandit, G, B).mse, float(bandit.grad @ bandit.grad),
+                    "exact: the greedy baseline's moments, unbiased")
+    names = names + (REMAX,)
     n_reps = strict_reps(ctx.reps(*REPS))
     checks, controls = [], []
     wrong = bandit.exact_mse("fullmean", G, B)
@@ -66,11 +77,12 @@ def check_c57(ctx) -> list:
         for name in names:
             mse, se = est.get(("sq", name, G))
             proj, proj_se = est.get(("proj", name, G))
+            want_mse, want_proj, how = exact[name]
             checks += [
-                check_close(f"{name}: MSE ({backend})", exact[name].mse, mse, se, z=Z_STRICT,
-                            note=f"{where}; exact by enumerating {exact[name].n_batches} batches"),
-                check_close(f"{name}: <g_hat_B, g> ({backend})", exact[name].projection, proj,
-                            proj_se, z=Z_STRICT, note=where)]
+                check_close(f"{name}: MSE ({backend})", want_mse, mse, se, z=Z_STRICT,
+                            note=f"{where}; {how}"),
+                check_close(f"{name}: <g_hat_B, g> ({backend})", want_proj, proj, proj_se,
+                            z=Z_STRICT, note=where)]
             controls.append(abs(mse - wrong) / se)
             if name == slime:
                 controls.append(abs(mse - nemo) / se)
