@@ -38,6 +38,7 @@ API_MODULES = (
     ("ustat_rl.stats.rates", "log-log slopes and rate estimates"),
     ("ustat_rl.advantages.conventions", "advantage conventions of TRL, verl and OpenRLHF"),
     ("ustat_rl.conformance.kit", "property tests of an advantage function against a convention"),
+    ("ustat_rl.conformance.report", "what the conformance kit reports: the smallest failing batch"),
     ("ustat_rl.training", "policy-gradient training loops (Algorithm 1)"),
     ("ustat_rl.training.group_size", "group-size sweeps at a fixed budget"),
     ("ustat_rl.policies.examples", "the example bandits"),

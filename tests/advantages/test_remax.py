@@ -17,7 +17,11 @@ draw of that action's reward, independent of the group. Checked by independent r
 * verl's own ``compute_remax_outcome_advantage`` (tests/data), given each prompt's greedy reward
   repeated over its samples, returns the rule's advantages on every valid token, ragged
   lengths included, to one rounding in float32 and float64; a planted bug (the greedy rewards
-  tiled instead of repeated per prompt) is rejected.
+  tiled instead of repeated per prompt) is rejected;
+* the conformance kit, which draws a greedy reward per group and passes it as ``reference``
+  (verl's signature: ``reward_baselines``), passes verl's own function and ``z - b`` computed
+  in float32 or float64, rejects three planted bugs in float32 and float64 batches, and refuses
+  the TRL signature (no place for the reference) in one line, exit 2 on the command line.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from script_loader import ROOT, load_data
 
 from ustat_rl.advantages import get_rule
 from ustat_rl.advantages.conventions import CONVENTION_NAMES, VERL_REMAX
+from ustat_rl.conformance.kit import check_batch, check_conformance
 from ustat_rl.policies.examples import small_bandit
 from ustat_rl.policies.softmax import SoftmaxBandit
 from ustat_rl.theory.greedy_baseline import (
@@ -139,3 +144,65 @@ def test_verls_own_remax_is_the_rule_and_a_planted_bug_is_rejected(dtype):
         rejected += not np.all(np.abs(bug - expected) <= bound * np.abs(expected))
         differ += n > 1  # tiling and repeating agree at one response per prompt
     assert rejected == differ >= 10
+
+
+# ---------------------------------------------------------------- conformance kit
+def _subtract(where):
+    """``plain(rewards, group_ids, reference)`` computing ``z - b`` in ``where`` (float32 or
+    float64 working precision), the kit's reference-taking form."""
+    def fn(z, ids, b):
+        return (np.asarray(z).astype(where) - np.asarray(b).astype(where)).astype(np.float64)
+    return fn
+
+
+def test_kit_passes_verls_own_remax_and_correct_implementations():
+    verl = load_data("verl_opo_remax_1dda039b")
+    report = check_conformance(verl.compute_remax_outcome_advantage, "verl_remax",
+                               signature="verl", tensors="torch")
+    assert report.passed, report.summary()
+    for where in (np.float32, np.float64):
+        report = check_conformance(_subtract(where), "verl_remax", max_examples=100)
+        assert report.passed, report.summary()
+
+
+PLANTED = {  # each a slip an implementation could make
+    "the batch's mean greedy reward": lambda z, ids, b: z - np.mean(b),
+    "the first prompt's greedy reward for every sample": lambda z, ids, b: z - b[0],
+    "the group's mean subtracted too": lambda z, ids, b: z - b - np.array(
+        [np.mean(z[ids == g]) for g in ids]),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("bug", list(PLANTED))
+def test_kit_rejects_a_planted_bug_in_either_dtype(bug, dtype):
+    report = check_conformance(PLANTED[bug], "verl_remax", dtypes=(dtype,), shrink=False)
+    assert not report.passed
+    failure = report.failure
+    assert failure.rewards.dtype == np.dtype(dtype) and failure.reference is not None
+    assert "reference = np.array(" in report.summary()
+
+
+def test_kit_refusals_and_one_batch():
+    with pytest.raises(ValueError, match="signature"):
+        check_conformance(lambda z, n: z, "verl_remax", signature="trl")
+    z, ids, b = np.array([1.0, 0.0, 2.0]), np.array([0, 0, 1]), np.array([0.5, 0.5, 3.0])
+    assert check_batch(_subtract(np.float64), "verl_remax", z, ids, reference=b) is None
+    assert check_batch(PLANTED["the batch's mean greedy reward"], "verl_remax", z, ids,
+                       reference=b) is not None
+    with pytest.raises(ValueError, match="`reference` must be given"):
+        check_batch(_subtract(np.float64), "verl_remax", z, ids)
+    with pytest.raises(ValueError, match="`reference` is not taken"):
+        check_batch(lambda r, g: r, "grpo", z, ids, reference=b)
+    with pytest.raises(ValueError, match="shape"):
+        check_batch(_subtract(np.float64), "verl_remax", z, ids, reference=b[:2])
+
+
+def test_command_line_exit_codes(capsys):
+    from ustat_rl.interface.cli import main
+
+    target = f"{ROOT / 'tests' / 'data' / 'verl_opo_remax_1dda039b.py'}:compute_remax_outcome_advantage"
+    assert main(["conformance", target, "--estimator", "verl_remax", "--signature", "verl",
+                 "--torch", "--max-examples", "30"]) == 0
+    assert main(["conformance", target, "--estimator", "verl_remax", "--signature", "trl"]) == 2
+    assert "passes no reference reward" in capsys.readouterr().err

@@ -98,8 +98,9 @@ def _verl_index(ids, index):
 
 
 def adapt(fn: Callable, signature: str = "plain", tensors: str = "numpy",
-          tokens: int = VERL_TOKENS, index: str = "uid") -> Callable:
-    """Wrap ``fn`` as ``plain(rewards (n,), group_ids (n,)) -> (n,)``.
+          tokens: int = VERL_TOKENS, index: str = "uid", reference: bool = False) -> Callable:
+    """Wrap ``fn`` as ``plain(rewards (n,), group_ids (n,)) -> (n,)`` (with ``reference``,
+    ``plain(rewards, group_ids, reference (n,))``).
 
     Parameters
     ----------
@@ -118,6 +119,11 @@ def adapt(fn: Callable, signature: str = "plain", tensors: str = "numpy",
     index : {"uid", "int"}
         The verl-style adapter's ``index``: a numpy object array of uuid strings, one per group
         (as verl's trainer passes), or the non-negative contiguous integers ``0..k-1``.
+    reference : bool
+        The rule subtracts a reference reward per sample (verl's ``remax``: its prompt's greedy
+        rollout's reward): ``"plain"`` calls ``fn(rewards, group_ids, reference)``, ``"verl"``
+        calls ``fn(token_level_rewards, reward_baselines, response_mask)`` as verl's
+        ``compute_remax_outcome_advantage`` takes them (no index); ``"trl"`` is refused.
     """
     if signature not in SIGNATURES:
         raise ValueError(f"`signature` must be one of {SIGNATURES}, got {signature!r}")
@@ -125,6 +131,8 @@ def adapt(fn: Callable, signature: str = "plain", tensors: str = "numpy",
         raise ValueError(f"`tensors` must be 'numpy' or 'torch', got {tensors!r}")
     if index not in INDEX_KINDS:
         raise ValueError(f"`index` must be one of {INDEX_KINDS}, got {index!r}")
+    if reference:
+        return _adapt_reference(fn, signature, tensors, tokens)
     if signature == "plain":
         def plain(z, ids):
             kept = {"rewards": z.copy(), "group_ids": ids.copy()}
@@ -145,23 +153,59 @@ def adapt(fn: Callable, signature: str = "plain", tensors: str = "numpy",
         return trl
 
     def verl(z, ids):
-        n = z.size
-        length = 1 + np.arange(n) % tokens  # ragged responses, (n,)
-        mask = (np.arange(tokens)[None, :] < length[:, None]).astype(z.dtype)  # (n, T)
-        token_rewards = np.zeros((n, tokens), dtype=z.dtype)
-        token_rewards[np.arange(n), length - 1] = z
+        mask, token_rewards = _verl_tokens(z, tokens)  # ragged responses
         given = {"token_level_rewards": token_rewards, "response_mask": mask,
                  "index": _verl_index(ids, index)}
         kept = {name: value.copy() for name, value in given.items()}
         out = _to_numpy(fn(_tensor(token_rewards, tensors), _tensor(mask, tensors),
                            given["index"]))
         unchanged(given, kept)
-        out = _real_floating(out, (n, tokens))
-        if np.any((mask == 0) & (out != 0)):
-            raise BadOutput("advantages on padding tokens are not 0")
-        if np.any((mask == 1) & (out != out[:, :1])):
-            raise BadOutput("advantage is not constant over a response's tokens")
-        return out[:, 0]
+        return _per_response(out, mask)
+    return verl
+
+
+def _verl_tokens(z, tokens):
+    """Ragged responses of ``1..tokens`` tokens, the reward on the last: ``(mask, rewards)``."""
+    n = z.size
+    length = 1 + np.arange(n) % tokens
+    mask = (np.arange(tokens)[None, :] < length[:, None]).astype(z.dtype)  # (n, T)
+    token_rewards = np.zeros((n, tokens), dtype=z.dtype)
+    token_rewards[np.arange(n), length - 1] = z
+    return mask, token_rewards
+
+
+def _per_response(out, mask):
+    """verl's ``(n, T)`` advantages, constant over each response and 0 on padding, as ``(n,)``."""
+    out = _real_floating(out, mask.shape)
+    if np.any((mask == 0) & (out != 0)):
+        raise BadOutput("advantages on padding tokens are not 0")
+    if np.any((mask == 1) & (out != out[:, :1])):
+        raise BadOutput("advantage is not constant over a response's tokens")
+    return out[:, 0]
+
+
+def _adapt_reference(fn: Callable, signature: str, tensors: str, tokens: int) -> Callable:
+    if signature == "trl":
+        raise ValueError("`signature` 'trl' passes no reference reward; test a rule that "
+                         "subtracts one with 'plain' (fn(rewards, group_ids, reference)) or "
+                         "'verl' (fn(token_level_rewards, reward_baselines, response_mask))")
+    if signature == "plain":
+        def plain(z, ids, ref):
+            given = {"rewards": z, "group_ids": ids, "reference": ref}
+            kept = {name: value.copy() for name, value in given.items()}
+            out = _to_numpy(fn(*(_tensor(v, tensors) for v in given.values())))
+            unchanged(given, kept)
+            return _real_floating(out, z.shape)
+        return plain
+
+    def verl(z, ids, ref):
+        mask, token_rewards = _verl_tokens(z, tokens)
+        given = {"token_level_rewards": token_rewards, "reward_baselines": ref,
+                 "response_mask": mask}
+        kept = {name: value.copy() for name, value in given.items()}
+        out = _to_numpy(fn(*(_tensor(v, tensors) for v in given.values())))
+        unchanged(given, kept)
+        return _per_response(out, mask)
     return verl
 
 
@@ -216,6 +260,10 @@ def probe(fn: Callable, estimator, *, signature: str = "plain", tensors: str = "
     size = max(4, spec.min_group_size)
     z = np.concatenate([np.arange(size) + 0.5 * g for g in range(2)]).astype(np.float64)
     ids = np.repeat(np.arange(2, dtype=np.int64), size)
+    if spec.centring.reference_source == "baseline":  # verl's remax: a greedy reward per prompt
+        call = adapt(fn, signature, tensors, tokens=tokens, index=index, reference=True)
+        return probe_call(call, (z, ids, np.repeat([0.25, 1.75], size)),
+                          f"fn{REFERENCE_FORMS[signature]}")
     call = adapt(fn, signature, tensors, tokens=tokens, index=index)
     return probe_call(call, (z, ids), f"fn{SIGNATURE_FORMS[signature]}")
 
@@ -227,4 +275,9 @@ SIGNATURE_WORDS = {"multichannel-contiguous": "multichannel signature, contiguou
 #: How each signature calls the function, for messages.
 SIGNATURE_FORMS = {"plain": "(rewards, group_ids)",
                    "verl": "(token_level_rewards, response_mask, index)",
+                   "trl": "(rewards, num_generations)"}
+
+#: The same for a rule that subtracts a reference reward (verl's remax).
+REFERENCE_FORMS = {"plain": "(rewards, group_ids, reference)",
+                   "verl": "(token_level_rewards, reward_baselines, response_mask)",
                    "trl": "(rewards, num_generations)"}

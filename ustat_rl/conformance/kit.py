@@ -40,11 +40,14 @@ thus unchecked, while swapping Bessel for the population std, moving the epsilon
 variance (verl's vectorised GRPO before PR #6348) or leaking another group into the mean is
 rejected on the batches hypothesis finds, in float32 and float64 alike. The reference is
 :func:`ustat_rl.advantages.conventions.advantages` in float64 on the same inputs (docs/conventions.md).
+A rule that subtracts a reference reward the rewards do not hold (``verl_remax``: each prompt's
+greedy rollout's reward) gets one drawn per group (a value, one of the group's rewards, or 0,
+with the batch's offset), passed with the batch, and counted among the values ``S``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Callable
 
 import numpy as np
@@ -54,7 +57,6 @@ from ..advantages.conventions import CONVENTION_NAMES, ConventionSpec, advantage
 from ..advantages.parts import Scaling
 from .adapters import (
     INDEX_KINDS,
-    SIGNATURE_WORDS,
     SIGNATURES,
     VERL_TOKENS,
     BadOutput,
@@ -64,90 +66,14 @@ from .adapters import (
     load_function,
     probe,
 )
-from .search import check_search_options, run_target, search
+from .report import ConformanceFailure, ConformanceReport
+from .search import check_search_options, run_target, search, usage
 
 __all__ = ["CONVENTION_NAMES", "SIGNATURES", "INDEX_KINDS", "ConformanceFailure",
            "ConformanceReport", "TargetError", "check_conformance", "check_batch", "tolerance",
-           "adapt", "load_function", "run_command"]
+           "takes_reference", "adapt", "load_function", "run_command"]
 
 _DTYPES = {"float32": np.float32, "float64": np.float64}
-
-
-@dataclass(frozen=True)
-class ConformanceFailure:
-    """The smallest failing batch found (hypothesis shrinking, then groups dropped).
-
-    Attributes
-    ----------
-    rewards, group_ids : ndarray
-        The batch, in the dtype it was passed (ids as drawn; :func:`adapt` says how passed).
-    expected : ndarray
-        The convention's advantages (float64 reference).
-    got : ndarray or None
-        What the function returned (``None`` when it raised or returned no valid array).
-    index : int
-        The worst sample (-1 when no comparison was possible).
-    message : str
-        What went wrong, in one line.
-    """
-
-    rewards: np.ndarray
-    group_ids: np.ndarray
-    expected: np.ndarray
-    got: np.ndarray | None
-    index: int
-    message: str
-
-
-@dataclass(frozen=True)
-class ConformanceReport:
-    """Outcome of :func:`check_conformance`.
-
-    Attributes
-    ----------
-    convention, signature : str
-    passed : bool
-    n_examples : int
-        Batches drawn: all when the function conforms, else up to the first failing one.
-    seconds : float
-    tolerance : str
-        The rule applied (see the module docstring).
-    failure : ConformanceFailure or None
-    n_shrink : int
-        Further calls made to shrink the failing batch (0 when it conforms).
-    """
-
-    convention: str
-    signature: str
-    passed: bool
-    n_examples: int
-    seconds: float
-    tolerance: str
-    failure: ConformanceFailure | None = field(default=None)
-    n_shrink: int = 0
-
-    def summary(self) -> str:
-        """A short human-readable report."""
-        if self.passed:
-            tried = f"{self.n_examples} batch{'es' if self.n_examples != 1 else ''}"
-        else:
-            tried = (f"batch {self.n_examples} failed"
-                     + (f" ({self.n_shrink} more calls shrank it)" if self.n_shrink else ""))
-        signature = SIGNATURE_WORDS.get(self.signature, f"{self.signature} signature")
-        head = (f"{'CONFORMS' if self.passed else 'DOES NOT CONFORM'} to {self.convention!r} "
-                f"({signature}): {tried} in {self.seconds:.1f} s.\n"
-                f"tolerance: {self.tolerance}")
-        if self.failure is None:
-            return head
-        f = self.failure
-        with np.printoptions(precision=17, linewidth=100):
-            lines = [head, f"smallest failing batch: {f.message}",
-                     f"  rewards   = np.array({f.rewards.tolist()!r}, dtype=np.{f.rewards.dtype})",
-                     f"  group_ids = np.array({f.group_ids.tolist()!r})",
-                     f"  expected  = {np.array2string(f.expected, separator=', ')}"]
-            if f.got is not None:
-                lines.append(f"  got       = {np.array2string(f.got, separator=', ')}")
-        return "\n".join(lines)
 
 
 TOLERANCE_RULE = ("|got - expected| <= (dN + |A| dd)/d_low + 2 eps |A|: dN, dd the numerator's and "
@@ -163,21 +89,25 @@ def _working(dtype):
 
 
 @renamed_keywords(convention="estimator")
-def tolerance(estimator, rewards, group_ids, dtype=None) -> np.ndarray:
+def tolerance(estimator, rewards, group_ids, dtype=None, reference=None) -> np.ndarray:
     """The allowed ``|got - expected|`` per sample, shape ``(n,)`` (module docstring).
 
     ``dtype`` is the coarser of the input and output dtypes; the working precision is never
     taken finer than float32. ``inf`` marks samples the working precision cannot resolve.
+    ``reference`` (per sample) is the reference reward a rule such as ``verl_remax``
+    subtracts; it counts among the values ``S`` of its group.
     """
     spec = get_convention(estimator)
     z = np.asarray(rewards, dtype=np.float64)
     _, inverse, counts = np.unique(np.asarray(group_ids), return_inverse=True, return_counts=True)
     inverse = inverse.reshape(-1)
-    parts = spec.parts(z, inverse, counts)
+    ref = None if reference is None else np.asarray(reference, dtype=np.float64)
+    parts = spec.parts(z, inverse, counts, ref)
     eps, tiny = _working(dtype)
     A = np.abs(parts.advantage)
     group_max = np.zeros(counts.size)
-    np.maximum.at(group_max, inverse, np.abs(z))
+    np.maximum.at(group_max, inverse, np.abs(z) if ref is None else np.maximum(np.abs(z),
+                                                                               np.abs(ref)))
     n = counts[inverse].astype(np.float64)
     dev_err = (n + 4) * (eps * group_max[inverse] + tiny)  # (n,) error of z - m_g
     deviation = spec.centring.kernel_coefficients(n)[1]  # n/(n - 1) for leave-one-out
@@ -225,7 +155,14 @@ _KINDS = ("random", "binary", "ties", "near_tie_1e-3", "near_tie_1e-4", "near_ti
           "near_tie_1e-9", "all_equal")
 
 
+def takes_reference(spec: ConventionSpec) -> bool:
+    """Whether the rule subtracts a reference reward the batch does not hold (``verl_remax``'s
+    greedy rollout): the kit then draws one per group and passes it (:func:`adapt`)."""
+    return spec.centring.reference_source == "baseline"
+
+
 def _batches(spec: ConventionSpec, equal_sizes: bool, contiguous: bool, dtypes):
+    reference = takes_reference(spec)
     from hypothesis import assume
     from hypothesis import strategies as st
 
@@ -264,25 +201,32 @@ def _batches(spec: ConventionSpec, equal_sizes: bool, contiguous: bool, dtypes):
                             unique=True))
         z = np.array([v + offset for vals in groups for v in vals], dtype=dtype)
         group_ids = np.repeat(np.array(ids, dtype=np.int64), sizes)
+        if reference:  # one reference reward per group: drawn, one of its rewards, or 0
+            refs = [draw(st.one_of(value, st.sampled_from(vals), st.just(0.0)))
+                    for vals in groups]
+            ref = np.repeat(np.array(refs, dtype=np.float64) + offset, sizes).astype(dtype)
         if not contiguous:
             order = np.array(draw(st.permutations(range(z.size))), dtype=np.int64)
             z, group_ids = z[order], group_ids[order]
-        return z, group_ids
+            ref = ref[order] if reference else None
+        return (z, group_ids, ref) if reference else (z, group_ids)
 
     return batches()
 
 
-def _compare(call, spec: ConventionSpec, z, ids) -> ConformanceFailure | None:
-    expected = advantages(spec, z, ids)
+def _compare(call, spec: ConventionSpec, z, ids, ref=None) -> ConformanceFailure | None:
+    expected = (advantages(spec, z, ids) if ref is None
+                else spec.advantages(z, ids, reference=ref.astype(np.float64)))
+    given = (z.copy(), ids.copy()) + (() if ref is None else (ref.copy(),))
     try:
-        got = call(z.copy(), ids.copy())
+        got = call(*given)
     except BadOutput as exc:
-        return ConformanceFailure(z, ids, expected, None, -1, f"the function {exc}")
+        return ConformanceFailure(z, ids, expected, None, -1, f"the function {exc}", ref)
     except (Exception, SystemExit) as exc:  # anything raised on a valid batch does not conform
         return ConformanceFailure(z, ids, expected, None, -1,
-                                  f"the function raised {first_line(exc)}")
+                                  f"the function raised {first_line(exc)}", ref)
     coarse = z.dtype if np.finfo(z.dtype).eps >= np.finfo(got.dtype).eps else got.dtype
-    tol = tolerance(spec, z, ids, coarse)
+    tol = tolerance(spec, z, ids, coarse, ref)
     diff = np.abs(got.astype(np.float64) - expected)
     # NaN fails, except where tol is inf (a spread rounded to 0, divided by: NaN is correct)
     bad = ~(diff <= tol) & ~np.isposinf(tol)
@@ -292,7 +236,7 @@ def _compare(call, spec: ConventionSpec, z, ids) -> ConformanceFailure | None:
     i = int(np.argmax(np.where(bad, excess, -1.0)))
     return ConformanceFailure(z, ids, expected, got, i,
                               f"sample {i}: got {float(got[i])!r}, expected {float(expected[i])!r} "
-                              f"(|difference| {diff[i]:.3g} > tolerance {tol[i]:.3g})")
+                              f"(|difference| {diff[i]:.3g} > tolerance {tol[i]:.3g})", ref)
 
 
 def _drop_groups(call, spec: ConventionSpec, failure: ConformanceFailure) -> ConformanceFailure:
@@ -300,11 +244,12 @@ def _drop_groups(call, spec: ConventionSpec, failure: ConformanceFailure) -> Con
     dropped = True
     while dropped:
         dropped = False
-        z, ids = failure.rewards, failure.group_ids
+        z, ids, ref = failure.rewards, failure.group_ids, failure.reference
         for g in np.unique(ids):
             keep = ids != g
             if keep.sum() >= max(spec.min_batch_size, 1):
-                smaller = _compare(call, spec, z[keep], ids[keep])
+                smaller = _compare(call, spec, z[keep], ids[keep],
+                                   None if ref is None else ref[keep])
                 if smaller is not None:
                     failure, dropped = smaller, True
                     break
@@ -327,7 +272,11 @@ def check_conformance(fn: Callable, estimator, *, signature: str = "plain",
     signature : {"plain", "verl", "trl"}
         ``"trl"`` draws contiguous equal-size groups only; conventions that reshape into
         ``(-1, G)`` get equal sizes under every signature; conventions that whiten over the
-        batch are tested with one-token responses under ``"verl"`` (verl weighs tokens).
+        batch are tested with one-token responses under ``"verl"`` (verl weighs tokens). A rule
+        that subtracts a reference reward (``verl_remax``) gets one per group, passed as
+        ``fn(rewards, group_ids, reference)`` or as verl's
+        ``fn(token_level_rewards, reward_baselines, response_mask)``; ``"trl"`` has no place
+        for it.
     tensors : {"numpy", "torch"}
     max_examples : int
         Batches hypothesis generates before shrinking.
@@ -347,7 +296,8 @@ def check_conformance(fn: Callable, estimator, *, signature: str = "plain",
     spec = get_convention(estimator)
     check_search_options(max_examples, dtypes)
     tokens = 1 if spec.scale == "whiten" else VERL_TOKENS
-    call = adapt(fn, signature, tensors, tokens=tokens, index=index)
+    call = adapt(fn, signature, tensors, tokens=tokens, index=index,
+                 reference=takes_reference(spec))
     strategy = _batches(spec, equal_sizes=spec.equal_group_sizes or signature == "trl",
                         contiguous=signature == "trl", dtypes=[_DTYPES[d] for d in dtypes])
     passed, count, seconds, failures, n_shrink = search(
@@ -361,14 +311,16 @@ def check_conformance(fn: Callable, estimator, *, signature: str = "plain",
 
 @renamed_keywords(convention="estimator")
 def check_batch(fn: Callable, estimator, rewards, group_ids, *, signature: str = "plain",
-                tensors: str = "numpy", index: str = "uid") -> ConformanceFailure | None:
+                tensors: str = "numpy", index: str = "uid",
+                reference=None) -> ConformanceFailure | None:
     """The kit's comparison on one given batch: ``None`` when ``fn`` conforms on it, else the
     :class:`ConformanceFailure` (no search, no shrinking; :func:`check_conformance` searches).
 
     ``rewards`` and ``group_ids`` are what the kit would draw (float32 or float64 rewards, integer ids;
     contiguous equal groups for ``signature="trl"``); the other parameters are
     :func:`check_conformance`'s. Conventions that whiten over the batch get one-token responses
-    under ``"verl"``, as there.
+    under ``"verl"``, as there. ``reference`` (per sample, in the rewards' dtype) is required by
+    a rule that subtracts a reference reward (``verl_remax``) and refused by the others.
 
     Examples
     --------
@@ -383,9 +335,16 @@ def check_batch(fn: Callable, estimator, rewards, group_ids, *, signature: str =
     z = np.asarray(rewards)
     if z.dtype not in (np.float32, np.float64):
         raise TypeError(f"`rewards` must be a float32 or float64 array, got dtype {z.dtype}")
+    if takes_reference(spec) != (reference is not None):
+        raise ValueError(f"`reference` must be given for {spec.name!r}" if takes_reference(spec)
+                         else f"`reference` is not taken by {spec.name!r}")
+    ref = None if reference is None else np.asarray(reference).astype(z.dtype)
+    if ref is not None and ref.shape != z.shape:
+        raise ValueError(f"`reference` must have the shape of `rewards` {z.shape}, got "
+                         f"{ref.shape}")
     call = adapt(fn, signature, tensors, tokens=1 if spec.scale == "whiten" else VERL_TOKENS,
-                 index=index)
-    return _compare(call, spec, z, np.asarray(group_ids))
+                 index=index, reference=ref is not None)
+    return _compare(call, spec, z, np.asarray(group_ids), ref)
 
 
 @renamed_keywords(convention="estimator")
@@ -394,6 +353,10 @@ def run_command(target: str, estimator: str, *, signature: str = "plain",
                 index: str = "uid") -> int:
     """``ustat-rl conformance``: print the report; exit code 0 conforms, 1 does not, 2 usage
     (usage and import errors are one line on stderr)."""
+    if takes_reference(get_convention(estimator)) and signature == "trl":
+        return usage(f"--signature trl passes no reference reward, which {estimator} "
+                     "subtracts; use --signature plain (fn(rewards, group_ids, reference)) or "
+                     "verl (fn(token_level_rewards, reward_baselines, response_mask))")
     return run_target(target, max_examples, lambda fn: check_conformance(
         fn, estimator, signature=signature, tensors=tensors, max_examples=max_examples,
         seed=seed, index=index), lambda fn: probe(fn, estimator, signature=signature,

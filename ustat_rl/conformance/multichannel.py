@@ -35,7 +35,8 @@ import numpy as np
 from .._validation import renamed_keywords
 from ..advantages.multichannel import get_multichannel_rule
 from .adapters import BadOutput, unchanged
-from .kit import ConformanceFailure, ConformanceReport, tolerance
+from .kit import tolerance
+from .report import ConformanceFailure, ConformanceReport
 from .search import check_search_options, probe_call, run_target, search, usage
 
 __all__ = ["multichannel_tolerance", "check_multichannel_conformance", "run_multichannel_command",

@@ -131,7 +131,7 @@ def _parse_args(argv):
 
 
 def _add_conformance_parser(sub) -> None:
-    from ..advantages.conventions import CONVENTION_NAMES
+    from ..advantages.conventions import CONVENTION_NAMES, VERL_REMAX
     from ..advantages.multichannel import multichannel_rule_names
 
     conf = sub.add_parser(
@@ -140,10 +140,14 @@ def _add_conformance_parser(sub) -> None:
                     "convention of docs/conventions.md. Exit 0: conforms; 1: does not (the "
                     "smallest failing batch is printed); 2: usage or import error. A "
                     "multi-reward rule (trl_sum_then_normalize, trl_normalize_then_sum, "
-                    "verl_gdpo, ...) tests fn(rewards (n, K), group_ids, weights (K,)).")
+                    "verl_gdpo, ...) tests fn(rewards (n, K), group_ids, weights (K,)); "
+                    "verl_remax tests fn(rewards, group_ids, reference), the reference each "
+                    "sample's greedy-rollout reward (verl: fn(token_level_rewards, "
+                    "reward_baselines, response_mask)).")
     conf.add_argument("target", help="module:function or path/to/file.py:function")
     conf.add_argument("--estimator", "--convention", dest="estimator", required=True,
-                      action=_EstimatorFlag, choices=CONVENTION_NAMES + multichannel_rule_names(),
+                      action=_EstimatorFlag,
+                      choices=CONVENTION_NAMES + (VERL_REMAX.name,) + multichannel_rule_names(),
                       help="the advantage rule to test against (--convention, its old name, "
                            f"works until ustat-rl {REMOVED_IN})")
     conf.add_argument("--weights", default=None,
