@@ -146,13 +146,14 @@ def test_kit_claim_catches_a_coarser_working_precision(monkeypatch):
 
 def _adapter(monkeypatch, signature, wrap):
     """Plant a bug in the kit's adapter for ``signature``: the function it is handed is first
-    passed through ``wrap``."""
+    passed through ``wrap`` (rules of the rewards alone; the reference route has its own)."""
     from ustat_rl.conformance import kit as conformance
 
     original = conformance.adapt
 
     def adapt(fn, signature_=signature, *args, **kwargs):
-        return original(wrap(fn) if signature_ == signature else fn, signature_, *args, **kwargs)
+        planted = signature_ == signature and not kwargs.get("reference")
+        return original(wrap(fn) if planted else fn, signature_, *args, **kwargs)
 
     monkeypatch.setattr(conformance, "adapt", adapt)
 
@@ -189,6 +190,24 @@ def test_kit_claim_catches_a_trl_adapter_passing_the_number_of_groups(monkeypatc
     failing = _failing(_run("C2.kit"))
     assert "kit, trl (torch), TRL's scale_rewards='group': conforms" in failing
     assert all(name.startswith("kit, trl") for name in failing)
+
+
+def test_kit_claim_catches_a_reference_route_that_passes_the_batch_mean(monkeypatch):
+    """C2.kit: the reference route's adapter handing the function the batch's mean greedy
+    reward instead of each sample's (one prompt's baseline leaking into another's): a correct
+    remax is then rejected, in both signatures."""
+    from ustat_rl.conformance import adapters as conformance_adapters
+
+    original = conformance_adapters._adapt_reference
+
+    def leaking(fn, signature, tensors, tokens):
+        call = original(fn, signature, tensors, tokens)
+        return lambda z, ids, ref: call(z, ids, np.full_like(ref, ref.mean()))
+
+    monkeypatch.setattr(conformance_adapters, "_adapt_reference", leaking)
+    assert _failing(_run("C2.kit")) == ["kit, reference route plain, z - b: conforms",
+                                        "kit, reference route verl (torch), remax written out: "
+                                        "conforms"]
 
 
 @pytest.mark.parametrize("claim_id", ["C1.loo", "C6.engine"])  # C20.inv draws nothing

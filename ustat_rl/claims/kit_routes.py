@@ -12,7 +12,10 @@ the users who call it that way. Two groups of checks close those gaps:
   every batch;
 * :func:`signature_checks`: through each signature, a conforming implementation (the
   framework's formula written out, :mod:`ustat_rl.claims.literal_forms`) conforms, and
-  implementations wrong in the way that signature allows are rejected.
+  implementations wrong in the way that signature allows are rejected; the same for the
+  reference route of verl's ``remax`` (a greedy reward per group, passed as
+  ``fn(rewards, group_ids, reference)`` or verl's ``fn(token_level_rewards,
+  reward_baselines, response_mask)``).
 
 Deterministic (hypothesis derandomized, batches from a fixed seed): no false-failure rate.
 """
@@ -121,6 +124,52 @@ def _one_group(fn):
     return lambda rewards, num_generations: fn(rewards, len(rewards))
 
 
+def _remax_verl(token_level_rewards, reward_baselines, response_mask):
+    """verl's remax at an outcome reward, written out: ``z - b`` on every valid token."""
+    mask = np.asarray(response_mask, dtype=np.float64)
+    z = (np.asarray(token_level_rewards, dtype=np.float64) * mask).sum(axis=1)
+    return (z - np.asarray(reward_baselines, dtype=np.float64))[:, None] * mask
+
+
+def _remax_batches(contiguous: bool):
+    """C2.kit's deterministic batches with a greedy reward per group: one of the group's
+    rewards, 0, or a value of its own, in turn."""
+    from ..advantages import get_rule
+
+    out = []
+    for k, (z, ids) in enumerate(kit_batches(get_rule("verl_remax"), contiguous=contiguous)):
+        b = np.empty(z.size, dtype=z.dtype)
+        for j, g in enumerate(np.unique(ids)):
+            members = np.flatnonzero(ids == g)
+            choice = (k + j) % 3
+            b[members] = z[members[0]] if choice == 0 else (0.0 if choice == 1 else 0.5 + j)
+        out.append((z, ids, b))
+    return out
+
+
+def reference_checks() -> list:
+    """verl's remax through the kit's reference route: written out, it conforms in both
+    signatures; using the batch's mean greedy reward is rejected."""
+    from ..conformance.kit import check_batch, check_conformance
+
+    checks = []
+    for label, fn, signature, tensors in (
+            ("plain, z - b", lambda z, ids, b: z - b, "plain", "numpy"),
+            ("verl (torch), remax written out", _remax_verl, "verl", "torch")):
+        report = check_conformance(fn, "verl_remax", signature=signature, tensors=tensors,
+                                   max_examples=SEARCH_EXAMPLES)
+        checks.append(check_true(f"kit, reference route {label}: conforms", report.passed,
+                                 float(report.n_examples), note=report.failure.message
+                                 if report.failure else f"{report.n_examples} batches"))
+    batches = _remax_batches(contiguous=False)
+    failures = [f for f in (check_batch(lambda z, ids, b: z - np.mean(b), "verl_remax", z, ids,
+                                        reference=b) for z, ids, b in batches) if f is not None]
+    checks.append(check_true("kit, reference route, the batch's mean greedy reward: rejected",
+                             bool(failures), float(len(failures)),
+                             note=f"{len(failures)} of {len(batches)} batches"))
+    return checks
+
+
 def signature_checks() -> list:
     from ..advantages import get_rule
     from ..conformance.kit import SIGNATURES, check_batch, check_conformance
@@ -155,4 +204,4 @@ def signature_checks() -> list:
                                  note=(f"{len(failures)} of {len(batches)} batches; "
                                        f"{failures[0].message}") if failures else
                                  "no batch rejected"))
-    return checks
+    return checks + reference_checks()
