@@ -42,7 +42,7 @@ ALLOWED = {
         "the trajectory record's `rule` field, beside its own `estimator` field",
     "frameworks/window.py:window_record(rule)":
         "the trajectory record's `rule` field, beside its own `estimator` field",
-    "conformance/kit.py:ConformanceReport(convention)":
+    "conformance/report.py:ConformanceReport(convention)":
         "a report's field (the name checked), read back as an attribute",
     "frameworks/grouped.py:GroupedRewards(advantage)": "the advantages a run logged, an array",
     "advantages/evaluate.py:Parts(advantage)": "an array of advantages, one per sample",

@@ -1,4 +1,4 @@
-"""The conformance kit's result types (ustat_rl/conformance/kit.py): frozen records, a
+"""The conformance kit's result types (ustat_rl/conformance/report.py, re-exported by kit.py): frozen records, a
 report without a failure by default, and the summary's first line in words."""
 
 import dataclasses
