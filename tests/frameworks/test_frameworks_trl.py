@@ -18,7 +18,7 @@ trl = pytest.importorskip("trl")
 torch = pytest.importorskip("torch")
 datasets = pytest.importorskip("datasets")
 
-from ustat_rl.frameworks import GroupSizeMonitor, read_trajectory  # noqa: E402
+from ustat_rl.frameworks import GroupSizeMonitor, WindowMonitor, read_trajectory  # noqa: E402
 from ustat_rl.frameworks.demo import (  # noqa: E402
     demo_trainer,
     parity_reward,
@@ -408,3 +408,53 @@ def test_the_monitors_trajectory_goes_through_gstar_trajectory(run, tmp_path):
     verdict = json.loads(out.read_text())
     assert verdict["window_level"] == pytest.approx(1 - 0.1 / len(monitor.records))
     assert verdict["group_size"] == G and png.stat().st_size > 0
+
+
+def _same(a, b) -> bool:
+    """Equal records, NaN equal to NaN (a field the window could not estimate)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return bool(a == b)
+
+
+def _replay_entry(trainer, monitor, tmp_path, **overrides):
+    """A WindowMonitor set up by hand from the trainer's config, as a loop of one's own would,
+    fed exactly what the TRL monitor hands its entry at each window (same model, same step)."""
+    args = trainer.args
+    options = dict(every=1, sketch_dim=K, sketch_blocks=BLOCKS, pool=3, estimator=monitor.rule,
+                   estimator_source=monitor.rule_source,
+                   reward_weights=trainer.reward_weights.double().numpy(),
+                   loss_type=args.loss_type, max_completion_length=args.max_completion_length,
+                   epsilon_high=getattr(args, "epsilon_high", None) or args.epsilon,
+                   temperature=args.temperature, trajectory=tmp_path / "replay.jsonl")
+    entry = WindowMonitor(G, **{**options, **overrides})
+    replayed, real = [], monitor.window.step
+
+    def both(model, *rows, **kwargs):
+        replayed.append(entry.step(model, *rows, **kwargs))
+        return real(model, *rows, **kwargs)
+
+    monitor.window.step = both
+    return replayed
+
+
+@pytest.mark.parametrize("overrides", [{}, {"loss_type": None}], ids=["same", "paper_units"])
+def test_the_entry_by_hand_gives_the_trl_monitors_records(tmp_path, overrides):
+    """The framework-agnostic entry, set up from the trainer's config and called with the
+    rollouts the TRL monitor hands it, gives the monitor's records field for field (NaN where
+    neither could estimate); negative control: the same entry without the loss's weights (the
+    paper's units) gives other records."""
+    trainer = make_trainer(tmp_path)
+    monitor = attach(trainer, tmp_path)
+    replayed = _replay_entry(trainer, monitor, tmp_path, **overrides)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.train()
+    assert len(replayed) == len(monitor.records) == 4
+    assert all(r["status"] == "ok" for r in monitor.records)
+    same = [_same(a, b) for a, b in zip(monitor.records, replayed)]
+    assert all(same) if not overrides else not any(same)
