@@ -30,8 +30,7 @@ import numpy as np
 import pytest
 from rule_checks import Z_CHECK, exact_batch
 
-from ustat_rl.advantages import get_rule
-from ustat_rl.advantages.conventions import CONVENTION_NAMES
+from ustat_rl.claims.beyond_frameworks.batch_rules import B, G, batch_rule_names
 from ustat_rl.montecarlo import run_monte_carlo
 from ustat_rl.montecarlo.batch_rules import as_one_channel, batch_rule_statistics
 from ustat_rl.policies import SoftmaxBandit
@@ -39,9 +38,8 @@ from ustat_rl.policies.examples import small_bandit
 from ustat_rl.theory.greedy_baseline import greedy_baseline_exact
 from ustat_rl.training.batch_study import batch_enumeration
 
-G, B, REPS = 2, 2, 5_000
-BATCH_RULES = tuple(n for n in CONVENTION_NAMES if get_rule(n).statistics == "batch"
-                    and G * B >= get_rule(n).min_batch_size and G >= get_rule(n).min_group_size)
+REPS = 5_000
+BATCH_RULES = batch_rule_names()  # C57's: every framework rule with batch statistics at G x B
 GROUP_RULES = ("grpo", "fullmean")
 
 

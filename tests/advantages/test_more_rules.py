@@ -143,12 +143,12 @@ def _plain(name, bug):
         ids = np.asarray(group_ids)
         if name == "roll_batch":  # bug: the population std
             return ((z - z.mean()) / (z.std(correction=0) + 1e-6)).numpy()
-        if name == SLIME:  # bug: the baseline subtracted twice over, not once per group
+        if name == SLIME:  # the group mean, then whitening; bug: its population variance
             c = z.clone()
             for g in np.unique(ids):
                 members = torch.as_tensor(np.flatnonzero(ids == g))
                 c[members] = z[members] - z[members].mean()
-            c = c - c.mean()  # right so far; bug: the population variance (NeMo-RL's)
+            c = c - c.mean()  # right so far; the bug follows (NeMo-RL's variance, not Bessel's)
             return (c * torch.rsqrt((c * c).mean() + 1e-8)).numpy()
         out = torch.empty_like(z)
         for g in np.unique(ids):

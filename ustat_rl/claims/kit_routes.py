@@ -131,13 +131,13 @@ def _remax_verl(token_level_rewards, reward_baselines, response_mask):
     return (z - np.asarray(reward_baselines, dtype=np.float64))[:, None] * mask
 
 
-def _remax_batches(contiguous: bool):
-    """C2.kit's deterministic batches with a greedy reward per group: one of the group's
-    rewards, 0, or a value of its own, in turn."""
+def _remax_batches():
+    """C2.kit's deterministic batches (shuffled groups) with a greedy reward per group: one of
+    the group's rewards, 0, or a value of its own, in turn."""
     from ..advantages import get_rule
 
     out = []
-    for k, (z, ids) in enumerate(kit_batches(get_rule("verl_remax"), contiguous=contiguous)):
+    for k, (z, ids) in enumerate(kit_batches(get_rule("verl_remax"), contiguous=False)):
         b = np.empty(z.size, dtype=z.dtype)
         for j, g in enumerate(np.unique(ids)):
             members = np.flatnonzero(ids == g)
@@ -161,7 +161,7 @@ def reference_checks() -> list:
         checks.append(check_true(f"kit, reference route {label}: conforms", report.passed,
                                  float(report.n_examples), note=report.failure.message
                                  if report.failure else f"{report.n_examples} batches"))
-    batches = _remax_batches(contiguous=False)
+    batches = _remax_batches()
     failures = [f for f in (check_batch(lambda z, ids, b: z - np.mean(b), "verl_remax", z, ids,
                                         reference=b) for z, ids, b in batches) if f is not None]
     checks.append(check_true("kit, reference route, the batch's mean greedy reward: rejected",

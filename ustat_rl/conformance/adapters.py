@@ -20,8 +20,9 @@ import numpy as np
 
 from .._validation import renamed_keywords
 
-__all__ = ["SIGNATURES", "SIGNATURE_WORDS", "SIGNATURE_FORMS", "INDEX_KINDS", "VERL_TOKENS",
-           "TargetError", "adapt", "load_function", "probe", "unchanged"]
+__all__ = ["SIGNATURES", "SIGNATURE_WORDS", "SIGNATURE_FORMS", "REFERENCE_FORMS", "INDEX_KINDS",
+           "VERL_TOKENS", "TargetError", "adapt", "load_function", "probe", "takes_reference",
+           "unchanged"]
 
 #: The call signatures the kit can test (see :func:`adapt`).
 SIGNATURES = ("plain", "verl", "trl")
@@ -164,6 +165,12 @@ def adapt(fn: Callable, signature: str = "plain", tensors: str = "numpy",
     return verl
 
 
+def takes_reference(spec) -> bool:
+    """Whether the rule subtracts a reference reward the batch does not hold (``verl_remax``'s
+    greedy rollout): the kit then draws one per group and passes it (:func:`adapt`)."""
+    return spec.centring.reference_source == "baseline"
+
+
 def _verl_tokens(z, tokens):
     """Ragged responses of ``1..tokens`` tokens, the reward on the last: ``(mask, rewards)``."""
     n = z.size
@@ -260,7 +267,7 @@ def probe(fn: Callable, estimator, *, signature: str = "plain", tensors: str = "
     size = max(4, spec.min_group_size)
     z = np.concatenate([np.arange(size) + 0.5 * g for g in range(2)]).astype(np.float64)
     ids = np.repeat(np.arange(2, dtype=np.int64), size)
-    if spec.centring.reference_source == "baseline":  # verl's remax: a greedy reward per prompt
+    if takes_reference(spec):  # verl's remax: a greedy reward per prompt
         call = adapt(fn, signature, tensors, tokens=tokens, index=index, reference=True)
         return probe_call(call, (z, ids, np.repeat([0.25, 1.75], size)),
                           f"fn{REFERENCE_FORMS[signature]}")
@@ -277,7 +284,7 @@ SIGNATURE_FORMS = {"plain": "(rewards, group_ids)",
                    "verl": "(token_level_rewards, response_mask, index)",
                    "trl": "(rewards, num_generations)"}
 
-#: The same for a rule that subtracts a reference reward (verl's remax).
+#: The same for a rule that subtracts a reference reward (verl's remax; TRL's signature has no
+#: place for it, :func:`adapt` refuses it).
 REFERENCE_FORMS = {"plain": "(rewards, group_ids, reference)",
-                   "verl": "(token_level_rewards, reward_baselines, response_mask)",
-                   "trl": "(rewards, num_generations)"}
+                   "verl": "(token_level_rewards, reward_baselines, response_mask)"}

@@ -65,6 +65,7 @@ from .adapters import (
     first_line,
     load_function,
     probe,
+    takes_reference,
 )
 from .report import ConformanceFailure, ConformanceReport
 from .search import check_search_options, run_target, search, usage
@@ -155,17 +156,11 @@ _KINDS = ("random", "binary", "ties", "near_tie_1e-3", "near_tie_1e-4", "near_ti
           "near_tie_1e-9", "all_equal")
 
 
-def takes_reference(spec: ConventionSpec) -> bool:
-    """Whether the rule subtracts a reference reward the batch does not hold (``verl_remax``'s
-    greedy rollout): the kit then draws one per group and passes it (:func:`adapt`)."""
-    return spec.centring.reference_source == "baseline"
-
-
 def _batches(spec: ConventionSpec, equal_sizes: bool, contiguous: bool, dtypes):
-    reference = takes_reference(spec)
     from hypothesis import assume
     from hypothesis import strategies as st
 
+    reference = takes_reference(spec)
     value = st.floats(-10.0, 10.0, allow_nan=False, allow_infinity=False)
 
     @st.composite

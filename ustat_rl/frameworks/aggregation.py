@@ -57,8 +57,8 @@ __all__ = [
     "aggregate_scores",
     "exact_aggregation_mean",
     "k3_clamped",
-    "prompt_mean_weights",
     "k3_clamped_gradient_factor",
+    "prompt_mean_weights",
     "softmax_k3_expected_gradient",
 ]
 
@@ -141,8 +141,8 @@ def prompt_mean_weights(lengths, group_ids) -> np.ndarray:
     prompt counts equally, however many tokens its answers hold (``token-mean`` weighs it by
     its share of the batch's tokens). For a SkyRL run, pass them as ``loss_weights`` to
     :meth:`ustat_rl.frameworks.WindowMonitor.step` (the window then scores the gradient SkyRL
-    takes; a common factor does not move G*); the exact mean is the average over prompts of :func:`exact_aggregation_mean` in
-    ``token-mean`` mode (module docstring).
+    takes; a common factor does not move G*); the exact mean is the average over prompts of
+    :func:`exact_aggregation_mean` in ``token-mean`` mode (module docstring).
 
     Parameters
     ----------
