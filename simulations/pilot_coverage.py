@@ -41,7 +41,6 @@ import numpy as np
 import pandas as pd
 
 from ustat_rl.pilot.bootstrap import bootstrap_t_intervals
-from ustat_rl.pilot.fieller import gstar_of_ratio
 from ustat_rl.pilot.report import gstar_report
 from ustat_rl.pilot.uncertainty import pilot_intervals, student_quantile
 from ustat_rl.policies.examples import interior_optimum_bandit
@@ -49,6 +48,7 @@ from ustat_rl.runs.records import count_table
 from ustat_rl.runs.script_config import add_config_arguments, option, resolve_quick
 from ustat_rl.scores.bandit import bandit_pilot
 from ustat_rl.theory import admissible_group_sizes
+from ustat_rl.theory.group_size import gstar_of_ratio
 
 #: (prompts, samples per prompt) of the coverage table.
 SIZES = ((16, 8), (32, 8), (64, 16), (128, 16))

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ustat_rl.claims import VerifyContext, beyond_advice, registry, run_claim
-from ustat_rl.pilot import advice
+from ustat_rl.theory import group_size as owner
 
 
 def _run(seed=0):
@@ -43,7 +43,7 @@ def best_case_group_size(sizes, rho_low, rho_high, kappa):
 
 def test_advice_claim_catches_the_best_case_regret(monkeypatch):
     """The issue's planted bug: a best-case regret for a worst-case one."""
-    monkeypatch.setattr(advice, "robust_group_size", best_case_group_size)
+    monkeypatch.setattr(owner, "robust_group_size", best_case_group_size)
     failing = _failing(_run())
     assert "the advised size's worst excess over the interval, by brute force, is the stated " \
            "one" in failing
@@ -53,8 +53,8 @@ def test_advice_claim_catches_the_best_case_regret(monkeypatch):
 
 
 def test_advice_claim_catches_a_grid_without_its_upper_end(monkeypatch):
-    original = advice._rho_grid
-    monkeypatch.setattr(advice, "_rho_grid",
+    original = owner._rho_grid
+    monkeypatch.setattr(owner, "_rho_grid",
                         lambda low, high: (lambda g: g[:-1] if g.size > 1 else g)(
                             original(low, high)))
     assert "the advised size's worst excess over the interval, by brute force, is the stated " \
@@ -62,8 +62,8 @@ def test_advice_claim_catches_a_grid_without_its_upper_end(monkeypatch):
 
 
 def test_advice_claim_catches_rho_capped_at_four(monkeypatch):
-    original = advice.robust_group_size
-    monkeypatch.setattr(advice, "robust_group_size",
+    original = owner.robust_group_size
+    monkeypatch.setattr(owner, "robust_group_size",
                         lambda sizes, low, high, kappa: original(sizes, min(low, 4.0),
                                                                  min(high, 4.0), kappa))
     assert "the advised size's worst excess over the interval, by brute force, is the stated " \

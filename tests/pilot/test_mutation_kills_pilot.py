@@ -12,8 +12,9 @@ import math
 
 import pytest
 
-from ustat_rl.pilot.advice import Advice, robust_group_size
+from ustat_rl.pilot.advice import Advice
 from ustat_rl.pilot.fieller import fieller_ratio
+from ustat_rl.theory.group_size import robust_group_size
 
 SIZES = [2, 4, 8, 16, 32]
 

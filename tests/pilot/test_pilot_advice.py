@@ -18,8 +18,8 @@ import math
 import numpy as np
 import pytest
 
-from ustat_rl.pilot.advice import advise, prompts_to_bound, robust_group_size
-from ustat_rl.pilot.fieller import fieller_ratio, gstar_of_ratio
+from ustat_rl.pilot.advice import advise, prompts_to_bound
+from ustat_rl.pilot.fieller import fieller_ratio
 from ustat_rl.pilot.report import format_report, gstar_report
 from ustat_rl.pilot.report_text import format_mse
 from ustat_rl.pilot.uncertainty import pilot_intervals
@@ -27,6 +27,7 @@ from ustat_rl.policies.examples import interior_optimum_bandit
 from ustat_rl.scores.bandit import bandit_pilot
 from ustat_rl.seeding import child_rng
 from ustat_rl.theory import admissible_group_sizes
+from ustat_rl.theory.group_size import gstar_of_ratio, robust_group_size
 
 SEED = 20260302
 ADVICE_BOUND = 0.87
@@ -114,7 +115,7 @@ def _advice_hits(budget, rule):
 
 
 def test_advice_is_within_10_percent_of_the_exact_optimum():
-    rate = _advice_hits(256, lambda out, sizes: advise(out, sizes).group_size)
+    rate = _advice_hits(256, lambda out, sizes: advise(out, 256).group_size)
     assert rate >= ADVICE_BOUND, rate
 
 

@@ -1,7 +1,8 @@
 """How the budget-optimal group size moves with the budget (beyond the paper; issue 27, item 3).
 
 Theorem 7 makes leave-one-out GRPO's best ``G`` at a fixed budget ``N = B G`` independent of
-``N``; a biased estimator's is not. Every check compares :mod:`ustat_rl.theory.budget` with a
+``N``; a biased estimator's is not. Every check compares :mod:`ustat_rl.theory.group_size` (and the full mean's cubic of
+:mod:`ustat_rl.theory.budget`) with a
 second route (brute force over :func:`minibatch_mse` at whole batches, the scaling law of
 :class:`ScalingConstants`, the closed-form cubic) and has a negative control.
 """
@@ -16,12 +17,8 @@ import pytest
 from ustat_rl.policies.examples import interior_optimum_bandit, small_bandit
 from ustat_rl.stats.rates import loglog_slope
 from ustat_rl.theory import minibatch_mse, scaling_constants, shrink_factor
-from ustat_rl.theory.budget import (
-    budget_exponent,
-    budget_mse,
-    budget_optimal_group_size,
-    fullmean_budget_optimum,
-)
+from ustat_rl.theory.budget import fullmean_budget_optimum
+from ustat_rl.theory.group_size import budget_exponent, budget_mse, budget_optimal_group_size
 
 #: Exact arithmetic on both sides; only rounding separates them.
 RTOL = 1e-10

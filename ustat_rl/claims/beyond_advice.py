@@ -1,14 +1,14 @@
 """The pilot's robust group size keeps the promise it states (docs/theory.md C50).
 
 ``ustat-rl gstar`` and the monitor's records recommend the minimax-regret group size of
-:func:`ustat_rl.pilot.advice.robust_group_size` and state its worst relative excess MSE over the
+:func:`ustat_rl.theory.group_size.robust_group_size` and state its worst relative excess MSE over the
 best admissible size, for every ``rho = c1/c3'`` in an interval. Two routes check it:
 
 * exact: on intervals built around the exact ``rho`` and ``kappa = c2/c3'`` of two policies with
   known moments, a brute force over every divisor of the budget and a dense ``rho`` grid, with
   the fixed-budget MSE of :class:`ustat_rl.theory.ScalingConstants`, must give the stated excess
   for the advised size and no smaller one for any other size; a point interval must give the
-  exact argmin of :func:`ustat_rl.theory.budget.budget_optimal_group_size` with no excess; and
+  exact argmin of :func:`ustat_rl.theory.group_size.budget_optimal_group_size` with no excess; and
   on pilots, the stated excess must cover every ``rho`` of Fieller's interval;
 * at the pilot's level: over independent pilots of a bandit, the advised size's exact excess
   (from the bandit's minibatch MSE) may exceed the stated one in at most ``1 - level`` of them.
@@ -86,9 +86,7 @@ def _exact_cases():
     Returns the stated and brute-force excess of the advised size, the brute-force minimax
     excess, and for point intervals the advised size against the exact argmin.
     """
-    from ..pilot import advice
-    from ..theory import admissible_group_sizes, scaling_constants
-    from ..theory.budget import budget_optimal_group_size
+    from ..theory import group_size, scaling_constants
 
     stated, brute, best, point, labels = [], [], [], [], []
     for name, policy in _policies().items():
@@ -96,10 +94,10 @@ def _exact_cases():
         c = scaling_constants(moments)
         rho = c.c1 / c.c3
         for budget in EXACT_BUDGETS:
-            sizes = admissible_group_sizes(budget)
-            argmin = budget_optimal_group_size(moments, "grpo", budget).group_size
+            sizes = group_size.admissible_group_sizes(budget)
+            argmin = group_size.budget_optimal_group_size(moments, "grpo", budget).group_size
             for low, high in [(a * rho, b * rho) for a, b in INTERVALS] + [(rho / 4, WIDE_HIGH)]:
-                group, excess = advice.robust_group_size(sizes, low, high, c.c2 / c.c3)
+                group, excess = group_size.robust_group_size(sizes, low, high, c.c2 / c.c3)
                 worst = brute_force_excess(c, sizes, budget, low, high)  # (n_G,)
                 stated.append(excess)
                 brute.append(worst[list(sizes).index(group)])
@@ -118,11 +116,11 @@ def _pilot_rates(rng, n_pilots: int):
     from ..pilot.uncertainty import pilot_intervals
     from ..policies.examples import interior_optimum_bandit
     from ..scores.bandit import bandit_pilot
-    from ..theory import admissible_group_sizes
-    from ..theory.budget import budget_mse
+    from ..theory.group_size import best_on_grid, budget_grid, budget_mse
 
     bandit = interior_optimum_bandit()
-    sizes = admissible_group_sizes(PILOT_BUDGET)
+    grid = budget_grid(PILOT_BUDGET)
+    sizes = grid.group_sizes
     mse = budget_mse(bandit.moments(), "grpo", sizes, PILOT_BUDGET)  # (n_G,) exact
     exact = mse / mse.min() - 1.0  # (n_G,)
     index = {int(g): i for i, g in enumerate(sizes)}
@@ -130,10 +128,10 @@ def _pilot_rates(rng, n_pilots: int):
     stated, brute = [], []
     for p in range(n_pilots):
         out = pilot_intervals(bandit_pilot(bandit, PILOT_PROMPTS, PILOT_SAMPLES, rng), PILOT_LEVEL)
-        said = advice.advise(out, sizes)
+        said = advice.advise(out, grid)
         broken += exact[index[said.group_size]] > said.worst_excess
-        point = sizes[np.argmin(out.constants.fixed_budget_mse(sizes.astype(float),
-                                                                PILOT_BUDGET))]
+        point = best_on_grid(sizes, out.constants.fixed_budget_mse(sizes.astype(float),
+                                                                   PILOT_BUDGET))
         control += exact[index[int(point)]] > 0.0
         if p < FIELLER_PILOTS:
             r = out.ratio

@@ -3,10 +3,10 @@
 
 Beyond the paper, C17 also checks the budget optimum of biased rules, whose squared bias D(G)
 moves it with N (docs/theory.md, "Budget dependence of the best group size"): for the full mean
-and TRL's default ``trl_group``, :func:`ustat_rl.theory.budget.budget_mse` against
+and TRL's default ``trl_group``, :func:`ustat_rl.theory.group_size.budget_mse` against
 ``G V(G)/N + D(G)`` computed by enumerating every outcome of a group, the optimum against the
 enumeration's argmin and the full mean's cubic, and ``ustat-rl gstar``'s argmin for those rules
-against :func:`ustat_rl.theory.budget.budget_optimal_group_size` on a pilot's moments. GRPO's
+against :func:`ustat_rl.theory.group_size.budget_optimal_group_size` on a pilot's moments. GRPO's
 bias is zero, so no GRPO check could see a bias term read wrongly.
 """
 
@@ -26,6 +26,7 @@ from ..policies.examples import (
 )
 from ..policies.transformer import bootstrap_constants, exact_moments, load_study_policy
 from ..seeding import child_int, child_seed
+from ..theory.group_size import best_index, best_on_grid, group_size_grid
 from ..tolerances import Z_ONE_SIDED, Z_STRICT, strict_reps
 from ..training.group_size import common_argmin, linearised_gap, predicted_group_sizes, sweep_cell
 from ..training.transformer import grpo_train
@@ -37,7 +38,7 @@ from .symbolic import symbolic_checks
 @register("C17", "At a fixed budget N = BG the MSE c1/B + c2/(BG) + c3/(BG^2) is minimised at "
           "G* = sqrt(c3/c1), exactly at 1 + sqrt(c3'/c1) with the 1/(G(G-1)) term, with minimum "
           "(c1 + c2 + 2 sqrt(c1 c3'))/N; G* does not depend on N. Beyond the paper: a biased "
-          "rule's optimum, of G V(G)/N + D(G), does, and theory.budget and ustat-rl gstar find "
+          "rule's optimum, of G V(G)/N + D(G), does, and theory.group_size and ustat-rl gstar find "
           "it exactly.", "Theorem 7",
           "exact argmin over divisors of N, Monte Carlo argmin at N = 48; the full mean and "
           "trl_group against every outcome of a group and the full mean's cubic")
@@ -47,9 +48,9 @@ def check_c17(ctx):
     g_star = bandit.optimal_group_size()
     checks = []
     for budget in (48, 480, 4800):
-        divisors = np.array([g for g in range(2, budget + 1) if budget % g == 0])
+        divisors = group_size_grid(budget)  # (n_G,) the divisors >= 2 of N
         mse = np.array([bandit.exact_mse("grpo", g, budget // g) for g in divisors])
-        best = divisors[np.argmin(mse)]
+        best = best_on_grid(divisors, mse)
         lower = divisors[divisors <= g_star].max()
         upper = divisors[divisors >= g_star].min()
         checks.append(check_true(f"N={budget}: exact argmin over divisors G={best} is a neighbour "
@@ -121,7 +122,8 @@ def _biased_budget_checks(ctx) -> list:
     from ..policies.examples import small_bandit
     from ..scores.bandit import bandit_pilot
     from ..theory.advantage import binary_projection
-    from ..theory.budget import budget_mse, budget_optimal_group_size, fullmean_budget_optimum
+    from ..theory.budget import fullmean_budget_optimum
+    from ..theory.group_size import budget_mse, budget_optimal_group_size
 
     bandit = small_bandit()
     moments = bandit.moments()
@@ -138,15 +140,15 @@ def _biased_budget_checks(ctx) -> list:
                                       budget_mse(moments, name, sizes, budget), rtol=rtol,
                                       atol=0.0, note="small_bandit, every outcome of a group"))
             if name == "trl_group":
-                best = int(sizes[np.argmin(exact)])
+                best = int(best_on_grid(sizes, exact))
                 found = budget_optimal_group_size(moments, name, budget, divisors_only=False,
                                                   max_group_size=sizes[-1]).group_size
                 checks.append(check_true(f"beyond the paper, trl_group, N={budget}: the budget "
                                          f"optimum is the enumeration's argmin", found == best,
                                          float(found), note=f"G = {found}; enumeration: {best}"))
         if name == "trl_group":  # the bias term moves the optimum: without it, G = 2 throughout
-            unbiased = [int(sizes[np.argmin(sizes * var / n)]) for n in BIASED_BUDGETS]
-            biased = [int(sizes[np.argmin(sizes * var / n + bias)]) for n in BIASED_BUDGETS]
+            unbiased = [int(best_on_grid(sizes, sizes * var / n)) for n in BIASED_BUDGETS]
+            biased = [int(best_on_grid(sizes, sizes * var / n + bias)) for n in BIASED_BUDGETS]
             checks.append(check_true(
                 "negative control: trl_group's optima without D(G) differ from its optima",
                 unbiased != biased, float(sum(a != b for a, b in zip(unbiased, biased))),
@@ -189,11 +191,11 @@ def _biased_budget_checks(ctx) -> list:
 
 def _grid_argmin(c) -> float:
     grid = np.linspace(1.01, 200.0, 400_000)
-    return float(grid[np.argmin(c.fixed_budget_mse(grid, 200))])  # N scales the curve only
+    return float(best_on_grid(grid, c.fixed_budget_mse(grid, 200)))  # N scales the curve only
 
 
 def _mc_argmin(ctx, bandit, budget: int, g_star: float):
-    sizes = [g for g in (2, 4, 6, 8, 12, 16, 24, 48) if budget % g == 0]
+    sizes = [g for g in (2, 4, 6, 8, 12, 16, 24, 48) if g in group_size_grid(budget)]
     means, ses = [], []
     for i, g in enumerate(sizes):
         stat, labels = bandit_squared_errors(bandit, ("grpo",), (g,), batch_size=budget // g)
@@ -203,7 +205,7 @@ def _mc_argmin(ctx, bandit, budget: int, g_star: float):
         means.append(est.mean[0])
         ses.append(est.std_error[0])
     means, ses = np.array(means), np.array(ses)
-    i_min = int(np.argmin(means))
+    i_min = best_index(means)
     # sizes whose MSE is within Z_CHECK standard errors (of the difference) of the MC minimum
     near = [g for g, m, s in zip(sizes, means, ses)
             if m - means[i_min] <= Z_CHECK * np.hypot(s, ses[i_min])]
@@ -250,7 +252,7 @@ def check_c17_train(ctx):
     pred = predicted_group_sizes(bandit, opt, bandit.ref_theta, SWEEP_BETA, 200)
     budget, sizes = 128, (2, 4, 8, 16, 32, 64, 128)
     lin = np.array([linearised_gap(bandit, opt, SWEEP_BETA, g, budget // g) for g in sizes])
-    best = sizes[int(np.argmin(lin))]
+    best = best_on_grid(np.array(sizes), lin)
     checks = [check_true(f"linearised-gap argmin G = {best} is a grid neighbour of G* = "
                          f"{pred.at_optimum:.2f} at theta*", best in _neighbours(sizes, pred.at_optimum),
                          best),
@@ -321,7 +323,7 @@ def check_c18(ctx):
     for budget in (128, 256, 1024):
         grid = [g for g in (2, 4, 8, 16, 32, 64, 128) if g <= budget]
         lin = [linearised_gap(finite, fopt, SWEEP_BETA, g, budget // g) for g in grid]
-        drift.append(grid[int(np.argmin(lin))])
+        drift.append(best_on_grid(np.array(grid), lin))
     checks.append(check_true(f"finite prompt set: predicted argmin moves with N (128, 256, 1024): "
                              f"{drift}", drift[0] < drift[-1], drift[-1], "exact-numeric",
                              "linearised stationary gap with the exact finite-population noise"))
@@ -353,7 +355,7 @@ def check_c18_tf(ctx):
     mean = acc.mean(axis=1)
     se = acc.std(axis=1, ddof=1) / np.sqrt(seeds)
     best = int(np.argmax(mean))
-    near = int(np.argmin(np.abs(np.log(np.array(groups)) - np.log(ci.g_star))))
+    near = best_index(np.abs(np.log(np.array(groups)) - np.log(ci.g_star)))  # nearest to G*
     gap = mean[best] - mean[near]
     gap_se = float(np.hypot(se[best], se[near]))
     return [

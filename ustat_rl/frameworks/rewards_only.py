@@ -35,8 +35,8 @@ import numpy as np
 
 from ..formatting import json_ready
 from ..pilot.estimate import reward_statistics
-from ..pilot.report import all_equal_fraction, check_report_budget
-from ..theory import admissible_group_sizes
+from ..pilot.report import all_equal_fraction
+from ..theory.group_size import budget_grid
 from .grouped import NEEDS_SCORES, GroupedRewards, all_equal_by_group
 
 __all__ = ["RewardsReport", "rewards_report", "format_rewards_report", "observed_all_equal",
@@ -232,7 +232,7 @@ def rewards_report(table: GroupedRewards, budget, rule: str | None = None,
     ----------
     table : GroupedRewards
     budget : int
-        ``N = B G``, completions per step (:func:`~ustat_rl.pilot.report.check_report_budget`).
+        ``N = B G``, completions per step (:func:`~ustat_rl.theory.group_size.budget_grid`).
     rule : str, optional
         The run's advantage rule (e.g. ``"trl_group"``, ``"verl_grpo"``), looked up in the
         registry and checked against the groups (a rule that reshapes to ``(-1, G)`` needs
@@ -249,7 +249,8 @@ def rewards_report(table: GroupedRewards, budget, rule: str | None = None,
     """
     if not isinstance(table, GroupedRewards):
         raise TypeError(f"`table` must be GroupedRewards, got {type(table).__name__}")
-    budget = check_report_budget(budget)
+    grid = budget_grid(budget)  # checked once, its grid built once
+    budget = grid.budget
     zero_variance = ""
     ids, index = table.groups()
     if rule is not None:
@@ -258,7 +259,7 @@ def rewards_report(table: GroupedRewards, budget, rule: str | None = None,
         found = get_rule(rule, "rule")
         found.check_inputs(table.reward, index)
         rule, zero_variance = found.name, found.zero_variance
-    sizes = admissible_group_sizes(budget)  # (n_G,) divisors of N, >= 2
+    sizes = grid.group_sizes  # (n_G,) divisors of N, >= 2
     n = table.group_sizes()
     stats = reward_statistics(index, ids.size, table.reward, "`FILE`")
     binary = table.binary

@@ -22,14 +22,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import as_int, renamed_keywords
+from .._validation import renamed_keywords
 from ..advantages import get_rule
 from ..advantages.multichannel import MULTI_CHANNEL_RULES, get_multichannel_rule
 from ..pilot.report import all_equal_fraction, gstar_report
 from ..pilot.rollouts import MIN_GROUP_SIZE, Rollouts
 from ..pilot.run_noise import group_terms, run_noise
 from ..theory.dynamic_sampling_cost import cost_at_keep_probability
-from ..theory.fixed_budget import grpo_law
+from ..theory.group_size import budget_grid, law_at_gstar
 from .grouped import all_equal_by_group
 from .trajectory import TRAJECTORY_FIELDS, TRAJECTORY_VERSION, gstar_errors_of
 
@@ -254,7 +254,8 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
     if len(G) != 1:
         raise ValueError(f"`batches` mix group sizes {sorted(G)}")
     G = G.pop()
-    budget = as_int(budget, "budget", 2)
+    grid = budget_grid(budget)  # checked once here; the report takes the grid as it is
+    budget = grid.budget
     rollouts = window_rollouts(batches, meta)
     binary = bool(np.all((rollouts.reward == 0.0) | (rollouts.reward == 1.0)))
     estimator, scaled = "grpo", False
@@ -264,7 +265,7 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
         if not scaled and spec.centring.reference_source is None and (spec.is_affine or binary):
             estimator = rule
     # one report: GRPO's constants, G* and advice, and the run rule's curve beside them
-    report = gstar_report(rollouts, budget, "grpo", level,
+    report = gstar_report(rollouts, grid, "grpo", level,
                           extra_estimators=() if estimator == "grpo" else (estimator,))
     sizes = report.group_sizes
     noise, label = window_noise(batches, rule, level, weights,
@@ -272,11 +273,7 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
     record = _base(batches[-1].step, G, budget, level, rollouts.score.shape[1], rule,
                    rule_source, estimator)
     consts = {name: report.constants[name]["estimate"] for name in ("c1", "c2", "c3")}
-    g_star = float(report.gstar["estimate"])
-    mse_gstar = math.nan
-    if math.isfinite(g_star) and g_star > 1.0 and consts["c3"] >= 0.0:
-        mse_gstar = float(grpo_law(consts["c1"], consts["c2"], consts["c3"], budget,
-                                   min(g_star, budget)))
+    mse_gstar = law_at_gstar(consts["c1"], consts["c2"], consts["c3"], budget)
     run = sizes.index(G) if G in sizes else None
     predicted = _predicted_all_equal(batches)
     record.update(

@@ -214,8 +214,8 @@ def _multichannel_conformance(args) -> int:
 
 def _gstar(args) -> int:
     """``ustat-rl gstar``: every path and number checked before the pilot is read."""
-    from ..pilot.report import check_report_budget
     from ..pilot.rollouts import check_rollouts_path
+    from ..theory.group_size import budget_grid
 
     if args.trajectory is not None:
         if (args.dynamic_sampling or args.max_gen_batches is not None or args.keep_rule
@@ -232,7 +232,7 @@ def _gstar(args) -> int:
             raise ValueError("`--budget` is required with a pilot file")
         check_rollouts_path(args.rollouts, "ROLLOUTS", must_exist=True)
         check_report_outputs(args.json, args.plot)
-        check_report_budget(args.budget, "--budget")
+        grid = budget_grid(args.budget, "--budget")  # checked once; the walk passes the grid on
         if not 0.0 < args.level < 1.0:
             raise ValueError(f"`--level` must lie strictly between 0 and 1, got {args.level}")
         max_gen_batches = dynamic_sampling_cli.check_arguments(args)
@@ -244,14 +244,13 @@ def _gstar(args) -> int:
         if args.dynamic_sampling:  # first: its refusals (non-binary rewards) come before any work
             from ..pilot.dynamic_sampling import pilot_dynamic_sampling
 
-            filtered = pilot_dynamic_sampling(rollouts, args.budget, max_gen_batches,
-                                              args.keep_rule)
+            filtered = pilot_dynamic_sampling(rollouts, grid, max_gen_batches, args.keep_rule)
         replaced = None
         if args.replace_ratio is not None:
             from ..pilot.replace_sampling import pilot_replace_sampling
 
             replaced = pilot_replace_sampling(rollouts, filtered, args.replace_ratio)
-        report = gstar_report(rollouts, args.budget, args.estimator or "grpo", args.level)
+        report = gstar_report(rollouts, grid, args.estimator or "grpo", args.level)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
         print(f"ustat-rl gstar: error: {exc}", file=sys.stderr)
         return 2

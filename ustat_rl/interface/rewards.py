@@ -102,9 +102,9 @@ def run(args) -> int:
         if not args.file.exists():
             raise FileNotFoundError(f"`FILE` {str(args.file)!r} does not exist")
         check_report_outputs(args.json, None)
-        from ..pilot.report import check_report_budget
+        from ..theory.group_size import budget_grid
 
-        check_report_budget(args.budget, "--budget")
+        budget_grid(args.budget, "--budget")
         if args.group_size is not None and args.group_size < 2:
             raise ValueError(f"`--group-size` must be an integer >= 2, got {args.group_size}")
         if args.rule is not None:

@@ -7,24 +7,14 @@ relative to ``c3'/N`` it depends on ``rho = c1/c3'`` and ``kappa = c2/c3'`` only
 no upper bound on ``G*`` follows. The point estimate's argmin is then ``G = N`` (one prompt per
 batch), far from the optimum whenever ``c1`` is small but positive.
 
-:func:`robust_group_size` chooses instead the admissible ``G`` whose worst relative excess over
-the best admissible size, over every ``rho`` in the interval, is smallest (minimax regret):
-
-    G_rec = argmin_G max_{rho in [rho_lo, rho_hi]} f(G, rho) / min_G' f(G', rho),
-    f(G, rho) = rho G + kappa + 1/(G - 1),
-
-with ``rho_lo`` clipped at 0 (``c1 >= 0``) and ``rho_hi`` raised to at least the pilot's
-resolution ``t se(c1)/c3'`` (values of ``c1`` below it cannot be told from 0, so an interval for
-``c1`` that lies wholly below 0 does not make ``G = N`` certain). ``rho_hi`` is not capped: the
-smallest size is best for every ``rho >= 1/2``, but the excess of each larger ``G`` keeps growing
-with ``rho`` towards ``G/G_min``, so an unbounded interval is judged at that limit. That worst
-excess is reported: it is what the pilot can promise about the recommendation. When the interval
-is narrow this is the argmin at the estimate.
-
-For each ``G`` the ratio is a linear function of ``rho`` over a concave piecewise-linear one (the
-lower envelope), so it is quasi-convex in ``rho`` and its maximum over the interval lies at an
-end; the grid always holds both ends, and ``verify`` checks the result against a dense brute
-force over ``rho`` (docs/theory.md C50).
+The recommendation is the minimax-regret size over the interval for ``rho``, which is maths over
+an interval and so the group size's owner's
+(:func:`ustat_rl.theory.group_size.robust_group_size`, read through
+:func:`~ustat_rl.theory.group_size.group_size_answer`). What is a pilot's stays here: the
+interval the regret is taken over (:func:`regret_interval`: ``rho_low`` clipped at 0, ``rho_high``
+raised to at least the pilot's resolution ``t se(c1)/c3'``, since values of ``c1`` below it cannot
+be told from 0, so an interval for ``c1`` wholly below 0 does not make ``G = N`` certain), and
+how many prompts would bound ``G*`` (:func:`prompts_to_bound`).
 """
 
 from __future__ import annotations
@@ -32,17 +22,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
+from ..theory.group_size import group_size_answer
 
-__all__ = ["Advice", "advise", "robust_group_size", "prompts_to_bound"]
-
-#: ``rho`` points of the regret grid (log-spaced, plus the ends and 0).
-_GRID = 256
-
-#: Upper end of the grid when the interval has none: ``1/((G_1 - 1)(G_2 - 1)) <= 1/2`` is the
-#: largest ``rho`` at which the best admissible size changes, and beyond the grid the limit
-#: ``G/G_min`` stands for ``rho = inf``.
-_RHO_TOP = 1.0
+__all__ = ["Advice", "advise", "pilot_advice", "regret_interval", "prompts_to_bound"]
 
 
 @dataclass(frozen=True)
@@ -68,49 +50,6 @@ class Advice:
     worst_excess: float
     bounded: bool
     prompts_to_bound: float
-
-
-def robust_group_size(sizes, rho_low: float, rho_high: float, kappa: float):
-    """Minimax-regret group size over ``rho in [rho_low, rho_high]`` (module docstring).
-
-    Parameters
-    ----------
-    sizes : array_like of int
-        Admissible group sizes (at least one, each ``>= 2``).
-    rho_low, rho_high : float
-        The interval for ``c1/c3'`` (ends may be infinite).
-    kappa : float
-        ``c2/c3'``, at least 0.
-
-    Returns
-    -------
-    group_size : int
-    worst_excess : float
-
-    Examples
-    --------
-    >>> robust_group_size([2, 4, 8, 16, 32], 0.02, 0.02, 1.0)[0]  # G* = 1 + 0.02^(-1/2) = 8.07
-    8
-    """
-    G = np.asarray(sizes, dtype=np.float64)  # (n_G,)
-    lo = max(rho_low, 0.0) if not math.isnan(rho_low) else 0.0
-    hi = max(rho_high, lo) if not math.isnan(rho_high) else math.inf
-    if math.isinf(lo):  # every rho is infinite: the smallest size is best
-        return int(G.min()), 0.0
-    grid = _rho_grid(lo, hi if math.isfinite(hi) else max(lo, _RHO_TOP))  # (n_rho,)
-    f = grid[:, None] * G[None, :] + kappa + 1.0 / (G[None, :] - 1.0)  # (n_rho, n_G)
-    ratio = f / f.min(axis=1, keepdims=True)  # (n_rho, n_G)
-    if math.isinf(hi):  # the ratio's limit as rho -> inf
-        ratio = np.vstack([ratio, G / G.min()])
-    regret = ratio.max(axis=0)  # (n_G,)
-    best = int(np.argmin(regret))
-    return int(G[best]), float(regret[best] - 1.0)
-
-
-def _rho_grid(low: float, high: float) -> np.ndarray:
-    """Both ends of ``[low, high]`` (finite) and ``_GRID`` log-spaced points between."""
-    grid = np.unique(np.r_[low, high, np.geomspace(max(low, 1e-8), max(high, 1e-8), _GRID)])
-    return grid[(grid >= low) & (grid <= high)]
 
 
 def prompts_to_bound(c1, n_prompts: int, sketched: bool, t: float | None = None) -> float:
@@ -153,30 +92,53 @@ def prompts_to_bound(c1, n_prompts: int, sketched: bool, t: float | None = None)
     return float(max(n_prompts * c1.prompt_std_error**2 / room, SMALL_PILOT_PROMPTS))
 
 
-def advise(intervals, sizes) -> Advice:
-    """The :class:`Advice` for a pilot's intervals at the admissible sizes ``sizes`` (C17, C32).
+def regret_interval(intervals) -> tuple[float, float]:
+    """The interval for ``rho = c1/c3'`` a pilot's advice is judged over (C17, C32).
+
+    Fieller's interval for ``rho`` with its upper end raised to at least the pilot's resolution:
+    the half-width of ``c1``'s interval (a small pilot's upper one) over ``c3'``. ``ValueError``
+    when the pilot's ``c3'`` is not above 0 (then no ``G*`` can be estimated).
 
     Parameters
     ----------
     intervals : PilotIntervals
-    sizes : array_like of int
-        Admissible group sizes at the budget.
 
     Returns
     -------
-    Advice
+    rho_low, rho_high : float
     """
     c1, c3 = intervals.c1, intervals.constants.c3
     if not c3 > 0.0:
         raise ValueError(f"`rollouts`: the pilot's estimate of c3' is {c3:.3g} <= 0 (rewards "
                          "barely vary within prompts), so G* cannot be estimated")
-    t = intervals.c1_quantile()
-    rho = intervals.ratio
-    # the pilot's resolution: the half-width of c1's interval (a small pilot's upper one)
-    reach = c1.high - c1.estimate if intervals.small_pilot else t * c1.std_error
-    rho_high = max(rho.high, reach / c3)
-    group, excess = robust_group_size(sizes, rho.low, rho_high, intervals.constants.c2 / c3)
+    reach = c1.high - c1.estimate if intervals.small_pilot else intervals.c1_quantile() * c1.std_error
+    return intervals.ratio.low, max(intervals.ratio.high, reach / c3)
+
+
+def advise(intervals, budget) -> Advice:
+    """The :class:`Advice` for a pilot's intervals at budget ``N`` (C17, C32).
+
+    Parameters
+    ----------
+    intervals : PilotIntervals
+    budget : int or BudgetGrid
+        ``N`` (:func:`~ustat_rl.theory.group_size.budget_grid`).
+
+    Returns
+    -------
+    Advice
+        The recommendation of :func:`~ustat_rl.theory.group_size.group_size_answer` over
+        :func:`regret_interval`, and what the pilot can say about it.
+    """
+    answer = group_size_answer(budget, intervals.constants, ratio=regret_interval(intervals))
+    return pilot_advice(intervals, answer)
+
+
+def pilot_advice(intervals, answer) -> Advice:
+    """:class:`Advice` from a :class:`~ustat_rl.theory.group_size.GroupSizeAnswer` whose
+    recommendation was taken over :func:`regret_interval` of ``intervals``."""
     bounded = intervals.bounded
-    more = math.nan if bounded else prompts_to_bound(c1, intervals.n_prompts,
-                                                     intervals.sketch_included, t)
-    return Advice(group, excess, bounded, more)
+    more = math.nan if bounded else prompts_to_bound(intervals.c1, intervals.n_prompts,
+                                                     intervals.sketch_included,
+                                                     intervals.c1_quantile())
+    return Advice(answer.recommended_group_size, answer.worst_excess, bounded, more)

@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import as_int, as_rng
+from ..theory.group_size import gstar_of_ratio
 from .estimate import SCORE_MOMENTS
-from .fieller import gstar_of_ratio
 from .replicates import affine_map, checked_statistics, constants_vector, pilot_summary, two_way_cov
 
 __all__ = ["bootstrap_t_intervals"]

@@ -30,7 +30,6 @@ import numpy as np
 
 from .._validation import as_int
 from ..formatting import json_ready
-from ..theory import admissible_group_sizes
 from ..theory.advantage import binary_projection
 from ..theory.dynamic_sampling import (
     ACCOUNTINGS,
@@ -41,9 +40,10 @@ from ..theory.dynamic_sampling import (
     optimal_filtered_group_size,
 )
 from ..theory.dynamic_sampling_cost import expected_gen_batches
+from ..theory.group_size import best_index, budget_grid
 from ..theory.keep_rules import DEFAULT_KEEP_RULE, get_keep_rule, keep_mask
 from .estimate import estimate_moments, pilot_statistics
-from .report import all_equal_fraction, check_degenerate, check_report_budget, check_signal
+from .report import all_equal_fraction, check_degenerate, check_signal
 from .rollouts import Rollouts
 
 __all__ = ["DynamicSamplingReport", "pilot_dynamic_sampling", "rewards_dynamic_sampling",
@@ -236,7 +236,7 @@ def _best(projected, budget: int, sizes, rows, keep, K: int, keep_rule) -> dict:
             if not np.any(allowed):
                 best[accounting][target] = None
                 continue
-            i = int(np.argmin(np.where(allowed, value, np.inf)))
+            i = best_index(value, allowed)
             best[accounting][target] = {"group_size": int(out.group_sizes[i]),
                                         "batch_size": int(out.batch_sizes[i]),
                                         "mse": float(out.mses[i]),
@@ -257,11 +257,11 @@ def _resolved(row, accounting: str, target: str) -> tuple[bool, float]:
 
 def _report(reward, index, P, budget, max_gen_batches, prompt_prob, moments,
             keep_rule=None) -> DynamicSamplingReport:
-    budget = check_report_budget(budget)
+    grid = budget_grid(budget)  # a BudgetGrid from the entry passes as it is: checked once
+    budget, sizes = grid.budget, grid.group_sizes  # sizes (n_G,): divisors of N, >= 2
     rule = get_keep_rule(keep_rule)
     K = as_int(max_gen_batches, "max_gen_batches", 0, "(0 for no cap)")
     _check_binary_and_varied(reward, index, P)
-    sizes = admissible_group_sizes(budget)  # (n_G,) divisors of N, >= 2
     successes = np.bincount(index, reward, P)
     counts = np.bincount(index, minlength=P)
     value = successes / counts  # (P,) p_hat = m/n
@@ -307,7 +307,7 @@ def rewards_dynamic_sampling(reward, group_index, budget, max_gen_batches: int =
     group_index : array_like of int (n,)
         Each row's group in ``0..P-1``, every group non-empty (``GroupedRewards.groups()[1]``).
     budget : int
-        ``N``, accepted rollouts per step (:func:`~ustat_rl.pilot.report.check_report_budget`).
+        ``N``, accepted rollouts per step (:func:`~ustat_rl.theory.group_size.budget_grid`).
     max_gen_batches : int
         ``K >= 1`` generation batches before verl raises; 0 (default) for no cap.
     prompt_prob : array_like (P,), optional
@@ -358,7 +358,7 @@ def pilot_dynamic_sampling(rollouts: Rollouts, budget, max_gen_batches: int = 0,
     """
     if not isinstance(rollouts, Rollouts):
         raise TypeError(f"`rollouts` must be a Rollouts, got {type(rollouts).__name__}")
-    budget = check_report_budget(budget)
+    budget = budget_grid(budget)
     _, index = rollouts.groups()
     P = rollouts.n_prompts
     reward = np.asarray(rollouts.reward, dtype=np.float64)

@@ -13,14 +13,15 @@ with
 and only if ``|c1_hat| <= t sqrt(v11)``, i.e. exactly when the interval for ``c1`` with the same
 quantile reaches 0; ``G*`` is then unbounded above. When ``c3'`` itself is not distinguishable
 from 0 (``c3_hat^2 <= t^2 v33``) the set is unbounded and so is ``G*`` in both directions.
-The quadratic is derived in ``proofs_check.pilot`` (``fieller_quadratic``).
+The quadratic is derived in ``proofs_check.pilot`` (``fieller_quadratic``); the map from ``rho``
+to ``G*`` is :func:`ustat_rl.theory.group_size.gstar_of_ratio`.
 """
 
 from __future__ import annotations
 
 import math
 
-__all__ = ["fieller_ratio", "fieller_from_errors", "gstar_of_ratio"]
+__all__ = ["fieller_ratio", "fieller_from_errors"]
 
 
 def fieller_ratio(c1: float, c3: float, v11: float, v13: float, v33: float,
@@ -70,9 +71,3 @@ def fieller_from_errors(c1: float, c3: float, se1: float, se3: float, cov13: flo
     bound = se1 * se3
     return fieller_ratio(c1, c3, se1 * se1, min(max(cov13, -bound), bound), se3 * se3, t)
 
-
-def gstar_of_ratio(rho: float) -> float:
-    """``G* = 1 + rho^(-1/2)`` for ``rho = c1/c3' > 0``; ``inf`` for ``rho <= 0`` (Theorem 7)."""
-    if math.isnan(rho):
-        return math.nan
-    return 1.0 + 1.0 / math.sqrt(rho) if rho > 0.0 else math.inf

@@ -20,8 +20,14 @@ from ..advantages.registry import ESTIMATORS, get_rule
 from ..formatting import json_ready
 from ..theory import per_prompt_mse, scaling_constants
 from ..theory.advantage import all_equal_probability, binary_projection
-from ..theory.fixed_budget import best_law_group_size, budget_and_grid, fixed_budget_curve
-from .advice import Advice, advise
+from ..theory.group_size import (
+    GroupSizeAnswer,
+    budget_grid,
+    fixed_budget_curve,
+    group_size_answer,
+    gstar_or_nan,
+)
+from .advice import pilot_advice, regret_interval
 from .estimate import estimate_moments, pilot_statistics
 from .replicates import block_labels
 from .report_text import format_report
@@ -35,8 +41,7 @@ from .uncertainty import (
 )
 
 __all__ = ["GStarReport", "gstar_report", "format_report", "REPORT_ESTIMATORS", "all_equal_fraction",
-           "check_report_budget", "check_degenerate", "check_signal", "check_resolved",
-           "margin_verdict"]
+           "check_degenerate", "check_signal", "check_resolved", "margin_verdict"]
 
 #: Estimators whose predicted MSE the report lists (Algorithm 1; docs/theory.md C5, C6).
 REPORT_ESTIMATORS = ESTIMATORS
@@ -116,6 +121,11 @@ class GStarReport:
         :data:`~ustat_rl.pilot.small_sample.SMALL_PILOT_PROMPTS` prompts: its constants get the
         cautious intervals of :mod:`ustat_rl.pilot.small_sample` and its verdicts on GRPO
         against vanilla read "cannot tell" (its predicted MSEs keep the jackknife's intervals).
+    group_size : GroupSizeAnswer or None
+        The group size's owner's answer (:func:`ustat_rl.theory.group_size.group_size_answer`)
+        that ``best_group_size``, ``best_group_size_any``, ``group_sizes``,
+        ``recommended_group_size`` and ``worst_excess`` are read from; left out of
+        :meth:`to_dict`, which holds those fields.
     """
 
     budget: int
@@ -145,10 +155,13 @@ class GStarReport:
     grpo_margin: dict | None = None
     grpo_verdict: list = field(default_factory=list)
     small_pilot: bool = False
+    group_size: GroupSizeAnswer | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
         """A JSON-ready dict: NaN as ``null``, ``inf`` as a string (:func:`ustat_rl.formatting.json_ready`)."""
-        return _json_ready(asdict(self))
+        out = asdict(self)
+        out.pop("group_size")  # its fields are the report's own
+        return _json_ready(out)
 
 
 _json_ready = json_ready
@@ -205,8 +218,9 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
     Parameters
     ----------
     rollouts : Rollouts
-    budget : int
-        ``N = B G`` samples per step, at least 2.
+    budget : int or BudgetGrid
+        ``N = B G`` samples per step, at least 2 (:func:`ustat_rl.theory.group_size.budget_grid`:
+        a walk that checked it passes the grid, and it is not checked again).
     estimator : str or AdvantageRule
         The rule whose best group size is reported: one of :data:`REPORT_ESTIMATORS` (all four
         are always reported) or any registered rule (:func:`ustat_rl.advantages.get_rule`).
@@ -223,7 +237,8 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
     """
     if not isinstance(rollouts, Rollouts):
         raise TypeError(f"`rollouts` must be a Rollouts, got {type(rollouts).__name__}")
-    budget, sizes = budget_and_grid(budget)  # sizes (n_G,): the divisors >= 2 of N, built once
+    grid = budget_grid(budget)  # checked once (a BudgetGrid passes as it is), its grid built once
+    budget, sizes = grid.budget, grid.group_sizes  # sizes (n_G,): the divisors >= 2 of N
     rule = get_rule(estimator, "estimator")
     estimator = rule.name
     rules = {name: get_rule(name) for name in REPORT_ESTIMATORS}
@@ -282,11 +297,7 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
                "high": high[i * n_G:(i + 1) * n_G].tolist()}
            for i, e in enumerate(affine + scaled)}
     mse = {e: mse[e] for e in names}
-    chosen = np.array(mse[estimator]["estimate"])
-    best = int(sizes[int(np.argmin(chosen))])
     point = scaling_constants(moments)
-    best_any = (best_law_group_size(point.c1, point.c2, point.c3, budget)
-                if estimator == "grpo" else None)
     vanilla, grpo = np.array(mse["vanilla"]["estimate"]), np.array(mse["grpo"]["estimate"])
     margin = per_prompt_mse(moments, "vanilla", sizes) - per_prompt_mse(moments, "grpo", sizes)
     all_equal = unbiased = None
@@ -296,26 +307,33 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
         frac, flags = all_equal_fraction(successes, stats.group_size, sizes)
         all_equal, unbiased = frac.tolist(), flags.tolist()
     constants = _constants_dict(point, intervals)
-    if intervals is not None and estimator == "grpo":
-        advice = advise(intervals, sizes)
+    advised = intervals is not None and estimator == "grpo"
+    answer = group_size_answer(
+        grid, point, curve=mse[estimator]["estimate"], estimator=rule,
+        ratio=regret_interval(intervals) if advised else None,
+        gstar_interval=((constants["gstar"]["low"], constants["gstar"]["high"])
+                        if intervals is not None else None))
+    if advised:
+        advice = pilot_advice(intervals, answer)
+        bounded, to_bound = advice.bounded, advice.prompts_to_bound
     else:
-        advice = Advice(best, math.nan, bool(np.isfinite(constants["gstar"]["estimate"])), math.nan)
+        bounded, to_bound = bool(np.isfinite(constants["gstar"]["estimate"])), math.nan
     halve = (prompts_to_halve_width(intervals.ratio, stats.n_prompts)
              if intervals is not None and intervals.bounded else math.nan)
     return GStarReport(
         budget=budget, estimator=estimator, level=level, n_prompts=stats.n_prompts,
         n_samples=rollouts.n_samples, n_columns=stats.n_columns,
         sketch_kind=rollouts.sketch_kind, constants=constants["constants"],
-        gstar=constants["gstar"], best_group_size=best, best_group_size_any=best_any,
-        group_sizes=sizes.tolist(), mse=mse, grpo_loses=sizes[grpo > vanilla].tolist(),
+        gstar=constants["gstar"], best_group_size=answer.best_group_size,
+        best_group_size_any=answer.best_group_size_any, group_sizes=sizes.tolist(), mse=mse,
+        grpo_loses=sizes[grpo > vanilla].tolist(),
         prompts_grpo_loses=np.mean(margin < 0.0, axis=0).tolist(), binary=binary,
         all_equal=all_equal, all_equal_unbiased=unbiased,
-        prompts_to_halve=halve, recommended_group_size=advice.group_size,
-        worst_excess=advice.worst_excess, bounded=advice.bounded,
-        prompts_to_bound=advice.prompts_to_bound,
+        prompts_to_halve=halve, recommended_group_size=answer.recommended_group_size,
+        worst_excess=answer.worst_excess, bounded=bounded, prompts_to_bound=to_bound,
         gstar_errors=intervals.fieller_inputs() if intervals is not None else None,
         grpo_margin=grpo_margin if intervals is not None else None, grpo_verdict=verdict,
-        small_pilot=bool(intervals is not None and intervals.small_pilot))
+        small_pilot=bool(intervals is not None and intervals.small_pilot), group_size=answer)
 
 
 def margin_verdict(low: float, high: float) -> str:
@@ -339,12 +357,6 @@ def check_resolved(intervals: PilotIntervals) -> None:
                 f"its interval has zero width (the {intervals.n_prompts} prompts' estimates "
                 "leave no spread to measure), so G* and the advice cannot be estimated; pilot "
                 "prompts whose rewards vary within their group are needed")
-
-
-def check_report_budget(budget, name: str = "budget") -> int:
-    """``budget`` checked for the report before any work: an int in ``2..MAX_BUDGET``
-    (:func:`ustat_rl.theory.scaling.check_budget`) with at least two admissible group sizes."""
-    return budget_and_grid(budget, name)[0]
 
 
 def check_signal(rollouts: Rollouts, consequence: str) -> None:
@@ -392,7 +404,7 @@ def check_degenerate(rollouts: Rollouts) -> None:
 
 def _constants_dict(point, intervals: PilotIntervals | None) -> dict:
     if intervals is None:
-        g = point.optimal_group_size() if point.c3 > 0 or point.c1 > 0 <= point.c3 else math.nan
+        g = gstar_or_nan(point.c1, point.c3)
         return {"constants": {name: {"estimate": getattr(point, name)}
                               for name in ("c1", "c2", "c3")},
                 "gstar": {"estimate": g}}

@@ -32,8 +32,9 @@ from scipy import stats as sps
 
 from .._validation import as_float
 from ..theory import PromptMoments, ScalingConstants
+from ..theory.group_size import gstar_interval, gstar_or_nan
 from .estimate import PilotStatistics
-from .fieller import fieller_from_errors, gstar_of_ratio
+from .fieller import fieller_from_errors
 from .replicates import (
     affine_map,
     block_labels,
@@ -262,7 +263,7 @@ def fieller_gstar(c1, c3, c1_prompt_se, c1_sketch_se, c3_se, cov13, n_prompts, s
     t = student_quantile(level, c1_prompt_se**2, c1_sketch_se**2, n_prompts, sketch_units)
     low, high = fieller_from_errors(c1, c3, math.hypot(c1_prompt_se, c1_sketch_se), c3_se, cov13,
                                     t)
-    return (low, high), (gstar_of_ratio(high) if high > 0.0 else 1.0, gstar_of_ratio(low))
+    return (low, high), gstar_interval(low, high)
 
 
 def pilot_intervals(rollouts, level: float = 0.9, include_sketch: bool = True) -> PilotIntervals:
@@ -317,10 +318,9 @@ def pilot_intervals(rollouts, level: float = 0.9, include_sketch: bool = True) -
     ratio = Interval(float(est[0] / est[2]) if est[2] > 0 else math.nan, r_low, r_high, *se)
     constants = ScalingConstants(float(est[0]), float(est[1]), float(est[2]), estimated=True)
     slope = 0.5 * ratio.estimate ** -1.5 if ratio.estimate > 0 else math.inf  # |dG*/drho|
-    point = (constants.optimal_group_size() if est[2] > 0 or (est[2] == 0 and est[0] > 0)
-             else math.nan)  # undefined (nan) where c3' <= 0: no G* from such an estimate
+    point = gstar_or_nan(constants.c1, constants.c3)  # nan where c3' <= 0: no G* follows
     if small:  # the widened set's image, by fieller_gstar's rule ((1, inf) for a set <= 0)
-        g_low, g_high = gstar_of_ratio(r_high) if r_high > 0.0 else 1.0, gstar_of_ratio(r_low)
+        g_low, g_high = gstar_interval(r_low, r_high)
     gstar = Interval(point, g_low, g_high, *(slope * e for e in se))
     return PilotIntervals(level, constants, parts[0], parts[1], parts[2], ratio, gstar,
                           stats.n_prompts, stats.n_columns,

@@ -6,9 +6,9 @@ turns them into results, each stated once:
 * :mod:`.mse`: exact per-prompt and minibatch MSE of every estimator (Theorem 2, Proposition 3,
   Corollaries 4-5), the reversal condition (C10) and the matrix forms;
 * :mod:`.hoeffding`: the Hoeffding variances of the GRPO kernel (Lemma 1);
-* :mod:`.scaling`: :class:`ScalingConstants`, the fixed-budget MSE and ``G*`` (Theorem 7);
-* :mod:`.fixed_budget`: any rule's minibatch MSE at ``N = B G`` over ``G`` with ``B = N/G``, the
-  group-size grid, and the GRPO law's cores that :class:`ScalingConstants` and the report share;
+* :mod:`.scaling`: :class:`ScalingConstants`, the constants of Theorem 7's law;
+* :mod:`.group_size`: the one owner of the group size: ``G*``, the budget and its grid, every
+  fixed-budget curve, the best ``G`` for any rule, and :func:`group_size_answer`;
 * :mod:`.gram`: a pilot's Gram matrix held as its ``(P, k)`` factor;
 * :mod:`.optimisation`: Lemma 6's bounds (C14, C15);
 * :mod:`.limit_law`: Theorem 8's weighted chi-square weights (C20);
@@ -26,8 +26,14 @@ from .advantage import (
     minibatch_advantage_mse,
     per_prompt_advantage_mse,
 )
-from .budget import budget_optimal_group_size
-from .fixed_budget import fixed_budget_mse
+from .group_size import (
+    GroupSizeAnswer,
+    admissible_group_sizes,
+    budget_optimal_group_size,
+    fixed_budget_mse,
+    group_size_answer,
+    optimal_group_size,
+)
 from .hoeffding import KernelZetas, kernel_zetas
 from .limit_law import (
     LimitLaw,
@@ -63,7 +69,7 @@ from .optimisation import (
     lemma6_inverse_bound,
     lemma14_start,
 )
-from .scaling import C1_RTOL, ScalingConstants, admissible_group_sizes, scaling_constants
+from .scaling import C1_RTOL, ScalingConstants, scaling_constants
 
 __all__ = [
     "AdvantageMoments",
@@ -76,6 +82,9 @@ __all__ = [
     "PromptMoments",
     "ScalingConstants",
     "admissible_group_sizes",
+    "GroupSizeAnswer",
+    "group_size_answer",
+    "optimal_group_size",
     "fixed_budget_mse",
     "advantage_moments",
     "advantage_table",

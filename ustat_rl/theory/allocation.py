@@ -52,7 +52,7 @@ from .moments import PromptMoments
 
 __all__ = ["Allocation", "ALLOCATION_METHODS", "MAX_COMPOSITIONS", "rule_terms",
            "rule_min_group_size", "rule_is_unbiased", "allocation_mse", "per_prompt_terms",
-           "optimal_allocation", "brute_force_allocation", "check_budget"]
+           "optimal_allocation", "brute_force_allocation", "check_allocation_budget"]
 
 ALLOCATION_METHODS = ("auto", "greedy", "dp", "enumerate")
 
@@ -163,8 +163,10 @@ def _check_moments(moments) -> PromptMoments:
     return moments
 
 
-def check_budget(budget, n_prompts: int, min_group: int, estimator: str) -> int:
-    """``budget`` as an int ``>= P * min_group``, or a one-line ``ValueError``."""
+def check_allocation_budget(budget, n_prompts: int, min_group: int, estimator: str) -> int:
+    """``budget`` as an int that gives each of ``P`` prompts ``min_group`` samples (``>= P *
+    min_group``), or a one-line ``ValueError``: a per-prompt allocation's budget, not a fixed
+    batch's (:func:`~.group_size.check_budget`)."""
     budget = as_int(budget, "budget", 1)
     if budget < n_prompts * min_group:
         raise ValueError(f"`budget` must be >= P * min_group = {n_prompts} * {min_group} = "
@@ -177,7 +179,7 @@ def prepare_terms(moments, estimator, budget, max_group_size):
     if not isinstance(estimator, str):
         raise TypeError(f"`estimator` must be a rule name (str), got {type(estimator).__name__}")
     low = rule_min_group_size(estimator)
-    budget = check_budget(budget, m.n_prompts, low, estimator)
+    budget = check_allocation_budget(budget, m.n_prompts, low, estimator)
     spare = budget - m.n_prompts * low
     high = low + spare if max_group_size is None else as_int(max_group_size, "max_group_size", low)
     if high * m.n_prompts < budget:

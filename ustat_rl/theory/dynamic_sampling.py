@@ -27,10 +27,10 @@ from .._validation import as_group_sizes, as_int, as_probabilities, renamed_keyw
 from . import advantage as section7
 from .dynamic_sampling_cost import MIN_GROUP_REASON as _MIN_G
 from .dynamic_sampling_cost import GenerationCost, cost_at_keep_probability, expected_gen_batches
+from .group_size import best_index, check_budget, group_size_grid
 from .keep_rules import get_keep_rule, keep_mask
 from .moments import PromptMoments
 from .mse import check_prompt_prob
-from .scaling import check_budget
 
 __all__ = ["ACCOUNTINGS", "FILTER_TARGETS", "FilteredBatch", "GenerationCost",
            "FilteredGroupSize", "keep_probability", "filtered_batch_moments", "generation_cost",
@@ -339,7 +339,7 @@ def optimal_filtered_group_size(moments: PromptMoments, budget, estimator="grpo"
         if value not in allowed:
             raise ValueError(f"`{name}` must be one of {allowed}, got {value!r}")
     k = as_int(gen_batch_multiple, "gen_batch_multiple", 1)
-    sizes = (np.arange(2, min(N, DEFAULT_MAX_GROUP) + 1) if group_sizes is None
+    sizes = (group_size_grid(N, False, high=min(N, DEFAULT_MAX_GROUP)) if group_sizes is None
              else as_group_sizes(group_sizes, "group_sizes", 2))
     rows = []  # (B, MSE, expected rollouts) for each G
     for G in map(int, sizes):
@@ -361,7 +361,7 @@ def optimal_filtered_group_size(moments: PromptMoments, budget, estimator="grpo"
     batches, mses, rollouts = (np.array(column) for column in zip(*rows))
     if not np.any(np.isfinite(mses)):
         raise ValueError(f"`budget` {N} affords no batch at any of the group sizes searched")
-    best = int(np.argmin(mses))
+    best = best_index(mses)  # the owner's argmin: the first on a tie
     return FilteredGroupSize(int(sizes[best]), int(batches[best]), float(mses[best]), accounting,
                              target, sizes, batches.astype(np.int64), mses.astype(np.float64),
                              rollouts.astype(np.float64))

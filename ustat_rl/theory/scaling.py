@@ -14,19 +14,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import as_finite_array, as_int
-from .fixed_budget import (
-    MAX_BUDGET,
-    admissible_group_sizes,
+from .group_size import (
     best_law_group_size,
+    best_on_grid,
     check_budget,
     group_size_grid,
     grpo_law,
+    optimal_group_size,
 )
 from .moments import PromptMoments
 from .mse import check_prompt_prob, prompt_heterogeneity
 
-__all__ = ["C1_NOISE_RTOL", "C1_RTOL", "MAX_BUDGET", "ScalingConstants", "check_budget",
-           "scaling_constants", "admissible_group_sizes"]
+__all__ = ["C1_NOISE_RTOL", "C1_RTOL", "ScalingConstants", "scaling_constants"]
 
 #: ``c1 = E||g(X)||^2 - ||g||^2`` is a difference of two nearly equal sums when prompts barely
 #: differ; below this fraction of ``E||g(X)||^2`` it is indistinguishable from rounding error, so
@@ -128,22 +127,15 @@ class ScalingConstants:
 
             G^* = 1 + \sqrt{c_3' / c_1}
 
-        Returns ``inf`` when ``c1 <= 0 < c3'`` (one prompt, prompts with equal gradients, or an
-        estimate of ``c1`` at or below zero): the fixed-budget MSE then decreases in ``G``
-        without end. :func:`scaling_constants` sets ``c1`` to zero when it is below
+        The constants' reading of :func:`~.group_size.optimal_group_size`, the one home of the
+        formula: ``inf`` when ``c1 <= 0 < c3'`` (one prompt, prompts with equal gradients, or an
+        estimate of ``c1`` at or below zero), where the fixed-budget MSE decreases in ``G``
+        without end; :func:`scaling_constants` sets ``c1`` to zero when it is below
         :data:`C1_RTOL` of ``E||g(X)||^2``. Raises ``ValueError`` when ``c1 <= 0`` and
         ``c3' = 0`` (every success probability 0 or 1, say): the MSE ``c2/N`` (or less) then
         does not fall with ``G``, and ``G*`` is undefined, not infinite.
         """
-        if not self.c1 > 0.0:
-            if not self.c3 > 0.0:
-                raise ValueError(f"G* is undefined when `c1` = {self.c1:g} <= 0 and `c3` = "
-                                 f"{self.c3:g} <= 0: the fixed-budget MSE does not fall with G")
-            return math.inf
-        if self.c3 < 0.0:
-            raise ValueError(f"`c3` must be >= 0 for G*, got {self.c3!r}")
-        root = math.sqrt(self.c3) / math.sqrt(self.c1)  # c3/c1 may overflow where this is finite
-        return 1.0 + root if exact else root
+        return optimal_group_size(self.c1, self.c3, exact)
 
     def best_group_size(self, budget, divisors_only: bool = True) -> int:
         """The admissible integer ``G`` with the smallest fixed-budget MSE at ``N = budget``.
@@ -157,7 +149,7 @@ class ScalingConstants:
         if not divisors_only:
             return best_law_group_size(self.c1, self.c2, self.c3, budget)
         sizes = group_size_grid(budget)
-        return int(sizes[np.argmin(grpo_law(self.c1, self.c2, self.c3, budget, sizes))])
+        return int(best_on_grid(sizes, grpo_law(self.c1, self.c2, self.c3, budget, sizes)))
 
     def _check_policy_constants(self) -> None:
         if not self.estimated:

@@ -23,6 +23,7 @@ import numpy as np
 from .._validation import as_int
 from ..stats.intervals import percentile_interval
 from ..theory import ScalingConstants
+from ..theory.group_size import best_on_grid
 from .algorithm1 import train
 
 __all__ = ["GroupSizePredictions", "predicted_group_sizes", "linearised_gap", "sweep_cell",
@@ -145,10 +146,10 @@ def bootstrap_argmin(group_sizes, samples, n_boot, rng, level=0.95):
     for j, s in enumerate(samples):
         idx = rng.integers(0, len(s), size=(n_boot, len(s)))
         boot[:, j] = np.asarray(s)[idx].mean(axis=1)
-    choice = sizes[np.argmin(boot, axis=1)]
+    choice = best_on_grid(sizes, boot)  # (n_boot,) one argmin per replicate
     lo, hi = percentile_interval(choice, level)
     freq = np.array([np.mean(choice == g) for g in sizes])
-    return int(sizes[np.argmin(means)]), (int(lo), int(hi)), freq
+    return int(best_on_grid(sizes, means)), (int(lo), int(hi)), freq
 
 
 @dataclass(frozen=True)

@@ -179,12 +179,13 @@ def budget_checks(n_reps: int, rng) -> list:
     from ...montecarlo.dynamic_sampling import simulate_dynamic_sampling
     from ...policies.examples import known_value_bandit
     from ...theory.dynamic_sampling import optimal_filtered_group_size
+    from ...theory.group_size import best_index
 
     bandit = known_value_bandit(SPREAD)
     moments = bandit.moments()
     found = optimal_filtered_group_size(moments, BUDGET, "grpo", "generated", BUDGET_SIZES)
     mses, batches = brute_force_budget(moments, BUDGET, BUDGET_SIZES)
-    best = int(np.argmin(mses))
+    best = best_index(mses)
     G, B = BUDGET_SIZES[best], int(batches[best])
     run = simulate_dynamic_sampling(bandit, "grpo", G, B, n_reps, rng, B)
     where = f"ten prompts p = 0.05..0.95, G = {G}, B = b = {B}; {n_reps} steps"

@@ -9,7 +9,7 @@ from ustat_rl.pilot.report import gstar_report
 from ustat_rl.policies.examples import interior_optimum_bandit
 from ustat_rl.scores.bandit import bandit_pilot
 from ustat_rl.theory import ScalingConstants, minibatch_mse
-from ustat_rl.theory import fixed_budget as fb
+from ustat_rl.theory import group_size as fb
 from ustat_rl.theory.gram import FactoredGram
 
 # agreement of two evaluations of one formula in another order: rounding only
@@ -84,8 +84,8 @@ def test_the_report_builds_its_grid_once(pilot, monkeypatch):
         assert len(calls) == 1, calls
     # the counter sees a second build: the negative control of the count
     calls.clear()
-    fb.budget_and_grid(48)
-    fb.budget_and_grid(48)
+    fb.budget_grid(48)
+    fb.budget_grid(48)
     assert len(calls) == 2
 
 
