@@ -89,6 +89,27 @@ def test_the_report_builds_its_grid_once(pilot, monkeypatch):
     assert len(calls) == 2
 
 
+def test_the_gstar_walk_checks_the_budget_once_and_builds_its_grid_once(tmp_path, monkeypatch,
+                                                                        capsys):
+    """``ustat-rl gstar --dynamic-sampling``: the command line's check is the only one."""
+    from ustat_rl.interface.cli import main
+    from ustat_rl.scores.bandit import bandit_pilot as pilot_of
+
+    path = pilot_of(interior_optimum_bandit(), 12, 8, rng=5).save(tmp_path / "pilot.npz")
+    checks, grids = [], []
+    check, grid = fb._checked_budget, fb.group_size_grid
+    monkeypatch.setattr(fb, "_checked_budget", lambda *a: checks.append(a) or check(*a))
+    monkeypatch.setattr(fb, "group_size_grid", lambda *a, **k: grids.append(a) or grid(*a, **k))
+    assert main(["gstar", str(path), "--budget", "48", "--dynamic-sampling"]) == 0
+    capsys.readouterr()
+    assert checks == [(48, "--budget")] and grids == [(48,)], (checks, grids)
+    # negative control: a plain int at the inner entries is checked again, and the counter sees it
+    checks.clear()
+    fb.check_budget(48)
+    fb.check_budget(fb.budget_grid(48))
+    assert len(checks) == 2
+
+
 def test_extra_estimators_add_a_curve_and_change_nothing_else(pilot):
     plain = gstar_report(pilot, 48, "grpo").to_dict()
     both = gstar_report(pilot, 48, "grpo", extra_estimators=("verl_rloo",)).to_dict()

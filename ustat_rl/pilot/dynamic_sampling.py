@@ -203,7 +203,7 @@ def _cost_columns(keep, sizes, budget: int, K: int) -> dict:
             "grpo_mean_scale": scale.tolist(), "grpo_relative_bias": (scale - 1.0).tolist()}
 
 
-def _best(projected, budget: int, sizes, rows, keep, K: int, keep_rule) -> dict:
+def _best(projected, grid, rows, keep, K: int, keep_rule) -> dict:
     """The best ``G`` per accounting and target (``DynamicSamplingReport.best``).
 
     Sizes that break the cap are left out. A size whose MSE the pilot does not resolve (its
@@ -211,6 +211,7 @@ def _best(projected, budget: int, sizes, rows, keep, K: int, keep_rule) -> dict:
     is negative) enters with the lower bound its squared bias gives (0 when that is not
     resolved either), so the answer is "unresolved" whenever such a size may be the best.
     """
+    sizes = grid.group_sizes  # the budget was checked where the walk began
     keep_of = dict(zip(map(int, sizes), keep))
     by_size = {int(G): row for G, row in zip(sizes, rows)}
     best = {}
@@ -219,7 +220,7 @@ def _best(projected, budget: int, sizes, rows, keep, K: int, keep_rule) -> dict:
         best[accounting] = {}
         for target in targets:
             try:
-                out = optimal_filtered_group_size(projected, budget, RULE, accounting, sizes,
+                out = optimal_filtered_group_size(projected, grid, RULE, accounting, sizes,
                                                   target=target, keep_rule=keep_rule)
             except ValueError:  # no G affords one kept group within N generated rollouts
                 best[accounting][target] = None
@@ -284,7 +285,7 @@ def _report(reward, index, P, budget, max_gen_batches, prompt_prob, moments,
                for key in ("bias_sq", "variance", "mse", "mse_rescaled", "unfiltered_mse")}
         resolved = {target: [_resolved(row, "generated", target)[0] for row in rows]
                     for target in FILTER_TARGETS}
-        best = _best(projected, budget, sizes, rows, keep, K, rule)
+        best = _best(projected, grid, rows, keep, K, rule)
     return DynamicSamplingReport(
         budget=budget, max_gen_batches=K, n_prompts=P, min_pilot_group=int(counts.min()),
         group_sizes=sizes.tolist(), batch_sizes=(budget // sizes).tolist(),

@@ -80,8 +80,16 @@ def check_budget(budget, name: str = "budget") -> int:
     """``budget`` as an int in ``2..MAX_BUDGET``, checked before any array is built.
 
     The one validation of a fixed budget ``N = B G``; ``name`` is the parameter the error names
-    (``"--budget"`` on the command line).
+    (``"--budget"`` on the command line). A :class:`BudgetGrid` was checked where it was made
+    (:func:`budget_grid`): its ``N`` is returned as it is, so a walk that passes one on checks
+    its budget once.
     """
+    if isinstance(budget, BudgetGrid):
+        return budget.budget
+    return _checked_budget(budget, name)
+
+
+def _checked_budget(budget, name: str) -> int:
     budget = as_int(budget, name, 2, "(a budget needs at least one group of 2)")
     if budget > MAX_BUDGET:
         raise ValueError(f"`{name}` must be <= {MAX_BUDGET} (the group-size search evaluates "
@@ -127,7 +135,7 @@ def budget_grid(budget, name: str = "budget") -> BudgetGrid:
     """
     if isinstance(budget, BudgetGrid):
         return budget
-    budget = check_budget(budget, name)
+    budget = _checked_budget(budget, name)
     sizes = group_size_grid(budget)
     if sizes.size < 2:
         near = [n for n in (budget - 1, budget + 1) if n >= 4 and group_size_grid(n).size > 1]
