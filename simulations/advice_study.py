@@ -53,6 +53,7 @@ from ustat_rl.runs.sweeps import (
     run_cells,
     write_csv_atomic,
 )
+from ustat_rl.theory.group_size import best_on_grid
 
 NAME = "advice_study"
 TRL_DEFAULT_G, ALPHA, POWER = 8, 0.05, 0.8
@@ -221,7 +222,7 @@ def summarise(table: pd.DataFrame, pilot_table: pd.DataFrame,
         if len(match) and math.isfinite(match["pilot_advice"].iloc[0]):
             advice = float(match["pilot_advice"].iloc[0])
             row.update(match.iloc[0].drop(["N", "note"]).to_dict())
-            grid = int(sizes[int(np.argmin(np.abs(np.log(sizes) - math.log(advice))))])
+            grid = int(best_on_grid(sizes, np.abs(np.log(sizes) - math.log(advice))))
             row.update(advice_grid_G=grid, advice_in_best_set=in_set[grid])
             for other, name in ((TRL_DEFAULT_G, "default"), (best, "best")):
                 if other in finals:

@@ -34,6 +34,7 @@ import pandas as pd
 
 from ustat_rl.interface.plotting import new_figure, save_figure, set_group_size_ticks
 from ustat_rl.runs.sweeps import LocalExecutor, default_output, run_cells, write_csv_atomic
+from ustat_rl.theory.group_size import best_on_grid
 
 NAME = "trl_group_size"
 BUDGET, TRL_DEFAULT_G, LEARNING_RATE, EVAL_ANSWERS = 64, 8, 5e-3, 8
@@ -111,7 +112,7 @@ def summarise(table: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
                    near_inside_interval=[g for g in near_sizes if low <= g <= high])
     sizes = per_g["G"].to_numpy()
     if math.isfinite(advice) and TRL_DEFAULT_G in sizes:
-        pick = int(sizes[np.argmin(np.abs(np.log(sizes) - math.log(advice)))])
+        pick = int(best_on_grid(sizes, np.abs(np.log(sizes) - math.log(advice))))
         a, d = (per_g.set_index("G").loc[g] for g in (pick, TRL_DEFAULT_G))
         diff, se = a["mean"] - d["mean"], math.hypot(a["se"], d["se"])
         word = ("beats" if diff - 2 * se > 0 else "is worse than" if diff + 2 * se < 0

@@ -32,6 +32,8 @@ API_MODULES = (
     ("ustat_rl.montecarlo", "the reproducible Monte Carlo engine and bandit statistics"),
     ("ustat_rl.montecarlo.batch_rules", "batch rules at a finite batch on both backends"),
     ("ustat_rl.advantages", "advantage rules: one type, one registry, the gradient estimators"),
+    ("ustat_rl.theory.group_size", "the group size's one owner: G*, the grid, every fixed-budget "
+                                   "curve and the best G"),
     ("ustat_rl.theory.affine", "exact moments of an affine advantage rule for any rewards"),
     ("ustat_rl.stats.ustatistics", "U-statistics and Hoeffding decompositions"),
     ("ustat_rl.weighted_chi2", "the weighted chi-square distribution"),

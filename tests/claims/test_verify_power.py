@@ -475,11 +475,11 @@ def test_sketch_claim_catches_a_scaled_embeddings_scale_dropped(monkeypatch, whe
 
 @pytest.mark.parametrize("bug", ["bias dropped", "variance halved"])
 def test_budget_claim_catches_a_biased_rules_optimum_read_wrongly(monkeypatch, bug):
-    """C17: theory.budget's split of the exact MSE into G V(G)/N + D(G) read wrongly. For GRPO
+    """C17: theory.group_size's split of the exact MSE into G V(G)/N + D(G) read wrongly. For GRPO
     (D = 0) neither bug moves the optimum (the second only rescales every G's MSE), so the
     GRPO-only checks passed; the full mean and trl_group, compared with every outcome of a
     group, fail."""
-    from ustat_rl.theory import budget
+    from ustat_rl.theory import group_size as budget
 
     original = budget._parts
 
