@@ -153,3 +153,79 @@ def test_prompt_jackknife_replicates_equal_a_delete_one_loop(pilot):
                                    atol=1e-12)
     # negative control: the full-sample summary is not a delete-one replicate
     assert not np.allclose(reps[0], full, rtol=1e-10, atol=1e-12)
+
+
+# ------------------------------------------------------------------ the one answer
+def test_the_answer_agrees_with_the_constants_and_a_brute_force():
+    """Two routes: the entry's G*, best divisor and best integer against ScalingConstants' own
+    methods and against evaluating the law at every integer of 2..N."""
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        c1, c3 = 10.0 ** rng.uniform(-3, 1, size=2)
+        c2 = float(rng.uniform(0, 5))
+        budget = int(rng.choice([12, 48, 60, 360, 1024, 5040]))
+        c = ScalingConstants(c1, c2, c3)
+        out = fb.group_size_answer(budget, c)
+        every = np.arange(2, budget + 1)
+        law = (c1 * every + c2 + c3 / (every - 1.0)) / budget  # the law written out here
+        divides = budget % every == 0
+        assert out.best_group_size == int(every[divides][np.argmin(law[divides])])
+        assert out.best_group_size_any == int(every[np.argmin(law)])
+        assert out.best_group_size == c.best_group_size(budget)
+        assert out.gstar == c.optimal_group_size()
+        assert out.recommended_group_size == out.best_group_size and np.isnan(out.worst_excess)
+        np.testing.assert_allclose(out.mse, law[divides], rtol=RTOL)
+
+
+def test_a_point_ratio_recommends_the_best_divisor_and_a_wide_one_states_its_excess():
+    c = ScalingConstants(0.02, 1.0, 1.0)
+    point = fb.group_size_answer(480, c, ratio=(0.02, 0.02))
+    assert point.recommended_group_size == point.best_group_size and point.worst_excess == 0.0
+    wide = fb.group_size_answer(480, c, ratio=(0.0, 0.5))
+    assert wide.worst_excess > 0.0
+    # negative control: the regret over the interval is not the point argmin's promise
+    law = c.fixed_budget_mse(wide.group_sizes.astype(float), 480)
+    assert wide.recommended_group_size != int(wide.group_sizes[np.argmin(law)])
+
+
+def test_the_report_reads_the_answer(pilot):
+    report = gstar_report(pilot, 48, "grpo")
+    answer = report.group_size
+    assert isinstance(answer, fb.GroupSizeAnswer)
+    assert (answer.best_group_size, answer.best_group_size_any, answer.recommended_group_size) \
+        == (report.best_group_size, report.best_group_size_any, report.recommended_group_size)
+    assert answer.group_sizes.tolist() == report.group_sizes
+    assert answer.mse.tolist() == report.mse["grpo"]["estimate"]
+    assert "group_size" not in report.to_dict()
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"budget": 7}, "admits one group size only"),
+    ({"budget": 1}, "`budget`"),
+    ({"budget": 2**25}, "`budget` must be <="),
+    ({"constants": object()}, "`constants`"),
+    ({"curve": np.ones(3)}, "`curve` must have one value"),
+    ({"curve": np.full(9, np.nan)}, "`curve` must not hold NaN"),
+    ({"estimator": "vanilla"}, "`curve` is required"),
+    ({"estimator": "nope"}, "estimator"),
+    ({"ratio": (0.5, 0.1)}, "`ratio`"),
+    ({"gstar_interval": (1.0, 2.0, 3.0)}, "`gstar_interval`"),
+    ({"ratio": (0.0, 1.0), "estimator": "vanilla", "curve": np.ones(9)}, "`ratio` is GRPO's"),
+])
+def test_the_entry_names_the_bad_parameter(kwargs, match):
+    args = {"budget": 48, "constants": ScalingConstants(1.0, 2.0, 16.0), **kwargs}
+    with pytest.raises((ValueError, TypeError), match=match):
+        fb.group_size_answer(**args)
+
+
+def test_one_formula_for_gstar_from_constants_and_from_a_ratio():
+    for c1, c3 in [(1.0, 16.0), (0.3, 2.0), (1e-150, 1e150)]:
+        assert fb.gstar_of_ratio(c1 / c3) == pytest.approx(fb.optimal_group_size(c1, c3),
+                                                            rel=1e-12)
+    assert fb.gstar_of_ratio(0.25) == 3.0 and fb.gstar_of_ratio(0.0) == np.inf
+    assert np.isnan(fb.gstar_of_ratio(np.nan)) and np.isnan(fb.gstar_or_nan(1.0, -1.0))
+    assert fb.optimal_group_size(0.0, 1.0) == np.inf
+    with pytest.raises(ValueError, match="undefined"):
+        fb.optimal_group_size(0.0, 0.0)
+    assert fb.gstar_interval(-1.0, -0.5) == (1.0, np.inf)
+    assert fb.gstar_interval(0.25, 1.0) == (2.0, 3.0)
