@@ -12,6 +12,10 @@ and the expected final gap ``E Delta_n`` is estimated over independent runs. The
 
 Near stationarity the last iterate's expected gap equals the mean gap over the final iterations,
 so the sweep also records that *tail mean* (lower variance, same expectation).
+
+This module measures what training does; what the theory answers about ``G`` (``G*``, the grid,
+the fixed-budget curves, the argmin over sizes, which the bootstrap here calls) is
+:mod:`ustat_rl.theory.group_size`'s.
 """
 
 from __future__ import annotations
