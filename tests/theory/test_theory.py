@@ -181,7 +181,9 @@ def test_fixed_budget_arguments_smallest_legal_and_messages():
     assert c.fixed_budget_mse(2, 2) == pytest.approx((2.0 + 2.0 + 16.0) / 2)
     assert c.fixed_budget_minimum(2) == pytest.approx((1.0 + 2.0 + 8.0) / 2)
     for call in (lambda: c.fixed_budget_mse(2, 1), lambda: c.fixed_budget_minimum(1)):
-        with pytest.raises(ValueError, match=r"^`budget` must be an integer >= 2, got 1$"):
+        # the one budget check of ustat_rl.theory.group_size, with its reason
+        with pytest.raises(ValueError, match=r"^`budget` must be an integer >= 2 \(a budget needs "
+                                             r"at least one group of 2\), got 1$"):
             call()
     with pytest.raises(ValueError, match=r"^`group_size` must contain only finite"):
         c.fixed_budget_mse(np.nan, 64)

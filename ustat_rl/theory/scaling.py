@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import as_finite_array, as_int
+from .._validation import as_finite_array
 from .group_size import (
     best_law_group_size,
     best_on_grid,
@@ -94,7 +94,7 @@ class ScalingConstants:
         step), ``G <= 1``, or a constant below 0 unless :attr:`estimated` (a policy's constants
         are at least 0; an estimate's value is the unbiased estimate, which may be negative).
         """
-        budget = as_int(budget, "budget", 2)
+        budget = check_budget(budget)
         G = as_finite_array(group_size, "group_size", ndim=(0, 1))
         if G.size == 0:
             raise ValueError("`group_size` must hold at least one group size, got an empty "
@@ -116,7 +116,7 @@ class ScalingConstants:
 
             \min_{G > 1} \mathrm{MSE}(G; N) = \frac{c_1 + c_2 + 2\sqrt{c_1 c_3'}}{N}
         """
-        budget = as_int(budget, "budget", 2)
+        budget = check_budget(budget)
         c1 = max(self.c1, 0.0)
         return (c1 + self.c2 + 2.0 * math.sqrt(c1 * max(self.c3, 0.0))) / budget
 
