@@ -18,8 +18,9 @@ both (Proposition 3, Theorem 7; docs/theory.md C6, C17). Every question the pack
   rule with its bias (:func:`budget_optimal_group_size`, :func:`budget_exponent`), and the
   minimax-regret size over an interval for ``rho`` (:func:`robust_group_size`);
 * one validated entry, :func:`group_size_answer`, returning one frozen
-  :class:`GroupSizeAnswer` that the ``ustat-rl gstar`` report, the training monitor's window,
-  :class:`~.scaling.ScalingConstants` and the pilot's advice read.
+  :class:`GroupSizeAnswer` that the ``ustat-rl gstar`` report (and through it the training
+  monitor's window, which adds the law at ``G*``, :func:`law_at_gstar`) and the pilot's advice
+  read; :class:`~.scaling.ScalingConstants`' ``G*`` and best sizes are these functions.
 
 Any rule's minibatch MSE against a target ``t`` is ``V(G)/B + D(G)`` (Proposition 3, C6), so at
 ``B = N/G`` it is ``G V(G)/N + D(G)``, with ``V`` one prompt's variance (prompt spread included)
