@@ -244,7 +244,10 @@ class SoftmaxBandit:
         return theory.scaling_constants(self._prompt_moments)
 
     def optimal_group_size(self, exact: bool = True) -> float:
-        """``G* = 1 + sqrt(c3'/c1)`` (or the paper's ``sqrt(c3/c1)``; ``inf`` if ``c1 = 0``) (C17)."""
+        """``G* = 1 + sqrt(c3'/c1)`` (or the paper's ``sqrt(c3/c1)``; ``inf`` if ``c1 = 0``) (C17).
+
+        The policy's constants read by :func:`ustat_rl.theory.group_size.optimal_group_size`.
+        """
         return self.scaling_constants().optimal_group_size(exact)
 
     # ------------------------------------------------------------------ Hoeffding parts
