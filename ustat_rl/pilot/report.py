@@ -18,15 +18,9 @@ from scipy.special import gammaln
 
 from ..advantages.registry import ESTIMATORS, get_rule
 from ..formatting import json_ready
+from ..theory import group_size as owner
 from ..theory import per_prompt_mse, scaling_constants
 from ..theory.advantage import all_equal_probability, binary_projection
-from ..theory.group_size import (
-    GroupSizeAnswer,
-    budget_grid,
-    fixed_budget_curve,
-    group_size_answer,
-    gstar_or_nan,
-)
 from .advice import pilot_advice, regret_interval
 from .estimate import estimate_moments, pilot_statistics
 from .replicates import block_labels
@@ -122,10 +116,7 @@ class GStarReport:
         cautious intervals of :mod:`ustat_rl.pilot.small_sample` and its verdicts on GRPO
         against vanilla read "cannot tell" (its predicted MSEs keep the jackknife's intervals).
     group_size : GroupSizeAnswer or None
-        The group size's owner's answer (:func:`ustat_rl.theory.group_size.group_size_answer`)
-        that ``best_group_size``, ``best_group_size_any``, ``group_sizes``,
-        ``recommended_group_size`` and ``worst_excess`` are read from; left out of
-        :meth:`to_dict`, which holds those fields.
+        The answer the group-size fields are read from (:func:`~.group_size_answer`; not in JSON).
     """
 
     budget: int
@@ -155,7 +146,7 @@ class GStarReport:
     grpo_margin: dict | None = None
     grpo_verdict: list = field(default_factory=list)
     small_pilot: bool = False
-    group_size: GroupSizeAnswer | None = field(default=None, repr=False, compare=False)
+    group_size: owner.GroupSizeAnswer | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
         """A JSON-ready dict: NaN as ``null``, ``inf`` as a string (:func:`ustat_rl.formatting.json_ready`)."""
@@ -219,8 +210,7 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
     ----------
     rollouts : Rollouts
     budget : int or BudgetGrid
-        ``N = B G`` samples per step, at least 2 (:func:`ustat_rl.theory.group_size.budget_grid`:
-        a walk that checked it passes the grid, and it is not checked again).
+        ``N = B G`` samples per step, at least 2 (a checked grid passes: :func:`~.budget_grid`).
     estimator : str or AdvantageRule
         The rule whose best group size is reported: one of :data:`REPORT_ESTIMATORS` (all four
         are always reported) or any registered rule (:func:`ustat_rl.advantages.get_rule`).
@@ -237,7 +227,7 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
     """
     if not isinstance(rollouts, Rollouts):
         raise TypeError(f"`rollouts` must be a Rollouts, got {type(rollouts).__name__}")
-    grid = budget_grid(budget)  # checked once (a BudgetGrid passes as it is), its grid built once
+    grid = owner.budget_grid(budget)  # checked once (a BudgetGrid passes as it is), grid built once
     budget, sizes = grid.budget, grid.group_sizes  # sizes (n_G,): the divisors >= 2 of N
     rule = get_rule(estimator, "estimator")
     estimator = rule.name
@@ -260,10 +250,10 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
     scaled = tuple(e for e in names if not rules[e].is_affine)
 
     def curves(m, chosen=affine):
-        out = [fixed_budget_curve(m, rules[e], budget, sizes) for e in chosen]
+        out = [owner.fixed_budget_curve(m, rules[e], budget, sizes) for e in chosen]
         if chosen is affine:  # MSE_vanilla - MSE_GRPO, affine too: its own interval (C10)
-            out.append(fixed_budget_curve(m, rules["vanilla"], budget, sizes)
-                       - fixed_budget_curve(m, rules["grpo"], budget, sizes))
+            out.append(owner.fixed_budget_curve(m, rules["vanilla"], budget, sizes)
+                       - owner.fixed_budget_curve(m, rules["grpo"], budget, sizes))
         return np.concatenate(out)
 
     n_G = sizes.size
@@ -308,16 +298,13 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
         all_equal, unbiased = frac.tolist(), flags.tolist()
     constants = _constants_dict(point, intervals)
     advised = intervals is not None and estimator == "grpo"
-    answer = group_size_answer(
+    answer = owner.group_size_answer(
         grid, point, curve=mse[estimator]["estimate"], estimator=rule,
         ratio=regret_interval(intervals) if advised else None,
         gstar_interval=((constants["gstar"]["low"], constants["gstar"]["high"])
                         if intervals is not None else None))
-    if advised:
-        advice = pilot_advice(intervals, answer)
-        bounded, to_bound = advice.bounded, advice.prompts_to_bound
-    else:
-        bounded, to_bound = bool(np.isfinite(constants["gstar"]["estimate"])), math.nan
+    advice = pilot_advice(intervals, answer) if advised else None
+    bounded = advice.bounded if advised else bool(np.isfinite(constants["gstar"]["estimate"]))
     halve = (prompts_to_halve_width(intervals.ratio, stats.n_prompts)
              if intervals is not None and intervals.bounded else math.nan)
     return GStarReport(
@@ -330,7 +317,8 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
         prompts_grpo_loses=np.mean(margin < 0.0, axis=0).tolist(), binary=binary,
         all_equal=all_equal, all_equal_unbiased=unbiased,
         prompts_to_halve=halve, recommended_group_size=answer.recommended_group_size,
-        worst_excess=answer.worst_excess, bounded=bounded, prompts_to_bound=to_bound,
+        worst_excess=answer.worst_excess, bounded=bounded,
+        prompts_to_bound=advice.prompts_to_bound if advised else math.nan,
         gstar_errors=intervals.fieller_inputs() if intervals is not None else None,
         grpo_margin=grpo_margin if intervals is not None else None, grpo_verdict=verdict,
         small_pilot=bool(intervals is not None and intervals.small_pilot), group_size=answer)
@@ -404,7 +392,7 @@ def check_degenerate(rollouts: Rollouts) -> None:
 
 def _constants_dict(point, intervals: PilotIntervals | None) -> dict:
     if intervals is None:
-        g = gstar_or_nan(point.c1, point.c3)
+        g = owner.gstar_or_nan(point.c1, point.c3)
         return {"constants": {name: {"estimate": getattr(point, name)}
                               for name in ("c1", "c2", "c3")},
                 "gstar": {"estimate": g}}
