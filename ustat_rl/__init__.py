@@ -7,16 +7,13 @@ engine, rate fits and the claims registry behind ``ustat-rl verify``.
 
 Names are imported on first use (PEP 562), so ``ustat-rl --version`` and ``--help`` start without
 loading torch, numba, scipy or statsmodels; ``from ustat_rl import X`` works as before.
-Modules that moved into packages keep their old import paths through :mod:`ustat_rl._moved`.
 """
 
 from __future__ import annotations
 
 import importlib
 
-from . import _moved  # noqa: F401  (importing it installs the alias finder)
-
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 #: Module (relative to this package) that defines each public name.
 _EXPORTS = {
@@ -94,7 +91,7 @@ def __getattr__(name: str):
         globals()[name] = value  # later look-ups skip this hook
         return value
     try:
-        return importlib.import_module(f".{name}", __name__)  # a submodule, e.g. ustat_rl.sweeps
+        return importlib.import_module(f".{name}", __name__)  # a submodule, e.g. ustat_rl.theory
     except ModuleNotFoundError as exc:
         if exc.name != f"{__name__}.{name}":
             raise

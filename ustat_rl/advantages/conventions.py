@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import renamed_keywords
 from .frameworks import convention_rule
 from .registry import BASELINE, get_rule, register_rule, rule_names
 from .rule import AdvantageRule, Centring, Provenance
@@ -320,7 +319,6 @@ def get_convention(name) -> ConventionSpec:
     return get_rule(name)
 
 
-@renamed_keywords(convention="estimator")
 def advantages(estimator, rewards, group_ids) -> np.ndarray:
     """The advantages a named framework option computes (docs/theory.md section 2).
 

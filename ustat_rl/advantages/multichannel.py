@@ -28,7 +28,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .._validation import renamed_keywords
 from .frameworks import convention_rule
 from .parts import Provenance, Scaling
 from .registry import get_rule
@@ -323,7 +322,6 @@ def multichannel_rule_names() -> tuple[str, ...]:
     return tuple(MULTI_CHANNEL_RULES)
 
 
-@renamed_keywords(rule="estimator")
 def get_multichannel_rule(estimator, parameter: str = "estimator") -> MultiChannelRule:
     """The :class:`MultiChannelRule` called ``estimator`` (a rule is returned as is); ``ValueError``
     naming ``parameter`` and listing the names otherwise."""
@@ -335,7 +333,6 @@ def get_multichannel_rule(estimator, parameter: str = "estimator") -> MultiChann
     return MULTI_CHANNEL_RULES[estimator]
 
 
-@renamed_keywords(rule="estimator")
 def register_multichannel_rule(estimator: MultiChannelRule, *, replace_existing: bool = False
                                ) -> MultiChannelRule:
     """Add ``estimator`` to :data:`MULTI_CHANNEL_RULES` so every layer accepts its name;

@@ -18,7 +18,6 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from .._validation import renamed_keywords
 from ..montecarlo import bandit_squared_errors, run_monte_carlo
 from ..policies.examples import (
     conflicting_prompts_bandit,
@@ -87,7 +86,6 @@ REPORT_BUDGETS, REPORT_PILOT = (48, 4096), (64, 16)
 BUDGET_RTOL, BUDGET_RTOL_FLOAT32 = 1e-10, 1e-5
 
 
-@renamed_keywords(rule="estimator")
 def enumerated_budget_parts(bandit, estimator, sizes):
     """``(V(G), D(G))`` of ``estimator`` on a softmax bandit, by enumerating every outcome of a
     group.

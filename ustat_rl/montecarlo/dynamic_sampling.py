@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import as_int, as_rng, renamed_keywords
+from .._validation import as_int, as_rng
 from ..advantages.registry import get_rule
 from ..policies.softmax import SoftmaxBandit
 from ..theory.dynamic_sampling import keep_probability
@@ -73,7 +73,6 @@ class DynamicSamplingRun:
     max_num_gen_batches: int
 
 
-@renamed_keywords(advantage="estimator")
 def simulate_dynamic_sampling(bandit: SoftmaxBandit, estimator, group_size, batch_size, n_reps,
                               rng, gen_batch_size=None,
                               max_num_gen_batches=0, keep_rule=None) -> DynamicSamplingRun:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import renamed_keywords
 from ..advantages.registry import get_rule
 from ..theory.advantage import advantage_moments
 
@@ -81,7 +80,6 @@ def mean_field_root(bandit, factor, bracket=(-4.0, 6.0)) -> float:
     return float(brentq(lambda t: mean_field(bandit, t, factor), *bracket, xtol=1e-13))
 
 
-@renamed_keywords(convention="estimator")
 def train_std_normalised(bandit, estimator: str, group_size: int, batch_size: int,
                          n_iter: int, n_runs: int, rng, beta: float = 30.0,
                          offset: float = 30.0, windows=((0.5, 1.0),)) -> np.ndarray:

@@ -24,7 +24,6 @@ import math
 
 import numpy as np
 
-from ..._validation import renamed_keywords
 from ...tolerances import Z_STRICT, strict_reps
 from ..registry import check_close, check_exact, check_true, register
 
@@ -108,7 +107,6 @@ def mean_check(name: str, predicted: float, samples, note: str):
     return check_close(name, predicted, float(samples.mean()), se, z=Z_STRICT, note=note), se
 
 
-@renamed_keywords(rule="estimator")
 def case_checks(label, values, prompt_prob, estimator, G, B, b, n_reps, rng) -> tuple[list, float]:
     """The MSE, squared bias and expected generation batches of one case against the loop,
     and ``|z|`` of the unfiltered MSE against the loop's (the negative control's statistic)."""

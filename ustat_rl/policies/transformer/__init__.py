@@ -13,7 +13,7 @@ C18), organised by concept:
 * the Monte Carlo of squared errors (the independent route) is in
   :mod:`ustat_rl.montecarlo.transformer`, and supervised warm-up, GRPO training (Algorithm 1)
   and exact accuracies in :mod:`ustat_rl.training.transformer`: a policy does not import the
-  layers that use it (their names are still served here, with a deprecation note).
+  layers that use it.
 
 Importing this package imports torch; :mod:`ustat_rl.policies` does not import it.
 """
@@ -38,13 +38,6 @@ from .task import (
     make_splits,
     verify_answer,
 )
-
-
-def __getattr__(name):
-    from ..._moved import moved_attribute
-
-    return moved_attribute(__name__, name)
-
 
 __all__ = [
     "POLICY_NAMES",
