@@ -53,7 +53,7 @@ from ustat_rl.policies.examples import (
 )
 from ustat_rl.theory import lemma6_constant_bound
 from ustat_rl.seeding import child_seed
-from ustat_rl.training import quadratic_expected_gap, train
+from ustat_rl.training import Algorithm1Config, quadratic_expected_gap, train
 from ustat_rl.weighted_chi2 import WeightedChiSquare, goodness_of_fit_tests
 
 # %% [markdown]
@@ -68,8 +68,8 @@ from ustat_rl.weighted_chi2 import WeightedChiSquare, goodness_of_fit_tests
 quad, beta = pl_quadratic(), 0.2
 marks = [0, 1, 2, 5, 10, 20, 50, 100, 200]
 exact, _ = quadratic_expected_gap(quad, PL_START, 200, learning_rate=beta, schedule="constant")
-runs = train(quad, PL_START, 200, learning_rate=beta, schedule="constant", n_runs=2000, seed=1,
-             checkpoints=marks)
+setting = Algorithm1Config(200, learning_rate=beta, schedule="constant", checkpoints=marks)
+runs = train(quad, PL_START, setting, n_runs=2000, seed=1)
 gap = runs.gap(quad.value)
 pd.DataFrame({"n": marks, "MC mean": gap.mean(0), "MC se": gap.std(0) / np.sqrt(2000),
               "exact": exact[marks], "Lemma 6 bound": lemma6_constant_bound(
@@ -103,8 +103,9 @@ print("weights, printed Omega:  ", law.weights_printed.round(5), " sum",
 
 # %%
 n = 1000
-runs = train(bandit, bandit.ref_theta, n, learning_rate=0.75, n_runs=2000, seed=5,
-             estimator="grpo", group_size=4, batch_size=2, checkpoints=[100, n])
+setting = Algorithm1Config(n, learning_rate=0.75, estimator="grpo", group_size=4, batch_size=2,
+                           checkpoints=[100, n])
+runs = train(bandit, bandit.ref_theta, setting, n_runs=2000, seed=5)
 x = n * runs.gap(opt.value)[:, -1]
 laws = {"corrected": WeightedChiSquare(law.weights),
         "printed": WeightedChiSquare(law.weights_printed)}

@@ -28,7 +28,7 @@ _EXPORTS = {
     ".seeding": ("child_seed",),
     ".theory": ("PromptMoments", "ScalingConstants"),
     ".theory.limit_law": ("LimitLaw", "bandit_limit_law", "quadratic_limit_law"),
-    ".training.algorithm1": ("NoisyQuadratic", "TrainingResult", "train"),
+    ".training.algorithm1": ("Algorithm1Config", "NoisyQuadratic", "TrainingResult", "train"),
     ".stats.ustatistics": ("HoeffdingParts", "ZetaEstimate", "estimate_zetas", "hoeffding_parts",
         "pairwise_kernel_matrix", "u_statistic", "ustat_variance"),
     ".weighted_chi2": ("GofResult", "WeightedChiSquare", "goodness_of_fit_tests"),
@@ -37,6 +37,7 @@ _ORIGIN = {name: module for module, names in _EXPORTS.items() for name in names}
 
 
 __all__ = [
+    "Algorithm1Config",
     "ESTIMATORS",
     "GofResult",
     "GroupSample",

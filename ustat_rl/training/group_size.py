@@ -23,7 +23,7 @@ import numpy as np
 from .._validation import as_int
 from ..stats.intervals import percentile_interval
 from ..theory import ScalingConstants
-from .algorithm1 import train
+from .algorithm1 import Algorithm1Config, train
 
 __all__ = ["GroupSizePredictions", "predicted_group_sizes", "linearised_gap", "sweep_cell",
            "bootstrap_argmin", "common_argmin", "CommonArgmin", "CellResult"]
@@ -111,9 +111,10 @@ def sweep_cell(bandit, optimum, budget, group_size, n_iters, n_runs, seed, learn
     windows = [np.arange(n - max(1, int(n * tail_frac)) + 1, n + 1) for n in n_iters]
     marks = np.unique(np.concatenate(windows))
     start = bandit.ref_theta if theta0 is None else theta0
-    res = train(bandit, start, int(n_iters[-1]), learning_rate=learning_rate, schedule=schedule,
-                n_runs=n_runs, seed=seed, estimator=estimator, group_size=group_size,
-                batch_size=budget // group_size, checkpoints=marks, progress=progress)
+    setting = Algorithm1Config(int(n_iters[-1]), learning_rate=learning_rate, schedule=schedule,
+                               estimator=estimator, group_size=group_size,
+                               batch_size=budget // group_size, checkpoints=marks)
+    res = train(bandit, start, setting, n_runs=n_runs, seed=seed, progress=progress)
     gap = res.gap(optimum.value)  # (R, C)
     pos = {int(m): j for j, m in enumerate(marks)}
     last = np.stack([gap[:, pos[int(n)]] for n in n_iters], axis=1)
