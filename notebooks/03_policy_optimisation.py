@@ -36,7 +36,12 @@
 import numpy as np
 import pandas as pd
 
-from ustat_rl.training.group_size import linearised_gap, predicted_group_sizes, sweep_cell
+from ustat_rl.training.group_size import (
+    SweepCell,
+    linearised_gap,
+    predicted_group_sizes,
+    sweep_cell,
+)
 from ustat_rl.theory.limit_law import bandit_limit_law
 from ustat_rl.interface.plotting_training import (
     new_figure,
@@ -147,8 +152,8 @@ copt = conflict.optimum()
 pred = predicted_group_sizes(conflict, copt, conflict.ref_theta, 0.5, 200)
 print(pred)
 sizes = [2, 4, 8, 16, 32, 64, 128]
-mc = [sweep_cell(conflict, copt, 128, g, [60], 100, child_seed(3, i),
-                 0.5).tail[:, 0] for i, g in enumerate(sizes)]
+mc = [sweep_cell(conflict, copt, SweepCell(128, g, [60], 0.5), 100,
+                 child_seed(3, i)).tail[:, 0] for i, g in enumerate(sizes)]
 mean = np.array([m.mean() for m in mc])
 se = np.array([m.std(ddof=1) / np.sqrt(m.size) for m in mc])
 lin = [linearised_gap(conflict, copt, 0.5, g, 128 // g) for g in sizes]

@@ -145,7 +145,7 @@ pd.DataFrame({"estimate": [ci.constants.c1, ci.constants.c2, ci.constants.c3, ci
 sweep = []
 for g in (2, 8, 32):
     policy = load_study_policy("weak", device="cpu")[0]
-    run = grpo_train(policy, splits.train, splits.test, g, 64, 8, 0.01,
+    run = grpo_train(policy, splits, g, 64, 8, 0.01,
                      torch.Generator().manual_seed(g))
     sweep.append({"G": g, "B": run.batch_size, "accuracy before": run.test_accuracy[0],
                   "accuracy after": run.test_accuracy[-1]})

@@ -25,10 +25,6 @@ ALLOWED = {
     "theory/allocation_rules.py:baseline_allocation(rule)":
         "an allocation rule (its `estimator` is the advantage rule)",
     "theory/allocation_rules.py:baseline_group_sizes(rule)": "an allocation rule",
-    "training/allocation.py:allocated_sizes(rule)":
-        "an allocation rule (its `estimator` is the advantage rule)",
-    "training/allocation.py:train_allocated(rule)":
-        "an allocation rule (its `estimator` is the advantage rule)",
     "frameworks/rewards_only.py:rewards_report(rule)":
         "the run's rule, beside an `estimator` that already names the allocation curve's rule",
     "frameworks/window.py:skipped_record(rule)":

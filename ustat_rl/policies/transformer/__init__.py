@@ -18,7 +18,14 @@ C18), organised by concept:
 Importing this package imports torch; :mod:`ustat_rl.policies` does not import it.
 """
 
-from .checkpoints import POLICY_NAMES, load_policy, load_study_policy, new_policy, save_policy
+from .checkpoints import (
+    POLICY_NAMES,
+    TransformerArchitecture,
+    load_policy,
+    load_study_policy,
+    new_policy,
+    save_policy,
+)
 from .model import TinyTransformer, TransformerConfig, TransformerPolicy, resolve_device
 from .moments import (
     AnswerTable,
@@ -50,6 +57,7 @@ __all__ = [
     "Enumeration",
     "Question",
     "TinyTransformer",
+    "TransformerArchitecture",
     "TransformerConfig",
     "TransformerPolicy",
     "bootstrap_constants",
