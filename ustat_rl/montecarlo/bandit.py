@@ -209,10 +209,10 @@ def bandit_statistics(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_sizes=
     if backend == "torch":
         from .torch_backend import TorchBanditStatistic, resolve_device
 
-        statistic = TorchBanditStatistic(bandit, (table, reference), sizes, batch_size, fixed, target,
-                                         direction if use_dir else None,
-                                         tuple(deg_pair) if degenerate else None,
-                                         resolve_device(device))
+        measured = (target, direction if use_dir else None,
+                    tuple(deg_pair) if degenerate else None)
+        statistic = TorchBanditStatistic(bandit, (table, reference), sizes, batch_size, fixed,
+                                         measured, resolve_device(device))
         return statistic, labels
     pi, r = bandit.policy, bandit.reward_prob
     cum_prompt = np.cumsum(bandit.prompt_prob)
