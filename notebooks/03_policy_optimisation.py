@@ -158,7 +158,7 @@ mean = np.array([m.mean() for m in mc])
 se = np.array([m.std(ddof=1) / np.sqrt(m.size) for m in mc])
 lin = [linearised_gap(conflict, copt, 0.5, g, 128 // g) for g in sizes]
 fig, axes = new_figure(1, 1, panel_size=(4.5, 3.2))
-plot_gap_vs_group_size(axes[0, 0], sizes, mean, mean - 1.96 * se, mean + 1.96 * se,
+plot_gap_vs_group_size(axes[0, 0], sizes, mean, (mean - 1.96 * se, mean + 1.96 * se),
                        predicted=lin, g_stars={"at_optimum": pred.at_optimum}, label="N = 128")
 tidy_axes(axes)
 fig

@@ -173,7 +173,7 @@ def make_figure(summary: pd.DataFrame, argmins: pd.DataFrame, config: Config, ou
                     continue
                 half = 1.96 * cell["se_tail"]
                 plot_gap_vs_group_size(ax, cell["group_size"], cell["gap_tail"],
-                                       cell["gap_tail"] - half, cell["gap_tail"] + half,
+                                       (cell["gap_tail"] - half, cell["gap_tail"] + half),
                                        predicted=cell["gap_linearised"], label=f"N = {budget}",
                                        color=colors[k % len(colors)])
             row = argmins[argmins["variant"] == variant]

@@ -39,12 +39,9 @@ PENDING = frozenset({
 
 #: Not yet grouped (outside the parallel work): each still to take a config object. The
 #: montecarlo entries share ``backend``/``device`` and the refill settings of verl's and SkyRL's
-#: loops; the plots take their styling loose; the conformance kit's check is being moved.
+#: loops; the conformance kit's check is being moved.
 NOT_YET_GROUPED = frozenset({
     "ustat_rl.conformance.kit.check_conformance",
-    "ustat_rl.interface.plotting.plot_mse_curve",
-    "ustat_rl.interface.plotting.plot_mse_grid",
-    "ustat_rl.interface.plotting_training.plot_gap_vs_group_size",
     "ustat_rl.montecarlo.bandit.bandit_statistics",
     "ustat_rl.montecarlo.bandit.prompt_averaged_squared_errors",
     "ustat_rl.montecarlo.dynamic_sampling.simulate_dynamic_sampling",
