@@ -37,12 +37,13 @@ PENDING = frozenset({
 })
 
 
-#: Not yet grouped (outside the parallel work): each still to take a config object. The
-#: montecarlo entries share ``backend``/``device``; the conformance kit's check is being moved.
+#: Not yet grouped (outside the parallel work): still to take a config object. The conformance
+#: kit's check sits in a folder whose modules are being moved in parallel; the prompt-averaged
+#: Monte Carlo still takes run_monte_carlo's run settings (n_reps, seed, block_size, n_jobs,
+#: progress) loose, as run_monte_carlo does.
 NOT_YET_GROUPED = frozenset({
-    "ustat_rl.conformance.kit.check_conformance",
-    "ustat_rl.montecarlo.bandit.bandit_statistics",
     "ustat_rl.montecarlo.bandit.prompt_averaged_squared_errors",
+    "ustat_rl.conformance.kit.check_conformance",
 })
 
 
