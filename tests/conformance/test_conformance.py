@@ -24,7 +24,6 @@ import pytest
 import torch
 
 import ustat_rl.advantages.conventions as conventions_module
-from ustat_rl.interface import cli
 from ustat_rl.advantages.conventions import CONVENTIONS, advantages
 from ustat_rl.conformance.adapters import TargetError
 from ustat_rl.conformance.kit import (
@@ -35,6 +34,7 @@ from ustat_rl.conformance.kit import (
     load_function,
     tolerance,
 )
+from ustat_rl.interface import cli
 
 
 def test_conventions_doctests():
