@@ -50,6 +50,7 @@ import torch
 
 from ustat_rl import ESTIMATORS, SoftmaxBandit
 from ustat_rl.montecarlo import (
+    Backend,
     bandit_squared_errors,
     bandit_statistics,
     prompt_averaged_squared_errors,
@@ -118,7 +119,7 @@ def check_monte_carlo(device: str, n_reps: int, checks: Checks) -> dict:
     rates = {}
     for b in (1, 4):
         stat, labels = bandit_squared_errors(bandit, ESTIMATORS, SIZES, batch_size=b,
-                                             backend="torch", device=device)
+                                             backend=Backend("torch", device))
         reps = max(n_reps // b, 2)
         est, seconds = timed(run_monte_carlo, stat, reps, 100 + b, labels=labels)
         rates[f"B={b}, prompts from f"] = reps * b / seconds
@@ -127,8 +128,8 @@ def check_monte_carlo(device: str, n_reps: int, checks: Checks) -> dict:
             checks.agree(f"MSE {name} G={g} B={b}", est.mean[i], bandit.exact_mse(name, g, b),
                          est.std_error[i])
     x = 1
-    stat, labels = bandit_squared_errors(bandit, ESTIMATORS, SIZES, prompt=x, backend="torch",
-                                         device=device)
+    stat, labels = bandit_squared_errors(bandit, ESTIMATORS, SIZES, prompt=x,
+                                         backend=Backend("torch", device))
     est, seconds = timed(run_monte_carlo, stat, n_reps, 200, labels=labels)
     rates["fixed prompt"] = n_reps / seconds
     print(f"fixed prompt x = {x}: {n_reps:,} replicates in {seconds:.2f} s")
@@ -137,14 +138,14 @@ def check_monte_carlo(device: str, n_reps: int, checks: Checks) -> dict:
                      bandit.exact_mse_per_prompt(name, g)[x], est.std_error[i])
     print("prompt-averaged MSE (each prompt on its own)")
     est = prompt_averaged_squared_errors(bandit, ESTIMATORS, (4, 64), max(n_reps // 4, 2), seed=300,
-                                         backend="torch", device=device)
+                                         backend=Backend("torch", device))
     for i, (name, g) in enumerate(est.labels):
         checks.agree(f"E_X MSE(X) {name} G={g}", est.mean[i], bandit.prompt_averaged_mse(name, g),
                      est.std_error[i])
     print("projection and degenerate columns, B = 4")
     stat, labels = bandit_statistics(bandit, ESTIMATORS, (3, 16), batch_size=4,
-                                     direction=bandit.grad, degenerate=True, backend="torch",
-                                     device=device)
+                                     direction=bandit.grad, degenerate=True,
+                                     backend=Backend("torch", device))
     est = run_monte_carlo(stat, max(n_reps // 4, 2), 400, labels=labels)
     g_sq = float(bandit.grad @ bandit.grad)
     for name in ESTIMATORS:
@@ -158,7 +159,8 @@ def check_monte_carlo(device: str, n_reps: int, checks: Checks) -> dict:
                      bandit.exact_mse("grpo", g, 4) - bandit.exact_mse("oracle", g, 4), se)
     print("negative control: success probabilities r + 0.1")
     wrong = SoftmaxBandit(bandit.logits, np.clip(bandit.reward_prob + 0.1, 0, 1), bandit.prompt_prob)
-    stat, labels = bandit_squared_errors(wrong, ("vanilla",), (2,), backend="torch", device=device)
+    stat, labels = bandit_squared_errors(wrong, ("vanilla",), (2,),
+                                         backend=Backend("torch", device))
     est = run_monte_carlo(stat, n_reps, 500, labels=labels)
     checks.reject("vanilla G=2 under the wrong law", est.mean[0],
                   bandit.exact_mse("vanilla", 2, 1), est.std_error[0])
@@ -168,7 +170,7 @@ def check_monte_carlo(device: str, n_reps: int, checks: Checks) -> dict:
 def check_reproducible(device: str, n_reps: int, checks: Checks) -> None:
     """Part 2: the same seed, other block sizes and worker counts, bitwise the same result."""
     stat, labels = bandit_squared_errors(small_bandit(), ESTIMATORS, SIZES, batch_size=3,
-                                         backend="torch", device=device)
+                                         backend=Backend("torch", device))
     runs = [run_monte_carlo(stat, n_reps, 600, block_size=bs, n_jobs=jobs, labels=labels)
             for bs, jobs in ((4096, 1), (1000, 2), (7, 3))]
     same = all(np.array_equal(runs[0].mean, r.mean) and np.array_equal(runs[0].cov, r.cov)
@@ -182,8 +184,8 @@ def throughput(device: str, n_device: int, n_numba: int, repeats: int) -> list[d
     cores = os.cpu_count() or 1
     rows = []
     for g in THROUGHPUT_SIZES:
-        torch_stat, _ = bandit_squared_errors(bandit, "grpo", (g,), prompt=0, backend="torch",
-                                              device=device)
+        torch_stat, _ = bandit_squared_errors(bandit, "grpo", (g,), prompt=0,
+                                              backend=Backend("torch", device))
         numba_stat, _ = bandit_squared_errors(bandit, "grpo", (g,), prompt=0)
         engines = {f"torch {device}": (torch_stat, 1, n_device),
                    "numba n_jobs=2": (numba_stat, 2, n_numba),

@@ -51,7 +51,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ustat_rl.montecarlo import bandit_squared_errors, per_sample_squared_errors, run_monte_carlo
+from ustat_rl.montecarlo import (
+    Backend,
+    bandit_squared_errors,
+    per_sample_squared_errors,
+    run_monte_carlo,
+)
 from ustat_rl.policies.softmax import SoftmaxBandit
 from ustat_rl.seeding import child_seed
 
@@ -252,7 +257,7 @@ def backend_statistic(engine: str, bandit: SoftmaxBandit, group_size: int):
         device = "cpu" if backend == "torch" else None
         n_jobs = int(engine.rsplit("=", 1)[1])
     statistic, _ = bandit_squared_errors(bandit, "grpo", (group_size,), prompt=0,
-                                         backend=backend, device=device)
+                                         backend=Backend(backend, device))
     return statistic, n_jobs
 
 

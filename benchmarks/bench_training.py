@@ -35,30 +35,33 @@ from pathlib import Path
 import numpy as np
 
 from ustat_rl.policies.examples import realisable_kl_bandit
-from ustat_rl.training import train
+from ustat_rl.training import Algorithm1Config, train
 
 SECTION = "Training throughput"
 TARGET = 20.0
 SETTING = dict(learning_rate=0.75, schedule="inverse", estimator="grpo", group_size=4,
-               batch_size=2, seed=7)
+               batch_size=2)
+SEED = 7
 
 
 def check_identical(bandit, n_iter: int, n_runs: int = 5) -> float:
     """Largest difference between the vectorised runs and the same runs one at a time."""
-    whole = train(bandit, bandit.ref_theta, n_iter, n_runs=n_runs, **SETTING).theta
-    single = np.concatenate([train(bandit, bandit.ref_theta, n_iter, n_runs=1, run_offset=r,
-                                   **SETTING).theta for r in range(n_runs)])
+    setting = Algorithm1Config(n_iter, **SETTING)
+    whole = train(bandit, bandit.ref_theta, setting, n_runs=n_runs, seed=SEED).theta
+    single = np.concatenate([train(bandit, bandit.ref_theta, setting, n_runs=1, seed=SEED,
+                                   run_offset=r).theta for r in range(n_runs)])
     return float(np.abs(whole - single).max())
 
 
 def time_round(bandit, n_runs: int, loop_runs: int, n_iter: int) -> tuple[float, float]:
     """Run-iterations per second of (vectorised, loop)."""
+    setting = Algorithm1Config(n_iter, **SETTING)
     start = time.perf_counter()
-    train(bandit, bandit.ref_theta, n_iter, n_runs=n_runs, **SETTING)
+    train(bandit, bandit.ref_theta, setting, n_runs=n_runs, seed=SEED)
     vec = n_runs * n_iter / (time.perf_counter() - start)
     start = time.perf_counter()
     for r in range(loop_runs):
-        train(bandit, bandit.ref_theta, n_iter, n_runs=1, run_offset=r, **SETTING)
+        train(bandit, bandit.ref_theta, setting, n_runs=1, seed=SEED, run_offset=r)
     loop = loop_runs * n_iter / (time.perf_counter() - start)
     return vec, loop
 

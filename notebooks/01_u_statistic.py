@@ -179,9 +179,8 @@ dense = np.arange(2, 65)
 for est in estimators:
     part = table[table["estimator"] == est]
     plot_mse_curve(axes[0, 0], est, group_sizes=part["G"], mse=part["MC"],
-                   ci_low=part["MC"] - 1.96 * part["se"], ci_high=part["MC"] + 1.96 * part["se"],
-                   exact_group_sizes=dense,
-                   exact_mse=[bandit.exact_mse_per_prompt(est, n)[x] for n in dense])
+                   interval=(part["MC"] - 1.96 * part["se"], part["MC"] + 1.96 * part["se"]),
+                   exact=(dense, [bandit.exact_mse_per_prompt(est, n)[x] for n in dense]))
 axes[0, 0].set(title="per-prompt MSE (prompt 0)", xlabel="group size G", ylabel="MSE")
 set_group_size_ticks(axes[0, 0], group_sizes)
 axes[0, 0].legend(fontsize=7)

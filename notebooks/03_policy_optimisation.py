@@ -36,7 +36,12 @@
 import numpy as np
 import pandas as pd
 
-from ustat_rl.training.group_size import linearised_gap, predicted_group_sizes, sweep_cell
+from ustat_rl.training.group_size import (
+    SweepCell,
+    linearised_gap,
+    predicted_group_sizes,
+    sweep_cell,
+)
 from ustat_rl.theory.limit_law import bandit_limit_law
 from ustat_rl.interface.plotting_training import (
     new_figure,
@@ -53,7 +58,7 @@ from ustat_rl.policies.examples import (
 )
 from ustat_rl.theory import lemma6_constant_bound
 from ustat_rl.seeding import child_seed
-from ustat_rl.training import quadratic_expected_gap, train
+from ustat_rl.training import Algorithm1Config, quadratic_expected_gap, train
 from ustat_rl.weighted_chi2 import WeightedChiSquare, goodness_of_fit_tests
 
 # %% [markdown]
@@ -68,8 +73,8 @@ from ustat_rl.weighted_chi2 import WeightedChiSquare, goodness_of_fit_tests
 quad, beta = pl_quadratic(), 0.2
 marks = [0, 1, 2, 5, 10, 20, 50, 100, 200]
 exact, _ = quadratic_expected_gap(quad, PL_START, 200, learning_rate=beta, schedule="constant")
-runs = train(quad, PL_START, 200, learning_rate=beta, schedule="constant", n_runs=2000, seed=1,
-             checkpoints=marks)
+setting = Algorithm1Config(200, learning_rate=beta, schedule="constant", checkpoints=marks)
+runs = train(quad, PL_START, setting, n_runs=2000, seed=1)
 gap = runs.gap(quad.value)
 pd.DataFrame({"n": marks, "MC mean": gap.mean(0), "MC se": gap.std(0) / np.sqrt(2000),
               "exact": exact[marks], "Lemma 6 bound": lemma6_constant_bound(
@@ -103,8 +108,9 @@ print("weights, printed Omega:  ", law.weights_printed.round(5), " sum",
 
 # %%
 n = 1000
-runs = train(bandit, bandit.ref_theta, n, learning_rate=0.75, n_runs=2000, seed=5,
-             estimator="grpo", group_size=4, batch_size=2, checkpoints=[100, n])
+setting = Algorithm1Config(n, learning_rate=0.75, estimator="grpo", group_size=4, batch_size=2,
+                           checkpoints=[100, n])
+runs = train(bandit, bandit.ref_theta, setting, n_runs=2000, seed=5)
 x = n * runs.gap(opt.value)[:, -1]
 laws = {"corrected": WeightedChiSquare(law.weights),
         "printed": WeightedChiSquare(law.weights_printed)}
@@ -146,13 +152,13 @@ copt = conflict.optimum()
 pred = predicted_group_sizes(conflict, copt, conflict.ref_theta, 0.5, 200)
 print(pred)
 sizes = [2, 4, 8, 16, 32, 64, 128]
-mc = [sweep_cell(conflict, copt, 128, g, [60], 100, child_seed(3, i),
-                 0.5).tail[:, 0] for i, g in enumerate(sizes)]
+mc = [sweep_cell(conflict, copt, SweepCell(128, g, [60], 0.5), 100,
+                 child_seed(3, i)).tail[:, 0] for i, g in enumerate(sizes)]
 mean = np.array([m.mean() for m in mc])
 se = np.array([m.std(ddof=1) / np.sqrt(m.size) for m in mc])
 lin = [linearised_gap(conflict, copt, 0.5, g, 128 // g) for g in sizes]
 fig, axes = new_figure(1, 1, panel_size=(4.5, 3.2))
-plot_gap_vs_group_size(axes[0, 0], sizes, mean, mean - 1.96 * se, mean + 1.96 * se,
+plot_gap_vs_group_size(axes[0, 0], sizes, mean, (mean - 1.96 * se, mean + 1.96 * se),
                        predicted=lin, g_stars={"at_optimum": pred.at_optimum}, label="N = 128")
 tidy_axes(axes)
 fig

@@ -113,9 +113,9 @@ fig, axes = new_figure(1, 1, panel_size=(5, 3.6))
 for est in ("vanilla", "grpo", "oracle"):
     mean = np.array([mc.get((est, g))[0] for g in mc_sizes])
     se = np.array([mc.get((est, g))[1] for g in mc_sizes])
-    plot_mse_curve(axes[0, 0], est, group_sizes=mc_sizes, mse=mean, ci_low=mean - 1.96 * se,
-                   ci_high=mean + 1.96 * se, exact_group_sizes=mc_sizes,
-                   exact_mse=theory.prompt_averaged_mse(chosen_moments, est, mc_sizes))
+    plot_mse_curve(axes[0, 0], est, group_sizes=mc_sizes, mse=mean,
+                   interval=(mean - 1.96 * se, mean + 1.96 * se),
+                   exact=(mc_sizes, theory.prompt_averaged_mse(chosen_moments, est, mc_sizes)))
 axes[0, 0].set_xlabel("group size G")
 axes[0, 0].set_ylabel("MSE")
 axes[0, 0].legend(fontsize=7)
@@ -145,7 +145,7 @@ pd.DataFrame({"estimate": [ci.constants.c1, ci.constants.c2, ci.constants.c3, ci
 sweep = []
 for g in (2, 8, 32):
     policy = load_study_policy("weak", device="cpu")[0]
-    run = grpo_train(policy, splits.train, splits.test, g, 64, 8, 0.01,
+    run = grpo_train(policy, splits, g, 64, 8, 0.01,
                      torch.Generator().manual_seed(g))
     sweep.append({"G": g, "B": run.batch_size, "accuracy before": run.test_accuracy[0],
                   "accuracy after": run.test_accuracy[-1]})

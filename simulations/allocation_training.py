@@ -5,7 +5,7 @@ Config -> simulate -> tidy CSV -> figure.
 Algorithm 1 (leave-one-out GRPO, constant rate) runs ``R`` times on
 :func:`ustat_rl.policies.examples.heterogeneous_score_bandit` with a KL penalty (``tau = 1``, so the
 optimum is finite), spending ``N`` rollouts per iteration on its six prompts. Each rule
-(:data:`ustat_rl.training.allocation.TRAINING_RULES`) recomputes its group sizes at every
+(:data:`ustat_rl.training.allocation.TRAINING_ALLOCATIONS`) recomputes its group sizes at every
 iterate from the exact moments there; every rule's runs use the same seeds. The script records
 the gap ``J* - J(theta_n)`` at the checkpoints and, at the last one, each rule's mean gap and its
 paired difference to uniform with a 95% interval (mean +- 1.96 se over runs; runs with the same
@@ -50,11 +50,11 @@ from ustat_rl.runs.sweeps import (
     write_csv_atomic,
     write_run_record,
 )
-from ustat_rl.training.allocation import TRAINING_RULES, train_allocated
+from ustat_rl.training.allocation import TRAINING_ALLOCATIONS, AllocatedTraining, train_allocated
 
 KL_WEIGHT, BETA, DEFAULT_SEED = 1.0, 0.3, 1903
 FULL = dict(budget=24, n_iter=400, checkpoints=(0, 25, 50, 100, 200, 400), n_runs=100,
-            rules=TRAINING_RULES)
+            rules=TRAINING_ALLOCATIONS)
 QUICK = dict(budget=24, n_iter=20, checkpoints=(0, 10, 20), n_runs=6,
              rules=("optimal", "uniform", "sgpo"))
 RUN_COLUMNS = ["rule", "run", "n", "gap", "seed", "n_runs"]
@@ -79,10 +79,10 @@ def _problem():
 
 def simulate_cell(config: Config, rule: str) -> pd.DataFrame:
     bandit, theta0, best = _problem()
-    marks, objective = train_allocated(bandit, theta0, config.n_iter, rule=rule,
-                                       budget=config.budget, learning_rate=BETA,
-                                       n_runs=config.n_runs, seed=config.seed,
-                                       checkpoints=config.checkpoints)
+    setting = AllocatedTraining(config.n_iter, rule, config.budget, BETA,
+                                checkpoints=config.checkpoints)
+    marks, objective = train_allocated(bandit, theta0, setting, n_runs=config.n_runs,
+                                       seed=config.seed)
     rows = pd.DataFrame({"rule": rule, "run": np.repeat(np.arange(config.n_runs), marks.size),
                          "n": np.tile(marks, config.n_runs),
                          "gap": (best - objective).ravel()})

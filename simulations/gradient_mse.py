@@ -197,7 +197,8 @@ def make_figure(table: pd.DataFrame, exact: pd.DataFrame, config: Config, out: P
         return f"{fam}, {pol} (E V = {success:.2f})"
 
     fig = plot_mse_grid(table, exact, row="family", col="policy", estimators=config.estimators,
-                        row_order=config.families, col_order=config.policies, title=title)
+                        orders={"family": config.families, "policy": config.policies},
+                        title=title)
     fig.suptitle("Prompt-averaged gradient MSE vs group size: Monte Carlo (95% CI) and exact "
                  "theory (C5, C11)", fontsize=10)
     return save_figure(fig, out / FIGURE_STEM)

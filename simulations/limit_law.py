@@ -56,7 +56,7 @@ from ustat_rl.runs.sweeps import (
     write_run_record,
 )
 from ustat_rl.theory.limit_law import bandit_limit_law
-from ustat_rl.training import train
+from ustat_rl.training import Algorithm1Config, train
 from ustat_rl.weighted_chi2 import WeightedChiSquare, goodness_of_fit_tests
 
 BETA, GROUP_SIZE, BATCH_SIZE = 0.75, 4, 2  # beta lambda in [0.97, 1.63]: Theorem 8 applies
@@ -87,10 +87,11 @@ def simulate_chunk(config: Config, first: int, count: int, progress: bool) -> pd
     bandit, _ = realisable_kl_bandit()
     opt = bandit.optimum()
     marks = np.array(config.checkpoints)
-    res = train(bandit, bandit.ref_theta, int(marks[-1]), learning_rate=BETA, schedule="inverse",
-                n_runs=count, seed=config.seed, run_offset=first, estimator="grpo",
-                group_size=GROUP_SIZE, batch_size=BATCH_SIZE, checkpoints=marks,
-                progress=progress)
+    setting = Algorithm1Config(int(marks[-1]), learning_rate=BETA, schedule="inverse",
+                               estimator="grpo", group_size=GROUP_SIZE, batch_size=BATCH_SIZE,
+                               checkpoints=marks)
+    res = train(bandit, bandit.ref_theta, setting, n_runs=count, seed=config.seed,
+                run_offset=first, progress=progress)
     gap = res.gap(opt.value)  # (R, C)
     dist2 = opt.distance(res.theta) ** 2
     rows = pd.DataFrame({

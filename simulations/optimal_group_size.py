@@ -62,6 +62,7 @@ from ustat_rl.runs.sweeps import (
 from ustat_rl.seeding import child_rng, child_seed
 from ustat_rl.theory import admissible_group_sizes
 from ustat_rl.training.group_size import (
+    SweepCell,
     bootstrap_argmin,
     linearised_gap,
     predicted_group_sizes,
@@ -109,8 +110,8 @@ def simulate_cell(config: Config, key, variant: str, budget: int, group_size: in
                   progress: bool) -> pd.DataFrame:
     bandit, opt = _bandit(variant)
     seed = child_seed(config.seed, *key)
-    cell = sweep_cell(bandit, opt, budget, group_size, config.n_iters, config.n_runs, seed, BETA,
-                      progress=progress)
+    cell = sweep_cell(bandit, opt, SweepCell(budget, group_size, config.n_iters, BETA),
+                      config.n_runs, seed, progress=progress)
     n_iters = cell.n_iters
     rows = pd.DataFrame({
         "variant": variant, "budget": budget, "group_size": group_size,
@@ -172,7 +173,7 @@ def make_figure(summary: pd.DataFrame, argmins: pd.DataFrame, config: Config, ou
                     continue
                 half = 1.96 * cell["se_tail"]
                 plot_gap_vs_group_size(ax, cell["group_size"], cell["gap_tail"],
-                                       cell["gap_tail"] - half, cell["gap_tail"] + half,
+                                       (cell["gap_tail"] - half, cell["gap_tail"] + half),
                                        predicted=cell["gap_linearised"], label=f"N = {budget}",
                                        color=colors[k % len(colors)])
             row = argmins[argmins["variant"] == variant]

@@ -136,7 +136,7 @@ def make_figure(table: pd.DataFrame, out: Path) -> list[Path]:
     est = table[table["estimator"].isin(ESTIMATORS)]
     exact = est[["policy", "prompt_set", "estimator", "group_size", "mse_exact"]]
     fig = plot_mse_grid(est, exact, row="prompt_set", col="policy", estimators=ESTIMATORS,
-                        col_order=[p for p in POLICY_NAMES if p in set(est["policy"])],
+                        orders={"policy": [p for p in POLICY_NAMES if p in set(est["policy"])]},
                         title=lambda r, c, cell: f"{c} policy, {r} prompts")
     fig.suptitle("Gradient MSE vs group size on transformer policies: Monte Carlo and exact "
                  "enumeration (C5.tf, C11.tf)", fontsize=10)

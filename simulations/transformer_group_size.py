@@ -83,7 +83,7 @@ def run_cell(budget: int, group_size: int, seed: int, cfg: dict, splits, device)
     policy, _ = load_study_policy(START_POLICY, device=device)
     gen = torch.Generator(device=policy.device).manual_seed(seed)
     start = time.perf_counter()
-    run = grpo_train(policy, splits.train, splits.test, group_size, budget, max(cfg["iters"]),
+    run = grpo_train(policy, splits, group_size, budget, max(cfg["iters"]),
                      cfg["lr"], gen, eval_at=cfg["iters"])
     seconds = time.perf_counter() - start
     keep = np.isin(run.iterations, (0,) + tuple(cfg["iters"]))

@@ -39,7 +39,7 @@ def base(tmp_path_factory):
     bandit_pilot(interior_optimum_bandit(), 16, 8, child_rng(7, 1)).save(work / "pilot.npz")
     (work / "pilot.parquet").write_bytes(b"PAR1")  # never read: pyarrow is missing first
     (work / "refadv.py").write_text(
-        "from ustat_rl.conventions import advantages\n\n\n"
+        "from ustat_rl.advantages.conventions import advantages\n\n\n"
         "def adv(rewards, group_ids):\n"
         "    return advantages('trl_group', rewards, group_ids)\n")
     return runner, blocked_modules(), work
@@ -49,7 +49,7 @@ def run(base, *argv, module=True):
     runner, blocked, work = base
     env_path = str(ROOT)
     command = [sys.executable, str(runner), ",".join(blocked)]
-    command += ["-m", "ustat_rl.cli", *argv] if module else list(argv)
+    command += ["-m", "ustat_rl.interface.cli", *argv] if module else list(argv)
     return subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=TIMEOUT_S,
                           env={**__import__("os").environ, "PYTHONPATH": env_path,
                                "OMP_NUM_THREADS": "1"})

@@ -330,11 +330,11 @@ LAYERS = ("base", "stats", "weighted_chi2", "advantages", "conformance", "theory
           "training", "montecarlo", "pilot", "scores", "frameworks", "claims", "runs",
           "interface")
 
-#: The root modules, all foundational (the bottom layer): argument checks, output paths, the
-#: old-path aliases, number formatting, seeds, tolerances, and the package's own ``__init__``,
+#: The root modules, all foundational (the bottom layer): argument checks, output paths,
+#: number formatting, seeds, tolerances, and the package's own ``__init__``,
 #: whose re-exports are imported on first use (an ``from ustat_rl import X`` in the library is
 #: resolved to the module that defines ``X``).
-BASE = ("__init__", "_validation", "_paths", "_moved", "formatting", "seeding", "tolerances")
+BASE = ("__init__", "_validation", "_paths", "formatting", "seeding", "tolerances")
 
 
 def _room(root: Path, name: str) -> str | None:
@@ -377,9 +377,8 @@ def _root_names(root: Path) -> tuple[dict[str, str], set[str]]:
 def _resolved_imports(root: Path):
     """``(module, imported library module or None)`` for every import of the package.
 
-    None marks an import that names no module of the package (an old path served by
-    ``ustat_rl._moved``, or a name ``ustat_rl`` does not define): library code imports the new
-    homes.
+    None marks an import that names no module of the package (an old path, or a name
+    ``ustat_rl`` does not define): library code imports the modules that exist.
     """
     exports, own = _root_names(root) if (root / "__init__.py").is_file() else ({}, set())
     for path, name in _modules(root):
@@ -557,8 +556,8 @@ TEST_FOLDERS_BEYOND = frozenset({"scripts", "data", "artifacts", "__pycache__"})
 
 #: Test files that check the whole checkout rather than one layer, kept at the top of tests/.
 TOP_LEVEL_TESTS = frozenset({"test_base_install.py", "test_docs_build.py", "test_doctests.py",
-                             "test_invariants.py", "test_layers.py", "test_moved.py",
-                             "test_moved_paths.py", "test_notebooks.py", "test_proofs_check.py",
+                             "test_invariants.py", "test_layers.py", "test_notebooks.py",
+                             "test_old_names.py", "test_proofs_check.py", "test_signatures.py",
                              "test_theory_notes.py"})
 
 

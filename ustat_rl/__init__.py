@@ -7,16 +7,13 @@ engine, rate fits and the claims registry behind ``ustat-rl verify``.
 
 Names are imported on first use (PEP 562), so ``ustat-rl --version`` and ``--help`` start without
 loading torch, numba, scipy or statsmodels; ``from ustat_rl import X`` works as before.
-Modules that moved into packages keep their old import paths through :mod:`ustat_rl._moved`.
 """
 
 from __future__ import annotations
 
 import importlib
 
-from . import _moved  # noqa: F401  (importing it installs the alias finder)
-
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 #: Module (relative to this package) that defines each public name.
 _EXPORTS = {
@@ -31,7 +28,7 @@ _EXPORTS = {
     ".seeding": ("child_seed",),
     ".theory": ("PromptMoments", "ScalingConstants"),
     ".theory.limit_law": ("LimitLaw", "bandit_limit_law", "quadratic_limit_law"),
-    ".training.algorithm1": ("NoisyQuadratic", "TrainingResult", "train"),
+    ".training.algorithm1": ("Algorithm1Config", "NoisyQuadratic", "TrainingResult", "train"),
     ".stats.ustatistics": ("HoeffdingParts", "ZetaEstimate", "estimate_zetas", "hoeffding_parts",
         "pairwise_kernel_matrix", "u_statistic", "ustat_variance"),
     ".weighted_chi2": ("GofResult", "WeightedChiSquare", "goodness_of_fit_tests"),
@@ -40,6 +37,7 @@ _ORIGIN = {name: module for module, names in _EXPORTS.items() for name in names}
 
 
 __all__ = [
+    "Algorithm1Config",
     "ESTIMATORS",
     "GofResult",
     "GroupSample",
@@ -94,7 +92,7 @@ def __getattr__(name: str):
         globals()[name] = value  # later look-ups skip this hook
         return value
     try:
-        return importlib.import_module(f".{name}", __name__)  # a submodule, e.g. ustat_rl.sweeps
+        return importlib.import_module(f".{name}", __name__)  # a submodule, e.g. ustat_rl.theory
     except ModuleNotFoundError as exc:
         if exc.name != f"{__name__}.{name}":
             raise

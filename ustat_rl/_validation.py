@@ -6,13 +6,9 @@ parameter and the allowed values (scipy's ``_bootstrap_iv`` pattern). Never ``as
 
 from __future__ import annotations
 
-import functools
 import numbers
-import warnings
 
 import numpy as np
-
-from ._moved import REMOVED_IN
 
 
 def as_int(value, name: str, minimum: int | None = None, reason: str = "") -> int:
@@ -78,30 +74,3 @@ def as_rng(seed) -> np.random.Generator:
     if isinstance(seed, np.random.Generator):
         return seed
     return np.random.default_rng(seed)
-
-
-def renamed_keywords(**old_to_new: str):
-    """Decorator: each old keyword still works as its new name, with a ``DeprecationWarning``.
-
-    ``@renamed_keywords(rule="estimator")`` lets ``f(rule=x)`` mean ``f(estimator=x)`` until
-    release :data:`ustat_rl._moved.REMOVED_IN`; both at once is a ``TypeError`` naming both.
-    ``inspect.signature`` of the wrapper shows the new names only (``functools.wraps``).
-    """
-    def decorate(fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            for old, new in old_to_new.items():
-                if old not in kwargs:
-                    continue
-                if new in kwargs:
-                    raise TypeError(f"{fn.__qualname__}() got both `{old}` and `{new}`; `{old}` "
-                                    f"is the old name of `{new}`, pass `{new}` only")
-                warnings.warn(f"{fn.__qualname__}(): the keyword `{old}` is now `{new}`; `{old}` "
-                              f"is removed in ustat-rl {REMOVED_IN}", DeprecationWarning,
-                              stacklevel=2)
-                kwargs[new] = kwargs.pop(old)
-            return fn(*args, **kwargs)
-
-        wrapper.renamed_keywords = dict(old_to_new)
-        return wrapper
-    return decorate

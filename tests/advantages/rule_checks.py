@@ -12,7 +12,7 @@ import numpy as np
 
 from ustat_rl.advantages import get_rule
 from ustat_rl.advantages.conventions import CONVENTION_NAMES, CONVENTIONS
-from ustat_rl.montecarlo import bandit_squared_errors, run_monte_carlo
+from ustat_rl.montecarlo import Backend, bandit_squared_errors, run_monte_carlo
 from ustat_rl.policies.examples import small_bandit
 from ustat_rl.tolerances import Z_CHECK
 from ustat_rl.training.batch_study import batch_enumeration, batch_monte_carlo
@@ -37,8 +37,7 @@ def check_group_rules_monte_carlo(rules, neighbour, backend: str, seed: int) -> 
     ``neighbour(name)`` names the rule whose exact MSE must fall outside that band."""
     bandit = small_bandit()
     sizes, B = (2, 5), 2
-    stat, labels = bandit_squared_errors(bandit, rules, sizes, B, backend=backend,
-                                         **({"device": "cpu"} if backend == "torch" else {}))
+    stat, labels = bandit_squared_errors(bandit, rules, sizes, B, backend=Backend(backend, "cpu"))
     est = run_monte_carlo(stat, 40_000, seed=seed, labels=labels)
     for i, (name, G) in enumerate(labels):
         exact = bandit.exact_mse(name, G, B)

@@ -29,7 +29,7 @@ from ustat_rl.advantages import (
     unregister_rule,
 )
 from ustat_rl.advantages.registry import GROUP_MEAN, LEAVE_ONE_OUT
-from ustat_rl.montecarlo import bandit_squared_errors, run_monte_carlo
+from ustat_rl.montecarlo import Backend, bandit_squared_errors, run_monte_carlo
 from ustat_rl.montecarlo.bandit import kernel_tables
 from ustat_rl.policies.enumeration import enumerate_prompt_estimates
 from ustat_rl.policies.examples import small_bandit
@@ -137,8 +137,7 @@ def test_new_rules_monte_carlo_matches_exact(registered, backend):
     bandit = small_bandit()
     sizes, B = (2, 5), 2
     names = ("test_loo_mad", "test_mixed")
-    stat, labels = bandit_squared_errors(bandit, names, sizes, B, backend=backend,
-                                         **({"device": "cpu"} if backend == "torch" else {}))
+    stat, labels = bandit_squared_errors(bandit, names, sizes, B, backend=Backend(backend, "cpu"))
     est = run_monte_carlo(stat, 40_000, seed=16, labels=labels)
     for i, (name, G) in enumerate(labels):
         exact = bandit.exact_mse(name, G, B)

@@ -31,7 +31,7 @@ import pytest
 from rule_checks import Z_CHECK, exact_batch
 
 from ustat_rl.claims.beyond_frameworks.batch_rules import B, G, batch_rule_names
-from ustat_rl.montecarlo import run_monte_carlo
+from ustat_rl.montecarlo import Backend, run_monte_carlo
 from ustat_rl.montecarlo.batch_rules import as_one_channel, batch_rule_statistics
 from ustat_rl.policies import SoftmaxBandit
 from ustat_rl.policies.examples import small_bandit
@@ -68,8 +68,7 @@ def test_enumeration_equals_the_literal_loop_over_batches():
 def test_batch_rules_match_batch_enumeration_on_both_backends(backend):
     bandit = small_bandit()
     stat, labels = batch_rule_statistics(bandit, BATCH_RULES + GROUP_RULES, G, B,
-                                         backend=backend,
-                                         **({"device": "cpu"} if backend == "torch" else {}))
+                                         backend=Backend(backend, "cpu"))
     est = run_monte_carlo(stat, REPS, seed=383, labels=labels)
     wrong = bandit.exact_mse("fullmean", G, B)  # negative control
     for name in BATCH_RULES:
@@ -94,8 +93,7 @@ def test_remax_matches_its_exact_moments_on_both_backends(backend):
         np.array([1.0, 0.0])) - g).max() < 1e-15
     for G_, B_, seed in ((2, 2, 384), (4, 3, 385)):
         stat, labels = batch_rule_statistics(bandit, ("verl_remax", "grpo"), G_, B_,
-                                             backend=backend,
-                                             **({"device": "cpu"} if backend == "torch" else {}))
+                                             backend=Backend(backend, "cpu"))
         est = run_monte_carlo(stat, 20_000, seed=seed, labels=labels)
         exact = greedy_baseline_exact(bandit, G_, B_)
         i, j = est.index(("sq", "verl_remax", G_)), est.index(("proj", "verl_remax", G_))

@@ -42,7 +42,7 @@ from ustat_rl.conformance.multichannel import (
     check_multichannel_conformance,
     multichannel_tolerance,
 )
-from ustat_rl.montecarlo import run_monte_carlo
+from ustat_rl.montecarlo import Backend, run_monte_carlo
 from ustat_rl.montecarlo.multichannel import multichannel_statistics
 from ustat_rl.policies.multichannel import MultiChannelBandit, multireward_bandit
 from ustat_rl.theory.advantage import advantage_moments
@@ -334,8 +334,7 @@ GROUP = ("trl_sum_then_normalize", "trl_sum_then_normalize_none", "multireward_g
 def test_group_rules_monte_carlo_matches_exact(backend):
     bandit = multireward_bandit()
     moments = bandit.channel_moments()
-    stat, labels = multichannel_statistics(bandit, GROUP, (2, 5), 3, W, backend=backend,
-                                           **({"device": "cpu"} if backend == "torch" else {}))
+    stat, labels = multichannel_statistics(bandit, GROUP, (2, 5), 3, W, backend=Backend(backend, "cpu"))
     est = run_monte_carlo(stat, 30_000, seed=52, labels=labels)
     for i, (kind, name, G) in enumerate(labels):
         out = multichannel_moments(moments, name, G, W, 3)

@@ -3,8 +3,8 @@
 The scan reads every library module's source (no imports) and lists each public function's,
 method's and public class's (``__init__`` or dataclass field) parameters called ``rule``,
 ``advantage`` or ``convention``; each must be in :data:`ALLOWED`, where such a parameter means
-something other than an advantage rule. A planted module shows the scan flags one. The renamed
-functions still take the old keyword, with a DeprecationWarning, until ``REMOVED_IN``.
+something other than an advantage rule. A planted module shows the scan flags one. The old
+keywords themselves are gone (tests/test_old_names.py).
 """
 
 from __future__ import annotations
@@ -12,13 +12,6 @@ from __future__ import annotations
 import ast
 import inspect
 import pathlib
-import warnings
-
-import numpy as np
-import pytest
-
-from ustat_rl._moved import REMOVED_IN
-from ustat_rl._validation import renamed_keywords
 
 ROOT = pathlib.Path(__file__).resolve().parents[2] / "ustat_rl"
 OLD_WORDS = ("rule", "advantage", "convention")
@@ -32,10 +25,6 @@ ALLOWED = {
     "theory/allocation_rules.py:baseline_allocation(rule)":
         "an allocation rule (its `estimator` is the advantage rule)",
     "theory/allocation_rules.py:baseline_group_sizes(rule)": "an allocation rule",
-    "training/allocation.py:allocated_sizes(rule)":
-        "an allocation rule (its `estimator` is the advantage rule)",
-    "training/allocation.py:train_allocated(rule)":
-        "an allocation rule (its `estimator` is the advantage rule)",
     "frameworks/rewards_only.py:rewards_report(rule)":
         "the run's rule, beside an `estimator` that already names the allocation curve's rule",
     "frameworks/window.py:skipped_record(rule)":
@@ -115,65 +104,15 @@ def test_the_scan_flags_a_planted_module(tmp_path):
         "planted.py:Public.fit(advantage)", "planted.py:Record(advantage)"}
 
 
-def _bandit_moments():
-    from ustat_rl.policies.examples import small_bandit
-
-    return small_bandit().moments()
-
-
-@pytest.mark.parametrize("old", ["advantage"])
-def test_old_keyword_of_advantage_moments_warns_and_agrees(old):
-    from ustat_rl.theory.advantage import advantage_moments
-
-    m = _bandit_moments()
-    new = advantage_moments(m, estimator="verl_grpo", group_size=4)
-    with pytest.warns(DeprecationWarning, match=rf"`{old}`.*`estimator`.*{REMOVED_IN}"):
-        got = advantage_moments(m, group_size=4, **{old: "verl_grpo"})
-    np.testing.assert_array_equal(got.mean_factor, new.mean_factor)
-    np.testing.assert_array_equal(got.second_moment, new.second_moment)
-    with pytest.raises(TypeError, match=rf"`{old}`.*`estimator`"):
-        advantage_moments(m, group_size=4, estimator="grpo", **{old: "grpo"})
-
-
-def test_old_keywords_of_conventions_and_registry_warn_and_agree():
-    from ustat_rl.advantages import get_rule
-    from ustat_rl.advantages.conventions import advantages
-
-    z, ids = np.array([1.0, 0.0, 0.0, 1.0, 1.0, 0.0]), np.array([0, 0, 0, 1, 1, 1])
-    with pytest.warns(DeprecationWarning, match=rf"`convention`.*{REMOVED_IN}"):
-        got = advantages(convention="trl_group", rewards=z, group_ids=ids)
-    np.testing.assert_array_equal(got, advantages(estimator="trl_group", rewards=z, group_ids=ids))
-    with pytest.warns(DeprecationWarning, match=r"`rule` is now `estimator`"):
-        assert get_rule(rule="verl_rloo") is get_rule(estimator="verl_rloo")
-    with pytest.raises(TypeError, match=r"`rule`.*`estimator`"):
-        get_rule(rule="grpo", estimator="grpo")
-
-
-def test_the_new_keyword_and_positions_do_not_warn_and_signatures_show_it():
+def test_the_signatures_show_the_one_word():
     from ustat_rl.advantages import get_rule, rule_gradient
     from ustat_rl.conformance.kit import check_conformance
     from ustat_rl.theory.advantage import advantage_moments
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)
-        get_rule("grpo")
-        get_rule(estimator="grpo")
+    assert get_rule("grpo") is get_rule(estimator="grpo")
     for fn in (get_rule, rule_gradient, check_conformance, advantage_moments):
         names = list(inspect.signature(fn).parameters)
         assert "estimator" in names and not set(OLD_WORDS) & set(names), fn.__name__
-
-
-def test_renamed_keywords_keeps_the_signature_and_the_position():
-    @renamed_keywords(rule="estimator")
-    def f(x, estimator="a", *, k=0):
-        return x, estimator, k
-
-    assert list(inspect.signature(f).parameters) == ["x", "estimator", "k"]
-    assert f(1, "b") == (1, "b", 0)
-    with pytest.warns(DeprecationWarning, match=r"f\(\): the keyword `rule` is now `estimator`"):
-        assert f(1, rule="b", k=2) == (1, "b", 2)
-    with pytest.raises(TypeError, match=r"both `rule` and `estimator`"):
-        f(1, rule="b", estimator="c")
 
 
 def _conformance_cli(capsys, flag, target):
@@ -186,7 +125,7 @@ def _conformance_cli(capsys, flag, target):
     return code, capsys.readouterr().err
 
 
-def test_the_command_line_flag_is_estimator_and_the_old_one_warns(tmp_path, capsys):
+def test_the_command_line_flag_is_estimator(tmp_path, capsys):
     (tmp_path / "advmod.py").write_text(
         "import numpy as np\n\n\n"
         "def centred(rewards, group_ids):\n"
@@ -199,11 +138,7 @@ def test_the_command_line_flag_is_estimator_and_the_old_one_warns(tmp_path, caps
         "def wrong(rewards, group_ids):\n"
         "    return np.asarray(rewards, float)\n")
     right, wrong = f"{tmp_path / 'advmod.py'}:centred", f"{tmp_path / 'advmod.py'}:wrong"
-    code, err = _conformance_cli(capsys, "--estimator", right)
-    assert code == 0 and "deprecated" not in err
-    code, err = _conformance_cli(capsys, "--convention", right)
-    assert code == 0 and "--convention is deprecated, use --estimator" in err
-    assert REMOVED_IN in err
-    # the old flag reaches the same check: a wrong implementation fails under either spelling
+    assert _conformance_cli(capsys, "--estimator", right)[0] == 0
     assert _conformance_cli(capsys, "--estimator", wrong)[0] == 1
-    assert _conformance_cli(capsys, "--convention", wrong)[0] == 1
+    code, err = _conformance_cli(capsys, "--convention", right)
+    assert code == 2 and "--estimator" in err  # the old flag is gone: a usage error

@@ -24,7 +24,6 @@ import pytest
 import torch
 
 import ustat_rl.advantages.conventions as conventions_module
-from ustat_rl import cli
 from ustat_rl.advantages.conventions import CONVENTIONS, advantages
 from ustat_rl.conformance.adapters import TargetError
 from ustat_rl.conformance.kit import (
@@ -35,6 +34,7 @@ from ustat_rl.conformance.kit import (
     load_function,
     tolerance,
 )
+from ustat_rl.interface import cli
 
 
 def test_conventions_doctests():
@@ -477,22 +477,22 @@ def test_module_that_fails_at_import_is_a_usage_error(tmp_path, capsys, body, wo
 
 
 def test_sys_exit_at_import_is_a_usage_error_from_the_installed_command(tmp_path):
-    """Through ``python -m ustat_rl.cli``: a module calling sys.exit(0) at import must not make
+    """Through ``python -m ustat_rl.interface.cli``: a module calling sys.exit(0) at import must not make
     the command exit 0 ("conforms") without testing anything."""
     path = tmp_path / "exits.py"
     path.write_text("import sys\nsys.exit(0)\n")
-    done = subprocess.run([sys.executable, "-m", "ustat_rl.cli", "conformance", f"{path}:fn",
+    done = subprocess.run([sys.executable, "-m", "ustat_rl.interface.cli", "conformance", f"{path}:fn",
                            "--estimator", "grpo"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "sys.exit(0)" in done.stderr and done.stderr.count("\n") == 1 and done.stdout == ""
 
 
 def test_cli_runs_as_a_module(tmp_path):
-    """One end-to-end run through ``python -m ustat_rl.cli`` (the installed command's path)."""
+    """One end-to-end run through ``python -m ustat_rl.interface.cli`` (the installed command's path)."""
     module = tmp_path / "loo.py"
     module.write_text("from ustat_rl.advantages.conventions import advantages\n"
                       "def fn(z, ids):\n    return advantages('grpo', z, ids)\n")
-    done = subprocess.run([sys.executable, "-m", "ustat_rl.cli", "conformance", f"{module}:fn",
+    done = subprocess.run([sys.executable, "-m", "ustat_rl.interface.cli", "conformance", f"{module}:fn",
                            "--estimator", "verl_rloo", "--max-examples", "30"],
                           capture_output=True, text=True, timeout=300)
     # leave-one-out differs from verl's rloo only on one-sample groups (verl keeps z)

@@ -315,7 +315,7 @@ def test_cli_rewards_end_to_end(tmp_path, capsys):
         write_verl_step(tmp_path / "dump", step, groups, rng)
     out = tmp_path / "r.json"
     assert main(["rewards", str(tmp_path / "dump"), "--budget", "64", "--group-size", "4",
-                 "--rule", "verl_grpo", "--json", str(out)]) == 0
+                 "--estimator", "verl_grpo", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "verl rollout dump: 128 completions in 32 groups over 2 step(s)" in text
     assert "needs scores" in text and "G*" in text and "reward-only allocation" in text
@@ -328,11 +328,11 @@ def test_cli_rewards_end_to_end(tmp_path, capsys):
 @pytest.mark.parametrize("args, message", [
     (["missing.jsonl", "--budget", "8"], "`FILE` 'missing.jsonl' does not exist"),
     (["DUMP", "--budget", "7"], "`--budget` 7 admits one group size"),
-    (["DUMP", "--budget", "8", "--rule", "nope"], "`--rule`"),
+    (["DUMP", "--budget", "8", "--estimator", "nope"], "`--estimator`"),
     (["DUMP", "--budget", "8", "--group-size", "1"], "`--group-size` must be an integer >= 2"),
     (["DUMP", "--budget", "8", "--group-size", "3"], "`group_size` 3"),
     (["DUMP", "--budget", "8", "--json", "out.txt"], "`--json` must end in"),
-    (["RAGGED", "--budget", "8", "--rule", "trl_group"], "every group must have the same size"),
+    (["RAGGED", "--budget", "8", "--estimator", "trl_group"], "every group must have the same size"),
     (["NAN", "--budget", "8"], "`reward` must be finite; row"),
     (["SINGLE", "--budget", "8"], "has 1 sample; every group needs >= 2"),
     (["NOPROMPT", "--budget", "8"], "has no column 'prompt'"),
@@ -460,7 +460,7 @@ def test_base_install_reads_verl_dumps_and_names_the_parquet_extra(tmp_path):
 
     def run(target):
         command = [sys.executable, str(runner), ",".join(blocked_modules()), "-m",
-                   "ustat_rl.cli", "rewards", target, "--budget", "6"]
+                   "ustat_rl.interface.cli", "rewards", target, "--budget", "6"]
         return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300,
                               env={**os.environ, "PYTHONPATH": root, "OMP_NUM_THREADS": "1"})
 

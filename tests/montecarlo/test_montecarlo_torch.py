@@ -22,6 +22,7 @@ from ustat_rl import (
     prompt_averaged_squared_errors,
     run_monte_carlo,
 )
+from ustat_rl.montecarlo import Backend
 from ustat_rl.montecarlo.torch_backend import TorchBanditStatistic, _generator, resolve_device
 from ustat_rl.policies.examples import small_bandit
 from ustat_rl.tolerances import Z_TEST
@@ -43,7 +44,7 @@ def within(value, reference, se) -> bool:
 
 def minibatch_mse(bandit, backend, n_reps, seed, device=None):
     stat, labels = bandit_squared_errors(bandit, ESTIMATORS, SIZES, batch_size=3,
-                                         backend=backend, device=device)
+                                         backend=Backend(backend, device))
     return run_monte_carlo(stat, n_reps, seed, labels=labels)
 
 
@@ -71,7 +72,7 @@ def test_increments_have_the_multinomial_law():
     # q = (pi_a (1 - r_a), pi_a r_a), for both sampling routes
     bandit = small_bandit()
     x, n_groups = 1, 20_000
-    stat, _ = bandit_statistics(bandit, ("grpo",), (2,), prompt=x, backend="torch", device="cpu")
+    stat, _ = bandit_statistics(bandit, ("grpo",), (2,), prompt=x, backend=Backend("torch", "cpu"))
     pi, r = bandit.policy[x], bandit.reward_prob[x]
     r_wrong = np.clip(r + 0.1, 0.0, 1.0)
     gen = _generator(np.random.SeedSequence(5), torch.device("cpu"))
@@ -113,7 +114,7 @@ def test_per_prompt_mse_matches_exact():
     bandit = small_bandit()
     x = 1
     stat, labels = bandit_squared_errors(bandit, ESTIMATORS, (2, 8, 1024), prompt=x,
-                                         backend="torch", device="cpu")
+                                         backend=Backend("torch", "cpu"))
     est = run_monte_carlo(stat, 30_000, 31, labels=labels)
     for i, (name, g) in enumerate(labels):
         exact = bandit.exact_mse_per_prompt(name, g)[x]
@@ -127,7 +128,7 @@ def test_general_rewards_two_actions_and_single_samples():
                            [[0.3, 0.8], [0.5, 0.1], [0.9, 0.6]], [0.5, 0.2, 0.3],
                            reward_values=(-1.0, 2.0))
     stat, labels = bandit_squared_errors(bandit, ("vanilla", "oracle"), (1, 3, 40), batch_size=5,
-                                         backend="torch", device="cpu")
+                                         backend=Backend("torch", "cpu"))
     est = run_monte_carlo(stat, 40_000, 35, labels=labels)
     for i, (name, g) in enumerate(labels):
         assert within(est.mean[i], bandit.exact_mse(name, g, 5), est.std_error[i]), (name, g)
@@ -140,7 +141,7 @@ def test_general_rewards_two_actions_and_single_samples():
 def test_prompt_averaged_matches_exact_and_rejects_unweighted_average():
     bandit = small_bandit()
     est = prompt_averaged_squared_errors(bandit, ESTIMATORS, (4, 64), 30_000, seed=41,
-                                         backend="torch", device="cpu")
+                                         backend=Backend("torch", "cpu"))
     for i, (name, g) in enumerate(est.labels):
         assert within(est.mean[i], bandit.prompt_averaged_mse(name, g), est.std_error[i])
     unweighted = bandit.exact_mse_per_prompt("grpo", 4).mean()
@@ -154,8 +155,8 @@ def test_projection_and_degenerate_columns_with_minibatches():
     bandit = small_bandit()
     b = 4
     stat, labels = bandit_statistics(bandit, ESTIMATORS, (3, 16), batch_size=b,
-                                     direction=bandit.grad, degenerate=True, backend="torch",
-                                     device="cpu")
+                                     direction=bandit.grad, degenerate=True,
+                                     backend=Backend("torch", "cpu"))
     est = run_monte_carlo(stat, 30_000, 51, labels=labels)
     g_sq = bandit.grad @ bandit.grad
     for name in ESTIMATORS:
@@ -174,7 +175,7 @@ def test_projection_and_degenerate_columns_with_minibatches():
 def test_same_seed_same_result_for_any_block_size_and_workers():
     bandit = small_bandit()
     stat, labels = bandit_squared_errors(bandit, ("grpo", "oracle"), (2, 9), batch_size=3,
-                                         backend="torch", device="cpu")
+                                         backend=Backend("torch", "cpu"))
     stat.sub_block_size = 200  # so that 2500 replicates span 13 sub-blocks, the last partial
     runs = [run_monte_carlo(stat, 2500, 61, block_size=bs, n_jobs=jobs, labels=labels)
             for bs, jobs in ((4096, 1), (1000, 1), (7, 2), (333, 2))]
@@ -193,7 +194,7 @@ def test_same_seed_same_result_for_any_block_size_and_workers():
 
 def test_replicates_do_not_depend_on_the_thread_count():
     stat, _ = bandit_squared_errors(small_bandit(), ESTIMATORS, (2, 64), batch_size=3,
-                                    backend="torch", device="cpu")
+                                    backend=Backend("torch", "cpu"))
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
@@ -218,11 +219,11 @@ def test_backend_and_device_validation():
     with pytest.raises(ValueError, match="`backend`"):
         bandit_statistics(bandit, ("grpo",), (4,), backend="jax")
     with pytest.raises(ValueError, match="`device`"):
-        bandit_statistics(bandit, ("grpo",), (4,), backend="torch", device="tpu")
+        bandit_statistics(bandit, ("grpo",), (4,), backend=Backend("torch", "tpu"))
     with pytest.raises(ValueError, match="`device`"):
-        bandit_statistics(bandit, ("grpo",), (4,), backend="torch", device=3)
+        bandit_statistics(bandit, ("grpo",), (4,), backend=Backend("torch", 3))
     with pytest.raises(ValueError, match="`device`.*numba"):
-        bandit_squared_errors(bandit, ("grpo",), (4,), backend="numba", device="cuda")
+        bandit_squared_errors(bandit, ("grpo",), (4,), backend=Backend("numba", "cuda"))
     with pytest.raises(ValueError, match="`backend`"):
         prompt_averaged_squared_errors(bandit, ("grpo",), (4,), 10, backend="cupy")
     stat, _ = bandit_statistics(bandit, ("grpo",), (4,), backend="torch")
@@ -234,7 +235,7 @@ def test_backend_and_device_validation():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without CUDA")
 def test_cuda_requested_without_cuda_is_a_clear_error():
     with pytest.raises(ValueError, match="needs CUDA.*is_available"):
-        bandit_statistics(small_bandit(), ("grpo",), (4,), backend="torch", device="cuda")
+        bandit_statistics(small_bandit(), ("grpo",), (4,), backend=Backend("torch", "cuda"))
 
 
 @CUDA
@@ -247,7 +248,7 @@ def test_cuda_matches_exact_cpu_and_is_reproducible():
         assert within(cuda_est.mean[i], cpu_est.mean[i],
                       np.hypot(cuda_est.std_error[i], cpu_est.std_error[i]))
     stat, labels = bandit_squared_errors(bandit, ESTIMATORS, SIZES, batch_size=3,
-                                         backend="torch", device="cuda")
+                                         backend=Backend("torch", "cuda"))
     one = run_monte_carlo(stat, 200_000, 71, block_size=999, n_jobs=2, labels=labels)
     np.testing.assert_array_equal(one.mean, cuda_est.mean)
     np.testing.assert_array_equal(one.cov, cuda_est.cov)

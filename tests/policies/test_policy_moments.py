@@ -103,6 +103,7 @@ def transformer_case() -> Case:
     from ustat_rl.montecarlo.transformer import mc_squared_errors
     from ustat_rl.policies.transformer import (
         ArithmeticTask,
+        TransformerArchitecture,
         exact_moments,
         make_splits,
         new_policy,
@@ -113,8 +114,8 @@ def transformer_case() -> Case:
     splits = make_splits(task, n_test=20, n_train=200, seed=0)
 
     def tiny():
-        return new_policy(task, 1, d_model=16, n_layers=1, n_heads=2, d_ff=32, device="cpu",
-                          dtype=torch.float64)
+        return new_policy(task, 1, architecture=TransformerArchitecture(16, 1, 2, 32),
+                          device="cpu", dtype=torch.float64)
 
     policy, untrained = tiny(), tiny()
     supervised_warmup(policy, splits.train, 60, torch.Generator().manual_seed(0), batch_size=64)

@@ -9,6 +9,7 @@ import torch
 from ustat_rl.advantages.gradients import grpo_gradient
 from ustat_rl.policies.transformer import (
     POLICY_NAMES,
+    TransformerArchitecture,
     load_policy,
     load_study_policy,
     new_policy,
@@ -32,8 +33,8 @@ SPLITS = make_splits(TASK, n_test=20, n_train=200, seed=0)
 
 
 def tiny(seed=0, dtype=torch.float64, **kw):
-    return new_policy(TASK, seed, d_model=16, n_layers=1, n_heads=2, d_ff=32, device="cpu",
-                      dtype=dtype, **kw)
+    return new_policy(TASK, seed, architecture=TransformerArchitecture(16, 1, 2, 32),
+                      device="cpu", dtype=dtype, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -171,10 +172,10 @@ def test_grpo_train_validation_and_progress():
     policy = tiny(3)
     gen = torch.Generator().manual_seed(0)
     with pytest.raises(ValueError, match="group_size"):
-        grpo_train(policy, SPLITS.train, SPLITS.test, 1, 8, 1, 0.1, gen)
+        grpo_train(policy, SPLITS, 1, 8, 1, 0.1, gen)
     with pytest.raises(ValueError, match="divide"):
-        grpo_train(policy, SPLITS.train, SPLITS.test, 3, 8, 1, 0.1, gen)
-    run = grpo_train(policy, SPLITS.train, SPLITS.test, 4, 64, 4, 0.5, gen, eval_at=[2])
+        grpo_train(policy, SPLITS, 3, 8, 1, 0.1, gen)
+    run = grpo_train(policy, SPLITS, 4, 64, 4, 0.5, gen, eval_at=[2])
     assert list(run.iterations) == [0, 2, 4] and run.batch_size == 16
     assert run.test_accuracy[-1] == pytest.approx(expected_accuracy(policy, SPLITS.test))
 

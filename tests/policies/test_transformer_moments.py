@@ -16,6 +16,7 @@ from ustat_rl.montecarlo.transformer import (
 )
 from ustat_rl.policies.transformer import (
     ArithmeticTask,
+    TransformerArchitecture,
     bootstrap_constants,
     enumerate_moments,
     make_splits,
@@ -33,8 +34,8 @@ GROUPS = (2, 4, 8, 16)
 
 @pytest.fixture(scope="module")
 def setup():
-    policy = new_policy(TASK, 1, d_model=16, n_layers=1, n_heads=2, d_ff=32, device="cpu",
-                        dtype=torch.float64)
+    policy = new_policy(TASK, 1, architecture=TransformerArchitecture(16, 1, 2, 32),
+                        device="cpu", dtype=torch.float64)
     supervised_warmup(policy, SPLITS.train, 60, torch.Generator().manual_seed(0), batch_size=64)
     values = question_values(policy, SPLITS.test)
     # moderate success probability: the regime of Fig. 4 and a well-behaved Monte Carlo

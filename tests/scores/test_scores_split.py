@@ -49,29 +49,6 @@ def test_the_torch_detector_flags_a_scores_module():
     assert proc.returncode != 0 and "torch was imported" in proc.stderr
 
 
-def test_an_old_path_warns_and_gives_the_new_module():
-    proc = _python(
-        "import warnings; warnings.simplefilter('error', DeprecationWarning)\n"
-        "try:\n    import ustat_rl.pilot.sketch\nexcept DeprecationWarning as e:\n"
-        "    print('warned:', e)\n"
-        "warnings.simplefilter('ignore', DeprecationWarning)\n"
-        "import sys, ustat_rl.pilot.sketch as old, ustat_rl.scores.sketch as new\n"
-        "from ustat_rl.pilot import factored\n"
-        "import ustat_rl.scores.factored as new_factored\n"
-        "print(old is new, sys.modules['ustat_rl.pilot.sketch'] is new, "
-        "factored is new_factored)")
-    assert proc.returncode == 0, proc.stderr
-    assert "warned: ustat_rl.pilot.sketch has moved to ustat_rl.scores.sketch" in proc.stdout
-    assert proc.stdout.strip().endswith("True True True")
-
-
-def test_a_numpy_side_module_is_not_aliased():
-    # negative control: ustat_rl.pilot.rollouts stayed, so it is its own module, no warning
-    proc = _python("import warnings; warnings.simplefilter('error', DeprecationWarning); "
-                   "import ustat_rl.pilot.rollouts as r; print(r.__name__)")
-    assert proc.returncode == 0 and proc.stdout.strip() == "ustat_rl.pilot.rollouts"
-
-
 # ---------------------------------------------------------------------------- SketchSpec
 def test_spec_defaults():
     assert SketchSpec(64).blocks == DEFAULT_SKETCH_BLOCKS == 16

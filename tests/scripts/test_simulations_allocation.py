@@ -10,7 +10,7 @@ from script_loader import load_script
 from ustat_rl.claims.registry import check_close
 from ustat_rl.policies.examples import heterogeneous_score_bandit
 from ustat_rl.theory.allocation import allocation_mse, optimal_allocation
-from ustat_rl.training.allocation import allocated_gradient, train_allocated
+from ustat_rl.training.allocation import AllocatedTraining, allocated_gradient, train_allocated
 
 
 def test_quick_study_writes_summary_and_resumes(tmp_path):
@@ -43,8 +43,7 @@ def test_training_sampler_has_the_allocated_mse():
 
 def test_runs_with_the_same_seed_repeat():
     bandit, theta = heterogeneous_score_bandit(kl_weight=1.0)
-    a = train_allocated(bandit, theta, 5, rule="optimal", budget=24, learning_rate=0.3,
-                        n_runs=3, seed=4)[1]
-    b = train_allocated(bandit, theta, 5, rule="optimal", budget=24, learning_rate=0.3,
-                        n_runs=2, seed=4)[1]
+    setting = AllocatedTraining(5, "optimal", 24, 0.3)
+    a = train_allocated(bandit, theta, setting, n_runs=3, seed=4)[1]
+    b = train_allocated(bandit, theta, setting, n_runs=2, seed=4)[1]
     np.testing.assert_array_equal(a[:2], b)

@@ -21,7 +21,7 @@ import ustat_rl.montecarlo.dynamic_sampling as mc_module
 import ustat_rl.theory.dynamic_sampling as ds_module
 from ustat_rl.advantages.registry import get_rule
 from ustat_rl.claims.beyond_frameworks.dynamic_sampling import squared_mean_norm
-from ustat_rl.montecarlo.dynamic_sampling import simulate_dynamic_sampling
+from ustat_rl.montecarlo.dynamic_sampling import FilterLoop, simulate_dynamic_sampling
 from ustat_rl.policies.examples import known_value_bandit as known_p_bandit
 from ustat_rl.policies.softmax import SoftmaxBandit
 from ustat_rl.theory import minibatch_mse, scaling_constants
@@ -157,7 +157,7 @@ def test_verl_loop_matches_exact_bias_mse_and_batches(case):
     bandit = known_p_bandit(values, f)
     m = bandit.moments()
     run = simulate_dynamic_sampling(bandit, rule, G, B, N_REPS, np.random.default_rng(2024 + G),
-                                    b, K)
+                                    FilterLoop(b, K))
     exact = filtered_batch_moments(m, rule, G, B)
     cost = generation_cost(bandit.value, G, B, b, K, bandit.prompt_prob)
     errors = run.gradients - bandit.grad
@@ -178,7 +178,8 @@ def test_negative_controls_for_the_mean_and_the_batch_count():
     ``B/(b r)`` batches (as if kept groups arrived one by one), are both rejected."""
     bandit = known_p_bandit(*MIXTURE)
     G, B, b = 2, 3, 4
-    run = simulate_dynamic_sampling(bandit, "grpo", G, B, N_REPS, np.random.default_rng(7), b)
+    run = simulate_dynamic_sampling(bandit, "grpo", G, B, N_REPS, np.random.default_rng(7),
+                                    FilterLoop(b))
     exact = filtered_batch_moments(bandit.moments(), "grpo", G, B)
     x = 0  # p = 0.02: a kept group there is far from a typical group
     along = run.gradients @ bandit.embed(x, bandit.grad_per_prompt[x])
@@ -191,7 +192,8 @@ def test_negative_controls_for_the_mean_and_the_batch_count():
 def test_cap_probability_and_capped_batches_match_the_loop():
     bandit = known_p_bandit([0.02])
     G, B, b, K = 4, 2, 2, 3
-    run = simulate_dynamic_sampling(bandit, "grpo", G, B, N_REPS, np.random.default_rng(11), b, K)
+    run = simulate_dynamic_sampling(bandit, "grpo", G, B, N_REPS, np.random.default_rng(11),
+                                    FilterLoop(b, K))
     cost = generation_cost(bandit.value, G, B, b, K)
     p_cap = cost.cap_probability
     failed = 1.0 - run.filled.mean()
@@ -235,7 +237,7 @@ def test_all_equal_with_probability_one_is_infinite_never_nan():
     with pytest.raises(ValueError, match="never ends"):
         simulate_dynamic_sampling(SoftmaxBandit([[0.0, 0.0]], [[1.0, 1.0]]), "grpo", 2, 1, 3, 0)
     run = simulate_dynamic_sampling(SoftmaxBandit([[0.0, 0.0]], [[1.0, 1.0]]), "grpo", 2, 1, 3,
-                                    0, max_num_gen_batches=2)
+                                    0, FilterLoop(max_num_gen_batches=2))
     assert not run.filled.any() and run.gradients.shape == (0, 2) and (run.gen_batches == 2).all()
     assert math.isfinite(filtered_batch_moments(m, "grpo", 4, 2).mse)
 

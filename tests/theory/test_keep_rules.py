@@ -22,7 +22,7 @@ import pytest
 import ustat_rl.theory.keep_rules as keep_rules_module
 from ustat_rl.advantages.registry import get_rule
 from ustat_rl.claims.beyond_frameworks.dynamic_sampling import squared_mean_norm
-from ustat_rl.montecarlo.dynamic_sampling import simulate_dynamic_sampling
+from ustat_rl.montecarlo.dynamic_sampling import FilterLoop, simulate_dynamic_sampling
 from ustat_rl.policies.examples import known_value_bandit
 from ustat_rl.theory.dynamic_sampling import (
     filtered_batch_moments,
@@ -149,7 +149,7 @@ def test_refill_loop_matches_exact_bias_mse_and_batches(case):
     bandit = known_value_bandit(values, f)
     m = bandit.moments()
     run = simulate_dynamic_sampling(bandit, "grpo", G, B, N_REPS, np.random.default_rng(31 + G),
-                                    b, 0, name)
+                                    FilterLoop(b, 0, name))
     exact, other = (filtered_batch_moments(m, "grpo", G, B, rule) for rule in (name, wrong))
     cost, other_cost = (generation_cost(bandit.value, G, B, b, 0, bandit.prompt_prob, rule)
                         for rule in (name, wrong))
@@ -171,8 +171,8 @@ def test_refill_loop_matches_exact_bias_mse_and_batches(case):
 def test_cap_under_rolls_rule_matches_the_loop():
     bandit = known_value_bandit([0.05])
     G, B, b, K = 10, 2, 2, 6
-    run = simulate_dynamic_sampling(bandit, "grpo", G, B, N_REPS, np.random.default_rng(5), b, K,
-                                    "roll")
+    run = simulate_dynamic_sampling(bandit, "grpo", G, B, N_REPS, np.random.default_rng(5),
+                                    FilterLoop(b, K, "roll"))
     cost = generation_cost(bandit.value, G, B, b, K, keep_rule="roll")
     p_cap = cost.cap_probability
     assert abs((1.0 - run.filled.mean()) - p_cap) <= Z_CHECK * math.sqrt(p_cap * (1 - p_cap)

@@ -20,7 +20,7 @@ import pytest
 import ustat_rl.montecarlo.replace_sampling as mc_module
 import ustat_rl.theory.replace_sampling as theory_module
 from ustat_rl.claims.beyond_frameworks.dynamic_sampling import squared_mean_norm
-from ustat_rl.montecarlo.replace_sampling import simulate_replace_sampling
+from ustat_rl.montecarlo.replace_sampling import ReplaceLoop, simulate_replace_sampling
 from ustat_rl.policies.examples import known_value_bandit
 from ustat_rl.theory.dynamic_sampling import filtered_batch_moments
 from ustat_rl.theory.replace_sampling import (
@@ -126,7 +126,7 @@ def test_cap_probability_matches_the_loop():
     bandit, G, B, K = known_value_bandit([0.03]), 4, 4, 3
     cost = replace_generation_cost(bandit.value, G, B, 0.3, K)
     run = simulate_replace_sampling(bandit, "grpo", G, B, N_REPS, np.random.default_rng(3),
-                                    max_sample_batches=K)
+                                    ReplaceLoop(max_sample_batches=K))
     se = math.sqrt(cost.cap_probability * (1 - cost.cap_probability) / N_REPS)
     assert cost.cap_probability == pytest.approx((1 - cost.replace_prob) ** K, rel=1e-12)
     assert abs((1 - run.filled.mean()) - cost.cap_probability) <= Z_CHECK * se
@@ -149,7 +149,7 @@ def test_bad_input_names_the_parameter():
     with pytest.raises(ValueError, match="group_size"):
         replace_generation_cost(0.5, 1, 4)
     with pytest.raises(ValueError, match="min_replace_ratio"):
-        simulate_replace_sampling(known_value_bandit([0.5]), "grpo", 4, 4, 10, 0, 1.0)
+        simulate_replace_sampling(known_value_bandit([0.5]), "grpo", 4, 4, 10, 0, ReplaceLoop(1.0))
 
 
 def test_examples_run():

@@ -13,7 +13,7 @@ from ustat_rl.theory.limit_law import (
     scalar_limit_weight,
 )
 from ustat_rl.tolerances import Z_TEST
-from ustat_rl.training import NoisyQuadratic, quadratic_expected_gap, train
+from ustat_rl.training import Algorithm1Config, NoisyQuadratic, quadratic_expected_gap, train
 from ustat_rl.training.group_size import bootstrap_argmin, common_argmin, linearised_gap
 
 
@@ -59,7 +59,7 @@ def test_weights_are_the_limit_of_the_exact_finite_n_law():
 def test_monte_carlo_mean_of_n_gap_on_a_quadratic():
     problem, beta, n, reps = _quadratic(), 1.2, 400, 3000
     law = quadratic_limit_law(problem, beta)
-    res = train(problem, np.zeros(3), n, learning_rate=beta, n_runs=reps, seed=4)
+    res = train(problem, np.zeros(3), Algorithm1Config(n, learning_rate=beta), n_runs=reps, seed=4)
     x = n * res.gap(problem.value)[:, -1]
     exact, _ = quadratic_expected_gap(problem, np.zeros(3), n, learning_rate=beta)
     se = x.std(ddof=1) / np.sqrt(reps)

@@ -8,7 +8,7 @@ import pytest
 
 from ustat_rl.policies.examples import realisable_kl_bandit
 from ustat_rl.tolerances import Z_TEST
-from ustat_rl.training import NoisyQuadratic, quadratic_expected_gap, train
+from ustat_rl.training import Algorithm1Config, NoisyQuadratic, quadratic_expected_gap, train
 
 
 @pytest.fixture(scope="module")
@@ -34,23 +34,24 @@ def test_runs_do_not_depend_on_splitting_or_chunking(problem_name, quad):
     else:
         problem = realisable_kl_bandit()[0]
         theta0, kw = problem.ref_theta, {"estimator": "grpo", "group_size": 4, "batch_size": 2}
-    common = dict(learning_rate=0.7, schedule="inverse", seed=9, checkpoints=[0, 5, 37], **kw)
-    whole = train(problem, theta0, 37, n_runs=6, **common)
-    left = train(problem, theta0, 37, n_runs=2, **common)
-    right = train(problem, theta0, 37, n_runs=4, run_offset=2, chunk_doubles=7, **common)
+    setting = Algorithm1Config(37, learning_rate=0.7, schedule="inverse", checkpoints=[0, 5, 37],
+                               **kw)
+    whole = train(problem, theta0, setting, n_runs=6, seed=9)
+    left = train(problem, theta0, setting, n_runs=2, seed=9)
+    right = train(problem, theta0, setting, n_runs=4, seed=9, run_offset=2, chunk_doubles=7)
     np.testing.assert_array_equal(whole.theta, np.concatenate([left.theta, right.theta]))
     np.testing.assert_array_equal(whole.run_ids, np.arange(6))
     assert np.all(whole.theta[:, 0] == theta0)
     # negative control: another root seed changes the trajectories
-    other = train(problem, theta0, 37, n_runs=2, **{**common, "seed": 10})
+    other = train(problem, theta0, setting, n_runs=2, seed=10)
     assert not np.allclose(other.theta[:, -1], left.theta[:, -1])
 
 
 @pytest.mark.parametrize("schedule, beta", [("constant", 0.2), ("inverse", 1.5)])
 def test_quadratic_gap_matches_exact_recursion(quad, schedule, beta):
     n, reps = 60, 4000
-    res = train(quad, np.zeros(3), n, learning_rate=beta, schedule=schedule, n_runs=reps, seed=1,
-                checkpoints=[1, 10, 60])
+    setting = Algorithm1Config(n, learning_rate=beta, schedule=schedule, checkpoints=[1, 10, 60])
+    res = train(quad, np.zeros(3), setting, n_runs=reps, seed=1)
     exact, cov = quadratic_expected_gap(quad, np.zeros(3), n, learning_rate=beta,
                                         schedule=schedule)
     gap = res.gap(quad.value)
@@ -70,8 +71,9 @@ def test_quadratic_gap_matches_exact_recursion(quad, schedule, beta):
 def test_bandit_first_step_mean_is_the_gradient():
     bandit, _ = realisable_kl_bandit()
     beta, reps = 0.5, 20_000
-    res = train(bandit, bandit.ref_theta, 1, learning_rate=beta, n_runs=reps, seed=2,
-                estimator="oracle", group_size=4, batch_size=2)
+    setting = Algorithm1Config(1, learning_rate=beta, estimator="oracle", group_size=4,
+                               batch_size=2)
+    res = train(bandit, bandit.ref_theta, setting, n_runs=reps, seed=2)
     step = (res.theta[:, 1] - bandit.ref_theta) / beta  # (R, d), one minibatch estimate each
     cov = bandit.noise_covariance(bandit.ref_theta, "oracle", 4, 2)
     q = bandit.identifiable_basis
@@ -90,16 +92,21 @@ def test_quadratic_constants(quad):
 
 def test_bad_input_is_rejected(quad):
     with pytest.raises(ValueError, match="schedule"):
-        train(quad, np.zeros(3), 5, learning_rate=0.1, schedule="cosine")
+        Algorithm1Config(5, learning_rate=0.1, schedule="cosine")
     with pytest.raises(ValueError, match="learning_rate"):
-        train(quad, np.zeros(3), 5, learning_rate=0.0)
-    with pytest.raises(ValueError, match="theta0"):
-        train(quad, np.zeros(2), 5, learning_rate=0.1)
+        Algorithm1Config(5, learning_rate=0.0)
     with pytest.raises(ValueError, match="checkpoints"):
-        train(quad, np.zeros(3), 5, learning_rate=0.1, checkpoints=[9])
+        Algorithm1Config(5, learning_rate=0.1, checkpoints=[9])
     with pytest.raises(ValueError, match="group_size"):
-        train(quad, np.zeros(3), 5, learning_rate=0.1, group_size=1)
+        Algorithm1Config(5, learning_rate=0.1, group_size=1)
+    with pytest.raises(TypeError, match="n_iter"):
+        Algorithm1Config(5.0, learning_rate=0.1)
+    setting = Algorithm1Config(5, learning_rate=0.1)
+    with pytest.raises(ValueError, match="theta0"):
+        train(quad, np.zeros(2), setting)
     with pytest.raises(TypeError, match="n_runs"):
-        train(quad, np.zeros(3), 5, learning_rate=0.1, n_runs=2.0)
+        train(quad, np.zeros(3), setting, n_runs=2.0)
+    with pytest.raises(TypeError, match="config"):
+        train(quad, np.zeros(3), 5)
     with pytest.raises(ValueError, match="curvature"):
         NoisyQuadratic([[1.0, 0.0], [0.0, -1.0]], [0, 0], np.eye(2))

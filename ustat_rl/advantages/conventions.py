@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import renamed_keywords
-from .frameworks import convention_rule
+from .frameworks import KitWords, convention_rule, framework_provenance
 from .registry import BASELINE, get_rule, register_rule, rule_names
 from .rule import AdvantageRule, Centring, Provenance
 
@@ -72,8 +71,10 @@ _STD_MEAN, _WHITENED = "std-normalised, full-mean numerator", "full mean, then b
 _ZV_WHITEN = "0 before whitening; then shifted by the batch mean"
 
 
-def _spec(name, framework, option, where, formula, **fields):
-    return convention_rule(name, framework, option, *where, formula, **fields)
+def _spec(name, framework, option, where, formula, **settings):
+    words, fields = KitWords.split(settings)
+    return convention_rule(name, framework_provenance(framework, option, *where), formula, words,
+                           **fields)
 
 
 def _best_minus_second(rows):
@@ -97,9 +98,9 @@ _PASSK = Centring("group function", function=_best_minus_second)
 #: AReaL's first stage, ``reward_norm`` at group level: ``(z - m_g) / (s_g + 1e-5)``, Bessel std
 #: (``NormConfig.std_unbiased=True``); its advantages are the numerator that the second stage,
 #: ``adv_norm`` at batch level, whitens (the rule ``areal_grpo``).
-AREAL_REWARD_NORM = convention_rule(
+AREAL_REWARD_NORM = _spec(
     "areal_grpo:reward_norm", "AReaL", "actor.reward_norm: mean_level=group, std_level=group",
-    *_AREAL_N, "(z - m_g) / (s_g + 1e-5)", **_STD, epsilon=1e-5, singleton_divisor=1.0 + 1e-5,
+    _AREAL_N, "(z - m_g) / (s_g + 1e-5)", **_STD, epsilon=1e-5, singleton_divisor=1.0 + 1e-5,
     equal_group_sizes=True, working_precision=_F64_STATS)
 _WHITEN_Z = "z less the batch mean, whitened (no group baseline)"
 
@@ -320,7 +321,6 @@ def get_convention(name) -> ConventionSpec:
     return get_rule(name)
 
 
-@renamed_keywords(convention="estimator")
 def advantages(estimator, rewards, group_ids) -> np.ndarray:
     """The advantages a named framework option computes (docs/theory.md section 2).
 

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import renamed_keywords
-
 __all__ = ["Parts", "evaluate"]
 
 
@@ -110,7 +108,6 @@ def _group_function(function, z, inverse, counts, rows):
     return out
 
 
-@renamed_keywords(rule="estimator")
 def evaluate(estimator, z, inverse, counts, reference=None, rows=None) -> Parts:
     """The advantages of ``estimator`` (read off its data; no name is special).
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import as_finite_array, renamed_keywords
+from .._validation import as_finite_array
 from .registry import ESTIMATORS, get_rule
 
 __all__ = [
@@ -82,7 +82,6 @@ def leave_one_out_baseline(reward) -> np.ndarray:
     return (flat - rule.grouped(flat)).reshape(reward.shape)
 
 
-@renamed_keywords(rule="estimator")
 def rule_gradient(estimator, score, reward, reference=None, *,
                   per_prompt: bool = False) -> np.ndarray:
     r"""The estimate ``(1/G) sum_g W_g c_g`` of any registered advantage rule.

@@ -28,8 +28,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .._validation import renamed_keywords
-from .frameworks import convention_rule
+from .frameworks import KitWords, convention_rule, framework_provenance
 from .parts import Provenance, Scaling
 from .registry import get_rule
 from .rule import AdvantageRule
@@ -248,19 +247,21 @@ _SCALES = {"group": ("trl_group", ' (default), scale_rewards="group"', "s_g(s) +
            "none": ("trl_none", ', scale_rewards="none"', "")}
 
 #: TRL's batch step of normalize_then_sum: ``(r - mean_B r) / (s_B(r) + 1e-4)``, Bessel std.
-_TRL_WHITEN = convention_rule("trl_normalize_then_sum:batch", "TRL", "normalize_then_sum, batch "
-                              "step", "huggingface/trl", _TRL_PATH, _TRL[3], _TRL[4],
-                              "(r - mean_B r) / (s_B(r) + 1e-4)", baseline="none",
-                              scale="whiten", epsilon=1e-4, epsilon_placement="added to std",
-                              bessel=True, min_batch_size=2, equal_group_sizes=True,
-                              working_precision="float32")
+_TRL_WHITEN = convention_rule(
+    "trl_normalize_then_sum:batch", framework_provenance(
+        "TRL", "normalize_then_sum, batch step", "huggingface/trl", _TRL_PATH, _TRL[3], _TRL[4]),
+    "(r - mean_B r) / (s_B(r) + 1e-4)", KitWords(
+        baseline="none", scale="whiten", epsilon=1e-4, epsilon_placement="added to std",
+        bessel=True), min_batch_size=2, equal_group_sizes=True, working_precision="float32")
 #: NeMo-RL's batch step of gdpo: ``(r - mean r) / std(r)`` (Bessel), ``r - mean r`` if std is 0.
-_NEMO_WHITEN = convention_rule("nemo_rl_gdpo:batch", "NeMo-RL", "gdpo, batch step",
-                               "NVIDIA-NeMo/RL", "nemo_rl/algorithms/advantage_estimator.py",
-                               "7ea279abfbeb698b092856d0dab61e7cf39bc909", "2026-08-22",
-                               "(r - mean_B r) / s_B(r); r - mean_B r where s_B(r) = 0",
-                               baseline="none", scale="whiten", bessel=True,
-                               zero_std="keep numerator", min_batch_size=2)
+_NEMO_WHITEN = convention_rule(
+    "nemo_rl_gdpo:batch", framework_provenance(
+        "NeMo-RL", "gdpo, batch step", "NVIDIA-NeMo/RL",
+        "nemo_rl/algorithms/advantage_estimator.py", "7ea279abfbeb698b092856d0dab61e7cf39bc909",
+        "2026-08-22"),
+    "(r - mean_B r) / s_B(r); r - mean_B r where s_B(r) = 0", KitWords(
+        baseline="none", scale="whiten", bessel=True, zero_std="keep numerator"),
+    min_batch_size=2)
 
 _RULES = [
     *(MultiChannelRule(f"trl_sum_then_normalize{'' if scale == 'group' else '_' + scale}",
@@ -300,10 +301,11 @@ _RULES = [
 #: The multireward-grpo package's per-group standardisation, ``(z - m_g)/(s_pop + 1e-8)``.
 _MRG = ("yiqiao-yin/multireward-grpo", "src/multireward_grpo/advantage.py",
         "c9fb735c1c42cc9becb6877e4aba91445320c67d", "")
-_MRG_STD = convention_rule("multireward_grpo:std", "multireward-grpo", "compute_advantage",
-                           *_MRG, "(z - m_g) / (s_pop,g + 1e-8)", scale="group", bessel=False,
-                           epsilon=1e-8, epsilon_placement="added to std",
-                           equal_group_sizes=True)
+_MRG_STD = convention_rule(
+    "multireward_grpo:std", framework_provenance("multireward-grpo", "compute_advantage", *_MRG),
+    "(z - m_g) / (s_pop,g + 1e-8)", KitWords(scale="group", bessel=False, epsilon=1e-8,
+                                             epsilon_placement="added to std"),
+    equal_group_sizes=True)
 for _mode, _order in (("na", "normalize_then_sum"), ("an", "sum_then_normalize")):
     _RULES.append(MultiChannelRule(
         f"multireward_grpo_{_mode}", _order, _MRG_STD if _mode == "na" else None,
@@ -323,7 +325,6 @@ def multichannel_rule_names() -> tuple[str, ...]:
     return tuple(MULTI_CHANNEL_RULES)
 
 
-@renamed_keywords(rule="estimator")
 def get_multichannel_rule(estimator, parameter: str = "estimator") -> MultiChannelRule:
     """The :class:`MultiChannelRule` called ``estimator`` (a rule is returned as is); ``ValueError``
     naming ``parameter`` and listing the names otherwise."""
@@ -335,7 +336,6 @@ def get_multichannel_rule(estimator, parameter: str = "estimator") -> MultiChann
     return MULTI_CHANNEL_RULES[estimator]
 
 
-@renamed_keywords(rule="estimator")
 def register_multichannel_rule(estimator: MultiChannelRule, *, replace_existing: bool = False
                                ) -> MultiChannelRule:
     """Add ``estimator`` to :data:`MULTI_CHANNEL_RULES` so every layer accepts its name;

@@ -12,14 +12,15 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["CENTRING_KINDS", "SCALING_KINDS", "PLACEMENTS", "ALL_EQUAL_RULES", "Centring", "Scaling",
+__all__ = ["CENTRING_KINDS", "SCALING_KINDS", "PLACEMENTS", "ALL_EQUAL_SCALINGS", "Centring", "Scaling",
            "Provenance"]
 
 CENTRING_KINDS = ("none", "leave-one-out", "group mean", "value", "baseline", "group function")
 SCALING_KINDS = ("none", "group std", "others std", "group statistic", "batch std",
                  "batch whitening", "batch nonzero fraction")
 PLACEMENTS = ("none", "added to std", "inside sqrt", "variance floor")
-ALL_EQUAL_RULES = ("divide", "zero", "keep numerator")
+#: What a scaling does with a group whose spread is zero (all rewards equal).
+ALL_EQUAL_SCALINGS = ("divide", "zero", "keep numerator")
 
 
 @dataclass(frozen=True)
@@ -163,8 +164,8 @@ class Scaling:
         if self.epsilon_placement not in PLACEMENTS:
             raise ValueError(f"`epsilon_placement` must be one of {PLACEMENTS}, got "
                              f"{self.epsilon_placement!r}")
-        if self.all_equal not in ALL_EQUAL_RULES:
-            raise ValueError(f"`all_equal` must be one of {ALL_EQUAL_RULES}, got "
+        if self.all_equal not in ALL_EQUAL_SCALINGS:
+            raise ValueError(f"`all_equal` must be one of {ALL_EQUAL_SCALINGS}, got "
                              f"{self.all_equal!r}")
         if (self.kind == "group statistic") != (self.statistic is not None):
             raise ValueError("`statistic` is required for, and only for, kind='group statistic'")

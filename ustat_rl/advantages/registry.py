@@ -8,7 +8,6 @@ a user's script) joins with :func:`register_rule` and is then accepted everywher
 
 from __future__ import annotations
 
-from .._validation import renamed_keywords
 from .rule import AdvantageRule, Centring, Provenance, Scaling
 
 __all__ = ["ESTIMATORS", "ESTIMATOR_NAMES", "LEAVE_ONE_OUT", "GROUP_MEAN", "NO_CENTRING",
@@ -70,7 +69,6 @@ def rule_names() -> tuple[str, ...]:
     return tuple(RULES)
 
 
-@renamed_keywords(rule="estimator")
 def get_rule(estimator, parameter: str = "estimator") -> AdvantageRule:
     r"""The :class:`AdvantageRule` called ``estimator`` (a rule is returned as is).
 
@@ -87,7 +85,6 @@ def get_rule(estimator, parameter: str = "estimator") -> AdvantageRule:
     return RULES[estimator]
 
 
-@renamed_keywords(rule="estimator")
 def register_rule(estimator: AdvantageRule, *, replace: bool = False) -> AdvantageRule:
     r"""Add ``estimator`` to the registry, so every layer accepts its name; returns it.
 

@@ -66,10 +66,3 @@ def slope_check(name: str, sizes, est: MonteCarloEstimate, labels, exact_values,
             f"{exact_fit.slope:.4f} vs asymptotic {asymptotic:g}. {note}")
     return check_interval(name, exact_fit.slope, fit.slope, fit.ci_low, fit.ci_high,
                           note=text.strip())
-
-
-def __getattr__(name: str):
-    # the enumeration route moved to ustat_rl.policies.enumeration (_moved.MOVED_ATTRIBUTES)
-    from .._moved import moved_attribute
-
-    return moved_attribute(__name__, name)

@@ -13,7 +13,12 @@ from .. import theory
 from ..policies.examples import PL_START, pl_quadratic, realisable_kl_bandit
 from ..theory.limit_law import scalar_limit_weight
 from ..tolerances import Z_ONE_SIDED
-from ..training.algorithm1 import NoisyQuadratic, quadratic_expected_gap, train
+from ..training.algorithm1 import (
+    Algorithm1Config,
+    NoisyQuadratic,
+    quadratic_expected_gap,
+    train,
+)
 from .registry import Check, check_close, check_exact, check_true, register
 from .symbolic import SYMBOLIC_SOURCE, counterexample_check, symbolic_checks
 
@@ -37,8 +42,8 @@ def inverse_rate_bound(problem, beta, n, sup_gap: float) -> np.ndarray:
 def _bound_checks(ctx, claim, problem, beta, schedule, marks, bound, n_runs):
     n_max = int(marks[-1])
     exact, _ = quadratic_expected_gap(problem, PL_START, n_max, learning_rate=beta, schedule=schedule)
-    res = train(problem, PL_START, n_max, learning_rate=beta, schedule=schedule, n_runs=n_runs,
-                seed=ctx.seed_for(claim, 1), checkpoints=marks)
+    setting = Algorithm1Config(n_max, learning_rate=beta, schedule=schedule, checkpoints=marks)
+    res = train(problem, PL_START, setting, n_runs=n_runs, seed=ctx.seed_for(claim, 1))
     gap = res.gap(problem.value)
     mean = gap.mean(axis=0)
     se = gap.std(axis=0, ddof=1) / math.sqrt(n_runs)

@@ -18,7 +18,6 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from .._validation import renamed_keywords
 from ..montecarlo import bandit_squared_errors, run_monte_carlo
 from ..policies.examples import (
     conflicting_prompts_bandit,
@@ -28,7 +27,13 @@ from ..policies.transformer import bootstrap_constants, exact_moments, load_stud
 from ..seeding import child_int, child_seed
 from ..theory.group_size import best_index, best_on_grid, group_size_grid
 from ..tolerances import Z_ONE_SIDED, Z_STRICT, strict_reps
-from ..training.group_size import common_argmin, linearised_gap, predicted_group_sizes, sweep_cell
+from ..training.group_size import (
+    SweepCell,
+    common_argmin,
+    linearised_gap,
+    predicted_group_sizes,
+    sweep_cell,
+)
 from ..training.transformer import grpo_train
 from ._transformer import study_splits, transformer_stream
 from .registry import Z_CHECK, check_close, check_exact, check_interval, check_true, register
@@ -88,7 +93,6 @@ REPORT_BUDGETS, REPORT_PILOT = (48, 4096), (64, 16)
 BUDGET_RTOL, BUDGET_RTOL_FLOAT32 = 1e-10, 1e-5
 
 
-@renamed_keywords(rule="estimator")
 def enumerated_budget_parts(bandit, estimator, sizes):
     """``(V(G), D(G))`` of ``estimator`` on a softmax bandit, by enumerating every outcome of a
     group.
@@ -264,8 +268,8 @@ def check_c17_train(ctx):
     n_runs, n_iter = ctx.reps(300, 2000), ctx.reps(100, 200)
     gaps = {}
     for i, g in enumerate((2, 16, 128)):
-        cell = sweep_cell(bandit, opt, budget, g, [n_iter], n_runs, ctx.seed_for("C17.train", 100, i),
-                          SWEEP_BETA)
+        cell = sweep_cell(bandit, opt, SweepCell(budget, g, [n_iter], SWEEP_BETA), n_runs,
+                          ctx.seed_for("C17.train", 100, i))
         gaps[g] = _mean_se(cell.tail[:, 0])
     mid, mid_se = gaps[16]
     for g in (2, 128):
@@ -295,8 +299,8 @@ def check_c18(ctx):
     labels, cells = [], []
     for a, budget in enumerate(budgets):
         grid = [g for g in sizes if g <= budget]
-        runs = [sweep_cell(bandit, opt, budget, g, n_iters, n_runs,
-                           ctx.seed_for("C18", 100 + a, j), SWEEP_BETA) for j, g in enumerate(grid)]
+        runs = [sweep_cell(bandit, opt, SweepCell(budget, g, n_iters, SWEEP_BETA), n_runs,
+                           ctx.seed_for("C18", 100 + a, j)) for j, g in enumerate(grid)]
         for k, n in enumerate(n_iters):
             labels.append((budget, n))
             cells.append((grid, [c.tail[:, k] for c in runs]))
@@ -350,7 +354,7 @@ def check_c18_tf(ctx):
         for s in range(seeds):
             policy, _ = load_study_policy("weak", device="cpu")
             gen = torch.Generator().manual_seed(child_int(transformer_stream(ctx, "C18.tf"), 2, s))
-            run = grpo_train(policy, splits.train, splits.test, g, budget, n_iter, 0.01, gen)
+            run = grpo_train(policy, splits, g, budget, n_iter, 0.01, gen)
             acc[a, s] = run.test_accuracy[-1]
     mean = acc.mean(axis=1)
     se = acc.std(axis=1, ddof=1) / np.sqrt(seeds)

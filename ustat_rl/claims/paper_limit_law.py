@@ -13,7 +13,7 @@ from ..policies.examples import realisable_kl_bandit
 from ..stats.rates import loglog_slope
 from ..theory.limit_law import bandit_limit_law, lyapunov_covariance, noise_omega
 from ..tolerances import Z_CHECK, Z_STRICT, strict_reps
-from ..training.algorithm1 import run_generators, train
+from ..training.algorithm1 import Algorithm1Config, run_generators, train
 from ..weighted_chi2 import WeightedChiSquare, goodness_of_fit_tests
 from ..weighted_chi2._reference import reference_probability
 from .registry import Check, check_close, check_exact, check_interval, check_true, register
@@ -45,9 +45,10 @@ def limit_setup():
 
 def limit_runs(ctx, claim: str, n_runs: int, marks, learning_rate=LIMIT_BETA, schedule="inverse"):
     bandit, opt, law = limit_setup()
-    res = train(bandit, bandit.ref_theta, int(marks[-1]), learning_rate=learning_rate,
-                schedule=schedule, n_runs=n_runs, seed=ctx.seed_for(claim, 100),
-                estimator="grpo", group_size=LIMIT_G, batch_size=LIMIT_B, checkpoints=marks)
+    setting = Algorithm1Config(int(marks[-1]), learning_rate=learning_rate, schedule=schedule,
+                               estimator="grpo", group_size=LIMIT_G, batch_size=LIMIT_B,
+                               checkpoints=marks)
+    res = train(bandit, bandit.ref_theta, setting, n_runs=n_runs, seed=ctx.seed_for(claim, 100))
     return bandit, opt, law, res
 
 

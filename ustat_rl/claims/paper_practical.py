@@ -23,6 +23,7 @@ from ..theory.advantage import (
 )
 from ..theory.lemma11 import lemma11_constant, lemma11_difference_table
 from ..training.std import (
+    StdTraining,
     mean_field_root,
     train_std_normalised,
 )
@@ -237,8 +238,8 @@ def check_c26_train(ctx) -> list:
     for convention, predicted, other, label in (
             ("trl_group", theta_g, theta_value, "argmax E V - tau KL"),
             ("grpo", theta_value, theta_g, "the std-normalised fixed point")):
-        windows = train_std_normalised(bandit, convention, G, 2, n_iter, n_runs, rng,
-                                       windows=C26_WINDOWS)[:, :, 0]  # (3, R)
+        setting = StdTraining(convention, G, 2, n_iter, windows=C26_WINDOWS)
+        windows = train_std_normalised(bandit, setting, n_runs, rng)[:, :, 0]  # (3, R)
         final, bias, residual = _step_extrapolation(windows)
         mean, se = final.mean(), final.std(ddof=1) / np.sqrt(n_runs)
         checks.append(check_close(

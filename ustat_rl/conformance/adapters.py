@@ -18,8 +18,6 @@ from typing import Callable
 
 import numpy as np
 
-from .._validation import renamed_keywords
-
 __all__ = ["SIGNATURES", "SIGNATURE_WORDS", "SIGNATURE_FORMS", "REFERENCE_FORMS", "INDEX_KINDS",
            "VERL_TOKENS", "TargetError", "adapt", "load_function", "probe", "takes_reference",
            "unchanged"]
@@ -254,7 +252,6 @@ def load_function(target: str) -> Callable:
     return fn
 
 
-@renamed_keywords(convention="estimator")
 def probe(fn: Callable, estimator, *, signature: str = "plain", tensors: str = "numpy",
           index: str = "uid") -> str | None:
     """Why ``fn`` cannot be tested against ``estimator`` (``None`` if it can): it is called

@@ -52,7 +52,6 @@ from typing import Callable
 
 import numpy as np
 
-from .._validation import renamed_keywords
 from ..advantages.conventions import CONVENTION_NAMES, ConventionSpec, advantages, get_convention
 from ..advantages.parts import Scaling
 from .adapters import (
@@ -89,7 +88,6 @@ def _working(dtype):
     return float(max(f.eps for f in coarse)), float(max(f.tiny for f in coarse))
 
 
-@renamed_keywords(convention="estimator")
 def tolerance(estimator, rewards, group_ids, dtype=None, reference=None) -> np.ndarray:
     """The allowed ``|got - expected|`` per sample, shape ``(n,)`` (module docstring).
 
@@ -251,7 +249,6 @@ def _drop_groups(call, spec: ConventionSpec, failure: ConformanceFailure) -> Con
     return failure
 
 
-@renamed_keywords(convention="estimator")
 def check_conformance(fn: Callable, estimator, *, signature: str = "plain",
                       tensors: str = "numpy", max_examples: int = 200, seed: int | None = None,
                       dtypes=("float32", "float64"), index: str = "uid",
@@ -304,7 +301,6 @@ def check_conformance(fn: Callable, estimator, *, signature: str = "plain",
                              failure, n_shrink)
 
 
-@renamed_keywords(convention="estimator")
 def check_batch(fn: Callable, estimator, rewards, group_ids, *, signature: str = "plain",
                 tensors: str = "numpy", index: str = "uid",
                 reference=None) -> ConformanceFailure | None:
@@ -342,7 +338,6 @@ def check_batch(fn: Callable, estimator, rewards, group_ids, *, signature: str =
     return _compare(call, spec, z, np.asarray(group_ids), ref)
 
 
-@renamed_keywords(convention="estimator")
 def run_command(target: str, estimator: str, *, signature: str = "plain",
                 tensors: str = "numpy", max_examples: int = 200, seed: int | None = None,
                 index: str = "uid") -> int:

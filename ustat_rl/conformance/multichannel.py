@@ -32,7 +32,6 @@ from typing import Callable
 
 import numpy as np
 
-from .._validation import renamed_keywords
 from ..advantages.multichannel import get_multichannel_rule
 from .adapters import BadOutput, unchanged
 from .kit import tolerance
@@ -64,7 +63,6 @@ def _set_max(values, inverse, counts, batch: bool):
     return top[inverse]
 
 
-@renamed_keywords(rule="estimator")
 def multichannel_tolerance(estimator, rewards, group_ids, weights=None, dtype=None) -> np.ndarray:
     """The allowed ``|got - expected|`` per sample, ``(n,)`` (module docstring); ``inf`` marks
     samples the working precision cannot resolve."""
@@ -181,7 +179,6 @@ def _compare(fn, rule, z, ids, w) -> ConformanceFailure | None:
                               f"(|difference| {diff[i]:.3g} > tolerance {tol[i]:.3g})")
 
 
-@renamed_keywords(rule="estimator")
 def check_multichannel_conformance(fn: Callable, estimator, *, weights=None,
                                    contiguous: bool = False,
                                    max_examples: int = 200, seed: int | None = None,
@@ -223,7 +220,6 @@ def check_multichannel_conformance(fn: Callable, estimator, *, weights=None,
                              failure, n_shrink)
 
 
-@renamed_keywords(rule="estimator")
 def check_kit_weights(estimator, weights) -> np.ndarray:
     """Fixed ``weights`` checked for the kit: the rule's own checks, at least
     ``rule.min_channels`` channels, and one nonzero weight (with every weight 0 every
@@ -240,7 +236,6 @@ def check_kit_weights(estimator, weights) -> np.ndarray:
     return w
 
 
-@renamed_keywords(rule="estimator")
 def multichannel_probe(fn: Callable, estimator, weights=None) -> str | None:
     """Why ``fn`` cannot be tested (``None`` if it can): called once on two groups of four
     samples with distinct rewards in every channel; an exception is a usage error."""
@@ -253,7 +248,6 @@ def multichannel_probe(fn: Callable, estimator, weights=None) -> str | None:
     return probe_call(fn, (z, ids, w), "fn(rewards (n, K), group_ids, weights)")
 
 
-@renamed_keywords(rule="estimator")
 def run_multichannel_command(target: str, estimator: str, *, weights=None, contiguous: bool = False,
                              max_examples: int = 200, seed: int | None = None) -> int:
     """``ustat-rl conformance`` for a multi-reward rule: print the report; exit code 0 conforms,

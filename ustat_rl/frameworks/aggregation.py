@@ -46,7 +46,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import binom
 
-from .._validation import as_int, renamed_keywords
+from .._validation import as_int
 
 __all__ = [
     "AGGREGATIONS",
@@ -236,7 +236,6 @@ def _sum_pmf(pmf: np.ndarray, count: int) -> np.ndarray:
     return out
 
 
-@renamed_keywords(advantage="estimator")
 def exact_aggregation_mean(prob, reward, lengths, scores, estimator, group_size: int,
                            mode: str, horizon=None) -> np.ndarray:
     """Exact ``E g_hat(x)`` of one group of ``G`` under a loss aggregation (binary rewards).

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import renamed_keywords
 from ..advantages import get_rule
 from ..advantages.multichannel import MULTI_CHANNEL_RULES, get_multichannel_rule
 from ..pilot.report import all_equal_fraction, gstar_report
@@ -125,7 +124,6 @@ def window_rollouts(batches, meta: dict) -> Rollouts:
                     score=np.concatenate([b.score for b in batches]), **meta)
 
 
-@renamed_keywords(rule="estimator")
 def is_multichannel(estimator) -> bool:
     """Whether ``estimator`` names a multi-reward rule (not a single-reward rule of the
     registry)."""
@@ -168,7 +166,6 @@ def skipped_record(step, reason: str, group_size, budget, level, sketch_dim, rul
     return record
 
 
-@renamed_keywords(rule="estimator")
 def run_advantages(batch: Batch, estimator, weights=None) -> tuple[np.ndarray | None, str]:
     """The advantages ``(n,)`` the run's rule gives one batch's rows, and the rule's label.
 
@@ -191,7 +188,6 @@ def run_advantages(batch: Batch, estimator, weights=None) -> tuple[np.ndarray | 
     return spec.advantages(batch.reward, ids), name
 
 
-@renamed_keywords(rule="estimator")
 def window_noise(batches, estimator, level: float, weights=None, column_group=None):
     """The run rule's variance, squared bias and MSE at the run's ``G`` and ``B = N/G``, pooled
     over ``batches`` (:func:`ustat_rl.pilot.run_noise.run_noise`), and the rule's label.

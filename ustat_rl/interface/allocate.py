@@ -1,6 +1,6 @@
 """``ustat-rl allocate``: per-prompt group sizes from a pilot, against every reward-only rule.
 
-Registered by :mod:`ustat_rl.cli` with :func:`add_parser`; :func:`run` checks every path and
+Registered by :mod:`ustat_rl.interface.cli` with :func:`add_parser`; :func:`run` checks every path and
 number before the pilot is read, prints the table of
 :func:`ustat_rl.pilot.allocation.format_pilot_allocation` and writes the JSON and the figure.
 """

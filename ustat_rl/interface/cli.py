@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 from .. import __version__
-from .._moved import REMOVED_IN
 from ..runs.script_args import seed_type as _seed
 from . import allocate as allocate_cli
 from . import dynamic_sampling as dynamic_sampling_cli
@@ -145,11 +144,9 @@ def _add_conformance_parser(sub) -> None:
                     "sample's greedy-rollout reward (verl: fn(token_level_rewards, "
                     "reward_baselines, response_mask)).")
     conf.add_argument("target", help="module:function or path/to/file.py:function")
-    conf.add_argument("--estimator", "--convention", dest="estimator", required=True,
-                      action=_EstimatorFlag,
+    conf.add_argument("--estimator", required=True,
                       choices=CONVENTION_NAMES + (VERL_REMAX.name,) + multichannel_rule_names(),
-                      help="the advantage rule to test against (--convention, its old name, "
-                           f"works until ustat-rl {REMOVED_IN})")
+                      help="the advantage rule to test against")
     conf.add_argument("--weights", default=None,
                       help="multi-reward rules: fixed channel weights, e.g. 1,0.5 (default: "
                            "drawn, with 1 to 3 channels)")
@@ -162,16 +159,6 @@ def _add_conformance_parser(sub) -> None:
     conf.add_argument("--max-examples", type=int, default=200, help="batches to try (200)")
     conf.add_argument("--seed", type=int, default=None,
                       help="hypothesis seed (default: derandomized, reproducible)")
-
-
-class _EstimatorFlag(argparse.Action):
-    """``--estimator``; its old spelling ``--convention`` still works, with a note on stderr."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        if option_string == "--convention":
-            print(f"ustat-rl conformance: --convention is deprecated, use --estimator (the old "
-                  f"flag is removed in ustat-rl {REMOVED_IN})", file=sys.stderr)
-        setattr(namespace, self.dest, values)
 
 
 def _conformance(args) -> int:

@@ -9,7 +9,7 @@ computed elsewhere in the package: no estimator, MSE or rate is computed here.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -67,8 +67,8 @@ def new_figure(n_rows: int = 1, n_cols: int = 1, *, panel_size=(3.6, 3.0), share
     return fig, axes
 
 
-def plot_mse_curve(ax, estimator: str, *, group_sizes=None, mse=None, ci_low=None, ci_high=None,
-                   exact_group_sizes=None, exact_mse=None, label: bool = True) -> None:
+def plot_mse_curve(ax, estimator: str, *, group_sizes=None, mse=None, interval=None, exact=None,
+                   label: bool = True) -> None:
     """Draw Monte Carlo MSE points with interval bars and/or an exact curve for one estimator.
 
     Parameters
@@ -77,23 +77,27 @@ def plot_mse_curve(ax, estimator: str, *, group_sizes=None, mse=None, ci_low=Non
         Drawn in log-log scale.
     estimator : str
         Selects colour and marker from :data:`ESTIMATOR_STYLE`.
-    group_sizes, mse, ci_low, ci_high : array_like (n,), optional
-        Monte Carlo estimates and their interval; interval ends below zero are drawn to the
-        bottom of the panel (a log axis cannot show them).
-    exact_group_sizes, exact_mse : array_like (m,), optional
+    group_sizes, mse : array_like (n,), optional
+        Monte Carlo estimates.
+    interval : (ci_low, ci_high) of array_like (n,), optional
+        Their interval; ends below zero are drawn to the bottom of the panel (a log axis cannot
+        show them).
+    exact : (group_sizes, mse) of array_like (m,), optional
         Exact theory, drawn as a line.
     label : bool
         Attach the legend label (to the exact line if any, else to the points).
     """
     style = _style(estimator)
-    has_exact = exact_group_sizes is not None and exact_mse is not None
+    has_exact = exact is not None
     if has_exact:
+        exact_group_sizes, exact_mse = exact
         ax.plot(np.asarray(exact_group_sizes, dtype=float), np.asarray(exact_mse, dtype=float),
                 color=style["color"], lw=1.4, label=style["label"] if label else None)
     if group_sizes is not None and mse is not None:
         x = np.asarray(group_sizes, dtype=float)
         y = np.asarray(mse, dtype=float)
-        if ci_low is not None and ci_high is not None:
+        if interval is not None:
+            ci_low, ci_high = interval
             # clip only for display: the lower end of a log axis cannot be non-positive
             low = np.maximum(np.asarray(ci_low, dtype=float), y * 1e-3)
             yerr = np.vstack([y - low, np.asarray(ci_high, dtype=float) - y])
@@ -107,7 +111,7 @@ def plot_mse_curve(ax, estimator: str, *, group_sizes=None, mse=None, ci_low=Non
 
 
 def plot_mse_grid(mc, exact=None, *, row: str, col: str, estimators: Sequence[str],
-                  row_order: Sequence | None = None, col_order: Sequence | None = None,
+                  orders: Mapping[str, Sequence] | None = None,
                   title: Callable[[object, object, object], str] | None = None,
                   panel_size=(3.6, 3.0)) -> Figure:
     """Log-log panels of MSE against group size, one per ``(row, col)`` cell of a tidy table.
@@ -124,8 +128,9 @@ def plot_mse_grid(mc, exact=None, *, row: str, col: str, estimators: Sequence[st
         Column names that index the panel grid.
     estimators : sequence of str
         Estimators to draw, in legend order.
-    row_order, col_order : sequence, optional
-        Order of the panel rows and columns (default: order of first appearance).
+    orders : mapping, optional
+        ``{column name: order of its values}`` for ``row`` and/or ``col``: the order of the
+        panel rows and columns (default: order of first appearance).
     title : callable, optional
         ``title(row_value, col_value, cell_table) -> str`` for each panel.
 
@@ -136,8 +141,9 @@ def plot_mse_grid(mc, exact=None, *, row: str, col: str, estimators: Sequence[st
     for name in (row, col, "estimator", "group_size", "mse_mc", "ci_low", "ci_high"):
         if name not in mc.columns:
             raise ValueError(f"`mc` needs a column {name!r}; has {list(mc.columns)}")
-    rows = list(row_order) if row_order is not None else list(dict.fromkeys(mc[row]))
-    cols = list(col_order) if col_order is not None else list(dict.fromkeys(mc[col]))
+    orders = dict(orders or {})
+    rows = list(orders[row]) if row in orders else list(dict.fromkeys(mc[row]))
+    cols = list(orders[col]) if col in orders else list(dict.fromkeys(mc[col]))
     fig, axes = new_figure(len(rows), len(cols), panel_size=panel_size)
     ticks = np.unique(np.asarray(mc["group_size"], dtype=int))
     for i, r in enumerate(rows):
@@ -151,11 +157,10 @@ def plot_mse_grid(mc, exact=None, *, row: str, col: str, estimators: Sequence[st
                     line = exact[(exact[row] == r) & (exact[col] == c)
                                  & (exact["estimator"] == est)].sort_values("group_size")
                     if len(line):
-                        kw = {"exact_group_sizes": line["group_size"],
-                              "exact_mse": line["mse_exact"]}
+                        kw = {"exact": (line["group_size"], line["mse_exact"])}
                 if len(pts):
                     kw.update(group_sizes=pts["group_size"], mse=pts["mse_mc"],
-                              ci_low=pts["ci_low"], ci_high=pts["ci_high"])
+                              interval=(pts["ci_low"], pts["ci_high"]))
                 if kw:
                     plot_mse_curve(ax, est, label=(i == 0 and j == 0), **kw)
             ax.set_title(title(r, c, cell) if title is not None else f"{r}, {c}", fontsize=9)

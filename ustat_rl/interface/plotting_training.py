@@ -50,9 +50,13 @@ def plot_limit_histogram(ax, sample, laws: dict, bins: int = 60) -> None:
     ax.set_ylabel("density")
 
 
-def plot_gap_vs_group_size(ax, group_sizes, mean, ci_low, ci_high, *, predicted=None,
+def plot_gap_vs_group_size(ax, group_sizes, mean, interval, *, predicted=None,
                            g_stars: dict | None = None, label: str = "", color=None) -> None:
-    """Final gap against ``G`` (log-log) with intervals, a predicted curve and ``G*`` markers."""
+    """Final gap against ``G`` (log-log) with intervals, a predicted curve and ``G*`` markers.
+
+    ``interval`` is ``(ci_low, ci_high)``, each of the length of ``group_sizes``.
+    """
+    ci_low, ci_high = interval
     g = np.asarray(group_sizes, dtype=float)
     mean = np.asarray(mean, dtype=float)
     line = ax.errorbar(g, mean, yerr=[mean - np.asarray(ci_low), np.asarray(ci_high) - mean],

@@ -1,6 +1,6 @@
 """``ustat-rl rewards``: what a run's logged rewards say about its group size, without scores.
 
-Registered by :mod:`ustat_rl.cli` with :func:`add_parser`; :func:`run` checks every option before
+Registered by :mod:`ustat_rl.interface.cli` with :func:`add_parser`; :func:`run` checks every option before
 the file is read, prints :func:`ustat_rl.frameworks.rewards_only.format_rewards_report` and
 writes the JSON.
 """
@@ -37,8 +37,8 @@ FILE is one of:
 
 EXAMPLES = """\
 examples:
-  ustat-rl rewards outputs/rollouts/ --budget 512 --group-size 8 --rule verl_grpo
-  ustat-rl rewards run/completions/ --budget 64 --rule trl_group --json rewards.json
+  ustat-rl rewards outputs/rollouts/ --budget 512 --group-size 8 --estimator verl_grpo
+  ustat-rl rewards run/completions/ --budget 64 --estimator trl_group --json rewards.json
   ustat-rl rewards outputs/rollouts/ --budget 512 --dynamic-sampling --max-gen-batches 10
   ustat-rl rewards run/completions/completions_00050.parquet --budget 64 \\
       --reward-columns accuracy,format --reward-weights 1,0.1
@@ -76,7 +76,7 @@ def add_parser(sub) -> None:
     p.add_argument("--group-size", type=int, default=None,
                    help="the run's G (verl rollout.n, TRL num_generations): splits a prompt "
                         "drawn twice in one step into groups of G; every group must then be G")
-    p.add_argument("--rule", default=None,
+    p.add_argument("--estimator", default=None,
                    help="the run's advantage rule (e.g. trl_group, verl_grpo), checked against "
                         "the groups; see docs/conventions.md")
     p.add_argument("--reward-key", default="score",
@@ -107,10 +107,10 @@ def run(args) -> int:
         budget_grid(args.budget, "--budget")
         if args.group_size is not None and args.group_size < 2:
             raise ValueError(f"`--group-size` must be an integer >= 2, got {args.group_size}")
-        if args.rule is not None:
+        if args.estimator is not None:
             from ..advantages import get_rule
 
-            get_rule(args.rule, "--rule")
+            get_rule(args.estimator, "--estimator")
         max_gen_batches = dynamic_sampling_cli.check_arguments(args)
         from ..frameworks.dumps import read_rewards
         from ..frameworks.rewards_only import format_rewards_report, rewards_report
@@ -128,7 +128,7 @@ def run(args) -> int:
             from ..pilot.replace_sampling import replace_sampling_report
 
             replaced = replace_sampling_report(filtered, args.replace_ratio)
-        report = rewards_report(table, args.budget, args.rule, allocation_step=args.step)
+        report = rewards_report(table, args.budget, args.estimator, allocation_step=args.step)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
         print(f"ustat-rl rewards: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2

@@ -17,7 +17,7 @@ from ..advantages.gradients import rule_gradient
 from ..advantages.registry import ESTIMATORS, get_rule
 from ..policies.softmax import SoftmaxBandit
 from ..seeding import child_seed
-from .engine import MonteCarloEstimate, Statistic, run_monte_carlo, stratified_estimate
+from .engine import Backend, MonteCarloEstimate, Statistic, run_monte_carlo, stratified_estimate
 
 __all__ = [
     "bandit_squared_errors",
@@ -163,7 +163,7 @@ def _bandit_kernel(rng, n, pi, r, lo, hi, value, cum_prompt, fixed_prompt, batch
 
 def bandit_statistics(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_sizes=(2,),
                       batch_size=1, prompt=None, *, direction=None, degenerate: bool = False,
-                      backend: str = "numba", device=None):
+                      backend: Backend | str = "numba"):
     """Per-replicate statistics of every (estimator, G) on the bandit, for :func:`run_monte_carlo`.
 
     Columns, in order: squared errors ``||g_hat - target||^2`` labelled ``("sq", est, G)``;
@@ -177,12 +177,13 @@ def bandit_statistics(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_sizes=
     ``group_sizes`` are nested (the first ``G_1`` samples of the group of size ``G_2``): common
     random numbers across sizes.
 
-    ``backend="numba"`` (default) runs the compiled CPU kernel; ``backend="torch"`` draws from the
-    same law with tensor operations on ``device`` (``"cpu"``, ``"cuda"``, or ``None``: CUDA when
-    available), and its randomness does not depend on ``run_monte_carlo``'s ``block_size``
-    (:mod:`ustat_rl.montecarlo.torch_backend` states what is reproducible across devices).
+    ``backend="numba"`` (default) runs the compiled CPU kernel; ``backend="torch"`` (or
+    ``Backend("torch", device)``) draws from the same law with tensor operations on ``device``
+    (``"cpu"``, ``"cuda"``, or ``None``: CUDA when available), and its randomness does not
+    depend on ``run_monte_carlo``'s ``block_size`` (:mod:`ustat_rl.montecarlo.torch_backend`
+    states what is reproducible across devices).
     """
-    _check_backend(backend, device)
+    backend = Backend.of(backend)
     rules, sizes, batch_size, fixed = _bandit_setup(bandit, estimators, group_sizes,
                                                     batch_size, prompt)
     names = tuple(rule.name for rule in rules)
@@ -206,13 +207,13 @@ def bandit_statistics(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_sizes=
         labels += tuple(("proj", e, int(g)) for e in names for g in sizes)
     if degenerate:
         labels += tuple(("degenerate", int(g)) for g in sizes)
-    if backend == "torch":
+    if backend.name == "torch":
         from .torch_backend import TorchBanditStatistic, resolve_device
 
-        statistic = TorchBanditStatistic(bandit, (table, reference), sizes, batch_size, fixed, target,
-                                         direction if use_dir else None,
-                                         tuple(deg_pair) if degenerate else None,
-                                         resolve_device(device))
+        measured = (target, direction if use_dir else None,
+                    tuple(deg_pair) if degenerate else None)
+        statistic = TorchBanditStatistic(bandit, (table, reference), sizes, batch_size, fixed,
+                                         measured, resolve_device(backend.device))
         return statistic, labels
     pi, r = bandit.policy, bandit.reward_prob
     cum_prompt = np.cumsum(bandit.prompt_prob)
@@ -236,12 +237,12 @@ def bandit_statistics(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_sizes=
 
 
 def bandit_squared_errors(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_sizes=(2,),
-                          batch_size=1, prompt=None, *, backend: str = "numba", device=None):
+                          batch_size=1, prompt=None, *, backend: Backend | str = "numba"):
     """Statistic of squared errors ``||g_hat - target||^2`` for each (estimator, G).
 
     The mean is the MSE of :meth:`SoftmaxBandit.exact_mse` (minibatches from ``f``) or of
     :meth:`SoftmaxBandit.exact_mse_per_prompt` (``prompt = x`` fixed). See
-    :func:`bandit_statistics`, which also describes ``backend`` and ``device``.
+    :func:`bandit_statistics`, which also describes ``backend``.
 
     Returns
     -------
@@ -256,7 +257,7 @@ def bandit_squared_errors(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_si
 
     >>> from ustat_rl.policies.examples import small_bandit
     >>> bandit = small_bandit()
-    >>> stat, labels = bandit_squared_errors(bandit, "grpo", (4,), backend="torch", device="cpu")
+    >>> stat, labels = bandit_squared_errors(bandit, "grpo", (4,), backend=Backend("torch", "cpu"))
     >>> labels
     (('grpo', 4),)
     >>> est = run_monte_carlo(stat, 20_000, seed=1, labels=labels)
@@ -264,38 +265,30 @@ def bandit_squared_errors(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_si
     True
     """
     statistic, labels = bandit_statistics(bandit, estimators, group_sizes, batch_size, prompt,
-                                          backend=backend, device=device)
+                                          backend=backend)
     return statistic, tuple(label[1:] for label in labels)
 
 
 def prompt_averaged_squared_errors(bandit: SoftmaxBandit, estimators=ESTIMATORS,
                                    group_sizes=(2,), n_reps=10_000, seed=0, *,
                                    block_size=4096, n_jobs=1, progress: bool = False,
-                                   backend: str = "numba", device=None) -> MonteCarloEstimate:
+                                   backend: Backend | str = "numba") -> MonteCarloEstimate:
     """``E_X MSE(X)``, the prompt-averaged per-prompt MSE, by stratified Monte Carlo (C5, C11).
 
     Each prompt ``x`` is simulated on its own (``n_reps`` replicates, seed
     ``child_seed(seed, x)``) and the results are combined with the weights
     ``f(x)`` by :func:`~ustat_rl.montecarlo.engine.stratified_estimate`. The exact counterpart is
-    :meth:`SoftmaxBandit.prompt_averaged_mse`. Labels are ``(estimator, G)``. ``backend`` and
-    ``device`` are those of :func:`bandit_statistics`.
+    :meth:`SoftmaxBandit.prompt_averaged_mse`. Labels are ``(estimator, G)``. ``backend`` is that
+    of :func:`bandit_statistics`.
     """
-    _check_backend(backend, device)
+    backend = Backend.of(backend)
     estimates = []
     for x in tqdm(range(bandit.n_prompts), desc="prompts", disable=not progress, leave=False):
         stat, labels = bandit_squared_errors(bandit, estimators, group_sizes, prompt=x,
-                                             backend=backend, device=device)
+                                             backend=backend)
         estimates.append(run_monte_carlo(stat, n_reps, child_seed(seed, x), block_size=block_size,
                                          n_jobs=n_jobs, labels=labels))
     return stratified_estimate(estimates, bandit.prompt_prob)
-
-
-def _check_backend(backend, device) -> None:
-    if backend not in ("numba", "torch"):
-        raise ValueError(f"`backend` must be 'numba' or 'torch', got {backend!r}")
-    if backend == "numba" and device is not None and str(device) != "cpu":
-        raise ValueError(f"`device` must be None or 'cpu' for the numba backend (a CPU kernel), "
-                         f"got {device!r}; use backend='torch' for CUDA")
 
 
 def _bandit_setup(bandit, estimators, group_sizes, batch_size, prompt):

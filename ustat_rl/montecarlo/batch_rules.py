@@ -35,6 +35,7 @@ from ..advantages import get_rule
 from ..advantages.conventions import VERL_REMAX
 from ..advantages.multichannel import MultiChannelRule
 from ..policies.multichannel import MultiChannelBandit
+from .engine import Backend
 from .multichannel import multichannel_statistics
 
 __all__ = ["as_one_channel", "batch_rule_statistics"]
@@ -80,8 +81,8 @@ def _one_channel_rule(name) -> MultiChannelRule:
                             rule.formula, working_precision=rule.working_precision)
 
 
-def batch_rule_statistics(bandit, rules, group_sizes, batch_size=1, *, backend: str = "numba",
-                          device=None):
+def batch_rule_statistics(bandit, rules, group_sizes, batch_size=1, *,
+                          backend: Backend | str = "numba"):
     """Per-step squared errors of single-reward rules at batch size ``B``, for
     :func:`~ustat_rl.montecarlo.run_monte_carlo`.
 
@@ -96,9 +97,9 @@ def batch_rule_statistics(bandit, rules, group_sizes, batch_size=1, *, backend: 
         Groups of the sizes asked are nested (common random numbers).
     batch_size : int
         ``B`` groups per step, each at a prompt drawn from ``f``.
-    backend : {"numba", "torch"}
-    device : optional
-        The torch device (``"cpu"``, ``"cuda"``; ``None``: CUDA when available).
+    backend : {"numba", "torch"} or Backend
+        The sampler, and for torch its device (``Backend("torch", "cuda")``; the name alone:
+        CUDA when available).
 
     Returns
     -------
@@ -125,5 +126,4 @@ def batch_rule_statistics(bandit, rules, group_sizes, batch_size=1, *, backend: 
         raise ValueError("`rules` must name at least one rule")
     greedy = any(isinstance(r, _GreedyReference) for r in wrapped)
     return multichannel_statistics(as_one_channel(bandit, greedy), wrapped, group_sizes,
-                                   batch_size, (1.0, 0.0) if greedy else None, backend=backend,
-                                   device=device)
+                                   batch_size, (1.0, 0.0) if greedy else None, backend=backend)

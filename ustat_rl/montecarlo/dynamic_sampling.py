@@ -21,13 +21,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import as_int, as_rng, renamed_keywords
+from .._validation import as_int, as_rng
 from ..advantages.registry import get_rule
 from ..policies.softmax import SoftmaxBandit
 from ..theory.dynamic_sampling import keep_probability
 from ..theory.keep_rules import get_keep_rule, keep_mask
 
-__all__ = ["DynamicSamplingRun", "simulate_dynamic_sampling", "binary_bandit_group_rule"]
+__all__ = ["DynamicSamplingRun", "FilterLoop", "simulate_dynamic_sampling",
+           "binary_bandit_group_rule"]
 
 
 def binary_bandit_group_rule(bandit, estimator):
@@ -73,10 +74,37 @@ class DynamicSamplingRun:
     max_num_gen_batches: int
 
 
-@renamed_keywords(advantage="estimator")
+@dataclass(frozen=True)
+class FilterLoop:
+    """The settings of verl's ``filter_groups`` refill loop, validated.
+
+    Attributes
+    ----------
+    gen_batch_size : int, optional
+        ``b >= 1`` groups drawn per generation batch; the step's ``B`` when None.
+    max_num_gen_batches : int
+        ``K >= 0``; 0 for no cap.
+    keep_rule : str or KeepRule, optional
+        Which groups are kept (:data:`~ustat_rl.theory.keep_rules.KEEP_RULES`); verl's
+        all-equal filter by default.
+    """
+
+    gen_batch_size: int | None = None
+    max_num_gen_batches: int = 0
+    keep_rule: object = None
+
+    def __post_init__(self):
+        if self.gen_batch_size is not None:
+            object.__setattr__(self, "gen_batch_size",
+                               as_int(self.gen_batch_size, "gen_batch_size", 1))
+        object.__setattr__(self, "max_num_gen_batches",
+                           as_int(self.max_num_gen_batches, "max_num_gen_batches", 0,
+                                  "(0 for no cap)"))
+        get_keep_rule(self.keep_rule)  # a ValueError naming `keep_rule` for an unknown one
+
+
 def simulate_dynamic_sampling(bandit: SoftmaxBandit, estimator, group_size, batch_size, n_reps,
-                              rng, gen_batch_size=None,
-                              max_num_gen_batches=0, keep_rule=None) -> DynamicSamplingRun:
+                              rng, loop: FilterLoop = FilterLoop()) -> DynamicSamplingRun:
     """Run ``n_reps`` independent steps of verl's ``filter_groups`` loop on ``bandit``.
 
     Parameters
@@ -90,13 +118,8 @@ def simulate_dynamic_sampling(bandit: SoftmaxBandit, estimator, group_size, batc
     n_reps : int
         Steps.
     rng : numpy.random.Generator or int
-    gen_batch_size : int, optional
-        ``b``; ``B`` by default.
-    max_num_gen_batches : int
-        ``K >= 0``; 0 for no cap.
-    keep_rule : str or KeepRule, optional
-        Which groups are kept (:data:`~ustat_rl.theory.keep_rules.KEEP_RULES`); verl's
-        all-equal filter by default.
+    loop : FilterLoop
+        ``b``, ``K`` and the keep rule (verl's defaults: ``b = B``, no cap, all-equal filter).
 
     Returns
     -------
@@ -114,10 +137,12 @@ def simulate_dynamic_sampling(bandit: SoftmaxBandit, estimator, group_size, batc
     G = as_int(group_size, "group_size", max(2, rule.min_group_size))
     B = as_int(batch_size, "batch_size", 1)
     n = as_int(n_reps, "n_reps", 1)
-    b = B if gen_batch_size is None else as_int(gen_batch_size, "gen_batch_size", 1)
-    K = as_int(max_num_gen_batches, "max_num_gen_batches", 0, "(0 for no cap)")
+    if not isinstance(loop, FilterLoop):
+        raise TypeError(f"`loop` must be a FilterLoop, got {type(loop).__name__}")
+    b = B if loop.gen_batch_size is None else loop.gen_batch_size
+    K = loop.max_num_gen_batches
     rng = as_rng(rng)
-    keeper = get_keep_rule(keep_rule)
+    keeper = get_keep_rule(loop.keep_rule)
     mask = keep_mask(keeper, G)  # (G + 1,)
     if K == 0 and keep_probability(bandit.value, G, bandit.prompt_prob, keeper) <= 0.0:
         raise ValueError(f"keep rule {keeper.name!r} drops every group of `bandit` with "

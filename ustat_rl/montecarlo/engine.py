@@ -19,10 +19,38 @@ from tqdm.auto import tqdm
 from .._validation import as_int
 from ..seeding import child_seed
 
-__all__ = ["MonteCarloEstimate", "Statistic", "run_monte_carlo", "stratified_estimate", "block_seed",
-           "run_blocks", "estimate_from_moments"]
+__all__ = ["BACKENDS", "Backend", "MonteCarloEstimate", "Statistic", "run_monte_carlo",
+           "stratified_estimate", "block_seed", "run_blocks", "estimate_from_moments"]
 
 Statistic = Callable[[np.random.Generator, int], np.ndarray]
+
+#: The kernels that draw a bandit's replicates.
+BACKENDS = ("numba", "torch")
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Which kernel draws the replicates: numba's compiled CPU kernel, or torch on a device.
+
+    ``name`` is one of :data:`BACKENDS`; ``device`` is torch's (``"cpu"``, ``"cuda"``,
+    ``"cuda:N"``, or None: CUDA when available) and must be None or ``"cpu"`` for numba. The
+    functions that take a backend also take its name alone (``backend="torch"``).
+    """
+
+    name: str = "numba"
+    device: object = None
+
+    def __post_init__(self):
+        if self.name not in BACKENDS:
+            raise ValueError(f"`backend` must be one of {BACKENDS}, got {self.name!r}")
+        if self.name == "numba" and self.device is not None and str(self.device) != "cpu":
+            raise ValueError(f"`device` must be None or 'cpu' for the numba backend (a CPU "
+                             f"kernel), got {self.device!r}; use backend='torch' for CUDA")
+
+    @classmethod
+    def of(cls, backend) -> Backend:
+        """``backend`` itself, or the :class:`Backend` of a name of :data:`BACKENDS`."""
+        return backend if isinstance(backend, Backend) else cls(backend)
 
 
 @dataclass(frozen=True)

@@ -25,11 +25,9 @@ import numpy as np
 from .._validation import as_group_sizes, as_int
 from ..advantages.multichannel import get_multichannel_rule
 from .bandit import draw_categorical
+from .engine import Backend
 
-__all__ = ["multichannel_statistics", "BACKENDS"]
-
-#: The samplers.
-BACKENDS = ("numba", "torch")
+__all__ = ["multichannel_statistics"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -102,7 +100,7 @@ def _estimates(bandit, prompt, action, adv):
 
 
 def multichannel_statistics(bandit, rules, group_sizes, batch_size=1, weights=None, *,
-                            prompt=None, backend: str = "numba", device=None):
+                            prompt=None, backend: Backend | str = "numba"):
     """Per-replicate squared errors, projections and squared norms for
     :func:`~ustat_rl.montecarlo.run_monte_carlo`.
 
@@ -117,10 +115,9 @@ def multichannel_statistics(bandit, rules, group_sizes, batch_size=1, weights=No
         (or prompt ``x``'s own ``t(x)`` when ``prompt = x`` is fixed).
     prompt : int, optional
         Draw every group at this prompt.
-    backend : {"numba", "torch"}
-    device : optional
-        The torch device (``"cpu"``, ``"cuda"``; ``None``: CUDA when available); the numba
-        backend runs on the CPU only.
+    backend : {"numba", "torch"} or Backend
+        The sampler, and for torch its device (:class:`~ustat_rl.montecarlo.engine.Backend`);
+        the numba backend runs on the CPU only.
 
     Returns
     -------
@@ -129,10 +126,7 @@ def multichannel_statistics(bandit, rules, group_sizes, batch_size=1, weights=No
     labels : tuple
         ``(kind, rule, G)`` per column, kind-major (``"sq"``, ``"proj"``, ``"second"``).
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"`backend` must be one of {BACKENDS}, got {backend!r}")
-    if backend == "numba" and device is not None and str(device) != "cpu":
-        raise ValueError(f"`device` must be None or 'cpu' for the numba backend, got {device!r}")
+    backend = Backend.of(backend)
     if isinstance(rules, str) or not np.iterable(rules):
         rules = (rules,)
     rules = tuple(get_multichannel_rule(r, "rules") for r in rules)
@@ -152,8 +146,8 @@ def multichannel_statistics(bandit, rules, group_sizes, batch_size=1, weights=No
         A = bandit.n_actions
         block[fixed * A:(fixed + 1) * A] = target[fixed * A:(fixed + 1) * A]
         target = block / bandit.prompt_prob[fixed]
-    draw = (_numba_sampler(bandit, fixed) if backend == "numba"
-            else _torch_sampler(bandit, fixed, device))
+    draw = (_numba_sampler(bandit, fixed) if backend.name == "numba"
+            else _torch_sampler(bandit, fixed, backend.device))
     g_max = int(sizes.max())
     keys = [(rule, int(G)) for rule in rules for G in sizes]
     labels = tuple((kind, rule.name, G) for kind in ("sq", "proj", "second") for rule, G in keys)

@@ -26,7 +26,7 @@ from ..theory.dynamic_sampling import keep_probability
 from ..theory.replace_sampling import MIN_REPLACE_RATIO, replace_probability, replace_threshold
 from .dynamic_sampling import binary_bandit_group_rule
 
-__all__ = ["ReplaceRun", "simulate_replace_sampling"]
+__all__ = ["ReplaceLoop", "ReplaceRun", "simulate_replace_sampling"]
 
 
 @dataclass(frozen=True)
@@ -75,9 +75,34 @@ def _multiplicities(good: np.ndarray, rng) -> np.ndarray:
     return mult
 
 
+@dataclass(frozen=True)
+class ReplaceLoop:
+    """The settings of SkyRL's ``replace`` dynamic sampling loop, validated.
+
+    Attributes
+    ----------
+    min_replace_ratio : float
+        ``rho >= 0``; SkyRL's 0.3 by default.
+    max_sample_batches : int
+        ``K >= 0``; 0 for no cap.
+    merge_copies : bool
+        Advantages on the merged group of a copied prompt id (SkyRL) or per copy.
+    """
+
+    min_replace_ratio: float = MIN_REPLACE_RATIO
+    max_sample_batches: int = 0
+    merge_copies: bool = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "min_replace_ratio",
+                           as_float(self.min_replace_ratio, "min_replace_ratio", low=0.0))
+        object.__setattr__(self, "max_sample_batches",
+                           as_int(self.max_sample_batches, "max_sample_batches", 0,
+                                  "(0 for no cap)"))
+
+
 def simulate_replace_sampling(bandit: SoftmaxBandit, estimator, group_size, batch_size, n_reps,
-                              rng, min_replace_ratio=MIN_REPLACE_RATIO, max_sample_batches=0,
-                              merge_copies=True) -> ReplaceRun:
+                              rng, loop: ReplaceLoop = ReplaceLoop()) -> ReplaceRun:
     """Run ``n_reps`` independent steps of SkyRL's ``replace`` dynamic sampling on ``bandit``.
 
     Parameters
@@ -89,12 +114,8 @@ def simulate_replace_sampling(bandit: SoftmaxBandit, estimator, group_size, batc
     group_size, batch_size, n_reps : int
         ``G >= 2``, ``B >= 1`` and the steps.
     rng : numpy.random.Generator or int
-    min_replace_ratio : float
-        ``rho``; SkyRL's 0.3 by default.
-    max_sample_batches : int
-        ``K >= 0``; 0 for no cap.
-    merge_copies : bool
-        Advantages on the merged group of a copied prompt id (SkyRL) or per copy.
+    loop : ReplaceLoop
+        ``rho``, ``K`` and how copies are grouped (SkyRL's defaults).
 
     Returns
     -------
@@ -111,8 +132,9 @@ def simulate_replace_sampling(bandit: SoftmaxBandit, estimator, group_size, batc
     G = as_int(group_size, "group_size", max(2, rule.min_group_size))
     B = as_int(batch_size, "batch_size", 1)
     n = as_int(n_reps, "n_reps", 1)
-    ratio = as_float(min_replace_ratio, "min_replace_ratio", low=0.0)
-    K = as_int(max_sample_batches, "max_sample_batches", 0, "(0 for no cap)")
+    if not isinstance(loop, ReplaceLoop):
+        raise TypeError(f"`loop` must be a ReplaceLoop, got {type(loop).__name__}")
+    ratio, K, merge_copies = loop.min_replace_ratio, loop.max_sample_batches, loop.merge_copies
     j0 = replace_threshold(B, ratio)
     if j0 > B:
         raise ValueError(f"`min_replace_ratio` {ratio:g} leaves no batch of B = {B} to replace")

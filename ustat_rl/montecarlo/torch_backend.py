@@ -152,19 +152,21 @@ class TorchBanditStatistic:
         ``B``, groups (prompts) per replicate.
     prompt : int
         Fixed prompt, or -1 for prompts drawn from ``f``.
-    target, direction : ndarray (P*K,)
-        What the squared errors are measured against, and the projection direction (or None).
-    degenerate_pair : tuple of int or None
-        Positions of ``grpo`` and ``oracle`` among the estimators for the degenerate column.
+    measured : tuple (target, direction, degenerate_pair)
+        The statistic's columns: ``target`` (ndarray (P*K,)) is what the squared errors are
+        measured against, ``direction`` (ndarray (P*K,) or None) the projection direction,
+        ``degenerate_pair`` (tuple of int or None) the positions of ``grpo`` and ``oracle``
+        among the estimators for the degenerate column.
     device : torch.device
     sub_block_groups : int
         Groups per sub-block; the default :data:`SUB_BLOCK_GROUPS` fixes the random stream.
     """
 
-    def __init__(self, bandit, tables, group_sizes, batch_size, prompt, target, direction,
-                 degenerate_pair, device, sub_block_groups=SUB_BLOCK_GROUPS):
+    def __init__(self, bandit, tables, group_sizes, batch_size, prompt, measured, device,
+                 sub_block_groups=SUB_BLOCK_GROUPS):
         self.device = device
         table, reference = tables
+        target, direction, degenerate_pair = measured
         self.n_estimators = int(table.shape[0])
         self.group_sizes = tuple(int(g) for g in group_sizes)
         self.batch_size = int(batch_size)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.stats import binom
 
-from .._validation import as_int, renamed_keywords
+from .._validation import as_int
 from .moments import PromptMoments, batch_mean_terms
 
 __all__ = ["AdvantageTable", "as_advantage_table", "AdvantageMoments", "TARGETS", "advantage_table",
@@ -82,7 +82,6 @@ class AdvantageMoments:
     mse_arcsin: np.ndarray
 
 
-@renamed_keywords(convention="estimator")
 def advantage_table(estimator, group_size) -> AdvantageTable:
     r"""``a(z, m)`` of a group convention, read off one representative group per ``m``.
 
@@ -227,7 +226,6 @@ def _moment_terms(m: PromptMoments, table: AdvantageTable):
     return mean_factor[index] / G, second / G**2
 
 
-@renamed_keywords(advantage="estimator")
 def as_advantage_table(estimator, group_size) -> AdvantageTable:
     r"""``estimator`` as an :class:`AdvantageTable` (a table is checked against ``group_size``).
 
@@ -245,7 +243,6 @@ def as_advantage_table(estimator, group_size) -> AdvantageTable:
     return advantage_table(estimator, group_size)
 
 
-@renamed_keywords(advantage="estimator")
 def advantage_moments(moments: PromptMoments, estimator, group_size=None) -> AdvantageMoments:
     r"""Exact mean factor, second moment and MSEs of a group-relative estimator (section 7).
 
@@ -301,7 +298,6 @@ def _check_target(target: str) -> str:
     return target
 
 
-@renamed_keywords(advantage="estimator")
 def per_prompt_advantage_mse(moments: PromptMoments, estimator, group_size=None,
                              target: str = "grad") -> np.ndarray:
     r"""Exact per-prompt MSE, shape ``(P,)``, against ``g(x)`` or the arcsin gradient (section 7).
@@ -318,7 +314,6 @@ def per_prompt_advantage_mse(moments: PromptMoments, estimator, group_size=None,
     return out.mse_grad if _check_target(target) == "grad" else out.mse_arcsin
 
 
-@renamed_keywords(advantage="estimator")
 def minibatch_advantage_mse(moments: PromptMoments, estimator, group_size=None, batch_size=1,
                             target: str = "grad") -> float:
     r"""Exact MSE of ``(1/B) sum_b g_hat(X_b)`` over ``B`` i.i.d. prompts (Proposition 3, C6).
@@ -348,7 +343,6 @@ def minibatch_advantage_mse(moments: PromptMoments, estimator, group_size=None, 
     return second_b - 2.0 * projection + target_sq
 
 
-@renamed_keywords(advantage="estimator")
 def dynamic_sampling_mse(moments: PromptMoments, estimator, group_size=None,
                          batch_size=1) -> tuple[float, float]:
     r"""Exact ``(scale, MSE)`` of a batch refilled until no group is all-equal (DAPO, section 7).
@@ -389,9 +383,3 @@ def dynamic_sampling_mse(moments: PromptMoments, estimator, group_size=None,
     alpha = f * factor / keep
     second_b, projection, _ = batch_mean_terms(float(f @ second) / keep, alpha, gram, f, B)
     return 1.0 / keep, second_b - 2.0 * projection + float(m.grad_norm_sq)
-
-
-def __getattr__(name):
-    from .._moved import moved_attribute
-
-    return moved_attribute(__name__, name)

@@ -29,13 +29,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import renamed_keywords
 from .moments import PromptMoments
 
 __all__ = ["affine_coefficients", "affine_variance", "affine_covariance"]
 
 
-@renamed_keywords(rule="estimator")
 def affine_coefficients(estimator, G: float, reference: np.ndarray, value: np.ndarray):
     r"""``(a, b, c, D, k)`` at group size ``G``: ``c = w r(x)`` and ``D = a V - c`` per prompt
     ``(P,)``, mean factor ``k = a + b``.
@@ -53,7 +51,6 @@ def _grpo_trace(m: PromptMoments, G: float) -> np.ndarray:
     return m.trace_sigma_oracle / G + (m.score_sq_reward_var + m.grad_sq) / (G * (G - 1.0))
 
 
-@renamed_keywords(rule="estimator")
 def affine_variance(m: PromptMoments, estimator, G: float, reference: np.ndarray) -> tuple:
     r"""``(tr Cov g_hat(x) (P,), k)`` of an affine rule at one group size ``G``.
 
@@ -80,7 +77,6 @@ def affine_variance(m: PromptMoments, estimator, G: float, reference: np.ndarray
     return var + (D**2 * m.score_sq + 2.0 * k * D * kappa) / G, k
 
 
-@renamed_keywords(rule="estimator")
 def affine_covariance(m: PromptMoments, estimator, G: float, reference: np.ndarray) -> tuple:
     r"""``(Cov(g_hat(x) | x) (P, d, d), k)``: the matrix form of :func:`affine_variance`.
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import binom
 
-from .._validation import as_group_sizes, as_int, as_probabilities, renamed_keywords
+from .._validation import as_group_sizes, as_int, as_probabilities
 from . import advantage as section7
 from .dynamic_sampling_cost import MIN_GROUP_REASON as _MIN_G
 from .dynamic_sampling_cost import GenerationCost, cost_at_keep_probability, expected_gen_batches
@@ -158,7 +158,6 @@ def _zero_on_all_equal(advantage, G: int):
     return table
 
 
-@renamed_keywords(advantage="estimator")
 def filtered_batch_moments(moments: PromptMoments, estimator, group_size,
                            batch_size, keep_rule=None) -> FilteredBatch:
     r"""Exact mean, bias and MSE of the batch of ``B`` kept groups (section 7).
@@ -292,7 +291,6 @@ def _largest_batch(r: float, G: int, budget: int, multiple: int) -> tuple[int, f
     return 0, math.inf
 
 
-@renamed_keywords(advantage="estimator")
 def optimal_filtered_group_size(moments: PromptMoments, budget, estimator="grpo",
                                 accounting: str = "generated", group_sizes=None,
                                 gen_batch_multiple: int = 1,

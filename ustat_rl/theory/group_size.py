@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._validation import as_int, renamed_keywords
+from .._validation import as_int
 from ..advantages.registry import get_rule
 from .advantage import TARGETS, minibatch_advantage_mse
 from .affine import affine_variance
@@ -265,7 +265,6 @@ def best_law_group_size(c1: float, c2: float, c3: float, budget: int) -> int:
 
 
 # ----------------------------------------------------------- any rule's curve over divisors
-@renamed_keywords(rule="estimator")
 def fixed_budget_curve(m: PromptMoments, estimator, budget: int, sizes: np.ndarray) -> np.ndarray:
     """``E||g_hat_B - g||^2`` of ``estimator`` at each ``G`` of ``sizes`` with ``B = N/G`` (C6).
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln
 
-from .._validation import as_int, renamed_keywords
+from .._validation import as_int
 from .moments import PromptMoments, batch_mean_terms
 
 __all__ = ["ChannelMoments", "MultiChannelMoments", "binary_outcomes", "compositions",
@@ -176,7 +176,6 @@ def _stage_tables(rule, group_size, weights, n_channels):
     return rule, G, w, counts, members, rows
 
 
-@renamed_keywords(rule="estimator")
 def limit_constants(moments: ChannelMoments, estimator, group_size, weights=None):
     """``(centre, spread)``: the large-batch limits of a batch final stage's statistics.
 
@@ -279,7 +278,6 @@ def scale_free_mse(projection, second_moment, target_norm_sq):
     return 1.0 - projection**2 / (second_moment * target_norm_sq)
 
 
-@renamed_keywords(rule="estimator")
 def multichannel_moments(moments: ChannelMoments, estimator, group_size, weights=None,
                          batch_size=1) -> MultiChannelMoments:
     r"""Exact moments of a multi-channel rule at group size ``G`` and batch size ``B``.

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import binom
 
-from .._validation import as_float, as_int, renamed_keywords
+from .._validation import as_float, as_int
 from . import advantage as section7
 from .dynamic_sampling import keep_probability
 from .dynamic_sampling_cost import MIN_GROUP_REASON, expected_gen_batches
@@ -112,7 +112,6 @@ def multiplicity_law(keep_prob, batch_size, min_replace_ratio=MIN_REPLACE_RATIO)
     return pi, counts, pairs
 
 
-@renamed_keywords(advantage="estimator")
 def merged_table(estimator, group_size, multiplicity) -> section7.AdvantageTable:
     """``a_{mG}(z, m k)`` for ``k = 0..G``: the rule on ``m`` merged copies of a group of ``G``.
 
@@ -165,7 +164,6 @@ class ReplaceBatch:
     mse: float
 
 
-@renamed_keywords(advantage="estimator")
 def replace_batch_moments(moments: PromptMoments, estimator, group_size, batch_size,
                           min_replace_ratio=MIN_REPLACE_RATIO, merge_copies=True) -> ReplaceBatch:
     r"""Exact mean, bias and MSE of the batch SkyRL's ``replace`` trains on (binary rewards).

@@ -26,11 +26,61 @@ from ..advantages.registry import get_rule
 from ..policies.quadratic import NoisyQuadratic
 from ..seeding import child_rng
 
-__all__ = ["NoisyQuadratic", "TrainingResult", "train", "run_generators", "learning_rates",
+__all__ = ["Algorithm1Config", "NoisyQuadratic", "TrainingResult", "train", "run_generators", "learning_rates",
            "quadratic_expected_gap", "SCHEDULES"]
 
 SCHEDULES = ("constant", "inverse")
 _CHUNK_DOUBLES = 2_000_000  # uniforms held at once (16 MB); results do not depend on it
+
+
+@dataclass(frozen=True)
+class Algorithm1Config:
+    """The settings of one run of Algorithm 1 (docs/theory.md section 2), validated.
+
+    Attributes
+    ----------
+    n_iter : int
+        Iterations ``n``.
+    learning_rate : float
+        ``beta > 0``.
+    schedule : {"constant", "inverse"}
+        ``eta_i = beta`` or ``eta_i = beta / i``.
+    estimator : str, AdvantageRule or None
+        The gradient estimator (a registered advantage rule); None for a problem that ignores it.
+    group_size, batch_size : int
+        ``G`` and ``B``.
+    checkpoints : sequence of int, optional
+        Iterations at which to record ``theta`` (default: ``[0, n_iter]``); stored as the
+        sorted tuple of distinct iterations.
+    """
+
+    n_iter: int
+    learning_rate: float
+    schedule: str = "inverse"
+    estimator: object = "grpo"
+    group_size: int = 8
+    batch_size: int = 1
+    checkpoints: tuple[int, ...] | None = None
+
+    def __post_init__(self):
+        n_iter = as_int(self.n_iter, "n_iter", 1)
+        learning_rate = as_float(self.learning_rate, "learning_rate", low=0.0)
+        if learning_rate == 0.0:
+            raise ValueError("`learning_rate` must be > 0")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"`schedule` must be one of {SCHEDULES}, got {self.schedule!r}")
+        rule = None if self.estimator is None else get_rule(self.estimator, "estimator")
+        group_size = as_int(self.group_size, "group_size", rule.min_group_size if rule else 1,
+                            rule.min_group_reason if rule else "")
+        marks = tuple(sorted({0, n_iter} if self.checkpoints is None else
+                             {as_int(c, "checkpoints", 0) for c in self.checkpoints}))
+        if not marks or marks[-1] > n_iter:
+            raise ValueError(f"`checkpoints` must be non-empty integers in [0, {n_iter}]")
+        for name, value in (("n_iter", n_iter), ("learning_rate", learning_rate),
+                            ("group_size", group_size),
+                            ("batch_size", as_int(self.batch_size, "batch_size", 1)),
+                            ("checkpoints", marks)):
+            object.__setattr__(self, name, value)
 
 
 @dataclass(frozen=True)
@@ -70,8 +120,7 @@ def learning_rates(learning_rate: float, schedule: str, n_iter: int) -> np.ndarr
     return np.full(n_iter, learning_rate) if schedule == "constant" else learning_rate / i
 
 
-def train(problem, theta0, n_iter, *, learning_rate, schedule="inverse", n_runs=1, seed=0,
-          estimator="grpo", group_size=8, batch_size=1, checkpoints=None, run_offset=0,
+def train(problem, theta0, config: Algorithm1Config, *, n_runs=1, seed=0, run_offset=0,
           progress=False, chunk_doubles=_CHUNK_DOUBLES) -> TrainingResult:
     """Run Algorithm 1 ``n_runs`` times in one vectorised array (docs/theory.md section 2).
 
@@ -80,21 +129,12 @@ def train(problem, theta0, n_iter, *, learning_rate, schedule="inverse", n_runs=
     problem : LogLinearBandit or NoisyQuadratic
     theta0 : array_like, shape (d,) or (R, d)
         Start, shared by all runs or one per run.
-    n_iter : int
-        Iterations ``n``.
-    learning_rate : float
-        ``beta > 0``.
-    schedule : {"constant", "inverse"}
-        ``eta_i = beta`` or ``eta_i = beta / i``.
+    config : Algorithm1Config
+        Iterations, step sizes, estimator, ``G``, ``B`` and checkpoints.
     n_runs : int
         ``R``, independent runs.
     seed : int or SeedSequence
         Root of the per-run seeds.
-    estimator : {"vanilla", "grpo", "oracle", "fullmean"}
-    group_size, batch_size : int
-        ``G`` and ``B``.
-    checkpoints : sequence of int, optional
-        Iterations at which to record ``theta`` (default: ``[0, n_iter]``).
     run_offset : int
         Global index of the first run (to split runs across workers).
     progress : bool
@@ -109,33 +149,24 @@ def train(problem, theta0, n_iter, *, learning_rate, schedule="inverse", n_runs=
     Examples
     --------
     >>> q = NoisyQuadratic([[1.0]], [0.0], [[1.0]])
-    >>> res = train(q, [3.0], 100, learning_rate=2.0, n_runs=4, seed=1)
+    >>> res = train(q, [3.0], Algorithm1Config(100, learning_rate=2.0), n_runs=4, seed=1)
     >>> res.theta.shape
     (4, 2, 1)
     """
-    n_iter = as_int(n_iter, "n_iter", 1)
+    if not isinstance(config, Algorithm1Config):
+        raise TypeError(f"`config` must be an Algorithm1Config, got {type(config).__name__}")
     n_runs = as_int(n_runs, "n_runs", 1)
     run_offset = as_int(run_offset, "run_offset", 0)
-    learning_rate = as_float(learning_rate, "learning_rate", low=0.0)
-    if learning_rate == 0.0:
-        raise ValueError("`learning_rate` must be > 0")
-    if schedule not in SCHEDULES:
-        raise ValueError(f"`schedule` must be one of {SCHEDULES}, got {schedule!r}")
-    rule = None if estimator is None else get_rule(estimator, "estimator")
-    group_size = as_int(group_size, "group_size", rule.min_group_size if rule else 1,
-                        rule.min_group_reason if rule else "")
-    batch_size = as_int(batch_size, "batch_size", 1)
+    n_iter, estimator = config.n_iter, config.estimator
+    group_size, batch_size = config.group_size, config.batch_size
     theta = as_finite_array(theta0, "theta0", ndim=(1, 2))
     if theta.shape[-1] != problem.dim or (theta.ndim == 2 and theta.shape[0] != n_runs):
         raise ValueError(f"`theta0` must have shape ({problem.dim},) or ({n_runs}, {problem.dim}),"
                          f" got {theta.shape}")
     theta = np.array(np.broadcast_to(theta, (n_runs, problem.dim)), dtype=np.float64)
-    marks = np.array(sorted({0, n_iter} if checkpoints is None else
-                            {as_int(c, "checkpoints", 0) for c in checkpoints}), dtype=np.int64)
-    if marks.size == 0 or marks[-1] > n_iter:
-        raise ValueError(f"`checkpoints` must be non-empty integers in [0, {n_iter}]")
+    marks = np.array(config.checkpoints, dtype=np.int64)
 
-    rates = learning_rates(learning_rate, schedule, n_iter)
+    rates = learning_rates(config.learning_rate, config.schedule, n_iter)
     draws = problem.draws_per_step(estimator, group_size, batch_size)
     gens = run_generators(seed, n_runs, run_offset)
     chunk = max(1, int(chunk_doubles) // (draws * n_runs))

@@ -23,17 +23,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import as_int, as_rng, renamed_keywords
+from .._validation import as_int, as_rng
 from ..advantages.registry import get_rule
 
-__all__ = ["ALL_EQUAL_RULES", "BatchEnumeration", "BatchStudy", "batch_enumeration",
+__all__ = ["ALL_EQUAL_TREATMENTS", "BatchEnumeration", "BatchStudy", "batch_enumeration",
            "batch_monte_carlo"]
 
 #: The most batches :func:`batch_enumeration` enumerates.
 MAX_ENUMERATED_BATCHES = 2_000_000
 
 #: What happens to a group whose rewards are all equal.
-ALL_EQUAL_RULES = ("keep", "drop", "resample")
+ALL_EQUAL_TREATMENTS = ("keep", "drop", "resample")
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,6 @@ class BatchEnumeration:
     n_batches: int
 
 
-@renamed_keywords(convention="estimator")
 def batch_enumeration(bandit, estimator, group_size: int, batch_size: int) -> BatchEnumeration:
     """Exact mean and MSE of any rule of the rewards, batch statistics included, by enumerating
     every batch of ``B`` groups of ``G`` on a small :class:`~ustat_rl.policies.SoftmaxBandit`.
@@ -170,7 +169,6 @@ def batch_enumeration(bandit, estimator, group_size: int, batch_size: int) -> Ba
     return BatchEnumeration(projection / float(g @ g), projection, mse, mean, int(len(idx)))
 
 
-@renamed_keywords(convention="estimator")
 def batch_monte_carlo(bandit, estimator, group_size: int, batch_size: int, n_reps: int, rng,
                       all_equal: str = "keep") -> BatchStudy:
     """Bias and MSE of a batch estimator on a :class:`~ustat_rl.policies.softmax.SoftmaxBandit`.
@@ -186,15 +184,15 @@ def batch_monte_carlo(bandit, estimator, group_size: int, batch_size: int, n_rep
         Batches.
     rng : numpy.random.Generator or int
     all_equal : str
-        One of :data:`ALL_EQUAL_RULES`. With ``"drop"`` a batch whose groups are all all-equal
+        One of :data:`ALL_EQUAL_TREATMENTS`. With ``"drop"`` a batch whose groups are all all-equal
         gives ``g_hat_B = 0`` (the step is skipped).
 
     Returns
     -------
     BatchStudy
     """
-    if all_equal not in ALL_EQUAL_RULES:
-        raise ValueError(f"`all_equal` must be one of {ALL_EQUAL_RULES}, got {all_equal!r}")
+    if all_equal not in ALL_EQUAL_TREATMENTS:
+        raise ValueError(f"`all_equal` must be one of {ALL_EQUAL_TREATMENTS}, got {all_equal!r}")
     spec = get_rule(estimator)
     G = as_int(group_size, "group_size", 2)
     B = as_int(batch_size, "batch_size", 1)

@@ -24,13 +24,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import as_int
+from .._validation import as_float, as_int
 from ..stats.intervals import percentile_interval
 from ..theory import ScalingConstants
 from ..theory.group_size import best_on_grid
-from .algorithm1 import train
+from .algorithm1 import Algorithm1Config, train
 
-__all__ = ["GroupSizePredictions", "predicted_group_sizes", "linearised_gap", "sweep_cell",
+__all__ = ["GroupSizePredictions", "predicted_group_sizes", "linearised_gap", "SweepCell", "sweep_cell",
            "bootstrap_argmin", "common_argmin", "CommonArgmin", "CellResult"]
 
 
@@ -105,20 +105,67 @@ class CellResult:
     tail: np.ndarray
 
 
-def sweep_cell(bandit, optimum, budget, group_size, n_iters, n_runs, seed, learning_rate,
-               schedule="constant", estimator="grpo", tail_frac=0.25, theta0=None,
+@dataclass(frozen=True)
+class SweepCell:
+    """One cell of the fixed-budget group-size sweep, validated.
+
+    Attributes
+    ----------
+    budget, group_size : int
+        ``N = B G`` and ``G`` (``G`` divides ``N``, both >= 2); ``B = N / G``.
+    n_iters : sequence of int
+        The run lengths ``n`` read; stored sorted and distinct.
+    learning_rate : float
+        ``beta``.
+    schedule : {"constant", "inverse"}
+    estimator : str
+        The gradient estimator (a registered advantage rule).
+    tail_frac : float in (0, 1]
+        The share of the last iterations averaged for the tail gap.
+    """
+
+    budget: int
+    group_size: int
+    n_iters: tuple[int, ...]
+    learning_rate: float
+    schedule: str = "constant"
+    estimator: str = "grpo"
+    tail_frac: float = 0.25
+
+    def __post_init__(self):
+        budget, group_size = as_int(self.budget, "budget", 2), as_int(self.group_size,
+                                                                       "group_size", 2)
+        if budget % group_size:
+            raise ValueError(f"`group_size` {group_size} must divide `budget` {budget}")
+        n_iters = tuple(sorted({as_int(n, "n_iters", 1) for n in self.n_iters}))
+        if not n_iters:
+            raise ValueError("`n_iters` must hold at least one run length")
+        tail_frac = as_float(self.tail_frac, "tail_frac", low=0.0, high=1.0)
+        if tail_frac == 0.0:
+            raise ValueError("`tail_frac` must be > 0")
+        for name, value in (("budget", budget), ("group_size", group_size),
+                            ("n_iters", n_iters), ("tail_frac", tail_frac)):
+            object.__setattr__(self, name, value)
+
+    @property
+    def batch_size(self) -> int:
+        return self.budget // self.group_size
+
+
+def sweep_cell(bandit, optimum, cell: SweepCell, n_runs, seed, *, theta0=None,
                progress=False) -> CellResult:
-    """Run Algorithm 1 at ``G = group_size``, ``B = budget / G`` and collect final gaps."""
-    budget, group_size = as_int(budget, "budget", 2), as_int(group_size, "group_size", 2)
-    if budget % group_size:
-        raise ValueError(f"`group_size` {group_size} must divide `budget` {budget}")
-    n_iters = np.array(sorted({as_int(n, "n_iters", 1) for n in n_iters}))
-    windows = [np.arange(n - max(1, int(n * tail_frac)) + 1, n + 1) for n in n_iters]
+    """Run Algorithm 1 at ``G = cell.group_size``, ``B = budget / G`` and collect final gaps."""
+    if not isinstance(cell, SweepCell):
+        raise TypeError(f"`cell` must be a SweepCell, got {type(cell).__name__}")
+    n_iters = np.array(cell.n_iters)
+    windows = [np.arange(n - max(1, int(n * cell.tail_frac)) + 1, n + 1) for n in n_iters]
     marks = np.unique(np.concatenate(windows))
     start = bandit.ref_theta if theta0 is None else theta0
-    res = train(bandit, start, int(n_iters[-1]), learning_rate=learning_rate, schedule=schedule,
-                n_runs=n_runs, seed=seed, estimator=estimator, group_size=group_size,
-                batch_size=budget // group_size, checkpoints=marks, progress=progress)
+    setting = Algorithm1Config(int(n_iters[-1]), learning_rate=cell.learning_rate,
+                               schedule=cell.schedule, estimator=cell.estimator,
+                               group_size=cell.group_size, batch_size=cell.batch_size,
+                               checkpoints=marks)
+    res = train(bandit, start, setting, n_runs=n_runs, seed=seed, progress=progress)
     gap = res.gap(optimum.value)  # (R, C)
     pos = {int(m): j for j, m in enumerate(marks)}
     last = np.stack([gap[:, pos[int(n)]] for n in n_iters], axis=1)

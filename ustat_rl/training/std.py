@@ -8,14 +8,16 @@ ascent with a framework's advantages to test it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from .._validation import renamed_keywords
+from .._validation import as_float, as_int
 from ..advantages.registry import get_rule
 from ..theory.advantage import advantage_moments
 
-__all__ = ["kl_penalty_gradient", "mean_field", "mean_field_root", "train_std_normalised",
-           "trl_group_rule"]
+__all__ = ["StdTraining", "kl_penalty_gradient", "mean_field", "mean_field_root",
+           "train_std_normalised", "trl_group_rule"]
 
 
 def trl_group_rule(z, m, G):
@@ -81,10 +83,52 @@ def mean_field_root(bandit, factor, bracket=(-4.0, 6.0)) -> float:
     return float(brentq(lambda t: mean_field(bandit, t, factor), *bracket, xtol=1e-13))
 
 
-@renamed_keywords(convention="estimator")
-def train_std_normalised(bandit, estimator: str, group_size: int, batch_size: int,
-                         n_iter: int, n_runs: int, rng, beta: float = 30.0,
-                         offset: float = 30.0, windows=((0.5, 1.0),)) -> np.ndarray:
+@dataclass(frozen=True)
+class StdTraining:
+    """The settings of :func:`train_std_normalised`, validated.
+
+    Attributes
+    ----------
+    estimator : str
+        A registered advantage rule.
+    group_size, batch_size : int
+        ``G`` and ``B``.
+    n_iter : int
+        Steps ``n``.
+    beta, offset : float
+        The step ``beta / (i + offset)``.
+    windows : tuple of (float, float)
+        ``(start, stop)`` fractions of ``n_iter`` whose iterates are averaged; each must cover
+        at least one step.
+    """
+
+    estimator: str
+    group_size: int
+    batch_size: int
+    n_iter: int
+    beta: float = 30.0
+    offset: float = 30.0
+    windows: tuple = ((0.5, 1.0),)
+
+    def __post_init__(self):
+        rule = get_rule(self.estimator, "estimator")
+        group_size = as_int(self.group_size, "group_size", rule.min_group_size,
+                            rule.min_group_reason)
+        n_iter = as_int(self.n_iter, "n_iter", 1)
+        windows = tuple((float(a), float(b)) for a, b in self.windows)
+        if not windows or any(not 0 <= int(a * n_iter) < int(b * n_iter) <= n_iter
+                              for a, b in windows):
+            raise ValueError(f"`windows` must hold (start, stop) fractions with 0 <= start < "
+                             f"stop <= 1 that cover at least one step, got {self.windows!r}")
+        for name, value in (("group_size", group_size), ("n_iter", n_iter),
+                            ("batch_size", as_int(self.batch_size, "batch_size", 1)),
+                            ("beta", as_float(self.beta, "beta", low=0.0)),
+                            ("offset", as_float(self.offset, "offset", low=0.0)),
+                            ("windows", windows)):
+            object.__setattr__(self, name, value)
+
+
+def train_std_normalised(bandit, config: StdTraining, n_runs: int, rng) -> np.ndarray:
     """Stochastic gradient ascent with a named advantage convention; Polyak averages ``(R, d)``.
 
     Each step draws ``B`` prompts from ``f`` and ``G`` responses per prompt from ``pi_theta``
@@ -93,15 +137,18 @@ def train_std_normalised(bandit, estimator: str, group_size: int, batch_size: in
     ``beta/(i + offset)`` (``beta`` times the mean field's slope exceeds 1/2, as the 1/i rate
     of Lemma 6 needs). Returns each run's average of its iterates over the second half.
 
-    ``windows`` lists ``(start, stop)`` fractions of ``n_iter``: with more than one window the
-    result is ``(n_windows, R, d)``, the average of iterates ``start n_iter < i <= stop n_iter``
-    for each (one window, the default second half, returns ``(R, d)``). Windows of one run let a
-    caller extrapolate the averaged iterate's O(1/n) bias away (``check_c26_train``).
+    ``config.windows`` lists ``(start, stop)`` fractions of ``n_iter``: with more than one
+    window the result is ``(n_windows, R, d)``, the average of iterates
+    ``start n_iter < i <= stop n_iter`` for each (one window, the default second half, returns
+    ``(R, d)``). Windows of one run let a caller extrapolate the averaged iterate's O(1/n) bias
+    away (``check_c26_train``).
     """
-    spans = [(int(a * n_iter), int(b * n_iter)) for a, b in windows]
-    if not spans or any(not 0 <= lo < hi <= n_iter for lo, hi in spans):
-        raise ValueError(f"`windows` must hold (start, stop) fractions with 0 <= start < stop "
-                         f"<= 1 that cover at least one step, got {windows!r}")
+    if not isinstance(config, StdTraining):
+        raise TypeError(f"`config` must be a StdTraining, got {type(config).__name__}")
+    n_runs = as_int(n_runs, "n_runs", 1)
+    estimator, n_iter, beta, offset = config.estimator, config.n_iter, config.beta, config.offset
+    group_size, batch_size = config.group_size, config.batch_size
+    spans = [(int(a * n_iter), int(b * n_iter)) for a, b in config.windows]
     spec = get_rule(estimator)
     theta = np.tile(bandit.ref_theta, (n_runs, 1))  # (R, d)
     total = np.zeros((len(spans),) + theta.shape)  # (n_windows, R, d)

@@ -145,16 +145,17 @@ def grpo_step_gradient(policy: TransformerPolicy, prompts: torch.Tensor, answers
     return torch.autograd.grad(surrogate, list(policy.model.parameters()))
 
 
-def grpo_train(policy: TransformerPolicy, train_questions, test_questions, group_size: int,
-               budget: int, n_iter: int, lr: float, generator: torch.Generator,
-               eval_at=None) -> GRPORun:
+def grpo_train(policy: TransformerPolicy, splits, group_size: int, budget: int, n_iter: int,
+               lr: float, generator: torch.Generator, eval_at=None) -> GRPORun:
     """Algorithm 1 (leave-one-out GRPO, plain SGD) at a fixed budget ``N = B G`` per iteration.
 
     Parameters
     ----------
     policy : TransformerPolicy
         Trained in place.
-    train_questions, test_questions : sequence of Question
+    splits : ArithmeticSplits
+        Its ``train`` questions are trained on, its ``test`` questions evaluated (any object
+        with those two sequences of Question).
     group_size : int
         ``G >= 2`` (the leave-one-out baseline needs another sample); must divide ``budget``.
     budget : int
@@ -176,8 +177,11 @@ def grpo_train(policy: TransformerPolicy, train_questions, test_questions, group
         raise ValueError(f"`group_size` = {group_size} must divide `budget` = {budget}")
     n_iter = as_int(n_iter, "n_iter", 0)
     lr = as_float(lr, "lr", low=0.0)
-    train_questions = _check_questions(train_questions, "train_questions")
-    test_questions = _check_questions(test_questions, "test_questions")
+    if not (hasattr(splits, "train") and hasattr(splits, "test")):
+        raise TypeError(f"`splits` must have `train` and `test` question sequences (an "
+                        f"ArithmeticSplits), got {type(splits).__name__}")
+    train_questions = _check_questions(splits.train, "splits.train")
+    test_questions = _check_questions(splits.test, "splits.test")
     checkpoints = sorted({0, n_iter} | {as_int(i, "eval_at", 0) for i in (eval_at or ())})
     if checkpoints[-1] > n_iter:
         raise ValueError(f"`eval_at` must lie in [0, n_iter = {n_iter}], got {checkpoints[-1]}")

@@ -50,7 +50,7 @@ def batch_rule_names() -> tuple[str, ...]:
           "(batch_rule_statistics); the full mean's exact MSE and NeMo-RL's rule against "
           "slime's as negative controls")
 def check_c57(ctx) -> list:
-    from ...montecarlo import run_monte_carlo
+    from ...montecarlo import Backend, run_monte_carlo
     from ...montecarlo.batch_rules import batch_rule_statistics
     from ...policies.examples import small_bandit
     from ...theory.greedy_baseline import greedy_baseline_exact
@@ -70,8 +70,8 @@ def check_c57(ctx) -> list:
     slime = "slime_reinforce_pp_baseline"
     nemo = exact["nemo_rl_reinforce_pp"][0]  # the same centring, the population variance
     for i, backend in enumerate(("numba", "torch")):
-        stat, labels = batch_rule_statistics(bandit, names + GROUP_RULES, G, B, backend=backend,
-                                             **({"device": "cpu"} if backend == "torch" else {}))
+        stat, labels = batch_rule_statistics(bandit, names + GROUP_RULES, G, B,
+                                             backend=Backend(backend, "cpu"))
         est = run_monte_carlo(stat, n_reps, ctx.seed_for("C57", i), n_jobs=ctx.n_jobs,
                               labels=labels)
         where = f"{backend} backend, {n_reps} steps, G = {G}, B = {B}"

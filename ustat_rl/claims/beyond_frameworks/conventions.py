@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._validation import renamed_keywords
 from ...policies.softmax import SoftmaxBandit
 from ..registry import check_exact, check_true, register
 
@@ -37,7 +36,6 @@ ENUM_RTOL, ENUM_RTOL_FLOAT32 = 1e-10, 1e-5
 LITERAL_BATCHES, LITERAL_SEED = 16, 4601
 
 
-@renamed_keywords(rule="estimator")
 def kit_batches(estimator, contiguous: bool, count: int = LITERAL_BATCHES,
                 seed: int = LITERAL_SEED):
     """Deterministic batches of the kinds the conformance kit draws, valid for ``estimator``.
@@ -82,7 +80,6 @@ def kit_batches(estimator, contiguous: bool, count: int = LITERAL_BATCHES,
     return out
 
 
-@renamed_keywords(rule="estimator")
 def literal_failures(estimator, form, batches=None) -> list:
     """The kit's failures of ``form`` (a :class:`~.literal_forms.LiteralForm`) against the
     registry's ``estimator`` on :func:`kit_batches`: each batch goes through the kit's adapter for
@@ -119,7 +116,6 @@ def exact_rules():
     return covered, others
 
 
-@renamed_keywords(rule="estimator")
 def enumerated_moments(bandit: SoftmaxBandit, prompt: int, group_size: int, estimator):
     """``(E g_hat(x), E||g_hat(x)||^2)`` over all outcomes of a group, by enumeration."""
     from ...policies.enumeration import enumerate_prompt_estimates

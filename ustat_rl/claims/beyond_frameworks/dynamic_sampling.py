@@ -24,7 +24,6 @@ import math
 
 import numpy as np
 
-from ..._validation import renamed_keywords
 from ...tolerances import Z_STRICT, strict_reps
 from ..registry import check_close, check_exact, check_true, register
 
@@ -108,18 +107,17 @@ def mean_check(name: str, predicted: float, samples, note: str):
     return check_close(name, predicted, float(samples.mean()), se, z=Z_STRICT, note=note), se
 
 
-@renamed_keywords(rule="estimator")
 def case_checks(label, values, prompt_prob, estimator, G, B, b, n_reps, rng) -> tuple[list, float]:
     """The MSE, squared bias and expected generation batches of one case against the loop,
     and ``|z|`` of the unfiltered MSE against the loop's (the negative control's statistic)."""
-    from ...montecarlo.dynamic_sampling import simulate_dynamic_sampling
+    from ...montecarlo.dynamic_sampling import FilterLoop, simulate_dynamic_sampling
     from ...policies.examples import known_value_bandit
     from ...theory.dynamic_sampling import filtered_batch_moments, generation_cost
 
     bandit = known_value_bandit(values, prompt_prob)
     exact = filtered_batch_moments(bandit.moments(), estimator, G, B)
     cost = generation_cost(bandit.value, G, B, b, 0, bandit.prompt_prob)
-    run = simulate_dynamic_sampling(bandit, estimator, G, B, n_reps, rng, b)
+    run = simulate_dynamic_sampling(bandit, estimator, G, B, n_reps, rng, FilterLoop(b))
     errors = run.gradients - bandit.grad  # (n_reps, P*K): no cap, every step fills
     where = f"{estimator}, G = {G}, B = {B}, b = {b}; r = {exact.keep_prob:.4f}; {n_reps} steps"
     mse, se = mean_check(f"{label}: MSE of the kept batch E||g_DS - g||^2", exact.mse,
@@ -137,14 +135,14 @@ def case_checks(label, values, prompt_prob, estimator, G, B, b, n_reps, rng) -> 
 
 def cap_checks(n_reps: int, rng) -> list:
     """``E min(N, K)`` and ``P(N > K)`` (verl raises) against the capped loop."""
-    from ...montecarlo.dynamic_sampling import simulate_dynamic_sampling
+    from ...montecarlo.dynamic_sampling import FilterLoop, simulate_dynamic_sampling
     from ...policies.examples import known_value_bandit
     from ...theory.dynamic_sampling import generation_cost
 
     values, G, B, b, K = CAP_CASE
     bandit = known_value_bandit(values)
     cost = generation_cost(bandit.value, G, B, b, K)
-    run = simulate_dynamic_sampling(bandit, "grpo", G, B, n_reps, rng, b, K)
+    run = simulate_dynamic_sampling(bandit, "grpo", G, B, n_reps, rng, FilterLoop(b, K))
     where = f"p = {values[0]}, G = {G}, B = b = {B}, K = {K}; {n_reps} steps"
     p_cap = cost.cap_probability
     # the binomial standard error at the predicted rate: a score test of the proportion
@@ -176,7 +174,7 @@ def brute_force_budget(moments, budget: int, sizes) -> tuple[np.ndarray, np.ndar
 def budget_checks(n_reps: int, rng) -> list:
     """The best ``G`` at ``BUDGET`` generated rollouts against the search over every ``(G, B)``,
     and the loop at that ``(G, B)``: its MSE and its generated rollouts per step."""
-    from ...montecarlo.dynamic_sampling import simulate_dynamic_sampling
+    from ...montecarlo.dynamic_sampling import FilterLoop, simulate_dynamic_sampling
     from ...policies.examples import known_value_bandit
     from ...theory.dynamic_sampling import optimal_filtered_group_size
     from ...theory.group_size import best_index
@@ -187,7 +185,7 @@ def budget_checks(n_reps: int, rng) -> list:
     mses, batches = brute_force_budget(moments, BUDGET, BUDGET_SIZES)
     best = best_index(mses)
     G, B = BUDGET_SIZES[best], int(batches[best])
-    run = simulate_dynamic_sampling(bandit, "grpo", G, B, n_reps, rng, B)
+    run = simulate_dynamic_sampling(bandit, "grpo", G, B, n_reps, rng, FilterLoop(B))
     where = f"ten prompts p = 0.05..0.95, G = {G}, B = b = {B}; {n_reps} steps"
     return [
         check_true(f"N = {BUDGET} generated rollouts: the best (G, B) is the brute force's",

@@ -56,7 +56,7 @@ def _z(measured: float, predicted: float, se: float) -> float:
 
 def keep_rule_checks(n_reps: int, seed_of) -> tuple[list, float]:
     """C55's comparisons, and the smallest ``|z|`` of the wrong rules' MSE and batches."""
-    from ...montecarlo.dynamic_sampling import simulate_dynamic_sampling
+    from ...montecarlo.dynamic_sampling import FilterLoop, simulate_dynamic_sampling
     from ...policies.examples import known_value_bandit
     from ...theory.dynamic_sampling import filtered_batch_moments, generation_cost
 
@@ -67,7 +67,8 @@ def keep_rule_checks(n_reps: int, seed_of) -> tuple[list, float]:
         exact, other = (filtered_batch_moments(m, "grpo", G, B, r) for r in (rule, wrong))
         cost, other_cost = (generation_cost(bandit.value, G, B, b, 0, None, r)
                             for r in (rule, wrong))
-        run = simulate_dynamic_sampling(bandit, "grpo", G, B, n_reps, seed_of(i), b, 0, rule)
+        run = simulate_dynamic_sampling(bandit, "grpo", G, B, n_reps, seed_of(i),
+                                        FilterLoop(b, 0, rule))
         label = f"{rule}, p = {values[0]}, G = {G}, B = {B}, b = {b}"
         where = f"r = {exact.keep_prob:.4f}; {n_reps} steps of the refill loop with {rule}'s rule"
         found, se = _moment_checks(label, exact, run.gradients - bandit.grad, where)
@@ -81,7 +82,7 @@ def keep_rule_checks(n_reps: int, seed_of) -> tuple[list, float]:
 
 def replace_checks(n_reps: int, seed_of) -> tuple[list, float]:
     """C55.polaris's comparisons, and the smallest ``|z|`` of its two negative controls."""
-    from ...montecarlo.replace_sampling import simulate_replace_sampling
+    from ...montecarlo.replace_sampling import ReplaceLoop, simulate_replace_sampling
     from ...policies.examples import known_value_bandit
     from ...theory.dynamic_sampling import filtered_batch_moments
     from ...theory.replace_sampling import replace_batch_moments, replace_generation_cost
@@ -110,7 +111,7 @@ def replace_checks(n_reps: int, seed_of) -> tuple[list, float]:
     bandit = known_value_bandit(values)
     cost = replace_generation_cost(bandit.value, G, B, 0.3, K)
     run = simulate_replace_sampling(bandit, "grpo", G, B, n_reps, seed_of(len(REPLACE_CASES)),
-                                    max_sample_batches=K)
+                                    ReplaceLoop(max_sample_batches=K))
     p_cap, where = cost.cap_probability, f"p = {values[0]}, G = {G}, B = {B}, K = {K}; {n_reps} steps"
     checks += [
         mean_check(f"cap K = {K}: batches E min(N, K)", cost.expected_gen_batches,

@@ -21,7 +21,6 @@ from dataclasses import replace
 import numpy as np
 from scipy.special import gammaln
 
-from ..._validation import renamed_keywords
 from ..registry import check_close, check_exact, check_true, register
 
 #: The weights of the comparison and its group and batch sizes.
@@ -33,7 +32,6 @@ EXACT_SIZES, THEOREM3_SIZES = (2, 3, 4), (2, 3, 4, 8)
 REPS = (40_000, 400_000)
 
 
-@renamed_keywords(rule="estimator")
 def enumerated_moments(bandit, estimator, group_size, weights):
     """``(E g_hat(x) (P, P A), E||g_hat(x) - t(x)||^2 (P,))`` by enumerating every multiset of
     ``G`` (action, outcome) cells with its multinomial probability and scoring it literally; a

@@ -21,7 +21,6 @@ import math
 import numpy as np
 from scipy import stats as sps
 
-from ..._validation import renamed_keywords
 from ...tolerances import Z_STRICT
 from ..registry import check_close, check_interval, check_true, register
 
@@ -71,7 +70,6 @@ def pairwise_estimates(t, u, batch_size) -> tuple[float, float]:
     return spread / pairs / batch_size, cross / pairs
 
 
-@renamed_keywords(rule="estimator")
 def window_noise_by_definition(batches, estimator, weights=None) -> tuple[float, float]:
     """``(var_run, mse_run)`` of a window by definition, ``O(P^2 k)``: each batch's advantages
     from the rule's own evaluation (a registry or multi-reward rule, the paper's GRPO rule for
@@ -94,7 +92,6 @@ def window_noise_by_definition(batches, estimator, weights=None) -> tuple[float,
 
 
 # ---------------------------------------------------------------------- windows
-@renamed_keywords(rule="estimator")
 def single_rule_windows(estimator, rng, n_windows):
     """``(n, 4)``: variance and MSE estimates and whether their intervals cover the exact ones,
     over windows of a softmax bandit; and the exact ``(variance, MSE)``."""
@@ -119,7 +116,6 @@ def single_rule_windows(estimator, rng, n_windows):
     return np.array(rows), truth
 
 
-@renamed_keywords(rule="estimator")
 def plug_in_windows(estimator, rng, n_windows):
     """The negative control: the rule's exact formulas at each window's estimated moments."""
     from ...pilot.estimate import rule_moments
@@ -136,7 +132,6 @@ def plug_in_windows(estimator, rng, n_windows):
     return np.array(rows)
 
 
-@renamed_keywords(rule="estimator")
 def multi_rule_windows(estimator, rng, n_windows):
     """As :func:`single_rule_windows` for a multi-reward rule on the two-channel bandit."""
     from ...frameworks.window import Batch, window_noise

@@ -13,7 +13,7 @@ import copy
 
 import numpy as np
 
-from ...montecarlo import bandit_squared_errors, bandit_statistics, run_monte_carlo
+from ...montecarlo import Backend, bandit_squared_errors, bandit_statistics, run_monte_carlo
 from ...policies.enumeration import enumerate_prompt_estimates
 from ...policies.examples import arithmetic_bandit, small_bandit
 from ...policies.softmax import SoftmaxBandit
@@ -118,7 +118,7 @@ def child_key(seed):
 def _torch_checks(bandit, ctx) -> list:
     from ...montecarlo.torch_backend import TorchBanditStatistic
 
-    statistic, _ = bandit_statistics(bandit, ("grpo",), (4,), 2, backend="torch", device="cpu")
+    statistic, _ = bandit_statistics(bandit, ("grpo",), (4,), 2, backend=Backend("torch", "cpu"))
     if not isinstance(statistic, TorchBanditStatistic):  # kept under python -O, unlike assert
         raise TypeError(f"backend='torch' gave a {type(statistic).__name__}, not the torch "
                         "statistic whose sub-blocks this check varies")
@@ -154,8 +154,8 @@ def _torch_backend_checks(ctx, bandit: SoftmaxBandit) -> list:
     per comparison (ustat_rl.tolerances: eight at ``Z_CHECK`` would exceed a claim's budget).
     """
     names = ("vanilla", "grpo", "oracle", "fullmean")
-    stat, labels = bandit_squared_errors(bandit, names, (4, 16), batch_size=2, backend="torch",
-                                         device="cpu")
+    stat, labels = bandit_squared_errors(bandit, names, (4, 16), batch_size=2,
+                                         backend=Backend("torch", "cpu"))
     est = run_monte_carlo(stat, ctx.reps(strict_reps(20_000), strict_reps(200_000)),
                           ctx.seed_for("C6.torch"),
                           labels=labels, n_jobs=ctx.n_jobs)

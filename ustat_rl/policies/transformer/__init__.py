@@ -13,12 +13,19 @@ C18), organised by concept:
 * the Monte Carlo of squared errors (the independent route) is in
   :mod:`ustat_rl.montecarlo.transformer`, and supervised warm-up, GRPO training (Algorithm 1)
   and exact accuracies in :mod:`ustat_rl.training.transformer`: a policy does not import the
-  layers that use it (their names are still served here, with a deprecation note).
+  layers that use it.
 
 Importing this package imports torch; :mod:`ustat_rl.policies` does not import it.
 """
 
-from .checkpoints import POLICY_NAMES, load_policy, load_study_policy, new_policy, save_policy
+from .checkpoints import (
+    POLICY_NAMES,
+    TransformerArchitecture,
+    load_policy,
+    load_study_policy,
+    new_policy,
+    save_policy,
+)
 from .model import TinyTransformer, TransformerConfig, TransformerPolicy, resolve_device
 from .moments import (
     AnswerTable,
@@ -39,13 +46,6 @@ from .task import (
     verify_answer,
 )
 
-
-def __getattr__(name):
-    from ..._moved import moved_attribute
-
-    return moved_attribute(__name__, name)
-
-
 __all__ = [
     "POLICY_NAMES",
     "AnswerTable",
@@ -57,6 +57,7 @@ __all__ = [
     "Enumeration",
     "Question",
     "TinyTransformer",
+    "TransformerArchitecture",
     "TransformerConfig",
     "TransformerPolicy",
     "bootstrap_constants",

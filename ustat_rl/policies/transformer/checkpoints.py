@@ -8,7 +8,7 @@ warm-up policies are :data:`POLICY_NAMES` (:func:`load_study_policy`), made by
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -16,7 +16,7 @@ import torch
 from ..._validation import as_int
 from .model import TinyTransformer, TransformerConfig, TransformerPolicy, resolve_device
 
-__all__ = ["POLICY_NAMES", "load_policy", "load_study_policy", "new_policy", "save_policy"]
+__all__ = ["POLICY_NAMES", "TransformerArchitecture", "load_policy", "load_study_policy", "new_policy", "save_policy"]
 
 #: The committed warm-up checkpoints, weakest first (analogues of base, instruct, few-shot
 #: instruct).
@@ -47,21 +47,47 @@ def load_policy(path, device=None, dtype: torch.dtype = torch.float32,
     return TransformerPolicy(model, **settings), blob["metadata"]
 
 
-def new_policy(task, seed: int, *, d_model: int = 64, n_layers: int = 2, n_heads: int = 4,
-               d_ff: int = 256, temperature: float = 1.0, constrained: bool = True,
+@dataclass(frozen=True)
+class TransformerArchitecture:
+    """The size of a :class:`TinyTransformer` apart from its task (vocabulary, length).
+
+    ``d_model`` (a multiple of ``n_heads``), ``n_layers``, ``n_heads`` and ``d_ff``, validated.
+    """
+
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    d_ff: int = 256
+
+    def __post_init__(self):
+        for name in ("d_model", "n_layers", "n_heads", "d_ff"):
+            object.__setattr__(self, name, as_int(getattr(self, name), name, 1))
+        if self.d_model % self.n_heads:
+            raise ValueError(f"`d_model` = {self.d_model} must be a multiple of `n_heads` = "
+                             f"{self.n_heads}")
+
+
+_DEFAULT_ARCHITECTURE = TransformerArchitecture()
+
+
+def new_policy(task, seed: int, *, architecture: TransformerArchitecture = _DEFAULT_ARCHITECTURE,
+               temperature: float = 1.0, constrained: bool = True,
                max_new_tokens: int | None = None, device=None,
                dtype: torch.dtype = torch.float32) -> TransformerPolicy:
     """Freshly initialised policy for an :class:`~ustat_rl.policies.transformer.task.ArithmeticTask`.
 
     Weights are drawn from N(0, 0.02^2) (biases 0, layer norms 1) with a ``torch.Generator``
-    seeded by ``seed``; global torch random state is untouched.
+    seeded by ``seed``; global torch random state is untouched. ``architecture`` sets the
+    network's size (:class:`TransformerArchitecture`).
     """
     seed = as_int(seed, "seed", 0)
+    if not isinstance(architecture, TransformerArchitecture):
+        raise TypeError(f"`architecture` must be a TransformerArchitecture, got "
+                        f"{type(architecture).__name__}")
     n_new = task.max_answer_len + 1 if max_new_tokens is None else max_new_tokens
+    a = architecture
     cfg = TransformerConfig(task.tokenizer.vocab_size, task.prompt_width + 1 + n_new,
-                            d_model, n_layers, n_heads, d_ff)
-    if d_model % n_heads:
-        raise ValueError(f"`d_model` = {d_model} must be a multiple of `n_heads` = {n_heads}")
+                            a.d_model, a.n_layers, a.n_heads, a.d_ff)
     model = TinyTransformer(cfg)
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
