@@ -4,6 +4,9 @@ The kit tests ``plain(rewards (n,), group_ids (n,)) -> (n,)``; :func:`adapt` tur
 TRL-style function into that form, passing ids the way those frameworks do, and checks that what
 comes back is a real floating array of the right shape. :func:`load_function` resolves a
 ``module:function`` target with a one-line :class:`TargetError` for anything that stops it.
+:func:`probe_call` calls an adapted function once on a plain valid batch and says why it cannot
+be tested (both kits probe through it before a search); :func:`probe` is the single-reward kit's
+probe.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ import numpy as np
 from .._validation import renamed_keywords
 
 __all__ = ["SIGNATURES", "SIGNATURE_WORDS", "SIGNATURE_FORMS", "REFERENCE_FORMS", "INDEX_KINDS",
-           "VERL_TOKENS", "TargetError", "adapt", "load_function", "probe", "takes_reference",
+           "VERL_TOKENS", "TargetError", "adapt", "load_function", "probe", "probe_call",
+           "takes_reference",
            "unchanged"]
 
 #: The call signatures the kit can test (see :func:`adapt`).
@@ -171,6 +175,20 @@ def takes_reference(spec) -> bool:
     return spec.centring.reference_source == "baseline"
 
 
+def probe_call(call: Callable, batch: tuple, signature: str) -> str | None:
+    """Why ``call(*batch)`` shows the function cannot be tested (``None`` when it ran)."""
+    try:
+        call(*(np.copy(a) for a in batch))
+    except BadOutput:  # it runs: what it returns is the search's to judge
+        return None
+    except (Exception, SystemExit) as exc:
+        shown = ", ".join(repr(np.asarray(a).tolist()) for a in batch)  # one line
+        return (f"calling it as {signature} on a plain valid batch ({shown}) raised "
+                f"{first_line(exc)}; a function that cannot run on such a batch cannot be "
+                "tested (check its signature, or --signature)")
+    return None
+
+
 def _verl_tokens(z, tokens):
     """Ragged responses of ``1..tokens`` tokens, the reward on the last: ``(mask, rewards)``."""
     n = z.size
@@ -260,7 +278,6 @@ def probe(fn: Callable, estimator, *, signature: str = "plain", tensors: str = "
     """Why ``fn`` cannot be tested against ``estimator`` (``None`` if it can): it is called
     once on two groups of distinct rewards; an exception is a usage error (exit 2)."""
     from ..advantages.conventions import get_convention
-    from .search import probe_call
 
     spec = get_convention(estimator)
     tokens = 1 if spec.scale == "whiten" else VERL_TOKENS
