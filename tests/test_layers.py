@@ -319,6 +319,46 @@ def _folder_cycles(root: Path) -> list[list[str]]:
     return cycles
 
 
+def _module_cycles(root: Path) -> list[list[str]]:
+    """Circles of imports between the package's modules, each as its sorted members.
+
+    A strongly connected component of the module-level import graph with more than one module.
+    Deferred imports (inside a function) count: a circle closed by one still ties the two
+    modules into one unit that neither can be read or tested without (the conformance kit's
+    ``adapters`` <-> ``search`` circle was closed that way). An import of a package is an arrow
+    to its ``__init__``, which is how Python runs it.
+    """
+    edges: dict[str, set[str]] = {}
+    for name, other in _resolved_imports(root):
+        if other and other != name:
+            edges.setdefault(name, set()).add(other)
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    components = []
+
+    def visit(node):  # Tarjan's algorithm
+        order[node] = low[node] = len(order)
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if nxt not in order:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], order[nxt])
+        if low[node] == order[node]:
+            members = []
+            while not members or members[-1] != node:
+                members.append(stack.pop())
+            if len(members) > 1:
+                components.append(sorted(members))
+
+    for node in sorted(edges):
+        if node not in order:
+            visit(node)
+    return sorted(components)
+
+
 #: The layers in README's layout order: a module may import only its own layer and the layers
 #: before it (deferred imports too). Each folder of the package is the layer of its name; the
 #: root modules in :data:`BASE` are the layer ``"base"``. A layer named here whose folder does not
@@ -458,6 +498,26 @@ def test_cycle_scan_flags_a_planted_cycle(tmp_path):
                              "x/m.py": "from ..y.n import f\n",
                              "y/n.py": "def f():\n    from ..x import m\n"})
     assert _folder_cycles(root) == [["x", "y", "x"]]
+
+
+def test_no_import_cycle_between_modules():
+    assert _module_cycles(LIBRARY) == []
+
+
+def test_module_cycle_scan_flags_planted_cycles(tmp_path):
+    # inside one folder, closed by a deferred import (as adapters <-> search was), and through a
+    # package's __init__ that re-exports a module which imports the package back
+    root = _plant(tmp_path, {"__init__.py": "", "kit/__init__.py": "from .registry import f\n",
+                             "kit/registry.py": "def f():\n    from . import g\n",
+                             "kit/a.py": "from .b import probe\n",
+                             "kit/b.py": "def probe():\n    from .a import load\n",
+                             "kit/c.py": "from .a import load\n"})
+    assert _module_cycles(root) == [["ustat_rl.kit", "ustat_rl.kit.registry"],
+                                    ["ustat_rl.kit.a", "ustat_rl.kit.b"]]
+    # a one-way chain is no circle
+    (root / "kit" / "b.py").write_text("def probe():\n    pass\n")
+    (root / "kit" / "registry.py").write_text("def f():\n    pass\n")
+    assert _module_cycles(root) == []
 
 
 def test_modules_import_only_the_layers_before_them():
