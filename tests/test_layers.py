@@ -252,9 +252,8 @@ LOO_PATTERNS = (
 LOO_HOME = "ustat_rl/advantages/parts.py"
 LOO_ELSEWHERE = {"ustat_rl/pilot/replicates.py": "leave-one-prompt-out means of the jackknife",
                  "ustat_rl/claims/literal_forms.py": "the frameworks' formulas written out for "
-                                                     "C46: a route independent of the registry",
-                 "ustat_rl/claims/literal_forms_extra.py": "literal_forms continued (slime's "
-                                                           "Bessel factor n/(n - 1))"}
+                                                     "C46: a route independent of the registry "
+                                                     "(slime's Bessel factor n/(n - 1) among them)"}
 
 
 def _modules(root: Path):

@@ -256,7 +256,7 @@ def test_roll_running_state_is_every_batch_pooled():
 
 
 def test_literal_forms_return_what_the_frameworks_own_functions_return():
-    """C46's literal forms (ustat_rl.claims.literal_forms_extra) against verl's and ROLL's own
+    """C46's literal forms (ustat_rl.claims.literal_forms) against verl's and ROLL's own
     functions in float64, rtol 1e-12: opo with ragged lengths too (its length weighting, as
     docs/conventions.md states it), ROLL's batch option; negative control: opo's form without
     the lengths misses verl's ragged result."""
