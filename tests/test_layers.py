@@ -175,6 +175,8 @@ def test_doctests(name):
 import io  # noqa: E402
 import tokenize  # noqa: E402
 
+pytestmark = pytest.mark.fast
+
 #: ``G* = 1 + sqrt(c3'/c1)`` written out, and Theorem 2's GRPO excess numerator
 #: ``E||W||^2 Var(Z|x) + ||g(x)||^2`` combined with a ``1/(G(G-1))`` factor.
 FORMULA_PATTERNS = {
@@ -659,3 +661,35 @@ def test_misplaced_test_scan_flags_planted_files(tmp_path):
         (tests / rel).parent.mkdir(parents=True, exist_ok=True)
         (tests / rel).write_text("")
     assert _misplaced_tests(tests, library) == ["nowhere/test_lost.py", "test_loose.py"]
+
+
+# ---------------------------------------------------------------------------- tests tiered
+from tiers import tier_problems  # noqa: E402
+
+
+def test_every_test_file_states_one_tier():
+    files = sorted((ROOT / "tests").rglob("test_*.py"))
+    assert len(files) > 100
+    assert tier_problems(files) == []
+
+
+def test_tier_scan_flags_planted_files(tmp_path):
+    files = {"test_none.py": "import pytest\n\n\ndef test_a():\n    pass\n",
+             "test_fast.py": "import pytest\n\npytestmark = pytest.mark.fast\n",
+             "test_slow.py": "import pytest\n\npytestmark = [pytest.mark.integration,\n"
+                             "              pytest.mark.skipif(False, reason='x')]\n",
+             "test_both.py": "import pytest\n\npytestmark = [pytest.mark.fast, "
+                             "pytest.mark.integration]\n",
+             "test_mixed.py": "import pytest\n\npytestmark = pytest.mark.fast\n\n\n"
+                              "@pytest.mark.integration\ndef test_slow():\n    pass\n",
+             "test_param.py": "import pytest\n\npytestmark = pytest.mark.fast\n\n\n"
+                              "@pytest.mark.parametrize('x', [pytest.param(1, "
+                              "marks=pytest.mark.integration)])\ndef test_p(x):\n    pass\n",
+             "test_inside.py": "import pytest\n\n\ndef test_a():\n"
+                               "    pytestmark = pytest.mark.fast\n"}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    flagged = [p.split(":")[0] for p in tier_problems(tmp_path.iterdir())]
+    assert flagged == [str(tmp_path / n) for n in ("test_both.py", "test_inside.py",
+                                                    "test_mixed.py", "test_none.py",
+                                                    "test_param.py")]

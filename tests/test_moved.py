@@ -12,6 +12,8 @@ import pytest
 
 from ustat_rl._moved import MOVED_ATTRIBUTES, MOVED_MODULES
 
+pytestmark = pytest.mark.fast
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -14,6 +14,8 @@ import pytest
 import ustat_rl
 from ustat_rl._moved import MOVED_MODULES, REMOVED_IN
 
+pytestmark = pytest.mark.fast
+
 LIBRARY = ustat_rl.__path__[0]
 
 #: One old path of each kind of move, and a name it must still serve.

@@ -36,6 +36,8 @@ from ustat_rl.advantages import get_rule
 from ustat_rl.advantages.conventions import AREAL_REWARD_NORM, CONVENTION_NAMES, advantages
 from ustat_rl.conformance.kit import check_conformance
 
+pytestmark = pytest.mark.fast
+
 NAME = "areal_grpo"
 
 

@@ -52,6 +52,8 @@ from ustat_rl.policies.enumeration import enumerate_prompt_estimates
 from ustat_rl.policies.examples import small_bandit
 from ustat_rl.training.batch_study import batch_monte_carlo
 
+pytestmark = pytest.mark.integration  # conformance runs: verl's opo and ROLL's reward_norm against their copied sources
+
 RTOL, ATOL = 1e-12, 1e-14  # two float64 routes through the same arithmetic, to rounding
 NEW_RULES = ("verl_opo", "roll_batch", "slime_reinforce_pp_baseline")
 SLIME = "slime_reinforce_pp_baseline"

@@ -49,6 +49,8 @@ from ustat_rl.theory.advantage import advantage_moments
 from ustat_rl.theory.multichannel import limit_constants, multichannel_moments
 from ustat_rl.tolerances import Z_TEST
 
+pytestmark = pytest.mark.integration  # conformance runs: the multi-reward rules against copied sources
+
 RTOL, ATOL = 1e-12, 1e-14
 W = np.array([1.0, 0.5])
 TRL = ("trl_sum_then_normalize", "trl_sum_then_normalize_batch", "trl_sum_then_normalize_none",

@@ -20,6 +20,8 @@ import pytest
 from ustat_rl._moved import REMOVED_IN
 from ustat_rl._validation import renamed_keywords
 
+pytestmark = pytest.mark.fast
+
 ROOT = pathlib.Path(__file__).resolve().parents[2] / "ustat_rl"
 OLD_WORDS = ("rule", "advantage", "convention")
 

@@ -9,6 +9,7 @@ the Richardson extrapolate removes a c/i bias exactly and the raw window average
 import itertools
 
 import numpy as np
+import pytest
 
 from ustat_rl.advantages.gradients import grpo_gradient, oracle_gradient, vanilla_gradient
 from ustat_rl.claims._intervals import (
@@ -17,6 +18,8 @@ from ustat_rl.claims._intervals import (
     nonnegative_lower_margin,
 )
 from ustat_rl.claims.paper_practical import C26_WINDOWS, _step_extrapolation
+
+pytestmark = pytest.mark.fast
 
 PROB = np.array([0.3, 0.45, 0.2, 0.05])
 REWARD = np.array([1.0, 0.0, 0.0, 0.0])

@@ -13,6 +13,8 @@ import pytest
 from ustat_rl.claims import VerifyContext, registry, run_claim
 from ustat_rl.claims.paper_ustatistic import lemma1, minibatch
 
+pytestmark = pytest.mark.integration  # whole claims: each power claim with a planted bug it must catch
+
 
 def _run(claim_id, seed=0):
     return run_claim(registry()[claim_id], VerifyContext(seed=seed, quick=True))

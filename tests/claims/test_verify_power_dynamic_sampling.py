@@ -24,6 +24,8 @@ from ustat_rl.claims.beyond_frameworks.dynamic_sampling import CASES, squared_me
 from ustat_rl.policies.examples import known_value_bandit
 from ustat_rl.tolerances import CLAIM_BUDGET, FALSE_FAILURE_STRICT_TWO_SIDED, Z_STRICT
 
+pytestmark = pytest.mark.integration  # whole claim C51 with planted bugs
+
 calibration = load_script("benchmarks/calibration.py", "calibration_script_c51")
 
 

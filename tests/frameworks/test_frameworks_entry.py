@@ -31,6 +31,8 @@ from ustat_rl.scores.chunks import sketch_rows  # noqa: E402
 from ustat_rl.scores.sequence import trainable_parameters  # noqa: E402
 from ustat_rl.scores.spec import SketchSpec  # noqa: E402
 
+pytestmark = pytest.mark.fast
+
 G, B, K, BLOCKS, VOCAB = 4, 6, 16, 4, 14  # VOCAB: the tiny GPT-2's
 WEIGHTS = np.array([1.0, 0.5])
 ESTIMATOR = "trl_sum_then_normalize"

@@ -21,6 +21,8 @@ import torch.multiprocessing as mp  # noqa: E402
 from ustat_rl.frameworks.gather import gather_rows, world  # noqa: E402
 from ustat_rl.frameworks.window import Batch, batch_problem, window_record  # noqa: E402
 
+pytestmark = pytest.mark.fast
+
 G, B, K = 4, 12, 8
 META = dict(sketch_kind="gaussian", sketch_seed=0, sketch_blocks=None, sketch_route="dense",
             model_name="test", param_dim=100)

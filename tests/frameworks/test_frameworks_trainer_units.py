@@ -10,7 +10,6 @@ exact theory (the bias of the full mean is known in closed form); a real TRL run
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import pytest
@@ -23,6 +22,8 @@ from ustat_rl.frameworks.trainer_units import (
 )
 from ustat_rl.policies.examples import interior_optimum_bandit
 from ustat_rl.theory import minibatch_mse, minibatch_variance
+
+pytestmark = pytest.mark.fast
 
 
 @pytest.mark.parametrize("loss_type", sorted(LOSS_WEIGHTS))
@@ -64,42 +65,3 @@ def test_variance_is_the_mse_less_the_squared_bias():
     sizes = np.array([2, 4, 8])
     assert np.allclose(minibatch_variance(moments, "grpo", sizes, 4),
                        minibatch_mse(moments, "grpo", sizes, 4), rtol=1e-10)
-
-
-@pytest.mark.parametrize("scale", ["batch", "group"])
-@pytest.mark.integration  # TRL run
-def test_a_real_run_estimates_every_window_in_trainer_units(tmp_path, scale):
-    """TRL with ``scale_rewards="batch"`` (batch statistics, held at each batch's value) or
-    ``"group"``: every window estimated, the run rule's MSE and variance at the run's G with
-    intervals that hold their estimates and do not go below 0; G*, the intervals and the advice
-    as for every window."""
-    pytest.importorskip("trl")
-    from ustat_rl.frameworks import GroupSizeMonitor
-    from ustat_rl.frameworks.demo import demo_trainer
-
-    trainer = demo_trainer(tmp_path / "out", 4, 8, 3, 1e-3, scale_rewards=scale,
-                           loss_type="dr_grpo")
-    monitor = GroupSizeMonitor(trainer, every=1, sketch_dim=32, sketch_blocks=8, pool=2,
-                               trajectory=tmp_path / "t.jsonl")
-    trainer.add_callback(monitor)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        trainer.train()
-    records = monitor.records
-    assert [r["status"] for r in records] == ["ok"] * 3
-    assert all(r["units"] == units_note("dr_grpo") for r in records)
-    assert all(r["gstar"] is not None and r["recommended_group_size"] >= 2 for r in records)
-    for r in records:
-        for name in ("var_run", "mse_run"):
-            assert 0.0 <= r[name]["low"] <= r[name]["estimate"] <= r[name]["high"], (name, r)
-        assert r["var_run"]["estimate"] > 0
-        assert r["run_estimator"].startswith(f"trl_{scale} at the run's G = 4")
-        assert ("batch statistics held" in r["run_estimator"]) == (scale == "batch")
-    logs = [h for h in trainer.state.log_history if "loss" in h]
-    assert all("ustat/var_run" in h for h in logs)
-    # dynamic sampling's cost at the run's G, from the all-equal fraction of earlier batches
-    assert records[0]["ds_keep_prob"] is None  # no earlier batch to predict from
-    for r in records[1:]:
-        assert r["ds_keep_prob"] == pytest.approx(1.0 - r["all_equal_predicted"], abs=1e-15)
-        # whole generation batches: at least the B/(b r) = 1/r a fractional count would give
-        assert r["ds_gen_batches"] >= 1.0 / r["ds_keep_prob"] - 1e-12

@@ -24,6 +24,8 @@ from ustat_rl.frameworks.universality import format_universality, gstar_universa
 from ustat_rl.interface.cli import main
 from ustat_rl.pilot.uncertainty import fieller_gstar, pilot_intervals, student_interval
 
+pytestmark = pytest.mark.fast
+
 #: One-sided normal quantile for the Monte Carlo bounds below: a rate exactly at its bound
 #: exceeds bound + Z se in 0.1% of runs.
 Z = 3.09

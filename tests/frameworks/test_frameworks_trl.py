@@ -25,10 +25,13 @@ from ustat_rl.frameworks.demo import (  # noqa: E402
     tiny_family,
     tiny_gpt2,
 )
+from ustat_rl.frameworks.trainer_units import units_note  # noqa: E402
 from ustat_rl.frameworks.trl_monitor import run_rule  # noqa: E402
 from ustat_rl.pilot import load_rollouts  # noqa: E402
 from ustat_rl.scores.factored import factored_projection_matrix  # noqa: E402
 from ustat_rl.scores.sequence import trainable_parameters  # noqa: E402
+
+pytestmark = pytest.mark.integration  # TRL run: the monitor inside the real GRPOTrainer
 
 G, B, K, BLOCKS = 4, 8, 32, 8
 parity = parity_reward
@@ -458,3 +461,41 @@ def test_the_entry_by_hand_gives_the_trl_monitors_records(tmp_path, overrides):
     assert all(r["status"] == "ok" for r in monitor.records)
     same = [_same(a, b) for a, b in zip(monitor.records, replayed)]
     assert all(same) if not overrides else not any(same)
+
+
+@pytest.mark.parametrize("scale", ["batch", "group"])
+def test_a_real_run_estimates_every_window_in_trainer_units(tmp_path, scale):
+    """TRL with ``scale_rewards="batch"`` (batch statistics, held at each batch's value) or
+    ``"group"``: every window estimated, the run rule's MSE and variance at the run's G with
+    intervals that hold their estimates and do not go below 0; G*, the intervals and the advice
+    as for every window."""
+    pytest.importorskip("trl")
+    from ustat_rl.frameworks import GroupSizeMonitor
+    from ustat_rl.frameworks.demo import demo_trainer
+
+    trainer = demo_trainer(tmp_path / "out", 4, 8, 3, 1e-3, scale_rewards=scale,
+                           loss_type="dr_grpo")
+    monitor = GroupSizeMonitor(trainer, every=1, sketch_dim=32, sketch_blocks=8, pool=2,
+                               trajectory=tmp_path / "t.jsonl")
+    trainer.add_callback(monitor)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.train()
+    records = monitor.records
+    assert [r["status"] for r in records] == ["ok"] * 3
+    assert all(r["units"] == units_note("dr_grpo") for r in records)
+    assert all(r["gstar"] is not None and r["recommended_group_size"] >= 2 for r in records)
+    for r in records:
+        for name in ("var_run", "mse_run"):
+            assert 0.0 <= r[name]["low"] <= r[name]["estimate"] <= r[name]["high"], (name, r)
+        assert r["var_run"]["estimate"] > 0
+        assert r["run_estimator"].startswith(f"trl_{scale} at the run's G = 4")
+        assert ("batch statistics held" in r["run_estimator"]) == (scale == "batch")
+    logs = [h for h in trainer.state.log_history if "loss" in h]
+    assert all("ustat/var_run" in h for h in logs)
+    # dynamic sampling's cost at the run's G, from the all-equal fraction of earlier batches
+    assert records[0]["ds_keep_prob"] is None  # no earlier batch to predict from
+    for r in records[1:]:
+        assert r["ds_keep_prob"] == pytest.approx(1.0 - r["all_equal_predicted"], abs=1e-15)
+        # whole generation batches: at least the B/(b r) = 1/r a fractional count would give
+        assert r["ds_gen_batches"] >= 1.0 / r["ds_keep_prob"] - 1e-12

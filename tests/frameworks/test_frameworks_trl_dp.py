@@ -21,6 +21,8 @@ pytest.importorskip("trl")
 
 from ustat_rl.pilot import load_rollouts  # noqa: E402
 
+pytestmark = pytest.mark.integration  # TRL run: GRPOTrainer in two torchrun processes
+
 SCRIPT = Path(__file__).resolve().parents[1] / "dp_monitor_run.py"
 
 

@@ -37,6 +37,8 @@ from ustat_rl.pilot import load_rollouts  # noqa: E402
 from ustat_rl.scores.factored import factored_projection_matrix  # noqa: E402
 from ustat_rl.scores.sequence import trainable_parameters  # noqa: E402
 
+pytestmark = pytest.mark.integration  # TRL run: GRPOTrainer at learning rate 0
+
 G, B, K, BLOCKS = 4, 8, 32, 8
 #: float32 rounding of a sum of a few hundred terms, relative to the largest entry; 100 times
 #: the largest difference measured, and 1/200 of the smallest miss of the negative controls.

@@ -28,7 +28,7 @@ from ustat_rl.frameworks.demo import (  # noqa: E402
 )
 from ustat_rl.frameworks.entry import combined_rewards  # noqa: E402
 
-pytestmark = pytest.mark.integration  # TRL run
+pytestmark = pytest.mark.integration  # TRL run: GRPOTrainer with combined rewards
 G, B = 4, 4
 
 

@@ -19,6 +19,8 @@ from ustat_rl.frameworks import GroupSizeMonitor  # noqa: E402
 from ustat_rl.frameworks.demo import demo_trainer  # noqa: E402
 from ustat_rl.frameworks.trl_support import TRL_VERSIONS, check_trl_version  # noqa: E402
 
+pytestmark = pytest.mark.fast
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

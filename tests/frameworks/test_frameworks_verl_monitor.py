@@ -36,6 +36,8 @@ from ustat_rl.frameworks.verl_monitor import (
     verl_step_inputs,
 )
 
+pytestmark = pytest.mark.fast
+
 try:
     import verl
     from verl import DataProto

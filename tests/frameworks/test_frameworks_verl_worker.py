@@ -43,6 +43,8 @@ import torch
 
 from ustat_rl.frameworks.verl_monitor import VerlWindowMonitor
 
+pytestmark = pytest.mark.fast
+
 try:
     from omegaconf import OmegaConf
     from test_frameworks_verl_monitor import OPTIONS, B, G, _model, _step_batch

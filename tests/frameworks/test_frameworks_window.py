@@ -27,6 +27,8 @@ from ustat_rl.scores.transformer import answer_population, population_pilot  # n
 from ustat_rl.theory import scaling_constants  # noqa: E402
 from ustat_rl.training.transformer import moderate_questions  # noqa: E402
 
+pytestmark = pytest.mark.integration  # coverage study: monitor windows of the transformer policy
+
 G, GROUPS, POOL, K, WINDOWS = 16, 16, 4, 32, 160
 Z = 4.0
 

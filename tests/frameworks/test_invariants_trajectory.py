@@ -49,6 +49,8 @@ from ustat_rl.frameworks.trajectory import (
 from ustat_rl.frameworks.universality import format_universality, gstar_universality
 from ustat_rl.frameworks.window import Batch, batch_problem, skipped_record, window_record
 
+pytestmark = pytest.mark.fast
+
 EXAMPLES, LONG_EXAMPLES = 25, 600
 N = LONG_EXAMPLES if LONG else EXAMPLES
 

@@ -15,6 +15,8 @@ import pytest
 from ustat_rl.pilot.advice import Advice, robust_group_size
 from ustat_rl.pilot.fieller import fieller_ratio
 
+pytestmark = pytest.mark.fast
+
 SIZES = [2, 4, 8, 16, 32]
 
 

@@ -28,6 +28,8 @@ from ustat_rl.scores.bandit import bandit_pilot
 from ustat_rl.seeding import child_rng
 from ustat_rl.theory import admissible_group_sizes
 
+pytestmark = pytest.mark.fast
+
 SEED = 20260302
 ADVICE_BOUND = 0.87
 N_ADVICE = 300

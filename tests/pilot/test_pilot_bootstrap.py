@@ -17,6 +17,8 @@ from ustat_rl.pilot.estimate import SCORE_MOMENTS, estimate_constants, pilot_sta
 from ustat_rl.pilot.replicates import pilot_summary as _summary
 from ustat_rl.seeding import child_rng
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture(scope="module")
 def stats(interior_pilot):

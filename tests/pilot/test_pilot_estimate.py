@@ -32,6 +32,8 @@ from ustat_rl.seeding import child_rng
 from ustat_rl.theory import scaling_constants
 from ustat_rl.tolerances import EXACT_RTOL, Z_CHECK
 
+pytestmark = pytest.mark.fast
+
 N_PILOTS = 500
 FIELDS = ("value", "reward_var") + SCORE_MOMENTS
 SEED = 20260301

@@ -13,6 +13,8 @@ import pytest
 from ustat_rl.pilot.estimate import SCORE_MOMENTS, PilotStatistics, group_moments, pilot_statistics
 from ustat_rl.pilot.rollouts import Rollouts
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.mark.parametrize("reward", [np.zeros((3, 1)), np.zeros((4, 2)), np.zeros(2), np.zeros(0)])
 def test_group_moments_needs_a_1d_reward_of_three_samples(reward):

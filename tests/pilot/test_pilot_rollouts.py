@@ -8,6 +8,8 @@ import pytest
 
 from ustat_rl.pilot.rollouts import Rollouts, load_rollouts
 
+pytestmark = pytest.mark.fast
+
 pyarrow = pytest.importorskip("pyarrow", reason="Parquet round trips need the optional pyarrow")
 
 

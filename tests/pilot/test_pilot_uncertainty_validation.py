@@ -15,6 +15,8 @@ from ustat_rl.policies.examples import interior_optimum_bandit
 from ustat_rl.scores.bandit import bandit_pilot
 from ustat_rl.seeding import child_rng
 
+pytestmark = pytest.mark.fast
+
 
 def test_interval_is_closed_and_its_width_is_the_difference():
     iv = Interval(estimate=2.0, low=1.5, high=3.0, std_error=0.4, prompt_std_error=0.3,

@@ -17,6 +17,8 @@ from ustat_rl.scores.factored import factored_projection_matrix
 from ustat_rl.scores.forward_sketch import jvp_projection_matrix
 from ustat_rl.scores.sketch import torch_projection_matrix
 
+pytestmark = pytest.mark.fast
+
 transformers = pytest.importorskip("transformers", reason="the optional extra 'hf'")
 
 EOS = 10
@@ -160,24 +162,3 @@ def test_bad_input(model):
     with pytest.raises(ValueError, match="`route`"):
         causal_lm_pilot(model, [[1], [2]], lambda i, a: 0.0, 3, 3, seed=0, sketch_dim=8,
                         route="sparse")
-
-
-@pytest.mark.integration  # script: benchmarks/bench_sketch.py --quick
-def test_quick_benchmark_pilot_of_the_large_model_goes_through_gstar(tmp_path, capsys):
-    """benchmarks/bench_sketch.py --quick: a factored pilot of the 38.4M-parameter GPT-2 built
-    from a config, saved, and read back by ``ustat-rl gstar``."""
-    from script_loader import load_script
-
-    from ustat_rl.interface.cli import main as cli_main
-    from ustat_rl.pilot.rollouts import load_rollouts
-
-    bench = load_script("benchmarks/bench_sketch.py", "bench_sketch_script")
-    out = tmp_path / "pilot.npz"
-    res = bench.main(["--quick", "--out", str(out)])
-    assert res["pilot"]["gstar_exit"] == 0 and "rows" not in res
-    pilot = load_rollouts(out)
-    assert (pilot.sketch_route, pilot.sketch_blocks, pilot.sketch_dim) == ("factored", 16, 64)
-    assert pilot.param_dim > 30_000_000 and pilot.n_prompts == bench.PILOT["prompts"]
-    capsys.readouterr()
-    assert cli_main(["gstar", str(out), "--budget", "32"]) == 0
-    assert "G*" in capsys.readouterr().out

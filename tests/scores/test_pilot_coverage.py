@@ -30,6 +30,8 @@ transformers = pytest.importorskip("transformers", reason="the optional extra 'h
 
 from ustat_rl.scores.families import FAMILIES, build_family  # noqa: E402
 
+pytestmark = pytest.mark.fast
+
 #: (family, tied head): both where the family ships both (Qwen2.5 and Qwen3's small models and
 #: Llama 3.2 tie theirs, the larger ones do not; Gemma2 ties).
 CASES = [("qwen2", False), ("qwen2", True), ("qwen3", False), ("qwen3", True),

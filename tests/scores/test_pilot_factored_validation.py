@@ -7,6 +7,8 @@ import pytest
 
 from ustat_rl.scores.factored import block_factors
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.mark.parametrize("k, expected", [(1, (1, 1)), (2, (1, 2)), (7, (1, 7)), (8, (2, 4)),
                                          (10, (2, 5)), (18, (3, 6)),

@@ -41,6 +41,8 @@ from ustat_rl.scores.sketch import (
 )
 from ustat_rl.tolerances import Z_CHECK
 
+pytestmark = pytest.mark.integration  # coverage study: sketched inner products of a tiny GPT-2 against full per-sample gradients over many projections
+
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 

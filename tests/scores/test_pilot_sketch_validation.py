@@ -14,6 +14,8 @@ import torch
 
 from ustat_rl.scores.sketch import project_scores, projection_matrix, torch_projection_matrix
 
+pytestmark = pytest.mark.fast
+
 
 def _is_sign_matrix(R, k):
     return np.allclose(np.abs(R), 1.0 / math.sqrt(k))

@@ -40,6 +40,8 @@ from ustat_rl.theory import scaling_constants
 from ustat_rl.tolerances import Z_CHECK
 from ustat_rl.training.transformer import moderate_questions
 
+pytestmark = pytest.mark.integration  # coverage study: pilots of the committed transformer policy
+
 N_QUESTIONS = 12
 N_PILOTS = 500
 N_COVERAGE = 200

@@ -9,7 +9,10 @@ for G* is computed from the same pilots).
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from script_loader import load_script
+
+pytestmark = pytest.mark.integration  # script: simulations/pilot_coverage.py --quick
 
 
 def test_quick_mode_writes_both_tables(tmp_path, capsys):

@@ -6,6 +6,8 @@ from ustat_rl import estimate_zetas, hoeffding_parts, run_monte_carlo, u_statist
 from ustat_rl.policies.examples import small_bandit
 from ustat_rl.tolerances import Z_TEST
 
+pytestmark = pytest.mark.fast
+
 
 def _kernel(a, b):
     return 0.5 * (a[..., :-1] - b[..., :-1]) * (a[..., -1:] - b[..., -1:])

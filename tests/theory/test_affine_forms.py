@@ -14,6 +14,8 @@ from ustat_rl.frameworks.window import Batch, window_record
 from ustat_rl.pilot.replicates import as_moments
 from ustat_rl.theory import minibatch_mse
 
+pytestmark = pytest.mark.fast
+
 #: A pilot's estimated summary (value, reward_var, ..., grad_norm_sq), some estimates below 0.
 SUMMARY = np.array([0.0, 0.61408082, 1.82002409, 0.20855905, 2.26348809, 0.70429294,
                     0.40892592, 0.76891427, -0.20311495])

@@ -31,6 +31,8 @@ from ustat_rl.theory.allocation import (
 )
 from ustat_rl.theory.allocation_rules import BASELINE_RULES, compare_allocations, round_to_budget
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture(scope="module")
 def hetero():

@@ -23,6 +23,8 @@ from ustat_rl.theory.budget import (
     fullmean_budget_optimum,
 )
 
+pytestmark = pytest.mark.fast
+
 #: Exact arithmetic on both sides; only rounding separates them.
 RTOL = 1e-10
 

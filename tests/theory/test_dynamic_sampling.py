@@ -34,6 +34,8 @@ from ustat_rl.theory.dynamic_sampling import (
 )
 from ustat_rl.tolerances import Z_CHECK
 
+pytestmark = pytest.mark.fast
+
 #: Exact identities in double precision (the brief's 1e-12, relative to the quantity's size).
 EXACT = 1e-12
 

@@ -39,6 +39,8 @@ from ustat_rl.theory.keep_rules import (
 )
 from ustat_rl.tolerances import Z_CHECK
 
+pytestmark = pytest.mark.fast
+
 EXACT = 1e-12
 N_REPS = 20_000
 MIXTURE = ([0.02, 0.3, 0.7, 0.98], [0.4, 0.1, 0.1, 0.4])

@@ -32,6 +32,8 @@ from ustat_rl.theory.replace_sampling import (
 )
 from ustat_rl.tolerances import Z_CHECK
 
+pytestmark = pytest.mark.fast
+
 N_REPS = 8_000
 
 

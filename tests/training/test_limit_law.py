@@ -16,6 +16,8 @@ from ustat_rl.tolerances import Z_TEST
 from ustat_rl.training import NoisyQuadratic, quadratic_expected_gap, train
 from ustat_rl.training.group_size import bootstrap_argmin, common_argmin, linearised_gap
 
+pytestmark = pytest.mark.fast
+
 
 def _quadratic():
     rot = np.linalg.qr(np.random.default_rng(0).normal(size=(3, 3)))[0]

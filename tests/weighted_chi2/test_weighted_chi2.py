@@ -28,6 +28,8 @@ from ustat_rl.weighted_chi2._reference import (
     reference_two_weights,
 )
 
+pytestmark = pytest.mark.integration  # whole claim C20.dist with a planted engine drift, the benchmark script in a subprocess, mpmath references
+
 ROOT = Path(__file__).resolve().parents[2]
 #: Target relative accuracy of cdf and sf (the issue's requirement).
 RTOL = 1e-10
