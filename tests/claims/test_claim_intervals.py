@@ -12,12 +12,9 @@ import numpy as np
 import pytest
 
 from ustat_rl.advantages.gradients import grpo_gradient, oracle_gradient, vanilla_gradient
-from ustat_rl.claims._intervals import (
-    grpo_squared_error_moments,
-    iid_mean_squared_error_moments,
-    nonnegative_lower_margin,
-)
 from ustat_rl.claims.paper_practical import C26_WINDOWS, _step_extrapolation
+from ustat_rl.stats.nonnegative import iid_mean_squared_error_moments, nonnegative_lower_margin
+from ustat_rl.theory.squared_error import grpo_squared_error_moments
 
 pytestmark = pytest.mark.fast
 

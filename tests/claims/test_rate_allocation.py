@@ -16,7 +16,7 @@ from scipy.stats import norm
 from script_loader import load_script
 
 from ustat_rl.claims import VerifyContext, registry, run_claim
-from ustat_rl.claims._intervals import SquaredErrorMoments
+from ustat_rl.stats.nonnegative import SquaredErrorMoments
 from ustat_rl.tolerances import (
     CLAIM_BUDGET,
     FALSE_FAILURE_STRICT_ONE_SIDED,
