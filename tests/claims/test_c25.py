@@ -1,11 +1,17 @@
-"""Algorithm 2's minibatch-reuse bias (ustat_rl/training/algorithm2.py; docs/theory.md C25, Theorem 12)."""
+"""Algorithm 2's minibatch-reuse bias (ustat_rl/training/algorithm2.py; docs/theory.md C25, Theorem 12),
+and C26.train's step-size extrapolation (ustat_rl/claims/paper_practical.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from ustat_rl.claims.paper_practical import c25_bandit, c25_slope_checks
+from ustat_rl.claims.paper_practical import (
+    C26_WINDOWS,
+    _step_extrapolation,
+    c25_bandit,
+    c25_slope_checks,
+)
 from ustat_rl.tolerances import Z_TEST
 from ustat_rl.training.algorithm2 import (
     OffPolicyBandit,
@@ -87,3 +93,14 @@ def test_bias_depends_on_m_eta():
     c = np.sum(minibatch_bias(bandit, 0.004, 4) ** 2)
     assert abs(a / b - 1.0) < 0.02
     assert abs(c / a - 16.0) < 0.5
+
+
+def test_c26_step_extrapolation_removes_a_one_over_i_bias():
+    n, target, c = 4000, 1.5, 0.8
+    i = np.arange(1, n + 1)
+    path = target + c / i  # the first-order bias alone
+    windows = np.array([[path[int(a * n):int(b * n)].mean()] for a, b in C26_WINDOWS])  # (3, 1)
+    final, removed, residual = _step_extrapolation(windows)
+    assert abs(windows[2, 0] - target) > 1e-4  # the raw average keeps the bias
+    assert abs(final[0] - target) < 1e-7 and abs(residual[0]) < 1e-7
+    np.testing.assert_allclose(removed[0], windows[2, 0] - final[0])

@@ -1,9 +1,9 @@
-"""Exact moments behind C5.tf's heavy-tail interval and C26.train's step-size extrapolation.
+"""Exact moments behind C5.tf's heavy-tail interval (ustat_rl.theory.squared_error,
+ustat_rl.stats.nonnegative).
 
 The closed forms of E X and E X^2 for the squared error of the vanilla, oracle and GRPO
 estimators are checked against brute-force enumeration of every group of a small output
-table; Maurer's margin is checked to reject a prediction twice the truth (negative control);
-the Richardson extrapolate removes a c/i bias exactly and the raw window average keeps it.
+table; Maurer's margin is checked to reject a prediction twice the truth (negative control).
 """
 
 import itertools
@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from ustat_rl.advantages.gradients import grpo_gradient, oracle_gradient, vanilla_gradient
-from ustat_rl.claims.paper_practical import C26_WINDOWS, _step_extrapolation
 from ustat_rl.stats.nonnegative import iid_mean_squared_error_moments, nonnegative_lower_margin
 from ustat_rl.theory.squared_error import grpo_squared_error_moments
 
@@ -63,14 +62,3 @@ def test_maurer_margin_rejects_a_doubled_prediction():
     margin = nonnegative_lower_margin(moments, [400], [1.0], 3.2e-5)
     truth = moments[0].mean
     assert truth < truth + margin < 2 * truth  # an exact mean passes, twice it does not
-
-
-def test_step_extrapolation_removes_a_one_over_i_bias():
-    n, target, c = 4000, 1.5, 0.8
-    i = np.arange(1, n + 1)
-    path = target + c / i  # the first-order bias alone
-    windows = np.array([[path[int(a * n):int(b * n)].mean()] for a, b in C26_WINDOWS])  # (3, 1)
-    final, removed, residual = _step_extrapolation(windows)
-    assert abs(windows[2, 0] - target) > 1e-4  # the raw average keeps the bias
-    assert abs(final[0] - target) < 1e-7 and abs(residual[0]) < 1e-7
-    np.testing.assert_allclose(removed[0], windows[2, 0] - final[0])
