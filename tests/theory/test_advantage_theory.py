@@ -195,44 +195,6 @@ def test_doctests():
     assert result.attempted > 0 and result.failed == 0
 
 
-# ---------------------------------------------------------------- C24, C26, C27.mc (paper_practical)
-def test_c24_limit_check_rejects_a_wrong_constant():
-    """Negative control: the Richardson check rejects the constant without (1 - 2V)^2."""
-    from ustat_rl.claims.paper_practical import limit_check
-    from ustat_rl.policies.examples import std_normalisation_bandit
-    from ustat_rl.theory.lemma11 import lemma11_constant
-
-    m = std_normalisation_bandit().moments()
-    V = float(m.value[0])
-    assert limit_check(m, lemma11_constant(m), "right")[0].passed
-    assert not limit_check(m, lemma11_constant(m) / (1 - 2 * V) ** 2, "wrong")[0].passed
-    # a rate of 1/G^2 would make G D(G) vanish: rejected as well
-    assert not limit_check(m, 0.0, "rate 1/G^2")[0].passed
-
-
-def test_c24_all_equal_check_rejects_one_sided_formula():
-    """Negative control: p^G alone (forgetting (1 - p)^G) is rejected by the same MC check."""
-    from ustat_rl.claims.paper_practical import _monte_carlo
-    from ustat_rl.claims.registry import check_close
-    from ustat_rl.policies.examples import std_normalisation_bandit
-
-    bandit = std_normalisation_bandit()
-    V = float(bandit.value[0])
-    # G = 2, where the forgotten V^G = 0.084 is 24 standard errors (the check's sizes)
-    _, equal = _monte_carlo(bandit, 2, 20000, np.random.default_rng(11))
-    p_hat, se = equal.mean(), np.sqrt(equal.mean() * (1 - equal.mean()) / equal.size)
-    assert check_close("right", V**2 + (1 - V) ** 2, p_hat, se).passed
-    assert not check_close("wrong", (1 - V) ** 2, p_hat, se).passed
-
-
-def test_c27_mc_rejects_the_forward_kl_gradient():
-    """Negative control: predicting grad KL(pi || pi_ref) fails the per-coordinate checks."""
-    from ustat_rl.claims.paper_practical import k3_gradient_checks
-
-    checks = k3_gradient_checks(np.random.default_rng(5), 200000, target="forward")
-    assert not all(c.passed for c in checks[:4])
-
-
 def test_kl_penalty_gradient_matches_the_bandit():
     """Two routes to -tau grad KL: the vectorised formula and J's gradient with and without tau."""
     from ustat_rl.policies.examples import arcsin_conflict_bandit, conflicting_prompts_bandit
