@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 from rule_checks import Z_CHECK
 
-from ustat_rl.claims.beyond_frameworks.batch_rules import B, G, batch_rule_names
+from ustat_rl.advantages.conventions import batch_rule_names
 from ustat_rl.montecarlo import run_monte_carlo
 from ustat_rl.montecarlo.batch_rules import as_one_channel, batch_rule_statistics
 from ustat_rl.policies import SoftmaxBandit
@@ -39,7 +39,9 @@ from ustat_rl.training.batch_study import batch_enumeration
 pytestmark = pytest.mark.fast
 
 REPS = 5_000
-BATCH_RULES = batch_rule_names()  # C57's: every framework rule with batch statistics at G x B
+#: The group and batch sizes of claim C57's comparison ((2 K P)^G outcomes per group, squared).
+G, B = 2, 2
+BATCH_RULES = batch_rule_names(G, B)  # every framework rule with batch statistics at G x B
 GROUP_RULES = ("grpo", "fullmean")
 
 

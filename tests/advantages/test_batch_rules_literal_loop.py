@@ -11,13 +11,15 @@ from __future__ import annotations
 import pytest
 from rule_checks import exact_batch
 
-from ustat_rl.claims.beyond_frameworks.batch_rules import B, G, batch_rule_names
+from ustat_rl.advantages.conventions import batch_rule_names
 from ustat_rl.policies.examples import small_bandit
 from ustat_rl.training.batch_study import batch_enumeration
 
 pytestmark = pytest.mark.integration  # exact route against a literal loop: about 30 s
 
-BATCH_RULES = batch_rule_names()  # C57's: every framework rule with batch statistics at G x B
+#: The group and batch sizes of claim C57's comparison ((2 K P)^G outcomes per group, squared).
+G, B = 2, 2
+BATCH_RULES = batch_rule_names(G, B)  # every framework rule with batch statistics at G x B
 GROUP_RULES = ("grpo", "fullmean")
 
 
