@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 import torch
 
-from ustat_rl.claims.beyond_routes import tiny_causal_lm
 from ustat_rl.pilot.rollouts import Rollouts
 from ustat_rl.pilot.uncertainty import pilot_intervals
 from ustat_rl.policies.examples import interior_optimum_bandit
@@ -30,6 +29,7 @@ from ustat_rl.scores.factored import (
     kronecker_projection_matrix,
     uncovered_parameters,
 )
+from ustat_rl.scores.families import tiny_causal_lm
 from ustat_rl.scores.forward_sketch import jvp_projection_matrix, jvp_sketch_scores
 from ustat_rl.scores.sequence import sequence_log_probs
 from ustat_rl.scores.sketch import (
