@@ -19,7 +19,6 @@ subpackages counted apart); *layers* those of the layer order that exist, the ro
 from __future__ import annotations
 
 import argparse
-import ast
 import sys
 from pathlib import Path
 
@@ -28,22 +27,6 @@ sys.path.insert(0, str(ROOT / "tests"))
 from script_loader import load_module  # noqa: E402
 
 layers_test = load_module(ROOT / "tests" / "test_layers.py", "_structure_test_layers")
-
-
-def _claims_importers(tests: Path) -> list[str]:
-    """Test files of a layer below ``claims`` that import ``ustat_rl.claims``."""
-    below = layers_test.LAYERS[:layers_test.LAYERS.index("claims")]
-    found = []
-    for folder in sorted(p for p in tests.iterdir() if p.is_dir() and p.name in below):
-        for path in sorted(folder.rglob("*.py")):
-            tree = ast.parse(path.read_text())
-            for node in ast.walk(tree):
-                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                         else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-                if any(n == "ustat_rl.claims" or n.startswith("ustat_rl.claims.") for n in names):
-                    found.append(path.relative_to(tests).as_posix())
-                    break
-    return found
 
 
 def measure(root: Path, tests: Path | None = None) -> dict:
@@ -78,7 +61,7 @@ def measure(root: Path, tests: Path | None = None) -> dict:
         "module cycles": len(t._module_cycles(root)),
     }
     if tests is not None:
-        figures["lower-layer test files importing claims"] = len(_claims_importers(tests))
+        figures["lower-layer test files importing claims"] = len(t._lower_claims_importers(tests))
     details = {"root modules": root_modules, "module cycles": t._module_cycles(root),
                "long modules": sorted((n, m) for m, n in lengths.items() if n > 600)}
     return figures, details

@@ -663,6 +663,55 @@ def test_misplaced_test_scan_flags_planted_files(tmp_path):
     assert _misplaced_tests(tests, library) == ["nowhere/test_lost.py", "test_loose.py"]
 
 
+# ------------------------------------------------------------------ claims/ is no helper library
+def _lower_claims_importers(tests: Path) -> list[str]:
+    """Test files in the folder of a layer below ``claims`` that import ``ustat_rl.claims``
+    (function bodies too): a lower layer's tests test that layer, with its own helpers."""
+    below = LAYERS[:LAYERS.index("claims")]
+    return sorted(path.relative_to(tests).as_posix()
+                  for folder in tests.iterdir() if folder.is_dir() and folder.name in below
+                  for path in folder.rglob("*.py") if _claims_imports(path.read_text()))
+
+
+#: Lower-layer test files that still import claims, each with what it takes from there. The
+#: list may only shrink: a file that stops importing claims must leave it, and no file may join.
+CLAIMS_IMPORTS_OPEN = {
+    "advantages/test_areal.py": "C46's literal form against AReaL's own code, loaded by a "
+                                "helper of this file",
+    "advantages/test_more_rules.py": "C46's literal forms against verl's and ROLL's own code, "
+                                     "loaded by helpers of this file",
+    "advantages/test_multireward.py": "C52's enumerated_moments, the multi-reward rules' "
+                                      "enumeration",
+    "frameworks/test_frameworks_trainer_units.py": "trl_token_weights, TRL's aggregation by "
+                                                   "autograd (monitor claims)",
+    "frameworks/test_frameworks_trajectory.py": "false_alarm_rate of the monitor claims",
+    "frameworks/test_frameworks_trl.py": "window_noise_by_definition of the monitor claims",
+    "frameworks/test_frameworks_window.py": "coverage_in_band, C32's coverage verdict",
+    "frameworks/test_invariants_trajectory.py": "trajectory_mismatches of claims.verdict_words",
+    "frameworks/test_multireward_monitor.py": "window_noise_by_definition of the monitor claims",
+    "pilot/test_run_noise.py": "the run-noise routes of the monitor claims (C53)",
+    "theory/test_allocation.py": "C40's rule lists, random problems and brute force",
+}
+
+
+def test_lower_layer_tests_do_not_import_claims():
+    assert _lower_claims_importers(ROOT / "tests") == sorted(CLAIMS_IMPORTS_OPEN)
+
+
+def test_claims_import_scan_flags_planted_test_files(tmp_path):
+    files = {"theory/test_deferred.py": "def test_a():\n    from ustat_rl.claims import registry\n",
+             "stats/test_top.py": "import ustat_rl.claims.registry\n",
+             "pilot/helpers.py": "from ustat_rl import claims\n",
+             "theory/test_ok.py": "from ustat_rl.theory import scaling\n",
+             "claims/test_claim.py": "from ustat_rl.claims import registry\n",
+             "interface/test_cli.py": "from ustat_rl.claims import registry\n"}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    assert _lower_claims_importers(tmp_path) == ["pilot/helpers.py", "stats/test_top.py",
+                                                 "theory/test_deferred.py"]
+
+
 # ---------------------------------------------------------------------------- tests tiered
 from tiers import tier_problems  # noqa: E402
 
