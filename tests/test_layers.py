@@ -682,11 +682,11 @@ CLAIMS_IMPORTS_OPEN = {
                                      "loaded by helpers of this file",
     "advantages/test_multireward.py": "C52's enumerated_moments, the multi-reward rules' "
                                       "enumeration",
-    "frameworks/test_frameworks_trainer_units.py": "trl_token_weights, TRL's aggregation by "
+    "frameworks/test_trainer_units.py": "trl_token_weights, TRL's aggregation by "
                                                    "autograd (monitor claims)",
-    "frameworks/test_frameworks_trajectory.py": "false_alarm_rate of the monitor claims",
-    "frameworks/test_frameworks_trl.py": "window_noise_by_definition of the monitor claims",
-    "frameworks/test_frameworks_window.py": "coverage_in_band, C32's coverage verdict",
+    "frameworks/test_trajectory.py": "false_alarm_rate of the monitor claims",
+    "frameworks/test_trl_monitor.py": "window_noise_by_definition of the monitor claims",
+    "frameworks/test_window.py": "coverage_in_band, C32's coverage verdict",
     "frameworks/test_invariants_trajectory.py": "trajectory_mismatches of claims.verdict_words",
     "frameworks/test_multireward_monitor.py": "window_noise_by_definition of the monitor claims",
     "pilot/test_run_noise.py": "the run-noise routes of the monitor claims (C53)",

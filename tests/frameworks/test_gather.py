@@ -1,6 +1,6 @@
 """Rows gathered across two CPU processes (gloo) before a window is estimated.
 
-TRL itself runs in two processes in tests/frameworks/test_frameworks_trl_dp.py; here the monitor's gather
+TRL itself runs in two processes in tests/frameworks/test_trl_monitor_dp.py; here the monitor's gather
 function is checked on its own, with the window estimate it feeds: each process holds its own
 slice of one generation batch, as under data parallelism, and after gathering both compute the
 record that one process computes from the whole batch.

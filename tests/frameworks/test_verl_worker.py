@@ -47,7 +47,7 @@ pytestmark = pytest.mark.fast
 
 try:
     from omegaconf import OmegaConf
-    from test_frameworks_verl_monitor import OPTIONS, B, G, _model, _step_batch
+    from test_verl_monitor import OPTIONS, B, G, _model, _step_batch
     from verl.utils.tensordict_utils import chunk_tensordict
     from verl.workers.utils.padding import left_right_2_no_padding
 

@@ -2,7 +2,7 @@
 
 The jackknife replicates are checked against recomputing the estimates from scratch without a
 prompt or a projection row; the intervals' coverage over 400 pilots a design is
-tests/pilot/test_pilot_uncertainty_coverage.py's (integration tier).
+tests/pilot/test_uncertainty_coverage.py's (integration tier).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ k = 32 rows: with k = 8 the Student quantile's few degrees of freedom leave c2 a
 (measured, 400 pilots), inside the band but close to its edge. The negative control drops the
 projection noise from the same intervals, on the same pilots, and must under-cover (below 85%)
 for c2 and c3', about half of whose noise is projection noise. The intervals' construction
-(jackknife replicates against recomputation) is tests/pilot/test_pilot_uncertainty.py's.
+(jackknife replicates against recomputation) is tests/pilot/test_uncertainty.py's.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ustat_rl.theory import scaling_constants
 
 pytestmark = pytest.mark.integration  # coverage study: 400 pilots a design
 
-#: The seed of tests/pilot/test_pilot_uncertainty.py, whose streams 2 and 3 these studies use.
+#: The seed of tests/pilot/test_uncertainty.py, whose streams 2 and 3 these studies use.
 SEED = 20260301
 N_PILOTS = 400
 COVERAGE_BAND = (0.85, 0.95)

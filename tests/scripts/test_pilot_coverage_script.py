@@ -1,6 +1,6 @@
 """Smoke test of simulations/pilot_coverage.py --quick (the coverage table of docs/theory.md C32).
 
-The statistical evidence is in tests/pilot/test_pilot_uncertainty.py and tests/pilot/test_pilot_advice.py;
+The statistical evidence is in tests/pilot/test_uncertainty.py and tests/pilot/test_advice.py;
 this checks that the script's quick mode runs, writes both tidy CSVs with one row per cell, and
 that its counts are consistent (no count above the number of pilots, the delta-method interval
 for G* is computed from the same pilots).
