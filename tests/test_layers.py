@@ -632,7 +632,8 @@ TEST_FOLDERS_BEYOND = frozenset({"scripts", "data", "artifacts", "__pycache__"})
 
 #: Test files that check the whole checkout rather than one layer, kept at the top of tests/.
 TOP_LEVEL_TESTS = frozenset({"test_base_install.py", "test_docs_build.py", "test_doctests.py",
-                             "test_invariants.py", "test_layers.py", "test_moved.py",
+                             "test_invariants.py", "test_invariants_trajectory.py",
+                             "test_layers.py", "test_moved.py",
                              "test_moved_paths.py", "test_notebooks.py", "test_proofs_check.py",
                              "test_theory_notes.py"})
 
@@ -687,7 +688,6 @@ CLAIMS_IMPORTS_OPEN = {
     "frameworks/test_trajectory.py": "false_alarm_rate of the monitor claims",
     "frameworks/test_trl_monitor.py": "window_noise_by_definition of the monitor claims",
     "frameworks/test_window.py": "coverage_in_band, C32's coverage verdict",
-    "frameworks/test_invariants_trajectory.py": "trajectory_mismatches of claims.verdict_words",
     "frameworks/test_multireward_monitor.py": "window_noise_by_definition of the monitor claims",
     "pilot/test_run_noise.py": "the run-noise routes of the monitor claims (C53)",
     "theory/test_allocation.py": "C40's rule lists, random problems and brute force",

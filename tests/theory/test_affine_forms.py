@@ -4,7 +4,7 @@ Vanilla's MSE once switched to the oracle's form wherever its ``D = V`` happened
 for a policy's exact moments, not for a pilot's estimated ones, so the MSE of a pilot whose
 estimated value was exactly 0 jumped (0.246 to 0.142 below), and the jackknife, whose
 finite-difference step landed on that 0, refused small continuous-reward windows as "not
-affine" (found by tests/frameworks/test_invariants_trajectory.py). Exact comparisons: no false-failure rate.
+affine" (found by tests/test_invariants_trajectory.py). Exact comparisons: no false-failure rate.
 """
 
 import numpy as np
