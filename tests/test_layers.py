@@ -690,7 +690,6 @@ CLAIMS_IMPORTS_OPEN = {
     "frameworks/test_window.py": "coverage_in_band, C32's coverage verdict",
     "frameworks/test_multireward_monitor.py": "window_noise_by_definition of the monitor claims",
     "pilot/test_run_noise.py": "the run-noise routes of the monitor claims (C53)",
-    "theory/test_allocation.py": "C40's rule lists, random problems and brute force",
 }
 
 
