@@ -681,8 +681,6 @@ CLAIMS_IMPORTS_OPEN = {
                                 "helper of this file",
     "advantages/test_more_rules.py": "C46's literal forms against verl's and ROLL's own code, "
                                      "loaded by helpers of this file",
-    "advantages/test_multireward.py": "C52's enumerated_moments, the multi-reward rules' "
-                                      "enumeration",
     "frameworks/test_trainer_units.py": "trl_token_weights, TRL's aggregation by "
                                                    "autograd (monitor claims)",
     "frameworks/test_trajectory.py": "false_alarm_rate of the monitor claims",
