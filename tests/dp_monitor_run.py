@@ -1,4 +1,4 @@
-"""Run by tests/frameworks/test_frameworks_trl_dp.py under ``torchrun --nproc_per_node 2`` (gloo, CPU):
+"""Run by tests/frameworks/test_trl_monitor_dp.py under ``torchrun --nproc_per_node 2`` (gloo, CPU):
 the demo GRPO run with the monitor, each process saving its own records, its local scores and
 the trainer-unit weights of the gathered batch."""
 

@@ -22,6 +22,8 @@ pytest.importorskip("tomllib", reason="reading pyproject.toml needs Python 3.11'
 
 from _base_install import RUNNER, blocked_modules, core_closure  # noqa: E402
 
+pytestmark = pytest.mark.integration  # install: a fresh virtual environment with the base install
+
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 600  # far above the ~1-2 min the slowest (report: the errata's evidence) needs
 

@@ -23,9 +23,12 @@ from script_loader import ROOT, load_script
 DOC_TOOLS = ("sphinx", "numpydoc", "myst_nb", "furo")
 MISSING = [name for name in DOC_TOOLS if importlib.util.find_spec(name) is None]
 
-pytestmark = pytest.mark.skipif(
-    bool(MISSING), reason=f"documentation tools not installed ({', '.join(MISSING)}); "
-                          "install the docs extra: pip install -c constraints.txt -e '.[docs]'")
+pytestmark = [
+    pytest.mark.integration,  # docs build: the strict Sphinx build of the whole site
+    pytest.mark.skipif(bool(MISSING), reason=f"documentation tools not installed "
+                       f"({', '.join(MISSING)}); install the docs extra: "
+                       "pip install -c constraints.txt -e '.[docs]'"),
+]
 
 
 class _Rows(HTMLParser):

@@ -5,6 +5,8 @@ import importlib
 
 import pytest
 
+pytestmark = pytest.mark.fast
+
 MODULES = ["ustat_rl.advantages.gradients", "ustat_rl.policies.softmax", "ustat_rl.montecarlo.bandit",
            "ustat_rl.stats.rates", "ustat_rl.stats.ustatistics", "ustat_rl.policies.loglinear",
            "ustat_rl.training.algorithm1", "ustat_rl.seeding", "ustat_rl.theory.mse", "ustat_rl.theory.scaling",

@@ -45,6 +45,8 @@ from invariant_checks import (
 
 from ustat_rl.theory import ScalingConstants
 
+pytestmark = pytest.mark.fast
+
 EXAMPLES, LONG_EXAMPLES = 30, 1000
 N = LONG_EXAMPLES if LONG else EXAMPLES
 

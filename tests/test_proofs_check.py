@@ -26,6 +26,8 @@ from proofs_check.bandit_model import score_derivation
 from proofs_check.comparison import Comparison
 from ustat_rl.policies.softmax import SoftmaxBandit
 
+pytestmark = pytest.mark.integration  # whole derivations: every proof of `ustat-rl proofs` (sympy)
+
 K2 = (2,)  # the negative controls run on K = 2 to stay fast; the positive runs cover K = 2, 3
 
 

@@ -16,6 +16,8 @@ import pytest
 from ustat_rl.claims import registry
 from ustat_rl.interface.claims_markdown import THEORY_NOTES, claim_anchors
 
+pytestmark = pytest.mark.fast
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTES = ROOT / "docs" / "theory.md"
 

@@ -35,6 +35,8 @@ from ustat_rl.policies.enumeration import enumerate_prompt_estimates
 from ustat_rl.policies.examples import small_bandit
 from ustat_rl.policies.softmax import SoftmaxBandit
 
+pytestmark = pytest.mark.fast
+
 Z = 4.0  # Monte Carlo vs exact: 4 standard errors
 
 

@@ -36,6 +36,8 @@ from ustat_rl.advantages import get_rule
 from ustat_rl.advantages.conventions import AREAL_REWARD_NORM, CONVENTION_NAMES, advantages
 from ustat_rl.conformance.kit import check_conformance
 
+pytestmark = pytest.mark.fast
+
 NAME = "areal_grpo"
 
 
@@ -159,7 +161,7 @@ def test_monte_carlo_matches_batch_enumeration():
 
 
 def test_literal_form_returns_what_areals_own_class_returns():
-    """C46's literal form (ustat_rl.claims.literal_forms_extra) against AReaL's own two stages
+    """C46's literal form (ustat_rl.claims.literal_forms) against AReaL's own two stages
     on shuffled batches: AReaL returns float32, so rtol 1e-5 with atol 1e-6; negative control:
     AReaL with the population std in its second stage is outside that tolerance."""
     from ustat_rl.claims.literal_forms import LITERAL_FORMS

@@ -21,6 +21,8 @@ from ustat_rl.advantages.conventions import (
     get_convention,
 )
 
+pytestmark = pytest.mark.fast
+
 RTOL = ATOL = 1e-12
 
 

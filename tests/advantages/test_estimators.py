@@ -16,6 +16,8 @@ from ustat_rl import (
     vanilla_gradient,
 )
 
+pytestmark = pytest.mark.fast
+
 finite = st.floats(-10, 10, allow_nan=False, allow_infinity=False)
 
 

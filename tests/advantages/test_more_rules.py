@@ -52,6 +52,8 @@ from ustat_rl.policies.enumeration import enumerate_prompt_estimates
 from ustat_rl.policies.examples import small_bandit
 from ustat_rl.training.batch_study import batch_monte_carlo
 
+pytestmark = pytest.mark.integration  # conformance runs: verl's opo and ROLL's reward_norm against their copied sources
+
 RTOL, ATOL = 1e-12, 1e-14  # two float64 routes through the same arithmetic, to rounding
 NEW_RULES = ("verl_opo", "roll_batch", "slime_reinforce_pp_baseline")
 SLIME = "slime_reinforce_pp_baseline"
@@ -256,7 +258,7 @@ def test_roll_running_state_is_every_batch_pooled():
 
 
 def test_literal_forms_return_what_the_frameworks_own_functions_return():
-    """C46's literal forms (ustat_rl.claims.literal_forms_extra) against verl's and ROLL's own
+    """C46's literal forms (ustat_rl.claims.literal_forms) against verl's and ROLL's own
     functions in float64, rtol 1e-12: opo with ragged lengths too (its length weighting, as
     docs/conventions.md states it), ROLL's batch option; negative control: opo's form without
     the lengths misses verl's ragged result."""

@@ -37,17 +37,19 @@ from ustat_rl.advantages.multichannel import (
     register_multichannel_rule,
 )
 from ustat_rl.advantages.registry import get_rule
-from ustat_rl.claims.beyond_frameworks.multireward import enumerated_moments
 from ustat_rl.conformance.multichannel import (
     check_multichannel_conformance,
     multichannel_tolerance,
 )
 from ustat_rl.montecarlo import Backend, run_monte_carlo
 from ustat_rl.montecarlo.multichannel import multichannel_statistics
+from ustat_rl.policies.enumeration import enumerate_multichannel_moments
 from ustat_rl.policies.multichannel import MultiChannelBandit, multireward_bandit
 from ustat_rl.theory.advantage import advantage_moments
 from ustat_rl.theory.multichannel import limit_constants, multichannel_moments
 from ustat_rl.tolerances import Z_TEST
+
+pytestmark = pytest.mark.integration  # conformance runs: the multi-reward rules against copied sources
 
 RTOL, ATOL = 1e-12, 1e-14
 W = np.array([1.0, 0.5])
@@ -270,7 +272,7 @@ def test_exact_moments_equal_enumeration(name):
                    np.eye(3)[None] - bandit.policy[:, None, :])  # (P, O, A)
     for G in range(max(2, rule.min_group_size), 7):
         out = multichannel_moments(moments, name, G, W)
-        mean, mse = enumerated_moments(bandit, name, G, W)
+        mean, mse = enumerate_multichannel_moments(bandit, name, G, W)
         for x in range(2):
             np.testing.assert_allclose(out.mean_coefficients[x] @ nu[x], mean[x, 3 * x:3 * x + 3],
                                        rtol=RTOL, atol=ATOL, err_msg=f"{name}, G={G}")

@@ -41,6 +41,8 @@ from ustat_rl.conformance.kit import check_conformance
 from ustat_rl.policies.enumeration import enumerate_prompt_estimates
 from ustat_rl.policies.examples import small_bandit
 
+pytestmark = pytest.mark.integration  # conformance runs: each framework rule against its copied source
+
 RTOL, ATOL = 1e-12, 1e-14  # two float64 routes through the same arithmetic, to rounding
 
 GROUP_RULES = ("verl_grpo_passk", "verl_grpo_passk_nostd", "prime_rl_max_rl")

@@ -47,6 +47,8 @@ from ustat_rl.theory.greedy_baseline import (
 from ustat_rl.theory.shrinkage import prompt_baseline_exact
 from ustat_rl.tolerances import Z_CHECK
 
+pytestmark = pytest.mark.fast
+
 
 def test_registered_with_checked_provenance():
     page = (ROOT / "docs" / "conventions.md").read_text(encoding="utf-8")

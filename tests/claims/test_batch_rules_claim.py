@@ -6,10 +6,13 @@ would), which moves every whitened rule's MSE."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from ustat_rl.advantages.multichannel import MultiChannelRule
 from ustat_rl.claims import VerifyContext, registry, run_claim
 from ustat_rl.claims.beyond_frameworks.batch_rules import batch_rule_names
+
+pytestmark = pytest.mark.fast
 
 CTX = VerifyContext(seed=0, quick=True)
 

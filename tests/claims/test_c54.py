@@ -10,6 +10,8 @@ import ustat_rl.claims.beyond_shrinkage as claims_module
 from ustat_rl.claims import VerifyContext, registry, run_claim
 from ustat_rl.theory import ebpo, shrinkage
 
+pytestmark = pytest.mark.fast
+
 
 def _run(claim_id, seed=0):
     return run_claim(registry()[claim_id], VerifyContext(seed=seed, quick=True))

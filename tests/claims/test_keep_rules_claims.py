@@ -17,6 +17,8 @@ from ustat_rl.claims import VerifyContext, registry, run_claim
 from ustat_rl.claims.beyond_frameworks import logs as c56
 from ustat_rl.tolerances import CLAIM_BUDGET
 
+pytestmark = pytest.mark.fast
+
 CTX = VerifyContext(seed=0, quick=True)
 
 

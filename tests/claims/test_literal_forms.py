@@ -25,6 +25,8 @@ from ustat_rl.claims.literal_forms import LITERAL_FORMS
 from ustat_rl.conformance.adapters import adapt
 from ustat_rl.conformance.kit import check_conformance, tolerance
 
+pytestmark = pytest.mark.fast
+
 
 def test_every_convention_has_a_literal_form():
     assert set(CONVENTION_NAMES) <= set(LITERAL_FORMS)

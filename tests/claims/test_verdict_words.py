@@ -8,6 +8,8 @@ import pytest
 
 from ustat_rl.claims.verdict_words import interval_allows
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.mark.parametrize("estimate, low, high, verdict", [
     (0.9, 0.8, 1.0, "within the noise"),                     # an end at 1 shows no gain

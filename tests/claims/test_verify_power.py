@@ -12,6 +12,9 @@ import pytest
 
 from ustat_rl.claims import VerifyContext, registry, run_claim
 from ustat_rl.claims.paper_ustatistic import lemma1, minibatch
+from ustat_rl.weighted_chi2 import WeightedChiSquare
+
+pytestmark = pytest.mark.integration  # whole claims: each power claim with a planted bug it must catch
 
 
 def _run(claim_id, seed=0):
@@ -571,3 +574,19 @@ def test_trajectory_claim_catches_the_runs_g_always_said_to_be_inside(monkeypatc
     assert failing == ["trajectory's words, G* moving from 8 to 21: the verdict is what the "
                        "windows' intervals allow", "trajectory's words, G* = 8.4 throughout (no "
                        "integer inside): the verdict is what the windows' intervals allow"]
+
+
+def test_c20_dist_passes_and_catches_an_engine_regression(monkeypatch):
+    """``ustat-rl verify`` claim C20.dist passes, and fails if the weighted chi-square engine
+    drifts by 1e-8."""
+    claim = registry()["C20.dist"]
+    ctx = VerifyContext(quick=True)
+    assert run_claim(claim, ctx).verdict == "pass"
+    original = WeightedChiSquare._log_cdf_sf
+
+    def drifted(self, x):
+        log_cdf, log_sf = original(self, x)
+        return log_cdf + 1e-8, log_sf + 1e-8
+
+    monkeypatch.setattr(WeightedChiSquare, "_log_cdf_sf", drifted)
+    assert run_claim(claim, ctx).verdict == "fail"

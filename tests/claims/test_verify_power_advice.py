@@ -14,6 +14,8 @@ import pytest
 from ustat_rl.claims import VerifyContext, beyond_advice, registry, run_claim
 from ustat_rl.theory import group_size as owner
 
+pytestmark = pytest.mark.integration  # whole claim C50 with planted bugs
+
 
 def _run(seed=0):
     return run_claim(registry()["C50"], VerifyContext(seed=seed, quick=True))

@@ -24,6 +24,8 @@ from ustat_rl.advantages.registry import get_rule
 from ustat_rl.claims import VerifyContext, registry, run_claim
 from ustat_rl.tolerances import CLAIM_BUDGET, FALSE_FAILURE_TWO_SIDED, Z_CHECK
 
+pytestmark = pytest.mark.integration  # whole claim C52 with planted bugs
+
 calibration = load_script("benchmarks/calibration.py", "calibration_script_c52")
 
 

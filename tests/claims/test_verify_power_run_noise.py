@@ -13,6 +13,8 @@ import pytest
 
 from ustat_rl.claims import VerifyContext, registry, run_claim
 
+pytestmark = pytest.mark.integration  # whole claims C53, C48 with planted bugs
+
 
 def _run(claim_id, seed=0):
     return run_claim(registry()[claim_id], VerifyContext(seed=seed, quick=True))

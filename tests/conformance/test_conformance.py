@@ -36,6 +36,8 @@ from ustat_rl.conformance.kit import (
 )
 from ustat_rl.interface import cli
 
+pytestmark = pytest.mark.integration  # conformance runs: the kit's searches and its command line
+
 
 def test_conventions_doctests():
     result = doctest.testmod(conventions_module)

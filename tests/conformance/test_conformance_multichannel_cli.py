@@ -13,6 +13,8 @@ import pytest
 from ustat_rl.advantages.multichannel import multichannel_rule_names
 from ustat_rl.interface import cli
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture(scope="module")
 def module(tmp_path_factory):

@@ -8,6 +8,8 @@ import pytest
 
 from ustat_rl.conformance.kit import ConformanceFailure, ConformanceReport
 
+pytestmark = pytest.mark.fast
+
 
 def _report(passed, failure=None):
     return ConformanceReport("trl_group", "plain", passed, 12, 0.25, "4 ulp", failure)

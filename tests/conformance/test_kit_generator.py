@@ -58,6 +58,8 @@ from ustat_rl.advantages.conventions import get_convention
 from ustat_rl.conformance import kit as conformance
 from ustat_rl.tolerances import Z_TEST
 
+pytestmark = pytest.mark.integration  # conformance runs: the kit's generator searched for its claims
+
 #: Seed of the uniform source behind the drawn batches (fixed, not chosen to pass).
 SEED = 20240917
 #: Batches drawn for the main check (about 10 000 float64 groups of two or more samples).

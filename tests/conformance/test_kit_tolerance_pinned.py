@@ -46,6 +46,8 @@ from ustat_rl.advantages.conventions import CONVENTION_NAMES, advantages, get_co
 from ustat_rl.conformance import kit as conformance
 from ustat_rl.conformance.kit import check_conformance
 
+pytestmark = pytest.mark.integration  # conformance runs: every convention's tolerance, both sides
+
 EPS = float(np.finfo(np.float32).eps)
 TINY = float(np.finfo(np.float32).tiny)
 UNDER = np.sqrt(2 * TINY)

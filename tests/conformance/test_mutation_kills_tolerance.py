@@ -20,6 +20,8 @@ from tests.conformance.test_kit_tolerance_pinned import documented_bound
 from ustat_rl.advantages.conventions import advantages, get_convention
 from ustat_rl.conformance import kit as conformance
 
+pytestmark = pytest.mark.fast
+
 #: Conventions whose spread is a group's (with an epsilon added, a tiny one, or none) or the
 #: others' (NeMo-RL): the branches whose bound carries the underflow term.
 SPREAD_NAMES = ("trl_group", "verl_grpo", "openrlhf_group_norm", "paper_algorithm2",

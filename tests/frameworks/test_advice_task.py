@@ -18,6 +18,8 @@ from ustat_rl.frameworks.advice_task import (  # noqa: E402
 )
 from ustat_rl.frameworks.demo import VOCAB  # noqa: E402
 
+pytestmark = pytest.mark.fast
+
 
 def test_problems_take_the_digit_counts_in_turn_and_avoid_the_excluded():
     held = draw_problems(30, seed=2)

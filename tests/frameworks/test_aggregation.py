@@ -24,6 +24,8 @@ from ustat_rl.frameworks.aggregation import (
 )
 from ustat_rl.tolerances import Z_TEST
 
+pytestmark = pytest.mark.fast
+
 HORIZON = 3
 
 

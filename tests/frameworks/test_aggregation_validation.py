@@ -10,6 +10,8 @@ import pytest
 
 from ustat_rl.frameworks.aggregation import aggregation_weights
 
+pytestmark = pytest.mark.fast
+
 
 def test_unknown_mode_is_named():
     with pytest.raises(ValueError, match=r"^`mode` must be one of .*, got 'token-sum'$"):

@@ -34,6 +34,8 @@ from ustat_rl.pilot.report import all_equal_fraction
 from ustat_rl.pilot.rollouts import Rollouts
 from ustat_rl.theory.allocation_rules import BASELINE_RULES, baseline_allocation
 
+pytestmark = pytest.mark.fast
+
 #: Normal quantile of the Monte Carlo checks: a two-sided false-failure rate of 6.3e-5 each.
 Z = 4.0
 

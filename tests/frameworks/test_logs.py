@@ -19,6 +19,8 @@ from scipy.special import betaln
 from ustat_rl.frameworks.logs import check_binary, read_trainer_state
 from ustat_rl.frameworks.logs_report import format_logs_report, logs_report, window_slices
 
+pytestmark = pytest.mark.fast
+
 A, B_, G0, GROUPS = 0.6, 0.9, 8, 64
 
 

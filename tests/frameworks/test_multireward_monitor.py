@@ -23,6 +23,8 @@ from ustat_rl.pilot.channels import estimate_channel_moments
 from ustat_rl.policies.multichannel import multireward_bandit
 from ustat_rl.tolerances import Z_TEST
 
+pytestmark = pytest.mark.fast
+
 W = [1.0, 0.5]
 
 

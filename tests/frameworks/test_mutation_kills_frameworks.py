@@ -41,6 +41,8 @@ from ustat_rl.frameworks.window import Batch
 from ustat_rl.interface.cli import main
 from ustat_rl.pilot.rollouts import Rollouts
 
+pytestmark = pytest.mark.fast
+
 
 def small_verl_batch():
     """Two groups of two responses, rewards on the last response token."""

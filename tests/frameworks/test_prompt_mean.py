@@ -26,6 +26,8 @@ from ustat_rl.frameworks.aggregation import (
     prompt_mean_weights,
 )
 
+pytestmark = pytest.mark.fast
+
 
 def _skyrl_weights(lengths, prompt_sizes, reduction="prompt_mean", width=5):
     """``c_i``: SkyRL's scaled advantage on a loss token of answer ``i``, for advantage 1."""

@@ -21,6 +21,8 @@ from ustat_rl.theory.advantage import binary_projection
 from ustat_rl.theory.dynamic_sampling import filtered_batch_moments
 from ustat_rl.theory.dynamic_sampling_cost import cost_at_keep_probability
 
+pytestmark = pytest.mark.fast
+
 G, GROUPS = 10, 4
 COUNTS = ((1, 5, 0, 9), (10, 1, 3, 1), (2, 7, 1, 4))  # success counts per batch
 META = dict(sketch_kind="gaussian", sketch_seed=None, sketch_blocks=None, sketch_route="dense",

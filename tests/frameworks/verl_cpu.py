@@ -1,5 +1,5 @@
 """TEST HARNESS: verl 0.9.1's own actor worker built on the CPU (gloo), for
-tests/frameworks/test_frameworks_verl_worker.py. Import it only in a child process: it changes
+tests/frameworks/test_verl_worker.py. Import it only in a child process: it changes
 process-wide state (verl's platform, ``torch.cpu``).
 
 verl 0.9.1 knows no CPU platform: its platform manager falls back to CUDA, whose

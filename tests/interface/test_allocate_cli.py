@@ -14,6 +14,8 @@ from ustat_rl.pilot.rollouts import Rollouts
 from ustat_rl.policies.examples import heterogeneous_score_bandit
 from ustat_rl.stats.intervals import ratio_verdict
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture(scope="module")
 def pilot_file(tmp_path_factory):

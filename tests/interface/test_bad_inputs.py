@@ -22,6 +22,8 @@ from ustat_rl.interface._commands import resolve_claim_ids
 from ustat_rl.interface._report_html import csv_table_html, table_cell
 from ustat_rl.interface.cli import main
 
+pytestmark = pytest.mark.fast
+
 SCRIPTS = ["gradient_mse", "limit_law", "optimal_group_size", "transformer_gradient_mse",
            "transformer_group_size", "transformer_aggregation_bias", "make_transformer_policies"]
 DEVICE_SCRIPTS = ["transformer_gradient_mse", "transformer_group_size",

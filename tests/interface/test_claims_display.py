@@ -3,10 +3,14 @@
 import io
 import json
 
+import pytest
+
 from ustat_rl.claims import VerifyContext, run_claim
 from ustat_rl.claims.registry import Check, Claim, check_exact, check_true
 from ustat_rl.interface.claims_display import headline_check, is_condition, row_cells
 from ustat_rl.interface.cli import _print_table
+
+pytestmark = pytest.mark.fast
 
 
 def _claim(checks):

@@ -16,6 +16,8 @@ from ustat_rl.interface.claims_markdown import (
     heading_anchors,
 )
 
+pytestmark = pytest.mark.fast
+
 CLAIMS_MD = THEORY_NOTES.parent / "claims.md"
 REGENERATE = "ustat-rl list --markdown --out docs/claims.md"
 

@@ -20,6 +20,8 @@ import pytest
 
 from ustat_rl.interface.claims_compare import compare_runs, load_run
 
+pytestmark = pytest.mark.integration  # whole claims: verify --quick in a subprocess against a stored reference run (verdicts and predictions to 1e-12)
+
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "verify_quick_seed0_before_contract.json"
 #: C18 is left out since its decision rule changed on purpose after the reference was taken (a
 #: common G inside every cell's simultaneous bootstrap interval instead of identical point

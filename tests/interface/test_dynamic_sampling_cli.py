@@ -41,6 +41,8 @@ from ustat_rl.theory.dynamic_sampling import (
     optimal_filtered_group_size,
 )
 
+pytestmark = pytest.mark.fast
+
 RTOL = 1e-13  # the same float64 arithmetic by two calls; the hand U-statistic to rounding
 N_SAMPLES, SUCCESSES = 8, (1, 2, 4, 6)
 BUDGET, SIZES = 32, [2, 4, 8, 16, 32]

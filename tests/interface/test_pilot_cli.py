@@ -19,6 +19,8 @@ from ustat_rl.policies.examples import interior_optimum_bandit
 from ustat_rl.scores.bandit import bandit_pilot
 from ustat_rl.seeding import child_rng
 
+pytestmark = pytest.mark.fast
+
 pytest.importorskip("pyarrow", reason="the Parquet round trip needs the optional pyarrow")
 
 

@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+pytestmark = pytest.mark.fast
+
 
 def test_import_changes_no_global_state():
     rc_before = dict(matplotlib.rcParams)

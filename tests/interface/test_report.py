@@ -36,6 +36,8 @@ from ustat_rl.interface.report import (
 )
 from ustat_rl.runs.sweeps import write_run_record
 
+pytestmark = pytest.mark.fast
+
 ERRATA = """# Errata (test)
 
 ## 1. Eq. (4)

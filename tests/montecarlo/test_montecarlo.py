@@ -10,6 +10,8 @@ from ustat_rl import (
 from ustat_rl.policies.examples import small_bandit
 from ustat_rl.tolerances import Z_TEST
 
+pytestmark = pytest.mark.fast
+
 
 def test_result_independent_of_workers_and_reproducible():
     bandit = small_bandit()

@@ -27,6 +27,8 @@ from ustat_rl.montecarlo.torch_backend import TorchBanditStatistic, _generator, 
 from ustat_rl.policies.examples import small_bandit
 from ustat_rl.tolerances import Z_TEST
 
+pytestmark = pytest.mark.fast
+
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 # increments 2 and 3 are drawn sample by sample (<= 2K = 6 for K = 3), 59 and 960 by binomials
 SIZES = (2, 5, 64, 1024)

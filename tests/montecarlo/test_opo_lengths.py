@@ -31,6 +31,8 @@ from ustat_rl.montecarlo.opo_lengths import (
 from ustat_rl.policies.examples import small_bandit
 from ustat_rl.tolerances import Z_CHECK
 
+pytestmark = pytest.mark.fast
+
 G, B, REPS = 2, 2, 20_000
 
 

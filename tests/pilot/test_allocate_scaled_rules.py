@@ -11,6 +11,8 @@ from ustat_rl.pilot.estimate import estimate_moments
 from ustat_rl.policies.examples import heterogeneous_score_bandit
 from ustat_rl.theory.allocation_rules import compare_allocations
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.mark.parametrize("estimator", ["trl_group", "verl_grpo"])
 def test_scaled_rules_allocate_on_a_binary_pilot(estimator):

@@ -16,6 +16,8 @@ from ustat_rl.pilot.advice import Advice
 from ustat_rl.pilot.fieller import fieller_ratio
 from ustat_rl.theory.group_size import robust_group_size
 
+pytestmark = pytest.mark.fast
+
 SIZES = [2, 4, 8, 16, 32]
 
 

@@ -32,6 +32,8 @@ from ustat_rl.policies.examples import heterogeneous_score_bandit
 from ustat_rl.stats.intervals import ratio_verdict
 from ustat_rl.theory.allocation_rules import baseline_group_sizes
 
+pytestmark = pytest.mark.fast
+
 #: ``[low, high]`` as the allocate table prints an interval.
 INTERVAL = re.compile(r"\[(-?[0-9.]+), (-?[0-9.]+)\]")
 

@@ -29,6 +29,8 @@ from ustat_rl.policies.examples import known_value_bandit, small_bandit
 from ustat_rl.scores.bandit import bandit_pilot
 from ustat_rl.theory import ScalingConstants, per_prompt_mse, scaling_constants
 
+pytestmark = pytest.mark.fast
+
 #: An interval as the commands print it.
 INTERVAL = re.compile(r"\[(-?[0-9.e+-]+), (-?[0-9.e+-]+)\]")
 

@@ -16,6 +16,8 @@ from ustat_rl.pilot.report import gstar_report
 from ustat_rl.pilot.rollouts import Rollouts, load_rollouts
 from ustat_rl.theory import ScalingConstants, admissible_group_sizes
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture(scope="module")
 def pilot(interior_pilot):

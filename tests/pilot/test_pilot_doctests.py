@@ -5,6 +5,8 @@ import importlib
 
 import pytest
 
+pytestmark = pytest.mark.fast
+
 MODULES = ["ustat_rl.pilot.rollouts", "ustat_rl.pilot.estimate", "ustat_rl.scores.sketch",
            "ustat_rl.pilot.uncertainty", "ustat_rl.scores.bandit", "ustat_rl.scores.transformer",
            "ustat_rl.pilot.fieller", "ustat_rl.pilot.advice", "ustat_rl.scores.coverage",

@@ -14,6 +14,8 @@ from proofs_check import pilot
 from proofs_check._core import DISPROVED, PROVED_CASES
 from proofs_check.catalogue import CATALOGUE, run_entry
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.mark.parametrize("name", list(pilot.KERNELS))
 def test_each_kernel_is_unbiased(name):

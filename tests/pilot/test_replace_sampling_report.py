@@ -23,6 +23,8 @@ from ustat_rl.pilot.rollouts import Rollouts
 from ustat_rl.theory.advantage import binary_projection
 from ustat_rl.theory.replace_sampling import replace_batch_moments, replace_cost_at_keep_probability
 
+pytestmark = pytest.mark.fast
+
 RTOL, BUDGET = 1e-13, 32
 
 

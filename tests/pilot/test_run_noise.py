@@ -30,6 +30,8 @@ from ustat_rl.claims.beyond_monitor.run_noise import (
 from ustat_rl.pilot.run_noise import group_terms, run_noise
 from ustat_rl.tolerances import Z_TEST
 
+pytestmark = pytest.mark.fast
+
 
 def _terms(rng, P=9, k=6):
     t = rng.standard_normal((P, k)) + 0.3

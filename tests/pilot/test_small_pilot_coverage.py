@@ -26,6 +26,8 @@ from ustat_rl.policies.examples import one_answer_bandit
 from ustat_rl.scores.bandit import bandit_pilot
 from ustat_rl.tolerances import Z_CHECK
 
+pytestmark = pytest.mark.integration  # coverage study: 400 small pilots per cell
+
 LEVEL = 0.9
 N_PILOTS = 200
 

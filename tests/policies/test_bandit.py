@@ -5,6 +5,8 @@ from ustat_rl import SoftmaxBandit, grpo_gradient, run_monte_carlo
 from ustat_rl.policies.examples import assumption2_bandit, small_bandit
 from ustat_rl.tolerances import Z_TEST
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture
 def bandit():

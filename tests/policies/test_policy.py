@@ -10,6 +10,8 @@ from ustat_rl.policies.loglinear import LogLinearBandit
 from ustat_rl.policies.softmax import SoftmaxBandit
 from ustat_rl.tolerances import Z_TEST
 
+pytestmark = pytest.mark.fast
+
 FD_STEP = 1e-6
 FD_TOL = 1e-7  # central differences: error O(h^2) ~ 1e-12 plus rounding O(eps/h) ~ 1e-10
 

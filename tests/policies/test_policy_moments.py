@@ -32,6 +32,8 @@ from ustat_rl.montecarlo import MonteCarloEstimate, prompt_averaged_squared_erro
 from ustat_rl.policies import LogLinearBandit, SoftmaxBandit
 from ustat_rl.tolerances import Z_CHECK
 
+pytestmark = pytest.mark.fast
+
 ESTIMATORS = ("grpo", "vanilla", "oracle")
 GROUPS = (2, 8)
 

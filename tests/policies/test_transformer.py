@@ -26,6 +26,8 @@ from ustat_rl.training.transformer import (
     supervised_warmup,
 )
 
+pytestmark = pytest.mark.fast
+
 #: Frequencies vs probabilities: |f - p| <= Z sqrt(p(1-p)/n) fails with probability 6.3e-5 each.
 Z = 4.0
 TASK = ArithmeticTask(max_operand=3, max_factor=3, max_answer=9)  # one-digit answers: 11 outputs

@@ -31,6 +31,8 @@ from ustat_rl.theory.advantage import advantage_moments
 from ustat_rl.tolerances import Z_TEST
 from ustat_rl.training.transformer import moderate_questions
 
+pytestmark = pytest.mark.fast
+
 #: The weak policy spreads its mass over answers of 2 and 3 tokens (the strong one does not).
 POLICY = "weak"
 HORIZON = 3  # the longest answer: two digits and the end token

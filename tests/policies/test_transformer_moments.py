@@ -27,6 +27,8 @@ from ustat_rl.seeding import child_seed
 from ustat_rl.tolerances import Z_CHECK
 from ustat_rl.training.transformer import question_values, supervised_warmup
 
+pytestmark = pytest.mark.fast
+
 TASK = ArithmeticTask(max_operand=3, max_factor=3, max_answer=9)
 SPLITS = make_splits(TASK, n_test=20, n_train=200, seed=0)
 GROUPS = (2, 4, 8, 16)

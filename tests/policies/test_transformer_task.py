@@ -20,6 +20,8 @@ from ustat_rl.policies.transformer.task import (
     verify_answer,
 )
 
+pytestmark = pytest.mark.fast
+
 #: Category counts are Binomial(n, 1/5); |count - n/5| <= Z sd fails with probability 6.3e-5 each.
 Z = 4.0
 

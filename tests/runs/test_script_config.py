@@ -22,6 +22,8 @@ from ustat_rl.runs.script_config import (
     resolve_quick,
 )
 
+pytestmark = pytest.mark.fast
+
 CONVERTED = [
     "simulations/allocation_training.py",
     "simulations/gradient_mse.py",

@@ -28,6 +28,8 @@ from ustat_rl.runs.sweeps import (
 )
 from ustat_rl.seeding import child_rng
 
+pytestmark = pytest.mark.integration  # scripts: sweeps in subprocesses, killed and resumed
+
 
 def draw(seed: int, index: int) -> float:
     """A cell: one number from its own stream."""

@@ -17,6 +17,8 @@ import pandas as pd
 import pytest
 from script_loader import ROOT, load_script
 
+pytestmark = pytest.mark.integration  # scripts: a simulation on a local Ray cluster
+
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install -e \".[ray]\")")
 
 SCRIPT = "optimal_group_size"

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.integration  # distributed runs: the sketch in two torchrun processes
 
 SCRIPT = Path(__file__).resolve().parents[1] / "fsdp_sketch_run.py"
 ROOT = Path(__file__).resolve().parents[2]

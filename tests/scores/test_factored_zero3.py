@@ -34,7 +34,7 @@ import numpy as np
 import pytest
 from script_loader import load_module
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.integration  # distributed runs: the sketch in two torchrun processes
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE.parent / "zero3_sketch_run.py"

@@ -20,6 +20,8 @@ from ustat_rl.scores import coverage, factored, rules  # noqa: E402
 from ustat_rl.scores.chunks import sketch_rows  # noqa: E402
 from ustat_rl.scores.spec import DEFAULT_SKETCH_BLOCKS, SketchSpec  # noqa: E402
 
+pytestmark = pytest.mark.fast
+
 ROOT = Path(__file__).resolve().parents[2]
 
 #: Imports ``ustat_rl.pilot`` and every module in it.

@@ -21,6 +21,8 @@ pytest.importorskip("transformers")
 from ustat_rl.frameworks.demo import tiny_family  # noqa: E402
 from ustat_rl.scores.factored import factored_sketch_scores  # noqa: E402
 
+pytestmark = pytest.mark.fast
+
 
 def _sketchers_alive(release: bool, monkeypatch) -> int:
     """Sketchers still alive after a call: each holds its call's graph (its roots, their

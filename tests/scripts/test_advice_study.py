@@ -14,6 +14,8 @@ import pandas as pd
 import pytest
 from script_loader import load_script
 
+pytestmark = pytest.mark.integration  # script and TRL run: advice_study.py --quick
+
 pytest.importorskip("trl")
 
 

@@ -14,6 +14,8 @@ import pytest
 import torch
 from script_loader import load_script
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture(scope="module")
 def bench():

@@ -13,6 +13,8 @@ import csv
 import pytest
 from script_loader import load_script
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture(scope="module")
 def bench():

@@ -10,6 +10,8 @@ from __future__ import annotations
 import pytest
 from script_loader import load_script
 
+pytestmark = pytest.mark.integration  # TRL run: benchmarks/bench_monitor.py, monitored runs
+
 pytest.importorskip("trl")
 
 

@@ -17,6 +17,8 @@ import torch
 from scipy.stats import norm
 from script_loader import load_script
 
+pytestmark = pytest.mark.integration  # script: benchmarks/bench_montecarlo.py --quick
+
 Z = 4.5  # two-sided 6.8e-6 per comparison; union over 3 engines + 12 CPU backend rows: 1.0e-4
 
 

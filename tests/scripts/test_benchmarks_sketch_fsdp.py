@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 from script_loader import load_script
 
+pytestmark = pytest.mark.fast
+
 pytest.importorskip("torch")
 
 

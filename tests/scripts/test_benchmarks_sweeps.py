@@ -7,7 +7,10 @@ has 3 budgets x 7 divisors x 5 seeds = 105; gradient_mse has 2 families x 3 poli
 
 from __future__ import annotations
 
+import pytest
 from script_loader import load_script
+
+pytestmark = pytest.mark.integration  # script: benchmarks/bench_sweeps.py
 
 
 def test_quick_benchmark_counts_the_full_cells_and_writes_its_section(tmp_path):

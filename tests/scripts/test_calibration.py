@@ -8,8 +8,11 @@ at a stated rate of 6.3e-5 is flagged with a tail probability below 1e-8).
 
 import numpy as np
 import pandas as pd
+import pytest
 from scipy.stats import binom
 from script_loader import load_script
+
+pytestmark = pytest.mark.fast
 
 calibration = load_script("benchmarks/calibration.py", "calibration_script")
 

@@ -1,6 +1,6 @@
 """Smoke test of simulations/pilot_coverage.py --quick (the coverage table of docs/theory.md C32).
 
-The statistical evidence is in tests/pilot/test_pilot_uncertainty.py and tests/pilot/test_pilot_advice.py;
+The statistical evidence is in tests/pilot/test_uncertainty.py and tests/pilot/test_advice.py;
 this checks that the script's quick mode runs, writes both tidy CSVs with one row per cell, and
 that its counts are consistent (no count above the number of pilots, the delta-method interval
 for G* is computed from the same pilots).
@@ -9,7 +9,10 @@ for G* is computed from the same pilots).
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from script_loader import load_script
+
+pytestmark = pytest.mark.integration  # script: simulations/pilot_coverage.py --quick
 
 
 def test_quick_mode_writes_both_tables(tmp_path, capsys):

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from script_loader import load_script
 
 from ustat_rl.claims.registry import check_close
 from ustat_rl.policies.examples import heterogeneous_score_bandit
 from ustat_rl.theory.allocation import allocation_mse, optimal_allocation
 from ustat_rl.training.allocation import AllocatedTraining, allocated_gradient, train_allocated
+
+pytestmark = pytest.mark.integration  # script: simulations/allocation_training.py --quick
 
 
 def test_quick_study_writes_summary_and_resumes(tmp_path):

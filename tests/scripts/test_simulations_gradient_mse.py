@@ -16,6 +16,8 @@ from script_loader import load_script
 
 from ustat_rl.tolerances import Z_CHECK
 
+pytestmark = pytest.mark.integration  # script: simulations/gradient_mse.py --quick
+
 Z = Z_CHECK  # per-row two-sided false-failure rate 2*(1 - Phi(4)) = 6.3e-5
 MAX_OUTSIDE = 0.05  # at most 5% of rows beyond Z se
 # With n = 144 rows, "more than 5% outside" means at least k = 8 rows with |z| > Z. By Markov's

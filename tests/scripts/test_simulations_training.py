@@ -14,6 +14,8 @@ from script_loader import load_script
 
 from ustat_rl.tolerances import Z_TEST
 
+pytestmark = pytest.mark.integration  # scripts: limit_law, optimal_group_size, bench_training
+
 
 def test_limit_law_quick_resumes_and_does_not_depend_on_chunking(tmp_path):
     script = load_script("simulations/limit_law.py", "limit_law_script")

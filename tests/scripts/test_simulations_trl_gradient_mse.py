@@ -25,6 +25,8 @@ from __future__ import annotations
 import pytest
 from script_loader import load_script
 
+pytestmark = pytest.mark.integration  # script and TRL run: trl_gradient_mse.py --quick
+
 pytest.importorskip("trl")
 
 Z_TRAINER = 6.0

@@ -10,6 +10,8 @@ import math
 import pytest
 from script_loader import load_script
 
+pytestmark = pytest.mark.integration  # script and TRL run: trl_group_size.py --quick
+
 pytest.importorskip("trl")
 
 

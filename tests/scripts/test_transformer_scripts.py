@@ -7,6 +7,8 @@ import pandas as pd
 import pytest
 from script_loader import load_script
 
+pytestmark = pytest.mark.integration  # scripts: the transformer simulations and benchmark --quick
+
 
 def test_gradient_mse_quick_and_resume(tmp_path):
     script = load_script("simulations/transformer_gradient_mse.py")

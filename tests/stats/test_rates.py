@@ -3,6 +3,8 @@ import pytest
 
 from ustat_rl import fit_mse_rate, loglog_slope, run_monte_carlo
 
+pytestmark = pytest.mark.fast
+
 SIZES = np.array([2.0, 4.0, 8.0, 16.0, 32.0, 64.0])
 
 

@@ -24,6 +24,8 @@ from ustat_rl.theory.advantage import (
     binary_projection,
 )
 
+pytestmark = pytest.mark.fast
+
 
 def _loo(z, m, G):
     """GRPO's leave-one-out advantage written as a(z, m, G); 0/0 at m = 0 for z = 1."""

@@ -4,7 +4,7 @@ Vanilla's MSE once switched to the oracle's form wherever its ``D = V`` happened
 for a policy's exact moments, not for a pilot's estimated ones, so the MSE of a pilot whose
 estimated value was exactly 0 jumped (0.246 to 0.142 below), and the jackknife, whose
 finite-difference step landed on that 0, refused small continuous-reward windows as "not
-affine" (found by tests/frameworks/test_invariants_trajectory.py). Exact comparisons: no false-failure rate.
+affine" (found by tests/test_invariants_trajectory.py). Exact comparisons: no false-failure rate.
 """
 
 import numpy as np
@@ -13,6 +13,8 @@ import pytest
 from ustat_rl.frameworks.window import Batch, window_record
 from ustat_rl.pilot.replicates import as_moments
 from ustat_rl.theory import minibatch_mse
+
+pytestmark = pytest.mark.fast
 
 #: A pilot's estimated summary (value, reward_var, ..., grad_norm_sq), some estimates below 0.
 SUMMARY = np.array([0.0, 0.61408082, 1.82002409, 0.20855905, 2.26348809, 0.70429294,

@@ -20,6 +20,8 @@ from ustat_rl.theory.all_equal_bounds import (
     reward_variance_bounds,
 )
 
+pytestmark = pytest.mark.fast
+
 BETAS = [(0.6, 0.9), (2.0, 2.0), (0.3, 0.3), (5.0, 1.0), (0.5, 4.0)]
 SIZES = (2, 3, 4, 8, 16, 32, 64)
 

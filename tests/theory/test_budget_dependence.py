@@ -20,6 +20,8 @@ from ustat_rl.theory import minibatch_mse, scaling_constants, shrink_factor
 from ustat_rl.theory.budget import fullmean_budget_optimum
 from ustat_rl.theory.group_size import budget_exponent, budget_mse, budget_optimal_group_size
 
+pytestmark = pytest.mark.fast
+
 #: Exact arithmetic on both sides; only rounding separates them.
 RTOL = 1e-10
 

@@ -20,10 +20,10 @@ import pytest
 import ustat_rl.montecarlo.dynamic_sampling as mc_module
 import ustat_rl.theory.dynamic_sampling as ds_module
 from ustat_rl.advantages.registry import get_rule
-from ustat_rl.claims.beyond_frameworks.dynamic_sampling import squared_mean_norm
 from ustat_rl.montecarlo.dynamic_sampling import FilterLoop, simulate_dynamic_sampling
 from ustat_rl.policies.examples import known_value_bandit as known_p_bandit
 from ustat_rl.policies.softmax import SoftmaxBandit
+from ustat_rl.stats.ustatistics import squared_mean_norm
 from ustat_rl.theory import minibatch_mse, scaling_constants
 from ustat_rl.theory.advantage import all_equal_probability, dynamic_sampling_mse
 from ustat_rl.theory.dynamic_sampling import (
@@ -33,6 +33,8 @@ from ustat_rl.theory.dynamic_sampling import (
     optimal_filtered_group_size,
 )
 from ustat_rl.tolerances import Z_CHECK
+
+pytestmark = pytest.mark.fast
 
 #: Exact identities in double precision (the brief's 1e-12, relative to the quantity's size).
 EXACT = 1e-12

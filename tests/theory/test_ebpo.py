@@ -17,6 +17,8 @@ from ustat_rl.theory import ebpo as E
 from ustat_rl.theory import shrinkage as S
 from ustat_rl.tolerances import Z_CHECK
 
+pytestmark = pytest.mark.fast
+
 
 def test_advantages_equal_the_papers_formula_read_literally():
     prior = E.EBPOPrior(mean=0.3, reward_var=0.2, group_mean_var=0.05)

@@ -12,6 +12,8 @@ from ustat_rl.theory import ScalingConstants, minibatch_mse
 from ustat_rl.theory import group_size as fb
 from ustat_rl.theory.gram import FactoredGram
 
+pytestmark = pytest.mark.fast
+
 # agreement of two evaluations of one formula in another order: rounding only
 RTOL = 1e-10
 

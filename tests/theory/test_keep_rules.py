@@ -21,9 +21,9 @@ import pytest
 
 import ustat_rl.theory.keep_rules as keep_rules_module
 from ustat_rl.advantages.registry import get_rule
-from ustat_rl.claims.beyond_frameworks.dynamic_sampling import squared_mean_norm
 from ustat_rl.montecarlo.dynamic_sampling import FilterLoop, simulate_dynamic_sampling
 from ustat_rl.policies.examples import known_value_bandit
+from ustat_rl.stats.ustatistics import squared_mean_norm
 from ustat_rl.theory.dynamic_sampling import (
     filtered_batch_moments,
     generation_cost,
@@ -38,6 +38,8 @@ from ustat_rl.theory.keep_rules import (
     mean_range_keep_rule,
 )
 from ustat_rl.tolerances import Z_CHECK
+
+pytestmark = pytest.mark.fast
 
 EXACT = 1e-12
 N_REPS = 20_000

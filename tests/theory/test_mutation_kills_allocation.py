@@ -24,6 +24,8 @@ from ustat_rl.theory.allocation import (
 )
 from ustat_rl.theory.allocation_rules import round_to_budget
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture(scope="module")
 def hetero_moments():

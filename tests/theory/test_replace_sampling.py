@@ -19,9 +19,9 @@ import pytest
 
 import ustat_rl.montecarlo.replace_sampling as mc_module
 import ustat_rl.theory.replace_sampling as theory_module
-from ustat_rl.claims.beyond_frameworks.dynamic_sampling import squared_mean_norm
 from ustat_rl.montecarlo.replace_sampling import ReplaceLoop, simulate_replace_sampling
 from ustat_rl.policies.examples import known_value_bandit
+from ustat_rl.stats.ustatistics import squared_mean_norm
 from ustat_rl.theory.dynamic_sampling import filtered_batch_moments
 from ustat_rl.theory.replace_sampling import (
     multiplicity_law,
@@ -31,6 +31,8 @@ from ustat_rl.theory.replace_sampling import (
     replace_threshold,
 )
 from ustat_rl.tolerances import Z_CHECK
+
+pytestmark = pytest.mark.fast
 
 N_REPS = 8_000
 

@@ -35,6 +35,8 @@ from ustat_rl.theory.shrinkage import batch_moments, draw_batches
 from ustat_rl.tolerances import Z_CHECK
 from ustat_rl.training.batch_study import batch_monte_carlo
 
+pytestmark = pytest.mark.fast
+
 G, B = 2, 2
 
 

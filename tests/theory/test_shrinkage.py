@@ -19,6 +19,8 @@ from ustat_rl.policies.examples import small_bandit
 from ustat_rl.theory import shrinkage as S
 from ustat_rl.tolerances import Z_CHECK
 
+pytestmark = pytest.mark.fast
+
 
 def _jspo_loop(rewards, epsilon=S.JSPO_EPSILON):
     """JSPO's advantage for one batch ``(B, G)``, response by response, as its docstring reads."""

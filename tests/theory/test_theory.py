@@ -13,6 +13,8 @@ from ustat_rl.policies.examples import conflicting_prompts_bandit, small_bandit
 from ustat_rl.policies.softmax import SoftmaxBandit
 from ustat_rl.theory import PromptMoments, ScalingConstants
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture(scope="module")
 def moments():

@@ -15,6 +15,8 @@ from ustat_rl.theory.advantage import all_equal_probability
 from ustat_rl.tolerances import Z_TEST
 from ustat_rl.training.batch_study import batch_monte_carlo
 
+pytestmark = pytest.mark.fast
+
 N_REPS = 8000
 B = 4
 

@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 
-from ustat_rl.claims.paper_convergence import _lemma14_worst
 from ustat_rl.policies.examples import conflicting_prompts_bandit
 from ustat_rl.theory.limit_law import (
     eigenbasis_covariance,
@@ -15,6 +14,8 @@ from ustat_rl.theory.limit_law import (
 from ustat_rl.tolerances import Z_TEST
 from ustat_rl.training import Algorithm1Config, NoisyQuadratic, quadratic_expected_gap, train
 from ustat_rl.training.group_size import bootstrap_argmin, common_argmin, linearised_gap
+
+pytestmark = pytest.mark.fast
 
 
 def _quadratic():
@@ -68,12 +69,6 @@ def test_monte_carlo_mean_of_n_gap_on_a_quadratic():
     assert abs(x.mean() - law.weights_printed.sum()) > Z_TEST * se  # erratum: printed Omega off
 
 
-def test_lemma14_worst_case_linear_programme():
-    # B >= A^2/4: the bound holds; B = 0 with large A: the literal statement fails
-    assert _lemma14_worst(2.0, 1.0, 1.0, 0.5, 1.0, 25)[0] <= 1 + 1e-9
-    assert _lemma14_worst(10.0, 0.0, 1.0, 0.1, 1.0, 25)[0] > 1.0
-
-
 def test_linearised_gap_has_an_interior_minimum():
     bandit = conflicting_prompts_bandit()
     opt = bandit.optimum()
@@ -125,4 +120,3 @@ def test_common_argmin_tolerates_noise_that_moves_a_point_argmin():
         common_argmin(_cells([(1.0, 1.0, 1.0)], 50, rng), 100, rng, level=1.0)
     with pytest.raises(ValueError, match="`cells`"):
         common_argmin([], 100, rng)
-

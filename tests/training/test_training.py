@@ -10,6 +10,8 @@ from ustat_rl.policies.examples import realisable_kl_bandit
 from ustat_rl.tolerances import Z_TEST
 from ustat_rl.training import Algorithm1Config, NoisyQuadratic, quadratic_expected_gap, train
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture(scope="module")
 def quad():

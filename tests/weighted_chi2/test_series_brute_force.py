@@ -57,6 +57,8 @@ from ustat_rl.weighted_chi2._reference import reference_probability
 from ustat_rl.weighted_chi2._ruben import RubenSeries
 from ustat_rl.weighted_chi2._small_x import small_x_params
 
+pytestmark = pytest.mark.fast
+
 # --------------------------------------------------------------------------- Edgeworth
 GRID = np.linspace(-4.0, 4.0, 801)
 

@@ -20,6 +20,8 @@ from ustat_rl.weighted_chi2 import WeightedChiSquare
 from ustat_rl.weighted_chi2._distribution import RUBEN_MAX_SPREAD
 from ustat_rl.weighted_chi2._reference import reference_probability
 
+pytestmark = pytest.mark.fast
+
 RTOL = 1e-10
 WIDE = [(1e-30, 1.0), (1e-12, 1e12), (1e-17, 1.0), (1e-20, 1.0, 2.0, 5.0)]
 

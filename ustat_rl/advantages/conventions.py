@@ -25,7 +25,7 @@ from .registry import BASELINE, get_rule, register_rule, rule_names
 from .rule import AdvantageRule, Centring, Provenance
 
 __all__ = ["ConventionSpec", "CONVENTIONS", "CONVENTION_NAMES", "VERL_SINGLETON_DIVISOR",
-           "VERL_REMAX", "AREAL_REWARD_NORM", "advantages", "get_convention"]
+           "VERL_REMAX", "AREAL_REWARD_NORM", "advantages", "batch_rule_names", "get_convention"]
 
 #: A framework option's rule is the registry's one rule type; the kit reads the same fields.
 ConventionSpec = AdvantageRule
@@ -358,3 +358,16 @@ def advantages(estimator, rewards, group_ids) -> np.ndarray:
     """
     spec = get_convention(estimator)
     return spec.advantages(rewards, group_ids)
+
+
+def batch_rule_names(group_size: int, batch_size: int) -> tuple[str, ...]:
+    """Every framework option with batch statistics (a whitening or a std over the whole batch)
+    that admits a batch of ``batch_size`` groups of ``group_size``, in ``CONVENTION_NAMES`` order.
+
+    >>> "roll_batch" in batch_rule_names(2, 2), "grpo" in batch_rule_names(2, 2)
+    (True, False)
+    """
+    rules = [get_rule(name) for name in CONVENTION_NAMES]
+    return tuple(rule.name for rule in rules if rule.statistics == "batch"
+                 and group_size * batch_size >= rule.min_batch_size
+                 and group_size >= rule.min_group_size)

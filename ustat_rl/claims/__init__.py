@@ -19,9 +19,6 @@ of them. Each registers its claims with :func:`register`; they are imported on f
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 from .registry import (
     Z_CHECK,
     Check,
@@ -32,6 +29,7 @@ from .registry import (
     check_exact,
     check_interval,
     check_true,
+    load_checks,
     register,
     registry,
     run_claim,
@@ -52,23 +50,3 @@ __all__ = [
     "registry",
     "run_claim",
 ]
-
-_LOADED = False
-
-#: Name prefixes of the check modules, and of the subpackages whose modules all are ones.
-CHECK_PREFIXES = ("paper_", "beyond_")
-
-
-def load_checks() -> None:
-    """Import every check module of this package once, which registers their claims."""
-    global _LOADED
-    if _LOADED:
-        return
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if not info.name.startswith(CHECK_PREFIXES):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        if info.ispkg:
-            for sub in sorted(pkgutil.iter_modules(module.__path__), key=lambda m: m.name):
-                importlib.import_module(f"{module.__name__}.{sub.name}")
-    _LOADED = True

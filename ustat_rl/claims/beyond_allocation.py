@@ -12,9 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..montecarlo.allocation import allocated_errors
-from ..policies.examples import conflicting_prompts_bandit, heterogeneous_score_bandit
-from ..policies.loglinear import LogLinearBandit
-from ..policies.softmax import SoftmaxBandit
+from ..policies.examples import (
+    conflicting_prompts_bandit,
+    heterogeneous_score_bandit,
+    random_bandit_moments,
+)
 from ..theory.allocation import (
     allocation_mse,
     brute_force_allocation,
@@ -34,36 +36,6 @@ BIASED_RULES = ("fullmean", "trl_group", "paper_algorithm2")
 BUDGETS = (24, 48, 96, 192)
 
 
-def random_problem(rng, shared: bool):
-    """Moments of a random 2-4 prompt bandit with binary rewards and random score scales.
-
-    ``shared=False``: prompts own disjoint parameters (diagonal Gram matrix); ``shared=True``:
-    every prompt's features live in one 2-D space, so the ``g(x)`` are not orthogonal.
-    """
-    P, K = int(rng.integers(2, 5)), 3
-    reward = rng.uniform(0.0, 1.0, (P, K))
-    scale = np.exp(rng.normal(0.0, 1.0, P))[:, None, None]
-    if shared:
-        features = rng.normal(size=(P, K, 2)) * scale
-        return LogLinearBandit(features, reward).moments(rng.normal(size=2), matrices=False)
-    logits = rng.normal(size=(P, K))
-    m = SoftmaxBandit(logits, reward).moments()
-    return m if rng.random() < 0.5 else _scaled(m, scale.ravel())
-
-
-def _scaled(m, scale):
-    """The same bandit with every score multiplied by ``scale[x]`` (moments times ``s^2``)."""
-    from dataclasses import replace
-
-    s2 = scale**2
-    gram = m.grad_gram * np.outer(scale, scale)
-    return replace(m, score_sq=m.score_sq * s2, score_sq_reward=m.score_sq_reward * s2,
-                   score_sq_reward_sq=m.score_sq_reward_sq * s2,
-                   score_sq_centred=m.score_sq_centred * s2, grad_sq=m.grad_sq * s2,
-                   grad_gram=gram, score_sq_reward_var=m.score_sq_reward_var * s2,
-                   grad_norm_sq=None)
-
-
 def exact_vs_brute_force(rng, n_cases: int, rules, shared: bool = False, solver=None):
     """``(cases, agreeing, worst relative gap)`` of the exact method against brute force.
 
@@ -74,7 +46,7 @@ def exact_vs_brute_force(rng, n_cases: int, rules, shared: bool = False, solver=
     cases = agree = 0
     worst = 0.0
     while cases < n_cases:
-        m = random_problem(rng, shared)
+        m = random_bandit_moments(rng, shared)
         rule = rules[cases % len(rules)]
         low = rule_min_group_size(rule)
         budget = m.n_prompts * low + int(rng.integers(0, 9))

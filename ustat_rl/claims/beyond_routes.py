@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from ..scores.families import tiny_causal_lm
 from ..tolerances import Z_CHECK
 from .registry import check_close, check_exact, check_true, register
 
@@ -165,41 +166,6 @@ SKETCH_EXACT_SIZES = ((12, 1), (12, 3), (8, 4))
 #: The scale of C44's scaled embedding: ``sqrt(width)``, as Gemma multiplies its embeddings by
 #: ``sqrt(hidden_size)`` inside the embedding module (``embed_scale``).
 EMBED_SCALE = 5**0.5
-
-
-def tiny_causal_lm(embed_scale: float | None = None):
-    """A causal LM over 9 tokens with an embedding, a layer norm, a linear layer with bias and a
-    head with bias: every covered kind of parameter but GPT-2's Conv1D (float32, torch's default
-    initialisation from the global stream).
-
-    With ``embed_scale`` the embedding is a subclass of ``nn.Embedding`` whose ``forward``
-    multiplies the gathered rows by that constant (a buffer cast to the table's dtype), as
-    Gemma's scaled word embedding does: the sketch must read the scale off the module at run time.
-    """
-    import torch
-
-    class ScaledEmbedding(torch.nn.Embedding):
-        def __init__(self, vocab, width, scale):
-            super().__init__(vocab, width)
-            self.register_buffer("embed_scale", torch.tensor(scale), persistent=False)
-
-        def forward(self, ids):
-            return super().forward(ids) * self.embed_scale.to(self.weight.dtype)
-
-    class TinyLM(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.embed = (torch.nn.Embedding(9, 5) if embed_scale is None
-                          else ScaledEmbedding(9, 5, embed_scale))
-            self.norm = torch.nn.LayerNorm(5)
-            self.mix = torch.nn.Linear(5, 6)
-            self.head = torch.nn.Linear(6, 9)
-
-        def forward(self, tokens):
-            h = self.norm(self.embed(tokens)).cumsum(dim=1)  # causal: t sees tokens <= t
-            return self.head(torch.tanh(self.mix(h)))
-
-    return TinyLM()
 
 
 def _scored_model(embed_scale: float | None = None):

@@ -20,12 +20,11 @@ claim compares with the registry's provenance, so that a re-pinned rule needs it
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-
-from .literal_forms_extra import EXTRA_FORMS
 
 __all__ = ["LiteralForm", "LITERAL_FORMS", "masked_whiten"]
 
@@ -36,6 +35,8 @@ _NEMO = ("NVIDIA-NeMo/RL", "7ea279abfbeb698b092856d0dab61e7cf39bc909")
 _PRIME = ("PrimeIntellect-ai/prime-rl", "559b44772e471d1538537b8805cc77f3824a5e64")
 _SKYRL = ("NovaSky-AI/SkyRL", "a9564572eb8e91076be43c1bd5e4615e3de17265")
 _SLIME = ("THUDM/slime", "624b824a898ab0ec1fcb4d373004c7f3852bf515")
+_ROLL = ("alibaba/ROLL", "8eb27cc2dc34c4d1310b169d9b86d339004d811a")
+_AREAL = ("inclusionAI/AReaL", "4aef98d8d818af55b43621aaadba047ae10f4e77")
 _PAPER = ("", "")
 
 
@@ -328,6 +329,85 @@ def _nemo_rl_reinforce_pp(rewards, group_ids):
 
 
 # --------------------------------------------------------------------------------------------
+# verl at 1dda039b: verl/trainer/ppo/core_algos.py (compute_opo_outcome_advantage). The
+# baseline of a group of two or more is sum(T_i z_i) / sum(T_i), T_i the response lengths
+# (response_mask.sum(-1)); a singleton's baseline is torch.tensor(0.0). The registered rule is
+# the equal-length case, so the form is called with every T_i = 1 unless lengths are given.
+# --------------------------------------------------------------------------------------------
+def _verl_opo(rewards, group_ids, lengths=None):
+    z = np.asarray(rewards, dtype=np.float64)
+    T = np.ones(z.shape) if lengths is None else np.asarray(lengths, dtype=np.float64)
+    members = defaultdict(list)
+    for i, g in enumerate(np.asarray(group_ids).tolist()):
+        members[g].append(i)
+    out = np.empty(z.shape)
+    for idx in members.values():
+        baseline = 0.0 if len(idx) == 1 else float(T[idx] @ z[idx] / T[idx].sum())
+        out[idx] = z[idx] - baseline
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# ROLL at 8eb27cc2: roll/utils/functionals.py (reward_norm, norm_mean_type="batch",
+# norm_std_type="batch"): the batch's mean, torch's Bessel std, 1e-6 added to it; the groups
+# play no part.
+# --------------------------------------------------------------------------------------------
+def _roll_batch(rewards, group_ids):
+    z = np.asarray(rewards, dtype=np.float64)
+    dev = z - z[0]  # about the first value: an all-equal batch has std exactly 0, as torch's
+    dev = dev - dev.mean()
+    std = float(np.sqrt(np.sum(dev * dev) / (z.size - 1)))
+    return dev / (std + 1e-6)
+
+
+# --------------------------------------------------------------------------------------------
+# AReaL at 4aef98d8: areal/utils/data.py (Normalization), areal/trainer/ppo/actor.py. The
+# actor's reward_norm (mean_level="group", std_level="group", group_size = the samples per
+# prompt) takes each slice of group_size rewards, its mean and its Bessel std (std_unbiased,
+# the default; a slice of one: std 1), and gives (z - mean)/(std + 1e-5); adv_norm
+# (mean_level="batch", std_level="batch") does the same over the whole batch of those values,
+# one token per response. The rewards arrive with each prompt's samples together: ordered by
+# group here, and put back in the caller's order.
+# --------------------------------------------------------------------------------------------
+def _standardise(x, eps=1e-5):
+    dev = x - x[0]  # about the first value: a slice of equal values has deviations exactly 0
+    dev = dev - dev.mean()
+    std = float(np.sqrt(np.sum(dev * dev) / (x.size - 1))) if x.size > 1 else 1.0
+    return dev / (std + eps)
+
+
+def _areal(rewards, group_ids):
+    z = np.asarray(rewards, dtype=np.float64)
+    ids = np.asarray(group_ids)
+    order = np.argsort(ids, kind="stable")
+    size = int(np.count_nonzero(ids == ids[0]))
+    first = np.concatenate([_standardise(z[order][i:i + size])
+                            for i in range(0, z.size, size)])
+    out = np.empty(z.shape)
+    out[order] = _standardise(first)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# slime at 624b824a: slime/ray/rollout.py (_post_process_rewards: rewards reshaped into
+# (-1, n_samples_per_prompt), each row less its mean, no std division for
+# reinforce_plus_plus_baseline), slime/backends/megatron_utils/loss.py (the value broadcast to
+# every token, kl_coef 0) and slime/utils/distributed_utils.py (distributed_masked_whiten: mean
+# and E[x^2] from sums over the tokens, variance E[x^2] - mean^2 times N/(N - 1) when N >= 2,
+# multiplied by rsqrt(var + 1e-8)). One token per response.
+# --------------------------------------------------------------------------------------------
+def _slime_reinforce_pp_baseline(rewards, n_samples_per_prompt):
+    rows = np.asarray(rewards, dtype=np.float64).reshape(-1, n_samples_per_prompt)
+    c = (rows - rows.mean(axis=1, keepdims=True)).reshape(-1)
+    n = c.size
+    mean = c.sum() / n
+    var = (c * c).sum() / n - mean**2
+    if n >= 2:
+        var = var * (n / (n - 1))
+    return (c - mean) / np.sqrt(var + 1e-8)
+
+
+# --------------------------------------------------------------------------------------------
 # The paper's rules (Algorithm 1, the full mean of docs/theory.md C2, Algorithm 2 with its
 # all-equal groups zeroed): the formulas of docs/theory.md section 2.
 # --------------------------------------------------------------------------------------------
@@ -384,7 +464,10 @@ LITERAL_FORMS: dict[str, LiteralForm] = {
     "skyrl_maxrl": _form(_skyrl_maxrl, "verl", _SKYRL),
     "slime_grpo": _form(_slime_grpo, "trl", _SLIME),
     "nemo_rl_reinforce_pp": _form(_nemo_rl_reinforce_pp, "plain", _NEMO),
-    **{name: LiteralForm(*entry) for name, entry in EXTRA_FORMS.items()},
+    "verl_opo": _form(_verl_opo, "plain", _VERL),
+    "roll_batch": _form(_roll_batch, "plain", _ROLL),
+    "areal_grpo": _form(_areal, "plain", _AREAL),
+    "slime_reinforce_pp_baseline": _form(_slime_reinforce_pp_baseline, "trl", _SLIME),
     "grpo": _form(_paper("grpo"), "plain", _PAPER),
     "fullmean": _form(_paper("fullmean"), "plain", _PAPER),
     "paper_algorithm2": _form(_paper("paper_algorithm2"), "plain", _PAPER),

@@ -9,10 +9,13 @@ under a tolerance derived from standard errors (or rounding error, for exact ide
 from __future__ import annotations
 
 import hashlib
+import importlib
 import math
+import pkgutil
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -30,6 +33,7 @@ __all__ = [
     "register",
     "registry",
     "run_claim",
+    "load_checks",
     "check_close",
     "check_exact",
     "check_interval",
@@ -215,10 +219,34 @@ def _claim_key(claim_id: str):
     return (int(digits) if digits else 10**6, claim_id)
 
 
+_LOADED = False
+
+#: Name prefixes of the check modules, and of the subpackages whose modules all are ones.
+CHECK_PREFIXES = ("paper_", "beyond_")
+
+
+def load_checks() -> None:
+    """Import every check module of the claims package once, which registers their claims.
+
+    The modules are found beside this one (not through the package's ``__init__``, which
+    re-exports this module: importing it from here would close a circle).
+    """
+    global _LOADED
+    if _LOADED:
+        return
+    package = __name__.rsplit(".", 1)[0]
+    for info in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lambda m: m.name):
+        if not info.name.startswith(CHECK_PREFIXES):
+            continue
+        module = importlib.import_module(f"{package}.{info.name}")
+        if info.ispkg:
+            for sub in sorted(pkgutil.iter_modules(module.__path__), key=lambda m: m.name):
+                importlib.import_module(f"{module.__name__}.{sub.name}")
+    _LOADED = True
+
+
 def registry() -> dict[str, Claim]:
     """All registered claims, ordered by ID number (imports the check modules)."""
-    from . import load_checks
-
     load_checks()
     return {cid: _REGISTRY[cid] for cid in sorted(_REGISTRY, key=_claim_key)}
 

@@ -4,6 +4,8 @@ The kit tests ``plain(rewards (n,), group_ids (n,)) -> (n,)``; :func:`adapt` tur
 TRL-style function into that form, passing ids the way those frameworks do, and checks that what
 comes back is a real floating array of the right shape. :func:`load_function` resolves a
 ``module:function`` target with a one-line :class:`TargetError` for anything that stops it.
+:func:`probe_call` calls an adapted function once on a plain valid batch and says why it cannot
+be tested (both kits probe through it before a search).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Callable
 import numpy as np
 
 __all__ = ["SIGNATURES", "SIGNATURE_WORDS", "SIGNATURE_FORMS", "REFERENCE_FORMS", "INDEX_KINDS",
-           "VERL_TOKENS", "TargetError", "adapt", "load_function", "probe", "takes_reference",
+           "VERL_TOKENS", "TargetError", "adapt", "load_function", "probe_call", "takes_reference",
            "unchanged"]
 
 #: The call signatures the kit can test (see :func:`adapt`).
@@ -169,6 +171,20 @@ def takes_reference(spec) -> bool:
     return spec.centring.reference_source == "baseline"
 
 
+def probe_call(call: Callable, batch: tuple, signature: str) -> str | None:
+    """Why ``call(*batch)`` shows the function cannot be tested (``None`` when it ran)."""
+    try:
+        call(*(np.copy(a) for a in batch))
+    except BadOutput:  # it runs: what it returns is the search's to judge
+        return None
+    except (Exception, SystemExit) as exc:
+        shown = ", ".join(repr(np.asarray(a).tolist()) for a in batch)  # one line
+        return (f"calling it as {signature} on a plain valid batch ({shown}) raised "
+                f"{first_line(exc)}; a function that cannot run on such a batch cannot be "
+                "tested (check its signature, or --signature)")
+    return None
+
+
 def _verl_tokens(z, tokens):
     """Ragged responses of ``1..tokens`` tokens, the reward on the last: ``(mask, rewards)``."""
     n = z.size
@@ -250,26 +266,6 @@ def load_function(target: str) -> Callable:
         raise TargetError(f"{module_name}.{func_name} is not callable (it is a "
                           f"{type(fn).__name__})")
     return fn
-
-
-def probe(fn: Callable, estimator, *, signature: str = "plain", tensors: str = "numpy",
-          index: str = "uid") -> str | None:
-    """Why ``fn`` cannot be tested against ``estimator`` (``None`` if it can): it is called
-    once on two groups of distinct rewards; an exception is a usage error (exit 2)."""
-    from ..advantages.conventions import get_convention
-    from .search import probe_call
-
-    spec = get_convention(estimator)
-    tokens = 1 if spec.scale == "whiten" else VERL_TOKENS
-    size = max(4, spec.min_group_size)
-    z = np.concatenate([np.arange(size) + 0.5 * g for g in range(2)]).astype(np.float64)
-    ids = np.repeat(np.arange(2, dtype=np.int64), size)
-    if takes_reference(spec):  # verl's remax: a greedy reward per prompt
-        call = adapt(fn, signature, tensors, tokens=tokens, index=index, reference=True)
-        return probe_call(call, (z, ids, np.repeat([0.25, 1.75], size)),
-                          f"fn{REFERENCE_FORMS[signature]}")
-    call = adapt(fn, signature, tensors, tokens=tokens, index=index)
-    return probe_call(call, (z, ids), f"fn{SIGNATURE_FORMS[signature]}")
 
 
 #: A report's signature in words where the name alone would not say how it was called.

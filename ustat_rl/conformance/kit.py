@@ -56,6 +56,8 @@ from ..advantages.conventions import CONVENTION_NAMES, ConventionSpec, advantage
 from ..advantages.parts import Scaling
 from .adapters import (
     INDEX_KINDS,
+    REFERENCE_FORMS,
+    SIGNATURE_FORMS,
     SIGNATURES,
     VERL_TOKENS,
     BadOutput,
@@ -63,7 +65,7 @@ from .adapters import (
     adapt,
     first_line,
     load_function,
-    probe,
+    probe_call,
     takes_reference,
 )
 from .report import ConformanceFailure, ConformanceReport
@@ -351,3 +353,20 @@ def run_command(target: str, estimator: str, *, signature: str = "plain",
         fn, estimator, signature=signature, tensors=tensors, max_examples=max_examples,
         seed=seed, index=index), lambda fn: probe(fn, estimator, signature=signature,
                                                   tensors=tensors, index=index))
+
+
+def probe(fn: Callable, estimator, *, signature: str = "plain", tensors: str = "numpy",
+          index: str = "uid") -> str | None:
+    """Why ``fn`` cannot be tested against ``estimator`` (``None`` if it can): it is called
+    once on two groups of distinct rewards; an exception is a usage error (exit 2)."""
+    spec = get_convention(estimator)
+    tokens = 1 if spec.scale == "whiten" else VERL_TOKENS
+    size = max(4, spec.min_group_size)
+    z = np.concatenate([np.arange(size) + 0.5 * g for g in range(2)]).astype(np.float64)
+    ids = np.repeat(np.arange(2, dtype=np.int64), size)
+    if takes_reference(spec):  # verl's remax: a greedy reward per prompt
+        call = adapt(fn, signature, tensors, tokens=tokens, index=index, reference=True)
+        return probe_call(call, (z, ids, np.repeat([0.25, 1.75], size)),
+                          f"fn{REFERENCE_FORMS[signature]}")
+    call = adapt(fn, signature, tensors, tokens=tokens, index=index)
+    return probe_call(call, (z, ids), f"fn{SIGNATURE_FORMS[signature]}")

@@ -33,10 +33,10 @@ from typing import Callable
 import numpy as np
 
 from ..advantages.multichannel import get_multichannel_rule
-from .adapters import BadOutput, unchanged
+from .adapters import BadOutput, probe_call, unchanged
 from .kit import tolerance
 from .report import ConformanceFailure, ConformanceReport
-from .search import check_search_options, probe_call, run_target, search, usage
+from .search import check_search_options, run_target, search, usage
 
 __all__ = ["multichannel_tolerance", "check_multichannel_conformance", "run_multichannel_command",
            "TOLERANCE_RULE"]

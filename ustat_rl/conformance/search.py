@@ -14,11 +14,9 @@ import sys
 import time
 from typing import Callable
 
-import numpy as np
-
 from .adapters import TargetError, first_line, load_function
 
-__all__ = ["DTYPE_NAMES", "check_search_options", "search", "run_target", "probe_call"]
+__all__ = ["DTYPE_NAMES", "check_search_options", "search", "run_target"]
 
 #: The reward dtypes a kit can draw.
 DTYPE_NAMES = ("float32", "float64")
@@ -130,19 +128,3 @@ def run_target(target: str, max_examples: int, check: Callable,
         return usage("no valid batch could be drawn for these options (group sizes, channels)")
     print(report.summary())
     return 0 if report.passed else 1
-
-
-def probe_call(call: Callable, batch: tuple, signature: str) -> str | None:
-    """Why ``call(*batch)`` shows the function cannot be tested (``None`` when it ran)."""
-    from .adapters import BadOutput
-
-    try:
-        call(*(np.copy(a) for a in batch))
-    except BadOutput:  # it runs: what it returns is the search's to judge
-        return None
-    except (Exception, SystemExit) as exc:
-        shown = ", ".join(repr(np.asarray(a).tolist()) for a in batch)  # one line
-        return (f"calling it as {signature} on a plain valid batch ({shown}) raised "
-                f"{first_line(exc)}; a function that cannot run on such a batch cannot be "
-                "tested (check its signature, or --signature)")
-    return None

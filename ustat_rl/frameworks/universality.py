@@ -174,7 +174,7 @@ def gstar_universality(records, level: float = 0.9) -> Universality:
     The decision "G* moved during the run" is an empty intersection. When ``G*`` is constant
     and every window was rebuilt, the ``K`` intervals all hold it with probability at least
     ``level`` (Bonferroni, any dependence between windows), so the false-alarm rate is at most
-    ``1 - level`` up to each interval's approximation; tests/frameworks/test_frameworks_trajectory.py
+    ``1 - level`` up to each interval's approximation; tests/frameworks/test_trajectory.py
     measures it, and the rate of the same rule with unadjusted intervals as negative control.
 
     Examples

@@ -32,7 +32,7 @@ under the ``ActorRolloutRefWorker``), while the trainer's loop, which holds the 
 runs in the task runner. This module is the step's conversion and the entry's call; it is
 tested with verl's own ``DataProto``, verl's own ``compute_grpo_outcome_advantage`` and
 ``agg_loss`` and a model built from a transformers config, on the CPU
-(tests/frameworks/test_frameworks_verl_monitor.py). Inside verl's worker it is called by
+(tests/frameworks/test_verl_monitor.py). Inside verl's worker it is called by
 :mod:`ustat_rl.frameworks.verl_worker` from ``update_actor``; a whole verl run (GPUs, Ray
 workers, a rollout engine) was not run (docs/at_scale.md, "verl").
 """

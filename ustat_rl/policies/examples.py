@@ -35,6 +35,7 @@ __all__ = [
     "HETEROGENEOUS_VALUES",
     "HETEROGENEOUS_SCALES",
     "known_value_bandit",
+    "random_bandit_moments",
 ]
 
 #: Logit boosts of the correct answer for the three policies of the Fig. 4 analogue
@@ -308,3 +309,33 @@ def known_value_bandit(values, prompt_prob=None) -> SoftmaxBandit:
     t = np.minimum(p, 1.0 - p)
     pi = np.stack([p - t / 2, 1.0 - p - t / 2, t], axis=1)  # (P, 3), every entry > 0
     return SoftmaxBandit(np.log(pi), np.tile([1.0, 0.0, 0.5], (p.size, 1)), prompt_prob)
+
+
+def random_bandit_moments(rng, shared: bool):
+    """Moments of a random 2-4 prompt bandit with binary rewards and random score scales.
+
+    ``shared=False``: prompts own disjoint parameters (diagonal Gram matrix); ``shared=True``:
+    every prompt's features live in one 2-D space, so the ``g(x)`` are not orthogonal.
+    """
+    P, K = int(rng.integers(2, 5)), 3
+    reward = rng.uniform(0.0, 1.0, (P, K))
+    scale = np.exp(rng.normal(0.0, 1.0, P))[:, None, None]
+    if shared:
+        features = rng.normal(size=(P, K, 2)) * scale
+        return LogLinearBandit(features, reward).moments(rng.normal(size=2), matrices=False)
+    logits = rng.normal(size=(P, K))
+    m = SoftmaxBandit(logits, reward).moments()
+    return m if rng.random() < 0.5 else _scores_scaled(m, scale.ravel())
+
+
+def _scores_scaled(m, scale):
+    """The same bandit with every score multiplied by ``scale[x]`` (moments times ``s^2``)."""
+    from dataclasses import replace
+
+    s2 = scale**2
+    gram = m.grad_gram * np.outer(scale, scale)
+    return replace(m, score_sq=m.score_sq * s2, score_sq_reward=m.score_sq_reward * s2,
+                   score_sq_reward_sq=m.score_sq_reward_sq * s2,
+                   score_sq_centred=m.score_sq_centred * s2, grad_sq=m.grad_sq * s2,
+                   grad_gram=gram, score_sq_reward_var=m.score_sq_reward_var * s2,
+                   grad_norm_sq=None)

@@ -14,7 +14,10 @@ place of ``Z``. Features constant across the actions of a prompt do not change t
 maximisers of ``J`` form an affine set ``theta* + N`` (Assumption 7, Theorem 8, docs/theory.md C19-C23)
 with ``N = {v : phi(x, .)^T v constant in a, for every x}``.
 
-Everything is a finite sum over prompts, actions and the two reward values, hence exact.
+Everything is a finite sum over prompts, actions and the two reward values, hence exact. The
+module also holds the maximiser set (:class:`Optimum`, found by damped Newton ascent) and
+Algorithm 1's minibatch sampler vectorised over runs, the two routes the bandit's methods
+:meth:`LogLinearBandit.optimum` and :meth:`LogLinearBandit.sample_gradient` take.
 """
 
 from __future__ import annotations
@@ -28,8 +31,6 @@ from .. import theory
 from .._validation import as_finite_array, as_float, as_int, as_probabilities
 from ..advantages.registry import get_rule
 from ..theory import PromptMoments, ScalingConstants
-from ._loglinear_optimum import Optimum, newton_optimum
-from ._loglinear_sampler import sample_gradient as _sample_gradient
 from .softmax import SoftmaxBandit
 
 __all__ = ["LogLinearBandit", "PolicyState", "PolicyMoments", "Optimum"]
@@ -346,7 +347,7 @@ class LogLinearBandit:
             When ``tau = 0`` (no interior maximiser of a softmax bandit in general) or when the
             Newton iteration does not reach a point with ``H* < 0`` and ``||g|| <= tol``.
         """
-        return newton_optimum(self, theta_init, tol, max_iter)
+        return _newton_optimum(self, theta_init, tol, max_iter)
 
     # ------------------------------------------------------------------ training protocol
     def draws_per_step(self, estimator: str, group_size: int, batch_size: int) -> int:
@@ -370,3 +371,127 @@ class LogLinearBandit:
         ndarray (R, d)
         """
         return _sample_gradient(self, theta, uniforms, estimator, group_size, batch_size)
+
+
+@dataclass(frozen=True)
+class Optimum:
+    """The maximiser set ``Theta* = theta + span(null_basis)`` and its local structure.
+
+    Attributes
+    ----------
+    theta : ndarray (d,)
+        One maximiser (the one whose null-space component is that of the starting point).
+    value : float
+        ``J* = max J``.
+    basis : ndarray (d, r)
+        ``Q``: orthonormal basis of the identifiable directions (``Q^T Q = I``).
+    null_basis : ndarray (d, d - r)
+        Orthonormal basis of ``N``, the directions that leave the policy unchanged.
+    hessian : ndarray (r, r)
+        ``H* = Q^T H(theta*) Q``, negative definite.
+    curvature : ndarray (r,)
+        ``Lambda``: eigenvalues of ``-H*``, ascending.
+    grad_norm : float
+        ``||g(theta*)||`` reached by the solver.
+    """
+
+    theta: np.ndarray
+    value: float
+    basis: np.ndarray
+    null_basis: np.ndarray
+    hessian: np.ndarray
+    curvature: np.ndarray
+    grad_norm: float
+
+    def distance(self, theta) -> np.ndarray:
+        """``d(theta, Theta*) = ||Q^T (theta - theta*)||`` for ``theta`` of shape ``(..., d)``."""
+        return np.linalg.norm((np.asarray(theta) - self.theta) @ self.basis, axis=-1)
+
+
+def _newton_optimum(bandit, theta_init=None, tol: float = 1e-12, max_iter: int = 200) -> Optimum:
+    """A maximiser of ``J`` by damped Newton ascent on the identifiable directions.
+
+    See :meth:`ustat_rl.policies.loglinear.LogLinearBandit.optimum`.
+    """
+    if bandit.kl_weight == 0.0 and theta_init is None:
+        raise ValueError("`optimum` needs kl_weight > 0 or an explicit `theta_init` near an "
+                         "interior maximiser")
+    theta = bandit.ref_theta.copy() if theta_init is None else bandit._theta(theta_init).copy()
+    q = bandit.identifiable_basis
+    value = bandit.objective(theta)
+    for _ in range(max_iter):
+        grad = q.T @ bandit.grad(theta)  # (r,)
+        if np.linalg.norm(grad) <= tol:
+            break
+        hess = q.T @ bandit.hessian(theta) @ q
+        eig = np.linalg.eigvalsh(hess)
+        step = -np.linalg.solve(hess, grad) if eig.max() < 0 else grad  # Newton or gradient
+        t = 1.0
+        while t > 1e-12:
+            trial = theta + t * (q @ step)
+            trial_value = bandit.objective(trial)
+            if trial_value >= value - 1e-15:
+                break
+            t *= 0.5
+        theta, value = trial, trial_value
+    hess = q.T @ bandit.hessian(theta) @ q
+    grad_norm = float(np.linalg.norm(bandit.grad(theta)))
+    curvature = np.sort(np.linalg.eigvalsh(-hess))
+    if grad_norm > max(tol, 1e-9) or curvature[0] <= 0:
+        raise ValueError(f"Newton ascent did not reach a strict local maximiser "
+                         f"(||g|| = {grad_norm:.2e}, min eig(-H*) = {curvature[0]:.2e})")
+    return Optimum(theta, value, q, bandit.null_basis, hess, curvature, grad_norm)
+
+
+def _sample_gradient(bandit, theta, uniforms, estimator, group_size, batch_size):
+    """Algorithm 1's minibatch estimate on a :class:`LogLinearBandit`.
+
+    Per run: ``B`` prompts from ``f`` and, per prompt, ``G`` actions from ``pi_theta`` and
+    rewards, all by inverse-CDF from the uniforms; then ``g_hat = (1/(BG)) sum W (Z~ - C)``
+    with the centred rewards of any group rule of :mod:`ustat_rl.advantages` (``C`` = 0 for
+    vanilla, the leave-one-out mean for GRPO, ``V(x)`` for the oracle, the group mean for the
+    full mean), the value being that of the shaped reward. Per-sample contributions are summed into per-(prompt, action)
+    coefficients with one ``bincount`` and mapped through the features once.
+    """
+    rule = get_rule(estimator, "estimator")
+    if rule.statistics != "group" or rule.centring.reference_source == "baseline":
+        raise ValueError(f"`estimator` {rule.name!r} needs a batch statistic or a baseline b(x); "
+                         "the sampler takes rules of the group alone")
+    n_runs = theta.shape[0]
+    P, K, B, G = bandit.n_prompts, bandit.n_actions, batch_size, group_size
+    lo, hi = bandit.reward_values
+    logits = np.einsum("pkd,rd->rpk", bandit.features, theta)  # (R, P, K)
+    logits -= logits.max(axis=2, keepdims=True)
+    pi = np.exp(logits)
+    pi /= pi.sum(axis=2, keepdims=True)
+    if bandit.prompt_sampling == "stratified":
+        # B // P full passes, then the first B mod P prompts of a uniform random permutation
+        order = np.argsort(uniforms[:, :P], axis=1)  # (R, P)
+        passes = np.broadcast_to(np.arange(P), (n_runs, P))
+        prompt = np.concatenate([passes] * (B // P) + [order[:, :B % P]], axis=1)  # (R, B)
+        used = P
+    else:
+        cum_f = np.cumsum(bandit.prompt_prob)[:-1]
+        prompt = np.searchsorted(cum_f, uniforms[:, :B], side="right")  # (R, B)
+        used = B
+    u_action = uniforms[:, used:used + B * G].reshape(n_runs, B, G)
+    u_reward = uniforms[:, used + B * G:].reshape(n_runs, B, G)
+    rows = np.arange(n_runs)[:, None]
+    cum_pi = np.cumsum(pi, axis=2)[rows, prompt, :-1]  # (R, B, K-1)
+    action = np.sum(u_action[..., None] >= cum_pi[:, :, None, :], axis=3)  # (R, B, G)
+    cell = prompt[:, :, None] * K + action  # (R, B, G)  flat (prompt, action)
+    success = u_reward < bandit.reward_prob.ravel()[cell]
+    reward = lo + (hi - lo) * success  # (R, B, G)
+    if bandit.kl_weight:
+        log_ratio = np.log(pi) - bandit.ref_log_policy  # (R, P, K)
+        reward = reward - bandit.kl_weight * log_ratio.reshape(n_runs, -1)[rows[:, :, None], cell]
+    value = None
+    if rule.centring.reference_source == "value":
+        shaped = bandit.reward_mean - (bandit.kl_weight * log_ratio if bandit.kl_weight else 0.0)
+        value = np.sum(pi * shaped, axis=2)[rows, prompt].reshape(-1)  # (R B,)
+    centred = rule.grouped(reward.reshape(-1, G), value).reshape(reward.shape)
+    index = (np.arange(n_runs)[:, None, None] * (P * K) + cell).ravel()
+    coef = np.bincount(index, weights=centred.ravel() / (B * G),
+                       minlength=n_runs * P * K).reshape(n_runs, P, K)  # sum of (Z~ - C)/(BG)
+    coef -= pi * coef.sum(axis=2, keepdims=True)  # score centring: e_a - pi(x)
+    return np.einsum("rpk,pkd->rd", coef, bandit.features)

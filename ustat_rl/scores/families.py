@@ -6,13 +6,16 @@ embeddings, Phi3's fused projections, tied or untied heads). :func:`build_family
 any size from it with random weights: tests take laptop sizes, the benchmarks the sizes below.
 :data:`QWEN2_5_0_5B` holds the published Qwen2.5-0.5B ``config.json`` values (Hugging Face
 ``Qwen/Qwen2.5-0.5B``), so the benchmark runs that architecture with random weights.
+:func:`tiny_causal_lm` is a causal LM of 154 parameters in plain torch, with every kind
+of parameter the sketch covers but GPT-2's Conv1D (and optionally Gemma's scaled embedding).
 """
 
 from __future__ import annotations
 
 from .._validation import as_int
 
-__all__ = ["FAMILIES", "QWEN2_5_0_5B", "QWEN2_100M", "build_family", "family_config"]
+__all__ = ["FAMILIES", "QWEN2_5_0_5B", "QWEN2_100M", "build_family", "family_config",
+           "tiny_causal_lm"]
 
 #: ``name: (config class, model class, extra config values, tied head by default)``.
 FAMILIES = {
@@ -73,3 +76,38 @@ def build_family(name: str, seed: int = 0, dtype=None, **values):
         torch.manual_seed(seed)
         model = getattr(transformers, FAMILIES[name][1])(config)
     return model if dtype is None else model.to(dtype)
+
+
+def tiny_causal_lm(embed_scale: float | None = None):
+    """A causal LM over 9 tokens with an embedding, a layer norm, a linear layer with bias and a
+    head with bias: every covered kind of parameter but GPT-2's Conv1D (float32, torch's default
+    initialisation from the global stream).
+
+    With ``embed_scale`` the embedding is a subclass of ``nn.Embedding`` whose ``forward``
+    multiplies the gathered rows by that constant (a buffer cast to the table's dtype), as
+    Gemma's scaled word embedding does: the sketch must read the scale off the module at run time.
+    """
+    import torch
+
+    class ScaledEmbedding(torch.nn.Embedding):
+        def __init__(self, vocab, width, scale):
+            super().__init__(vocab, width)
+            self.register_buffer("embed_scale", torch.tensor(scale), persistent=False)
+
+        def forward(self, ids):
+            return super().forward(ids) * self.embed_scale.to(self.weight.dtype)
+
+    class TinyLM(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = (torch.nn.Embedding(9, 5) if embed_scale is None
+                          else ScaledEmbedding(9, 5, embed_scale))
+            self.norm = torch.nn.LayerNorm(5)
+            self.mix = torch.nn.Linear(5, 6)
+            self.head = torch.nn.Linear(6, 9)
+
+        def forward(self, tokens):
+            h = self.norm(self.embed(tokens)).cumsum(dim=1)  # causal: t sees tokens <= t
+            return self.head(torch.tanh(self.mix(h)))
+
+    return TinyLM()

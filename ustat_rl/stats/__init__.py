@@ -4,7 +4,9 @@
 * :mod:`.rates`: ``MSE(G) = a/G + b/G^2`` fits and log-log slopes, weighted by the Monte Carlo
   uncertainty;
 * :mod:`.intervals`: percentile intervals and the verdict of a ratio's interval, with an index
-  of where the library's other intervals live.
+  of where the library's other intervals live;
+* :mod:`.nonnegative`: a lower margin for a mean of non-negative, heavy-tailed replicates
+  (Maurer's bound) from their exact second moments.
 
 The weighted chi-square law of Theorem 8 has a package of its own,
 :mod:`ustat_rl.weighted_chi2`, in the layer above. Nothing is imported here, so that

@@ -33,10 +33,8 @@ bias against ``g``. ``V`` and ``D`` are read off the exact MSE at ``B = 1`` and 
 Each quantity has one validated entry and a core that takes checked inputs and checks nothing, so
 callers that have checked them once (the report, the window) call the cores directly.
 
-Notes
------
-The module is one concept past the review line: the answer to "which ``G``?" and every curve
-it is read from. Cutting it would give ``G*``, the curves and the argmin separate homes again.
+One concept: the answer to "which ``G``?" and every curve it is read from. The module is past
+the review line; cutting it would give ``G*``, the curves and the argmin separate homes again.
 """
 
 from __future__ import annotations

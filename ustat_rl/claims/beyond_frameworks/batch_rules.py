@@ -17,6 +17,7 @@ MSE, and NeMo-RL's REINFORCE++ against slime's (they differ only in the whitenin
 
 from __future__ import annotations
 
+from ...advantages import conventions
 from ...tolerances import Z_STRICT, strict_reps
 from ..registry import check_close, check_true, register
 
@@ -32,11 +33,7 @@ REMAX = "verl_remax"
 
 def batch_rule_names() -> tuple[str, ...]:
     """Every framework rule with batch statistics that admits a batch of ``G`` x ``B``."""
-    from ...advantages import get_rule
-    from ...advantages.conventions import CONVENTION_NAMES
-
-    return tuple(n for n in CONVENTION_NAMES if get_rule(n).statistics == "batch"
-                 and G * B >= get_rule(n).min_batch_size and G >= get_rule(n).min_group_size)
+    return conventions.batch_rule_names(G, B)
 
 
 @register("C57", "Beyond the paper: every framework rule with batch statistics (whitening or "

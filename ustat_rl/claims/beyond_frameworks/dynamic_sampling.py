@@ -24,6 +24,7 @@ import math
 
 import numpy as np
 
+from ...stats.ustatistics import squared_mean_norm
 from ...tolerances import Z_STRICT, strict_reps
 from ..registry import check_close, check_exact, check_true, register
 
@@ -50,53 +51,6 @@ BUDGET, BUDGET_SIZES = 64, tuple(range(2, 17))
 
 #: Steps per Monte Carlo case at ``Z_CHECK`` (quick, full); each case runs ``strict_reps`` of it.
 REPS = (20_000, 200_000)
-
-
-def squared_mean_norm(errors) -> tuple[float, float]:
-    """``||E e||^2`` from i.i.d. rows ``e_i`` without bias, and its standard error.
-
-    Parameters
-    ----------
-    errors : array_like (n, d)
-        ``n >= 2`` independent draws of a vector ``e``.
-
-    Returns
-    -------
-    (float, float)
-        The estimate and its standard error.
-
-    Notes
-    -----
-    The estimate is the order-2 U-statistic of the kernel ``h(e, e') = <e, e'>``,
-    ``(||sum_i e_i||^2 - sum_i ||e_i||^2) / (n (n - 1))``, whose mean is ``||mu||^2``,
-    ``mu = E e``. Its variance is :func:`ustat_rl.stats.ustatistics.ustat_variance` at
-    ``zeta1 = Var <e, mu>`` and ``zeta2 = Var <e, e'> = tr(S^2) - ||mu||^4``, ``S = E[e e^T]``,
-    both estimated by plugging in the sample mean and second moment. The plug-in ``zeta1``
-    is ``mu_hat' Sigma mu_hat``, biased up by ``O(1/n)``: harmless where ``||mu||^2`` is many
-    standard errors from 0, as in C51 (its squared biases are hundreds of se from 0), and
-    conservative at ``mu = 0``, where the ``zeta2`` term is what is left.
-
-    Examples
-    --------
-    >>> e = np.array([[1.0, 0.0], [3.0, 0.0], [2.0, 2.0], [2.0, -2.0]])
-    >>> estimate, se = squared_mean_norm(e)
-    >>> round(estimate, 6), se > 0
-    (3.166667, True)
-    """
-    from ...stats.ustatistics import ustat_variance
-
-    e = np.asarray(errors, dtype=np.float64)
-    if e.ndim != 2 or e.shape[0] < 2 or not np.all(np.isfinite(e)):
-        raise ValueError(f"`errors` must be a finite (n, d) array with n >= 2, got shape "
-                         f"{e.shape}")
-    n = e.shape[0]
-    total = e.sum(axis=0)  # (d,)
-    estimate = float(total @ total - np.sum(e * e)) / (n * (n - 1))
-    mean = total / n
-    second = e.T @ e / n  # (d, d) plug-in E[e e^T]
-    zeta1 = float(np.var(e @ mean, ddof=1))
-    zeta2 = max(float(np.sum(second * second)) - float(mean @ mean) ** 2, 0.0)
-    return estimate, math.sqrt(ustat_variance(zeta1, zeta2, n))
 
 
 def mean_check(name: str, predicted: float, samples, note: str):

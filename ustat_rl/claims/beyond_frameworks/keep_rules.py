@@ -21,9 +21,10 @@ import math
 
 import numpy as np
 
+from ...stats.ustatistics import squared_mean_norm
 from ...tolerances import Z_STRICT, strict_reps
 from ..registry import check_close, check_true, register
-from .dynamic_sampling import mean_check, squared_mean_norm
+from .dynamic_sampling import mean_check
 
 #: ``(rule, values, G, B, b, wrong rule)``: ROLL's rule at p near 0 (drops k = 1 at G = 10),
 #: OpenRLHF's one-prompt refill (b = 1) near 0, slime's over-sampling near 1 (G = 20).

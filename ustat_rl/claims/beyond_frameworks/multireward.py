@@ -14,13 +14,12 @@ printed unit-diagonal form is off by exactly ``sum_l w_l^2 P(channel l all equal
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import replace
 
 import numpy as np
-from scipy.special import gammaln
 
+from ...policies.enumeration import enumerate_multichannel_moments
 from ..registry import check_close, check_exact, check_true, register
 
 #: The weights of the comparison and its group and batch sizes.
@@ -32,45 +31,6 @@ EXACT_SIZES, THEOREM3_SIZES = (2, 3, 4), (2, 3, 4, 8)
 REPS = (40_000, 400_000)
 
 
-def enumerated_moments(bandit, estimator, group_size, weights):
-    """``(E g_hat(x) (P, P A), E||g_hat(x) - t(x)||^2 (P,))`` by enumerating every multiset of
-    ``G`` (action, outcome) cells with its multinomial probability and scoring it literally; a
-    batch rule's large-batch limit with its batch mean and std enumerated the same way."""
-    from ...advantages.multichannel import get_multichannel_rule
-
-    estimator = get_multichannel_rule(estimator)
-    w = np.asarray(weights, dtype=np.float64)
-    G, A, O = int(group_size), bandit.n_actions, bandit.outcomes.shape[0]
-    cells = np.array(list(itertools.combinations_with_replacement(range(A * O), G)))  # (M, G)
-    counts = np.stack([np.bincount(c, minlength=A * O) for c in cells])  # (M, A O)
-    action, rows = cells // O, bandit.rewards(cells % O)  # (M, G), (M, G, K)
-    probs, scores, targets = [], [], []
-    for x in range(bandit.n_prompts):
-        cell_p = (bandit.policy[x][:, None] * bandit.outcome_prob[x]).ravel()  # (A O,)
-        with np.errstate(divide="ignore"):
-            logp = counts @ np.log(cell_p)
-        probs.append(np.exp(gammaln(G + 1) - gammaln(counts + 1).sum(axis=1) + logp))
-        scores.append(bandit.scores(np.full(len(cells), x), action))  # (M, G, P A)
-        block = np.einsum("a,ao,o,ab->b", bandit.policy[x], bandit.outcome_prob[x],
-                          bandit.outcomes @ w, np.eye(A) - bandit.policy[x])
-        targets.append(np.concatenate([np.zeros(x * A), block,
-                                       np.zeros((bandit.n_prompts - x - 1) * A)]))
-    if estimator.statistics == "group":
-        adv = estimator.grouped(rows, w)
-    else:
-        x_rows = estimator.combined_grouped(rows, w)
-        num = estimator.final_numerator.grouped(x_rows)
-        stat = num if estimator.spread_of == "numerator" else x_rows
-        mix = sum(f * p for f, p in zip(bandit.prompt_prob, probs))  # (M,)
-        first, second = mix @ stat.mean(axis=1), mix @ (stat**2).mean(axis=1)
-        centre = first if estimator.spread_of == "numerator" else 0.0
-        adv = (num - centre) / estimator.final.scaling.divisor(math.sqrt(second - first**2))
-    means, mses = [], []
-    for p, s, t in zip(probs, scores, targets):
-        g_hat = np.einsum("mg,mgd->md", adv, s) / G  # (M, P A)
-        means.append(p @ g_hat)
-        mses.append(p @ np.sum((g_hat - t) ** 2, axis=1))
-    return np.array(means), np.array(mses)
 
 
 def group_stage(name: str):
@@ -93,7 +53,7 @@ def _exact_checks(bandit, moments) -> list:
         want, got = [], []
         for G in EXACT_SIZES:
             out = multichannel_moments(moments, name, G, WEIGHTS)
-            mean, mse = enumerated_moments(bandit, name, G, WEIGHTS)
+            mean, mse = enumerate_multichannel_moments(bandit, name, G, WEIGHTS)
             blocks = [mean[x].reshape(bandit.n_prompts, -1)[x] for x in range(bandit.n_prompts)]
             want += [*np.ravel(blocks), *mse]
             got += [*np.einsum("xo,xob->xb", out.mean_coefficients, nu).ravel(),

@@ -20,15 +20,12 @@ from ...policies.examples import arithmetic_bandit, small_bandit
 from ...policies.softmax import SoftmaxBandit
 from ...policies.transformer import exact_moments, load_study_policy
 from ...policies.transformer.moments import answer_table
+from ...stats.nonnegative import iid_mean_squared_error_moments, nonnegative_lower_margin
 from ...stats.rates import fit_mse_rate, loglog_slope
+from ...theory.squared_error import grpo_squared_error_moments
 from ...tolerances import FALSE_FAILURE_STRICT_ONE_SIDED, Z_STRICT, strict_reps
 from ...training.transformer import moderate_questions
 from .._common import exact_curve, mc_errors, slope_check
-from .._intervals import (
-    grpo_squared_error_moments,
-    iid_mean_squared_error_moments,
-    nonnegative_lower_margin,
-)
 from .._transformer import GROUPS, study_splits, transformer_stream
 from ..registry import Z_CHECK, check_close, check_exact, check_interval, check_true, register
 from ..symbolic import symbolic_checks

@@ -1,0 +1,243 @@
+"""The framework-agnostic entry (ustat_rl.frameworks.entry.WindowMonitor) in a hand-written loop.
+
+A tiny GPT-2 (built from a config, no download, no TRL) samples nothing: the loop makes up
+prompts (left-padded, of different lengths), completions (right-padded, some cut short) and two
+reward functions' rewards, and calls the entry once per step, changing the parameters between
+steps as an optimizer would. Every window's record must equal, exactly, what
+:func:`ustat_rl.frameworks.window.window_record` gives for the same batches built here by hand
+(rows unpadded and concatenated independently, scores sketched by
+:func:`ustat_rl.scores.chunks.sketch_rows`, weighted by
+:func:`ustat_rl.frameworks.trainer_units.completion_weights`, rewards combined as TRL combines
+them). Negative control: the same batches without the loss's weights give another record.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from ustat_rl.frameworks.demo import tiny_gpt2  # noqa: E402
+from ustat_rl.frameworks.entry import WindowMonitor, combined_rewards  # noqa: E402
+from ustat_rl.frameworks.trainer_units import completion_weights  # noqa: E402
+from ustat_rl.frameworks.trajectory import TRAJECTORY_FIELDS, read_trajectory  # noqa: E402
+from ustat_rl.frameworks.window import Batch, window_record  # noqa: E402
+from ustat_rl.scores.chunks import sketch_rows  # noqa: E402
+from ustat_rl.scores.sequence import trainable_parameters  # noqa: E402
+from ustat_rl.scores.spec import SketchSpec  # noqa: E402
+
+pytestmark = pytest.mark.fast
+
+G, B, K, BLOCKS, VOCAB = 4, 6, 16, 4, 14  # VOCAB: the tiny GPT-2's
+WEIGHTS = np.array([1.0, 0.5])
+ESTIMATOR = "trl_sum_then_normalize"
+
+
+def _batch(rng):
+    """Unpadded prompt and completion token lists (each prompt repeated G times) and the
+    rewards of two reward functions ``(n, 2)``."""
+    prompts, completions = [], []
+    for _ in range(B):
+        prompt = rng.integers(1, VOCAB, size=rng.integers(2, 6)).tolist()
+        for _ in range(G):
+            prompts.append(prompt)
+            completions.append(rng.integers(1, VOCAB, size=rng.integers(1, 7)).tolist())
+    rewards = np.stack([rng.integers(0, 2, size=B * G), rng.integers(0, 3, size=B * G)], axis=1)
+    return prompts, completions, rewards.astype(np.float64)
+
+
+def _padded(prompts, completions):
+    """What a loop hands the entry: prompts left-padded, completions right-padded (pad 0)."""
+    p_width, c_width = max(map(len, prompts)), max(map(len, completions)) + 2
+    n = len(prompts)
+    prompt_ids, prompt_mask = torch.zeros(n, p_width, dtype=torch.long), torch.zeros(n, p_width)
+    completion_ids = torch.zeros(n, c_width, dtype=torch.long)
+    completion_mask = torch.zeros(n, c_width)
+    for i, (p, c) in enumerate(zip(prompts, completions)):
+        prompt_ids[i, p_width - len(p):], prompt_mask[i, p_width - len(p):] = torch.tensor(p), 1
+        completion_ids[i, :len(c)], completion_mask[i, :len(c)] = torch.tensor(c), 1
+    return prompt_ids, prompt_mask, completion_ids, completion_mask
+
+
+def _reference_scores(model, prompts, completions, spec):
+    """Each row's sketched score, rows built without the entry: prompt + completion + the
+    completion's padding (so the rows are as wide as the entry's, for float32 results equal to
+    the last bit), the completion's tokens weighted 1."""
+    c_width = max(map(len, completions)) + 2
+    rows = [p + c + [0] * (c_width - len(c)) for p, c in zip(prompts, completions)]
+    width = max(map(len, rows))
+    tokens = torch.zeros(len(rows), width, dtype=torch.long)
+    target = torch.zeros(len(rows), width)
+    for i, (p, c) in enumerate(zip(prompts, completions)):
+        tokens[i, :len(rows[i])] = torch.tensor(rows[i])
+        target[i, len(p):len(p) + len(c)] = 1.0
+    return sketch_rows(model, tokens, target, spec, chunk_size=8)
+
+
+def _monitor(tmp_path, **kwargs):
+    options = dict(every=2, sketch_dim=K, sketch_blocks=BLOCKS, pool=2, estimator=ESTIMATOR,
+                   reward_weights=WEIGHTS, loss_type="dapo", trajectory=tmp_path / "t.jsonl",
+                   chunk_size=8)
+    return WindowMonitor(**{"group_size": G, **options, **kwargs})
+
+
+def test_two_windows_equal_window_record_on_the_same_batches(tmp_path):
+    model = tiny_gpt2(n_embd=8)
+    monitor = _monitor(tmp_path)
+    spec = SketchSpec(K, seed=0, blocks=BLOCKS)
+    meta = dict(spec.to_meta("factored"), model_name=str(model.config.name_or_path or
+                                                         type(model).__name__),
+                param_dim=sum(p.numel() for p in trainable_parameters(model).values()))
+    rng = np.random.default_rng(20261203)
+    returned, weighted, unweighted = [], [], []
+    for step in range(4):
+        prompts, completions, rewards = _batch(rng)
+        record = monitor.step(model, *_padded(prompts, completions), rewards)
+        if step % 2:
+            assert record is None  # every = 2: steps 0 and 2 are the windows
+        else:
+            returned.append(record)
+            score = _reference_scores(model, prompts, completions, spec)
+            lengths = np.array([len(c) for c in completions], dtype=np.float64)
+            reward = combined_rewards(rewards, WEIGHTS)
+            first = sum(b.n_groups for b in weighted)
+            weighted.append(Batch(step, G, reward, score * completion_weights("dapo", lengths)[
+                :, None], first, rewards))
+            unweighted.append(Batch(step, G, reward, score, first, rewards))
+        with torch.no_grad():  # the loop's optimizer step
+            for p in model.parameters():
+                p.add_(0.01 * torch.randn_like(p))
+    assert len(returned) == 2 and monitor.records == returned
+    for i, record in enumerate(returned):
+        assert set(record) == set(TRAJECTORY_FIELDS) and record["status"] == "ok"
+        assert record["rule"] == ESTIMATOR and record["windows_pooled"] == i + 1
+        want, _ = window_record(weighted[:i + 1], meta, B * G, 0.9, ESTIMATOR,
+                                "given by the caller", monitor.units, WEIGHTS)
+        np.testing.assert_equal(record, want)
+        control, _ = window_record(unweighted[:i + 1], meta, B * G, 0.9, ESTIMATOR,
+                                   "given by the caller", monitor.units, WEIGHTS)
+        assert control["var_run"]["estimate"] != pytest.approx(record["var_run"]["estimate"],
+                                                               rel=1e-3)
+    written = read_trajectory(tmp_path / "t.jsonl")
+    assert [r["step"] for r in written] == [0, 2]
+    assert written[1]["gstar"]["estimate"] == pytest.approx(returned[1]["gstar"]["estimate"],
+                                                            rel=1e-12)
+
+
+def test_group_ids_that_break_a_group_skip_the_window(tmp_path):
+    model = tiny_gpt2(n_embd=8)
+    monitor = _monitor(tmp_path, every=1)
+    prompts, completions, rewards = _batch(np.random.default_rng(1))
+    ids = np.repeat(np.arange(B), G)
+    ids[0], ids[G] = ids[G], ids[0]  # one row in the wrong group
+    with pytest.warns(UserWarning, match="skipped the window at step 0: groups are not contig"):
+        record = monitor.step(model, *_padded(prompts, completions), rewards, group_ids=ids)
+    assert record["status"] == "skipped"
+    with warnings.catch_warnings():  # control: the right ids estimate the same batch
+        warnings.simplefilter("error")
+        record = monitor.step(model, *_padded(prompts, completions), rewards,
+                              group_ids=np.repeat(np.arange(B), G))
+    assert record["status"] == "ok" and math.isfinite(record["c1"]["estimate"])
+
+
+@pytest.mark.parametrize("options, match", [
+    (dict(group_size=0), "group_size"), (dict(estimator="nope"), "estimator"),
+    (dict(loss_type="mean"), "loss_type"), (dict(reward_weights=[[1.0]]), "reward_weights"),
+    (dict(loss_type="dr_grpo"), "max_completion_length"), (dict(level=1.0), "level"),
+    (dict(sketch_dim=10, sketch_blocks=4), "sketch_blocks"), (dict(every=0), "every"),
+])
+def test_bad_options_name_the_parameter(tmp_path, options, match):
+    options = {"group_size": G, **options}
+    with pytest.raises((ValueError, TypeError), match=f"`{match}`"):
+        _monitor(tmp_path, **options)
+    _monitor(tmp_path)  # control: the defaults of these tests are taken
+
+
+def _bad(name):
+    def change(inputs):
+        inputs = dict(inputs)
+        if name == "model":
+            inputs["model"] = object()
+        elif name == "prompt_mask":
+            inputs["prompt_mask"] = inputs["prompt_mask"][:, 1:]
+        elif name == "completion_ids":
+            inputs["completion_ids"] = inputs["completion_ids"].float()
+        elif name == "rewards":
+            inputs["rewards"] = inputs["rewards"][:, :1]  # one column for two weights
+        elif name == "group_ids":
+            inputs["group_ids"] = np.arange(3)
+        elif name == "loss_weights":  # given with loss_type
+            inputs["loss_weights"] = np.ones(B * G)
+        elif name == "token_weights":
+            inputs["token_weights"] = inputs["completion_mask"][:, :2]
+        return inputs
+    return change
+
+
+@pytest.mark.parametrize("name", ["model", "prompt_mask", "completion_ids", "rewards",
+                                  "group_ids", "loss_weights", "token_weights"])
+def test_bad_inputs_name_the_parameter_before_any_work(tmp_path, name):
+    monitor = _monitor(tmp_path, every=1)
+    prompts, completions, rewards = _batch(np.random.default_rng(2))
+    prompt_ids, prompt_mask, completion_ids, completion_mask = _padded(prompts, completions)
+    inputs = dict(model=tiny_gpt2(n_embd=8), prompt_ids=prompt_ids, prompt_mask=prompt_mask,
+                  completion_ids=completion_ids, completion_mask=completion_mask,
+                  rewards=rewards)
+    with pytest.raises((ValueError, TypeError), match=f"`{name}`"):
+        monitor.step(**_bad(name)(inputs))
+    assert monitor.records == [] and monitor.due(0)  # nothing was done, nothing counted
+    assert not (tmp_path / "t.jsonl").exists()
+    assert monitor.step(**inputs)["status"] == "ok"  # control: the good inputs are taken
+
+
+def _one_window(tmp_path, name, **kwargs):
+    model = tiny_gpt2(n_embd=8)
+    prompts, completions, rewards = _batch(np.random.default_rng(3))
+    options = dict(every=1, trajectory=tmp_path / f"{name}.jsonl")
+    step_options = {k: kwargs.pop(k) for k in ("loss_weights",) if k in kwargs}
+    monitor = _monitor(tmp_path, **options, **kwargs)
+    lengths = np.array([len(c) for c in completions], dtype=np.float64)
+    if step_options.get("loss_weights") == "dapo":
+        step_options["loss_weights"] = completion_weights("dapo", lengths)
+    return monitor.step(model, *_padded(prompts, completions), rewards, **step_options)
+
+
+def test_loss_weights_given_per_step_are_the_loss_types():
+    """The loop's own per-completion weights (here dapo's, computed by the loop) give the record
+    the loss_type gives; control: no weights at all give another."""
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        by_type = _one_window(Path(tmp), "a")
+        by_weights = _one_window(Path(tmp), "b", loss_type=None, loss_weights="dapo")
+        plain = _one_window(Path(tmp), "c", loss_type=None)
+    assert by_weights["units"].startswith("trainer (per-completion loss weights")
+    for name in ("c1", "c2", "c3", "var_run", "mse_run"):
+        assert by_weights[name] == by_type[name]
+    assert plain["var_run"]["estimate"] != pytest.approx(by_type["var_run"]["estimate"],
+                                                          rel=1e-3)
+
+
+def test_an_explicit_process_group_is_used(tmp_path):
+    """A one-process gloo group passed as ``process_group`` gathers this process's rows alone:
+    the record equals the one without torch.distributed."""
+    import torch.distributed as dist
+
+    if not dist.is_available() or dist.is_initialized():
+        pytest.skip("torch.distributed unavailable or already initialised")
+    want = _one_window(tmp_path, "alone")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0,
+                            world_size=1)
+    try:
+        group = dist.new_group([0])
+        got = _one_window(tmp_path, "group", process_group=group)
+    finally:
+        dist.destroy_process_group()
+    np.testing.assert_equal(got, want)
+    assert [r["step"] for r in read_trajectory(tmp_path / "group.jsonl")] == [0]
