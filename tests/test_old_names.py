@@ -23,6 +23,8 @@ from conftest import ROOT
 
 import ustat_rl
 
+pytestmark = pytest.mark.fast
+
 CHANGELOG = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
 LIBRARY = ROOT / "ustat_rl"
 

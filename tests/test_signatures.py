@@ -16,7 +16,11 @@ import pkgutil
 import sys
 import types
 
+import pytest
+
 import ustat_rl
+
+pytestmark = pytest.mark.fast
 
 MAX_PARAMETERS = 8
 

@@ -19,6 +19,8 @@ import pytest
 
 import ustat_rl
 
+pytestmark = pytest.mark.fast
+
 PACKAGE = Path(ustat_rl.__file__).resolve().parent
 OWNER = "theory/group_size.py"
 
