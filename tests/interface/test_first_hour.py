@@ -1,0 +1,62 @@
+"""A practitioner's first hour (issue 46): what a user types gets the right answer or a one-line
+refusal in their words, never a silent wrong answer, a hang or a traceback.
+
+Each case runs the command as a user would (``ustat_rl.interface.cli.main``) and checks its exit
+code and the first line of its output, so a regression of each kind fails here.
+
+``tests/data/trl_g4_trainer_state.json`` is the ``trainer_state.json`` of a real TRL 1.16.0 run
+(:func:`ustat_rl.frameworks.demo.demo_trainer` with ``num_generations`` 4, 8 prompts per step,
+16 steps, ``logging_steps`` 1, saved at step 16).
+"""
+
+from __future__ import annotations
+
+import pytest
+from script_loader import DATA
+
+from ustat_rl.interface.cli import main
+
+TRL_G4 = DATA / "trl_g4_trainer_state.json"
+
+
+def _run(capsys, *argv):
+    """Exit code, stdout and stderr of ``ustat-rl argv``."""
+    code = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _first(text: str) -> str:
+    return text.splitlines()[0] if text else ""
+
+
+# ------------------------------------------------------- logs: the group size the logs fit
+@pytest.mark.parametrize("wrong,why", [
+    (2, "17 successes cannot fill 14 mixed groups of 2 and 2 all-equal ones"),
+    (3, "its 32 rewards do not split into groups of 3"),
+    (8, "is not a whole number of its 4 groups of 8"),
+    (16, "is not a whole number of its 2 groups of 16"),
+])
+def test_logs_refuses_a_group_size_the_logs_contradict(capsys, wrong, why):
+    code, out, err = _run(capsys, "logs", TRL_G4, "--group-size", wrong)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert _first(err).startswith(f"ustat-rl logs: error: `--group-size` {wrong} contradicts "
+                                  "the logs: at step 1")
+    assert why in err and err.rstrip().endswith("the logs are consistent with G = 4")
+
+
+def test_logs_accepts_the_run_s_own_group_size(capsys):
+    code, out, err = _run(capsys, "logs", TRL_G4, "--group-size", 4, "--window", 4)
+    assert code == 0, err
+    assert out.splitlines()[1].startswith("run's G: 4 (the batch size and all-equal fraction "
+                                          "of 16 of 16 logged steps agree)")
+
+
+def test_logs_group_size_check_reads_the_batch_from_reward_std():
+    from ustat_rl.frameworks.logs import batch_counts, consistent_group_sizes, read_trainer_state
+
+    history = read_trainer_state(TRL_G4)
+    n, k = batch_counts(history)
+    assert n.tolist() == [32] * 16  # 8 prompts x 4 completions per step
+    assert k.tolist() == [round(32 * r) for r in history.reward]
+    assert consistent_group_sizes(history) == [4]
