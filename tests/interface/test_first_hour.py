@@ -11,6 +11,8 @@ code and the first line of its output, so a regression of each kind fails here.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from script_loader import DATA
 
@@ -60,3 +62,27 @@ def test_logs_group_size_check_reads_the_batch_from_reward_std():
     assert n.tolist() == [32] * 16  # 8 prompts x 4 completions per step
     assert k.tolist() == [round(32 * r) for r in history.reward]
     assert consistent_group_sizes(history) == [4]
+
+
+# ------------------------------------------------------------ report: a verdict needs evidence
+@pytest.mark.parametrize("results,words", [
+    ([], "'results' is empty: no claim was checked"),
+    ([{"claim_id": "C1", "verdict": "pass"}], "(C1) says 'pass' with no evidence"),
+    ([{"claim_id": "C1", "verdict": "fail", "checks": []}], "(C1) says 'fail' with no evidence"),
+])
+def test_report_refuses_a_verify_json_without_evidence(tmp_path, capsys, results, words):
+    verify = tmp_path / "v.json"
+    verify.write_text(json.dumps({"summary": {}, "results": results}))
+    code, out, err = _run(capsys, "report", verify, "--out", tmp_path / "r.html")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert _first(err).startswith("ustat-rl report: error:") and words in err
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_no_verdict_beside_the_check_raised():
+    from ustat_rl.interface.claims_display import row_cells
+
+    raised = row_cells({"claim_id": "C1", "verdict": "error", "checks": []}).compared
+    assert raised == "no comparison (the check raised)"
+    for verdict in ("pass", "refuted", "differs", "fail", "skipped"):
+        assert "raised" not in row_cells({"claim_id": "C1", "verdict": verdict}).compared
