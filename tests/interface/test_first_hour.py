@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from script_loader import DATA
 
@@ -86,3 +87,32 @@ def test_no_verdict_beside_the_check_raised():
     assert raised == "no comparison (the check raised)"
     for verdict in ("pass", "refuted", "differs", "fail", "skipped"):
         assert "raised" not in row_cells({"claim_id": "C1", "verdict": verdict}).compared
+
+
+# ------------------------------------------------------------------- a zero is printed as 0
+def _binary_rollouts(path, groups=64, group_size=8, seed=0):
+    rng = np.random.default_rng(seed)
+    p = rng.beta(1.0, 1.0, groups)
+    reward = (rng.random((groups, group_size)) < p[:, None]).astype(float).ravel()
+    np.savez(path, prompt_id=np.repeat(np.arange(groups), group_size), reward=reward)
+    return path
+
+
+def test_replace_ratio_near_one_prints_zero_copies(tmp_path, capsys):
+    # at rho = 0.99 a used batch has every group good: no copy, exactly
+    code, out, err = _run(capsys, "rewards", _binary_rollouts(tmp_path / "r.npz"), "--budget",
+                          64, "--dynamic-sampling", "--replace-ratio", 0.99)
+    assert code == 0, err
+    lines = out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("POLARIS replace"))
+    assert lines[head + 1].split()[-1] == "copies"
+    rows = lines[head + 2:head + 8]
+    assert [row.split()[0] for row in rows] == ["2", "4", "8", "16", "32", "64"]
+    assert [row.split()[-1] for row in rows] == ["0"] * 6
+
+
+def test_the_number_formatter_prints_zero_of_either_sign_as_zero():
+    from ustat_rl.formatting import format_number
+
+    assert format_number(-0.0) == format_number(0.0) == "0"
+    assert format_number(-1.8e-14) == "-1.8e-14"  # a value that is not zero keeps its sign
