@@ -116,3 +116,19 @@ def test_the_number_formatter_prints_zero_of_either_sign_as_zero():
 
     assert format_number(-0.0) == format_number(0.0) == "0"
     assert format_number(-1.8e-14) == "-1.8e-14"  # a value that is not zero keeps its sign
+
+
+# ------------------------------------------------------------------------- bounded work
+def test_allocate_caps_the_budget_before_the_pilot_is_read(tmp_path, capsys, monkeypatch):
+    import ustat_rl.pilot.rollouts as rollouts
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the pilot was read although the budget is past the cap")
+
+    monkeypatch.setattr(rollouts, "load_rollouts", no_work)
+    pilot = _binary_rollouts(tmp_path / "pilot.npz")
+    code, out, err = _run(capsys, "allocate", pilot, "--budget", 100_000_000)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert _first(err) == ("ustat-rl allocate: error: `--budget` must be <= 16777216 (the "
+                           "group-size search evaluates every G in 2..N in memory), got "
+                           "100000000")
