@@ -12,10 +12,14 @@ code and the first line of its output, so a regression of each kind fails here.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import threading
 
 import numpy as np
 import pytest
-from script_loader import DATA
+from script_loader import DATA, ROOT
 
 from ustat_rl.interface.cli import main
 
@@ -132,3 +136,72 @@ def test_allocate_caps_the_budget_before_the_pilot_is_read(tmp_path, capsys, mon
     assert _first(err) == ("ustat-rl allocate: error: `--budget` must be <= 16777216 (the "
                            "group-size search evaluates every G in 2..N in memory), got "
                            "100000000")
+
+
+# ------------------------------------------------ conformance: a target that never returns
+HANG = '''
+import threading
+
+def forever(rewards, group_ids):
+    threading.Event().wait()  # never set: the call never returns
+'''
+
+
+def test_conformance_refuses_a_target_that_never_returns(tmp_path):
+    # a subprocess, so the abandoned worker thread ends with it; the 600 s are only a guard
+    # against a regression that hangs, the assertions are about the exit code and the line
+    (tmp_path / "hang.py").write_text(HANG)
+    done = subprocess.run([sys.executable, "-m", "ustat_rl.interface.cli", "conformance",
+                           "hang.py:forever", "--estimator", "trl_group", "--timeout", "1"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert done.stderr.count("\n") == 1
+    assert _first(done.stderr).startswith("ustat-rl conformance: forever did not return within "
+                                          "1 s on a batch of ")
+    assert "(--timeout 1): a function that does not return cannot be tested" in done.stderr
+
+
+def test_conformance_help_states_the_default_timeout(capsys):
+    from ustat_rl.conformance.search import DEFAULT_TIMEOUT
+
+    with pytest.raises(SystemExit):
+        main(["conformance", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"--timeout SECONDS seconds one call of the function may take before the run stops " \
+           f"with exit 2 (default {DEFAULT_TIMEOUT:g})" in text
+
+
+def test_conformance_prints_progress_on_a_long_search(tmp_path, capsys, monkeypatch):
+    import ustat_rl.conformance.search as search
+
+    monkeypatch.setattr(search, "PROGRESS_EVERY", 0.0)  # a line after every call
+    (tmp_path / "good.py").write_text(
+        "from ustat_rl.advantages.conventions import advantages\n\n"
+        "def good(rewards, group_ids):\n"
+        "    return advantages('trl_group', rewards, group_ids)\n")
+    code, out, err = _run(capsys, "conformance", f"{tmp_path / 'good.py'}:good", "--estimator",
+                          "trl_group", "--max-examples", 5)
+    assert code == 0, err
+    lines = err.splitlines()
+    assert len(lines) >= 5 and all(line.startswith("ustat-rl conformance: good: ")
+                                   for line in lines)
+    assert lines[0].split(": ")[2].startswith("1 calls in ")
+    assert "(up to 5 batches, then shrinking a failing one)" in lines[0]
+
+
+def test_bounded_calls_passes_results_and_errors_through():
+    from ustat_rl.conformance.search import TargetTimeout, bounded_calls
+
+    seen = []
+    double = bounded_calls(lambda x: 2 * x, 600, lambda calls, s: seen.append(calls), every=0)
+    assert double(3) == 6 and double(4) == 8 and seen == [1, 2]
+    with pytest.raises(ZeroDivisionError):
+        bounded_calls(lambda: 1 / 0, 600)()
+    release = threading.Event()
+    stuck = bounded_calls(lambda x: release.wait(), 0.01)
+    with pytest.raises(TargetTimeout, match="did not return within 0.01 s on a batch of 3"):
+        stuck(np.zeros(3))
+    release.set()  # the abandoned worker ends here
+    with pytest.raises(ValueError, match="`timeout` must be a number of seconds > 0"):
+        bounded_calls(len, 0)

@@ -133,6 +133,7 @@ def _parse_args(argv):
 def _add_conformance_parser(sub) -> None:
     from ..advantages.conventions import CONVENTION_NAMES, VERL_REMAX
     from ..advantages.multichannel import multichannel_rule_names
+    from ..conformance.search import DEFAULT_TIMEOUT, PROGRESS_EVERY
 
     conf = sub.add_parser(
         "conformance", help="check an advantage function against a framework convention",
@@ -162,6 +163,10 @@ def _add_conformance_parser(sub) -> None:
     conf.add_argument("--max-examples", type=int, default=200, help="batches to try (200)")
     conf.add_argument("--seed", type=int, default=None,
                       help="hypothesis seed (default: derandomized, reproducible)")
+    conf.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                      help=f"seconds one call of the function may take before the run stops "
+                           f"with exit 2 (default {DEFAULT_TIMEOUT:g}); a search longer than "
+                           f"{PROGRESS_EVERY:g} s prints a progress line on stderr")
 
 
 class _EstimatorFlag(argparse.Action):
@@ -186,7 +191,7 @@ def _conformance(args) -> int:
         return 2
     return run_command(args.target, args.estimator, signature=args.signature, index=args.index,
                        tensors="torch" if args.torch else "numpy",
-                       max_examples=args.max_examples, seed=args.seed)
+                       max_examples=args.max_examples, seed=args.seed, timeout=args.timeout)
 
 
 def _multichannel_conformance(args) -> int:
@@ -209,7 +214,8 @@ def _multichannel_conformance(args) -> int:
             return 2
     return run_multichannel_command(args.target, args.estimator, weights=weights,
                                     contiguous=args.signature == "trl",
-                                    max_examples=args.max_examples, seed=args.seed)
+                                    max_examples=args.max_examples, seed=args.seed,
+                                    timeout=args.timeout)
 
 
 def _gstar(args) -> int:
