@@ -205,3 +205,56 @@ def test_bounded_calls_passes_results_and_errors_through():
     release.set()  # the abandoned worker ends here
     with pytest.raises(ValueError, match="`timeout` must be a number of seconds > 0"):
         bounded_calls(len, 0)
+
+
+# ------------------------------------------ the extras' entry points name the extra on import
+@pytest.mark.parametrize("entry,module,blocked,extra", [
+    ("GroupSizeMonitor", "ustat_rl.frameworks.trl_monitor", "transformers", "trl"),
+    # the verl entries import torch alone at import time (verl and ray when called: below)
+    ("WindowMonitor", "ustat_rl.frameworks.entry", "torch", None),
+])
+def test_an_extra_s_entry_names_the_extra_when_its_package_is_missing(monkeypatch, entry,
+                                                                     module, blocked, extra):
+    import ustat_rl.frameworks as frameworks
+
+    monkeypatch.setitem(sys.modules, blocked, None)  # as on an install without the package
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    with pytest.raises(ModuleNotFoundError) as info:
+        getattr(frameworks, entry)
+    what, how = ((f"the optional package {blocked!r}", f"'ustat-rl[{extra}]'") if extra
+                 else (f"the package {blocked!r}", blocked))
+    assert str(info.value) == (f"{entry} needs {what}, which is not installed: pip install {how}")
+
+
+def test_from_import_of_the_trl_monitor_names_the_extra(tmp_path):
+    # the very line a user types, on an interpreter where transformers cannot be imported
+    code = ("import sys; sys.modules['transformers'] = None\n"
+            "from ustat_rl.frameworks import GroupSizeMonitor\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (
+        "ModuleNotFoundError: GroupSizeMonitor needs the optional package 'transformers', which "
+        "is not installed: pip install 'ustat-rl[trl]'")
+
+
+def test_the_verl_task_runner_names_the_extra_without_ray(monkeypatch):
+    from ustat_rl.frameworks import verl_task_runner
+
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(ModuleNotFoundError, match=r"^the verl hook needs the optional package "
+                                                  r"'ray' \(installed with verl\), which is not "
+                                                  r"installed: pip install 'ustat-rl\[verl\]'$"):
+        verl_task_runner()
+
+
+def test_the_verl_task_runner_names_the_extra_without_verl(monkeypatch):
+    from ustat_rl.frameworks import verl_task_runner
+
+    for name in [m for m in sys.modules if m == "verl" or m.startswith("verl.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "verl", None)
+    with pytest.raises(ImportError, match=r"^the verl hook needs verl \(the `verl` extra: pip "
+                                          r"install 'ustat-rl\[verl\]'\) and its worker's "
+                                          r"imports: "):
+        verl_task_runner()
