@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -176,6 +177,7 @@ def test_conformance_prints_progress_on_a_long_search(tmp_path, capsys, monkeypa
     import ustat_rl.conformance.search as search
 
     monkeypatch.setattr(search, "PROGRESS_EVERY", 0.0)  # a line after every call
+    monkeypatch.setattr(search, "_on_terminal", lambda: True)  # as on a user's terminal
     (tmp_path / "good.py").write_text(
         "from ustat_rl.advantages.conventions import advantages\n\n"
         "def good(rewards, group_ids):\n"
@@ -188,6 +190,11 @@ def test_conformance_prints_progress_on_a_long_search(tmp_path, capsys, monkeypa
                                    for line in lines)
     assert lines[0].split(": ")[2].startswith("1 calls in ")
     assert "(up to 5 batches, then shrinking a failing one)" in lines[0]
+    # in a log or a pipe: the report alone, however long the search took
+    monkeypatch.setattr(search, "_on_terminal", lambda: False)
+    code, out, err = _run(capsys, "conformance", f"{tmp_path / 'good.py'}:good", "--estimator",
+                          "trl_group", "--max-examples", 5)
+    assert code == 0 and err == "" and out.startswith("CONFORMS")
 
 
 def test_bounded_calls_passes_results_and_errors_through():
@@ -258,3 +265,61 @@ def test_the_verl_task_runner_names_the_extra_without_verl(monkeypatch):
                                           r"install 'ustat-rl\[verl\]'\) and its worker's "
                                           r"imports: "):
         verl_task_runner()
+
+
+# ------------------------------------------------------- refusals in the user's words
+def test_a_mistyped_estimator_gets_did_you_mean_and_the_listing(tmp_path, capsys):
+    pilot = _binary_rollouts(tmp_path / "pilot.npz")
+    code, out, err = _run(capsys, "gstar", pilot, "--budget", 64, "--estimator", "grpp")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert _first(err).startswith("ustat-rl gstar: error: `--estimator` must be one of the ")
+    assert "got 'grpp' (did you mean 'grpo'?); `ustat-rl list --estimators` lists them" in err
+    assert len(err) < 250  # the closest names, not every name
+    code, out, _ = _run(capsys, "list", "--estimators")
+    from ustat_rl.advantages import rule_names
+
+    assert code == 0 and [line.split()[0] for line in out.splitlines()[:len(rule_names())]] \
+        == list(rule_names())
+
+
+def test_rewards_mistyped_rule_gets_did_you_mean(tmp_path, capsys):
+    code, _, err = _run(capsys, "rewards", _binary_rollouts(tmp_path / "r.npz"), "--budget", 64,
+                        "--rule", "trl_grup")
+    assert code == 2 and "got 'trl_grup' (did you mean 'trl_group'" in _first(err)
+
+
+def test_allocate_mistyped_estimator_gets_did_you_mean(tmp_path, capsys):
+    code, _, err = _run(capsys, "allocate", _binary_rollouts(tmp_path / "p.npz"), "--budget",
+                        64, "--estimator", "verl_grpo_vectorised")
+    assert code == 2 and err.count("\n") == 1
+    assert "`--estimator` must be one of the" in err and "(did you mean 'verl_grpo_vectorized'" \
+        in err and "'fullmean'" not in err
+
+
+def test_gstar_with_remax_says_why_in_the_user_s_words(interior_pilot, tmp_path, capsys):
+    pilot = interior_pilot(24, 8, 20260301, 1).save(tmp_path / "pilot.npz")
+    code, out, err = _run(capsys, "gstar", pilot, "--budget", 96, "--estimator", "verl_remax")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert _first(err).startswith("ustat-rl gstar: error: `--estimator` 'verl_remax' subtracts "
+                                  "a baseline b(x) drawn apart from the group")
+    assert "`statistic`" not in err
+
+
+def test_allocate_enumeration_refusal_in_readable_numbers(interior_pilot, tmp_path, capsys):
+    pilot = interior_pilot(24, 8, 20260301, 1).save(tmp_path / "pilot.npz")
+    code, out, err = _run(capsys, "allocate", pilot, "--budget", 192, "--estimator", "trl_group")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert _first(err).startswith("ustat-rl allocate: error: `--budget` 192: the exact split "
+                                  "tries every split of it over the 24 prompts")
+    assert "about 2.83e+29 of them (at most 200000): give a budget of at most 29" in err
+    assert not re.search(r"\d{10}", err)  # no number too long to read
+
+
+@pytest.mark.parametrize("command", ["gstar", "allocate", "rewards"])
+def test_a_text_file_named_npz_is_refused_without_numpy_s_advice(tmp_path, capsys, command):
+    fake = tmp_path / "rollouts.npz"
+    fake.write_text("prompt_id,reward\n0,1\n")
+    code, out, err = _run(capsys, command, fake, "--budget", 64)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "is not a .npz archive of arrays" in _first(err)
+    assert "allow_pickle" not in err and "pickle.load" not in err

@@ -5,7 +5,8 @@
 ``ustat-rl conformance``'s exit code, calling the function through :func:`bounded_calls`: each
 call in a worker thread that is abandoned after a per-call timeout (a target that never returns
 is refused in one line, not waited on for ever), with a progress line on stderr during a long
-search. The single-reward kit
+search when stderr is a terminal (a log or a pipe gets the report alone, the same however busy
+the machine). The single-reward kit
 (:mod:`ustat_rl.conformance.kit`) and the multi-reward kit
 (:mod:`ustat_rl.conformance.multichannel`) differ only in their batches, their
 comparison and their tolerance.
@@ -162,6 +163,11 @@ def search(strategy, compare: Callable, *, max_examples: int, seed: int | None,
     return passed, drawn, time.perf_counter() - start, failures, len(outcomes) - drawn
 
 
+def _on_terminal() -> bool:
+    """Whether stderr is a terminal (progress lines go there only)."""
+    return bool(getattr(sys.stderr, "isatty", lambda: False)())
+
+
 def usage(message: str) -> int:
     """One line on stderr, exit code 2."""
     print(f"ustat-rl conformance: {message}", file=sys.stderr)
@@ -174,8 +180,9 @@ def run_target(target: str, max_examples: int, check: Callable,
     conforms, 1 does not, 2 a usage or import error (one line on stderr).
 
     Every call of the function goes through :func:`bounded_calls`: one that does not return
-    within ``timeout`` seconds ends the run with one line (exit 2), and a search that runs
-    longer than :data:`PROGRESS_EVERY` seconds prints a progress line on stderr at that pace.
+    within ``timeout`` seconds ends the run with one line (exit 2), and, when stderr is a
+    terminal, a search that runs longer than :data:`PROGRESS_EVERY` seconds prints a progress
+    line on stderr at that pace.
 
     ``probe(fn)`` (optional) calls the function once on a plain valid batch and returns why it
     cannot be tested (``None`` if it can): a function that cannot be called with the signature
@@ -201,7 +208,7 @@ def run_target(target: str, max_examples: int, check: Callable,
               f"{max_examples} batches, then shrinking a failing one)", file=sys.stderr,
               flush=True)
 
-    fn = bounded_calls(fn, timeout, progress)
+    fn = bounded_calls(fn, timeout, progress if _on_terminal() else None)
     from hypothesis.errors import Unsatisfiable
 
     try:

@@ -47,8 +47,8 @@ def run(args) -> int:
         from ..theory.allocation import rule_min_group_size
 
         rule_min_group_size(args.estimator)  # an unknown rule fails before the pilot is read
-        report = pilot_allocation(load_rollouts(args.rollouts), args.budget, args.estimator,
-                                  args.level)
+        report = pilot_allocation(load_rollouts(args.rollouts, "ROLLOUTS"), args.budget,
+                                  args.estimator, args.level)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
         print(error_line("allocate", exc, ("budget", "estimator", "level")), file=sys.stderr)
         return 2

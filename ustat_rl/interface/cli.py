@@ -20,7 +20,7 @@ from ._commands import list_claims as _list
 from ._commands import print_table as _print_table  # noqa: F401 - the verdict table, for tests
 from ._commands import report as _report
 from ._commands import verify
-from ._outputs import check_report_outputs, write_report_outputs
+from ._outputs import check_report_outputs, error_line, write_report_outputs
 
 EPILOG = """examples:
   ustat-rl verify --quick                 all claims, small Monte Carlo sizes (under a minute)
@@ -71,9 +71,13 @@ def _parse_args(argv):
                              "about 15 s); alone it runs no claims, with --only it runs those "
                              "claims first")
 
-    listing = sub.add_parser("list", help="list the registered claims")
+    listing = sub.add_parser("list", help="list the registered claims (--estimators: the "
+                                          "advantage rules)")
     listing.add_argument("--markdown", action="store_true",
                          help="a Markdown table linked to docs/theory.md (docs/claims.md)")
+    listing.add_argument("--estimators", action="store_true",
+                         help="the advantage rules --estimator accepts, one a line with where "
+                              "each comes from (multi-reward rules last)")
     listing.add_argument("--out", type=Path, default=None, help="write the list to PATH")
     compare = sub.add_parser(
         "compare", help="compare two `verify --json` runs (claims, verdicts, exact values)",
@@ -165,8 +169,9 @@ def _add_conformance_parser(sub) -> None:
                       help="hypothesis seed (default: derandomized, reproducible)")
     conf.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                       help=f"seconds one call of the function may take before the run stops "
-                           f"with exit 2 (default {DEFAULT_TIMEOUT:g}); a search longer than "
-                           f"{PROGRESS_EVERY:g} s prints a progress line on stderr")
+                           f"with exit 2 (default {DEFAULT_TIMEOUT:g}); on a terminal, a "
+                           f"search longer than {PROGRESS_EVERY:g} s prints a progress line "
+                           "on stderr")
 
 
 class _EstimatorFlag(argparse.Action):
@@ -242,6 +247,10 @@ def _gstar(args) -> int:
         if not 0.0 < args.level < 1.0:
             raise ValueError(f"`--level` must lie strictly between 0 and 1, got {args.level}")
         max_gen_batches = dynamic_sampling_cli.check_arguments(args)
+        if args.estimator is not None:  # a mistyped name, before the pilot is read
+            from ..advantages import get_rule
+
+            get_rule(args.estimator)
         from ..pilot.report import format_report, gstar_report
         from ..pilot.rollouts import load_rollouts
 
@@ -259,7 +268,8 @@ def _gstar(args) -> int:
             replaced = pilot_replace_sampling(rollouts, filtered, args.replace_ratio)
         report = gstar_report(rollouts, args.budget, args.estimator or "grpo", args.level)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
-        print(f"ustat-rl gstar: error: {exc}", file=sys.stderr)
+        print(error_line("gstar", exc, ("budget", "estimator", "level", "keep_rule",
+                                        "replace_ratio", "max_gen_batches")), file=sys.stderr)
         return 2
     print(format_report(report))
     payload = report.to_dict()

@@ -129,6 +129,11 @@ def _convention(estimator):
     from . import ESTIMATOR_NAMES
 
     spec = CONVENTIONS.get(estimator) if isinstance(estimator, str) else None
+    if spec is None and estimator not in ESTIMATOR_NAMES:  # not a rule at all: a typo?
+        from ..advantages.registry import rule_names, unknown_name
+
+        if estimator not in rule_names():
+            raise ValueError(unknown_name("estimator", estimator, rule_names()))
     if spec is None or spec.statistics != "group":
         names = tuple(n for n in ESTIMATOR_NAMES if n != "baseline") + tuple(
             n for n, s in CONVENTIONS.items() if s.statistics == "group")
