@@ -323,3 +323,17 @@ def test_a_text_file_named_npz_is_refused_without_numpy_s_advice(tmp_path, capsy
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "is not a .npz archive of arrays" in _first(err)
     assert "allow_pickle" not in err and "pickle.load" not in err
+
+
+@pytest.mark.parametrize("argv,first", [
+    (["--budget", 64, "--dynamic-sampling", "--max-gen-batches", 10**12],
+     "ustat-rl rewards: error: `--max-gen-batches` must be <= 16777216 (the cost of every batch "
+     "count up to it is evaluated in memory; omit it for no cap), got 1000000000000"),
+    (["--budget", 2**24],
+     "ustat-rl rewards: error: `--budget` 16777216 over 64 prompts: the VIP split evaluates "
+     "each prompt's term at 16777089 group sizes, 1073733696 values (at most 16777216 are held "
+     "in memory): give a budget of at most 262271"),
+])
+def test_rewards_refuses_sizes_that_explode_before_building_them(tmp_path, capsys, argv, first):
+    code, out, err = _run(capsys, "rewards", _binary_rollouts(tmp_path / "r.npz"), *argv)
+    assert code == 2 and err.count("\n") == 1 and _first(err) == first
