@@ -309,9 +309,9 @@ def test_allocate_enumeration_refusal_in_readable_numbers(interior_pilot, tmp_pa
     pilot = interior_pilot(24, 8, 20260301, 1).save(tmp_path / "pilot.npz")
     code, out, err = _run(capsys, "allocate", pilot, "--budget", 192, "--estimator", "trl_group")
     assert code == 2 and out == "" and err.count("\n") == 1
-    assert _first(err).startswith("ustat-rl allocate: error: `--budget` 192: the exact split "
-                                  "tries every split of it over the 24 prompts")
-    assert "about 2.83e+29 of them (at most 200000): give a budget of at most 29" in err
+    assert _first(err) == ("ustat-rl allocate: error: `--budget` 192: the exact split (a biased "
+                           "rule, prompts not orthogonal) tries all 2.83e+29 splits over 24 "
+                           "prompts (at most 200000): give a budget of at most 29")
     assert not re.search(r"\d{10}", err)  # no number too long to read
 
 
@@ -337,3 +337,11 @@ def test_a_text_file_named_npz_is_refused_without_numpy_s_advice(tmp_path, capsy
 def test_rewards_refuses_sizes_that_explode_before_building_them(tmp_path, capsys, argv, first):
     code, out, err = _run(capsys, "rewards", _binary_rollouts(tmp_path / "r.npz"), *argv)
     assert code == 2 and err.count("\n") == 1 and _first(err) == first
+
+
+def test_conformance_refuses_a_timeout_that_is_not_positive(tmp_path, capsys):
+    (tmp_path / "f.py").write_text("def f(rewards, group_ids):\n    return rewards\n")
+    code, out, err = _run(capsys, "conformance", f"{tmp_path / 'f.py'}:f", "--estimator",
+                          "grpo", "--timeout", 0)
+    assert code == 2 and out == ""
+    assert err == "ustat-rl conformance: --timeout must be a number of seconds > 0, got 0.0\n"

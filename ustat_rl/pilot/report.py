@@ -23,7 +23,7 @@ from ..theory.advantage import all_equal_probability, binary_projection
 from ..theory.fixed_budget import best_law_group_size, budget_and_grid, fixed_budget_curve
 from .advice import Advice, advise
 from .estimate import estimate_moments, pilot_statistics
-from .replicates import block_labels
+from .replicates import block_labels, check_pilot_rule
 from .report_text import format_report
 from .rollouts import Rollouts
 from .uncertainty import (
@@ -232,14 +232,7 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
     names = tuple(rules)
     binary = bool(np.all((rollouts.reward == 0.0) | (rollouts.reward == 1.0)))
     for name, spec in rules.items():
-        if spec.centring.kind == "baseline":  # b(x) is no moment of the pilot's groups
-            raise ValueError(f"`estimator` {name!r} subtracts a baseline b(x) drawn apart from "
-                             "the group (verl's remax: the greedy rollout's reward), which pilot "
-                             "rollouts do not hold, so its MSE and G* cannot be estimated from "
-                             "them; use a group rule (grpo, trl_group, verl_grpo, ...)")
-        if not spec.is_affine and not binary:
-            raise ValueError(f"`estimator` {name!r} scales its advantages; its exact MSE needs "
-                             "rewards in {0, 1}")
+        check_pilot_rule(name, spec, binary)
     check_degenerate(rollouts)
     stats = pilot_statistics(rollouts)
     moments = estimate_moments(stats)

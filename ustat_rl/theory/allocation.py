@@ -40,6 +40,7 @@ Methods
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import math
@@ -126,14 +127,12 @@ def rule_terms(moments: PromptMoments, estimator: str, group_sizes):
 
 def _convention(estimator):
     from ..advantages.conventions import CONVENTIONS
+    from ..advantages.registry import rule_names, unknown_name
     from . import ESTIMATOR_NAMES
 
     spec = CONVENTIONS.get(estimator) if isinstance(estimator, str) else None
-    if spec is None and estimator not in ESTIMATOR_NAMES:  # not a rule at all: a typo?
-        from ..advantages.registry import rule_names, unknown_name
-
-        if estimator not in rule_names():
-            raise ValueError(unknown_name("estimator", estimator, rule_names()))
+    if spec is None and estimator not in ESTIMATOR_NAMES + rule_names():  # not a rule: a typo?
+        raise ValueError(unknown_name("estimator", estimator, rule_names()))
     if spec is None or spec.statistics != "group":
         names = tuple(n for n in ESTIMATOR_NAMES if n != "baseline") + tuple(
             n for n, s in CONVENTIONS.items() if s.statistics == "group")
@@ -170,12 +169,8 @@ def _check_moments(moments) -> PromptMoments:
 
 
 def check_budget(budget, n_prompts: int, min_group: int, estimator: str) -> int:
-    """``budget`` as an int in ``P * min_group..MAX_BUDGET`` (the group-size searches' cap,
-    :data:`~ustat_rl.theory.fixed_budget.MAX_BUDGET`), or a one-line ``ValueError``."""
+    """``budget`` as an int ``>= P * min_group``, or a one-line ``ValueError``."""
     budget = as_int(budget, "budget", 1)
-    if budget > MAX_BUDGET:
-        raise ValueError(f"`budget` must be <= {MAX_BUDGET} (the search evaluates every group "
-                         f"size up to N in memory), got {budget}")
     if budget < n_prompts * min_group:
         raise ValueError(f"`budget` must be >= P * min_group = {n_prompts} * {min_group} = "
                          f"{n_prompts * min_group} for {estimator!r}, got {budget}")
@@ -193,13 +188,11 @@ def prepare_terms(moments, estimator, budget, max_group_size):
     if high * m.n_prompts < budget:
         raise ValueError(f"`max_group_size` {high} cannot spend the budget {budget} over "
                          f"{m.n_prompts} prompts")
-    high = min(high, low + spare)
-    cells = m.n_prompts * (high - low + 1)  # the (P, K) table of per-prompt MSE terms
-    if cells > MAX_BUDGET:
-        most = m.n_prompts * low + MAX_BUDGET // m.n_prompts - 1
-        raise ValueError(f"`budget` {budget} over {m.n_prompts} prompts needs each prompt's MSE "
-                         f"at {high - low + 1} group sizes, {cells} values (at most {MAX_BUDGET} "
-                         f"are held in memory): give a budget of at most {most}")
+    high, P = min(high, low + spare), m.n_prompts
+    if P * (high - low + 1) > MAX_BUDGET:  # the (P, K) table of per-prompt MSE terms
+        raise ValueError(f"`budget` {budget} over {P} prompts needs each prompt's MSE at "
+                         f"{high - low + 1} group sizes, {P * (high - low + 1)} values (at most "
+                         f"{MAX_BUDGET}): give a budget of at most {P * low + MAX_BUDGET // P - 1}")
     return m, low, high, budget
 
 
@@ -308,18 +301,13 @@ def _count_compositions(P: int, spare: int) -> int:
 
 def _enumerate(m, estimator, low, K, spare, objective=None):
     P = m.n_prompts
-    count = _count_compositions(P, spare)
-    if count > MAX_COMPOSITIONS:
-        fits, over = 0, spare  # the largest spare whose count fits, by bisection (monotone)
-        while over - fits > 1:
-            mid = (fits + over) // 2
-            fits, over = (mid, over) if _count_compositions(P, mid) <= MAX_COMPOSITIONS \
-                else (fits, mid)
-        shown = str(count) if count < 10**7 else f"about {float(count):.3g}"
-        raise ValueError(f"`budget` {P * low + spare}: the exact split tries every split of it "
-                         f"over the {P} prompts (the route for a biased rule whose prompts' "
-                         f"gradients are not orthogonal), {shown} of them (at most "
-                         f"{MAX_COMPOSITIONS}): give a budget of at most {P * low + fits}")
+    if (count := _count_compositions(P, spare)) > MAX_COMPOSITIONS:
+        fits = bisect.bisect_right(range(spare + 1), MAX_COMPOSITIONS,  # counts grow with spare
+                                   key=lambda s: _count_compositions(P, s)) - 1
+        raise ValueError(f"`budget` {P * low + spare}: the exact split (a biased rule, prompts "
+                         f"not orthogonal) tries all {count if count < 10**7 else f'{count:.3g}'} "
+                         f"splits over {P} prompts (at most {MAX_COMPOSITIONS}): give a budget of "
+                         f"at most {P * low + fits}")
     sizes, h, c = per_prompt_terms(m, estimator, low, low + K - 1)
     best, best_parts = np.inf, None
     rows = np.arange(P)
@@ -386,13 +374,11 @@ def optimal_allocation(moments: PromptMoments, estimator: str, budget, method: s
     if method in ("greedy", "dp") and not separable:
         raise ValueError(f"`method` {method!r} needs a separable objective: {estimator!r} is "
                          f"biased and the prompts' gradients are not orthogonal; use 'enumerate'")
-    if method == "dp" and (spare + 1) * (high - low + 1) > MAX_BUDGET:
-        # the programme's (spare + 1, K) tables: refused before they are allocated
-        most = m.n_prompts * low + math.isqrt(MAX_BUDGET) - 1
-        raise ValueError(f"`budget` {budget}: the per-prompt MSE of {estimator!r} is not convex "
-                         f"in G here, so the exact split is a dynamic programme over "
-                         f"{(spare + 1) * (high - low + 1)} cells (at most {MAX_BUDGET}): give a "
-                         f"budget of at most {most}")
+    if method == "dp" and (spare + 1) * (high - low + 1) > MAX_BUDGET:  # its (spare + 1, K) table
+        raise ValueError(f"`budget` {budget}: {estimator!r}'s MSE is not convex in G here, so the "
+                         f"exact split is a programme over {(spare + 1) * (high - low + 1)} cells "
+                         f"(at most {MAX_BUDGET}): give a budget of at most "
+                         f"{m.n_prompts * low + math.isqrt(MAX_BUDGET) - 1}")
     if method == "enumerate":
         extra = _enumerate(m, estimator, low, high - low + 1, spare)
     else:
