@@ -140,17 +140,18 @@ def as_moments(summary: np.ndarray) -> PromptMoments:
                          kind="estimated", grad_norm_sq=float(summary[-1]), **fields)
 
 
-def check_pilot_rule(name: str, rule, binary: bool) -> None:
-    """One-line ``ValueError`` when a pilot cannot give the rule's MSE: a rule that subtracts a
+def check_pilot_rule(name: str, estimator, binary: bool) -> None:
+    """One-line ``ValueError`` when a pilot cannot give the MSE of ``estimator`` (the
+    :class:`~ustat_rl.advantages.AdvantageRule` called ``name``): a rule that subtracts a
     baseline ``b(x)`` drawn apart from the group (verl's remax) needs ``b``, which no pilot
     holds (else :func:`affine_map` would refuse it in terms of its own ``statistic``); a rule
     that scales its advantages needs 0/1 rewards (``binary``) for its exact MSE."""
-    if rule.centring.kind == "baseline":
+    if estimator.centring.kind == "baseline":
         raise ValueError(f"`estimator` {name!r} subtracts a baseline b(x) drawn apart from the "
                          "group (verl's remax: the greedy rollout's reward), which pilot "
                          "rollouts do not hold, so its MSE and G* cannot be estimated from them; "
                          "use a group rule (grpo, trl_group, verl_grpo, ...)")
-    if not rule.is_affine and not binary:
+    if not estimator.is_affine and not binary:
         raise ValueError(f"`estimator` {name!r} scales its advantages; its exact MSE needs "
                          "rewards in {0, 1}")
 
