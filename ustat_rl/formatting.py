@@ -52,12 +52,15 @@ def parse_number(value) -> float:
 
 
 def format_number(value) -> str:
-    """Four significant digits, ``"-"`` for a missing value (``None`` or NaN).
+    """Four significant digits, ``"-"`` for a missing value (``None`` or NaN), ``"0"`` for zero
+    of either sign.
 
     Examples
     --------
-    >>> format_number(0.000123456), format_number(None), format_number("inf")
-    ('0.0001235', '-', 'inf')
+    >>> format_number(0.000123456), format_number(None), format_number("inf"), format_number(-0.0)
+    ('0.0001235', '-', 'inf', '0')
     """
     value = parse_number(value)
-    return "-" if math.isnan(value) else f"{value:.4g}"
+    if math.isnan(value):
+        return "-"
+    return "0" if value == 0.0 else f"{value:.4g}"

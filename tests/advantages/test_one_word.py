@@ -13,6 +13,8 @@ import ast
 import inspect
 import pathlib
 
+import pytest
+
 pytestmark = pytest.mark.fast
 
 ROOT = pathlib.Path(__file__).resolve().parents[2] / "ustat_rl"

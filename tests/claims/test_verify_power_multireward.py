@@ -53,7 +53,6 @@ def test_claim_passes_and_states_its_rate():
     control = [c for c, r in zip(result.checks, rates) if math.isnan(r)]
     assert len(control) == 1 and control[0].passed and control[0].measured > 2 * Z_CHECK
     assert 0 < np.nansum(rates) <= CLAIM_BUDGET
-    assert result.seconds < 5.0 or math.isnan(result.seconds)
 
 
 def test_claim_catches_the_multinomial_coefficient_dropped(monkeypatch):

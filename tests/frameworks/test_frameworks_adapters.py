@@ -332,7 +332,7 @@ def test_cli_rewards_end_to_end(tmp_path, capsys):
     (["DUMP", "--budget", "7"], "`--budget` 7 admits one group size"),
     (["DUMP", "--budget", "8", "--estimator", "nope"], "`--estimator`"),
     (["DUMP", "--budget", "8", "--group-size", "1"], "`--group-size` must be an integer >= 2"),
-    (["DUMP", "--budget", "8", "--group-size", "3"], "`group_size` 3"),
+    (["DUMP", "--budget", "8", "--group-size", "3"], "`--group-size` 3"),
     (["DUMP", "--budget", "8", "--json", "out.txt"], "`--json` must end in"),
     (["RAGGED", "--budget", "8", "--estimator", "trl_group"], "every group must have the same size"),
     (["NAN", "--budget", "8"], "`reward` must be finite; row"),

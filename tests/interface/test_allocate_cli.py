@@ -50,8 +50,8 @@ def test_allocate_prints_writes_json_and_plot(pilot_file, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--budget", "11"], "`budget` must be >= P * min_group = 6 * 2 = 12"),
-    (["--budget", "60", "--estimator", "trl_batch"], "`estimator` must be a rule"),
+    (["--budget", "11"], "`--budget` must be >= P * min_group = 6 * 2 = 12"),
+    (["--budget", "60", "--estimator", "trl_batch"], "`--estimator` must be a rule"),
     (["--budget", "60", "--level", "1.5"], "`--level`"),
     (["--budget", "60", "--json", "out.txt"], "`--json` must end in"),
 ])

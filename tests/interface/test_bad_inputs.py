@@ -146,7 +146,9 @@ def test_report_says_what_it_left_out(tmp_path):
     from ustat_rl.interface.report import write_report
 
     verify = tmp_path / "v.json"
-    verify.write_text(json.dumps({"results": [{"claim_id": "C1", "verdict": "pass"}]}))
+    check = {"name": "c", "predicted": 1.0, "measured": 1.0, "passed": True}
+    verify.write_text(json.dumps({"results": [{"claim_id": "C1", "verdict": "pass",
+                                               "checks": [check]}]}))
     results = tmp_path / "results"
     results.mkdir()
     (results / "broken.png").write_bytes(b"not a png")

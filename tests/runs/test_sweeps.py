@@ -216,13 +216,18 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-ORPHAN_WAIT_S = 10.0  # the watchdog looks every 0.5 s; Linux's parent-death signal is immediate
+# The watchdog looks every 0.5 s and Linux's parent-death signal is immediate, so the workers are
+# gone within a second on an idle machine; the wait is only a guard against a regression that
+# leaves them for ever (at a load of 10 they took more than 10 s), not a threshold the test decides
+# on: it polls until they are gone and asserts that they are.
+ORPHAN_WAIT_S = TIMEOUT_S
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 def test_killing_the_driver_leaves_no_worker_behind(tmp_path):
     """SIGKILL to the driver alone (not its group): its pool workers and the resource tracker
-    must exit within ORPHAN_WAIT_S. Negative control: while the driver lives, they are there."""
+    exit by themselves (polled up to ORPHAN_WAIT_S, a guard against a hang, not a speed limit).
+    Negative control: while the driver lives, they are there."""
     out = tmp_path / "orphans"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     driver = subprocess.Popen([sys.executable, *SWEEP, "--runs", "20000", "--out", str(out),
@@ -245,7 +250,8 @@ def test_killing_the_driver_leaves_no_worker_behind(tmp_path):
         while time.monotonic() < deadline and any(_alive(pid) for pid in children):
             time.sleep(0.1)
         left = [pid for pid in children if _alive(pid)]
-        assert not left, f"processes still alive {ORPHAN_WAIT_S} s after the driver died: {left}"
+        assert not left, f"workers outlived their driver (still alive after {ORPHAN_WAIT_S} s of " \
+                         f"polling): {left}"
     finally:
         try:
             os.killpg(driver.pid, signal.SIGKILL)  # whatever is left of the group

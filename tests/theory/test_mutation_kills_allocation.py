@@ -55,8 +55,9 @@ def test_enumeration_refuses_one_composition_past_its_limit():
     # compositions, so R = MAX_COMPOSITIONS is one too many (it is refused before any work)
     m = SoftmaxBandit([[0.0, 0.0], [1.0, 0.0]], [[1.0, 0.0], [0.5, 0.0]]).moments()
     budget = 2 * 2 + MAX_COMPOSITIONS  # grpo's smallest group is 2
-    message = (f"`budget` gives {MAX_COMPOSITIONS + 1} compositions over 2 prompts; exact "
-               f"enumeration visits at most {MAX_COMPOSITIONS}")
+    message = (f"`budget` {budget}: the exact split (a biased rule, prompts not orthogonal) "
+               f"tries all {MAX_COMPOSITIONS + 1} splits over 2 prompts (at most "
+               f"{MAX_COMPOSITIONS}): give a budget of at most {budget - 1}")
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         optimal_allocation(m, "grpo", budget, method="enumerate")
     assert MAX_COMPOSITIONS == 200_000

@@ -230,7 +230,7 @@ def test_mse_argument_messages_are_exact(moments):
         (("vanilla", 0), {}, r"^`group_size` must be an integer >= 1, got 0$"),
         (("grpo", np.full((2, 2), 4)), {}, r"^`group_size` must be an integer or a 1-D array of "
                                            r"integers, got shape \(2, 2\)$"),
-        (("rloo", 4), {}, r"^`estimator` must be one of \("),
+        (("rloo", 4), {}, r"^`estimator` must be one of the \d+ registered advantage rules"),
         (("baseline", 4), {}, r"^`baseline` is required when `estimator` is 'baseline'$"),
         (("baseline", 4), {"baseline": np.zeros(n_prompts + 1)},
          rf"^`baseline` must be a scalar or shape \({n_prompts},\), got \({n_prompts + 1},\)$"),

@@ -331,8 +331,9 @@ def get_multichannel_rule(estimator, parameter: str = "estimator") -> MultiChann
     if isinstance(estimator, MultiChannelRule):
         return estimator
     if not isinstance(estimator, str) or estimator not in MULTI_CHANNEL_RULES:
-        raise ValueError(f"`{parameter}` must be one of {multichannel_rule_names()}, got "
-                         f"{estimator!r}")
+        from .registry import unknown_name
+
+        raise ValueError(unknown_name(parameter, estimator, multichannel_rule_names()))
     return MULTI_CHANNEL_RULES[estimator]
 
 

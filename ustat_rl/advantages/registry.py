@@ -12,7 +12,10 @@ from .rule import AdvantageRule, Centring, Provenance, Scaling
 
 __all__ = ["ESTIMATORS", "ESTIMATOR_NAMES", "LEAVE_ONE_OUT", "GROUP_MEAN", "NO_CENTRING",
            "VALUE", "BASELINE", "RULES", "get_rule", "register_rule", "unregister_rule",
-           "rule_names"]
+           "rule_names", "unknown_name", "LISTING"]
+
+#: The command that lists every registered rule name, named in an unknown name's refusal.
+LISTING = "ustat-rl list --estimators"
 
 #: The paper's four estimators of Algorithm 1 and Table 1, accepted wherever one is chosen.
 ESTIMATORS = ("vanilla", "grpo", "oracle", "fullmean")
@@ -76,13 +79,33 @@ def get_rule(estimator, parameter: str = "estimator") -> AdvantageRule:
 
         \text{name} \mapsto \text{AdvantageRule}
 
-    ``ValueError`` naming ``parameter`` and listing the names for an unknown one.
+    ``ValueError`` naming ``parameter`` for an unknown one, with the closest names
+    (:func:`unknown_name`).
     """
     if isinstance(estimator, AdvantageRule):
         return estimator
     if not isinstance(estimator, str) or estimator not in RULES:
-        raise ValueError(f"`{parameter}` must be one of {rule_names()}, got {estimator!r}")
+        raise ValueError(unknown_name(parameter, estimator, rule_names()))
     return RULES[estimator]
+
+
+def unknown_name(parameter: str, name, known) -> str:
+    """The one-line refusal of a rule name not in ``known``: the closest names ("did you
+    mean", :func:`difflib.get_close_matches`) and the command that lists them all, not the
+    whole list.
+
+    Examples
+    --------
+    >>> unknown_name("estimator", "grpp", ("vanilla", "grpo", "oracle"))
+    "`estimator` must be one of the 3 registered advantage rules, got 'grpp' (did you mean 'grpo'?); `ustat-rl list --estimators` lists them"
+    """
+    import difflib
+
+    close = (difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+             if isinstance(name, str) else [])
+    hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+    return (f"`{parameter}` must be one of the {len(known)} registered advantage rules, got "
+            f"{name!r}{hint}; `{LISTING}` lists them")
 
 
 def register_rule(estimator: AdvantageRule, *, replace: bool = False) -> AdvantageRule:

@@ -69,7 +69,7 @@ from .adapters import (
     takes_reference,
 )
 from .report import ConformanceFailure, ConformanceReport
-from .search import check_search_options, run_target, search, usage
+from .search import DEFAULT_TIMEOUT, check_search_options, run_target, search, usage
 
 __all__ = ["CONVENTION_NAMES", "SIGNATURES", "INDEX_KINDS", "ConformanceFailure",
            "ConformanceReport", "TargetError", "check_conformance", "check_batch", "tolerance",
@@ -342,9 +342,10 @@ def check_batch(fn: Callable, estimator, rewards, group_ids, *, signature: str =
 
 def run_command(target: str, estimator: str, *, signature: str = "plain",
                 tensors: str = "numpy", max_examples: int = 200, seed: int | None = None,
-                index: str = "uid") -> int:
+                index: str = "uid", timeout: float = DEFAULT_TIMEOUT) -> int:
     """``ustat-rl conformance``: print the report; exit code 0 conforms, 1 does not, 2 usage
-    (usage and import errors are one line on stderr)."""
+    (usage and import errors are one line on stderr, as is a call of the function that does not
+    return within ``timeout`` seconds: :func:`~ustat_rl.conformance.search.run_target`)."""
     if takes_reference(get_convention(estimator)) and signature == "trl":
         return usage(f"--signature trl passes no reference reward, which {estimator} "
                      "subtracts; use --signature plain (fn(rewards, group_ids, reference)) or "
@@ -352,7 +353,8 @@ def run_command(target: str, estimator: str, *, signature: str = "plain",
     return run_target(target, max_examples, lambda fn: check_conformance(
         fn, estimator, signature=signature, tensors=tensors, max_examples=max_examples,
         seed=seed, index=index), lambda fn: probe(fn, estimator, signature=signature,
-                                                  tensors=tensors, index=index))
+                                                  tensors=tensors, index=index),
+        timeout=timeout)
 
 
 def probe(fn: Callable, estimator, *, signature: str = "plain", tensors: str = "numpy",

@@ -36,7 +36,7 @@ from ..advantages.multichannel import get_multichannel_rule
 from .adapters import BadOutput, probe_call, unchanged
 from .kit import tolerance
 from .report import ConformanceFailure, ConformanceReport
-from .search import check_search_options, run_target, search, usage
+from .search import DEFAULT_TIMEOUT, check_search_options, run_target, search, usage
 
 __all__ = ["multichannel_tolerance", "check_multichannel_conformance", "run_multichannel_command",
            "TOLERANCE_RULE"]
@@ -249,7 +249,8 @@ def multichannel_probe(fn: Callable, estimator, weights=None) -> str | None:
 
 
 def run_multichannel_command(target: str, estimator: str, *, weights=None, contiguous: bool = False,
-                             max_examples: int = 200, seed: int | None = None) -> int:
+                             max_examples: int = 200, seed: int | None = None,
+                             timeout: float = DEFAULT_TIMEOUT) -> int:
     """``ustat-rl conformance`` for a multi-reward rule: print the report; exit code 0 conforms,
     1 does not, 2 usage (one line on stderr, before any batch is drawn)."""
     spec = get_multichannel_rule(estimator)
@@ -260,4 +261,4 @@ def run_multichannel_command(target: str, estimator: str, *, weights=None, conti
             return usage(f"--weights: {str(exc).removeprefix('`weights`: ')}")
     return run_target(target, max_examples, lambda fn: check_multichannel_conformance(
         fn, spec, weights=weights, contiguous=contiguous, max_examples=max_examples, seed=seed),
-        lambda fn: multichannel_probe(fn, spec, weights))
+        lambda fn: multichannel_probe(fn, spec, weights), timeout=timeout)

@@ -2,7 +2,11 @@
 
 :func:`search` draws batches with hypothesis and stops at the first one ``compare`` rejects
 (shrunk by hypothesis); :func:`run_target` loads ``module:function`` and turns a report into
-``ustat-rl conformance``'s exit code. The single-reward kit
+``ustat-rl conformance``'s exit code, calling the function through :func:`bounded_calls`: each
+call in a worker thread that is abandoned after a per-call timeout (a target that never returns
+is refused in one line, not waited on for ever), with a progress line on stderr during a long
+search when stderr is a terminal (a log or a pipe gets the report alone, the same however busy
+the machine). The single-reward kit
 (:mod:`ustat_rl.conformance.kit`) and the multi-reward kit
 (:mod:`ustat_rl.conformance.multichannel`) differ only in their batches, their
 comparison and their tolerance.
@@ -11,15 +15,84 @@ comparison and their tolerance.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import Callable
 
+import numpy as np
+
 from .adapters import TargetError, first_line, load_function
 
-__all__ = ["DTYPE_NAMES", "check_search_options", "search", "run_target"]
+__all__ = ["DTYPE_NAMES", "DEFAULT_TIMEOUT", "PROGRESS_EVERY", "TargetTimeout", "bounded_calls",
+           "check_search_options", "search", "run_target"]
 
 #: The reward dtypes a kit can draw.
 DTYPE_NAMES = ("float32", "float64")
+
+#: Seconds one call of the function under test may take before it is abandoned
+#: (``ustat-rl conformance --timeout``). A batch holds at most a few dozen rewards, so a
+#: conforming function returns in far less; the margin covers a first call that compiles or
+#: loads (torch, numba).
+DEFAULT_TIMEOUT = 60.0
+
+#: Seconds between two progress lines of a long search.
+PROGRESS_EVERY = 10.0
+
+
+class TargetTimeout(BaseException):
+    """A call of the function under test did not return within the timeout.
+
+    A ``BaseException``, like ``KeyboardInterrupt``: a hang is not a wrong answer that the
+    search may shrink (each shrinking call would wait out the timeout again), so it passes
+    through the kit's comparison and hypothesis to :func:`run_target`.
+    """
+
+    def __init__(self, seconds: float, n_rewards: int | None):
+        self.seconds, self.n_rewards = seconds, n_rewards
+        size = "" if n_rewards is None else f" on a batch of {n_rewards} rewards"
+        super().__init__(f"did not return within {seconds:g} s{size}")
+
+
+def bounded_calls(fn: Callable, timeout: float, progress: Callable | None = None,
+                  every: float | None = None) -> Callable:
+    """``fn`` called in a daemon worker thread per call, abandoned after ``timeout`` seconds
+    (:class:`TargetTimeout`); what ``fn`` returns or raises is passed on unchanged.
+
+    ``progress(calls, seconds)``, when given, is called after a call once at least ``every``
+    seconds (default :data:`PROGRESS_EVERY`) have passed since the start or since the last time
+    it was called.
+    """
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"`timeout` must be a number of seconds > 0, got {timeout!r}")
+    every = PROGRESS_EVERY if every is None else every
+    start = time.monotonic()
+    state = {"calls": 0, "shown": start}
+
+    def call(*args, **kwargs):
+        box: dict = {}
+
+        def work():
+            try:
+                box["value"] = fn(*args, **kwargs)
+            except BaseException as exc:  # handed to the caller's thread as it is
+                box["error"] = exc
+
+        worker = threading.Thread(target=work, name="conformance-target", daemon=True)
+        worker.start()
+        worker.join(timeout)
+        if worker.is_alive():  # left running: a daemon thread does not keep the process alive
+            size = np.size(args[0]) if args else None
+            raise TargetTimeout(float(timeout), None if size is None else int(size))
+        state["calls"] += 1
+        now = time.monotonic()
+        if progress is not None and now - state["shown"] >= every:
+            state["shown"] = now
+            progress(state["calls"], now - start)
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+    return call
 
 
 def check_search_options(max_examples, dtypes) -> None:
@@ -90,6 +163,11 @@ def search(strategy, compare: Callable, *, max_examples: int, seed: int | None,
     return passed, drawn, time.perf_counter() - start, failures, len(outcomes) - drawn
 
 
+def _on_terminal() -> bool:
+    """Whether stderr is a terminal (progress lines go there only)."""
+    return bool(getattr(sys.stderr, "isatty", lambda: False)())
+
+
 def usage(message: str) -> int:
     """One line on stderr, exit code 2."""
     print(f"ustat-rl conformance: {message}", file=sys.stderr)
@@ -97,9 +175,14 @@ def usage(message: str) -> int:
 
 
 def run_target(target: str, max_examples: int, check: Callable,
-               probe: Callable | None = None) -> int:
+               probe: Callable | None = None, timeout: float = DEFAULT_TIMEOUT) -> int:
     """``ustat-rl conformance``: load ``target``, print ``check(fn)``'s report; exit code 0
     conforms, 1 does not, 2 a usage or import error (one line on stderr).
+
+    Every call of the function goes through :func:`bounded_calls`: one that does not return
+    within ``timeout`` seconds ends the run with one line (exit 2), and, when stderr is a
+    terminal, a search that runs longer than :data:`PROGRESS_EVERY` seconds prints a progress
+    line on stderr at that pace.
 
     ``probe(fn)`` (optional) calls the function once on a plain valid batch and returns why it
     cannot be tested (``None`` if it can): a function that cannot be called with the signature
@@ -108,6 +191,8 @@ def run_target(target: str, max_examples: int, check: Callable,
     """
     if max_examples < 1:
         return usage("--max-examples must be >= 1")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        return usage(f"--timeout must be a number of seconds > 0, got {timeout!r}")
     try:
         import hypothesis  # noqa: F401
     except ImportError:
@@ -116,12 +201,23 @@ def run_target(target: str, max_examples: int, check: Callable,
         fn = load_function(target)
     except TargetError as exc:
         return usage(f"cannot load {target!r}: {exc}")
-    if probe is not None and (problem := probe(fn)) is not None:
-        return usage(f"{target.rsplit(':', 1)[-1]}: {problem}")  # the function, not its file
+    name = target.rsplit(':', 1)[-1]  # the function, not its file
+
+    def progress(calls: int, seconds: float) -> None:
+        print(f"ustat-rl conformance: {name}: {calls} calls in {seconds:.0f} s (up to "
+              f"{max_examples} batches, then shrinking a failing one)", file=sys.stderr,
+              flush=True)
+
+    fn = bounded_calls(fn, timeout, progress if _on_terminal() else None)
     from hypothesis.errors import Unsatisfiable
 
     try:
+        if probe is not None and (problem := probe(fn)) is not None:
+            return usage(f"{name}: {problem}")
         report = check(fn)
+    except TargetTimeout as exc:
+        return usage(f"{name} {exc} (--timeout {timeout:g}): a function that does not return "
+                     "cannot be tested; check it on a small batch by hand")
     except (ValueError, TypeError) as exc:  # an option the kit refuses: one line, no search
         return usage(first_line(exc).split(": ", 1)[-1])
     except Unsatisfiable:  # hypothesis's own words would name its internals

@@ -48,9 +48,25 @@ __all__ += ["monitored_worker", "verl_task_runner"]
 _LAZY.update({"monitored_worker": ".verl_worker", "verl_task_runner": ".verl_worker"})
 
 
+#: The extra that installs what an entry imports (pyproject.toml's optional dependencies).
+_EXTRAS = {"GroupSizeMonitor": "trl", "demo_trainer": "trl", "monitored_worker": "verl",
+           "verl_task_runner": "verl"}
+
+
 def __getattr__(name):
     if name in _LAZY:
         from importlib import import_module
 
-        return getattr(import_module(_LAZY[name], __name__), name)
+        try:
+            module = import_module(_LAZY[name], __name__)
+        except ModuleNotFoundError as exc:
+            missing = (exc.name or "").partition(".")[0]
+            if not missing or missing == "ustat_rl":  # this project's own: a bug, as it is
+                raise
+            extra = _EXTRAS.get(name)
+            what, how = ((f"the optional package {missing!r}", f"'ustat-rl[{extra}]'") if extra
+                         else (f"the package {missing!r}", missing))
+            raise ModuleNotFoundError(f"{name} needs {what}, which is not installed: pip "
+                                      f"install {how}", name=exc.name) from None
+        return getattr(module, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

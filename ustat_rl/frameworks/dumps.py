@@ -275,8 +275,9 @@ def _read_arrays(path, name: str) -> GroupedRewards:
     ``score`` and ``step``) from ``.npz`` or ``.parquet``."""
     path = Path(path)
     if path.suffix == ".npz":
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {key: data[key] for key in data.files}
+        from ..pilot.rollouts import read_npz
+
+        arrays = read_npz(path, name)
     else:
         _require_pyarrow()
         import pyarrow.parquet as pq

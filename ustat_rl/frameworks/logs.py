@@ -24,7 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["LogHistory", "read_trainer_state", "check_binary", "REQUIRED_KEYS", "BINARY_RTOL"]
+__all__ = ["LogHistory", "read_trainer_state", "check_binary", "batch_counts",
+           "group_size_problem", "consistent_group_sizes", "check_group_size", "REQUIRED_KEYS",
+           "BINARY_RTOL"]
 
 #: Keys every training entry must carry.
 REQUIRED_KEYS = ("step", "reward", "frac_reward_zero_std")
@@ -180,3 +182,95 @@ def check_binary(history: LogHistory, group_size: int | None) -> None:
             i = np.flatnonzero(mask)[0]
             raise ValueError(f"{name}: step {history.step[i]}: reward_std {s[i]:.6g} at mean "
                              f"reward {r[i]:.6g} {why}")
+
+
+def batch_counts(history: LogHistory) -> tuple[np.ndarray, np.ndarray]:
+    """Per entry, the rewards ``n`` of its generation batch and the successes ``k`` among them,
+    read back from ``reward`` and ``reward_std`` where they pin them down; ``0`` elsewhere.
+
+    ``k`` successes among ``n`` 0/1 rewards give the mean ``r = k/n`` and the pooled variance
+    with Bessel's correction ``s^2 = k(n - k)/(n(n - 1)) = r(1 - r) n/(n - 1)``, so
+    ``n = q/(q - 1)`` with ``q = s^2/(r(1 - r))`` whenever ``0 < r < 1``. An entry is read only
+    when that ``n`` is a whole number, ``r n`` is one, and the pair gives back the logged
+    ``s`` (to :data:`BINARY_RTOL`): an entry that averages several generation batches
+    (``logging_steps > 1``), a mean reward of 0 or 1, or a batch too large for TRL's float32
+    logs to resolve (a few thousand rewards) is left out (``n = 0``), never guessed.
+    """
+    r, s = history.reward, history.reward_std
+    n = np.zeros(r.size, dtype=np.int64)
+    k = np.zeros(r.size, dtype=np.int64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = s**2 / (r * (1.0 - r))
+        n_hat = q / (q - 1.0)
+    for i in np.flatnonzero((r > 0.0) & (r < 1.0) & np.isfinite(n_hat) & (n_hat >= 1.5)):
+        n_i = int(round(n_hat[i]))
+        k_i = int(round(r[i] * n_i))
+        if n_i < 2 or abs(n_hat[i] - n_i) > 0.25 or abs(r[i] * n_i - k_i) > 1e-3 * max(1, k_i):
+            continue
+        s_i = math.sqrt(k_i * (n_i - k_i) / (n_i * (n_i - 1.0)))
+        if abs(s_i - s[i]) <= BINARY_RTOL * s_i:
+            n[i], k[i] = n_i, k_i
+    return n, k
+
+
+def _entry_problem(n: int, k: int, all_equal: float, G: int) -> str | None:
+    """Why ``k`` successes among ``n`` rewards in groups of ``G`` cannot give the all-equal
+    fraction ``all_equal``, or ``None``."""
+    if n % G:
+        return f"its {n} rewards do not split into groups of {G}"
+    groups = n // G
+    equal = all_equal * groups
+    if abs(equal - round(equal)) > 1e-3:
+        return (f"its all-equal fraction {all_equal:.6g} is not a whole number of its {groups} "
+                f"groups of {G}")
+    equal = int(round(equal))
+    mixed = groups - equal
+    # `ones` all-success groups and `mixed` groups holding between 1 and G - 1 successes each
+    if not any(mixed <= k - G * ones <= mixed * (G - 1) for ones in range(equal + 1)):
+        return (f"{k} successes cannot fill {mixed} mixed groups of {G} and {equal} all-equal "
+                "ones")
+    return None
+
+
+def group_size_problem(history: LogHistory, group_size: int) -> str | None:
+    """Why the logs contradict the group size ``group_size``, in one line, or ``None``.
+
+    Each entry read by :func:`batch_counts` holds ``k`` successes among ``n`` rewards; in
+    groups of ``G`` that is ``B = n/G`` groups (``G`` must divide ``n``), the logged all-equal
+    fraction must be a whole number of them, and the ``B a`` all-equal groups (each all 0 or all
+    ``G`` successes) and ``B (1 - a)`` mixed ones (1 to ``G - 1`` successes each) must hold
+    the ``k`` successes. The first entry that fails is named.
+    """
+    n, k = batch_counts(history)
+    for i in np.flatnonzero(n):
+        why = _entry_problem(int(n[i]), int(k[i]), float(history.all_equal[i]), group_size)
+        if why is not None:
+            return (f"at step {history.step[i]} (mean reward {history.reward[i]:.6g}, "
+                    f"reward_std {history.reward_std[i]:.6g}: {k[i]} of {n[i]} rewards 1) {why}")
+    return None
+
+
+def consistent_group_sizes(history: LogHistory) -> list[int]:
+    """The group sizes ``G >= 2`` no entry read by :func:`batch_counts` contradicts
+    (:func:`group_size_problem`); empty when no entry is read."""
+    n, k = batch_counts(history)
+    read = np.flatnonzero(n)
+    if not read.size:
+        return []
+    largest = int(n[read].min())
+    return [G for G in range(2, largest + 1)
+            if all(_entry_problem(int(n[i]), int(k[i]), float(history.all_equal[i]), G) is None
+                   for i in read)]
+
+
+def check_group_size(history: LogHistory, group_size: int, name: str = "group_size") -> int:
+    """The number of entries that confirm ``group_size``; ``ValueError`` naming ``name`` and
+    the group sizes the logs are consistent with when they contradict it
+    (:func:`group_size_problem`)."""
+    why = group_size_problem(history, group_size)
+    if why is None:
+        return int(np.count_nonzero(batch_counts(history)[0]))
+    fits = consistent_group_sizes(history)
+    fit = (f"the logs are consistent with G = {', '.join(map(str, fits))}" if fits else
+           "no group size fits every logged step")
+    raise ValueError(f"`{name}` {group_size} contradicts the logs: {why}; {fit}")

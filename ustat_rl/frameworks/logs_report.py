@@ -33,7 +33,7 @@ from .._validation import as_float, as_int
 from ..formatting import json_ready
 from ..theory.all_equal_bounds import all_equal_bounds, reward_variance_bounds
 from ..theory.dynamic_sampling_cost import cost_at_keep_probability
-from .logs import LogHistory, check_binary
+from .logs import LogHistory, check_binary, check_group_size
 
 __all__ = ["LogsReport", "logs_report", "format_logs_report", "DEFAULT_SIZES", "CANNOT",
            "window_slices"]
@@ -65,6 +65,10 @@ class LogsReport:
     logging_steps : int or None
     run_group_size : int or None
         ``G0`` (``--group-size``); without it no bounds at other ``G``.
+    confirming_steps : int
+        Entries whose ``reward_std`` and all-equal fraction pin down their batch and agree with
+        ``G0`` (:func:`~ustat_rl.frameworks.logs.check_group_size`; an entry that disagrees is
+        refused); 0 without ``G0``.
     level : float
     binary : str
         ``"checked"`` (:func:`~ustat_rl.frameworks.logs.check_binary` passed), ``"assumed"`` or
@@ -85,6 +89,7 @@ class LogsReport:
     window: int
     logging_steps: int | None
     run_group_size: int | None
+    confirming_steps: int
     level: float
     binary: str
     reward_functions: list
@@ -140,7 +145,9 @@ def logs_report(history: LogHistory, run_group_size: int | None = None, window: 
     """Windows, dead steps and, with ``run_group_size``, bounds at other ``G`` (module docstring).
 
     ``ValueError`` (one line) when the history has fewer than 2 entries, ``window < 2``, or,
-    with ``run_group_size`` and not ``assume_binary``, the logs are not those of one 0/1 reward.
+    with ``run_group_size``: a logged step contradicts it
+    (:func:`~ustat_rl.frameworks.logs.check_group_size`, naming the group sizes the logs fit),
+    or, unless ``assume_binary``, the logs are not those of one 0/1 reward.
     """
     if not isinstance(history, LogHistory):
         raise TypeError(f"`history` must be a LogHistory, got {type(history).__name__}")
@@ -152,8 +159,9 @@ def logs_report(history: LogHistory, run_group_size: int | None = None, window: 
     if history.n_steps < 2:
         raise ValueError(f"{history.source}: {history.n_steps} logged training step(s); the "
                          "windows need at least 2")
-    binary = "not checked"
+    binary, confirming = "not checked", 0
     if G0 is not None:
+        confirming = check_group_size(history, G0, "group_size")
         binary = "assumed" if assume_binary else "checked"
         if not assume_binary:
             check_binary(history, G0)
@@ -172,7 +180,7 @@ def logs_report(history: LogHistory, run_group_size: int | None = None, window: 
             _bounds(row, reward, all_equal, sizes, G0)
         windows.append(row)
     return LogsReport(
-        history.source, history.n_steps, W, history.logging_steps, G0, level, binary,
+        history.source, history.n_steps, W, history.logging_steps, G0, confirming, level, binary,
         list(history.reward_functions), history.step[dead].tolist(),
         history.step[history.grad_norm == 0.0].tolist(), sizes if G0 else [], windows,
         list(CANNOT) if G0 else [CANNOT[0], "the run's G (num_generations) is not in "
@@ -204,7 +212,10 @@ def format_logs_report(report: LogsReport, max_windows: int = 30) -> str:
                 if report.logging_steps and report.logging_steps > 1 else "")
              + (f"; reward functions: {', '.join(report.reward_functions)}"
                 if report.reward_functions else ""),
-             f"run's G: {G0 if G0 else 'not given'}; 0/1 rewards: {report.binary}",
+             f"run's G: {G0 if G0 else 'not given'}"
+             + (f" (the batch size and all-equal fraction of {report.confirming_steps} of "
+                f"{report.n_steps} logged steps agree)" if G0 else "")
+             + f"; 0/1 rewards: {report.binary}",
              f"dead steps (every group all-equal, zero advantages): {_steps(report.dead_steps)}",
              f"steps with grad_norm 0: {_steps(report.zero_grad_steps)}", ""]
     pct = f"{100 * report.level:g}%"

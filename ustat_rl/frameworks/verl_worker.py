@@ -64,8 +64,9 @@ def _verl(what: str):
         import verl.trainer.main_ppo_v0 as v0
         return v0, v1
     except ImportError as exc:
-        raise ImportError(f"the verl hook needs verl (the `verl` extra) and its worker's imports: "
-                          f"{exc}") from None
+        why = str(exc).splitlines()[0] if str(exc) else f"no module {exc.name!r}"
+        raise ImportError(f"the verl hook needs verl (the `verl` extra: pip install "
+                          f"'ustat-rl[verl]') and its worker's imports: {why}") from None
 
 
 def worker_rows(data) -> dict:
@@ -203,8 +204,18 @@ def monitored_worker(base=None, *, adv_estimator="grpo", norm_adv_by_std_in_grpo
 _ACTOR_ROLES = ("Actor", "ActorRollout", "ActorRolloutRef")
 
 
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        raise ModuleNotFoundError("the verl hook needs the optional package 'ray' (installed "
+                                  "with verl), which is not installed: pip install "
+                                  "'ustat-rl[verl]'", name="ray") from None
+    return ray
+
+
 def _swap_workers(mapping: dict, settings: dict) -> None:
-    import ray
+    ray = _ray()
 
     for role in list(mapping):
         if getattr(role, "name", None) in _ACTOR_ROLES:
@@ -216,8 +227,7 @@ def verl_task_runner(use_v1: bool = True, **settings):
     """The task runner to pass to verl's ``run_ppo(config, task_runner_class=...)``, with the
     actor worker replaced by :func:`monitored_worker` ``(**settings)``; ``use_v1`` as the
     config's ``trainer.use_v1``."""
-    import ray
-
+    ray = _ray()
     monitored_worker(_verl("worker"), **settings)  # refuses bad settings here
     v0, v1 = _verl("runners")
     if not use_v1:

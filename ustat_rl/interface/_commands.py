@@ -244,22 +244,29 @@ def report(args) -> int:
 
 
 def list_claims(args) -> int:
-    """``ustat-rl list``: plain text, or with ``--markdown`` the table of docs/claims.md."""
+    """``ustat-rl list``: plain text, or with ``--markdown`` the table of docs/claims.md; with
+    ``--estimators`` the advantage rules (:func:`estimators_text`)."""
     try:
         check_output(args.out, "--out")
+        if args.estimators and args.markdown:
+            raise ValueError("--markdown is the claims' table; --estimators lists the rules as "
+                             "plain text")
     except ValueError as exc:
         return _fail("list", str(exc))
-    from ..claims import registry
-
-    claims = registry()
-    if args.markdown:
+    if args.estimators:
+        text = estimators_text()
+    elif args.markdown:
+        from ..claims import registry
         from .claims_markdown import THEORY_NOTES, claims_table
 
         if not THEORY_NOTES.is_file():
             return _fail("list", f"--markdown needs the theory notes of a source checkout; "
                                  f"{THEORY_NOTES} not found")
-        text = claims_table(claims, THEORY_NOTES.read_text(encoding="utf-8"))
+        text = claims_table(registry(), THEORY_NOTES.read_text(encoding="utf-8"))
     else:
+        from ..claims import registry
+
+        claims = registry()
         text = "".join(f"{c.claim_id:<10} [{c.source}] {c.statement}\n{'':<10} method: {c.method}\n"
                        for c in claims.values())
     if args.out is None:
@@ -268,6 +275,24 @@ def list_claims(args) -> int:
         write_atomic(args.out, text.encode("utf-8"))
         print(f"wrote {args.out}")
     return 0
+
+
+def estimators_text() -> str:
+    """``ustat-rl list --estimators``: each registered rule name, with the framework and option
+    it reproduces; the multi-reward rules after the single-reward ones."""
+    from ..advantages import get_rule, rule_names
+    from ..advantages.multichannel import get_multichannel_rule, multichannel_rule_names
+
+    rules = ([get_rule(n) for n in rule_names()]
+             + [get_multichannel_rule(n) for n in multichannel_rule_names()])
+    width = max(len(r.name) for r in rules)
+    lines = []
+    for i, rule in enumerate(rules):
+        if i == len(rule_names()):
+            lines.append("multi-reward rules (fn(rewards (n, K), group_ids, weights)):")
+        source = rule.provenance
+        lines.append(f"{rule.name:<{width}}  {source.framework}: {source.option}")
+    return "\n".join(lines) + "\n"
 
 
 def gstar_trajectory(args) -> int:

@@ -14,9 +14,23 @@ from typing import Callable
 
 from .._paths import check_output, write_atomic
 
-__all__ = ["FIGURE_SUFFIXES", "check_report_outputs", "write_report_outputs"]
+__all__ = ["FIGURE_SUFFIXES", "check_report_outputs", "error_line", "write_report_outputs"]
 
 FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
+
+
+def error_line(command: str, exc: BaseException, options=()) -> str:
+    """The one stderr line of a refusal, in the user's words.
+
+    The first line of ``exc``'s message, after ``ustat-rl COMMAND: error:``; a library
+    parameter that the command sets from an option (``options``: the parameter names, e.g.
+    ``("budget", "estimator")``) is named as the user typed it: `` `budget` `` becomes
+    `` `--budget` ``.
+    """
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    for name in options:
+        text = text.replace(f"`{name}`", f"`--{name.replace('_', '-')}`")
+    return f"ustat-rl {command}: error: {text}"
 
 
 def check_report_outputs(json_path: Path | None, plot_path: Path | None) -> None:

@@ -33,24 +33,24 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     """Run ``ustat-rl allocate``; exit status 0, or 2 with a one-line error."""
     from ..pilot.rollouts import check_rollouts_path
-    from ._outputs import check_report_outputs, write_report_outputs
+    from ..theory.fixed_budget import check_budget
+    from ._outputs import check_report_outputs, error_line, write_report_outputs
 
     try:
         check_rollouts_path(args.rollouts, "ROLLOUTS", must_exist=True)
         check_report_outputs(args.json, args.plot)
         if not 0.0 < args.level < 1.0:
             raise ValueError(f"`--level` must lie strictly between 0 and 1, got {args.level}")
-        if args.budget < 1:
-            raise ValueError(f"`--budget` must be a positive integer, got {args.budget}")
+        check_budget(args.budget, "--budget")  # gstar's cap, before the pilot is read
         from ..pilot.allocation import format_pilot_allocation, pilot_allocation
         from ..pilot.rollouts import load_rollouts
         from ..theory.allocation import rule_min_group_size
 
         rule_min_group_size(args.estimator)  # an unknown rule fails before the pilot is read
-        report = pilot_allocation(load_rollouts(args.rollouts), args.budget, args.estimator,
-                                  args.level)
+        report = pilot_allocation(load_rollouts(args.rollouts, "ROLLOUTS"), args.budget,
+                                  args.estimator, args.level)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
-        print(f"ustat-rl allocate: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        print(error_line("allocate", exc, ("budget", "estimator", "level")), file=sys.stderr)
         return 2
     print(format_pilot_allocation(report))
 

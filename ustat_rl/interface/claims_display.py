@@ -90,8 +90,11 @@ def row_cells(result: dict) -> RowCells:
     'argmin stable across N and n: [16, 16] (value 0: spread of log2 argmin)'
     """
     check = headline_check(result)
-    if check is None:
-        return RowCells("-", "-", "-", "no comparison (the check raised)")
+    if check is None:  # only an error has raised; another verdict without checks is no evidence
+        why = {"error": "no comparison (the check raised)",
+               "skipped": "no comparison (skipped: an optional package is missing)"}
+        return RowCells("-", "-", "-", why.get(result.get("verdict"),
+                                                "no comparison recorded (no sub-checks)"))
     name = str(check.get("name", ""))
     if is_condition(check):
         # A symbolic check's measurement is the flag itself (1 proved, 0 not): nothing to add.

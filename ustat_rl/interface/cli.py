@@ -19,7 +19,7 @@ from ._commands import list_claims as _list
 from ._commands import print_table as _print_table  # noqa: F401 - the verdict table, for tests
 from ._commands import report as _report
 from ._commands import verify
-from ._outputs import check_report_outputs, write_report_outputs
+from ._outputs import check_report_outputs, error_line, write_report_outputs
 
 EPILOG = """examples:
   ustat-rl verify --quick                 all claims, small Monte Carlo sizes (under a minute)
@@ -70,9 +70,13 @@ def _parse_args(argv):
                              "about 15 s); alone it runs no claims, with --only it runs those "
                              "claims first")
 
-    listing = sub.add_parser("list", help="list the registered claims")
+    listing = sub.add_parser("list", help="list the registered claims (--estimators: the "
+                                          "advantage rules)")
     listing.add_argument("--markdown", action="store_true",
                          help="a Markdown table linked to docs/theory.md (docs/claims.md)")
+    listing.add_argument("--estimators", action="store_true",
+                         help="the advantage rules --estimator accepts, one a line with where "
+                              "each comes from (multi-reward rules last)")
     listing.add_argument("--out", type=Path, default=None, help="write the list to PATH")
     compare = sub.add_parser(
         "compare", help="compare two `verify --json` runs (claims, verdicts, exact values)",
@@ -132,6 +136,7 @@ def _parse_args(argv):
 def _add_conformance_parser(sub) -> None:
     from ..advantages.conventions import CONVENTION_NAMES, VERL_REMAX
     from ..advantages.multichannel import multichannel_rule_names
+    from ..conformance.search import DEFAULT_TIMEOUT, PROGRESS_EVERY
 
     conf = sub.add_parser(
         "conformance", help="check an advantage function against a framework convention",
@@ -159,6 +164,11 @@ def _add_conformance_parser(sub) -> None:
     conf.add_argument("--max-examples", type=int, default=200, help="batches to try (200)")
     conf.add_argument("--seed", type=int, default=None,
                       help="hypothesis seed (default: derandomized, reproducible)")
+    conf.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                      help=f"seconds one call of the function may take before the run stops "
+                           f"with exit 2 (default {DEFAULT_TIMEOUT:g}); on a terminal, a "
+                           f"search longer than {PROGRESS_EVERY:g} s prints a progress line "
+                           "on stderr")
 
 
 def _conformance(args) -> int:
@@ -173,7 +183,7 @@ def _conformance(args) -> int:
         return 2
     return run_command(args.target, args.estimator, signature=args.signature, index=args.index,
                        tensors="torch" if args.torch else "numpy",
-                       max_examples=args.max_examples, seed=args.seed)
+                       max_examples=args.max_examples, seed=args.seed, timeout=args.timeout)
 
 
 def _multichannel_conformance(args) -> int:
@@ -196,7 +206,8 @@ def _multichannel_conformance(args) -> int:
             return 2
     return run_multichannel_command(args.target, args.estimator, weights=weights,
                                     contiguous=args.signature == "trl",
-                                    max_examples=args.max_examples, seed=args.seed)
+                                    max_examples=args.max_examples, seed=args.seed,
+                                    timeout=args.timeout)
 
 
 def _gstar(args) -> int:
@@ -223,6 +234,10 @@ def _gstar(args) -> int:
         if not 0.0 < args.level < 1.0:
             raise ValueError(f"`--level` must lie strictly between 0 and 1, got {args.level}")
         max_gen_batches = dynamic_sampling_cli.check_arguments(args)
+        if args.estimator is not None:  # a mistyped name, before the pilot is read
+            from ..advantages import get_rule
+
+            get_rule(args.estimator)
         from ..pilot.report import format_report, gstar_report
         from ..pilot.rollouts import load_rollouts
 
@@ -239,7 +254,8 @@ def _gstar(args) -> int:
             replaced = pilot_replace_sampling(rollouts, filtered, args.replace_ratio)
         report = gstar_report(rollouts, grid, args.estimator or "grpo", args.level)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
-        print(f"ustat-rl gstar: error: {exc}", file=sys.stderr)
+        print(error_line("gstar", exc, ("budget", "estimator", "level", "keep_rule",
+                                        "replace_ratio", "max_gen_batches")), file=sys.stderr)
         return 2
     print(format_report(report))
     payload = report.to_dict()

@@ -23,6 +23,10 @@ alone"):
   windows         the mean reward and all-equal fraction per window of --window logged steps,
                   with a Student-t interval for the window's average (steps are dependent and
                   drift: no interval over the whole run)
+  check of G      with --group-size: each step whose reward_std pins down its batch's size
+                  (one generation batch per entry, logging_steps 1) must split into groups of
+                  G with the logged all-equal fraction; a G the logs contradict is refused,
+                  naming the G they fit
   other G         with --group-size (the run's num_generations) and 0/1 rewards: bounds on the
                   all-equal fraction a(G) = E[p^G + (1-p)^G], the waste, at other G, and on
                   E[p(1-p)], valid for every success-rate distribution with the window's mean
@@ -85,10 +89,12 @@ def run(args) -> int:
         if args.assume_binary and args.group_size is None:
             raise ValueError("`--assume-binary` applies to the bounds at other G: give "
                              "--group-size too")
-        from ..frameworks.logs import read_trainer_state
+        from ..frameworks.logs import check_group_size, read_trainer_state
         from ..frameworks.logs_report import format_logs_report, logs_report
 
         history = read_trainer_state(args.path)
+        if args.group_size is not None:  # the user's words in the refusal
+            check_group_size(history, args.group_size, "--group-size")
         report = logs_report(history, args.group_size, args.window, args.level,
                              args.assume_binary)
     except (ValueError, TypeError, FileNotFoundError) as exc:

@@ -46,6 +46,9 @@ __all__ = ["MAX_REPORT_BYTES", "PNG_SIGNATURE", "VERDICTS", "ReportSummary", "en
 #: The verdicts a claim can have (``ustat_rl.claims.run_claim``), in the summary's order.
 VERDICTS = ("pass", "refuted", "differs", "fail", "error", "skipped")
 
+#: Verdicts a check decides from its sub-checks: a result with one of them carries its evidence.
+_DECIDED = ("pass", "refuted", "differs", "fail")
+
 #: Size limit of a report. Figures that would push the file past it are listed, not embedded.
 MAX_REPORT_BYTES = 10 * 1024 * 1024
 
@@ -109,8 +112,9 @@ def load_verify_json(path) -> dict:
     ------
     ValueError
         Naming the path and the problem when the file is missing, unreadable, not JSON, or not
-        a verify run (a JSON object whose ``results`` is a list of claim results, each with a
-        ``claim_id`` and one of the ``VERDICTS``).
+        a verify run (a JSON object whose ``results`` is a non-empty list of claim results,
+        each with a ``claim_id`` and one of the ``VERDICTS``), or when a verdict has no evidence
+        (``pass``, ``refuted``, ``differs`` or ``fail`` without the ``checks`` that decided it).
     """
     path = Path(path)
     if not path.is_file():
@@ -131,6 +135,16 @@ def load_verify_json(path) -> dict:
         if result["verdict"] not in VERDICTS:
             raise ValueError(f"{path}: results[{i}] ({result['claim_id']}) has verdict "
                              f"{result['verdict']!r}; a verdict is one of {', '.join(VERDICTS)}")
+        checks = result.get("checks")
+        if result["verdict"] in _DECIDED and not (
+                isinstance(checks, list) and checks and all(isinstance(c, dict) for c in checks)):
+            raise ValueError(f"{path}: results[{i}] ({result['claim_id']}) says "
+                             f"{result['verdict']!r} with no evidence (no 'checks' list of the "
+                             "sub-checks that decided it): not the output of `ustat-rl verify "
+                             "--json`")
+    if not payload["results"]:
+        raise ValueError(f"{path}: 'results' is empty: no claim was checked, nothing to report "
+                         "(run `ustat-rl verify --json PATH` first)")
     return payload
 
 

@@ -96,7 +96,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     """Run ``ustat-rl rewards``; exit status 0, or 2 with a one-line error."""
-    from ._outputs import check_report_outputs, write_report_outputs
+    from ._outputs import check_report_outputs, error_line, write_report_outputs
 
     try:
         if not args.file.exists():
@@ -130,7 +130,8 @@ def run(args) -> int:
             replaced = replace_sampling_report(filtered, args.replace_ratio)
         report = rewards_report(table, args.budget, args.estimator, allocation_step=args.step)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
-        print(f"ustat-rl rewards: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        print(error_line("rewards", exc, ("budget", "group_size", "step", "keep_rule",
+                                          "replace_ratio", "max_gen_batches")), file=sys.stderr)
         return 2
     print(format_rewards_report(report))
     payload = report.to_dict()

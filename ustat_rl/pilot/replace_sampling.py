@@ -69,6 +69,14 @@ class ReplaceReport:
         return json_ready(asdict(self))
 
 
+def _expected_copies(keep_prob: float, batch_size: int, ratio: float) -> float:
+    """``E[#copies | used] = sum_m (m - 1) counts[m]`` over the multiplicity law: a sum of
+    non-negative terms, exactly 0 when no batch needs a copy (``B - sum_m counts[m]`` cancels to
+    a rounding error of either sign there)."""
+    counts = multiplicity_law(keep_prob, batch_size, ratio)[1]  # (top + 1,) E #{i : m_i = m}
+    return float(sum((m - 1) * float(c) for m, c in enumerate(counts) if m >= 2))
+
+
 def replace_sampling_report(report, min_replace_ratio=MIN_REPLACE_RATIO,
                             moments=None) -> ReplaceReport:
     """SkyRL's ``replace`` at every ``G`` of a dynamic-sampling report.
@@ -101,8 +109,8 @@ def replace_sampling_report(report, min_replace_ratio=MIN_REPLACE_RATIO,
     keep = [u if u is not None else r for u, r in zip(report.keep_prob_unbiased, report.keep_prob)]
     rows = [replace_cost_at_keep_probability(r, G, B, ratio, K)
             for r, G, B in zip(keep, report.group_sizes, report.batch_sizes)]
-    copies = [B - float(multiplicity_law(row.keep_prob, B, ratio)[1].sum())
-              if row.replace_prob > 0.0 else None for row, B in zip(rows, report.batch_sizes)]
+    copies = [_expected_copies(row.keep_prob, B, ratio) if row.replace_prob > 0.0 else None
+              for row, B in zip(rows, report.batch_sizes)]
     bias_sq = mse = None
     if moments is not None:
         projected = binary_projection(moments)

@@ -17,7 +17,7 @@ from ..theory import PromptMoments, scaling_constants
 from .estimate import SCORE_MOMENTS, PilotStatistics, pilot_statistics
 
 __all__ = ["SUMMARY_FIELDS", "affine_map", "as_moments", "block_labels", "cell_replicates",
-           "checked_statistics", "constants_vector", "jackknife_cov", "pilot_summary", "sketch_cov",
+           "check_pilot_rule", "checked_statistics", "constants_vector", "jackknife_cov", "pilot_summary", "sketch_cov",
            "two_way_cov"]
 
 NON_SCORE_FIELDS = ("value", "reward_var")
@@ -138,6 +138,22 @@ def as_moments(summary: np.ndarray) -> PromptMoments:
     fields = dict(zip(SUMMARY_FIELDS[:-1], (np.array([v]) for v in summary[:-1])))
     return PromptMoments(prompt_prob=np.ones(1), grad_gram=fields["grad_sq"][:, None],
                          kind="estimated", grad_norm_sq=float(summary[-1]), **fields)
+
+
+def check_pilot_rule(name: str, estimator, binary: bool) -> None:
+    """One-line ``ValueError`` when a pilot cannot give the MSE of ``estimator`` (the
+    :class:`~ustat_rl.advantages.AdvantageRule` called ``name``): a rule that subtracts a
+    baseline ``b(x)`` drawn apart from the group (verl's remax) needs ``b``, which no pilot
+    holds (else :func:`affine_map` would refuse it in terms of its own ``statistic``); a rule
+    that scales its advantages needs 0/1 rewards (``binary``) for its exact MSE."""
+    if estimator.centring.kind == "baseline":
+        raise ValueError(f"`estimator` {name!r} subtracts a baseline b(x) drawn apart from the "
+                         "group (verl's remax: the greedy rollout's reward), which pilot "
+                         "rollouts do not hold, so its MSE and G* cannot be estimated from them; "
+                         "use a group rule (grpo, trl_group, verl_grpo, ...)")
+    if not estimator.is_affine and not binary:
+        raise ValueError(f"`estimator` {name!r} scales its advantages; its exact MSE needs "
+                         "rewards in {0, 1}")
 
 
 def affine_map(statistic: Callable[[PromptMoments], np.ndarray], full: np.ndarray):

@@ -23,7 +23,7 @@ from ..theory import per_prompt_mse, scaling_constants
 from ..theory.advantage import all_equal_probability, binary_projection
 from .advice import pilot_advice, regret_interval
 from .estimate import estimate_moments, pilot_statistics
-from .replicates import block_labels
+from .replicates import block_labels, check_pilot_rule
 from .report_text import format_report
 from .rollouts import Rollouts
 from .uncertainty import (
@@ -237,9 +237,7 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
     names = tuple(rules)
     binary = bool(np.all((rollouts.reward == 0.0) | (rollouts.reward == 1.0)))
     for name, spec in rules.items():
-        if not spec.is_affine and not binary:
-            raise ValueError(f"`estimator` {name!r} scales its advantages; its exact MSE needs "
-                             "rewards in {0, 1}")
+        check_pilot_rule(name, spec, binary)
     check_degenerate(rollouts)
     stats = pilot_statistics(rollouts)
     moments = estimate_moments(stats)

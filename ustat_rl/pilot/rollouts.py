@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["Rollouts", "SKETCH_KINDS", "MIN_GROUP_SIZE", "ROLLOUT_SUFFIXES", "load_rollouts",
-           "check_rollouts_path"]
+           "check_rollouts_path", "read_npz"]
 
 #: ``"none"``: ``score`` holds the full per-sample score ``W``; ``"gaussian"``/``"rademacher"``:
 #: ``score = R W`` with i.i.d. rows of ``R`` scaled so that ``E[R^T R] = I``.
@@ -304,6 +304,30 @@ def _write_parquet(r: Rollouts, handle) -> None:
     pq.write_table(table, handle)
 
 
+def read_npz(path, name: str = "path") -> dict:
+    """The arrays of the ``.npz`` archive ``path``, by name, never unpickled.
+
+    One-line ``ValueError`` naming ``name`` for a file that is empty, not a zip archive of
+    arrays (a text file, a pickle: numpy would fall back to unpickling it, which is refused, and
+    numpy's advice to allow it is not passed on), or an archive holding an object array.
+    """
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if not hasattr(data, "files"):  # a single .npy array under an .npz name
+                raise ValueError("a single .npy array, not an archive of named arrays")
+            return {key: data[key] for key in data.files}
+    except (EOFError, OSError, ValueError, zipfile.BadZipFile) as exc:
+        if path.stat().st_size == 0:
+            why = "empty"
+        elif "pickle" in str(exc):  # numpy's words would suggest allow_pickle=True
+            why = ("not a .npz archive of arrays (it holds pickled Python objects, or is not a "
+                   "numpy file at all; pickled data are never loaded)")
+        else:
+            why = f"not a readable .npz archive ({type(exc).__name__}: {str(exc).splitlines()[0]})"
+        raise ValueError(f"`{name}` {str(path)!r} is {why}") from None
+
+
 def load_rollouts(path, name: str = "path") -> Rollouts:
     """Read :class:`Rollouts` from ``.npz`` or ``.parquet`` (validated like any construction).
 
@@ -312,13 +336,7 @@ def load_rollouts(path, name: str = "path") -> Rollouts:
     """
     path = check_rollouts_path(path, name, must_exist=True)
     if path.suffix == ".npz":
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                arrays = {key: data[key] for key in data.files}
-        except (EOFError, OSError, ValueError, zipfile.BadZipFile) as exc:
-            kind = "empty" if path.stat().st_size == 0 else "not a readable .npz archive"
-            raise ValueError(f"`{name}` {str(path)!r} is {kind} ({type(exc).__name__}: "
-                             f"{exc})") from None
+        arrays = read_npz(path, name)
         meta = json.loads(str(arrays.pop("metadata"))) if "metadata" in arrays else {}
     else:
         _require_pyarrow()

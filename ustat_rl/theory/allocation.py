@@ -40,6 +40,7 @@ Methods
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import math
@@ -48,6 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import as_int
+from .fixed_budget import MAX_BUDGET
 from .moments import PromptMoments
 
 __all__ = ["Allocation", "ALLOCATION_METHODS", "MAX_COMPOSITIONS", "rule_terms",
@@ -125,9 +127,12 @@ def rule_terms(moments: PromptMoments, estimator: str, group_sizes):
 
 def _convention(estimator):
     from ..advantages.conventions import CONVENTIONS
+    from ..advantages.registry import rule_names, unknown_name
     from . import ESTIMATOR_NAMES
 
     spec = CONVENTIONS.get(estimator) if isinstance(estimator, str) else None
+    if spec is None and estimator not in ESTIMATOR_NAMES + rule_names():  # not a rule: a typo?
+        raise ValueError(unknown_name("estimator", estimator, rule_names()))
     if spec is None or spec.statistics != "group":
         names = tuple(n for n in ESTIMATOR_NAMES if n != "baseline") + tuple(
             n for n, s in CONVENTIONS.items() if s.statistics == "group")
@@ -185,7 +190,12 @@ def prepare_terms(moments, estimator, budget, max_group_size):
     if high * m.n_prompts < budget:
         raise ValueError(f"`max_group_size` {high} cannot spend the budget {budget} over "
                          f"{m.n_prompts} prompts")
-    return m, low, min(high, low + spare), budget
+    high, P = min(high, low + spare), m.n_prompts
+    if P * (high - low + 1) > MAX_BUDGET:  # the (P, K) table of per-prompt MSE terms
+        raise ValueError(f"`budget` {budget} over {P} prompts needs each prompt's MSE at "
+                         f"{high - low + 1} group sizes, {P * (high - low + 1)} values (at most "
+                         f"{MAX_BUDGET}): give a budget of at most {P * low + MAX_BUDGET // P - 1}")
+    return m, low, high, budget
 
 
 def per_prompt_terms(moments, estimator, low, high):
@@ -293,9 +303,13 @@ def _count_compositions(P: int, spare: int) -> int:
 
 def _enumerate(m, estimator, low, K, spare, objective=None):
     P = m.n_prompts
-    if _count_compositions(P, spare) > MAX_COMPOSITIONS:
-        raise ValueError(f"`budget` gives {_count_compositions(P, spare)} compositions over "
-                         f"{P} prompts; exact enumeration visits at most {MAX_COMPOSITIONS}")
+    if (count := _count_compositions(P, spare)) > MAX_COMPOSITIONS:
+        fits = bisect.bisect_right(range(spare + 1), MAX_COMPOSITIONS,  # counts grow with spare
+                                   key=lambda s: _count_compositions(P, s)) - 1
+        raise ValueError(f"`budget` {P * low + spare}: the exact split (a biased rule, prompts "
+                         f"not orthogonal) tries all {count if count < 10**7 else f'{count:.3g}'} "
+                         f"splits over {P} prompts (at most {MAX_COMPOSITIONS}): give a budget of "
+                         f"at most {P * low + fits}")
     sizes, h, c = per_prompt_terms(m, estimator, low, low + K - 1)
     best, best_parts = np.inf, None
     rows = np.arange(P)
@@ -362,6 +376,11 @@ def optimal_allocation(moments: PromptMoments, estimator: str, budget, method: s
     if method in ("greedy", "dp") and not separable:
         raise ValueError(f"`method` {method!r} needs a separable objective: {estimator!r} is "
                          f"biased and the prompts' gradients are not orthogonal; use 'enumerate'")
+    if method == "dp" and (spare + 1) * (high - low + 1) > MAX_BUDGET:  # its (spare + 1, K) table
+        raise ValueError(f"`budget` {budget}: {estimator!r}'s MSE is not convex in G here, so the "
+                         f"exact split is a programme over {(spare + 1) * (high - low + 1)} cells "
+                         f"(at most {MAX_BUDGET}): give a budget of at most "
+                         f"{m.n_prompts * low + math.isqrt(MAX_BUDGET) - 1}")
     if method == "enumerate":
         extra = _enumerate(m, estimator, low, high - low + 1, spare)
     else:

@@ -118,11 +118,18 @@ def _vip(moments, low: int, budget: int) -> np.ndarray:
     weights, rather than the greedy's tie-break (all of the spare budget on one prompt).
     """
     from .allocation import greedy_sizes
+    from .fixed_budget import MAX_BUDGET
 
     var = np.clip(moments.reward_var, 0.0, None) * moments.prompt_prob**2
     if not np.any(var > 0.0):
         return round_to_budget(np.zeros(moments.n_prompts), budget, low)
     spare = budget - moments.n_prompts * low
+    P = moments.n_prompts
+    if P * (spare + 1) > MAX_BUDGET:  # refused before the (P, K) table is built
+        raise ValueError(f"`budget` {budget} over {P} prompts: the VIP split evaluates each "
+                         f"prompt's term at {spare + 1} group sizes, {P * (spare + 1)} values "
+                         f"(at most {MAX_BUDGET} are held in memory): give a budget of at most "
+                         f"{P * low + MAX_BUDGET // P - 1}")
     sizes = np.arange(low, low + spare + 1, dtype=np.float64)
     h = var[:, None] / sizes[None, :]  # (P, K) convex, decreasing
     return low + greedy_sizes(h, spare)
