@@ -24,6 +24,8 @@ from script_loader import DATA, ROOT
 
 from ustat_rl.interface.cli import main
 
+pytestmark = pytest.mark.fast
+
 TRL_G4 = DATA / "trl_g4_trainer_state.json"
 
 
@@ -282,9 +284,9 @@ def test_a_mistyped_estimator_gets_did_you_mean_and_the_listing(tmp_path, capsys
         == list(rule_names())
 
 
-def test_rewards_mistyped_rule_gets_did_you_mean(tmp_path, capsys):
+def test_rewards_mistyped_estimator_gets_did_you_mean(tmp_path, capsys):
     code, _, err = _run(capsys, "rewards", _binary_rollouts(tmp_path / "r.npz"), "--budget", 64,
-                        "--rule", "trl_grup")
+                        "--estimator", "trl_grup")
     assert code == 2 and "got 'trl_grup' (did you mean 'trl_group'" in _first(err)
 
 

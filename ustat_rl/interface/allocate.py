@@ -33,7 +33,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     """Run ``ustat-rl allocate``; exit status 0, or 2 with a one-line error."""
     from ..pilot.rollouts import check_rollouts_path
-    from ..theory.fixed_budget import check_budget
+    from ..theory.group_size import check_budget
     from ._outputs import check_report_outputs, error_line, write_report_outputs
 
     try:

@@ -76,7 +76,7 @@ def check_arguments(args) -> int:
     if K is not None and K < 1:
         raise ValueError(f"`--max-gen-batches` must be an integer >= 1 (omit it for no cap), "
                          f"got {K}")
-    from ..theory.fixed_budget import MAX_BUDGET
+    from ..theory.group_size import MAX_BUDGET
 
     if K is not None and K > MAX_BUDGET:  # the cost law holds one entry per batch count
         raise ValueError(f"`--max-gen-batches` must be <= {MAX_BUDGET} (the cost of every batch "

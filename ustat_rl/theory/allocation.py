@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import as_int
-from .fixed_budget import MAX_BUDGET
+from .group_size import MAX_BUDGET
 from .moments import PromptMoments
 
 __all__ = ["Allocation", "ALLOCATION_METHODS", "MAX_COMPOSITIONS", "rule_terms",

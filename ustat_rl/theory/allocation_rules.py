@@ -118,7 +118,7 @@ def _vip(moments, low: int, budget: int) -> np.ndarray:
     weights, rather than the greedy's tie-break (all of the spare budget on one prompt).
     """
     from .allocation import greedy_sizes
-    from .fixed_budget import MAX_BUDGET
+    from .group_size import MAX_BUDGET
 
     var = np.clip(moments.reward_var, 0.0, None) * moments.prompt_prob**2
     if not np.any(var > 0.0):
