@@ -13,6 +13,7 @@ from ustat_rl.frameworks import GroupSizeMonitor
 from ustat_rl.frameworks.demo import demo_trainer
 
 out = Path(sys.argv[1])
+out.mkdir(parents=True, exist_ok=True)
 trainer = demo_trainer(out / "run", group_size=4, groups=8, steps=2, learning_rate=0.0,
                        bf16=False)
 monitor = GroupSizeMonitor(trainer, every=1, sketch_dim=32, sketch_blocks=8, pool=2,

@@ -250,6 +250,7 @@ def refusals(out):
 
 def main():
     out, names = Path(sys.argv[1]), sys.argv[2:]
+    out.mkdir(parents=True, exist_ok=True)  # the documented command names a fresh folder
     timing = "--timing" in names
     dist.init_process_group("gloo")
     counter = Collectives()

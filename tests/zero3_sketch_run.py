@@ -124,6 +124,7 @@ def refusals(out):
 
 def main():
     out, names = Path(sys.argv[1]), sys.argv[2:]
+    out.mkdir(parents=True, exist_ok=True)  # the documented command names a fresh folder
     deepspeed.init_distributed(dist_backend="gloo")
     counter = DeepSpeedCollectives()
     for name in names:
