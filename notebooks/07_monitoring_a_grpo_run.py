@@ -35,15 +35,17 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from ustat_rl.frameworks import GroupSizeMonitor, read_trajectory
+from ustat_rl.frameworks import GroupSizeMonitor, MonitorConfig, Outputs, Schedule, read_trajectory
 from ustat_rl.frameworks.demo import demo_trainer
 from ustat_rl.frameworks.universality import format_universality, gstar_universality
 from ustat_rl.interface.plotting_trajectory import plot_trajectory
+from ustat_rl.scores.spec import SketchSpec
 
 folder = Path(tempfile.mkdtemp())
 trainer = demo_trainer(folder, group_size=4, groups=16, steps=16, learning_rate=2e-3)
-monitor = GroupSizeMonitor(trainer, every=2, sketch_dim=64, pool=4,
-                           trajectory=folder / "trajectory.jsonl")
+monitor = GroupSizeMonitor(trainer, MonitorConfig(
+    schedule=Schedule(every=2, pool=4), sketch=SketchSpec(64),
+    outputs=Outputs(folder / "trajectory.jsonl")))
 trainer.add_callback(monitor)
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")

@@ -82,7 +82,7 @@ def run_cell(N: int, G: int, seed: int, plan: dict, cache: str) -> dict:
     """One GRPO run at N completions per step in groups of G; the held-out reward along it."""
     from transformers import TrainerCallback
 
-    from ustat_rl.frameworks import GroupSizeMonitor
+    from ustat_rl.frameworks import GroupSizeMonitor, MonitorConfig, Outputs, Schedule
     from ustat_rl.frameworks.advice_task import (
         MAX_COMPLETION,
         answer_probability,
@@ -90,6 +90,7 @@ def run_cell(N: int, G: int, seed: int, plan: dict, cache: str) -> dict:
         warm_start,
     )
     from ustat_rl.frameworks.demo import demo_trainer
+    from ustat_rl.scores.spec import SketchSpec
 
     settings, train, held = task(plan)
     model, _ = warm_start(settings, Path(cache))
@@ -109,8 +110,9 @@ def run_cell(N: int, G: int, seed: int, plan: dict, cache: str) -> dict:
         trainer.add_callback(Checkpoints())
         monitor = None
         if G >= 3:
-            monitor = GroupSizeMonitor(trainer, every=5, sketch_dim=64, sketch_blocks=16, pool=4,
-                                       seed=seed, trajectory=Path(tmp) / "t.jsonl")
+            monitor = GroupSizeMonitor(trainer, MonitorConfig(
+                schedule=Schedule(every=5, pool=4), sketch=SketchSpec(64, seed, blocks=16),
+                outputs=Outputs(Path(tmp) / "t.jsonl")))
             trainer.add_callback(monitor)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

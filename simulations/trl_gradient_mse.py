@@ -106,9 +106,10 @@ def _train(scale: str, loss_type: str, G: int, steps: int, seed: int, folder: Pa
     import torch
     from transformers import TrainerCallback
 
-    from ustat_rl.frameworks import GroupSizeMonitor
+    from ustat_rl.frameworks import GroupSizeMonitor, MonitorConfig, Outputs, Schedule
     from ustat_rl.frameworks.demo import demo_trainer
     from ustat_rl.scores.factored import factored_projection_matrix
+    from ustat_rl.scores.spec import SketchSpec
 
     grads = []
 
@@ -133,9 +134,10 @@ def _train(scale: str, loss_type: str, G: int, steps: int, seed: int, folder: Pa
                            scale_rewards=scale, loss_type=loss_type, max_grad_norm=0.0,
                            bf16=False, disable_dropout=True, seed=seed,
                            max_completion_length=MAX_LENGTH, prompts=prompts)
-    monitor = GroupSizeMonitor(trainer, every=1, sketch_dim=SKETCH_DIM, sketch_blocks=BLOCKS,
-                               pool=1, seed=seed, trajectory=folder / "t.jsonl",
-                               save_rollouts=folder / "rollouts", chunk_size=BUDGET)
+    monitor = GroupSizeMonitor(trainer, MonitorConfig(
+        schedule=Schedule(every=1, pool=1, chunk_size=BUDGET),
+        sketch=SketchSpec(SKETCH_DIM, seed, blocks=BLOCKS),
+        outputs=Outputs(folder / "t.jsonl", folder / "rollouts")))
     trainer.add_callback(monitor)
     trainer.add_callback(Keep())
     with warnings.catch_warnings():

@@ -65,8 +65,9 @@ def final_reward(model, seed: int) -> float:
 
 def run_cell(G: int, seed: int, steps: int) -> dict:
     """One training run at ``num_generations = G``."""
-    from ustat_rl.frameworks import GroupSizeMonitor
+    from ustat_rl.frameworks import GroupSizeMonitor, MonitorConfig, Outputs, Schedule
     from ustat_rl.frameworks.demo import demo_trainer, tiny_family
+    from ustat_rl.scores.spec import SketchSpec
 
     with tempfile.TemporaryDirectory() as tmp:
         trainer = demo_trainer(Path(tmp) / "out", G, BUDGET // G, steps, LEARNING_RATE,
@@ -74,8 +75,9 @@ def run_cell(G: int, seed: int, steps: int) -> dict:
                                bf16=False, seed=seed)
         monitor = None
         if G >= 3:
-            monitor = GroupSizeMonitor(trainer, every=5, sketch_dim=64, sketch_blocks=16, pool=4,
-                                       seed=seed, trajectory=Path(tmp) / "t.jsonl")
+            monitor = GroupSizeMonitor(trainer, MonitorConfig(
+                schedule=Schedule(every=5, pool=4), sketch=SketchSpec(64, seed, blocks=16),
+                outputs=Outputs(Path(tmp) / "t.jsonl")))
             trainer.add_callback(monitor)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -74,13 +74,15 @@ def test_a_real_run_estimates_every_window_in_trainer_units(tmp_path, scale):
     intervals that hold their estimates and do not go below 0; G*, the intervals and the advice
     as for every window."""
     pytest.importorskip("trl")
-    from ustat_rl.frameworks import GroupSizeMonitor
+    from ustat_rl.frameworks import GroupSizeMonitor, MonitorConfig, Outputs, Schedule
     from ustat_rl.frameworks.demo import demo_trainer
+    from ustat_rl.scores.spec import SketchSpec
 
     trainer = demo_trainer(tmp_path / "out", 4, 8, 3, 1e-3, scale_rewards=scale,
                            loss_type="dr_grpo")
-    monitor = GroupSizeMonitor(trainer, every=1, sketch_dim=32, sketch_blocks=8, pool=2,
-                               trajectory=tmp_path / "t.jsonl")
+    monitor = GroupSizeMonitor(trainer, MonitorConfig(
+        schedule=Schedule(every=1, pool=2), sketch=SketchSpec(32, blocks=8),
+        outputs=Outputs(tmp_path / "t.jsonl")))
     trainer.add_callback(monitor)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

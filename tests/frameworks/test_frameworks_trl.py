@@ -18,6 +18,8 @@ trl = pytest.importorskip("trl")
 torch = pytest.importorskip("torch")
 datasets = pytest.importorskip("datasets")
 
+from monitor_settings import monitor_config  # noqa: E402
+
 from ustat_rl.frameworks import GroupSizeMonitor, WindowMonitor, read_trajectory  # noqa: E402
 from ustat_rl.frameworks.demo import (  # noqa: E402
     demo_trainer,
@@ -44,7 +46,7 @@ def make_trainer(tmp_path, model=None, reward=parity, steps=4, lr=1e-3, cls=None
 def attach(trainer, tmp_path, **kwargs):
     options = dict(every=1, sketch_dim=K, sketch_blocks=BLOCKS, pool=3,
                    trajectory=tmp_path / "trajectory.jsonl", save_rollouts=tmp_path / "windows")
-    monitor = GroupSizeMonitor(trainer, **{**options, **kwargs})
+    monitor = GroupSizeMonitor(trainer, monitor_config(**{**options, **kwargs}))
     trainer.add_callback(monitor)
     return monitor
 
@@ -380,17 +382,31 @@ def test_several_reward_functions_on_the_model_families(tmp_path, name):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(every=0), "every"), (dict(sketch_dim=30, sketch_blocks=8), "sketch_blocks"),
+    (dict(every=0), "every"), (dict(sketch_dim=30, sketch_blocks=8), "blocks"),
     (dict(level=1.0), "level"), (dict(pool=0), "pool"), (dict(kind="sparse"), "kind")])
 def test_bad_options_name_the_parameter(tmp_path, kwargs, match):
     trainer = make_trainer(tmp_path, steps=1)
     with pytest.raises(ValueError, match=match):
-        GroupSizeMonitor(trainer, trajectory=tmp_path / "t.jsonl", **kwargs)
+        GroupSizeMonitor(trainer, monitor_config(trajectory=tmp_path / "t.jsonl", **kwargs))
 
 
 def test_not_a_trainer():
     with pytest.raises(TypeError, match="GRPOTrainer"):
         GroupSizeMonitor(object())
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(group_size=G), "config.group_size"), (dict(estimator="trl_group"), "config.estimator"),
+    (dict(loss_type="dapo"), "config.loss"), (dict(temperature=0.7), "config.sketch.temperature"),
+    (dict(pad_token_id=3), "config.pad_token_id")])
+def test_what_the_trainer_says_is_refused_in_the_config(tmp_path, kwargs, match):
+    trainer = make_trainer(tmp_path, steps=1)
+    with pytest.raises(ValueError, match=f"`{match}` is read from the trainer"):
+        GroupSizeMonitor(trainer, monitor_config(**kwargs))
+    with pytest.raises(TypeError, match="`config`"):
+        GroupSizeMonitor(trainer, dict(kwargs))
+    monitor = GroupSizeMonitor(trainer)  # control: the defaults, the rest from the trainer
+    assert monitor.window.group_size == G and monitor.spec.dimension == 256
 
 
 def test_the_monitors_trajectory_goes_through_gstar_trajectory(run, tmp_path):
@@ -431,7 +447,7 @@ def _replay_entry(trainer, monitor, tmp_path, **overrides):
                    loss_type=args.loss_type, max_completion_length=args.max_completion_length,
                    epsilon_high=getattr(args, "epsilon_high", None) or args.epsilon,
                    temperature=args.temperature, trajectory=tmp_path / "replay.jsonl")
-    entry = WindowMonitor(G, **{**options, **overrides})
+    entry = WindowMonitor(None, monitor_config(group_size=G, **{**options, **overrides}))
     replayed, real = [], monitor.window.step
 
     def both(model, *rows, **kwargs):

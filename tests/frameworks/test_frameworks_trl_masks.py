@@ -31,11 +31,12 @@ trl = pytest.importorskip("trl")
 torch = pytest.importorskip("torch")
 pytest.importorskip("datasets")
 
-from ustat_rl.frameworks import GroupSizeMonitor  # noqa: E402
+from ustat_rl.frameworks import GroupSizeMonitor, MonitorConfig, Outputs, Schedule  # noqa: E402
 from ustat_rl.frameworks.demo import demo_trainer  # noqa: E402
 from ustat_rl.pilot import load_rollouts  # noqa: E402
 from ustat_rl.scores.factored import factored_projection_matrix  # noqa: E402
 from ustat_rl.scores.sequence import trainable_parameters  # noqa: E402
+from ustat_rl.scores.spec import SketchSpec  # noqa: E402
 
 G, B, K, BLOCKS = 4, 8, 32, 8
 #: float32 rounding of a sum of a few hundred terms, relative to the largest entry; 100 times
@@ -125,8 +126,9 @@ def _run(tmp_path, monkeypatch, inject, config):
         return out
 
     trainer._generate_and_score_completions = generate  # before the monitor wraps it
-    monitor = GroupSizeMonitor(trainer, every=1, sketch_dim=K, sketch_blocks=BLOCKS, pool=1,
-                               trajectory=tmp_path / "t.jsonl", save_rollouts=tmp_path / "w")
+    monitor = GroupSizeMonitor(trainer, MonitorConfig(
+        schedule=Schedule(every=1, pool=1), sketch=SketchSpec(K, blocks=BLOCKS),
+        outputs=Outputs(tmp_path / "t.jsonl", tmp_path / "w")))
     trainer.add_callback(monitor)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

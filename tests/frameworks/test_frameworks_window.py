@@ -21,6 +21,7 @@ import pytest
 pytest.importorskip("torch")
 
 from ustat_rl.claims.paper_pilot import coverage_in_band  # noqa: E402
+from ustat_rl.frameworks.config import EstimatorConfig, MonitorConfig  # noqa: E402
 from ustat_rl.frameworks.window import Batch, window_record  # noqa: E402
 from ustat_rl.policies.transformer import exact_moments, load_study_policy, make_splits  # noqa: E402
 from ustat_rl.scores.transformer import answer_population, population_pilot  # noqa: E402
@@ -48,7 +49,8 @@ def windows():
                          b * GROUPS) for b in range(POOL)]
         meta = dict(sketch_kind="gaussian", sketch_seed=None, sketch_blocks=None,
                     sketch_route="dense", model_name="medium", param_dim=pilot.param_dim)
-        record, _ = window_record(batches, meta, G * GROUPS, 0.9, None, "test")
+        record, _ = window_record(batches, meta, G * GROUPS,
+                                  MonitorConfig(estimator=EstimatorConfig(source="test")))
         records.append(record)
     return truth, records
 

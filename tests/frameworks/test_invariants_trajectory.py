@@ -41,6 +41,7 @@ from invariant_checks import (
 
 from ustat_rl.claims.verdict_words import trajectory_mismatches
 from ustat_rl.frameworks import window as window_module
+from ustat_rl.frameworks.config import EstimatorConfig, MonitorConfig
 from ustat_rl.frameworks.trajectory import (
     INTERVAL_FIELDS,
     append_record,
@@ -48,6 +49,7 @@ from ustat_rl.frameworks.trajectory import (
 )
 from ustat_rl.frameworks.universality import format_universality, gstar_universality
 from ustat_rl.frameworks.window import Batch, batch_problem, skipped_record, window_record
+from ustat_rl.scores.spec import SketchSpec
 
 EXAMPLES, LONG_EXAMPLES = 25, 600
 N = LONG_EXAMPLES if LONG else EXAMPLES
@@ -67,6 +69,8 @@ def monitored_windows(pilot, batch_groups: int, pool: int, rule, level: float) -
     rows = B * G
     meta = dict(sketch_kind="gaussian", sketch_seed=None, sketch_blocks=None,
                 sketch_route="dense", model_name="drawn", param_dim=pilot.score.shape[1])
+    config = MonitorConfig(G, sketch=SketchSpec(pilot.score.shape[1], blocks=1), level=level,
+                           estimator=EstimatorConfig(rule, "drawn"))
     records, kept = [], []
     for b in range(P // B):
         part = slice(b * rows, (b + 1) * rows)
@@ -74,15 +78,13 @@ def monitored_windows(pilot, batch_groups: int, pool: int, rule, level: float) -
         reason = batch_problem(pilot.prompt_id[part], batch.reward, G)
         if reason is None:
             try:
-                record, _ = window_record((kept + [batch])[-pool:], meta, rows, level, rule,
-                                          "drawn")
+                record, _ = window_record((kept + [batch])[-pool:], meta, rows, config)
             except ValueError as exc:  # the monitor records a refusal and goes on
                 reason = str(exc)
             else:
                 kept.append(batch)
         if reason is not None:
-            record = skipped_record(b, reason, G, max(rows, 2), level,
-                                    pilot.score.shape[1], rule, "drawn")
+            record = skipped_record(b, reason, config, max(rows, 2))
         records.append(record)
     return records
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ustat_rl.frameworks.config import EstimatorConfig, MonitorConfig
 from ustat_rl.frameworks.trajectory import append_record, read_trajectory
 from ustat_rl.frameworks.window import Batch, window_record
 from ustat_rl.pilot.estimate import estimate_moments, pilot_statistics
@@ -51,8 +52,10 @@ def _hand_keep(name: str) -> float:
 @pytest.mark.parametrize("name", ["verl", "roll"])
 def test_window_reports_the_keep_rules_figures(tmp_path, name):
     batches, budget = _batches(), G * GROUPS
-    plain, _ = window_record(batches, META, budget, 0.9, None, "test")
-    record, rollouts = window_record(batches, META, budget, 0.9, None, "test", keep_rule=name)
+    plain, _ = window_record(batches, META, budget,
+                             MonitorConfig(estimator=EstimatorConfig(source="test")))
+    record, rollouts = window_record(batches, META, budget, MonitorConfig(
+        estimator=EstimatorConfig(source="test", keep_rule=name)))
     keep = _hand_keep(name)
     assert record["ds_keep_rule"] == name and record["ds_keep_prob"] == keep
     assert record["ds_gen_batches"] == cost_at_keep_probability(keep, G, GROUPS).expected_gen_batches
@@ -75,8 +78,6 @@ def test_window_reports_the_keep_rules_figures(tmp_path, name):
 
 def test_a_bad_keep_rule_is_refused_naming_the_parameter():
     torch = pytest.importorskip("torch")  # noqa: F841
-    from ustat_rl.frameworks.entry import WindowMonitor
-
     with pytest.raises(ValueError, match="keep_rule"):
-        WindowMonitor(4, keep_rule="rol")
-    assert WindowMonitor(4, keep_rule="roll").keep_rule.name == "roll"
+        EstimatorConfig(keep_rule="rol")
+    assert EstimatorConfig(keep_rule="roll").keep_rule.name == "roll"

@@ -8,6 +8,7 @@
   computation as ``ustat-rl gstar`` on the same groups;
 * :mod:`.gather`: rows gathered across data-parallel processes before estimation;
 * :mod:`.entry`: :class:`WindowMonitor`, the monitor any training loop calls once per step;
+  :mod:`.config`: :class:`MonitorConfig`, its settings in one frozen, checked object;
 * :mod:`.trl_monitor`: :class:`GroupSizeMonitor`, its adapter for TRL's ``GRPOTrainer`` (a
   callback; the ``trl`` extra);
 * :mod:`.verl_monitor`: :class:`VerlWindowMonitor`, the entry fed by verl's ``DataProto`` batches
@@ -42,6 +43,9 @@ _LAZY.update({"GroupedRewards": ".grouped", "verl_rewards": ".verl", "verl_rollo
               "read_verl_dump": ".dumps", "read_trl_completions": ".dumps",
               "read_rewards": ".dumps", "rewards_report": ".rewards_only"})
 
+__all__ += ["MonitorConfig", "Schedule", "EstimatorConfig", "LossWeighting", "Outputs"]
+_LAZY.update(dict.fromkeys(["MonitorConfig", "Schedule", "EstimatorConfig", "LossWeighting", "Outputs"],
+                           ".config"))
 __all__ += ["VerlWindowMonitor", "verl_step_inputs"]
 _LAZY.update({"VerlWindowMonitor": ".verl_monitor", "verl_step_inputs": ".verl_monitor"})
 __all__ += ["monitored_worker", "verl_task_runner"]

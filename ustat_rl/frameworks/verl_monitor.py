@@ -39,6 +39,8 @@ workers, a rollout engine) was not run (docs/at_scale.md, "verl").
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import torch
 
@@ -171,47 +173,53 @@ class VerlWindowMonitor:
 
     Parameters
     ----------
-    group_size : int
-        verl's ``actor_rollout_ref.rollout.n``.
+    config : MonitorConfig
+        The monitor's settings (:mod:`ustat_rl.frameworks.config`), ``group_size`` verl's
+        ``actor_rollout_ref.rollout.n`` and the sketch's ``temperature`` verl's
+        ``rollout.temperature``; the rule and the loss's weighting are read from verl's settings
+        below and refused in ``config``.
     loss_agg_mode : str
         ``actor_rollout_ref.actor.loss_agg_mode`` (verl's default ``token-mean``).
     loss_scale_factor : float, optional
         ``actor.loss_scale_factor`` for ``seq-mean-token-sum-norm``.
     adv_estimator, norm_adv_by_std_in_grpo :
         verl's ``algorithm`` settings, read into the record's rule (:func:`verl_rule`).
-    **monitor_kwargs :
-        :class:`~ustat_rl.frameworks.entry.WindowMonitor`'s settings (``every``, ``sketch_dim``,
-        ``pool``, ``trajectory``, ``temperature`` (verl's ``rollout.temperature``), ...), except
-        ``estimator`` and ``loss_type``, which come from verl's settings.
+    process_group : torch.distributed.ProcessGroup, optional
+        The data-parallel group (:class:`~ustat_rl.frameworks.entry.WindowMonitor`'s).
 
     Examples
     --------
     At the point of verl's step where the advantages are computed, with the actor's model
     unsharded in this process::
 
-        monitor = VerlWindowMonitor(group_size=config.actor_rollout_ref.rollout.n, every=50,
-                                    sketch_dim=256, trajectory="ustat_trajectory.jsonl")
+        config = MonitorConfig(config.actor_rollout_ref.rollout.n, schedule=Schedule(every=50),
+                               outputs=Outputs("ustat_trajectory.jsonl"))
+        monitor = VerlWindowMonitor(config)
         record = monitor.step(batch, actor_model, step=global_steps)
     """
 
-    def __init__(self, group_size, *, loss_agg_mode="token-mean", loss_scale_factor=None,
-                 adv_estimator="grpo", norm_adv_by_std_in_grpo=True, **monitor_kwargs):
+    def __init__(self, config, *, loss_agg_mode="token-mean", loss_scale_factor=None,
+                 adv_estimator="grpo", norm_adv_by_std_in_grpo=True, process_group=None):
+        from .config import MonitorConfig, trainer_read
         from .entry import WindowMonitor
 
-        for given in ("estimator", "loss_type", "estimator_source"):
-            if given in monitor_kwargs:
-                raise ValueError(f"`{given}` is read from verl's settings (adv_estimator, "
-                                 f"loss_agg_mode); do not pass it")
+        if not isinstance(config, MonitorConfig):
+            raise TypeError(f"`config` must be a MonitorConfig, got {type(config).__name__}")
+        trainer_read(config, "verl's settings (adv_estimator, loss_agg_mode)", ("estimator", "loss"))
         if loss_agg_mode not in AGGREGATIONS:
             raise ValueError(f"`loss_agg_mode` must be one of {AGGREGATIONS} (verl's 'token-sum' "
                              f"is not supported), got {loss_agg_mode!r}")
         self.loss_agg_mode, self.loss_scale_factor = loss_agg_mode, loss_scale_factor
         rule, source = verl_rule(adv_estimator, norm_adv_by_std_in_grpo)
-        monitor_kwargs.setdefault("units", f"trainer (verl loss_agg_mode {loss_agg_mode!r})")
-        monitor_kwargs.setdefault("name", "VerlWindowMonitor")
+        outputs = config.outputs
+        if outputs.name == "WindowMonitor":
+            outputs = replace(outputs, name="VerlWindowMonitor")
+        config = replace(config, estimator=replace(config.estimator, name=rule, source=source),
+                         loss=replace(config.loss, units=f"trainer (verl loss_agg_mode "
+                                                         f"{loss_agg_mode!r})"),
+                         outputs=outputs)
         #: The entry every step goes through.
-        self.monitor = WindowMonitor(group_size, estimator=rule, estimator_source=source,
-                                     **monitor_kwargs)
+        self.monitor = WindowMonitor(None, config, process_group)
 
     @property
     def records(self) -> list[dict]:

@@ -151,18 +151,22 @@ def _predicted_all_equal(batches) -> float:
     return float(frac[0])
 
 
-def _base(step, group_size, budget, level, sketch_dim, rule, rule_source, estimator) -> dict:
+def _base(step, group_size, budget, config, sketch_dim, estimator) -> dict:
     record = dict.fromkeys(TRAJECTORY_FIELDS)
     record.update(version=TRAJECTORY_VERSION, step=int(step), group_size=int(group_size),
-                  budget=int(budget), level=float(level), sketch_dim=int(sketch_dim),
-                  rule=rule, rule_source=rule_source, estimator=estimator)
+                  budget=int(budget), level=float(config.level), sketch_dim=int(sketch_dim),
+                  rule=config.estimator.name, rule_source=config.estimator.source,
+                  estimator=estimator)
     return record
 
 
-def skipped_record(step, reason: str, group_size, budget, level, sketch_dim, rule,
-                   rule_source, observed: float = math.nan) -> dict:
-    """A trajectory record for a window the monitor could not estimate, saying why."""
-    record = _base(step, group_size, budget, level, sketch_dim, rule, rule_source, None)
+def skipped_record(step, reason: str, config, budget, observed: float = math.nan) -> dict:
+    """A trajectory record for a window the monitor could not estimate, saying why.
+
+    ``config`` is the monitor's :class:`~ustat_rl.frameworks.config.MonitorConfig` (its group
+    size, level, sketch dimension and rule are recorded); ``observed`` the batch's all-equal
+    fraction, when it has whole groups."""
+    record = _base(step, config.group_size, budget, config, config.sketch.dimension, None)
     record.update(status="skipped", reason=str(reason), windows_pooled=0, n_prompts=0,
                   n_samples=0, all_equal_observed=float(observed))
     return record
@@ -213,9 +217,7 @@ def window_noise(batches, estimator, level: float, weights=None, column_group=No
     return noise, evaluated[-1][1]
 
 
-def window_record(batches, meta: dict, budget, level: float, rule, rule_source: str,
-                  units: str | None = None, weights=None,
-                  keep_rule=None) -> tuple[dict, Rollouts]:
+def window_record(batches, meta: dict, budget, config) -> tuple[dict, Rollouts]:
     """The trajectory record of a window pooling ``batches`` (oldest first), and its rollouts.
 
     Parameters
@@ -226,20 +228,17 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
         Sketch metadata for :func:`window_rollouts`.
     budget : int
         The run's ``N = B G`` completions per generation batch.
-    level : float
-        Two-sided interval level.
-    rule : str or None
-        The run's advantage rule (a registry name, single- or multi-reward), ``None`` when the
-        run's rule is not in the registry (the paper's GRPO rule stands in).
-    rule_source : str
-        The trainer option it was read from, in words.
-    weights : array_like (K,), optional
-        The reward functions' weights, for a multi-reward ``rule``.
-    keep_rule : str or KeepRule, optional
-        A dynamic-sampling keep rule (:data:`~ustat_rl.theory.keep_rules.KEEP_RULES`; beyond the
-        paper): ``ds_keep_prob`` and ``ds_gen_batches`` are then under that rule and the record
-        adds ``ds_keep_rule`` and ``ds_filtered_mse`` (:func:`_keep_rule_figures`); ``None``:
-        verl's all-equal filter, without the MSE.
+    config : MonitorConfig
+        The monitor's settings (:mod:`ustat_rl.frameworks.config`): the interval ``level``;
+        ``estimator.name``, the run's advantage rule (a registry name, single- or multi-reward),
+        ``None`` when the run's rule is not in the registry (the paper's GRPO rule stands in),
+        and ``estimator.source``, where it was read; ``loss.reward_weights``, the reward functions'
+        weights for a multi-reward rule, and ``loss.units``, the records' units note;
+        ``estimator.keep_rule``, a dynamic-sampling keep rule
+        (:data:`~ustat_rl.theory.keep_rules.KEEP_RULES`; beyond the paper): ``ds_keep_prob``
+        and ``ds_gen_batches`` are then under that rule and the record adds ``ds_keep_rule``
+        and ``ds_filtered_mse`` (:func:`_keep_rule_figures`); ``None``: verl's all-equal
+        filter, without the MSE.
 
     Notes
     -----
@@ -255,6 +254,8 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
         raise ValueError(f"`batches` mix group sizes {sorted(G)}")
     G = G.pop()
     budget = as_int(budget, "budget", 2)
+    level, rule, keep_rule = config.level, config.estimator.name, config.estimator.keep_rule
+    units, weights = config.loss.units, config.loss.weights
     rollouts = window_rollouts(batches, meta)
     binary = bool(np.all((rollouts.reward == 0.0) | (rollouts.reward == 1.0)))
     estimator, scaled = "grpo", False
@@ -269,8 +270,7 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
     sizes = report.group_sizes
     noise, label = window_noise(batches, rule, level, weights,
                                 rollouts.column_groups() if rollouts.is_sketched else None)
-    record = _base(batches[-1].step, G, budget, level, rollouts.score.shape[1], rule,
-                   rule_source, estimator)
+    record = _base(batches[-1].step, G, budget, config, rollouts.score.shape[1], estimator)
     consts = {name: report.constants[name]["estimate"] for name in ("c1", "c2", "c3")}
     g_star = float(report.gstar["estimate"])
     mse_gstar = math.nan

@@ -43,6 +43,7 @@ def _batches(seed: int):
           "window_record on batches drawn from small_bandit against gstar_report on their rows "
           "and the run estimates' pairwise definitions; the pooled rows against the batches")
 def check_c48(ctx) -> list:
+    from ...frameworks.config import EstimatorConfig, MonitorConfig
     from ...frameworks.window import window_record, window_rollouts
     from ...pilot.report import gstar_report
     from ...pilot.rollouts import Rollouts
@@ -50,7 +51,8 @@ def check_c48(ctx) -> list:
     bandit, batches = _batches(ctx.seed)
     budget = WINDOW_GROUPS * WINDOW_G
     meta = dict(sketch_kind="none", param_dim=int(bandit.dim), model_name="small_bandit")
-    record, rollouts = window_record(batches, meta, budget, 0.9, "trl_none", "check")
+    record, rollouts = window_record(batches, meta, budget, MonitorConfig(
+        level=0.9, estimator=EstimatorConfig("trl_none", "check")))
     rows = np.concatenate([b.score for b in batches])
     ids = np.concatenate([b.first_id + np.repeat(np.arange(WINDOW_GROUPS), WINDOW_G)
                           for b in batches])
