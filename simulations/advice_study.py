@@ -138,7 +138,9 @@ def pilot(plan: dict, cache: Path, seed: int = 0) -> pd.DataFrame:
     from ustat_rl.frameworks.advice_task import MAX_COMPLETION, warm_start
     from ustat_rl.frameworks.demo import VOCAB
     from ustat_rl.pilot.report import gstar_report
-    from ustat_rl.scores.causal_lm import causal_lm_pilot
+    from ustat_rl.scores.causal_lm import Sampling, causal_lm_pilot
+    from ustat_rl.scores.spec import SketchSpec
+    from ustat_rl.seeding import child_int
 
     settings, train, _ = task(plan)
     model, _ = warm_start(settings, cache)
@@ -150,8 +152,10 @@ def pilot(plan: dict, cache: Path, seed: int = 0) -> pd.DataFrame:
         text = "".join(letters[t] for t in answer if t > 1)
         return float(answer[-1:] == [1] and text == problems[i][1])
 
-    rollouts = causal_lm_pilot(model, ids, reward, 8, MAX_COMPLETION, seed, sketch_dim=64,
-                               eos_token_id=1)
+    # the projection's seed is the one the pilot drew from its seed before the spec was explicit
+    rollouts = causal_lm_pilot(model, ids, reward,
+                               Sampling(8, MAX_COMPLETION, seed, eos_token_id=1),
+                               SketchSpec(64, child_int(seed, 1)))
     rows = []
     for N in plan["budgets"]:
         row = dict(N=N, pilot_gstar=math.nan, pilot_low=math.nan, pilot_high=math.nan,

@@ -143,7 +143,7 @@ def _train(scale: str, loss_type: str, G: int, steps: int, seed: int, folder: Pa
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.train()
-    R = factored_projection_matrix(model, SKETCH_DIM, seed, BLOCKS)
+    R = factored_projection_matrix(model, SketchSpec(SKETCH_DIM, seed, blocks=BLOCKS))
     lengths = [h["completions/mean_length"] for h in trainer.state.log_history
                if "completions/mean_length" in h]
     return np.array(grads), monitor, R, float(np.mean(lengths))

@@ -48,15 +48,15 @@ def final_reward(model, seed: int) -> float:
     import torch
 
     from ustat_rl.frameworks.demo import arithmetic_prompts, char_tokenizer, parity_reward
-    from ustat_rl.scores.causal_lm import sample_answers
+    from ustat_rl.scores.causal_lm import Sampling, sample_answers
 
     tokenizer = char_tokenizer()
     generator = torch.Generator().manual_seed(seed)
     rewards = []
     for prompt in arithmetic_prompts():
         ids = torch.tensor(tokenizer(prompt)["input_ids"])
-        answers, mask = sample_answers(model, ids, EVAL_ANSWERS, 3, generator, eos_token_id=1,
-                                       pad_token_id=0)
+        answers, mask = sample_answers(model, ids, Sampling(EVAL_ANSWERS, 3, eos_token_id=1,
+                                                            pad_token_id=0), generator)
         texts = [tokenizer.decode([t for t, m in zip(a, k) if m and t != 1])
                  for a, k in zip(answers.tolist(), mask.tolist())]
         rewards += parity_reward(texts, [prompt] * len(texts))

@@ -15,6 +15,8 @@ import pytest
 from ustat_rl.frameworks.trajectory import (
     GSTAR_ERROR_FIELDS,
     TRAJECTORY_FIELDS,
+    SyntheticErrors,
+    SyntheticWindow,
     append_record,
     gstar_errors_of,
     read_trajectory,
@@ -35,18 +37,20 @@ def _write(path, records):
     return path
 
 
-def _constant_run(steps=(50, 100, 150, 200, 250, 300), **kw):
+def _constant_run(steps=(50, 100, 150, 200, 250, 300), with_errors=True, **window):
     """Windows whose estimates all sit at G* = 1 + sqrt(49/1) = 8."""
-    return [synthetic_record(s, 1.0, 2.0, 49.0, 0.08, 3.0, **kw) for s in steps]
+    return [synthetic_record(s, 1.0, 2.0, 49.0, SyntheticErrors(0.08, 3.0, stored=with_errors),
+                             window=SyntheticWindow(**window)) for s in steps]
 
 
 # ------------------------------------------------------------------------------------ the file
 def test_round_trip_keeps_inf_nan_and_the_optional_field(tmp_path):
-    unbounded = synthetic_record(10, 0.05, 2.0, 49.0, 0.05, 2.0, all_equal=(math.nan, 0.25))
+    unbounded = synthetic_record(10, 0.05, 2.0, 49.0, SyntheticErrors(0.05, 2.0),
+                                 window=SyntheticWindow(all_equal=(math.nan, 0.25)))
     assert unbounded["gstar"]["high"] == math.inf
-    old = synthetic_record(20, 1.0, 2.0, 49.0, 0.05, 2.0, with_errors=False)
+    old = synthetic_record(20, 1.0, 2.0, 49.0, SyntheticErrors(0.05, 2.0, stored=False))
     del old["gstar_errors"]  # a writer that predates the optional field
-    skipped = synthetic_record(30, 0, 0, 0, 0, 0, reason="a reward is NaN")
+    skipped = synthetic_record(30, 0, 0, 0, SyntheticErrors(0, 0), reason="a reward is NaN")
     path = _write(tmp_path / "run.jsonl", [unbounded, old, skipped])
     back = read_trajectory(path)
     assert [r["step"] for r in back] == [10, 20, 30]
@@ -60,7 +64,7 @@ def test_round_trip_keeps_inf_nan_and_the_optional_field(tmp_path):
 
 
 def test_append_rejects_missing_unknown_and_malformed_fields(tmp_path):
-    record = synthetic_record(10, 1.0, 2.0, 49.0, 0.05, 2.0)
+    record = synthetic_record(10, 1.0, 2.0, 49.0, SyntheticErrors(0.05, 2.0))
     with pytest.raises(ValueError, match="missing fields \\['step'\\]"):
         append_record(tmp_path / "a.jsonl", {k: v for k, v in record.items() if k != "step"})
     with pytest.raises(ValueError, match="unknown fields \\['extra'\\]"):
@@ -162,7 +166,7 @@ def test_a_constant_gstar_fits_every_window():
 
 def test_a_moving_gstar_fits_no_single_g():
     # negative control: G* = 5 for the first half of the run, 11 for the second
-    records = [synthetic_record(s, 1.0, 2.0, 16.0 if s < 200 else 100.0, 0.08, 3.0)
+    records = [synthetic_record(s, 1.0, 2.0, 16.0 if s < 200 else 100.0, SyntheticErrors(0.08, 3.0))
                for s in (50, 100, 150, 200, 250, 300)]
     result = gstar_universality(records, 0.9)
     assert not result.consistent and result.common is None
@@ -172,7 +176,8 @@ def test_a_moving_gstar_fits_no_single_g():
 
 
 def test_intervals_that_meet_between_integers():
-    records = [synthetic_record(s, 1.0, 2.0, 7.4**2, 0.002, 0.02) for s in (10, 20)]
+    records = [synthetic_record(s, 1.0, 2.0, 7.4**2,
+                                SyntheticErrors(0.002, 0.02)) for s in (10, 20)]
     result = gstar_universality(records, 0.9)
     assert result.consistent and result.common is None
     assert 8.0 < result.overlap_low < result.overlap_high < 9.0
@@ -181,7 +186,8 @@ def test_intervals_that_meet_between_integers():
 
 def test_unbounded_intervals_hold_every_g_above_their_low():
     # c1's interval reaches 0 in the first window: G* has no upper bound there
-    records = [synthetic_record(10, 0.5, 2.0, 49.0, 0.5, 2.0)] + _constant_run((20, 30))
+    records = [synthetic_record(10, 0.5, 2.0, 49.0,
+                                SyntheticErrors(0.5, 2.0))] + _constant_run((20, 30))
     result = gstar_universality(records, 0.9)
     assert math.isinf(result.windows[0].high) and result.windows[0].covers(8)
     assert result.common == (8, 8)
@@ -191,7 +197,7 @@ def test_unbounded_intervals_hold_every_g_above_their_low():
 
 def test_skipped_windows_are_listed_and_left_out_of_the_family():
     records = _constant_run((10, 20, 30)) + [
-        synthetic_record(40, 0, 0, 0, 0, 0, reason="groups are not contiguous")]
+        synthetic_record(40, 0, 0, 0, SyntheticErrors(0, 0), reason="groups are not contiguous")]
     result = gstar_universality(records, 0.9)
     assert len(result.windows) == 3 and result.skipped == ((40, "groups are not contiguous"),)
     assert result.window_level == pytest.approx(1 - 0.1 / 3)
@@ -240,8 +246,8 @@ def test_false_alarm_rate_is_within_the_stated_level():
 # ---------------------------------------------------------------------------- the command
 def test_cli_writes_text_json_and_plot(tmp_path, capsys):
     records = _constant_run(all_equal=(0.2, 0.22)) + [
-        synthetic_record(10, 0.5, 2.0, 49.0, 0.5, 2.0),
-        synthetic_record(400, 0, 0, 0, 0, 0, reason="a reward is NaN")]
+        synthetic_record(10, 0.5, 2.0, 49.0, SyntheticErrors(0.5, 2.0)),
+        synthetic_record(400, 0, 0, 0, SyntheticErrors(0, 0), reason="a reward is NaN")]
     path = _write(tmp_path / "run.jsonl", records)
     out_json, out_png = tmp_path / "run.json", tmp_path / "run.png"
     assert main(["gstar", "--trajectory", str(path), "--json", str(out_json),
@@ -271,7 +277,8 @@ def test_cli_bad_arguments_are_one_line_and_write_nothing(tmp_path, monkeypatch,
                                                           words):
     monkeypatch.chdir(tmp_path)
     _write(tmp_path / "run.jsonl", _constant_run((10, 20)))
-    _write(tmp_path / "skipped.jsonl", [synthetic_record(10, 0, 0, 0, 0, 0, reason="no groups")])
+    _write(tmp_path / "skipped.jsonl", [synthetic_record(10, 0, 0, 0, SyntheticErrors(0, 0),
+                                                         reason="no groups")])
     (tmp_path / "bad.jsonl").write_text('{"step": 1}\n{"step": 2}\n')
     before = sorted(p.name for p in tmp_path.iterdir())
     assert main(args) == 2

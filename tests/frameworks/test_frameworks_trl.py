@@ -31,6 +31,7 @@ from ustat_rl.frameworks.trl_monitor import run_rule  # noqa: E402
 from ustat_rl.pilot import load_rollouts  # noqa: E402
 from ustat_rl.scores.factored import factored_projection_matrix  # noqa: E402
 from ustat_rl.scores.sequence import trainable_parameters  # noqa: E402
+from ustat_rl.scores.spec import SketchSpec  # noqa: E402
 
 G, B, K, BLOCKS = 4, 8, 32, 8
 parity = parity_reward
@@ -158,7 +159,7 @@ def test_scores_are_the_projected_gradients_of_the_sampled_completions(tmp_path,
     params = trainable_parameters(model)
     if "lora" in name:
         assert params and all("lora_" in n for n in params)
-    R = factored_projection_matrix(model, K, monitor.spec.seed, BLOCKS)
+    R = factored_projection_matrix(model, SketchSpec(K, monitor.spec.seed, blocks=BLOCKS))
     rollouts = load_rollouts(tmp_path / "windows" / "window_000001.npz")
     out = seen[-1]
     # trainer units: TRL's default loss ("dapo"; "bnpo" before 0.22, one micro-batch here)

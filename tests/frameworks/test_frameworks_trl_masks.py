@@ -155,7 +155,7 @@ def test_scores_cover_exactly_the_tokens_the_loss_counts(tmp_path, monkeypatch, 
     trainer, monitor, out = _run(tmp_path, monkeypatch, inject, settings())
     model = trainer.accelerator.unwrap_model(trainer.model).eval()
     params = trainable_parameters(model)
-    R = factored_projection_matrix(model, K, monitor.spec.seed, BLOCKS)
+    R = factored_projection_matrix(model, SketchSpec(K, monitor.spec.seed, blocks=BLOCKS))
     score = load_rollouts(tmp_path / "w" / "window_000001.npz").score  # (n, K), weighted
     mask, weight = monitor._loss_mask(out)  # (n, T) each
     if case == "mask_truncated_completions":  # the run must have both kinds of completion
@@ -199,7 +199,7 @@ def test_cispo_scores_carry_its_clamped_ratio(tmp_path, monkeypatch, epsilon_hig
     trainer, monitor, out = _run(tmp_path, monkeypatch, lambda out: out, config)
     model = trainer.accelerator.unwrap_model(trainer.model).eval()
     params = trainable_parameters(model)
-    R = factored_projection_matrix(model, K, monitor.spec.seed, BLOCKS)
+    R = factored_projection_matrix(model, SketchSpec(K, monitor.spec.seed, blocks=BLOCKS))
     score = load_rollouts(tmp_path / "w" / "window_000001.npz").score
     loss = trainer._compute_loss(model, out)
     grads = torch.autograd.grad(loss, list(params.values()))

@@ -23,6 +23,7 @@ import pytest
 
 from ustat_rl.frameworks import (
     GroupedRewards,
+    SyntheticErrors,
     append_record,
     read_rewards,
     read_trajectory,
@@ -191,14 +192,14 @@ def test_records_carry_format_version_two(tmp_path):
     # it (version 2: var_run is an interval, not a number)
     assert TRAJECTORY_VERSION == 2
     path = tmp_path / "t.jsonl"
-    append_record(path, synthetic_record(10, 1.0, 2.0, 49.0, 0.01, 0.5))
+    append_record(path, synthetic_record(10, 1.0, 2.0, 49.0, SyntheticErrors(0.01, 0.5)))
     assert json.loads(path.read_text())["version"] == 2
     assert read_trajectory(path)[0]["version"] == 2
 
 
 def test_a_window_interval_is_closed_at_both_ends_and_frozen():
     # mutants: `<=` into `<` at either end of covers; frozen dropped (interval and verdict)
-    record = synthetic_record(10, 1.0, 2.0, 49.0, 0.01, 0.5)
+    record = synthetic_record(10, 1.0, 2.0, 49.0, SyntheticErrors(0.01, 0.5))
     window = WindowInterval(10, 8.0, 4.0, 12.0, 0.9, False, record)
     assert window.covers(4.0) and window.covers(12.0) and window.covers(8.0)
     assert not window.covers(3.999) and not window.covers(12.001)

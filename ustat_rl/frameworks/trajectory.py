@@ -23,12 +23,14 @@ from __future__ import annotations
 import json
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..formatting import json_ready, parse_number
 
 __all__ = ["TRAJECTORY_FIELDS", "INTERVAL_FIELDS", "OPTIONAL_FIELDS", "GSTAR_ERROR_FIELDS",
            "append_record", "read_trajectory", "gstar_errors_of", "synthetic_record",
+           "SyntheticErrors", "SyntheticWindow",
            "TRAJECTORY_VERSION"]
 
 TRAJECTORY_VERSION = 2
@@ -238,34 +240,73 @@ def gstar_errors_of(estimates) -> dict | None:
                     f"{type(estimates).__name__}")
 
 
-def synthetic_record(step: int, c1: float, c2: float, c3: float, se1: float, se3: float, *,
-                     se2: float = 0.0, cov13: float = 0.0, n_prompts: int = 64,
-                     level: float = 0.9, group_size: int = 8, budget: int = 256,
-                     windows_pooled: int = 1, with_errors: bool = True,
-                     all_equal=(math.nan, math.nan), reason: str | None = None) -> dict:
+@dataclass(frozen=True)
+class SyntheticErrors:
+    """Standard errors of a synthetic window's estimates (:func:`synthetic_record`).
+
+    Parameters
+    ----------
+    c1, c3 : float
+        Standard errors of ``c1`` and ``c3'``.
+    c2 : float
+        Standard error of ``c2`` (default 0).
+    cov13 : float
+        Covariance of the ``c1`` and ``c3'`` estimates (default 0).
+    stored : bool
+        Whether the record carries them as ``gstar_errors`` (a writer that predates the field
+        does not).
+    """
+
+    c1: float
+    c3: float
+    c2: float = 0.0
+    cov13: float = 0.0
+    stored: bool = True
+
+
+@dataclass(frozen=True)
+class SyntheticWindow:
+    """What a synthetic window pooled (:func:`synthetic_record`): ``n_prompts`` groups of
+    ``group_size`` in ``windows_pooled`` batches of a run with ``budget`` completions per batch,
+    intervals at ``level``, and the all-equal fractions ``(predicted, observed)``."""
+
+    n_prompts: int = 64
+    level: float = 0.9
+    group_size: int = 8
+    budget: int = 256
+    windows_pooled: int = 1
+    all_equal: tuple = (math.nan, math.nan)
+
+
+def synthetic_record(step: int, c1: float, c2: float, c3: float, errors: SyntheticErrors, *,
+                     window: SyntheticWindow | None = None, reason: str | None = None) -> dict:
     """A valid record for estimates ``c1, c2, c3'`` with standard errors, for tests and examples.
 
     The intervals are built as :func:`~ustat_rl.pilot.uncertainty.pilot_intervals` builds them
     for full scores (``estimate +- t se`` with ``P - 1`` degrees of freedom, ``G*`` by
-    :func:`~ustat_rl.pilot.uncertainty.fieller_gstar`); the MSE fields are ``NaN``. With
-    ``reason`` the record is a skipped window (``null`` estimates).
+    :func:`~ustat_rl.pilot.uncertainty.fieller_gstar`); the MSE fields are ``NaN``. ``window``
+    (default :class:`SyntheticWindow()`) says what the window pooled. With ``reason`` the record
+    is a skipped window (``null`` estimates).
 
     Examples
     --------
-    >>> rec = synthetic_record(10, 1.0, 2.0, 49.0, 0.01, 0.5)
+    >>> rec = synthetic_record(10, 1.0, 2.0, 49.0, SyntheticErrors(0.01, 0.5))
     >>> rec["gstar"]["estimate"], rec["bounded"]
     (8.0, True)
     """
     from ..pilot.uncertainty import fieller_gstar, student_quantile
     from ..theory import ScalingConstants
 
+    window = SyntheticWindow() if window is None else window
+    n_prompts, level, group_size = window.n_prompts, window.level, window.group_size
+    se1, se2, se3, cov13 = errors.c1, errors.c2, errors.c3, errors.cov13
     record = dict.fromkeys(TRAJECTORY_FIELDS)
-    record.update(version=TRAJECTORY_VERSION, step=int(step), windows_pooled=windows_pooled,
+    record.update(version=TRAJECTORY_VERSION, step=int(step), windows_pooled=window.windows_pooled,
                   n_prompts=n_prompts, n_samples=n_prompts * group_size, group_size=group_size,
-                  budget=budget, level=level, sketch_dim=None, rule="grpo",
+                  budget=window.budget, level=level, sketch_dim=None, rule="grpo",
                   rule_source="synthetic", estimator="grpo", mse_gstar=math.nan,
-                  mse_best=math.nan, all_equal_predicted=all_equal[0],
-                  all_equal_observed=all_equal[1])
+                  mse_best=math.nan, all_equal_predicted=window.all_equal[0],
+                  all_equal_observed=window.all_equal[1])
     if reason is not None:
         record.update(status="skipped", reason=reason)
         return record
@@ -280,7 +321,7 @@ def synthetic_record(step: int, c1: float, c2: float, c3: float, se1: float, se3
                   recommended_group_size=group_size,
                   mse_run={"estimate": math.nan, "low": math.nan, "high": math.nan},
                   grpo_beats_vanilla=None)
-    if with_errors:
+    if errors.stored:
         record["gstar_errors"] = {"c1_prompt_se": se1, "c1_sketch_se": 0.0, "c3_se": se3,
                                   "cov13": cov13, "sketch_units": None}
     return record

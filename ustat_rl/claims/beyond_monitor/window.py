@@ -115,7 +115,7 @@ def false_alarm_rate(rng, with_errors: bool = True, pooled: bool = False,
     ``with_errors=False`` writes no Fieller inputs, so the verdict can only take each window's
     own 90% interval for the family's (the wrong level, the negative control).
     """
-    from ...frameworks.trajectory import synthetic_record
+    from ...frameworks.trajectory import SyntheticErrors, SyntheticWindow, synthetic_record
     from ...frameworks.universality import gstar_universality
 
     se1, se3, alarms = 0.1, 4.0, 0
@@ -126,8 +126,9 @@ def false_alarm_rate(rng, with_errors: bool = True, pooled: bool = False,
         else:
             z = rng.standard_normal((2, n_windows))  # (2, K)
         c1, c3 = 1.0 + se1 * z[0], 49.0 + se3 * z[1]  # (K,) each
-        records = [synthetic_record(10 * (i + 1), a, 2.0, b, se1, se3, n_prompts=200,
-                                    with_errors=with_errors)
+        records = [synthetic_record(10 * (i + 1), a, 2.0, b,
+                                    SyntheticErrors(se1, se3, stored=with_errors),
+                                    window=SyntheticWindow(n_prompts=200))
                    for i, (a, b) in enumerate(zip(c1, c3))]
         alarms += not gstar_universality(records, TRAJECTORY_LEVEL).consistent
     return alarms / n_runs
