@@ -88,7 +88,7 @@ def one_run(every: int | None, steps: int, family: str = "gpt2") -> dict:
             trainer.train()
         wall = time.perf_counter() - start
         times = [h["step_time"] for h in trainer.state.log_history if "step_time" in h]
-        ok = 0 if monitor is None else sum(r["status"] == "ok" for r in monitor.records)
+        ok = 0 if monitor is None else sum(r.ok for r in monitor.records)
         windows = 0 if monitor is None else len(monitor.records)
     return {"every": every, "steps": steps, "median_step_s": statistics.median(times[1:]),
             "wall_s": wall, "windows": windows, "windows_ok": ok}

@@ -117,16 +117,16 @@ def run_cell(N: int, G: int, seed: int, plan: dict, cache: str) -> dict:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             trainer.train()
-        ok = [] if monitor is None else [r for r in monitor.records if r["status"] == "ok"]
+        ok = [] if monitor is None else [r for r in monitor.records if r.ok]
     row = dict(N=N, G=G, seed=seed, steps=plan["steps"], seconds=time.perf_counter() - start,
                **curve, final_reward=curve[f"reward_{plan['steps']}"], windows_ok=len(ok),
                monitor_gstar=math.nan, monitor_low=math.nan, monitor_high=math.nan,
                monitor_advice=math.nan)
     if ok:
         last = ok[-1]
-        row.update(monitor_gstar=last["gstar"]["estimate"], monitor_low=last["gstar"]["low"],
-                   monitor_high=last["gstar"]["high"],
-                   monitor_advice=last["recommended_group_size"])
+        row.update(monitor_gstar=last.gstar.estimate, monitor_low=last.gstar.low,
+                   monitor_high=last.gstar.high,
+                   monitor_advice=last.recommended_group_size)
     return row
 
 

@@ -86,12 +86,12 @@ def run_cell(G: int, seed: int, steps: int) -> dict:
         row = dict(G=G, seed=seed, steps=steps, final_reward=final_reward(model, 10_000 + seed),
                    windows_ok=0, gstar=math.nan, gstar_low=math.nan, gstar_high=math.nan,
                    recommended_group_size=math.nan)
-        ok = [] if monitor is None else [r for r in monitor.records if r["status"] == "ok"]
+        ok = [] if monitor is None else [r for r in monitor.records if r.ok]
     if ok:
         last = ok[-1]
-        row.update(windows_ok=len(ok), gstar=last["gstar"]["estimate"],
-                   gstar_low=last["gstar"]["low"], gstar_high=last["gstar"]["high"],
-                   recommended_group_size=last["recommended_group_size"])
+        row.update(windows_ok=len(ok), gstar=last.gstar.estimate,
+                   gstar_low=last.gstar.low, gstar_high=last.gstar.high,
+                   recommended_group_size=last.recommended_group_size)
     return row
 
 

@@ -49,4 +49,5 @@ with warnings.catch_warnings():
 np.save(out / f"local_scores.{rank}.npy", np.stack(local))
 np.save(out / f"weights.{rank}.npy", np.stack(weights))
 (out / f"records.{rank}.json").write_text(json.dumps(
-    {"world": trainer.accelerator.num_processes, "records": monitor.records}, default=str))
+    {"world": trainer.accelerator.num_processes, "records": [r.to_dict() for r in monitor.records]},
+    default=str))

@@ -187,7 +187,7 @@ def monitored(sharded, model):
     runs["uneven"] = WindowMonitor(None, config)
     rows = [monitor_rows(rank)] + [monitor_rows(size + rank)] * rank
     runs["uneven"].step(sharded, *[torch.cat([r[i] for r in rows]) for i in range(5)])
-    return {name: run.records for name, run in runs.items()}
+    return {name: [r.to_dict() for r in run.records] for name, run in runs.items()}
 
 
 def case(out, name, counter, timing):

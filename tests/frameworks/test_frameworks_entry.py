@@ -27,7 +27,7 @@ from monitor_settings import monitor_config  # noqa: E402
 from ustat_rl.frameworks.demo import tiny_gpt2  # noqa: E402
 from ustat_rl.frameworks.entry import WindowMonitor, combined_rewards  # noqa: E402
 from ustat_rl.frameworks.trainer_units import completion_weights  # noqa: E402
-from ustat_rl.frameworks.trajectory import TRAJECTORY_FIELDS, read_trajectory  # noqa: E402
+from ustat_rl.frameworks.trajectory import WindowRecord, read_trajectory  # noqa: E402
 from ustat_rl.frameworks.window import Batch, window_record  # noqa: E402
 from ustat_rl.scores.chunks import sketch_rows  # noqa: E402
 from ustat_rl.scores.sequence import trainable_parameters  # noqa: E402
@@ -115,17 +115,15 @@ def test_two_windows_equal_window_record_on_the_same_batches(tmp_path):
                 p.add_(0.01 * torch.randn_like(p))
     assert len(returned) == 2 and monitor.records == returned
     for i, record in enumerate(returned):
-        assert set(record) == set(TRAJECTORY_FIELDS) and record["status"] == "ok"
-        assert record["rule"] == ESTIMATOR and record["windows_pooled"] == i + 1
+        assert isinstance(record, WindowRecord) and record.ok
+        assert record.estimator == ESTIMATOR and record.windows_pooled == i + 1
         want, _ = window_record(weighted[:i + 1], meta, B * G, monitor.config)
-        np.testing.assert_equal(record, want)
+        np.testing.assert_equal(record.to_dict(), want.to_dict())
         control, _ = window_record(unweighted[:i + 1], meta, B * G, monitor.config)
-        assert control["var_run"]["estimate"] != pytest.approx(record["var_run"]["estimate"],
-                                                               rel=1e-3)
+        assert control.var_run.estimate != pytest.approx(record.var_run.estimate, rel=1e-3)
     written = read_trajectory(tmp_path / "t.jsonl")
-    assert [r["step"] for r in written] == [0, 2]
-    assert written[1]["gstar"]["estimate"] == pytest.approx(returned[1]["gstar"]["estimate"],
-                                                            rel=1e-12)
+    assert [r.step for r in written] == [0, 2]
+    assert written[1].gstar.estimate == pytest.approx(returned[1].gstar.estimate, rel=1e-12)
 
 
 def test_group_ids_that_break_a_group_skip_the_window(tmp_path):
@@ -136,12 +134,12 @@ def test_group_ids_that_break_a_group_skip_the_window(tmp_path):
     ids[0], ids[G] = ids[G], ids[0]  # one row in the wrong group
     with pytest.warns(UserWarning, match="skipped the window at step 0: groups are not contig"):
         record = monitor.step(model, *_padded(prompts, completions), rewards, group_ids=ids)
-    assert record["status"] == "skipped"
+    assert record.status == "skipped"
     with warnings.catch_warnings():  # control: the right ids estimate the same batch
         warnings.simplefilter("error")
         record = monitor.step(model, *_padded(prompts, completions), rewards,
                               group_ids=np.repeat(np.arange(B), G))
-    assert record["status"] == "ok" and math.isfinite(record["c1"]["estimate"])
+    assert record.ok and math.isfinite(record.c1.estimate)
 
 
 @pytest.mark.parametrize("options, match", [
@@ -209,7 +207,7 @@ def test_bad_inputs_name_the_parameter_before_any_work(tmp_path, case):
     assert "\n" not in str(refused.value)  # one line
     assert monitor.records == [] and monitor.due(0)  # nothing was done, nothing counted
     assert not (tmp_path / "t.jsonl").exists()
-    assert monitor.step(**inputs)["status"] == "ok"  # control: the good inputs are taken
+    assert monitor.step(**inputs).ok  # control: the good inputs are taken
 
 
 def test_the_monitor_takes_a_config_and_a_small_signature(tmp_path):
@@ -246,11 +244,10 @@ def test_loss_weights_given_per_step_are_the_loss_types():
         by_type = _one_window(Path(tmp), "a")
         by_weights = _one_window(Path(tmp), "b", loss_type=None, loss_weights="dapo")
         plain = _one_window(Path(tmp), "c", loss_type=None)
-    assert by_weights["units"].startswith("trainer (per-completion loss weights")
+    assert by_weights.units.startswith("trainer (per-completion loss weights")
     for name in ("c1", "c2", "c3", "var_run", "mse_run"):
-        assert by_weights[name] == by_type[name]
-    assert plain["var_run"]["estimate"] != pytest.approx(by_type["var_run"]["estimate"],
-                                                          rel=1e-3)
+        assert getattr(by_weights, name) == getattr(by_type, name)
+    assert plain.var_run.estimate != pytest.approx(by_type.var_run.estimate, rel=1e-3)
 
 
 def test_an_explicit_process_group_is_used(tmp_path):
@@ -269,4 +266,4 @@ def test_an_explicit_process_group_is_used(tmp_path):
     finally:
         dist.destroy_process_group()
     np.testing.assert_equal(got, want)
-    assert [r["step"] for r in read_trajectory(tmp_path / "group.jsonl")] == [0]
+    assert [r.step for r in read_trajectory(tmp_path / "group.jsonl")] == [0]

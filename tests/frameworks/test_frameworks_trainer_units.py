@@ -88,20 +88,21 @@ def test_a_real_run_estimates_every_window_in_trainer_units(tmp_path, scale):
         warnings.simplefilter("ignore")
         trainer.train()
     records = monitor.records
-    assert [r["status"] for r in records] == ["ok"] * 3
-    assert all(r["units"] == units_note("dr_grpo") for r in records)
-    assert all(r["gstar"] is not None and r["recommended_group_size"] >= 2 for r in records)
+    assert [r.status for r in records] == ["ok"] * 3
+    assert all(r.units == units_note("dr_grpo") for r in records)
+    assert all(r.gstar is not None and r.recommended_group_size >= 2 for r in records)
     for r in records:
         for name in ("var_run", "mse_run"):
-            assert 0.0 <= r[name]["low"] <= r[name]["estimate"] <= r[name]["high"], (name, r)
-        assert r["var_run"]["estimate"] > 0
-        assert r["run_estimator"].startswith(f"trl_{scale} at the run's G = 4")
-        assert ("batch statistics held" in r["run_estimator"]) == (scale == "batch")
+            part = getattr(r, name)
+            assert 0.0 <= part.low <= part.estimate <= part.high, (name, r)
+        assert r.var_run.estimate > 0
+        assert r.run_method.startswith(f"trl_{scale} at the run's G = 4")
+        assert ("batch statistics held" in r.run_method) == (scale == "batch")
     logs = [h for h in trainer.state.log_history if "loss" in h]
     assert all("ustat/var_run" in h for h in logs)
     # dynamic sampling's cost at the run's G, from the all-equal fraction of earlier batches
-    assert records[0]["ds_keep_prob"] is None  # no earlier batch to predict from
+    assert records[0].ds_keep_prob is None  # no earlier batch to predict from
     for r in records[1:]:
-        assert r["ds_keep_prob"] == pytest.approx(1.0 - r["all_equal_predicted"], abs=1e-15)
+        assert r.ds_keep_prob == pytest.approx(1.0 - r.all_equal_predicted, abs=1e-15)
         # whole generation batches: at least the B/(b r) = 1/r a fractional count would give
-        assert r["ds_gen_batches"] >= 1.0 / r["ds_keep_prob"] - 1e-12
+        assert r.ds_gen_batches >= 1.0 / r.ds_keep_prob - 1e-12

@@ -6,8 +6,10 @@ moving G* (negative control), its false-alarm rate against the stated simultaneo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,8 +17,11 @@ import pytest
 from ustat_rl.frameworks.trajectory import (
     GSTAR_ERROR_FIELDS,
     TRAJECTORY_FIELDS,
+    TRAJECTORY_VERSION,
+    RecordInterval,
     SyntheticErrors,
     SyntheticWindow,
+    WindowRecord,
     append_record,
     gstar_errors_of,
     read_trajectory,
@@ -44,58 +49,145 @@ def _constant_run(steps=(50, 100, 150, 200, 250, 300), with_errors=True, **windo
 
 
 # ------------------------------------------------------------------------------------ the file
+#: A trajectory file in version 2's layout, written by the writer of release 0.1 (its
+#: ``synthetic_record``, ``skipped_record`` and ``window_record``): a synthetic window, a skipped
+#: one and a monitored window whose run rule (``trl_batch``) is not the rule of its
+#: ``mse_best`` (``grpo``).
+VERSION_2_FILE = Path(__file__).parent / "data" / "trajectory_v2.jsonl"
+
+
 def test_round_trip_keeps_inf_nan_and_the_optional_field(tmp_path):
     unbounded = synthetic_record(10, 0.05, 2.0, 49.0, SyntheticErrors(0.05, 2.0),
                                  window=SyntheticWindow(all_equal=(math.nan, 0.25)))
-    assert unbounded["gstar"]["high"] == math.inf
+    assert unbounded.gstar.high == math.inf
     old = synthetic_record(20, 1.0, 2.0, 49.0, SyntheticErrors(0.05, 2.0, stored=False))
-    del old["gstar_errors"]  # a writer that predates the optional field
     skipped = synthetic_record(30, 0, 0, 0, SyntheticErrors(0, 0), reason="a reward is NaN")
-    path = _write(tmp_path / "run.jsonl", [unbounded, old, skipped])
+    path = _write(tmp_path / "run.jsonl", [unbounded, skipped])
+    line = old.to_dict()
+    del line["gstar_errors"]  # a writer that predates the optional field
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(line) + "\n")
     back = read_trajectory(path)
-    assert [r["step"] for r in back] == [10, 20, 30]
-    assert all(set(r) == set(TRAJECTORY_FIELDS) for r in back)
-    assert back[0]["gstar"]["high"] == math.inf and math.isnan(back[0]["all_equal_predicted"])
-    assert back[0]["gstar_errors"] == unbounded["gstar_errors"]
-    assert back[0]["c1"] == unbounded["c1"] and back[0]["all_equal_observed"] == 0.25
-    assert back[1]["gstar_errors"] is None
-    assert back[2]["status"] == "skipped" and back[2]["reason"] == "a reward is NaN"
+    assert [r.step for r in back] == [10, 30, 20]
+    assert all(isinstance(r, WindowRecord) for r in back)
+    assert back[0].gstar.high == math.inf and math.isnan(back[0].all_equal_predicted)
+    assert back[0].gstar_errors == unbounded.gstar_errors
+    assert back[0].c1 == unbounded.c1 and back[0].all_equal_observed == 0.25
+    assert back[2].gstar_errors is None
+    assert not back[1].ok and back[1].reason == "a reward is NaN" and back[1].gstar is None
     assert '"inf"' in path.read_text() and ": NaN" not in path.read_text()  # JSON has no NaN
+    assert all(json.loads(line)["version"] == TRAJECTORY_VERSION
+               for line in path.read_text().splitlines()[:2])
 
 
-def test_append_rejects_missing_unknown_and_malformed_fields(tmp_path):
+def test_a_record_is_frozen_and_checked_when_made():
     record = synthetic_record(10, 1.0, 2.0, 49.0, SyntheticErrors(0.05, 2.0))
-    with pytest.raises(ValueError, match="missing fields \\['step'\\]"):
-        append_record(tmp_path / "a.jsonl", {k: v for k, v in record.items() if k != "step"})
-    with pytest.raises(ValueError, match="unknown fields \\['extra'\\]"):
-        append_record(tmp_path / "a.jsonl", dict(record, extra=1))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.step = 11
+    with pytest.raises(ValueError, match="`status`"):
+        dataclasses.replace(record, status="done")
+    with pytest.raises(ValueError, match="`gstar` is reversed"):
+        dataclasses.replace(record, gstar=RecordInterval(8.0, 9.0, 7.0))
     with pytest.raises(ValueError, match="`gstar_errors`"):
-        append_record(tmp_path / "a.jsonl", dict(record, gstar_errors={"c3_se": 1.0}))
+        dataclasses.replace(record, gstar_errors={"c3_se": 1.0})
+    with pytest.raises(ValueError, match="`c1` of a window with status 'ok'"):
+        dataclasses.replace(record, c1=None)
+    assert not dataclasses.replace(record, status="skipped", c1=None).ok  # a skipped window
+
+
+def test_append_takes_a_record_only(tmp_path):
+    record = synthetic_record(10, 1.0, 2.0, 49.0, SyntheticErrors(0.05, 2.0))
+    with pytest.raises(TypeError, match="`record` must be a WindowRecord, got dict"):
+        append_record(tmp_path / "a.jsonl", record.to_dict())
     assert not (tmp_path / "a.jsonl").exists()
+
+
+def test_the_line_holds_every_field_once_in_order():
+    line = synthetic_record(10, 1.0, 2.0, 49.0, SyntheticErrors(0.05, 2.0)).to_dict()
+    assert list(line) == ["version", *TRAJECTORY_FIELDS]
+    assert len(TRAJECTORY_FIELDS) == len(set(TRAJECTORY_FIELDS))
+    # one word a field: the run's advantage rule is `estimator`; no field is named `rule`
+    assert "rule" not in TRAJECTORY_FIELDS and "estimator" in TRAJECTORY_FIELDS
+
+
+def test_a_version_2_file_reads_into_the_renamed_fields(tmp_path):
+    old = read_trajectory(VERSION_2_FILE)
+    assert [(r.step, r.status) for r in old] == [(0, "ok"), (5, "skipped"), (10, "ok")]
+    raw = [json.loads(line) for line in VERSION_2_FILE.read_text().splitlines()]
+    assert all(line["version"] == 2 and "rule" in line for line in raw)  # the old layout
+    window = old[2]
+    assert (window.estimator, window.mse_best_estimator) == ("trl_batch", "grpo")
+    assert (window.estimator, window.mse_best_estimator) == (raw[2]["rule"], raw[2]["estimator"])
+    assert window.estimator_source == raw[2]["rule_source"]
+    assert window.run_method == raw[2]["run_estimator"]
+    assert window.gstar.high == math.inf and window.gstar.low == raw[2]["gstar"]["low"]
+    assert old[1].estimator == "trl_group" and old[1].mse_best_estimator is None
+    # written again it is a version 3 file, read back to the same records
+    path = _write(tmp_path / "again.jsonl", old)
+    assert {json.loads(line)["version"] for line in path.read_text().splitlines()} == {3}
+    again = read_trajectory(path)
+    assert [r.to_dict() for r in again] == [r.to_dict() for r in old]
+    # the verdict on the old file is the verdict on the new one
+    assert gstar_universality(old).to_dict() == gstar_universality(again).to_dict()
+
+
+def test_older_layouts_are_read(tmp_path):
+    line = json.loads(VERSION_2_FILE.read_text().splitlines()[2])
+    without = {k: v for k, v in line.items() if k != "version"}
+    version_1 = dict(line, version=1, var_run=0.125)  # a plug-in number, no interval
+    path = tmp_path / "old.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in (without, version_1)))
+    first, second = read_trajectory(path)
+    assert first.estimator == "trl_batch" and first.var_run.estimate == line["var_run"]["estimate"]
+    assert second.var_run.estimate == 0.125 and math.isnan(second.var_run.low)
+
+
+@pytest.mark.parametrize("version", [4, 0, "3", True, 2.5])
+def test_an_unknown_version_is_refused_in_one_line(tmp_path, version):
+    good = synthetic_record(10, 1.0, 2.0, 49.0, SyntheticErrors(0.05, 2.0)).to_dict()
+    path = tmp_path / "run.jsonl"
+    path.write_text(json.dumps(dict(good, version=version)) + "\n")
+    with pytest.raises(ValueError) as info:
+        read_trajectory(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}, line 1: `version` {version!r} is not a trajectory layout")
+    assert "\n" not in message
+    path.write_text(json.dumps(good) + "\n")  # control: the same line at version 3 is read
+    assert read_trajectory(path)[0].step == 10
+
+
+def test_a_version_3_line_with_version_2_names_is_refused(tmp_path):
+    line = dict(json.loads(VERSION_2_FILE.read_text().splitlines()[2]), version=3)
+    path = tmp_path / "run.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    with pytest.raises(ValueError, match="unknown \\['rule', 'rule_source', 'run_estimator'\\]"):
+        read_trajectory(path)
 
 
 def test_an_interrupted_last_line_is_ignored(tmp_path):
     path = _write(tmp_path / "run.jsonl", _constant_run((10, 20)))
     whole = path.read_text()
     path.write_text(whole + whole.splitlines()[0][:57])  # a write cut short
-    assert [r["step"] for r in read_trajectory(path)] == [10, 20]
+    assert [r.step for r in read_trajectory(path)] == [10, 20]
 
 
-def _line(record: dict) -> str:
+def _line(record) -> str:
     from ustat_rl.formatting import json_ready
 
-    return json.dumps(json_ready(record))
+    return json.dumps(json_ready(record.to_dict() if isinstance(record, WindowRecord)
+                                 else record))
 
 
 @pytest.mark.parametrize("edit, words", [
     (lambda r: "{not json", "not JSON"),
     (lambda r: _line({"step": 3}), "not a trajectory record"),
-    (lambda r: _line(dict(r, status="done")), "`status`"),
-    (lambda r: _line(dict(r, step="ten")), "`step`"),
-    (lambda r: _line(dict(r, level=1.5)), "`level`"),
-    (lambda r: _line(dict(r, gstar=8.0)), "`gstar`"),
-    (lambda r: _line(dict(r, c1=None)), "`c1`"),
-    (lambda r: _line(dict(r, gstar_errors={"c3_se": 1.0})), "`gstar_errors`"),
+    (lambda r: _line(dict(r.to_dict(), status="done")), "`status`"),
+    (lambda r: _line(dict(r.to_dict(), step="ten")), "`step`"),
+    (lambda r: _line(dict(r.to_dict(), level=1.5)), "`level`"),
+    (lambda r: _line(dict(r.to_dict(), gstar=8.0)), "`gstar`"),
+    (lambda r: _line(dict(r.to_dict(), c1=None)), "`c1`"),
+    (lambda r: _line(dict(r.to_dict(), gstar_errors={"c3_se": 1.0})), "`gstar_errors`"),
+    (lambda r: _line(dict(r.to_dict(), version=9)), "`version`"),
 ])
 def test_a_bad_line_is_one_error_naming_file_and_line(tmp_path, edit, words):
     good = _constant_run((10, 30))

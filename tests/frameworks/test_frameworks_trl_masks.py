@@ -133,7 +133,7 @@ def _run(tmp_path, monkeypatch, inject, config):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.train()
-    assert [r["status"] for r in monitor.records] == ["ok", "ok"]
+    assert [r.status for r in monitor.records] == ["ok", "ok"]
     return trainer, monitor, seen[-1]
 
 

@@ -76,7 +76,7 @@ def test_each_kind_of_reward_function_is_read_through_reward_funcs(tmp_path):
     assert [type(f) for f in before] == [type(f) for f in funcs]
     logs = [h for h in trainer.state.log_history if "loss" in h]
     assert len(monitor.records) == len(logs) == 2
-    assert all(r["status"] == "ok" for r in monitor.records)
+    assert all(r.ok for r in monitor.records)
     names = trainer.reward_func_names
     for batch, log in zip(monitor._batches, logs):
         assert batch.channels.shape == (G * B, 3)

@@ -158,7 +158,7 @@ def test_record_equals_the_entry_called_by_hand_and_scrambled_uids_differ():
     for step, batch in enumerate(batches):
         record = adapter.step(batch, model, step=step)
         want = by_hand.step(model, step=step, **_by_hand(batch, "token-mean"))
-        assert record["status"] == "ok" and record["rule"] == "verl_grpo"
+        assert record.ok and record.estimator == "verl_grpo"
         np.testing.assert_equal(record, want)
     # negative control: the same rows with uids scrambled across groups (still G rows each)
     batch = batches[-1]
@@ -166,8 +166,8 @@ def test_record_equals_the_entry_called_by_hand_and_scrambled_uids_differ():
     batch.non_tensor_batch["uid"] = scrambled
     control = VerlWindowMonitor(monitor_config(group_size=G, **OPTIONS),
                                 loss_agg_mode="token-mean").step(batch, model, step=1)
-    assert control["status"] == "ok"
-    assert control["c1"]["estimate"] != pytest.approx(record["c1"]["estimate"], rel=1e-6)
+    assert control.ok
+    assert control.c1.estimate != pytest.approx(record.c1.estimate, rel=1e-6)
 
 
 @pytest.mark.parametrize("mode", AGGREGATIONS)

@@ -131,7 +131,7 @@ def test_hooked_update_actor_records_as_the_adapter_by_hand_and_trains():
         assert worker.update_actor(data) == "updated"
         assert worker.updates[-1] == keys  # verl's update ran on the batch, unchanged
     got = worker._ustat_monitor.records
-    assert [r["status"] for r in got] == ["ok", "ok"] and worker.actor.engine.entered == 2
+    assert [r.status for r in got] == ["ok", "ok"] and worker.actor.engine.entered == 2
     np.testing.assert_equal(got, want)
     # negative control: uids scrambled across groups (still G rows each) give another record
     batch = batches[0]
@@ -139,9 +139,9 @@ def test_hooked_update_actor_records_as_the_adapter_by_hand_and_trains():
         np.roll(np.arange(B * G), 1)]
     control = cls(_model())
     control.update_actor(_worker_batch(batch))
-    assert control._ustat_monitor.records[0]["status"] == "ok"
-    assert control._ustat_monitor.records[0]["c1"]["estimate"] != pytest.approx(
-        want[0]["c1"]["estimate"], rel=1e-6)
+    assert control._ustat_monitor.records[0].ok
+    assert control._ustat_monitor.records[0].c1.estimate != pytest.approx(
+        want[0].c1.estimate, rel=1e-6)
 
 
 @needs_verl
@@ -152,7 +152,7 @@ def test_a_missing_field_is_a_skipped_window_and_training_goes_on():
     with pytest.warns(UserWarning, match="token_level_rewards"):
         assert worker.update_actor(data) == "updated"
     record = worker._ustat_monitor.records[0]
-    assert record["status"] == "skipped" and "'token_level_rewards'" in record["reason"]
+    assert record.status == "skipped" and "'token_level_rewards'" in record.reason
     assert len(worker.updates) == 1
 
 
@@ -200,7 +200,7 @@ def test_two_ranks_given_halves_record_what_one_process_records(tmp_path):
     want = _by_hand([_step_batch(66)])[0]
     for rank in range(2):
         got = torch.load(tmp_path / f"rank{rank}.pt", weights_only=False)[0]
-        assert got["status"] == "ok"
+        assert got.ok
         _assert_close(got, want)
     # negative control: the same comparison tells another step's record apart
     with pytest.raises(AssertionError):
@@ -341,7 +341,7 @@ def test_verls_own_worker_on_two_cpu_ranks_records_what_one_process_records(tmp_
         assert got["moved"] > 0  # verl's update ran after the hook and moved the parameters
         assert got["unchanged"]  # to exactly where verl's worker without the hook moves them
         record = got["records"][0]
-        assert record["status"] == "ok"
+        assert record.ok
         # relative 1e-5: the sharded model sums in float32 in another order (measured ~1e-7)
         _assert_close(record, want, rtol=1e-5)
     with pytest.raises(AssertionError):  # negative control: another step's record is told apart

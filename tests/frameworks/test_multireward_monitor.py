@@ -82,16 +82,16 @@ def test_window_reports_the_multi_reward_rule(rule):
     record, _ = window_record(batches, meta, 24, MonitorConfig(
         estimator=EstimatorConfig(rule, "check"), loss=LossWeighting(reward_weights=W)))
     var, mse = window_reference(batches, rule, W)
-    assert record["var_run"]["estimate"] == pytest.approx(var, rel=1e-10)
-    assert record["mse_run"]["estimate"] == pytest.approx(mse, rel=1e-10)
-    assert record["var_run"]["low"] <= var <= record["var_run"]["high"]
-    assert record["run_estimator"].startswith(f"{rule} at the run's G = 4")
+    assert record.var_run.estimate == pytest.approx(var, rel=1e-10)
+    assert record.mse_run.estimate == pytest.approx(mse, rel=1e-10)
+    assert record.var_run.low <= var <= record.var_run.high
+    assert record.run_method.startswith(f"{rule} at the run's G = 4")
     # the GRPO rule's on the same batches differ: the rule's advantages were used
-    assert record["mse_run"]["estimate"] != pytest.approx(window_reference(batches, None)[1])
+    assert record.mse_run.estimate != pytest.approx(window_reference(batches, None)[1])
     # G* and the constants stay the GRPO rule's on the combined reward
     plain, _ = window_record(batches, meta, 24, MonitorConfig(estimator=EstimatorConfig(
         source="check")))
-    assert record["gstar"] == plain["gstar"] and record["c1"] == plain["c1"]
+    assert record.gstar == plain.gstar and record.c1 == plain.c1
 
 
 def test_window_without_channels_says_why():
@@ -101,7 +101,7 @@ def test_window_without_channels_says_why():
     record, _ = window_record(batches, meta, 24, MonitorConfig(
         estimator=EstimatorConfig("trl_normalize_then_sum", "check"),
         loss=LossWeighting(reward_weights=W)))
-    assert "not captured" in record["run_estimator"]
+    assert "not captured" in record.run_method
     plain, _ = window_record(batches, meta, 24, MonitorConfig(estimator=EstimatorConfig(
         source="check")))
-    assert record["mse_run"] == plain["mse_run"]
+    assert record.mse_run == plain.mse_run

@@ -237,7 +237,7 @@ def _one_record_file(record: dict) -> str:
      ", line 1: `all_equal_observed` must be a number, null or 'inf', got True"),
 ])
 def test_a_malformed_trajectory_record_is_an_error(tmp_path, capsys, edit, message):
-    record = edit(synthetic_record(10, 1.0, 2.0, 49.0, SyntheticErrors(0.05, 2.0)))
+    record = edit(synthetic_record(10, 1.0, 2.0, 49.0, SyntheticErrors(0.05, 2.0)).to_dict())
     assert _trajectory_error(tmp_path, capsys, "run.jsonl", _one_record_file(record)) == message
 
 

@@ -47,4 +47,4 @@ def test_a_small_continuous_window_is_estimated():
                 sketch_route="dense", model_name="m", param_dim=score.shape[1])
     record, _ = window_record([Batch(0, G, reward, score, 0)], meta, P * G,
                               MonitorConfig(estimator=EstimatorConfig(source="test")))
-    assert record["status"] == "ok"
+    assert record.ok

@@ -43,8 +43,9 @@ _LAZY.update({"GroupedRewards": ".grouped", "verl_rewards": ".verl", "verl_rollo
               "read_verl_dump": ".dumps", "read_trl_completions": ".dumps",
               "read_rewards": ".dumps", "rewards_report": ".rewards_only"})
 
-__all__ += ["SyntheticErrors", "SyntheticWindow"]
-_LAZY.update(dict.fromkeys(["SyntheticErrors", "SyntheticWindow"], ".trajectory"))
+__all__ += ["SyntheticErrors", "SyntheticWindow", "WindowRecord", "RecordInterval"]
+_LAZY.update(dict.fromkeys(["SyntheticErrors", "SyntheticWindow", "WindowRecord", "RecordInterval"],
+                           ".trajectory"))
 __all__ += ["MonitorConfig", "Schedule", "EstimatorConfig", "LossWeighting", "Outputs"]
 _LAZY.update(dict.fromkeys(["MonitorConfig", "Schedule", "EstimatorConfig", "LossWeighting", "Outputs"],
                            ".config"))

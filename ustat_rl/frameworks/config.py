@@ -93,7 +93,7 @@ class EstimatorConfig:
         The loop's advantage rule, a registry name (single- or multi-reward); ``None`` when it is
         none of them (the paper's GRPO rule stands in for the run's MSE).
     source : str, optional
-        Where ``name`` was read, in words, for the record's ``rule_source`` (default
+        Where ``name`` was read, in words, for the record's ``estimator_source`` (default
         ``"given by the caller"``).
     keep_rule : str or KeepRule, optional
         A dynamic-sampling keep rule (``verl``, ``slime``, ``openrlhf``, ``roll``; beyond the

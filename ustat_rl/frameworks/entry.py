@@ -35,7 +35,7 @@ from ..scores.spec import SketchSpec
 from .config import MonitorConfig
 from .gather import gather_rows, unequal_passes, world
 from .trainer_units import NUM_ITEMS_LOSSES, completion_weights
-from .trajectory import append_record
+from .trajectory import WindowRecord, append_record
 from .window import Batch, batch_problem, observed_all_equal, skipped_record, window_record
 
 __all__ = ["WindowMonitor", "combined_rewards"]
@@ -145,8 +145,8 @@ class WindowMonitor:
             ...  # sample G completions per prompt, score them
             record = monitor.step(policy, prompt_ids, prompt_mask, completion_ids,
                                   completion_mask, rewards, step=step)
-            if record is not None and record["status"] == "ok":
-                print(step, record["gstar"]["estimate"], record["var_run"]["estimate"])
+            if record is not None and record.ok:
+                print(step, record.gstar.estimate, record.var_run.estimate)
             ...  # the loop's own advantages, loss and optimizer step
 
     Call :meth:`step` before the optimizer step, at the parameters that sampled the batch.
@@ -166,7 +166,7 @@ class WindowMonitor:
         if config.outputs.save_rollouts is not None:
             config.outputs.save_rollouts.mkdir(parents=True, exist_ok=True)
         #: Every window's record, oldest first.
-        self.records: list[dict] = []
+        self.records: list[WindowRecord] = []
         self._batches: deque = deque(maxlen=config.schedule.pool)
         self._next_step, self._next_id, self._calls, self._announced = 0, 0, 0, False
         if model is not None:
@@ -201,7 +201,7 @@ class WindowMonitor:
 
     def step(self, model, prompt_ids, prompt_mask, completion_ids, completion_mask, rewards, *,
              step=None, group_ids=None, token_weights=None, loss_weights=None,
-             num_items=None) -> dict | None:
+             num_items=None) -> WindowRecord | None:
         """Take one generation batch; the window's record when the step is due, else ``None``.
 
         Parameters
@@ -268,7 +268,7 @@ class WindowMonitor:
         return self._window(model, step, tokens, target, counts, keys, rewards, loss_weights,
                             num_items)
 
-    def skip(self, reason: str, step=None) -> dict:
+    def skip(self, reason: str, step=None) -> WindowRecord:
         """Record the window due at ``step`` as skipped, saying why (e.g. its rewards were lost)."""
         step = self._calls if step is None else as_int(step, "step", 0)
         self._calls += 1
@@ -329,7 +329,7 @@ class WindowMonitor:
 
     # ------------------------------------------------------------------ windows
     def _window(self, model, step, tokens, target, counts, keys, rewards, loss_weights,
-                num_items) -> dict:
+                num_items) -> WindowRecord:
         keys = gather_rows(keys, self.process_group)  # every process takes part in every gather
         lengths = gather_rows(counts, self.process_group)
         channels = gather_rows(rewards, self.process_group)
@@ -360,7 +360,7 @@ class WindowMonitor:
         self._next_id += batch.n_groups
         return self._emit(record, rollouts)
 
-    def _skipped(self, step, reason: str, reward) -> dict:
+    def _skipped(self, step, reason: str, reward) -> WindowRecord:
         G, budget = self.group_size, reward.size
         seen = observed_all_equal(reward, G) if budget and budget % G == 0 else math.nan
         record = skipped_record(step, reason, self.config, max(budget, 2), observed=seen)
@@ -382,12 +382,12 @@ class WindowMonitor:
         return dict(self.spec.to_meta("factored"), model_name=str(name),
                     param_dim=int(sum(p.numel() for p in trainable_parameters(model).values())))
 
-    def _emit(self, record: dict, rollouts) -> dict:
+    def _emit(self, record: WindowRecord, rollouts) -> WindowRecord:
         self.records.append(record)
         if world(self.process_group)[0] == 0:
             if self.trajectory is not None:
                 append_record(self.trajectory, record)
             folder = self.config.outputs.save_rollouts
             if rollouts is not None and folder is not None:
-                rollouts.save(folder / f"window_{record['step']:06d}.npz")
+                rollouts.save(folder / f"window_{record.step:06d}.npz")
         return record

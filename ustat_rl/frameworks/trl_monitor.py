@@ -92,6 +92,7 @@ from transformers import TrainerCallback
 from .config import LossWeighting, MonitorConfig, trainer_read
 from .entry import WindowMonitor
 from .trainer_units import LOSS_WEIGHTS, units_note
+from .trajectory import RecordInterval, WindowRecord
 from .trl_support import TRL_VERSIONS, check_loss_masks, check_trl_version
 
 __all__ = ["GroupSizeMonitor", "run_rule", "LOGGED"]
@@ -206,13 +207,13 @@ class GroupSizeMonitor(TrainerCallback):
         self._wrap_generation(trainer)
 
     @property
-    def rule(self) -> str | None:
+    def estimator(self) -> str | None:
         """The run's advantage rule, a registry name (:func:`run_rule`)."""
         return self.window.config.estimator.name
 
     @property
-    def rule_source(self) -> str:
-        """Where :attr:`rule` was read, in words."""
+    def estimator_source(self) -> str:
+        """Where :attr:`estimator` was read, in words."""
         return self.window.config.estimator.source
 
     # ------------------------------------------------------------------ the entry's state
@@ -222,7 +223,7 @@ class GroupSizeMonitor(TrainerCallback):
         return self.window.spec
 
     @property
-    def records(self) -> list[dict]:
+    def records(self) -> list[WindowRecord]:
         """Every window's record, oldest first."""
         return self.window.records
 
@@ -337,19 +338,19 @@ class GroupSizeMonitor(TrainerCallback):
                 num_items=None if total is None else float(total))
         self._log(record)
 
-    def _log(self, record: dict) -> None:
+    def _log(self, record: WindowRecord) -> None:
         metrics = getattr(self.trainer, "_metrics", None)
         if metrics is None:
             return
         train = metrics["train"]
-        train["ustat/window_skipped"].append(float(record["status"] != "ok"))
+        train["ustat/window_skipped"].append(float(not record.ok))
         for name in LOGGED:
-            value = record[name]
-            if isinstance(value, dict):
-                value = value["estimate"]
+            value = getattr(record, name)
+            if isinstance(value, RecordInterval):
+                value = value.estimate
             if value is not None and math.isfinite(float(value)):
                 train[f"ustat/{name}"].append(float(value))
-        if record["gstar"] is not None:  # an unbounded end is left out (loggers want finite)
+        if record.gstar is not None:  # an unbounded end is left out (loggers want finite)
             for end in ("low", "high"):
-                if math.isfinite(record["gstar"][end]):
-                    train[f"ustat/gstar_{end}"].append(float(record["gstar"][end]))
+                if math.isfinite(getattr(record.gstar, end)):
+                    train[f"ustat/gstar_{end}"].append(float(getattr(record.gstar, end)))

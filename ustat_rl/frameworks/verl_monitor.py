@@ -47,6 +47,7 @@ import torch
 from .._validation import as_float
 from .aggregation import AGGREGATIONS, aggregation_weights
 from .trainer_units import AGGREGATION_MODES
+from .trajectory import WindowRecord
 from .verl import verl_rewards
 
 __all__ = ["VerlWindowMonitor", "verl_step_inputs", "verl_rule", "VERL_VERSIONS",
@@ -222,11 +223,11 @@ class VerlWindowMonitor:
         self.monitor = WindowMonitor(None, config, process_group)
 
     @property
-    def records(self) -> list[dict]:
+    def records(self) -> list[WindowRecord]:
         """Every window's record, oldest first."""
         return self.monitor.records
 
-    def step(self, batch, model, step=None) -> dict | None:
+    def step(self, batch, model, step=None) -> WindowRecord | None:
         """One verl step: the window's record when due (:meth:`WindowMonitor.step`), else None.
 
         ``batch`` is the step's ``DataProto`` (module docstring), ``model`` the actor's policy at

@@ -31,7 +31,7 @@ from ..pilot.run_noise import group_terms, run_noise
 from ..theory.dynamic_sampling_cost import cost_at_keep_probability
 from ..theory.fixed_budget import grpo_law
 from .grouped import all_equal_by_group
-from .trajectory import TRAJECTORY_FIELDS, TRAJECTORY_VERSION, gstar_errors_of
+from .trajectory import RecordInterval, WindowRecord, gstar_errors_of
 
 #: The paper's leave-one-out rule, whose per-group terms are unbiased for the policy gradient.
 _LOO = get_rule("grpo")
@@ -132,8 +132,8 @@ def is_multichannel(estimator) -> bool:
     return isinstance(estimator, str) and estimator in MULTI_CHANNEL_RULES
 
 
-def _interval(part: dict) -> dict:
-    return {k: float(part[k]) for k in ("estimate", "low", "high")}
+def _interval(part: dict) -> RecordInterval:
+    return RecordInterval(**{k: float(part.get(k, math.nan)) for k in ("estimate", "low", "high")})
 
 
 def _predicted_all_equal(batches) -> float:
@@ -151,25 +151,22 @@ def _predicted_all_equal(batches) -> float:
     return float(frac[0])
 
 
-def _base(step, group_size, budget, config, sketch_dim, estimator) -> dict:
-    record = dict.fromkeys(TRAJECTORY_FIELDS)
-    record.update(version=TRAJECTORY_VERSION, step=int(step), group_size=int(group_size),
-                  budget=int(budget), level=float(config.level), sketch_dim=int(sketch_dim),
-                  rule=config.estimator.name, rule_source=config.estimator.source,
-                  estimator=estimator)
-    return record
+def _base(step, group_size, budget, config, sketch_dim) -> dict:
+    """The fields every record of the monitor holds, skipped or not."""
+    return dict(step=int(step), group_size=int(group_size), budget=int(budget),
+                level=float(config.level), sketch_dim=int(sketch_dim),
+                estimator=config.estimator.name, estimator_source=config.estimator.source)
 
 
-def skipped_record(step, reason: str, config, budget, observed: float = math.nan) -> dict:
+def skipped_record(step, reason: str, config, budget, observed: float = math.nan) -> WindowRecord:
     """A trajectory record for a window the monitor could not estimate, saying why.
 
     ``config`` is the monitor's :class:`~ustat_rl.frameworks.config.MonitorConfig` (its group
     size, level, sketch dimension and rule are recorded); ``observed`` the batch's all-equal
     fraction, when it has whole groups."""
-    record = _base(step, config.group_size, budget, config, config.sketch.dimension, None)
-    record.update(status="skipped", reason=str(reason), windows_pooled=0, n_prompts=0,
-                  n_samples=0, all_equal_observed=float(observed))
-    return record
+    return WindowRecord(status="skipped", reason=str(reason), all_equal_observed=float(observed),
+                        **_base(step, config.group_size, budget, config,
+                                config.sketch.dimension))
 
 
 @renamed_keywords(rule="estimator")
@@ -217,7 +214,7 @@ def window_noise(batches, estimator, level: float, weights=None, column_group=No
     return noise, evaluated[-1][1]
 
 
-def window_record(batches, meta: dict, budget, config) -> tuple[dict, Rollouts]:
+def window_record(batches, meta: dict, budget, config) -> tuple[WindowRecord, Rollouts]:
     """The trajectory record of a window pooling ``batches`` (oldest first), and its rollouts.
 
     Parameters
@@ -246,8 +243,8 @@ def window_record(batches, meta: dict, budget, config) -> tuple[dict, Rollouts]:
     moment model (:func:`window_noise`): unbiased for every rule, with intervals. G*, the
     constants, the advice and GRPO against vanilla are the paper's GRPO rule's; ``mse_best``
     (the run rule's MSE at the best divisor of ``N``) comes from the moment model, exact for an
-    affine rule and a plug-in for one that scales its advantages (``estimator`` names the rule
-    that curve is for).
+    affine rule and a plug-in for one that scales its advantages (``mse_best_estimator`` names
+    the rule that curve is for).
     """
     G = {b.group_size for b in batches}
     if len(G) != 1:
@@ -270,7 +267,6 @@ def window_record(batches, meta: dict, budget, config) -> tuple[dict, Rollouts]:
     sizes = report.group_sizes
     noise, label = window_noise(batches, rule, level, weights,
                                 rollouts.column_groups() if rollouts.is_sketched else None)
-    record = _base(batches[-1].step, G, budget, config, rollouts.score.shape[1], estimator)
     consts = {name: report.constants[name]["estimate"] for name in ("c1", "c2", "c3")}
     g_star = float(report.gstar["estimate"])
     mse_gstar = math.nan
@@ -279,16 +275,15 @@ def window_record(batches, meta: dict, budget, config) -> tuple[dict, Rollouts]:
                                    min(g_star, budget)))
     run = sizes.index(G) if G in sizes else None
     predicted = _predicted_all_equal(batches)
-    record.update(
-        status="ok", reason=None, windows_pooled=len(batches), n_prompts=report.n_prompts,
+    record = WindowRecord(
+        status="ok", windows_pooled=len(batches), n_prompts=report.n_prompts,
         n_samples=report.n_samples,
-        **{name: _interval({"low": math.nan, "high": math.nan, **report.constants[name]})
-           for name in ("c1", "c2", "c3")},
-        gstar=_interval({"low": math.nan, "high": math.nan, **report.gstar}),
+        **{name: _interval(report.constants[name]) for name in ("c1", "c2", "c3")},
+        gstar=_interval(report.gstar),
         bounded=bool(report.bounded),
         recommended_group_size=int(report.recommended_group_size),
         mse_run=_noise_interval(noise.mse), var_run=_noise_interval(noise.variance),
-        run_estimator=f"{label} at the run's G = {G}, B = {budget // G}: unbiased, no moment "
+        run_method=f"{label} at the run's G = {G}, B = {budget // G}: unbiased, no moment "
                       f"model" + (" (batch statistics held at each batch's value)" if scaled
                                   else ""),
         mse_gstar=mse_gstar,
@@ -299,11 +294,12 @@ def window_record(batches, meta: dict, budget, config) -> tuple[dict, Rollouts]:
         **(_dynamic_sampling(predicted, G, budget) if keep_rule is None
            else _keep_rule_figures(batches, rollouts, G, budget, keep_rule)),
         all_equal_observed=observed_all_equal(batches[-1].reward, G),
-        gstar_errors=gstar_errors_of(report), units=units)
+        gstar_errors=gstar_errors_of(report), units=units, mse_best_estimator=estimator,
+        **_base(batches[-1].step, G, budget, config, rollouts.score.shape[1]))
     return record, rollouts
 
 
-def _noise_interval(interval) -> dict:
+def _noise_interval(interval) -> RecordInterval:
     return _interval(vars(interval))
 
 

@@ -63,7 +63,7 @@ def check_c48(ctx) -> list:
     report = gstar_report(direct, budget, "grpo", 0.9)
     names = ("c1", "c2", "c3")
     want = [report.constants[n][e] for n in names for e in ("estimate", "low", "high")]
-    got = [record[n][e] for n in names for e in ("estimate", "low", "high")]
+    got = [getattr(getattr(record, n), e) for n in names for e in ("estimate", "low", "high")]
     var, mse = window_noise_by_definition(batches, "trl_none")
     ends = [report.gstar[e] for e in ("estimate", "low", "high")]
     finite = [math.isfinite(v) for v in ends]
@@ -71,29 +71,28 @@ def check_c48(ctx) -> list:
     return [
         check_true("the window pools every batch's rows once, in order, the newest last",
                    np.array_equal(pooled.score, rows) and np.array_equal(pooled.prompt_id, ids)
-                   and record["windows_pooled"] == WINDOW_BATCHES
-                   and record["n_prompts"] == WINDOW_BATCHES * WINDOW_GROUPS,
-                   float(record["n_prompts"]),
+                   and record.windows_pooled == WINDOW_BATCHES
+                   and record.n_prompts == WINDOW_BATCHES * WINDOW_GROUPS,
+                   float(record.n_prompts),
                    note=f"{WINDOW_BATCHES} batches of {WINDOW_GROUPS} groups"),
         check_exact("c1, c2, c3' and their intervals equal gstar's", want, got, rtol=1e-12,
                     atol=0.0),
         check_true("G*'s unbounded ends are gstar's",
-                   [math.isfinite(record["gstar"][e]) for e in ("estimate", "low", "high")]
+                   [math.isfinite(getattr(record.gstar, e)) for e in ("estimate", "low", "high")]
                    == finite, note=f"finite ends: {finite}"),
         check_exact("G* and its interval equal gstar's (finite ends; 0 when none is)",
                     [v for v, f in zip(ends, finite) if f] or [0.0],
-                    [record["gstar"][e] for e, f in zip(("estimate", "low", "high"), finite)
+                    [getattr(record.gstar, e) for e, f in zip(("estimate", "low", "high"), finite)
                      if f] or [0.0], rtol=1e-12, atol=0.0),
         check_true("the advice and GRPO against vanilla equal gstar's",
-                   record["recommended_group_size"] == report.recommended_group_size
-                   and record["grpo_beats_vanilla"] == (WINDOW_G not in report.grpo_loses)),
+                   record.recommended_group_size == report.recommended_group_size
+                   and record.grpo_beats_vanilla == (WINDOW_G not in report.grpo_loses)),
         check_exact("the run rule's variance and MSE at the run's G equal their pairwise "
                     "definitions on the pooled batches", [var, mse],
-                    [record["var_run"]["estimate"], record["mse_run"]["estimate"]],
+                    [record.var_run.estimate, record.mse_run.estimate],
                     rtol=1e-10, atol=0.0),
         check_true("their intervals hold the estimates and do not go below 0",
-                   all(0.0 <= record[n]["low"] <= record[n]["estimate"] <= record[n]["high"]
-                       for n in ("var_run", "mse_run"))),
+                   all(0.0 <= i.low <= i.estimate <= i.high for i in (record.var_run, record.mse_run))),
         check_true("the rollouts the window returns are the pooled rows",
                    np.array_equal(rollouts.score, rows)),
     ]
