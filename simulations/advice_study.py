@@ -89,7 +89,7 @@ def run_cell(N: int, G: int, seed: int, plan: dict, cache: str) -> dict:
         exact_reward,
         warm_start,
     )
-    from ustat_rl.frameworks.demo import demo_trainer
+    from ustat_rl.frameworks.demo import DemoSetup, demo_trainer
     from ustat_rl.scores.spec import SketchSpec
 
     settings, train, held = task(plan)
@@ -105,7 +105,8 @@ def run_cell(N: int, G: int, seed: int, plan: dict, cache: str) -> dict:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         trainer = demo_trainer(Path(tmp) / "out", G, N // G, plan["steps"], plan["learning_rate"],
-                               model=model, reward=exact_reward, prompts=[p for p, _ in train],
+                               model=model, reward=exact_reward,
+                               setup=DemoSetup(prompts=[p for p, _ in train]),
                                max_completion_length=MAX_COMPLETION, bf16=False, seed=seed)
         trainer.add_callback(Checkpoints())
         monitor = None

@@ -107,7 +107,7 @@ def _train(scale: str, loss_type: str, G: int, steps: int, seed: int, folder: Pa
     from transformers import TrainerCallback
 
     from ustat_rl.frameworks import GroupSizeMonitor, MonitorConfig, Outputs, Schedule
-    from ustat_rl.frameworks.demo import demo_trainer
+    from ustat_rl.frameworks.demo import DemoSetup, demo_trainer
     from ustat_rl.scores.factored import factored_projection_matrix
     from ustat_rl.scores.spec import SketchSpec
 
@@ -133,7 +133,7 @@ def _train(scale: str, loss_type: str, G: int, steps: int, seed: int, folder: Pa
     trainer = demo_trainer(folder / "out", G, BUDGET // G, steps, 0.0, model=model,
                            scale_rewards=scale, loss_type=loss_type, max_grad_norm=0.0,
                            bf16=False, disable_dropout=True, seed=seed,
-                           max_completion_length=MAX_LENGTH, prompts=prompts)
+                           max_completion_length=MAX_LENGTH, setup=DemoSetup(prompts=prompts))
     monitor = GroupSizeMonitor(trainer, MonitorConfig(
         schedule=Schedule(every=1, pool=1, chunk_size=BUDGET),
         sketch=SketchSpec(SKETCH_DIM, seed, blocks=BLOCKS),

@@ -158,6 +158,7 @@ def monitored(sharded, model):
     sharded run with process 1's rows 0 and G (two groups) swapped, rewards in place."""
     from ustat_rl.frameworks import (
         EstimatorConfig,
+        Generation,
         LossWeighting,
         MonitorConfig,
         Schedule,
@@ -180,13 +181,14 @@ def monitored(sharded, model):
             for x in swapped[2:4]:
                 x[[0, G]] = x[[G, 0]]
         every = [torch.cat([p[i] for p in parts]) for i in range(5)]
-        runs["sharded"].step(sharded, *mine, step=step)
-        runs["single"].step(model, *every, step=step)
-        runs["swapped"].step(sharded, *swapped, step=step)
+        runs["sharded"].step(sharded, Generation(*mine[:4]), mine[4], step=step)
+        runs["single"].step(model, Generation(*every[:4]), every[4], step=step)
+        runs["swapped"].step(sharded, Generation(*swapped[:4]), swapped[4], step=step)
     # process 1 with twice the rows: 6 chunks against 3, a window skipped rather than a hang
     runs["uneven"] = WindowMonitor(None, config)
     rows = [monitor_rows(rank)] + [monitor_rows(size + rank)] * rank
-    runs["uneven"].step(sharded, *[torch.cat([r[i] for r in rows]) for i in range(5)])
+    uneven = [torch.cat([r[i] for r in rows]) for i in range(5)]
+    runs["uneven"].step(sharded, Generation(*uneven[:4]), uneven[4])
     return {name: [r.to_dict() for r in run.records] for name, run in runs.items()}
 
 

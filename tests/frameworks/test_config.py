@@ -31,13 +31,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "ustat_rl"
 SCANNED = ("frameworks", "scores", "claims/beyond_monitor")
 MAX_PARAMETERS = 8
 
-#: ``module:qualname`` -> why it still takes more than 8 parameters.
-OVER = {
-    "frameworks/entry.py:WindowMonitor.step": "the batch's tensors and four optional per-row "
-                                              "inputs; not yet grouped",
-    "frameworks/demo.py:demo_trainer": "a test and notebook helper forwarding GRPOConfig "
-                                       "settings; not yet grouped",
-}
+#: ``module:qualname`` -> why it still takes more than 8 parameters (none is left).
+OVER: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("make, field", [

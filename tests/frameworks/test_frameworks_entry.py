@@ -25,7 +25,7 @@ pytest.importorskip("transformers")
 from monitor_settings import monitor_config  # noqa: E402
 
 from ustat_rl.frameworks.demo import tiny_gpt2  # noqa: E402
-from ustat_rl.frameworks.entry import WindowMonitor, combined_rewards  # noqa: E402
+from ustat_rl.frameworks.entry import Generation, WindowMonitor, combined_rewards  # noqa: E402
 from ustat_rl.frameworks.trainer_units import completion_weights  # noqa: E402
 from ustat_rl.frameworks.trajectory import WindowRecord, read_trajectory  # noqa: E402
 from ustat_rl.frameworks.window import Batch, window_record  # noqa: E402
@@ -98,7 +98,7 @@ def test_two_windows_equal_window_record_on_the_same_batches(tmp_path):
     returned, weighted, unweighted = [], [], []
     for step in range(4):
         prompts, completions, rewards = _batch(rng)
-        record = monitor.step(model, *_padded(prompts, completions), rewards)
+        record = monitor.step(model, Generation(*_padded(prompts, completions)), rewards)
         if step % 2:
             assert record is None  # every = 2: steps 0 and 2 are the windows
         else:
@@ -133,12 +133,13 @@ def test_group_ids_that_break_a_group_skip_the_window(tmp_path):
     ids = np.repeat(np.arange(B), G)
     ids[0], ids[G] = ids[G], ids[0]  # one row in the wrong group
     with pytest.warns(UserWarning, match="skipped the window at step 0: groups are not contig"):
-        record = monitor.step(model, *_padded(prompts, completions), rewards, group_ids=ids)
+        record = monitor.step(model, Generation(*_padded(prompts, completions), group_ids=ids),
+                              rewards)
     assert record.status == "skipped"
     with warnings.catch_warnings():  # control: the right ids estimate the same batch
         warnings.simplefilter("error")
-        record = monitor.step(model, *_padded(prompts, completions), rewards,
-                              group_ids=np.repeat(np.arange(B), G))
+        record = monitor.step(model, Generation(*_padded(prompts, completions),
+                                                group_ids=np.repeat(np.arange(B), G)), rewards)
     assert record.ok and math.isfinite(record.c1.estimate)
 
 
@@ -186,6 +187,12 @@ BAD_INPUTS = {
 }
 
 
+def _step(monitor, model, rewards, loss_weights=None, **rows):
+    """The monitor's step on rows given as keywords: a Generation of the tokens, masks, token
+    weights and group ids, the rewards and the loss's weights beside it."""
+    return monitor.step(model, Generation(**rows), rewards, loss_weights=loss_weights)
+
+
 def _set(tensor, index, value):
     """A copy of ``tensor`` with ``value`` at ``index``."""
     tensor = tensor.clone()
@@ -203,11 +210,11 @@ def test_bad_inputs_name_the_parameter_before_any_work(tmp_path, case):
                   completion_ids=completion_ids, completion_mask=completion_mask,
                   rewards=rewards)
     with pytest.raises((ValueError, TypeError), match=f"`{name}`") as refused:
-        monitor.step(**spoil(inputs))
+        _step(monitor, **spoil(inputs))
     assert "\n" not in str(refused.value)  # one line
     assert monitor.records == [] and monitor.due(0)  # nothing was done, nothing counted
     assert not (tmp_path / "t.jsonl").exists()
-    assert monitor.step(**inputs).ok  # control: the good inputs are taken
+    assert _step(monitor, **inputs).ok  # control: the good inputs are taken
 
 
 def test_the_monitor_takes_a_config_and_a_small_signature(tmp_path):
@@ -231,7 +238,8 @@ def _one_window(tmp_path, name, **kwargs):
     lengths = np.array([len(c) for c in completions], dtype=np.float64)
     if step_options.get("loss_weights") == "dapo":
         step_options["loss_weights"] = completion_weights("dapo", lengths)
-    return monitor.step(model, *_padded(prompts, completions), rewards, **step_options)
+    return monitor.step(model, Generation(*_padded(prompts, completions)), rewards,
+                        **step_options)
 
 
 def test_loss_weights_given_per_step_are_the_loss_types():

@@ -22,6 +22,7 @@ from monitor_settings import monitor_config  # noqa: E402
 
 from ustat_rl.frameworks import GroupSizeMonitor, WindowMonitor, read_trajectory  # noqa: E402
 from ustat_rl.frameworks.demo import (  # noqa: E402
+    DemoSetup,
     demo_trainer,
     parity_reward,
     tiny_family,
@@ -39,9 +40,10 @@ parity = parity_reward
 AGGREGATION = "multi_objective_aggregation" in {f.name for f in dataclasses.fields(trl.GRPOConfig)}
 
 
-def make_trainer(tmp_path, model=None, reward=parity, steps=4, lr=1e-3, cls=None, **config):
-    return demo_trainer(tmp_path / "out", G, B, steps, lr, model=model, reward=reward, cls=cls,
-                        **config)
+def make_trainer(tmp_path, model=None, reward=parity, steps=4, lr=1e-3, cls=None,
+                 peft_config=None, **config):
+    return demo_trainer(tmp_path / "out", G, B, steps, lr, model=model, reward=reward,
+                        setup=DemoSetup(trainer_class=cls, peft_config=peft_config), **config)
 
 
 def attach(trainer, tmp_path, **kwargs):

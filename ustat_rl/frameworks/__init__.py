@@ -49,8 +49,9 @@ _LAZY.update(dict.fromkeys(["SyntheticErrors", "SyntheticWindow", "WindowRecord"
 __all__ += ["MonitorConfig", "Schedule", "EstimatorConfig", "LossWeighting", "Outputs"]
 _LAZY.update(dict.fromkeys(["MonitorConfig", "Schedule", "EstimatorConfig", "LossWeighting", "Outputs"],
                            ".config"))
-__all__ += ["VerlWindowMonitor", "verl_step_inputs"]
-_LAZY.update({"VerlWindowMonitor": ".verl_monitor", "verl_step_inputs": ".verl_monitor"})
+__all__ += ["VerlWindowMonitor", "verl_step_inputs", "Generation", "DemoSetup"]
+_LAZY.update({"VerlWindowMonitor": ".verl_monitor", "verl_step_inputs": ".verl_monitor",
+              "Generation": ".entry", "DemoSetup": ".demo"})
 __all__ += ["monitored_worker", "verl_task_runner"]
 _LAZY.update({"monitored_worker": ".verl_worker", "verl_task_runner": ".verl_worker"})
 

@@ -22,7 +22,7 @@ import math
 import warnings
 import zlib
 from collections import deque
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -38,7 +38,7 @@ from .trainer_units import NUM_ITEMS_LOSSES, completion_weights
 from .trajectory import WindowRecord, append_record
 from .window import Batch, batch_problem, observed_all_equal, skipped_record, window_record
 
-__all__ = ["WindowMonitor", "combined_rewards"]
+__all__ = ["WindowMonitor", "Generation", "combined_rewards"]
 
 
 def combined_rewards(per_function, weights) -> np.ndarray:
@@ -115,6 +115,55 @@ def _column(value, name: str, rows: int) -> np.ndarray:
     return array
 
 
+@dataclass(frozen=True)
+class Generation:
+    """One generation batch's tokens as a loop holds them (this process's rows), checked when
+    made; the monitor takes it with the batch's rewards (:meth:`WindowMonitor.step`).
+
+    Attributes
+    ----------
+    prompt_ids, prompt_mask : torch.Tensor (n, p)
+        The prompts, padded on either side; the mask is 1 on real tokens.
+    completion_ids, completion_mask : torch.Tensor (n, t)
+        The completions, right-padded; the mask is 1 on the tokens the loss counts.
+    token_weights : torch.Tensor (n, t), optional
+        Each token's weight in the score (default ``completion_mask``; e.g. times an
+        importance ratio).
+    group_ids : array_like (n,), optional
+        Each row's prompt (anything comparable); default a hash of its prompt tokens. Rows of a
+        group must be contiguous blocks of ``group_size``.
+    """
+
+    prompt_ids: torch.Tensor
+    prompt_mask: torch.Tensor
+    completion_ids: torch.Tensor
+    completion_mask: torch.Tensor
+    token_weights: torch.Tensor | None = None
+    group_ids: object = None
+
+    def __post_init__(self):
+        prompt_ids = _matrix(self.prompt_ids, "prompt_ids", integer=True)
+        n = prompt_ids.shape[0]
+        prompt_mask = _matrix(self.prompt_mask, "prompt_mask", like=prompt_ids)
+        completion_ids = _matrix(self.completion_ids, "completion_ids", rows=n, integer=True)
+        completion_mask = _matrix(self.completion_mask, "completion_mask", like=completion_ids)
+        _binary_mask(prompt_mask, "prompt_mask")
+        _binary_mask(completion_mask, "completion_mask")
+        empty = torch.nonzero(prompt_mask.sum(dim=1) == 0).flatten()
+        if empty.numel():
+            raise ValueError(f"`prompt_mask` row {int(empty[0])} is all zero ({empty.numel()} of "
+                             f"{n} rows): a completion would be scored without its prompt")
+        if self.token_weights is not None:
+            _matrix(self.token_weights, "token_weights", like=completion_ids)
+        if self.group_ids is not None and np.asarray(self.group_ids).shape[:1] != (n,):
+            raise ValueError(f"`group_ids` must hold {n} ids, one per completion")
+
+    @property
+    def rows(self) -> int:
+        """``n``, this process's completions."""
+        return int(self.prompt_ids.shape[0])
+
+
 class WindowMonitor:
     """Estimates ``G*`` and the noise budget along any GRPO-style training loop.
 
@@ -143,8 +192,8 @@ class WindowMonitor:
         monitor = WindowMonitor(policy, config)
         for step in range(steps):
             ...  # sample G completions per prompt, score them
-            record = monitor.step(policy, prompt_ids, prompt_mask, completion_ids,
-                                  completion_mask, rewards, step=step)
+            generation = Generation(prompt_ids, prompt_mask, completion_ids, completion_mask)
+            record = monitor.step(policy, generation, rewards, step=step)
             if record is not None and record.ok:
                 print(step, record.gstar.estimate, record.var_run.estimate)
             ...  # the loop's own advantages, loss and optimizer step
@@ -199,8 +248,7 @@ class WindowMonitor:
         step = self._calls if step is None else as_int(step, "step", 0)
         return step >= self._next_step
 
-    def step(self, model, prompt_ids, prompt_mask, completion_ids, completion_mask, rewards, *,
-             step=None, group_ids=None, token_weights=None, loss_weights=None,
+    def step(self, model, generation: Generation, rewards, *, step=None, loss_weights=None,
              num_items=None) -> WindowRecord | None:
         """Take one generation batch; the window's record when the step is due, else ``None``.
 
@@ -209,21 +257,14 @@ class WindowMonitor:
         model : torch.nn.Module
             The policy, at the parameters that sampled the batch; every trainable parameter is
             sketched.
-        prompt_ids, prompt_mask : torch.Tensor (n, p)
-            This process's prompts, padded on either side; the mask is 1 on real tokens.
-        completion_ids, completion_mask : torch.Tensor (n, t)
-            The completions, right-padded; the mask is 1 on the tokens the loss counts.
+        generation : Generation
+            This process's prompts and completions with their masks (and, optionally, token
+            weights and group ids).
         rewards : array_like (n,) or (n, K)
             Each completion's reward, or each reward function's (NaN for none), combined with
             ``reward_weights`` as :func:`combined_rewards`.
         step : int, optional
             The loop's step (default: how many times :meth:`step` was called before).
-        group_ids : array_like (n,), optional
-            Each row's prompt (anything comparable); default a hash of its prompt tokens. Rows
-            of a group must be contiguous blocks of ``group_size``.
-        token_weights : torch.Tensor (n, t), optional
-            Each token's weight in the score (default ``completion_mask``; e.g. times an
-            importance ratio).
         loss_weights : array_like (n,), optional
             Each completion's weight in the loop's gradient, when no ``loss_type`` was given.
         num_items : float, optional
@@ -231,25 +272,13 @@ class WindowMonitor:
         """
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"`model` must be a torch.nn.Module, got {type(model).__name__}")
-        prompt_ids = _matrix(prompt_ids, "prompt_ids", integer=True)
-        n = prompt_ids.shape[0]
-        prompt_mask = _matrix(prompt_mask, "prompt_mask", like=prompt_ids)
-        completion_ids = _matrix(completion_ids, "completion_ids", rows=n, integer=True)
-        completion_mask = _matrix(completion_mask, "completion_mask", like=completion_ids)
-        _binary_mask(prompt_mask, "prompt_mask")
-        _binary_mask(completion_mask, "completion_mask")
-        empty = torch.nonzero(prompt_mask.sum(dim=1) == 0).flatten()
-        if empty.numel():
-            raise ValueError(f"`prompt_mask` row {int(empty[0])} is all zero ({empty.numel()} of "
-                             f"{n} rows): a completion would be scored without its prompt")
+        if not isinstance(generation, Generation):
+            raise TypeError(f"`generation` must be a Generation, got {type(generation).__name__}")
+        n = generation.rows
         vocabulary = _vocabulary(model)
-        _checked_ids(prompt_ids, "prompt_ids", vocabulary, prompt_mask)
-        _checked_ids(completion_ids, "completion_ids", vocabulary)
-        token_weights = completion_mask if token_weights is None else \
-            _matrix(token_weights, "token_weights", like=completion_ids)
+        _checked_ids(generation.prompt_ids, "prompt_ids", vocabulary, generation.prompt_mask)
+        _checked_ids(generation.completion_ids, "completion_ids", vocabulary)
         rewards = self._checked_rewards(rewards, n)
-        if group_ids is not None and np.asarray(group_ids).shape[:1] != (n,):
-            raise ValueError(f"`group_ids` must hold {n} ids, one per completion")
         if loss_weights is not None:
             if self.config.loss.loss_type is not None:
                 raise ValueError("`loss_weights` given with `loss_type`: pass one of them")
@@ -261,10 +290,9 @@ class WindowMonitor:
         if not self.due(step):
             return None
         self._next_step = (step // self.config.schedule.every + 1) * self.config.schedule.every
-        tokens, target, counts, keys = self.rows(prompt_ids, prompt_mask, completion_ids,
-                                                 completion_mask, token_weights)
-        if group_ids is not None:
-            keys = np.asarray(group_ids)
+        tokens, target, counts, keys = self.rows(generation)
+        if generation.group_ids is not None:
+            keys = np.asarray(generation.group_ids)
         return self._window(model, step, tokens, target, counts, keys, rewards, loss_weights,
                             num_items)
 
@@ -288,13 +316,16 @@ class WindowMonitor:
                              f"reward function), got shape {rewards.shape}")
         return rewards
 
-    def rows(self, prompt_ids, prompt_mask, completion_ids, completion_mask, token_weights):
+    def rows(self, generation: Generation):
         """Unpadded prompt + completion rows, right-padded: ``(tokens, target, counts, keys)``,
         ``target`` each token's weight in the sketch, ``counts`` ``(n,)`` the loss's tokens,
         ``keys`` a hash of each row's prompt tokens."""
+        completion_mask = generation.completion_mask
+        token_weights = (completion_mask if generation.token_weights is None
+                         else generation.token_weights)
         rows, targets, keys = [], [], []
-        for p, pm, c, w in zip(prompt_ids, prompt_mask.bool(), completion_ids,
-                               token_weights.to(torch.float32)):
+        for p, pm, c, w in zip(generation.prompt_ids, generation.prompt_mask.bool(),
+                               generation.completion_ids, token_weights.to(torch.float32)):
             prompt = p[pm]
             keys.append(_prompt_key(prompt))
             rows.append(torch.cat([prompt, c]))

@@ -90,7 +90,7 @@ import torch
 from transformers import TrainerCallback
 
 from .config import LossWeighting, MonitorConfig, trainer_read
-from .entry import WindowMonitor
+from .entry import Generation, WindowMonitor
 from .trainer_units import LOSS_WEIGHTS, units_note
 from .trajectory import RecordInterval, WindowRecord
 from .trl_support import TRL_VERSIONS, check_loss_masks, check_trl_version
@@ -306,11 +306,17 @@ class GroupSizeMonitor(TrainerCallback):
             return mask, mask
         return mask, mask * ratio.to(torch.float32)  # (n, T) or (n, 1) ratio
 
+    @staticmethod
+    def _generation(out, mask, weight) -> Generation:
+        """A TRL generation batch as the entry takes it, the loss's mask and token weights
+        (:meth:`_loss_mask`) in place of ``completion_mask``."""
+        return Generation(out["prompt_ids"], out["prompt_mask"], out["completion_ids"], mask,
+                          token_weights=weight.expand_as(mask))
+
     def _tokens(self, out):
         """The entry's rows of a generation batch: ``(tokens, target, counts, keys)``."""
         mask, weight = self._loss_mask(out)
-        return self.window.rows(out["prompt_ids"], out["prompt_mask"], out["completion_ids"],
-                                mask, weight.expand_as(mask))
+        return self.window.rows(self._generation(out, mask, weight))
 
     def _scores(self, tokens, target) -> np.ndarray:
         return self.window.scores(self._model(), tokens, target)
@@ -332,9 +338,8 @@ class GroupSizeMonitor(TrainerCallback):
             mask, weight = self._loss_mask(out)
             total = out.get("num_items_in_batch")
             record = self.window.step(
-                self._model(), out["prompt_ids"], out["prompt_mask"], out["completion_ids"],
-                mask, np.stack(self._rewards, axis=1), step=step,
-                token_weights=weight.expand_as(mask),
+                self._model(), self._generation(out, mask, weight),
+                np.stack(self._rewards, axis=1), step=step,
                 num_items=None if total is None else float(total))
         self._log(record)
 

@@ -50,7 +50,7 @@ from .trainer_units import AGGREGATION_MODES
 from .trajectory import WindowRecord
 from .verl import verl_rewards
 
-__all__ = ["VerlWindowMonitor", "verl_step_inputs", "verl_rule", "VERL_VERSIONS",
+__all__ = ["VerlWindowMonitor", "verl_step_inputs", "monitor_step", "verl_rule", "VERL_VERSIONS",
            "VERL_STEP_FIELDS"]
 
 #: The verl releases this adapter was run against (with verl's own objects, on the CPU).
@@ -115,7 +115,8 @@ def _contiguous_order(uid: np.ndarray, group_size: int) -> np.ndarray:
 
 def verl_step_inputs(batch, group_size: int, loss_agg_mode: str = "token-mean",
                      loss_scale_factor=None) -> dict:
-    """The keyword arguments of :meth:`WindowMonitor.step` for one verl ``DataProto``.
+    """The inputs of :meth:`WindowMonitor.step` for one verl ``DataProto``
+    (:func:`monitor_step` hands them to the monitor).
 
     Parameters
     ----------
@@ -167,6 +168,18 @@ def verl_step_inputs(batch, group_size: int, loss_agg_mode: str = "token-mean",
                 completion_ids=responses[index], completion_mask=response_mask[index],
                 rewards=grouped.reward[order], group_ids=grouped.group_id[order],
                 loss_weights=c * n if _PER_BATCH[loss_agg_mode] else c)
+
+
+def monitor_step(monitor, model, inputs: dict, step=None) -> WindowRecord | None:
+    """:meth:`WindowMonitor.step` on the rows of :func:`verl_step_inputs` (or a rank's share of
+    them): the tokens, masks and group ids as a :class:`Generation`, the rewards and the loss's
+    per-completion weights beside it; ``monitor`` is a :class:`WindowMonitor`."""
+    from .entry import Generation
+
+    generation = Generation(inputs["prompt_ids"], inputs["prompt_mask"], inputs["completion_ids"],
+                            inputs["completion_mask"], group_ids=inputs["group_ids"])
+    return monitor.step(model, generation, inputs["rewards"], step=step,
+                        loss_weights=inputs["loss_weights"])
 
 
 class VerlWindowMonitor:
@@ -235,5 +248,5 @@ class VerlWindowMonitor:
         """
         inputs = verl_step_inputs(batch, self.monitor.group_size, self.loss_agg_mode,
                                   self.loss_scale_factor)
-        return self.monitor.step(model, step=step, **inputs)
+        return monitor_step(self.monitor, model, inputs, step)
 

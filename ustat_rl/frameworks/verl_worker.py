@@ -44,7 +44,7 @@ import numpy as np
 import torch
 
 from .gather import world
-from .verl_monitor import VERL_STEP_FIELDS, VerlWindowMonitor, verl_step_inputs
+from .verl_monitor import VERL_STEP_FIELDS, VerlWindowMonitor, monitor_step, verl_step_inputs
 
 __all__ = ["monitored_worker", "verl_task_runner", "worker_rows", "gathered_rows", "rank_share"]
 
@@ -160,7 +160,7 @@ def _window(worker, data) -> dict | None:
     inputs["group_ids"] = np.repeat(np.arange(groups), monitor.group_size)
     share = rank_share(inputs, monitor.group_size, group)
     with engine.train_mode():
-        return monitor.step(engine.module, step=step, **share)
+        return monitor_step(monitor, engine.module, share, step)
 
 
 def monitored_worker(base=None, config=None, *, adv_estimator="grpo",
