@@ -25,7 +25,8 @@ pytest.importorskip("transformers")
 from monitor_settings import monitor_config  # noqa: E402
 
 from ustat_rl.frameworks.demo import tiny_gpt2  # noqa: E402
-from ustat_rl.frameworks.entry import Generation, WindowMonitor, combined_rewards  # noqa: E402
+from ustat_rl.frameworks.entry import WindowMonitor, combined_rewards  # noqa: E402
+from ustat_rl.frameworks.generation import Generation  # noqa: E402
 from ustat_rl.frameworks.trainer_units import completion_weights  # noqa: E402
 from ustat_rl.frameworks.trajectory import WindowRecord, read_trajectory  # noqa: E402
 from ustat_rl.frameworks.window import Batch, window_record  # noqa: E402

@@ -14,18 +14,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ustat_rl.frameworks.synthetic import SyntheticErrors, SyntheticWindow, synthetic_record
 from ustat_rl.frameworks.trajectory import (
     GSTAR_ERROR_FIELDS,
     TRAJECTORY_FIELDS,
     TRAJECTORY_VERSION,
     RecordInterval,
-    SyntheticErrors,
-    SyntheticWindow,
     WindowRecord,
     append_record,
     gstar_errors_of,
     read_trajectory,
-    synthetic_record,
 )
 from ustat_rl.frameworks.universality import format_universality, gstar_universality
 from ustat_rl.interface.cli import main

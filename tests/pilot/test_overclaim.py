@@ -19,7 +19,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from ustat_rl.frameworks.trajectory import SyntheticErrors, append_record, synthetic_record
+from ustat_rl.frameworks.synthetic import SyntheticErrors, synthetic_record
+from ustat_rl.frameworks.trajectory import append_record
 from ustat_rl.interface.cli import main
 from ustat_rl.pilot.allocation import (
     RatioInterval,

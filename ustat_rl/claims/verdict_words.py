@@ -242,7 +242,7 @@ TRAJECTORY_CASES = {"constant G* = 8": (8.0, 8.0, 8.0),
 def trajectory_words_checks() -> list:
     """``ustat-rl gstar --trajectory``'s verdict on synthetic runs of each kind
     (:data:`TRAJECTORY_CASES`), and a doctored verdict as the negative control."""
-    from ..frameworks.trajectory import SyntheticErrors, synthetic_record
+    from ..frameworks.synthetic import SyntheticErrors, synthetic_record
     from ..frameworks.universality import format_universality, gstar_universality
     from .registry import check_true
 

@@ -34,7 +34,7 @@ _LAZY = {"WindowMonitor": ".entry", "GroupSizeMonitor": ".trl_monitor", "demo_tr
          "TRAJECTORY_FIELDS": ".trajectory", "read_trajectory": ".trajectory",
          "append_record": ".trajectory", "window_record": ".window", "gather_rows": ".gather",
          "gstar_universality": ".universality", "format_universality": ".universality",
-         "synthetic_record": ".trajectory", "gstar_errors_of": ".trajectory"}
+         "synthetic_record": ".synthetic", "gstar_errors_of": ".trajectory"}
 
 # the reward-only adapters (verl batches, verl dumps, TRL completion logs)
 __all__ += ["GroupedRewards", "verl_rewards", "verl_rollouts", "read_verl_dump",
@@ -44,14 +44,14 @@ _LAZY.update({"GroupedRewards": ".grouped", "verl_rewards": ".verl", "verl_rollo
               "read_rewards": ".dumps", "rewards_report": ".rewards_only"})
 
 __all__ += ["SyntheticErrors", "SyntheticWindow", "WindowRecord", "RecordInterval"]
-_LAZY.update(dict.fromkeys(["SyntheticErrors", "SyntheticWindow", "WindowRecord", "RecordInterval"],
-                           ".trajectory"))
+_LAZY.update(dict.fromkeys(["SyntheticErrors", "SyntheticWindow"], ".synthetic"))
+_LAZY.update(dict.fromkeys(["WindowRecord", "RecordInterval"], ".trajectory"))
 __all__ += ["MonitorConfig", "Schedule", "EstimatorConfig", "LossWeighting", "Outputs"]
 _LAZY.update(dict.fromkeys(["MonitorConfig", "Schedule", "EstimatorConfig", "LossWeighting", "Outputs"],
                            ".config"))
 __all__ += ["VerlWindowMonitor", "verl_step_inputs", "Generation", "DemoSetup"]
 _LAZY.update({"VerlWindowMonitor": ".verl_monitor", "verl_step_inputs": ".verl_monitor",
-              "Generation": ".entry", "DemoSetup": ".demo"})
+              "Generation": ".generation", "DemoSetup": ".demo"})
 __all__ += ["monitored_worker", "verl_task_runner"]
 _LAZY.update({"monitored_worker": ".verl_worker", "verl_task_runner": ".verl_worker"})
 

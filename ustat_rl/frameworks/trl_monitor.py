@@ -90,7 +90,8 @@ import torch
 from transformers import TrainerCallback
 
 from .config import LossWeighting, MonitorConfig, trainer_read
-from .entry import Generation, WindowMonitor
+from .entry import WindowMonitor
+from .generation import Generation
 from .trainer_units import LOSS_WEIGHTS, units_note
 from .trajectory import RecordInterval, WindowRecord
 from .trl_support import TRL_VERSIONS, check_loss_masks, check_trl_version

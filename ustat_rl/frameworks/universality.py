@@ -179,7 +179,7 @@ def gstar_universality(records, level: float = 0.9) -> Universality:
 
     Examples
     --------
-    >>> from ustat_rl.frameworks.trajectory import SyntheticErrors, synthetic_record
+    >>> from ustat_rl.frameworks.synthetic import SyntheticErrors, synthetic_record
     >>> errors = SyntheticErrors(0.05, 2.0)
     >>> recs = [synthetic_record(s, 1.0, 2.0, 49.0, errors) for s in (10, 20, 30)]
     >>> out = gstar_universality(recs, 0.9)

@@ -46,6 +46,7 @@ import torch
 
 from .._validation import as_float
 from .aggregation import AGGREGATIONS, aggregation_weights
+from .generation import Generation
 from .trainer_units import AGGREGATION_MODES
 from .trajectory import WindowRecord
 from .verl import verl_rewards
@@ -174,8 +175,6 @@ def monitor_step(monitor, model, inputs: dict, step=None) -> WindowRecord | None
     """:meth:`WindowMonitor.step` on the rows of :func:`verl_step_inputs` (or a rank's share of
     them): the tokens, masks and group ids as a :class:`Generation`, the rewards and the loss's
     per-completion weights beside it; ``monitor`` is a :class:`WindowMonitor`."""
-    from .entry import Generation
-
     generation = Generation(inputs["prompt_ids"], inputs["prompt_mask"], inputs["completion_ids"],
                             inputs["completion_mask"], group_ids=inputs["group_ids"])
     return monitor.step(model, generation, inputs["rewards"], step=step,

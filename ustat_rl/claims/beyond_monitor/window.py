@@ -92,7 +92,8 @@ def check_c48(ctx) -> list:
                     [record.var_run.estimate, record.mse_run.estimate],
                     rtol=1e-10, atol=0.0),
         check_true("their intervals hold the estimates and do not go below 0",
-                   all(0.0 <= i.low <= i.estimate <= i.high for i in (record.var_run, record.mse_run))),
+                   all(0.0 <= i.low <= i.estimate <= i.high
+                       for i in (record.var_run, record.mse_run))),
         check_true("the rollouts the window returns are the pooled rows",
                    np.array_equal(rollouts.score, rows)),
     ]
@@ -114,7 +115,7 @@ def false_alarm_rate(rng, with_errors: bool = True, pooled: bool = False,
     ``with_errors=False`` writes no Fieller inputs, so the verdict can only take each window's
     own 90% interval for the family's (the wrong level, the negative control).
     """
-    from ...frameworks.trajectory import SyntheticErrors, SyntheticWindow, synthetic_record
+    from ...frameworks.synthetic import SyntheticErrors, SyntheticWindow, synthetic_record
     from ...frameworks.universality import gstar_universality
 
     se1, se3, alarms = 0.1, 4.0, 0
