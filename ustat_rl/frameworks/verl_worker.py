@@ -125,7 +125,7 @@ def rank_share(inputs: dict, group_size: int, group=None) -> dict:
     return {name: value[lo:hi] for name, value in inputs.items()}
 
 
-def _window(worker, data) -> dict | None:
+def _window(worker, data):
     """The hook: the window's record when due (else None), before verl's update runs."""
     engine = worker.actor.engine
     if getattr(worker, "_ustat_monitor", None) is None:
