@@ -243,6 +243,7 @@ def sketch_routes(device: str, dry: bool, checks: Checks) -> dict:
     from ustat_rl.scores.factored import factored_sketch_scores
     from ustat_rl.scores.forward_sketch import jvp_sketch_scores
     from ustat_rl.scores.sequence import sequence_log_probs
+    from ustat_rl.scores.spec import SketchSpec
 
     size = (dict(vocab_size=97, n_positions=16, n_embd=16, n_layer=1, n_head=2) if dry else
             dict(vocab_size=50257, n_positions=64, n_embd=512, n_layer=4, n_head=8))
@@ -265,10 +266,10 @@ def sketch_routes(device: str, dry: bool, checks: Checks) -> dict:
         sequence_log_probs(model, tokens, mask).sum().backward()
 
     routes = [("plain", 0, plain)]
-    routes += [("factored", k, (lambda k=k: factored_sketch_scores(model, tokens, mask, k, 0,
-                                                                   blocks=16)))
+    routes += [("factored", k, (lambda k=k: factored_sketch_scores(model, tokens, mask,
+                                                                   SketchSpec(k, 0, blocks=16))))
                for k in SKETCH_KS]
-    routes.append(("jvp", 4, lambda: jvp_sketch_scores(model, tokens, mask, 4, 0)))
+    routes.append(("jvp", 4, lambda: jvp_sketch_scores(model, tokens, mask, SketchSpec(4, 0))))
     rows = []
     for route, k, fn in routes:
         fn()  # warm-up
@@ -278,8 +279,9 @@ def sketch_routes(device: str, dry: bool, checks: Checks) -> dict:
         peak = torch.cuda.max_memory_allocated() / 2**20 if device == "cuda" else float("nan")
         rows.append({"route": route, "k": k, "sequences_per_s": n / seconds, "peak_mib": peak})
         print(f"  {route:8s} k={k:5d}: {n / seconds:10,.1f} sequences/s, peak {peak:,.0f} MiB")
-    on_device = factored_sketch_scores(model, tokens, mask, 64, 0, blocks=16).cpu()
-    on_cpu = factored_sketch_scores(cpu_model.cpu(), tokens.cpu(), mask.cpu(), 64, 0, blocks=16)
+    on_device = factored_sketch_scores(model, tokens, mask, SketchSpec(64, 0, blocks=16)).cpu()
+    on_cpu = factored_sketch_scores(cpu_model.cpu(), tokens.cpu(), mask.cpu(),
+                                    SketchSpec(64, 0, blocks=16))
     diff = float((on_device - on_cpu).abs().max())
     scale = float(on_cpu.abs().max())
     checks.true(f"factored scores on {device} match the CPU's (max |diff| {diff:.1e} <= 1e-3 x "

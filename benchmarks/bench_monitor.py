@@ -69,16 +69,18 @@ def _workload(family: str) -> dict:
 
 def one_run(every: int | None, steps: int, family: str = "gpt2") -> dict:
     """Train ``steps`` steps with the monitor every ``every`` steps (``None``: no monitor)."""
-    from ustat_rl.frameworks import GroupSizeMonitor
+    from ustat_rl.frameworks import GroupSizeMonitor, MonitorConfig, Outputs, Schedule
     from ustat_rl.frameworks.demo import demo_trainer
+    from ustat_rl.scores.spec import SketchSpec
 
     with tempfile.TemporaryDirectory() as tmp:
         options = {"learning_rate": 1e-3, "bf16": False, **_workload(family)}
         trainer = demo_trainer(tmp, GROUP_SIZE, GROUPS, steps, model=build(family), **options)
         monitor = None
         if every is not None:
-            monitor = GroupSizeMonitor(trainer, every=every, sketch_dim=SKETCH_DIM,
-                                       trajectory=Path(tmp) / "t.jsonl")
+            monitor = GroupSizeMonitor(trainer, MonitorConfig(
+                schedule=Schedule(every=every), sketch=SketchSpec(SKETCH_DIM),
+                outputs=Outputs(Path(tmp) / "t.jsonl")))
             trainer.add_callback(monitor)
         start = time.perf_counter()
         with warnings.catch_warnings():
@@ -86,7 +88,7 @@ def one_run(every: int | None, steps: int, family: str = "gpt2") -> dict:
             trainer.train()
         wall = time.perf_counter() - start
         times = [h["step_time"] for h in trainer.state.log_history if "step_time" in h]
-        ok = 0 if monitor is None else sum(r["status"] == "ok" for r in monitor.records)
+        ok = 0 if monitor is None else sum(r.ok for r in monitor.records)
         windows = 0 if monitor is None else len(monitor.records)
     return {"every": every, "steps": steps, "median_step_s": statistics.median(times[1:]),
             "wall_s": wall, "windows": windows, "windows_ok": ok}

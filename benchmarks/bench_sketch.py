@@ -76,13 +76,14 @@ from pathlib import Path
 import torch
 
 from ustat_rl.runs.records import replace_markdown_section
-from ustat_rl.scores.causal_lm import causal_lm_pilot
+from ustat_rl.scores.causal_lm import Sampling, causal_lm_pilot
 from ustat_rl.scores.factored import factored_sketch_scores
 from ustat_rl.scores.forward_sketch import jvp_sketch_scores
 from ustat_rl.scores.sequence import sequence_log_probs, trainable_parameters
 from ustat_rl.scores.sketch import (
     sketch_scores,
 )
+from ustat_rl.scores.spec import SketchSpec
 
 SECTION = "## Projected per-sample scores"
 SEED = 20260301
@@ -183,7 +184,8 @@ def _route_fn(route: str, model, tokens, mask, k: int):
 
         def run():
             with _norms_through_the_fallback():
-                return factored_sketch_scores(model, tokens, mask, k, SEED, blocks=BLOCKS)
+                return factored_sketch_scores(model, tokens, mask,
+                                              SketchSpec(k, SEED, blocks=BLOCKS))
         return run
     if route == "plain":
         def run():
@@ -191,15 +193,16 @@ def _route_fn(route: str, model, tokens, mask, k: int):
             sequence_log_probs(model, tokens, mask).sum().backward()
         return run
     if route == "factored":
-        return lambda: factored_sketch_scores(model, tokens, mask, k, SEED, blocks=BLOCKS)
+        return lambda: factored_sketch_scores(model, tokens, mask,
+                                              SketchSpec(k, SEED, blocks=BLOCKS))
     if route == "jvp":
-        return lambda: jvp_sketch_scores(model, tokens, mask, k, SEED)
+        return lambda: jvp_sketch_scores(model, tokens, mask, SketchSpec(k, SEED, blocks=1))
     params = {name: p.detach() for name, p in trainable_parameters(model).items()}
 
     def log_prob(p, sample):
         return sequence_log_probs(model, sample[0][None], sample[1][None], params=p)[0]
 
-    return lambda: sketch_scores(log_prob, params, (tokens, mask), k, SEED,
+    return lambda: sketch_scores(log_prob, params, (tokens, mask), SketchSpec(k, SEED, blocks=1),
                                  chunk_size=DENSE_CHUNK)
 
 
@@ -238,8 +241,9 @@ def pilot(out: Path) -> dict:
                for _ in range(PILOT["prompts"])]
     start = time.perf_counter()
     rollouts = causal_lm_pilot(model, prompts, lambda i, answer: float(sum(answer) % 2),
-                               PILOT["group_size"], PILOT["max_new_tokens"], seed=SEED,
-                               sketch_dim=PILOT["k"], model_name="bench_sketch GPT-2 38M")
+                               Sampling(PILOT["group_size"], PILOT["max_new_tokens"], SEED),
+                               SketchSpec(PILOT["k"], SEED),
+                               model_name="bench_sketch GPT-2 38M")
     seconds = time.perf_counter() - start
     rollouts.save(out)
     code = cli_main(["gstar", str(out), "--budget", "64"])

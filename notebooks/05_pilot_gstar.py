@@ -135,8 +135,8 @@ print(format_report(large).split("predicted minibatch MSE")[0])
 # ## Your own model
 #
 # For a causal language model, `ustat_rl.scores.causal_lm.causal_lm_pilot(model, prompts,
-# reward_fn, group_size, max_new_tokens, seed, sketch_dim=256)` samples the answers, scores them
-# with your reward function and records projected whole-sequence scores without ever holding a
+# reward_fn, Sampling(group_size, max_new_tokens, seed), SketchSpec(256))` samples the answers,
+# scores them with your reward function and records projected whole-sequence scores without ever holding a
 # $d \times k$ matrix; save the result with `.save("pilot.parquet")` and run
 # `ustat-rl gstar pilot.parquet --budget N`. With a weak policy (small success rates) the report
 # also shows where GRPO loses to vanilla (C10) and how many groups would have all-equal rewards.

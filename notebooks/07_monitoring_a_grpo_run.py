@@ -35,15 +35,17 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from ustat_rl.frameworks import GroupSizeMonitor, read_trajectory
+from ustat_rl.frameworks import GroupSizeMonitor, MonitorConfig, Outputs, Schedule, read_trajectory
 from ustat_rl.frameworks.demo import demo_trainer
 from ustat_rl.frameworks.universality import format_universality, gstar_universality
 from ustat_rl.interface.plotting_trajectory import plot_trajectory
+from ustat_rl.scores.spec import SketchSpec
 
 folder = Path(tempfile.mkdtemp())
 trainer = demo_trainer(folder, group_size=4, groups=16, steps=16, learning_rate=2e-3)
-monitor = GroupSizeMonitor(trainer, every=2, sketch_dim=64, pool=4,
-                           trajectory=folder / "trajectory.jsonl")
+monitor = GroupSizeMonitor(trainer, MonitorConfig(
+    schedule=Schedule(every=2, pool=4), sketch=SketchSpec(64),
+    outputs=Outputs(folder / "trajectory.jsonl")))
 trainer.add_callback(monitor)
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -59,16 +61,16 @@ for h in logged[:4]:
     print({k: round(v, 3) for k, v in h.items() if k.startswith("ustat/") or k == "frac_reward_zero_std"})
 
 # %% [markdown]
-# Each window is also one line of the trajectory file. The run's advantage rule was read from the
-# trainer's config and looked up in the registry:
+# Each window is also one line of the trajectory file, read back as a `WindowRecord`. The run's
+# advantage rule (its `estimator`) was read from the trainer's config and looked up in the registry:
 
 # %%
 records = read_trajectory(folder / "trajectory.jsonl")
 last = records[-1]
-print(last["rule"], "from", last["rule_source"])
-print(f"G* = {last['gstar']['estimate']:.3g}, 90% interval [{last['gstar']['low']:.3g}, "
-      f"{last['gstar']['high']:.3g}]; advice G = {last['recommended_group_size']}; "
-      f"GRPO beats vanilla at G = {last['group_size']}: {last['grpo_beats_vanilla']}")
+print(last.estimator, "from", last.estimator_source)
+print(f"G* = {last.gstar.estimate:.3g}, 90% interval [{last.gstar.low:.3g}, "
+      f"{last.gstar.high:.3g}]; advice G = {last.recommended_group_size}; "
+      f"GRPO beats vanilla at G = {last.group_size}: {last.grpo_beats_vanilla}")
 
 # %% [markdown]
 # ## G* along the run

@@ -83,14 +83,15 @@ def run_cell(N: int, G: int, seed: int, plan: dict, cache: str) -> dict:
     """One GRPO run at N completions per step in groups of G; the held-out reward along it."""
     from transformers import TrainerCallback
 
-    from ustat_rl.frameworks import GroupSizeMonitor
+    from ustat_rl.frameworks import GroupSizeMonitor, MonitorConfig, Outputs, Schedule
     from ustat_rl.frameworks.advice_task import (
         MAX_COMPLETION,
         answer_probability,
         exact_reward,
         warm_start,
     )
-    from ustat_rl.frameworks.demo import demo_trainer
+    from ustat_rl.frameworks.demo import DemoSetup, demo_trainer
+    from ustat_rl.scores.spec import SketchSpec
 
     settings, train, held = task(plan)
     model, _ = warm_start(settings, Path(cache))
@@ -105,27 +106,29 @@ def run_cell(N: int, G: int, seed: int, plan: dict, cache: str) -> dict:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         trainer = demo_trainer(Path(tmp) / "out", G, N // G, plan["steps"], plan["learning_rate"],
-                               model=model, reward=exact_reward, prompts=[p for p, _ in train],
+                               model=model, reward=exact_reward,
+                               setup=DemoSetup(prompts=[p for p, _ in train]),
                                max_completion_length=MAX_COMPLETION, bf16=False, seed=seed)
         trainer.add_callback(Checkpoints())
         monitor = None
         if G >= 3:
-            monitor = GroupSizeMonitor(trainer, every=5, sketch_dim=64, sketch_blocks=16, pool=4,
-                                       seed=seed, trajectory=Path(tmp) / "t.jsonl")
+            monitor = GroupSizeMonitor(trainer, MonitorConfig(
+                schedule=Schedule(every=5, pool=4), sketch=SketchSpec(64, seed, blocks=16),
+                outputs=Outputs(Path(tmp) / "t.jsonl")))
             trainer.add_callback(monitor)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             trainer.train()
-        ok = [] if monitor is None else [r for r in monitor.records if r["status"] == "ok"]
+        ok = [] if monitor is None else [r for r in monitor.records if r.ok]
     row = dict(N=N, G=G, seed=seed, steps=plan["steps"], seconds=time.perf_counter() - start,
                **curve, final_reward=curve[f"reward_{plan['steps']}"], windows_ok=len(ok),
                monitor_gstar=math.nan, monitor_low=math.nan, monitor_high=math.nan,
                monitor_advice=math.nan)
     if ok:
         last = ok[-1]
-        row.update(monitor_gstar=last["gstar"]["estimate"], monitor_low=last["gstar"]["low"],
-                   monitor_high=last["gstar"]["high"],
-                   monitor_advice=last["recommended_group_size"])
+        row.update(monitor_gstar=last.gstar.estimate, monitor_low=last.gstar.low,
+                   monitor_high=last.gstar.high,
+                   monitor_advice=last.recommended_group_size)
     return row
 
 
@@ -137,7 +140,9 @@ def pilot(plan: dict, cache: Path, seed: int = 0) -> pd.DataFrame:
     from ustat_rl.frameworks.advice_task import MAX_COMPLETION, warm_start
     from ustat_rl.frameworks.demo import VOCAB
     from ustat_rl.pilot.report import gstar_report
-    from ustat_rl.scores.causal_lm import causal_lm_pilot
+    from ustat_rl.scores.causal_lm import Sampling, causal_lm_pilot
+    from ustat_rl.scores.spec import SketchSpec
+    from ustat_rl.seeding import child_int
 
     settings, train, _ = task(plan)
     model, _ = warm_start(settings, cache)
@@ -149,8 +154,10 @@ def pilot(plan: dict, cache: Path, seed: int = 0) -> pd.DataFrame:
         text = "".join(letters[t] for t in answer if t > 1)
         return float(answer[-1:] == [1] and text == problems[i][1])
 
-    rollouts = causal_lm_pilot(model, ids, reward, 8, MAX_COMPLETION, seed, sketch_dim=64,
-                               eos_token_id=1)
+    # the projection's seed is the one the pilot drew from its seed before the spec was explicit
+    rollouts = causal_lm_pilot(model, ids, reward,
+                               Sampling(8, MAX_COMPLETION, seed, eos_token_id=1),
+                               SketchSpec(64, child_int(seed, 1)))
     rows = []
     for N in plan["budgets"]:
         row = dict(N=N, pilot_gstar=math.nan, pilot_low=math.nan, pilot_high=math.nan,

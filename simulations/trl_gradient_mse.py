@@ -106,9 +106,10 @@ def _train(scale: str, loss_type: str, G: int, steps: int, seed: int, folder: Pa
     import torch
     from transformers import TrainerCallback
 
-    from ustat_rl.frameworks import GroupSizeMonitor
-    from ustat_rl.frameworks.demo import demo_trainer
+    from ustat_rl.frameworks import GroupSizeMonitor, MonitorConfig, Outputs, Schedule
+    from ustat_rl.frameworks.demo import DemoSetup, demo_trainer
     from ustat_rl.scores.factored import factored_projection_matrix
+    from ustat_rl.scores.spec import SketchSpec
 
     grads = []
 
@@ -132,16 +133,17 @@ def _train(scale: str, loss_type: str, G: int, steps: int, seed: int, folder: Pa
     trainer = demo_trainer(folder / "out", G, BUDGET // G, steps, 0.0, model=model,
                            scale_rewards=scale, loss_type=loss_type, max_grad_norm=0.0,
                            bf16=False, disable_dropout=True, seed=seed,
-                           max_completion_length=MAX_LENGTH, prompts=prompts)
-    monitor = GroupSizeMonitor(trainer, every=1, sketch_dim=SKETCH_DIM, sketch_blocks=BLOCKS,
-                               pool=1, seed=seed, trajectory=folder / "t.jsonl",
-                               save_rollouts=folder / "rollouts", chunk_size=BUDGET)
+                           max_completion_length=MAX_LENGTH, setup=DemoSetup(prompts=prompts))
+    monitor = GroupSizeMonitor(trainer, MonitorConfig(
+        schedule=Schedule(every=1, pool=1, chunk_size=BUDGET),
+        sketch=SketchSpec(SKETCH_DIM, seed, blocks=BLOCKS),
+        outputs=Outputs(folder / "t.jsonl", folder / "rollouts")))
     trainer.add_callback(monitor)
     trainer.add_callback(Keep())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.train()
-    R = factored_projection_matrix(model, SKETCH_DIM, seed, BLOCKS)
+    R = factored_projection_matrix(model, SketchSpec(SKETCH_DIM, seed, blocks=BLOCKS))
     lengths = [h["completions/mean_length"] for h in trainer.state.log_history
                if "completions/mean_length" in h]
     return np.array(grads), monitor, R, float(np.mean(lengths))
@@ -224,12 +226,12 @@ def run_cell(scale: str, loss_type: str, G: int, steps: int, seed: int = 0,
         meta = monitor._meta()
         last = monitor.records[-1]
     M, B = grads.shape[0], BUDGET // G
-    if len(batches) != M or any(r["status"] != "ok" for r in monitor.records):
-        bad = next((r for r in monitor.records if r["status"] != "ok"), last)
+    if len(batches) != M or any(not r.ok for r in monitor.records):
+        bad = next((r for r in monitor.records if not r.ok), last)
         raise RuntimeError(f"cell {scale}/{loss_type}/G={G}: {len(batches)} of {M} batches "
-                           f"estimated ({bad['reason']})")
+                           f"estimated ({bad.reason})")
     projected = grads @ R.T  # (M, k): TRL's gradients in the monitor's sketch space
-    parts = _terms(batches, monitor.rule)
+    parts = _terms(batches, monitor.estimator)
     # TRL minimises the loss, whose gradient is minus the estimator's
     step = -np.array([t.mean(axis=0) for t, _ in parts])  # (M, k)
     identity = float(np.max(np.linalg.norm(step - projected, axis=1)
@@ -240,7 +242,7 @@ def run_cell(scale: str, loss_type: str, G: int, steps: int, seed: int = 0,
                       - _predicted(parts[:m] + parts[m + 1:], B, G)[0] for m in range(M)])
     se = math.sqrt(jackknife_cov(drops[:, None])[0, 0])
     z = (measured - predicted) / se
-    plug = _plug_in(batches, meta, monitor.rule, B, G)
+    plug = _plug_in(batches, meta, monitor.estimator, B, G)
     # the weight when it is one number per batch (the paper-unit control)
     weight = {"max_length": 1.0 / MAX_LENGTH, "batch_tokens": 1.0 / mean_length}.get(
         LOSS_WEIGHTS.get(loss_type, ""))
@@ -252,7 +254,7 @@ def run_cell(scale: str, loss_type: str, G: int, steps: int, seed: int = 0,
                 detectable_bias=(Z_CHECK + POWER_Z) * se / measured, plug_in_var=plug,
                 z_plug_in=(measured - plug) / se, paper_units_var=paper,
                 z_paper_units=(measured - paper) / se, predicted_mse=predicted_mse,
-                estimator=last["run_estimator"], units=last["units"], verdict=verdict)
+                estimator=last.run_method, units=last.units, verdict=verdict)
 
 
 def _cells(quick: bool, steps, main_steps) -> dict:

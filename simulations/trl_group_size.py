@@ -49,15 +49,15 @@ def final_reward(model, seed: int) -> float:
     import torch
 
     from ustat_rl.frameworks.demo import arithmetic_prompts, char_tokenizer, parity_reward
-    from ustat_rl.scores.causal_lm import sample_answers
+    from ustat_rl.scores.causal_lm import Sampling, sample_answers
 
     tokenizer = char_tokenizer()
     generator = torch.Generator().manual_seed(seed)
     rewards = []
     for prompt in arithmetic_prompts():
         ids = torch.tensor(tokenizer(prompt)["input_ids"])
-        answers, mask = sample_answers(model, ids, EVAL_ANSWERS, 3, generator, eos_token_id=1,
-                                       pad_token_id=0)
+        answers, mask = sample_answers(model, ids, Sampling(EVAL_ANSWERS, 3, eos_token_id=1,
+                                                            pad_token_id=0), generator)
         texts = [tokenizer.decode([t for t, m in zip(a, k) if m and t != 1])
                  for a, k in zip(answers.tolist(), mask.tolist())]
         rewards += parity_reward(texts, [prompt] * len(texts))
@@ -66,8 +66,9 @@ def final_reward(model, seed: int) -> float:
 
 def run_cell(G: int, seed: int, steps: int) -> dict:
     """One training run at ``num_generations = G``."""
-    from ustat_rl.frameworks import GroupSizeMonitor
+    from ustat_rl.frameworks import GroupSizeMonitor, MonitorConfig, Outputs, Schedule
     from ustat_rl.frameworks.demo import demo_trainer, tiny_family
+    from ustat_rl.scores.spec import SketchSpec
 
     with tempfile.TemporaryDirectory() as tmp:
         trainer = demo_trainer(Path(tmp) / "out", G, BUDGET // G, steps, LEARNING_RATE,
@@ -75,8 +76,9 @@ def run_cell(G: int, seed: int, steps: int) -> dict:
                                bf16=False, seed=seed)
         monitor = None
         if G >= 3:
-            monitor = GroupSizeMonitor(trainer, every=5, sketch_dim=64, sketch_blocks=16, pool=4,
-                                       seed=seed, trajectory=Path(tmp) / "t.jsonl")
+            monitor = GroupSizeMonitor(trainer, MonitorConfig(
+                schedule=Schedule(every=5, pool=4), sketch=SketchSpec(64, seed, blocks=16),
+                outputs=Outputs(Path(tmp) / "t.jsonl")))
             trainer.add_callback(monitor)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -85,12 +87,12 @@ def run_cell(G: int, seed: int, steps: int) -> dict:
         row = dict(G=G, seed=seed, steps=steps, final_reward=final_reward(model, 10_000 + seed),
                    windows_ok=0, gstar=math.nan, gstar_low=math.nan, gstar_high=math.nan,
                    recommended_group_size=math.nan)
-        ok = [] if monitor is None else [r for r in monitor.records if r["status"] == "ok"]
+        ok = [] if monitor is None else [r for r in monitor.records if r.ok]
     if ok:
         last = ok[-1]
-        row.update(windows_ok=len(ok), gstar=last["gstar"]["estimate"],
-                   gstar_low=last["gstar"]["low"], gstar_high=last["gstar"]["high"],
-                   recommended_group_size=last["recommended_group_size"])
+        row.update(windows_ok=len(ok), gstar=last.gstar.estimate,
+                   gstar_low=last.gstar.low, gstar_high=last.gstar.high,
+                   recommended_group_size=last.recommended_group_size)
     return row
 
 

@@ -9,15 +9,17 @@ from pathlib import Path
 
 import numpy as np
 
-from ustat_rl.frameworks import GroupSizeMonitor
+from ustat_rl.frameworks import GroupSizeMonitor, MonitorConfig, Outputs, Schedule
 from ustat_rl.frameworks.demo import demo_trainer
+from ustat_rl.scores.spec import SketchSpec
 
 out = Path(sys.argv[1])
 out.mkdir(parents=True, exist_ok=True)
 trainer = demo_trainer(out / "run", group_size=4, groups=8, steps=2, learning_rate=0.0,
                        bf16=False)
-monitor = GroupSizeMonitor(trainer, every=1, sketch_dim=32, sketch_blocks=8, pool=2,
-                           trajectory=out / "trajectory.jsonl", save_rollouts=out / "windows")
+monitor = GroupSizeMonitor(trainer, MonitorConfig(
+    schedule=Schedule(every=1, pool=2), sketch=SketchSpec(32, blocks=8),
+    outputs=Outputs(out / "trajectory.jsonl", out / "windows")))
 rank = trainer.accelerator.process_index
 local = []
 own_scores = monitor.window.scores  # the entry the monitor feeds computes every window
@@ -48,4 +50,5 @@ with warnings.catch_warnings():
 np.save(out / f"local_scores.{rank}.npy", np.stack(local))
 np.save(out / f"weights.{rank}.npy", np.stack(weights))
 (out / f"records.{rank}.json").write_text(json.dumps(
-    {"world": trainer.accelerator.num_processes, "records": monitor.records}, default=str))
+    {"world": trainer.accelerator.num_processes, "records": [r.to_dict() for r in monitor.records]},
+    default=str))

@@ -156,14 +156,23 @@ def monitored(sharded, model):
     """Two windows (pool 2) of the monitor on this process's rows and the sharded model; of a
     monitor on this process alone with every process's rows and the unsharded model; and of the
     sharded run with process 1's rows 0 and G (two groups) swapped, rewards in place."""
-    from ustat_rl.frameworks import WindowMonitor
+    from ustat_rl.frameworks import (
+        EstimatorConfig,
+        Generation,
+        LossWeighting,
+        MonitorConfig,
+        Schedule,
+        WindowMonitor,
+    )
+    from ustat_rl.scores.spec import SketchSpec
 
     rank, size = dist.get_rank(), dist.get_world_size()
     alone = [dist.new_group([r]) for r in range(size)][rank]  # every process makes every group
-    settings = dict(group_size=G, every=1, pool=2, sketch_dim=16, sketch_blocks=4, seed=SEED,
-                    estimator="grpo", loss_type="dapo", chunk_size=3)
-    runs = dict(sharded=WindowMonitor(**settings), single=WindowMonitor(
-        **settings, process_group=alone), swapped=WindowMonitor(**settings))
+    config = MonitorConfig(G, schedule=Schedule(every=1, pool=2, chunk_size=3),
+                           sketch=SketchSpec(16, SEED, blocks=4), estimator=EstimatorConfig("grpo"),
+                           loss=LossWeighting("dapo"))
+    runs = dict(sharded=WindowMonitor(None, config), single=WindowMonitor(None, config, alone),
+                swapped=WindowMonitor(None, config))
     for step in range(2):
         parts = [monitor_rows(size * step + r) for r in range(size)]
         mine = parts[rank]
@@ -172,14 +181,15 @@ def monitored(sharded, model):
             for x in swapped[2:4]:
                 x[[0, G]] = x[[G, 0]]
         every = [torch.cat([p[i] for p in parts]) for i in range(5)]
-        runs["sharded"].step(sharded, *mine, step=step)
-        runs["single"].step(model, *every, step=step)
-        runs["swapped"].step(sharded, *swapped, step=step)
+        runs["sharded"].step(sharded, Generation(*mine[:4]), mine[4], step=step)
+        runs["single"].step(model, Generation(*every[:4]), every[4], step=step)
+        runs["swapped"].step(sharded, Generation(*swapped[:4]), swapped[4], step=step)
     # process 1 with twice the rows: 6 chunks against 3, a window skipped rather than a hang
-    runs["uneven"] = WindowMonitor(**settings)
+    runs["uneven"] = WindowMonitor(None, config)
     rows = [monitor_rows(rank)] + [monitor_rows(size + rank)] * rank
-    runs["uneven"].step(sharded, *[torch.cat([r[i] for r in rows]) for i in range(5)])
-    return {name: run.records for name, run in runs.items()}
+    uneven = [torch.cat([r[i] for r in rows]) for i in range(5)]
+    runs["uneven"].step(sharded, Generation(*uneven[:4]), uneven[4])
+    return {name: [r.to_dict() for r in run.records] for name, run in runs.items()}
 
 
 def case(out, name, counter, timing):

@@ -19,6 +19,7 @@ Planted-bug control: a window whose ``var_run`` interval is cut at its estimate 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import tempfile
 from pathlib import Path
@@ -41,13 +42,16 @@ from invariant_checks import (
 
 from ustat_rl.claims.verdict_words import trajectory_mismatches
 from ustat_rl.frameworks import window as window_module
+from ustat_rl.frameworks.config import EstimatorConfig, MonitorConfig
 from ustat_rl.frameworks.trajectory import (
     INTERVAL_FIELDS,
+    WindowRecord,
     append_record,
     read_trajectory,
 )
 from ustat_rl.frameworks.universality import format_universality, gstar_universality
 from ustat_rl.frameworks.window import Batch, batch_problem, skipped_record, window_record
+from ustat_rl.scores.spec import SketchSpec
 
 pytestmark = pytest.mark.fast
 
@@ -60,7 +64,7 @@ RULES = (None, "trl_group", "trl_batch", "trl_none", "verl_grpo", "paper_algorit
 PROBABILITIES = ("all_equal_predicted", "all_equal_observed", "ds_keep_prob")
 
 
-def monitored_windows(pilot, batch_groups: int, pool: int, rule, level: float) -> list[dict]:
+def monitored_windows(pilot, batch_groups: int, pool: int, rule, level: float) -> list:
     """The records a monitor pooling ``pool`` batches writes, one per generation batch of
     ``batch_groups`` groups cut from ``pilot`` (rows grouped by prompt, equal group sizes)."""
     _, counts = np.unique(pilot.prompt_id, return_counts=True)
@@ -69,6 +73,8 @@ def monitored_windows(pilot, batch_groups: int, pool: int, rule, level: float) -
     rows = B * G
     meta = dict(sketch_kind="gaussian", sketch_seed=None, sketch_blocks=None,
                 sketch_route="dense", model_name="drawn", param_dim=pilot.score.shape[1])
+    config = MonitorConfig(G, sketch=SketchSpec(pilot.score.shape[1], blocks=1), level=level,
+                           estimator=EstimatorConfig(rule, "drawn"))
     records, kept = [], []
     for b in range(P // B):
         part = slice(b * rows, (b + 1) * rows)
@@ -76,63 +82,61 @@ def monitored_windows(pilot, batch_groups: int, pool: int, rule, level: float) -
         reason = batch_problem(pilot.prompt_id[part], batch.reward, G)
         if reason is None:
             try:
-                record, _ = window_record((kept + [batch])[-pool:], meta, rows, level, rule,
-                                          "drawn")
+                record, _ = window_record((kept + [batch])[-pool:], meta, rows, config)
             except ValueError as exc:  # the monitor records a refusal and goes on
                 reason = str(exc)
             else:
                 kept.append(batch)
         if reason is not None:
-            record = skipped_record(b, reason, G, max(rows, 2), level,
-                                    pilot.score.shape[1], rule, "drawn")
+            record = skipped_record(b, reason, config, max(rows, 2))
         records.append(record)
     return records
 
 
-def check_window_record(record: dict) -> None:
+def check_window_record(record: WindowRecord) -> None:
     """I1, I5 and I7 on one trajectory record."""
-    if record["status"] == "skipped":
-        reason = record["reason"]
+    if record.status == "skipped":
+        reason = record.reason
         assert isinstance(reason, str) and reason and "\n" not in reason, f"I7 reason {reason!r}"
         assert "Traceback" not in reason and "ustat_rl/" not in reason, f"I7 reason {reason!r}"
         assert not any(name in reason for name in INTERNAL_NAMES), f"I7 reason {reason!r}"
         return
-    assert record["status"] == "ok", record["status"]
+    assert record.ok, record.status
     for name in INTERVAL_FIELDS:
-        part = record[name]
+        part = getattr(record, name)
         if part is None:
             continue
-        est, low, high = part["estimate"], part["low"], part["high"]
+        est, low, high = part.estimate, part.low, part.high
         assert not math.isnan(est), f"I5 {name}'s estimate is NaN in an estimated window"
         if math.isnan(low) or math.isnan(high):
             continue
         if name in ("c1", "c2", "c3"):  # cut at 0; the unbiased estimate may lie below
-            check_cut_at_zero(part, name)
+            check_cut_at_zero(dataclasses.asdict(part), name)
         else:
             assert low <= est <= high, f"I1 {name}: [{low}, {high}] does not hold {est}"
     for name in ("var_run", "mse_run"):  # a variance and an MSE (variance + squared bias)
-        part = record[name]
-        assert part["low"] >= 0.0 or part["estimate"] < 0.0, \
+        part = getattr(record, name)
+        assert part.low >= 0.0 or part.estimate < 0.0, \
             f"I1 {name}'s interval reaches below 0: {part}"
-        assert math.isfinite(part["estimate"]) and math.isfinite(part["high"]), \
+        assert math.isfinite(part.estimate) and math.isfinite(part.high), \
             f"I5 {name} is not a finite number: {part}"
-    assert record["var_run"]["estimate"] >= 0.0, f"I1 a variance below 0: {record['var_run']}"
-    assert record["gstar"]["low"] >= 1.0 or math.isnan(record["gstar"]["low"]), \
-        f"I1 G* below 1: {record['gstar']}"
+    assert record.var_run.estimate >= 0.0, f"I1 a variance below 0: {record.var_run}"
+    assert record.gstar.low >= 1.0 or math.isnan(record.gstar.low), \
+        f"I1 G* below 1: {record.gstar}"
     for name in PROBABILITIES:
-        value = record[name]
+        value = getattr(record, name)
         assert value is None or math.isnan(value) or 0.0 <= value <= 1.0, f"I1 {name} = {value}"
-    gen = record["ds_gen_batches"]
+    gen = record.ds_gen_batches
     assert gen is None or math.isnan(gen) or gen >= 1.0, f"I1 ds_gen_batches = {gen}"
 
 
-def check_trajectory(records: list[dict], folder: Path, level: float) -> None:
+def check_trajectory(records: list, folder: Path, level: float) -> None:
     """The records survive the file format, and ``gstar --trajectory`` words what they allow."""
     path = folder / "trajectory.jsonl"
     for record in records:
         append_record(path, record)
     back = read_trajectory(path)
-    assert [r["status"] for r in back] == [r["status"] for r in records]
+    assert [r.status for r in back] == [r.status for r in records]
     for record in back:
         check_window_record(record)
     result = gstar_universality(back, level)
@@ -173,12 +177,14 @@ def _planted(monkeypatch, change) -> None:
 
 
 def test_control_an_interval_that_misses_its_estimate_is_caught(monkeypatch):
-    _planted(monkeypatch, lambda part: {**part, "low": part["estimate"] * 1.5 + 1e-12})
+    # low above the estimate, not above high (a reversed interval is refused when made)
+    _planted(monkeypatch, lambda part: dataclasses.replace(
+        part, low=min(part.estimate * 1.5 + 1e-12, part.high)))
     with pytest.raises(AssertionError, match="I1"):
         _controls()()
 
 
 def test_control_an_interval_reaching_below_zero_is_caught(monkeypatch):
-    _planted(monkeypatch, lambda part: {**part, "low": -abs(part["high"]) - 1.0})
+    _planted(monkeypatch, lambda part: dataclasses.replace(part, low=-abs(part.high) - 1.0))
     with pytest.raises(AssertionError, match="I1"):
         _controls()()

@@ -54,6 +54,7 @@ API_MODULES = (
     ("ustat_rl.scores.rules", "each coverage rule's test and formula, side by side"),
     ("ustat_rl.scores.families", "the decoder families people train, built from configs"),
     ("ustat_rl.frameworks.entry", "WindowMonitor: the window record from any training loop"),
+    ("ustat_rl.frameworks.config", "MonitorConfig: the monitor's settings, one frozen object"),
     ("ustat_rl.frameworks.trl_monitor", "G* and the noise budget inside a live TRL GRPO run"),
     ("ustat_rl.frameworks.trl_support", "the TRL releases and loss settings the monitor supports"),
     ("ustat_rl.frameworks.verl_monitor", "G* and the noise budget from verl's DataProto batches"),

@@ -31,10 +31,6 @@ ALLOWED = {
     "theory/allocation_rules.py:baseline_group_sizes(rule)": "an allocation rule",
     "frameworks/rewards_only.py:rewards_report(rule)":
         "the run's rule, beside an `estimator` that already names the allocation curve's rule",
-    "frameworks/window.py:skipped_record(rule)":
-        "the trajectory record's `rule` field, beside its own `estimator` field",
-    "frameworks/window.py:window_record(rule)":
-        "the trajectory record's `rule` field, beside its own `estimator` field",
     "conformance/report.py:ConformanceReport(convention)":
         "a report's field (the name checked), read back as an attribute",
     "frameworks/grouped.py:GroupedRewards(advantage)": "the advantages a run logged, an array",

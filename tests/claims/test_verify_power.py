@@ -450,7 +450,7 @@ def test_trajectory_claim_catches_the_simultaneous_level_dropped(monkeypatch):
 
     original = universality._window
     monkeypatch.setattr(universality, "_window",
-                        lambda record, window_level: original(record, record["level"]))
+                        lambda record, window_level: original(record, record.level))
     result = _run("C49")
     assert result.verdict == "fail"
     assert any("within 1 - level" in name for name in _failing(result))

@@ -22,10 +22,13 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from monitor_settings import monitor_config  # noqa: E402
+
 from ustat_rl.frameworks.demo import tiny_gpt2  # noqa: E402
 from ustat_rl.frameworks.entry import WindowMonitor, combined_rewards  # noqa: E402
+from ustat_rl.frameworks.generation import Generation  # noqa: E402
 from ustat_rl.frameworks.trainer_units import completion_weights  # noqa: E402
-from ustat_rl.frameworks.trajectory import TRAJECTORY_FIELDS, read_trajectory  # noqa: E402
+from ustat_rl.frameworks.trajectory import WindowRecord, read_trajectory  # noqa: E402
 from ustat_rl.frameworks.window import Batch, window_record  # noqa: E402
 from ustat_rl.scores.chunks import sketch_rows  # noqa: E402
 from ustat_rl.scores.sequence import trainable_parameters  # noqa: E402
@@ -79,11 +82,12 @@ def _reference_scores(model, prompts, completions, spec):
     return sketch_rows(model, tokens, target, spec, chunk_size=8)
 
 
-def _monitor(tmp_path, **kwargs):
+def _monitor(tmp_path, process_group=None, **kwargs):
     options = dict(every=2, sketch_dim=K, sketch_blocks=BLOCKS, pool=2, estimator=ESTIMATOR,
                    reward_weights=WEIGHTS, loss_type="dapo", trajectory=tmp_path / "t.jsonl",
                    chunk_size=8)
-    return WindowMonitor(**{"group_size": G, **options, **kwargs})
+    return WindowMonitor(None, monitor_config(**{"group_size": G, **options, **kwargs}),
+                         process_group)
 
 
 def test_two_windows_equal_window_record_on_the_same_batches(tmp_path):
@@ -97,7 +101,7 @@ def test_two_windows_equal_window_record_on_the_same_batches(tmp_path):
     returned, weighted, unweighted = [], [], []
     for step in range(4):
         prompts, completions, rewards = _batch(rng)
-        record = monitor.step(model, *_padded(prompts, completions), rewards)
+        record = monitor.step(model, Generation(*_padded(prompts, completions)), rewards)
         if step % 2:
             assert record is None  # every = 2: steps 0 and 2 are the windows
         else:
@@ -114,19 +118,15 @@ def test_two_windows_equal_window_record_on_the_same_batches(tmp_path):
                 p.add_(0.01 * torch.randn_like(p))
     assert len(returned) == 2 and monitor.records == returned
     for i, record in enumerate(returned):
-        assert set(record) == set(TRAJECTORY_FIELDS) and record["status"] == "ok"
-        assert record["rule"] == ESTIMATOR and record["windows_pooled"] == i + 1
-        want, _ = window_record(weighted[:i + 1], meta, B * G, 0.9, ESTIMATOR,
-                                "given by the caller", monitor.units, WEIGHTS)
-        np.testing.assert_equal(record, want)
-        control, _ = window_record(unweighted[:i + 1], meta, B * G, 0.9, ESTIMATOR,
-                                   "given by the caller", monitor.units, WEIGHTS)
-        assert control["var_run"]["estimate"] != pytest.approx(record["var_run"]["estimate"],
-                                                               rel=1e-3)
+        assert isinstance(record, WindowRecord) and record.ok
+        assert record.estimator == ESTIMATOR and record.windows_pooled == i + 1
+        want, _ = window_record(weighted[:i + 1], meta, B * G, monitor.config)
+        np.testing.assert_equal(record.to_dict(), want.to_dict())
+        control, _ = window_record(unweighted[:i + 1], meta, B * G, monitor.config)
+        assert control.var_run.estimate != pytest.approx(record.var_run.estimate, rel=1e-3)
     written = read_trajectory(tmp_path / "t.jsonl")
-    assert [r["step"] for r in written] == [0, 2]
-    assert written[1]["gstar"]["estimate"] == pytest.approx(returned[1]["gstar"]["estimate"],
-                                                            rel=1e-12)
+    assert [r.step for r in written] == [0, 2]
+    assert written[1].gstar.estimate == pytest.approx(returned[1].gstar.estimate, rel=1e-12)
 
 
 def test_group_ids_that_break_a_group_skip_the_window(tmp_path):
@@ -136,20 +136,22 @@ def test_group_ids_that_break_a_group_skip_the_window(tmp_path):
     ids = np.repeat(np.arange(B), G)
     ids[0], ids[G] = ids[G], ids[0]  # one row in the wrong group
     with pytest.warns(UserWarning, match="skipped the window at step 0: groups are not contig"):
-        record = monitor.step(model, *_padded(prompts, completions), rewards, group_ids=ids)
-    assert record["status"] == "skipped"
+        record = monitor.step(model, Generation(*_padded(prompts, completions), group_ids=ids),
+                              rewards)
+    assert record.status == "skipped"
     with warnings.catch_warnings():  # control: the right ids estimate the same batch
         warnings.simplefilter("error")
-        record = monitor.step(model, *_padded(prompts, completions), rewards,
-                              group_ids=np.repeat(np.arange(B), G))
-    assert record["status"] == "ok" and math.isfinite(record["c1"]["estimate"])
+        record = monitor.step(model, Generation(*_padded(prompts, completions),
+                                                group_ids=np.repeat(np.arange(B), G)), rewards)
+    assert record.ok and math.isfinite(record.c1.estimate)
 
 
 @pytest.mark.parametrize("options, match", [
     (dict(group_size=0), "group_size"), (dict(estimator="nope"), "estimator"),
     (dict(loss_type="mean"), "loss_type"), (dict(reward_weights=[[1.0]]), "reward_weights"),
     (dict(loss_type="dr_grpo"), "max_completion_length"), (dict(level=1.0), "level"),
-    (dict(sketch_dim=10, sketch_blocks=4), "sketch_blocks"), (dict(every=0), "every"),
+    (dict(sketch_dim=10, sketch_blocks=4), "blocks"),
+    (dict(chunk_size=0), "chunk_size"), (dict(keep_rule="rol"), "keep_rule"), (dict(every=0), "every"),
 ])
 def test_bad_options_name_the_parameter(tmp_path, options, match):
     options = {"group_size": G, **options}
@@ -158,41 +160,76 @@ def test_bad_options_name_the_parameter(tmp_path, options, match):
     _monitor(tmp_path)  # control: the defaults of these tests are taken
 
 
-def _bad(name):
-    def change(inputs):
-        inputs = dict(inputs)
-        if name == "model":
-            inputs["model"] = object()
-        elif name == "prompt_mask":
-            inputs["prompt_mask"] = inputs["prompt_mask"][:, 1:]
-        elif name == "completion_ids":
-            inputs["completion_ids"] = inputs["completion_ids"].float()
-        elif name == "rewards":
-            inputs["rewards"] = inputs["rewards"][:, :1]  # one column for two weights
-        elif name == "group_ids":
-            inputs["group_ids"] = np.arange(3)
-        elif name == "loss_weights":  # given with loss_type
-            inputs["loss_weights"] = np.ones(B * G)
-        elif name == "token_weights":
-            inputs["token_weights"] = inputs["completion_mask"][:, :2]
-        return inputs
-    return change
+#: Each bad input: the parameter its refusal must name, and how the good input is spoiled.
+BAD_INPUTS = {
+    "model": ("model", lambda x: dict(x, model=object())),
+    "prompt_mask_shape": ("prompt_mask", lambda x: dict(x, prompt_mask=x["prompt_mask"][:, 1:])),
+    "prompt_mask_zero": ("prompt_mask", lambda x: dict(
+        x, prompt_mask=torch.zeros_like(x["prompt_mask"]))),
+    "prompt_mask_zero_row": ("prompt_mask", lambda x: dict(
+        x, prompt_mask=_set(x["prompt_mask"], (3, slice(None)), 0.0))),
+    "prompt_mask_negative": ("prompt_mask", lambda x: dict(
+        x, prompt_mask=_set(x["prompt_mask"], (0, -1), -1.0))),
+    "completion_mask_nonbinary": ("completion_mask", lambda x: dict(
+        x, completion_mask=_set(x["completion_mask"], (1, 0), 0.5))),
+    "completion_mask_negative": ("completion_mask", lambda x: dict(
+        x, completion_mask=_set(x["completion_mask"], (1, 0), -1.0))),
+    "completion_ids_float": ("completion_ids", lambda x: dict(
+        x, completion_ids=x["completion_ids"].float())),
+    "completion_ids_vocab": ("completion_ids", lambda x: dict(
+        x, completion_ids=_set(x["completion_ids"], (2, 0), VOCAB))),
+    "completion_ids_negative": ("completion_ids", lambda x: dict(
+        x, completion_ids=_set(x["completion_ids"], (2, 0), -1))),
+    "prompt_ids_vocab": ("prompt_ids", lambda x: dict(
+        x, prompt_ids=_set(x["prompt_ids"], (0, -1), VOCAB + 5))),
+    "rewards": ("rewards", lambda x: dict(x, rewards=x["rewards"][:, :1])),  # 1 column, 2 weights
+    "group_ids": ("group_ids", lambda x: dict(x, group_ids=np.arange(3))),
+    "loss_weights": ("loss_weights", lambda x: dict(x, loss_weights=np.ones(B * G))),  # + type
+    "token_weights": ("token_weights", lambda x: dict(
+        x, token_weights=x["completion_mask"][:, :2])),
+}
 
 
-@pytest.mark.parametrize("name", ["model", "prompt_mask", "completion_ids", "rewards",
-                                  "group_ids", "loss_weights", "token_weights"])
-def test_bad_inputs_name_the_parameter_before_any_work(tmp_path, name):
+def _step(monitor, model, rewards, loss_weights=None, **rows):
+    """The monitor's step on rows given as keywords: a Generation of the tokens, masks, token
+    weights and group ids, the rewards and the loss's weights beside it."""
+    return monitor.step(model, Generation(**rows), rewards, loss_weights=loss_weights)
+
+
+def _set(tensor, index, value):
+    """A copy of ``tensor`` with ``value`` at ``index``."""
+    tensor = tensor.clone()
+    tensor[index] = value
+    return tensor
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_inputs_name_the_parameter_before_any_work(tmp_path, case):
+    name, spoil = BAD_INPUTS[case]
     monitor = _monitor(tmp_path, every=1)
     prompts, completions, rewards = _batch(np.random.default_rng(2))
     prompt_ids, prompt_mask, completion_ids, completion_mask = _padded(prompts, completions)
     inputs = dict(model=tiny_gpt2(n_embd=8), prompt_ids=prompt_ids, prompt_mask=prompt_mask,
                   completion_ids=completion_ids, completion_mask=completion_mask,
                   rewards=rewards)
-    with pytest.raises((ValueError, TypeError), match=f"`{name}`"):
-        monitor.step(**_bad(name)(inputs))
+    with pytest.raises((ValueError, TypeError), match=f"`{name}`") as refused:
+        _step(monitor, **spoil(inputs))
+    assert "\n" not in str(refused.value)  # one line
     assert monitor.records == [] and monitor.due(0)  # nothing was done, nothing counted
     assert not (tmp_path / "t.jsonl").exists()
-    assert monitor.step(**inputs)["status"] == "ok"  # control: the good inputs are taken
+    assert _step(monitor, **inputs).ok  # control: the good inputs are taken
+
+
+def test_the_monitor_takes_a_config_and_a_small_signature(tmp_path):
+    import inspect
+
+    assert len(inspect.signature(WindowMonitor).parameters) <= 4
+    with pytest.raises(TypeError, match="`config`"):
+        WindowMonitor(None, dict(group_size=G))
+    with pytest.raises(ValueError, match="`config.group_size`"):
+        WindowMonitor(None, monitor_config())
+    with pytest.raises(TypeError, match="`model`"):
+        WindowMonitor(object(), monitor_config(group_size=G))
 
 
 def _one_window(tmp_path, name, **kwargs):
@@ -204,7 +241,8 @@ def _one_window(tmp_path, name, **kwargs):
     lengths = np.array([len(c) for c in completions], dtype=np.float64)
     if step_options.get("loss_weights") == "dapo":
         step_options["loss_weights"] = completion_weights("dapo", lengths)
-    return monitor.step(model, *_padded(prompts, completions), rewards, **step_options)
+    return monitor.step(model, Generation(*_padded(prompts, completions)), rewards,
+                        **step_options)
 
 
 def test_loss_weights_given_per_step_are_the_loss_types():
@@ -217,11 +255,10 @@ def test_loss_weights_given_per_step_are_the_loss_types():
         by_type = _one_window(Path(tmp), "a")
         by_weights = _one_window(Path(tmp), "b", loss_type=None, loss_weights="dapo")
         plain = _one_window(Path(tmp), "c", loss_type=None)
-    assert by_weights["units"].startswith("trainer (per-completion loss weights")
+    assert by_weights.units.startswith("trainer (per-completion loss weights")
     for name in ("c1", "c2", "c3", "var_run", "mse_run"):
-        assert by_weights[name] == by_type[name]
-    assert plain["var_run"]["estimate"] != pytest.approx(by_type["var_run"]["estimate"],
-                                                          rel=1e-3)
+        assert getattr(by_weights, name) == getattr(by_type, name)
+    assert plain.var_run.estimate != pytest.approx(by_type.var_run.estimate, rel=1e-3)
 
 
 def test_an_explicit_process_group_is_used(tmp_path):
@@ -240,4 +277,4 @@ def test_an_explicit_process_group_is_used(tmp_path):
     finally:
         dist.destroy_process_group()
     np.testing.assert_equal(got, want)
-    assert [r["step"] for r in read_trajectory(tmp_path / "group.jsonl")] == [0]
+    assert [r.step for r in read_trajectory(tmp_path / "group.jsonl")] == [0]

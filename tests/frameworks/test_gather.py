@@ -18,6 +18,7 @@ torch = pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
+from ustat_rl.frameworks.config import EstimatorConfig, MonitorConfig  # noqa: E402
 from ustat_rl.frameworks.gather import gather_rows, world  # noqa: E402
 from ustat_rl.frameworks.window import Batch, batch_problem, window_record  # noqa: E402
 
@@ -40,8 +41,8 @@ def batch_data():
 
 def record_of(keys, reward, score):
     assert batch_problem(keys, reward, G) is None
-    record, _ = window_record([Batch(0, G, reward, score, 0)], META, G * B, 0.9, "trl_group",
-                              "test")
+    record, _ = window_record([Batch(0, G, reward, score, 0)], META, G * B,
+                              MonitorConfig(estimator=EstimatorConfig("trl_group", "test")))
     return record
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from ustat_rl.claims.beyond_monitor.run_noise import window_noise_by_definition as window_reference
+from ustat_rl.frameworks.config import EstimatorConfig, LossWeighting, MonitorConfig
 from ustat_rl.frameworks.window import Batch, window_record
 from ustat_rl.pilot.channels import estimate_channel_moments
 from ustat_rl.policies.multichannel import multireward_bandit
@@ -80,25 +81,29 @@ def test_window_reports_the_multi_reward_rule(rule):
     bandit = multireward_bandit()
     batches = _batches(bandit, np.random.default_rng(3))
     meta = dict(sketch_kind="none", param_dim=int(bandit.dim), model_name="multireward_bandit")
-    record, _ = window_record(batches, meta, 24, 0.9, rule, "check", weights=W)
+    record, _ = window_record(batches, meta, 24, MonitorConfig(
+        estimator=EstimatorConfig(rule, "check"), loss=LossWeighting(reward_weights=W)))
     var, mse = window_reference(batches, rule, W)
-    assert record["var_run"]["estimate"] == pytest.approx(var, rel=1e-10)
-    assert record["mse_run"]["estimate"] == pytest.approx(mse, rel=1e-10)
-    assert record["var_run"]["low"] <= var <= record["var_run"]["high"]
-    assert record["run_estimator"].startswith(f"{rule} at the run's G = 4")
+    assert record.var_run.estimate == pytest.approx(var, rel=1e-10)
+    assert record.mse_run.estimate == pytest.approx(mse, rel=1e-10)
+    assert record.var_run.low <= var <= record.var_run.high
+    assert record.run_method.startswith(f"{rule} at the run's G = 4")
     # the GRPO rule's on the same batches differ: the rule's advantages were used
-    assert record["mse_run"]["estimate"] != pytest.approx(window_reference(batches, None)[1])
+    assert record.mse_run.estimate != pytest.approx(window_reference(batches, None)[1])
     # G* and the constants stay the GRPO rule's on the combined reward
-    plain, _ = window_record(batches, meta, 24, 0.9, None, "check")
-    assert record["gstar"] == plain["gstar"] and record["c1"] == plain["c1"]
+    plain, _ = window_record(batches, meta, 24, MonitorConfig(estimator=EstimatorConfig(
+        source="check")))
+    assert record.gstar == plain.gstar and record.c1 == plain.c1
 
 
 def test_window_without_channels_says_why():
     bandit = multireward_bandit()
     batches = _batches(bandit, np.random.default_rng(4), channels=False)
     meta = dict(sketch_kind="none", param_dim=int(bandit.dim), model_name="multireward_bandit")
-    record, _ = window_record(batches, meta, 24, 0.9, "trl_normalize_then_sum", "check",
-                              weights=W)
-    assert "not captured" in record["run_estimator"]
-    plain, _ = window_record(batches, meta, 24, 0.9, None, "check")
-    assert record["mse_run"] == plain["mse_run"]
+    record, _ = window_record(batches, meta, 24, MonitorConfig(
+        estimator=EstimatorConfig("trl_normalize_then_sum", "check"),
+        loss=LossWeighting(reward_weights=W)))
+    assert "not captured" in record.run_method
+    plain, _ = window_record(batches, meta, 24, MonitorConfig(estimator=EstimatorConfig(
+        source="check")))
+    assert record.mse_run == plain.mse_run

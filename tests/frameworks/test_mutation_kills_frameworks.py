@@ -23,6 +23,7 @@ import pytest
 
 from ustat_rl.frameworks import (
     GroupedRewards,
+    SyntheticErrors,
     append_record,
     read_rewards,
     read_trajectory,
@@ -188,19 +189,19 @@ def test_rewards_report_defaults_say_nothing_logged_and_no_scores():
 
 
 # ----------------------------------------------------------------------------- trajectory
-def test_records_carry_format_version_two(tmp_path):
-    # mutants: TRAJECTORY_VERSION moved back to 1, to 3 or None; a reader of saved runs relies on
-    # it (version 2: var_run is an interval, not a number)
-    assert TRAJECTORY_VERSION == 2
+def test_records_carry_format_version_three(tmp_path):
+    # mutants: TRAJECTORY_VERSION moved back to 2, to 4 or None; a reader of saved runs relies on
+    # it (version 3: the run's rule is `estimator`, version 2's `rule`)
+    assert TRAJECTORY_VERSION == 3
     path = tmp_path / "t.jsonl"
-    append_record(path, synthetic_record(10, 1.0, 2.0, 49.0, 0.01, 0.5))
-    assert json.loads(path.read_text())["version"] == 2
-    assert read_trajectory(path)[0]["version"] == 2
+    append_record(path, synthetic_record(10, 1.0, 2.0, 49.0, SyntheticErrors(0.01, 0.5)))
+    assert json.loads(path.read_text())["version"] == 3
+    assert read_trajectory(path)[0].estimator == "grpo"
 
 
 def test_a_window_interval_is_closed_at_both_ends_and_frozen():
     # mutants: `<=` into `<` at either end of covers; frozen dropped (interval and verdict)
-    record = synthetic_record(10, 1.0, 2.0, 49.0, 0.01, 0.5)
+    record = synthetic_record(10, 1.0, 2.0, 49.0, SyntheticErrors(0.01, 0.5))
     window = WindowInterval(10, 8.0, 4.0, 12.0, 0.9, False, record)
     assert window.covers(4.0) and window.covers(12.0) and window.covers(8.0)
     assert not window.covers(3.999) and not window.covers(12.001)

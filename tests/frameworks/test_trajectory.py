@@ -6,19 +6,24 @@ moving G* (negative control), its false-alarm rate against the stated simultaneo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from ustat_rl.frameworks.synthetic import SyntheticErrors, SyntheticWindow, synthetic_record
 from ustat_rl.frameworks.trajectory import (
     GSTAR_ERROR_FIELDS,
     TRAJECTORY_FIELDS,
+    TRAJECTORY_VERSION,
+    RecordInterval,
+    WindowRecord,
     append_record,
     gstar_errors_of,
     read_trajectory,
-    synthetic_record,
 )
 from ustat_rl.frameworks.universality import format_universality, gstar_universality
 from ustat_rl.interface.cli import main
@@ -37,63 +42,152 @@ def _write(path, records):
     return path
 
 
-def _constant_run(steps=(50, 100, 150, 200, 250, 300), **kw):
+def _constant_run(steps=(50, 100, 150, 200, 250, 300), with_errors=True, **window):
     """Windows whose estimates all sit at G* = 1 + sqrt(49/1) = 8."""
-    return [synthetic_record(s, 1.0, 2.0, 49.0, 0.08, 3.0, **kw) for s in steps]
+    return [synthetic_record(s, 1.0, 2.0, 49.0, SyntheticErrors(0.08, 3.0, stored=with_errors),
+                             window=SyntheticWindow(**window)) for s in steps]
 
 
 # ------------------------------------------------------------------------------------ the file
+#: A trajectory file in version 2's layout, written by the writer of release 0.1 (its
+#: ``synthetic_record``, ``skipped_record`` and ``window_record``): a synthetic window, a skipped
+#: one and a monitored window whose run rule (``trl_batch``) is not the rule of its
+#: ``mse_best`` (``grpo``).
+VERSION_2_FILE = Path(__file__).parent / "data" / "trajectory_v2.jsonl"
+
+
 def test_round_trip_keeps_inf_nan_and_the_optional_field(tmp_path):
-    unbounded = synthetic_record(10, 0.05, 2.0, 49.0, 0.05, 2.0, all_equal=(math.nan, 0.25))
-    assert unbounded["gstar"]["high"] == math.inf
-    old = synthetic_record(20, 1.0, 2.0, 49.0, 0.05, 2.0, with_errors=False)
-    del old["gstar_errors"]  # a writer that predates the optional field
-    skipped = synthetic_record(30, 0, 0, 0, 0, 0, reason="a reward is NaN")
-    path = _write(tmp_path / "run.jsonl", [unbounded, old, skipped])
+    unbounded = synthetic_record(10, 0.05, 2.0, 49.0, SyntheticErrors(0.05, 2.0),
+                                 window=SyntheticWindow(all_equal=(math.nan, 0.25)))
+    assert unbounded.gstar.high == math.inf
+    old = synthetic_record(20, 1.0, 2.0, 49.0, SyntheticErrors(0.05, 2.0, stored=False))
+    skipped = synthetic_record(30, 0, 0, 0, SyntheticErrors(0, 0), reason="a reward is NaN")
+    path = _write(tmp_path / "run.jsonl", [unbounded, skipped])
+    line = old.to_dict()
+    del line["gstar_errors"]  # a writer that predates the optional field
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(line) + "\n")
     back = read_trajectory(path)
-    assert [r["step"] for r in back] == [10, 20, 30]
-    assert all(set(r) == set(TRAJECTORY_FIELDS) for r in back)
-    assert back[0]["gstar"]["high"] == math.inf and math.isnan(back[0]["all_equal_predicted"])
-    assert back[0]["gstar_errors"] == unbounded["gstar_errors"]
-    assert back[0]["c1"] == unbounded["c1"] and back[0]["all_equal_observed"] == 0.25
-    assert back[1]["gstar_errors"] is None
-    assert back[2]["status"] == "skipped" and back[2]["reason"] == "a reward is NaN"
+    assert [r.step for r in back] == [10, 30, 20]
+    assert all(isinstance(r, WindowRecord) for r in back)
+    assert back[0].gstar.high == math.inf and math.isnan(back[0].all_equal_predicted)
+    assert back[0].gstar_errors == unbounded.gstar_errors
+    assert back[0].c1 == unbounded.c1 and back[0].all_equal_observed == 0.25
+    assert back[2].gstar_errors is None
+    assert not back[1].ok and back[1].reason == "a reward is NaN" and back[1].gstar is None
     assert '"inf"' in path.read_text() and ": NaN" not in path.read_text()  # JSON has no NaN
+    assert all(json.loads(line)["version"] == TRAJECTORY_VERSION
+               for line in path.read_text().splitlines()[:2])
 
 
-def test_append_rejects_missing_unknown_and_malformed_fields(tmp_path):
-    record = synthetic_record(10, 1.0, 2.0, 49.0, 0.05, 2.0)
-    with pytest.raises(ValueError, match="missing fields \\['step'\\]"):
-        append_record(tmp_path / "a.jsonl", {k: v for k, v in record.items() if k != "step"})
-    with pytest.raises(ValueError, match="unknown fields \\['extra'\\]"):
-        append_record(tmp_path / "a.jsonl", dict(record, extra=1))
+def test_a_record_is_frozen_and_checked_when_made():
+    record = synthetic_record(10, 1.0, 2.0, 49.0, SyntheticErrors(0.05, 2.0))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.step = 11
+    with pytest.raises(ValueError, match="`status`"):
+        dataclasses.replace(record, status="done")
+    with pytest.raises(ValueError, match="`gstar` is reversed"):
+        dataclasses.replace(record, gstar=RecordInterval(8.0, 9.0, 7.0))
     with pytest.raises(ValueError, match="`gstar_errors`"):
-        append_record(tmp_path / "a.jsonl", dict(record, gstar_errors={"c3_se": 1.0}))
+        dataclasses.replace(record, gstar_errors={"c3_se": 1.0})
+    with pytest.raises(ValueError, match="`c1` of a window with status 'ok'"):
+        dataclasses.replace(record, c1=None)
+    assert not dataclasses.replace(record, status="skipped", c1=None).ok  # a skipped window
+
+
+def test_append_takes_a_record_only(tmp_path):
+    record = synthetic_record(10, 1.0, 2.0, 49.0, SyntheticErrors(0.05, 2.0))
+    with pytest.raises(TypeError, match="`record` must be a WindowRecord, got dict"):
+        append_record(tmp_path / "a.jsonl", record.to_dict())
     assert not (tmp_path / "a.jsonl").exists()
+
+
+def test_the_line_holds_every_field_once_in_order():
+    line = synthetic_record(10, 1.0, 2.0, 49.0, SyntheticErrors(0.05, 2.0)).to_dict()
+    assert list(line) == ["version", *TRAJECTORY_FIELDS]
+    assert len(TRAJECTORY_FIELDS) == len(set(TRAJECTORY_FIELDS))
+    # one word a field: the run's advantage rule is `estimator`; no field is named `rule`
+    assert "rule" not in TRAJECTORY_FIELDS and "estimator" in TRAJECTORY_FIELDS
+
+
+def test_a_version_2_file_reads_into_the_renamed_fields(tmp_path):
+    old = read_trajectory(VERSION_2_FILE)
+    assert [(r.step, r.status) for r in old] == [(0, "ok"), (5, "skipped"), (10, "ok")]
+    raw = [json.loads(line) for line in VERSION_2_FILE.read_text().splitlines()]
+    assert all(line["version"] == 2 and "rule" in line for line in raw)  # the old layout
+    window = old[2]
+    assert (window.estimator, window.mse_best_estimator) == ("trl_batch", "grpo")
+    assert (window.estimator, window.mse_best_estimator) == (raw[2]["rule"], raw[2]["estimator"])
+    assert window.estimator_source == raw[2]["rule_source"]
+    assert window.run_method == raw[2]["run_estimator"]
+    assert window.gstar.high == math.inf and window.gstar.low == raw[2]["gstar"]["low"]
+    assert old[1].estimator == "trl_group" and old[1].mse_best_estimator is None
+    # written again it is a version 3 file, read back to the same records
+    path = _write(tmp_path / "again.jsonl", old)
+    assert {json.loads(line)["version"] for line in path.read_text().splitlines()} == {3}
+    again = read_trajectory(path)
+    assert [r.to_dict() for r in again] == [r.to_dict() for r in old]
+    # the verdict on the old file is the verdict on the new one
+    assert gstar_universality(old).to_dict() == gstar_universality(again).to_dict()
+
+
+def test_older_layouts_are_read(tmp_path):
+    line = json.loads(VERSION_2_FILE.read_text().splitlines()[2])
+    without = {k: v for k, v in line.items() if k != "version"}
+    version_1 = dict(line, version=1, var_run=0.125)  # a plug-in number, no interval
+    path = tmp_path / "old.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in (without, version_1)))
+    first, second = read_trajectory(path)
+    assert first.estimator == "trl_batch" and first.var_run.estimate == line["var_run"]["estimate"]
+    assert second.var_run.estimate == 0.125 and math.isnan(second.var_run.low)
+
+
+@pytest.mark.parametrize("version", [4, 0, "3", True, 2.5])
+def test_an_unknown_version_is_refused_in_one_line(tmp_path, version):
+    good = synthetic_record(10, 1.0, 2.0, 49.0, SyntheticErrors(0.05, 2.0)).to_dict()
+    path = tmp_path / "run.jsonl"
+    path.write_text(json.dumps(dict(good, version=version)) + "\n")
+    with pytest.raises(ValueError) as info:
+        read_trajectory(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}, line 1: `version` {version!r} is not a trajectory layout")
+    assert "\n" not in message
+    path.write_text(json.dumps(good) + "\n")  # control: the same line at version 3 is read
+    assert read_trajectory(path)[0].step == 10
+
+
+def test_a_version_3_line_with_version_2_names_is_refused(tmp_path):
+    line = dict(json.loads(VERSION_2_FILE.read_text().splitlines()[2]), version=3)
+    path = tmp_path / "run.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    with pytest.raises(ValueError, match="unknown \\['rule', 'rule_source', 'run_estimator'\\]"):
+        read_trajectory(path)
 
 
 def test_an_interrupted_last_line_is_ignored(tmp_path):
     path = _write(tmp_path / "run.jsonl", _constant_run((10, 20)))
     whole = path.read_text()
     path.write_text(whole + whole.splitlines()[0][:57])  # a write cut short
-    assert [r["step"] for r in read_trajectory(path)] == [10, 20]
+    assert [r.step for r in read_trajectory(path)] == [10, 20]
 
 
-def _line(record: dict) -> str:
+def _line(record) -> str:
     from ustat_rl.formatting import json_ready
 
-    return json.dumps(json_ready(record))
+    return json.dumps(json_ready(record.to_dict() if isinstance(record, WindowRecord)
+                                 else record))
 
 
 @pytest.mark.parametrize("edit, words", [
     (lambda r: "{not json", "not JSON"),
     (lambda r: _line({"step": 3}), "not a trajectory record"),
-    (lambda r: _line(dict(r, status="done")), "`status`"),
-    (lambda r: _line(dict(r, step="ten")), "`step`"),
-    (lambda r: _line(dict(r, level=1.5)), "`level`"),
-    (lambda r: _line(dict(r, gstar=8.0)), "`gstar`"),
-    (lambda r: _line(dict(r, c1=None)), "`c1`"),
-    (lambda r: _line(dict(r, gstar_errors={"c3_se": 1.0})), "`gstar_errors`"),
+    (lambda r: _line(dict(r.to_dict(), status="done")), "`status`"),
+    (lambda r: _line(dict(r.to_dict(), step="ten")), "`step`"),
+    (lambda r: _line(dict(r.to_dict(), level=1.5)), "`level`"),
+    (lambda r: _line(dict(r.to_dict(), gstar=8.0)), "`gstar`"),
+    (lambda r: _line(dict(r.to_dict(), c1=None)), "`c1`"),
+    (lambda r: _line(dict(r.to_dict(), gstar_errors={"c3_se": 1.0})), "`gstar_errors`"),
+    (lambda r: _line(dict(r.to_dict(), version=9)), "`version`"),
 ])
 def test_a_bad_line_is_one_error_naming_file_and_line(tmp_path, edit, words):
     good = _constant_run((10, 30))
@@ -164,7 +258,7 @@ def test_a_constant_gstar_fits_every_window():
 
 def test_a_moving_gstar_fits_no_single_g():
     # negative control: G* = 5 for the first half of the run, 11 for the second
-    records = [synthetic_record(s, 1.0, 2.0, 16.0 if s < 200 else 100.0, 0.08, 3.0)
+    records = [synthetic_record(s, 1.0, 2.0, 16.0 if s < 200 else 100.0, SyntheticErrors(0.08, 3.0))
                for s in (50, 100, 150, 200, 250, 300)]
     result = gstar_universality(records, 0.9)
     assert not result.consistent and result.common is None
@@ -174,7 +268,8 @@ def test_a_moving_gstar_fits_no_single_g():
 
 
 def test_intervals_that_meet_between_integers():
-    records = [synthetic_record(s, 1.0, 2.0, 7.4**2, 0.002, 0.02) for s in (10, 20)]
+    records = [synthetic_record(s, 1.0, 2.0, 7.4**2,
+                                SyntheticErrors(0.002, 0.02)) for s in (10, 20)]
     result = gstar_universality(records, 0.9)
     assert result.consistent and result.common is None
     assert 8.0 < result.overlap_low < result.overlap_high < 9.0
@@ -183,7 +278,8 @@ def test_intervals_that_meet_between_integers():
 
 def test_unbounded_intervals_hold_every_g_above_their_low():
     # c1's interval reaches 0 in the first window: G* has no upper bound there
-    records = [synthetic_record(10, 0.5, 2.0, 49.0, 0.5, 2.0)] + _constant_run((20, 30))
+    records = [synthetic_record(10, 0.5, 2.0, 49.0,
+                                SyntheticErrors(0.5, 2.0))] + _constant_run((20, 30))
     result = gstar_universality(records, 0.9)
     assert math.isinf(result.windows[0].high) and result.windows[0].covers(8)
     assert result.common == (8, 8)
@@ -193,7 +289,7 @@ def test_unbounded_intervals_hold_every_g_above_their_low():
 
 def test_skipped_windows_are_listed_and_left_out_of_the_family():
     records = _constant_run((10, 20, 30)) + [
-        synthetic_record(40, 0, 0, 0, 0, 0, reason="groups are not contiguous")]
+        synthetic_record(40, 0, 0, 0, SyntheticErrors(0, 0), reason="groups are not contiguous")]
     result = gstar_universality(records, 0.9)
     assert len(result.windows) == 3 and result.skipped == ((40, "groups are not contiguous"),)
     assert result.window_level == pytest.approx(1 - 0.1 / 3)
@@ -242,8 +338,8 @@ def test_false_alarm_rate_is_within_the_stated_level():
 # ---------------------------------------------------------------------------- the command
 def test_cli_writes_text_json_and_plot(tmp_path, capsys):
     records = _constant_run(all_equal=(0.2, 0.22)) + [
-        synthetic_record(10, 0.5, 2.0, 49.0, 0.5, 2.0),
-        synthetic_record(400, 0, 0, 0, 0, 0, reason="a reward is NaN")]
+        synthetic_record(10, 0.5, 2.0, 49.0, SyntheticErrors(0.5, 2.0)),
+        synthetic_record(400, 0, 0, 0, SyntheticErrors(0, 0), reason="a reward is NaN")]
     path = _write(tmp_path / "run.jsonl", records)
     out_json, out_png = tmp_path / "run.json", tmp_path / "run.png"
     assert main(["gstar", "--trajectory", str(path), "--json", str(out_json),
@@ -273,7 +369,8 @@ def test_cli_bad_arguments_are_one_line_and_write_nothing(tmp_path, monkeypatch,
                                                           words):
     monkeypatch.chdir(tmp_path)
     _write(tmp_path / "run.jsonl", _constant_run((10, 20)))
-    _write(tmp_path / "skipped.jsonl", [synthetic_record(10, 0, 0, 0, 0, 0, reason="no groups")])
+    _write(tmp_path / "skipped.jsonl", [synthetic_record(10, 0, 0, 0, SyntheticErrors(0, 0),
+                                                         reason="no groups")])
     (tmp_path / "bad.jsonl").write_text('{"step": 1}\n{"step": 2}\n')
     before = sorted(p.name for p in tmp_path.iterdir())
     assert main(args) == 2

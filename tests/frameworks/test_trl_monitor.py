@@ -18,8 +18,11 @@ trl = pytest.importorskip("trl")
 torch = pytest.importorskip("torch")
 datasets = pytest.importorskip("datasets")
 
+from monitor_settings import monitor_config  # noqa: E402
+
 from ustat_rl.frameworks import GroupSizeMonitor, WindowMonitor, read_trajectory  # noqa: E402
 from ustat_rl.frameworks.demo import (  # noqa: E402
+    DemoSetup,
     demo_trainer,
     parity_reward,
     tiny_family,
@@ -30,6 +33,7 @@ from ustat_rl.frameworks.trl_monitor import run_rule  # noqa: E402
 from ustat_rl.pilot import load_rollouts  # noqa: E402
 from ustat_rl.scores.factored import factored_projection_matrix  # noqa: E402
 from ustat_rl.scores.sequence import trainable_parameters  # noqa: E402
+from ustat_rl.scores.spec import SketchSpec  # noqa: E402
 
 pytestmark = pytest.mark.integration  # TRL run: the monitor inside the real GRPOTrainer
 
@@ -39,15 +43,16 @@ parity = parity_reward
 AGGREGATION = "multi_objective_aggregation" in {f.name for f in dataclasses.fields(trl.GRPOConfig)}
 
 
-def make_trainer(tmp_path, model=None, reward=parity, steps=4, lr=1e-3, cls=None, **config):
-    return demo_trainer(tmp_path / "out", G, B, steps, lr, model=model, reward=reward, cls=cls,
-                        **config)
+def make_trainer(tmp_path, model=None, reward=parity, steps=4, lr=1e-3, cls=None,
+                 peft_config=None, **config):
+    return demo_trainer(tmp_path / "out", G, B, steps, lr, model=model, reward=reward,
+                        setup=DemoSetup(trainer_class=cls, peft_config=peft_config), **config)
 
 
 def attach(trainer, tmp_path, **kwargs):
     options = dict(every=1, sketch_dim=K, sketch_blocks=BLOCKS, pool=3,
                    trajectory=tmp_path / "trajectory.jsonl", save_rollouts=tmp_path / "windows")
-    monitor = GroupSizeMonitor(trainer, **{**options, **kwargs})
+    monitor = GroupSizeMonitor(trainer, monitor_config(**{**options, **kwargs}))
     trainer.add_callback(monitor)
     return monitor
 
@@ -72,15 +77,15 @@ def test_logged_fields_and_trajectory(run):
                 "ustat/recommended_group_size"):
         assert all(key in h for h in logs), key
     records = read_trajectory(tmp / "trajectory.jsonl")
-    assert [r["step"] for r in records] == [0, 1, 2, 3]
-    assert [r["windows_pooled"] for r in records] == [1, 2, 3, 3]
-    assert all(r["status"] == "ok" and r["rule"] == "trl_group" for r in records)
-    assert records[-1]["n_prompts"] == 3 * B and records[-1]["budget"] == G * B
+    assert [r.step for r in records] == [0, 1, 2, 3]
+    assert [r.windows_pooled for r in records] == [1, 2, 3, 3]
+    assert all(r.ok and r.estimator == "trl_group" for r in records)
+    assert records[-1].n_prompts == 3 * B and records[-1].budget == G * B
     # the observed all-equal fraction is TRL's own frac_reward_zero_std of the same batch
     for r, h in zip(records, logs):
-        assert r["all_equal_observed"] == pytest.approx(h["frac_reward_zero_std"], abs=1e-7)
-    assert math.isnan(records[0]["all_equal_predicted"])
-    assert 0.0 <= records[-1]["all_equal_predicted"] <= 1.0
+        assert r.all_equal_observed == pytest.approx(h["frac_reward_zero_std"], abs=1e-7)
+    assert math.isnan(records[0].all_equal_predicted)
+    assert 0.0 <= records[-1].all_equal_predicted <= 1.0
 
 
 def _assert_gstar_agrees(monitor, tmp, out_dir):
@@ -90,20 +95,20 @@ def _assert_gstar_agrees(monitor, tmp, out_dir):
     from ustat_rl.interface.cli import main
 
     for record in monitor.records[1:]:
-        path = tmp / "windows" / f"window_{record['step']:06d}.npz"
-        out = out_dir / f"gstar_{record['step']}.json"
+        path = tmp / "windows" / f"window_{record.step:06d}.npz"
+        out = out_dir / f"gstar_{record.step}.json"
         assert main(["gstar", str(path), "--budget", str(G * B), "--json", str(out)]) == 0
         report = json.loads(out.read_text())
         for name in ("c1", "c2", "c3"):
             for end in ("estimate", "low", "high"):
                 want = parse_number(report["constants"][name][end])
-                assert record[name][end] == pytest.approx(want, rel=1e-12), (name, end)
+                assert getattr(getattr(record, name), end) == pytest.approx(want, rel=1e-12), (name, end)
         for end in ("estimate", "low", "high"):
             want = report["gstar"][end]
-            assert record["gstar"][end] == pytest.approx(
+            assert getattr(record.gstar, end) == pytest.approx(
                 math.inf if want == "inf" else parse_number(want), rel=1e-12)
-        assert record["recommended_group_size"] == report["recommended_group_size"]
-        assert record["grpo_beats_vanilla"] == (G not in report["grpo_loses"])
+        assert record.recommended_group_size == report["recommended_group_size"]
+        assert record.grpo_beats_vanilla == (G not in report["grpo_loses"])
 
 
 def test_estimates_equal_gstar_on_the_written_rollouts(run, tmp_path):
@@ -154,12 +159,12 @@ def test_scores_are_the_projected_gradients_of_the_sampled_completions(tmp_path,
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.train()
-    assert all(r["status"] == "ok" for r in monitor.records)
+    assert all(r.ok for r in monitor.records)
     model = trainer.accelerator.unwrap_model(trainer.model).eval()
     params = trainable_parameters(model)
     if "lora" in name:
         assert params and all("lora_" in n for n in params)
-    R = factored_projection_matrix(model, K, monitor.spec.seed, BLOCKS)
+    R = factored_projection_matrix(model, SketchSpec(K, monitor.spec.seed, blocks=BLOCKS))
     rollouts = load_rollouts(tmp_path / "windows" / "window_000001.npz")
     out = seen[-1]
     # trainer units: TRL's default loss ("dapo"; "bnpo" before 0.22, one micro-batch here)
@@ -196,7 +201,7 @@ def test_every_window_of_a_family_run_is_estimated_and_equals_gstar(tmp_path, na
         warnings.simplefilter("error")  # no fallback warning: every rule is a fast one
         monitor = attach(trainer, tmp_path, pool=2)
     assert not _train(trainer)  # no window skipped
-    assert [r["status"] for r in monitor.records] == ["ok"] * 3
+    assert [r.status for r in monitor.records] == ["ok"] * 3
     _assert_gstar_agrees(monitor, tmp_path, tmp_path)
 
 
@@ -221,8 +226,8 @@ def test_groups_not_contiguous_skip_the_window(tmp_path):
     monitor = attach(trainer, tmp_path)
     messages = _train(trainer)
     assert trainer.state.global_step == 2  # training went on
-    assert [r["status"] for r in monitor.records] == ["skipped", "skipped"]
-    assert all("not contiguous" in r["reason"] for r in monitor.records)
+    assert [r.status for r in monitor.records] == ["skipped", "skipped"]
+    assert all("not contiguous" in r.reason for r in monitor.records)
     assert any("not contiguous" in m for m in messages)
 
 
@@ -241,9 +246,9 @@ def test_nan_reward_skips_the_window(tmp_path):
     monitor = attach(trainer, tmp_path)
     _train(trainer)
     assert trainer.state.global_step == 2
-    assert all(r["status"] == "skipped" and "NaN" in r["reason"] for r in monitor.records)
+    assert all(r.status == "skipped" and "NaN" in r.reason for r in monitor.records)
     records = read_trajectory(tmp_path / "trajectory.jsonl")
-    assert [r["status"] for r in records] == ["skipped", "skipped"]
+    assert [r.status for r in records] == ["skipped", "skipped"]
 
 
 def test_a_module_the_sketch_cannot_follow_skips_the_window(tmp_path):
@@ -256,7 +261,7 @@ def test_a_module_the_sketch_cannot_follow_skips_the_window(tmp_path):
     monitor = attach(trainer, tmp_path)
     messages = _train(trainer)
     assert trainer.state.global_step == 2 and len(messages) == 2
-    assert all("GPT2Model returns" in r["reason"] and "not a tensor" in r["reason"]
+    assert all("GPT2Model returns" in r.reason and "not a tensor" in r.reason
                for r in monitor.records)
 
 
@@ -275,7 +280,7 @@ def test_fallback_parameters_are_announced_and_estimated(tmp_path):
     with pytest.warns(UserWarning, match="exact per-sample fallback"):
         monitor = attach(trainer, tmp_path)
     assert not _train(trainer)
-    assert [r["status"] for r in monitor.records] == ["ok", "ok"]
+    assert [r.status for r in monitor.records] == ["ok", "ok"]
 
 
 def test_fsdp_is_refused_in_one_line(tmp_path):
@@ -335,12 +340,12 @@ def test_several_reward_functions_get_the_multi_reward_rule(tmp_path, aggregatio
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.train()
-    assert monitor.rule == rule and "2 reward functions" in monitor.rule_source
+    assert monitor.estimator == rule and "2 reward functions" in monitor.estimator_source
     logs = [h for h in trainer.state.log_history if "loss" in h]
     batches = list(monitor._batches)
     for record, batch, log in zip(monitor.records, batches, logs):
-        assert record["status"] == "ok" and record["rule"] == rule
-        assert record["run_estimator"].startswith(f"{rule} at the run's G")
+        assert record.ok and record.estimator == rule
+        assert record.run_method.startswith(f"{rule} at the run's G")
         # the captured rewards are TRL's own: per-function means as logged, combined as TRL does
         for k, name in enumerate(("parity_reward", "digit_reward")):
             key = next(key for key in log if key.startswith("rewards/") and key.endswith(
@@ -349,10 +354,10 @@ def test_several_reward_functions_get_the_multi_reward_rule(tmp_path, aggregatio
         np.testing.assert_allclose(batch.channels @ [1.0, 0.5], batch.reward, rtol=1e-12)
     # the last record's MSE and variance are the rule's on TRL's own per-function rewards
     var, mse = window_reference(batches, rule, [1.0, 0.5])
-    assert monitor.records[-1]["mse_run"]["estimate"] == pytest.approx(mse, rel=1e-10)
-    assert monitor.records[-1]["var_run"]["estimate"] == pytest.approx(var, rel=1e-10)
-    last = monitor.records[-1]["mse_run"]
-    assert last["low"] <= last["estimate"] <= last["high"]
+    assert monitor.records[-1].mse_run.estimate == pytest.approx(mse, rel=1e-10)
+    assert monitor.records[-1].var_run.estimate == pytest.approx(var, rel=1e-10)
+    last = monitor.records[-1].mse_run
+    assert last.low <= last.estimate <= last.high
 
 
 #: The multi-reward window on the families people fine-tune, full and LoRA (Gemma2's scaled
@@ -376,24 +381,38 @@ def test_several_reward_functions_on_the_model_families(tmp_path, name):
                            reward_weights=[1.0, 0.5], **_aggregation(aggregation), **options)
     monitor = attach(trainer, tmp_path)
     assert not _train(trainer)  # no window skipped
-    assert [r["status"] for r in monitor.records] == ["ok"] * 2
+    assert [r.status for r in monitor.records] == ["ok"] * 2
     for record in monitor.records:
-        assert record["run_estimator"].startswith(f"trl_{aggregation} at the run's G")
-        assert math.isfinite(record["mse_run"]["estimate"])
+        assert record.run_method.startswith(f"trl_{aggregation} at the run's G")
+        assert math.isfinite(record.mse_run.estimate)
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(every=0), "every"), (dict(sketch_dim=30, sketch_blocks=8), "sketch_blocks"),
+    (dict(every=0), "every"), (dict(sketch_dim=30, sketch_blocks=8), "blocks"),
     (dict(level=1.0), "level"), (dict(pool=0), "pool"), (dict(kind="sparse"), "kind")])
 def test_bad_options_name_the_parameter(tmp_path, kwargs, match):
     trainer = make_trainer(tmp_path, steps=1)
     with pytest.raises(ValueError, match=match):
-        GroupSizeMonitor(trainer, trajectory=tmp_path / "t.jsonl", **kwargs)
+        GroupSizeMonitor(trainer, monitor_config(trajectory=tmp_path / "t.jsonl", **kwargs))
 
 
 def test_not_a_trainer():
     with pytest.raises(TypeError, match="GRPOTrainer"):
         GroupSizeMonitor(object())
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(group_size=G), "config.group_size"), (dict(estimator="trl_group"), "config.estimator"),
+    (dict(loss_type="dapo"), "config.loss"), (dict(temperature=0.7), "config.sketch.temperature"),
+    (dict(pad_token_id=3), "config.pad_token_id")])
+def test_what_the_trainer_says_is_refused_in_the_config(tmp_path, kwargs, match):
+    trainer = make_trainer(tmp_path, steps=1)
+    with pytest.raises(ValueError, match=f"`{match}` is read from the trainer"):
+        GroupSizeMonitor(trainer, monitor_config(**kwargs))
+    with pytest.raises(TypeError, match="`config`"):
+        GroupSizeMonitor(trainer, dict(kwargs))
+    monitor = GroupSizeMonitor(trainer)  # control: the defaults, the rest from the trainer
+    assert monitor.window.group_size == G and monitor.spec.dimension == 256
 
 
 def test_the_monitors_trajectory_goes_through_gstar_trajectory(run, tmp_path):
@@ -404,7 +423,7 @@ def test_the_monitors_trajectory_goes_through_gstar_trajectory(run, tmp_path):
     from ustat_rl.interface.cli import main
 
     _, monitor, tmp = run
-    assert all(r["gstar_errors"] is not None for r in monitor.records)
+    assert all(r.gstar_errors is not None for r in monitor.records)
     out, png = tmp_path / "u.json", tmp_path / "u.png"
     assert main(["gstar", "--trajectory", str(tmp / "trajectory.jsonl"), "--json", str(out),
                  "--plot", str(png)]) == 0
@@ -428,13 +447,13 @@ def _replay_entry(trainer, monitor, tmp_path, **overrides):
     """A WindowMonitor set up by hand from the trainer's config, as a loop of one's own would,
     fed exactly what the TRL monitor hands its entry at each window (same model, same step)."""
     args = trainer.args
-    options = dict(every=1, sketch_dim=K, sketch_blocks=BLOCKS, pool=3, estimator=monitor.rule,
-                   estimator_source=monitor.rule_source,
+    options = dict(every=1, sketch_dim=K, sketch_blocks=BLOCKS, pool=3, estimator=monitor.estimator,
+                   estimator_source=monitor.estimator_source,
                    reward_weights=trainer.reward_weights.double().numpy(),
                    loss_type=args.loss_type, max_completion_length=args.max_completion_length,
                    epsilon_high=getattr(args, "epsilon_high", None) or args.epsilon,
                    temperature=args.temperature, trajectory=tmp_path / "replay.jsonl")
-    entry = WindowMonitor(G, **{**options, **overrides})
+    entry = WindowMonitor(None, monitor_config(group_size=G, **{**options, **overrides}))
     replayed, real = [], monitor.window.step
 
     def both(model, *rows, **kwargs):
@@ -458,8 +477,8 @@ def test_the_entry_by_hand_gives_the_trl_monitors_records(tmp_path, overrides):
         warnings.simplefilter("ignore")
         trainer.train()
     assert len(replayed) == len(monitor.records) == 4
-    assert all(r["status"] == "ok" for r in monitor.records)
-    same = [_same(a, b) for a, b in zip(monitor.records, replayed)]
+    assert all(r.ok for r in monitor.records)
+    same = [_same(a.to_dict(), b.to_dict()) for a, b in zip(monitor.records, replayed)]
     assert all(same) if not overrides else not any(same)
 
 
@@ -470,32 +489,35 @@ def test_a_real_run_estimates_every_window_in_trainer_units(tmp_path, scale):
     intervals that hold their estimates and do not go below 0; G*, the intervals and the advice
     as for every window."""
     pytest.importorskip("trl")
-    from ustat_rl.frameworks import GroupSizeMonitor
+    from ustat_rl.frameworks import GroupSizeMonitor, MonitorConfig, Outputs, Schedule
     from ustat_rl.frameworks.demo import demo_trainer
+    from ustat_rl.scores.spec import SketchSpec
 
     trainer = demo_trainer(tmp_path / "out", 4, 8, 3, 1e-3, scale_rewards=scale,
                            loss_type="dr_grpo")
-    monitor = GroupSizeMonitor(trainer, every=1, sketch_dim=32, sketch_blocks=8, pool=2,
-                               trajectory=tmp_path / "t.jsonl")
+    monitor = GroupSizeMonitor(trainer, MonitorConfig(
+        schedule=Schedule(every=1, pool=2), sketch=SketchSpec(32, blocks=8),
+        outputs=Outputs(tmp_path / "t.jsonl")))
     trainer.add_callback(monitor)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.train()
     records = monitor.records
-    assert [r["status"] for r in records] == ["ok"] * 3
-    assert all(r["units"] == units_note("dr_grpo") for r in records)
-    assert all(r["gstar"] is not None and r["recommended_group_size"] >= 2 for r in records)
+    assert [r.status for r in records] == ["ok"] * 3
+    assert all(r.units == units_note("dr_grpo") for r in records)
+    assert all(r.gstar is not None and r.recommended_group_size >= 2 for r in records)
     for r in records:
         for name in ("var_run", "mse_run"):
-            assert 0.0 <= r[name]["low"] <= r[name]["estimate"] <= r[name]["high"], (name, r)
-        assert r["var_run"]["estimate"] > 0
-        assert r["run_estimator"].startswith(f"trl_{scale} at the run's G = 4")
-        assert ("batch statistics held" in r["run_estimator"]) == (scale == "batch")
+            part = getattr(r, name)
+            assert 0.0 <= part.low <= part.estimate <= part.high, (name, r)
+        assert r.var_run.estimate > 0
+        assert r.run_method.startswith(f"trl_{scale} at the run's G = 4")
+        assert ("batch statistics held" in r.run_method) == (scale == "batch")
     logs = [h for h in trainer.state.log_history if "loss" in h]
     assert all("ustat/var_run" in h for h in logs)
     # dynamic sampling's cost at the run's G, from the all-equal fraction of earlier batches
-    assert records[0]["ds_keep_prob"] is None  # no earlier batch to predict from
+    assert records[0].ds_keep_prob is None  # no earlier batch to predict from
     for r in records[1:]:
-        assert r["ds_keep_prob"] == pytest.approx(1.0 - r["all_equal_predicted"], abs=1e-15)
+        assert r.ds_keep_prob == pytest.approx(1.0 - r.all_equal_predicted, abs=1e-15)
         # whole generation batches: at least the B/(b r) = 1/r a fractional count would give
-        assert r["ds_gen_batches"] >= 1.0 / r["ds_keep_prob"] - 1e-12
+        assert r.ds_gen_batches >= 1.0 / r.ds_keep_prob - 1e-12

@@ -31,11 +31,12 @@ trl = pytest.importorskip("trl")
 torch = pytest.importorskip("torch")
 pytest.importorskip("datasets")
 
-from ustat_rl.frameworks import GroupSizeMonitor  # noqa: E402
+from ustat_rl.frameworks import GroupSizeMonitor, MonitorConfig, Outputs, Schedule  # noqa: E402
 from ustat_rl.frameworks.demo import demo_trainer  # noqa: E402
 from ustat_rl.pilot import load_rollouts  # noqa: E402
 from ustat_rl.scores.factored import factored_projection_matrix  # noqa: E402
 from ustat_rl.scores.sequence import trainable_parameters  # noqa: E402
+from ustat_rl.scores.spec import SketchSpec  # noqa: E402
 
 pytestmark = pytest.mark.integration  # TRL run: GRPOTrainer at learning rate 0
 
@@ -127,13 +128,14 @@ def _run(tmp_path, monkeypatch, inject, config):
         return out
 
     trainer._generate_and_score_completions = generate  # before the monitor wraps it
-    monitor = GroupSizeMonitor(trainer, every=1, sketch_dim=K, sketch_blocks=BLOCKS, pool=1,
-                               trajectory=tmp_path / "t.jsonl", save_rollouts=tmp_path / "w")
+    monitor = GroupSizeMonitor(trainer, MonitorConfig(
+        schedule=Schedule(every=1, pool=1), sketch=SketchSpec(K, blocks=BLOCKS),
+        outputs=Outputs(tmp_path / "t.jsonl", tmp_path / "w")))
     trainer.add_callback(monitor)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.train()
-    assert [r["status"] for r in monitor.records] == ["ok", "ok"]
+    assert [r.status for r in monitor.records] == ["ok", "ok"]
     return trainer, monitor, seen[-1]
 
 
@@ -155,7 +157,7 @@ def test_scores_cover_exactly_the_tokens_the_loss_counts(tmp_path, monkeypatch, 
     trainer, monitor, out = _run(tmp_path, monkeypatch, inject, settings())
     model = trainer.accelerator.unwrap_model(trainer.model).eval()
     params = trainable_parameters(model)
-    R = factored_projection_matrix(model, K, monitor.spec.seed, BLOCKS)
+    R = factored_projection_matrix(model, SketchSpec(K, monitor.spec.seed, blocks=BLOCKS))
     score = load_rollouts(tmp_path / "w" / "window_000001.npz").score  # (n, K), weighted
     mask, weight = monitor._loss_mask(out)  # (n, T) each
     if case == "mask_truncated_completions":  # the run must have both kinds of completion
@@ -199,7 +201,7 @@ def test_cispo_scores_carry_its_clamped_ratio(tmp_path, monkeypatch, epsilon_hig
     trainer, monitor, out = _run(tmp_path, monkeypatch, lambda out: out, config)
     model = trainer.accelerator.unwrap_model(trainer.model).eval()
     params = trainable_parameters(model)
-    R = factored_projection_matrix(model, K, monitor.spec.seed, BLOCKS)
+    R = factored_projection_matrix(model, SketchSpec(K, monitor.spec.seed, blocks=BLOCKS))
     score = load_rollouts(tmp_path / "w" / "window_000001.npz").score
     loss = trainer._compute_loss(model, out)
     grads = torch.autograd.grad(loss, list(params.values()))

@@ -19,7 +19,7 @@ trl = pytest.importorskip("trl")
 torch = pytest.importorskip("torch")
 pytest.importorskip("datasets")
 
-from ustat_rl.frameworks import GroupSizeMonitor  # noqa: E402
+from ustat_rl.frameworks import GroupSizeMonitor, MonitorConfig, Outputs, Schedule  # noqa: E402
 from ustat_rl.frameworks.demo import (  # noqa: E402
     arithmetic_prompts,
     char_tokenizer,
@@ -27,6 +27,7 @@ from ustat_rl.frameworks.demo import (  # noqa: E402
     tiny_gpt2,
 )
 from ustat_rl.frameworks.entry import combined_rewards  # noqa: E402
+from ustat_rl.scores.spec import SketchSpec  # noqa: E402
 
 pytestmark = pytest.mark.integration  # TRL run: GRPOTrainer with combined rewards
 G, B = 4, 4
@@ -64,8 +65,9 @@ def test_each_kind_of_reward_function_is_read_through_reward_funcs(tmp_path):
                                   {"prompt": arithmetic_prompts()}),
                               processing_class=tok, reward_processing_classes=[None, None, tok])
     before = list(trainer.reward_funcs)
-    monitor = GroupSizeMonitor(trainer, every=1, sketch_dim=16, sketch_blocks=4, pool=2,
-                               trajectory=tmp_path / "t.jsonl")
+    monitor = GroupSizeMonitor(trainer, MonitorConfig(
+        schedule=Schedule(every=1, pool=2), sketch=SketchSpec(16, blocks=4),
+        outputs=Outputs(tmp_path / "t.jsonl")))
     trainer.add_callback(monitor)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -74,7 +76,7 @@ def test_each_kind_of_reward_function_is_read_through_reward_funcs(tmp_path):
     assert [type(f) for f in before] == [type(f) for f in funcs]
     logs = [h for h in trainer.state.log_history if "loss" in h]
     assert len(monitor.records) == len(logs) == 2
-    assert all(r["status"] == "ok" for r in monitor.records)
+    assert all(r.ok for r in monitor.records)
     names = trainer.reward_func_names
     for batch, log in zip(monitor._batches, logs):
         assert batch.channels.shape == (G * B, 3)

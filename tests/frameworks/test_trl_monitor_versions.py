@@ -15,7 +15,7 @@ import pytest
 trl = pytest.importorskip("trl")
 pytest.importorskip("datasets")
 
-from ustat_rl.frameworks import GroupSizeMonitor  # noqa: E402
+from ustat_rl.frameworks import GroupSizeMonitor, MonitorConfig, Outputs  # noqa: E402
 from ustat_rl.frameworks.demo import demo_trainer  # noqa: E402
 from ustat_rl.frameworks.trl_support import TRL_VERSIONS, check_trl_version  # noqa: E402
 
@@ -44,9 +44,9 @@ def test_the_monitor_refuses_an_unsupported_trl(tmp_path, monkeypatch):
     trainer = demo_trainer(tmp_path / "out", 4, 2, 1)
     monkeypatch.setattr(trl, "__version__", "0.18.2")
     with pytest.raises(ImportError, match=r"trl 0\.18\.2 is installed"):
-        GroupSizeMonitor(trainer, trajectory=tmp_path / "t.jsonl")
+        GroupSizeMonitor(trainer, MonitorConfig(outputs=Outputs(tmp_path / "t.jsonl")))
     monkeypatch.setattr(trl, "__version__", "1.16.0")  # negative control: the same trainer
-    GroupSizeMonitor(trainer, trajectory=tmp_path / "t.jsonl")
+    GroupSizeMonitor(trainer, MonitorConfig(outputs=Outputs(tmp_path / "t.jsonl")))
 
 
 @pytest.mark.parametrize("setting, value, match", [
@@ -56,7 +56,7 @@ def test_a_loss_mask_the_monitor_cannot_follow_is_refused(tmp_path, setting, val
     trainer = demo_trainer(tmp_path / "out", 4, 2, 1)
     setattr(trainer.args, setting, value)
     with pytest.raises(ValueError, match=match) as caught:
-        GroupSizeMonitor(trainer, trajectory=tmp_path / "t.jsonl")
+        GroupSizeMonitor(trainer, MonitorConfig(outputs=Outputs(tmp_path / "t.jsonl")))
     assert "\n" not in str(caught.value)
 
 
@@ -66,10 +66,10 @@ def test_the_off_policy_mask_is_refused_under_vllm_alone(tmp_path):
     refused."""
     trainer = demo_trainer(tmp_path / "out", 4, 2, 1)
     trainer.args.off_policy_mask_threshold = 0.5
-    GroupSizeMonitor(trainer, trajectory=tmp_path / "t.jsonl")
+    GroupSizeMonitor(trainer, MonitorConfig(outputs=Outputs(tmp_path / "t.jsonl")))
     trainer.args.use_vllm = True
     with pytest.raises(ValueError, match="use_vllm=True"):
-        GroupSizeMonitor(trainer, trajectory=tmp_path / "t.jsonl")
+        GroupSizeMonitor(trainer, MonitorConfig(outputs=Outputs(tmp_path / "t.jsonl")))
 
 
 def test_the_extra_and_the_oldest_constraints_follow_the_range():

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from monitor_settings import monitor_config
 from script_loader import ROOT
 
 from ustat_rl.advantages import get_rule
@@ -32,6 +33,7 @@ from ustat_rl.frameworks.entry import WindowMonitor
 from ustat_rl.frameworks.verl_monitor import (
     VERL_VERSIONS,
     VerlWindowMonitor,
+    monitor_step,
     verl_rule,
     verl_step_inputs,
 )
@@ -151,22 +153,24 @@ def test_the_extra_and_the_constraints_pin_the_tested_release():
 def test_record_equals_the_entry_called_by_hand_and_scrambled_uids_differ():
     model = _model()
     batches = [_step_batch(seed) for seed in (11, 12)]
-    adapter = VerlWindowMonitor(G, loss_agg_mode="token-mean", **OPTIONS)
-    by_hand = WindowMonitor(G, estimator="verl_grpo", estimator_source=verl_rule("grpo")[1],
-                            units=adapter.monitor.units, name="VerlWindowMonitor", **OPTIONS)
+    adapter = VerlWindowMonitor(monitor_config(group_size=G, **OPTIONS),
+                                loss_agg_mode="token-mean")
+    by_hand = WindowMonitor(None, monitor_config(
+        group_size=G, estimator="verl_grpo", estimator_source=verl_rule("grpo")[1],
+        units=adapter.monitor.units, name="VerlWindowMonitor", **OPTIONS))
     for step, batch in enumerate(batches):
         record = adapter.step(batch, model, step=step)
-        want = by_hand.step(model, step=step, **_by_hand(batch, "token-mean"))
-        assert record["status"] == "ok" and record["rule"] == "verl_grpo"
-        np.testing.assert_equal(record, want)
+        want = monitor_step(by_hand, model, _by_hand(batch, "token-mean"), step)
+        assert record.ok and record.estimator == "verl_grpo"
+        np.testing.assert_equal(record.to_dict(), want.to_dict())
     # negative control: the same rows with uids scrambled across groups (still G rows each)
     batch = batches[-1]
     scrambled = np.array(batch.non_tensor_batch["uid"])[np.roll(np.arange(B * G), 1)]
     batch.non_tensor_batch["uid"] = scrambled
-    control = VerlWindowMonitor(G, loss_agg_mode="token-mean", **OPTIONS).step(batch, model,
-                                                                              step=1)
-    assert control["status"] == "ok"
-    assert control["c1"]["estimate"] != pytest.approx(record["c1"]["estimate"], rel=1e-6)
+    control = VerlWindowMonitor(monitor_config(group_size=G, **OPTIONS),
+                                loss_agg_mode="token-mean").step(batch, model, step=1)
+    assert control.ok
+    assert control.c1.estimate != pytest.approx(record.c1.estimate, rel=1e-6)
 
 
 @pytest.mark.parametrize("mode", AGGREGATIONS)
@@ -236,7 +240,11 @@ def test_bad_settings_are_refused_naming_the_parameter():
         verl_step_inputs(batch, G, "seq-mean-token-sum-norm", loss_scale_factor=0.0)
     with pytest.raises(ValueError, match="group_size=3"):
         verl_step_inputs(batch, 3)
-    with pytest.raises(ValueError, match="`estimator`"):
-        VerlWindowMonitor(G, estimator="grpo")
+    with pytest.raises(ValueError, match="`config.estimator` is read from verl's settings"):
+        VerlWindowMonitor(monitor_config(group_size=G, estimator="grpo"))
+    with pytest.raises(ValueError, match="`config.loss` is read from verl's settings"):
+        VerlWindowMonitor(monitor_config(group_size=G, loss_type="dapo"))
+    with pytest.raises(TypeError, match="`config`"):
+        VerlWindowMonitor(G)
     with pytest.raises(TypeError, match="`batch`"):
         verl_step_inputs([1, 2], G)  # neither a DataProto nor a mapping of the fields

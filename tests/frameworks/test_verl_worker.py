@@ -46,6 +46,7 @@ from ustat_rl.frameworks.verl_monitor import VerlWindowMonitor
 pytestmark = pytest.mark.fast
 
 try:
+    from monitor_settings import monitor_config
     from omegaconf import OmegaConf
     from test_verl_monitor import OPTIONS, B, G, _model, _step_batch
     from verl.utils.tensordict_utils import chunk_tensordict
@@ -112,7 +113,8 @@ def _update(model):
 
 def _by_hand(batches, options=None):
     options = OPTIONS if options is None else options
-    model, hand, records = _model(), VerlWindowMonitor(G, **options), []
+    hand = VerlWindowMonitor(monitor_config(group_size=G, **options))
+    model, records = _model(), []
     for step, batch in enumerate(batches):
         records.append(hand.step(batch, model, step=step))
         _update(model)
@@ -123,7 +125,7 @@ def _by_hand(batches, options=None):
 def test_hooked_update_actor_records_as_the_adapter_by_hand_and_trains():
     batches = [_step_batch(seed) for seed in (61, 62)]
     want = _by_hand(batches)
-    cls = verl_worker.monitored_worker(StandInWorker, **OPTIONS)
+    cls = verl_worker.monitored_worker(StandInWorker, monitor_config(**OPTIONS))
     worker = cls(_model())
     for batch in batches:
         data = _worker_batch(batch)
@@ -131,7 +133,7 @@ def test_hooked_update_actor_records_as_the_adapter_by_hand_and_trains():
         assert worker.update_actor(data) == "updated"
         assert worker.updates[-1] == keys  # verl's update ran on the batch, unchanged
     got = worker._ustat_monitor.records
-    assert [r["status"] for r in got] == ["ok", "ok"] and worker.actor.engine.entered == 2
+    assert [r.status for r in got] == ["ok", "ok"] and worker.actor.engine.entered == 2
     np.testing.assert_equal(got, want)
     # negative control: uids scrambled across groups (still G rows each) give another record
     batch = batches[0]
@@ -139,32 +141,35 @@ def test_hooked_update_actor_records_as_the_adapter_by_hand_and_trains():
         np.roll(np.arange(B * G), 1)]
     control = cls(_model())
     control.update_actor(_worker_batch(batch))
-    assert control._ustat_monitor.records[0]["status"] == "ok"
-    assert control._ustat_monitor.records[0]["c1"]["estimate"] != pytest.approx(
-        want[0]["c1"]["estimate"], rel=1e-6)
+    assert control._ustat_monitor.records[0].ok
+    assert control._ustat_monitor.records[0].c1.estimate != pytest.approx(
+        want[0].c1.estimate, rel=1e-6)
 
 
 @needs_verl
 def test_a_missing_field_is_a_skipped_window_and_training_goes_on():
-    worker = verl_worker.monitored_worker(StandInWorker, **OPTIONS)(_model())
+    worker = verl_worker.monitored_worker(StandInWorker, monitor_config(**OPTIONS))(_model())
     data = _worker_batch(_step_batch(63))
     data.pop("token_level_rewards")
     with pytest.warns(UserWarning, match="token_level_rewards"):
         assert worker.update_actor(data) == "updated"
     record = worker._ustat_monitor.records[0]
-    assert record["status"] == "skipped" and "'token_level_rewards'" in record["reason"]
+    assert record.status == "skipped" and "'token_level_rewards'" in record.reason
     assert len(worker.updates) == 1
 
 
 @needs_verl
 def test_bad_settings_and_fsdp1_are_refused_in_one_line():
-    with pytest.raises(ValueError, match="`group_size`"):
-        verl_worker.monitored_worker(StandInWorker, group_size=G)
+    with pytest.raises(ValueError, match="`config.group_size` is read from the verl worker"):
+        verl_worker.monitored_worker(StandInWorker, monitor_config(group_size=G))
+    with pytest.raises(ValueError, match="`config.sketch.temperature` is read from the verl"):
+        verl_worker.monitored_worker(StandInWorker, monitor_config(temperature=0.7))
     with pytest.raises(ValueError, match="`every`"):
-        verl_worker.monitored_worker(StandInWorker, every=0)
+        verl_worker.monitored_worker(StandInWorker, monitor_config(every=0))
     with pytest.raises(TypeError, match="`base`"):
         verl_worker.monitored_worker(object)
-    worker = verl_worker.monitored_worker(StandInWorker, **OPTIONS)(_model(), strategy="fsdp")
+    worker = verl_worker.monitored_worker(StandInWorker, monitor_config(**OPTIONS))(
+        _model(), strategy="fsdp")
     with pytest.raises(ValueError, match="actor.strategy='fsdp2'.*got 'fsdp'"):
         worker.update_actor(_worker_batch(_step_batch(64)))
     assert worker.updates == []
@@ -183,7 +188,7 @@ def _rank(rank, world, port, out):
         torch.set_num_threads(1)
         data = _worker_batch(_step_batch(66))
         share = chunk_tensordict(data, world)[rank]  # as verl's dispatch splits the batch
-        worker = verl_worker.monitored_worker(StandInWorker, **OPTIONS)(
+        worker = verl_worker.monitored_worker(StandInWorker, monitor_config(**OPTIONS))(
             _model(), group=torch.distributed.group.WORLD)
         worker.update_actor(share)
         torch.save(worker._ustat_monitor.records, Path(out) / f"rank{rank}.pt")
@@ -197,7 +202,7 @@ def test_two_ranks_given_halves_record_what_one_process_records(tmp_path):
     want = _by_hand([_step_batch(66)])[0]
     for rank in range(2):
         got = torch.load(tmp_path / f"rank{rank}.pt", weights_only=False)[0]
-        assert got["status"] == "ok"
+        assert got.ok
         _assert_close(got, want)
     # negative control: the same comparison tells another step's record apart
     with pytest.raises(AssertionError):
@@ -261,24 +266,24 @@ def test_the_monitored_worker_keeps_verls_dispatch_and_the_runners_install_it():
     from verl.single_controller.base.decorator import MAGIC_ATTR
 
     verl = _verl_classes()
-    cls = verl_worker.monitored_worker(**OPTIONS)
+    cls = verl_worker.monitored_worker(config=monitor_config(**OPTIONS))
     assert issubclass(cls, verl.worker)
     assert getattr(cls.update_actor, MAGIC_ATTR) == getattr(verl.worker.update_actor, MAGIC_ATTR)
     assert getattr(cls.compute_log_prob, MAGIC_ATTR) != getattr(cls.update_actor, MAGIC_ATTR)
-    legacy = verl_worker.verl_task_runner(use_v1=False, **OPTIONS).__ray_actor_class__
+    legacy = verl_worker.verl_task_runner(use_v1=False, config=monitor_config(**OPTIONS)).__ray_actor_class__
     assert issubclass(legacy, verl.v0.TaskRunner.__ray_actor_class__)
     config = OmegaConf.load(Path(inspect.getfile(verl.v1)).parent / "config"
                             / "_generated_ppo_trainer.yaml")
     runner = legacy()
     installed, _ = runner.add_actor_rollout_worker(config)
     assert issubclass(installed, verl.worker) and installed.__name__.startswith("Monitored")
-    v1 = verl_worker.verl_task_runner(**OPTIONS).__ray_actor_class__
+    v1 = verl_worker.verl_task_runner(config=monitor_config(**OPTIONS)).__ray_actor_class__
     assert issubclass(v1, verl.v1.TaskRunnerV1.__ray_actor_class__)
     import ray  # the v1 trainer's mapping, as PPOTrainer._init_resource_pool_mgr builds it
 
     mapping = {verl.Role.ActorRollout: ray.remote(verl.worker),
                verl.Role.Critic: ray.remote(verl.training)}
-    verl_worker._swap_workers(mapping, OPTIONS)
+    verl_worker._swap_workers(mapping, dict(config=monitor_config(**OPTIONS)))
     assert mapping[verl.Role.ActorRollout].__ray_actor_class__.__name__ == \
         "MonitoredActorRolloutRefWorker"
     assert mapping[verl.Role.Critic].__ray_actor_class__ is verl.training  # control: untouched
@@ -305,7 +310,7 @@ def _real_rank(rank, world, port, folder):
         data = _worker_batch(batch)
         verl_cpu.update_meta(data, rows)
         config = verl_cpu.actor_config(Path(folder) / "model", G, rows, world)
-        worker = verl_worker.monitored_worker(ActorRolloutRefWorker, **REAL)(
+        worker = verl_worker.monitored_worker(ActorRolloutRefWorker, monitor_config(**REAL))(
             config, role="actor")
         worker.init_model()
         module = worker.actor.engine.module
@@ -338,7 +343,7 @@ def test_verls_own_worker_on_two_cpu_ranks_records_what_one_process_records(tmp_
         assert got["moved"] > 0  # verl's update ran after the hook and moved the parameters
         assert got["unchanged"]  # to exactly where verl's worker without the hook moves them
         record = got["records"][0]
-        assert record["status"] == "ok"
+        assert record.ok
         # relative 1e-5: the sharded model sums in float32 in another order (measured ~1e-7)
         _assert_close(record, want, rtol=1e-5)
     with pytest.raises(AssertionError):  # negative control: another step's record is told apart
@@ -357,5 +362,5 @@ def test_without_verl_the_hook_is_refused_in_one_line():
         pytest.skip("verl's worker imports here: the refusal is for where it does not")
     for build in (monitored_worker, verl_task_runner):
         with pytest.raises(ImportError, match="the `verl` extra") as refused:
-            build(every=1)
+            build()
         assert "\n" not in str(refused.value)

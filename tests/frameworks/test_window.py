@@ -21,6 +21,7 @@ import pytest
 pytest.importorskip("torch")
 
 from ustat_rl.claims.paper_pilot import coverage_in_band  # noqa: E402
+from ustat_rl.frameworks.config import EstimatorConfig, MonitorConfig  # noqa: E402
 from ustat_rl.frameworks.window import Batch, window_record  # noqa: E402
 from ustat_rl.policies.transformer import exact_moments, load_study_policy, make_splits  # noqa: E402
 from ustat_rl.scores.transformer import answer_population, population_pilot  # noqa: E402
@@ -50,7 +51,8 @@ def windows():
                          b * GROUPS) for b in range(POOL)]
         meta = dict(sketch_kind="gaussian", sketch_seed=None, sketch_blocks=None,
                     sketch_route="dense", model_name="medium", param_dim=pilot.param_dim)
-        record, _ = window_record(batches, meta, G * GROUPS, 0.9, None, "test")
+        record, _ = window_record(batches, meta, G * GROUPS,
+                                  MonitorConfig(estimator=EstimatorConfig(source="test")))
         records.append(record)
     return truth, records
 
@@ -63,9 +65,9 @@ def _mean_ok(values, truth):
 
 def test_window_estimates_average_to_the_exact_constants(windows):
     truth, records = windows
-    assert all(r["status"] == "ok" and r["n_prompts"] == GROUPS * POOL for r in records)
+    assert all(r.ok and r.n_prompts == GROUPS * POOL for r in records)
     for name in ("c1", "c2", "c3"):
-        values = [r[name]["estimate"] for r in records]
+        values = [getattr(r, name).estimate for r in records]
         assert _mean_ok(values, getattr(truth, name)), name
         # negative control: a truth 30% off is rejected by the same check
         assert not _mean_ok(values, 1.3 * getattr(truth, name)), name
@@ -76,9 +78,9 @@ def test_window_intervals_cover_the_exact_values(windows):
     exact = {"c1": truth.c1, "c2": truth.c2, "c3": truth.c3,
              "gstar": truth.optimal_group_size()}
     for name, value in exact.items():
-        hits = sum(r[name]["low"] <= value <= r[name]["high"] for r in records)
+        hits = sum(getattr(r, name).covers(value) for r in records)
         check = coverage_in_band(f"window {name}", hits, len(records))
         assert check.passed, check
         # negative control: the same band check rejects intervals tested against a far value
-        far = sum(r[name]["low"] <= 3.0 * value <= r[name]["high"] for r in records)
+        far = sum(getattr(r, name).covers(3.0 * value) for r in records)
         assert not coverage_in_band(f"window {name}, moved", far, len(records)).passed

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ustat_rl.frameworks.config import EstimatorConfig, MonitorConfig
 from ustat_rl.frameworks.trajectory import append_record, read_trajectory
 from ustat_rl.frameworks.window import Batch, window_record
 from ustat_rl.pilot.estimate import estimate_moments, pilot_statistics
@@ -53,32 +54,33 @@ def _hand_keep(name: str) -> float:
 @pytest.mark.parametrize("name", ["verl", "roll"])
 def test_window_reports_the_keep_rules_figures(tmp_path, name):
     batches, budget = _batches(), G * GROUPS
-    plain, _ = window_record(batches, META, budget, 0.9, None, "test")
-    record, rollouts = window_record(batches, META, budget, 0.9, None, "test", keep_rule=name)
+    plain, _ = window_record(batches, META, budget,
+                             MonitorConfig(estimator=EstimatorConfig(source="test")))
+    record, rollouts = window_record(batches, META, budget, MonitorConfig(
+        estimator=EstimatorConfig(source="test", keep_rule=name)))
     keep = _hand_keep(name)
-    assert record["ds_keep_rule"] == name and record["ds_keep_prob"] == keep
-    assert record["ds_gen_batches"] == cost_at_keep_probability(keep, G, GROUPS).expected_gen_batches
+    assert record.ds_keep_rule == name and record.ds_keep_prob == keep
+    assert record.ds_gen_batches == cost_at_keep_probability(keep, G, GROUPS).expected_gen_batches
     moments = binary_projection(estimate_moments(pilot_statistics(rollouts)))
     want = filtered_batch_moments(moments, "grpo", G, GROUPS, name).mse
-    assert record["ds_filtered_mse"] == pytest.approx(want, rel=1e-13)
+    assert record.ds_filtered_mse == pytest.approx(want, rel=1e-13)
     if name == "verl":
-        assert record["ds_keep_prob"] == pytest.approx(1.0 - plain["all_equal_predicted"],
+        assert record.ds_keep_prob == pytest.approx(1.0 - plain.all_equal_predicted,
                                                        abs=1e-15)
-        assert record["ds_gen_batches"] == pytest.approx(plain["ds_gen_batches"], rel=1e-15)
+        assert record.ds_gen_batches == pytest.approx(plain.ds_gen_batches, rel=1e-15)
     else:  # negative control: ROLL's rule drops the k = 1 groups verl keeps
-        assert record["ds_keep_prob"] < 1.0 - plain["all_equal_predicted"] - 0.1
+        assert record.ds_keep_prob < 1.0 - plain.all_equal_predicted - 0.1
     # everything else is the default record's, which has no keep rule and no filtered MSE
-    assert plain["ds_keep_rule"] is None and plain["ds_filtered_mse"] is None
+    assert plain.ds_keep_rule is None and plain.ds_filtered_mse is None
+    plain, line = plain.to_dict(), record.to_dict()
     same = {k for k in plain if not k.startswith("ds_")}
-    assert {k: plain[k] for k in same} == {k: record[k] for k in same}
+    assert {k: plain[k] for k in same} == {k: line[k] for k in same}
     append_record(tmp_path / "t.jsonl", record)
-    assert read_trajectory(tmp_path / "t.jsonl")[0]["ds_keep_rule"] == name
+    assert read_trajectory(tmp_path / "t.jsonl")[0].ds_keep_rule == name
 
 
 def test_a_bad_keep_rule_is_refused_naming_the_parameter():
     torch = pytest.importorskip("torch")  # noqa: F841
-    from ustat_rl.frameworks.entry import WindowMonitor
-
     with pytest.raises(ValueError, match="keep_rule"):
-        WindowMonitor(4, keep_rule="rol")
-    assert WindowMonitor(4, keep_rule="roll").keep_rule.name == "roll"
+        EstimatorConfig(keep_rule="rol")
+    assert EstimatorConfig(keep_rule="roll").keep_rule.name == "roll"

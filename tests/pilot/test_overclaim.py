@@ -19,7 +19,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from ustat_rl.frameworks.trajectory import append_record, synthetic_record
+from ustat_rl.frameworks.synthetic import SyntheticErrors, synthetic_record
+from ustat_rl.frameworks.trajectory import append_record
 from ustat_rl.interface.cli import main
 from ustat_rl.pilot.allocation import (
     RatioInterval,
@@ -239,14 +240,14 @@ def _one_record_file(record: dict) -> str:
      ", line 1: `all_equal_observed` must be a number, null or 'inf', got True"),
 ])
 def test_a_malformed_trajectory_record_is_an_error(tmp_path, capsys, edit, message):
-    record = edit(synthetic_record(10, 1.0, 2.0, 49.0, 0.05, 2.0))
+    record = edit(synthetic_record(10, 1.0, 2.0, 49.0, SyntheticErrors(0.05, 2.0)).to_dict())
     assert _trajectory_error(tmp_path, capsys, "run.jsonl", _one_record_file(record)) == message
 
 
 def test_a_record_cut_short_after_whole_ones_is_still_ignored(tmp_path, capsys):
     path = tmp_path / "run.jsonl"
     for step in (10, 20):
-        append_record(path, synthetic_record(step, 1.0, 2.0, 49.0, 0.05, 2.0))
+        append_record(path, synthetic_record(step, 1.0, 2.0, 49.0, SyntheticErrors(0.05, 2.0)))
     path.write_text(path.read_text() + '{"version": 1, "st')
     assert main(["gstar", "--trajectory", str(path)]) == 0
     assert "one G lies inside every window's interval" in capsys.readouterr().out

@@ -12,10 +12,16 @@ import pytest
 import torch
 
 from ustat_rl.pilot.estimate import estimate_moments
-from ustat_rl.scores.causal_lm import causal_lm_log_prob, causal_lm_pilot, sample_answers
+from ustat_rl.scores.causal_lm import (
+    Sampling,
+    causal_lm_log_prob,
+    causal_lm_pilot,
+    sample_answers,
+)
 from ustat_rl.scores.factored import factored_projection_matrix
 from ustat_rl.scores.forward_sketch import jvp_projection_matrix
 from ustat_rl.scores.sketch import torch_projection_matrix
+from ustat_rl.scores.spec import SketchSpec
 
 pytestmark = pytest.mark.fast
 
@@ -45,7 +51,7 @@ def _reference_log_prob(model, prompt, answer):
 def test_scores_equal_autograd_of_the_sequence_log_prob(model):
     prompt = torch.tensor([1, 2, 3])
     gen = torch.Generator().manual_seed(4)
-    answers, mask = sample_answers(model, prompt, 5, 4, gen, eos_token_id=EOS)
+    answers, mask = sample_answers(model, prompt, Sampling(5, 4, eos_token_id=EOS), gen)
     log_prob = causal_lm_log_prob(model, prompt)
     params = {n: p.detach() for n, p in model.named_parameters()}
     from ustat_rl.scores.sketch import full_scores
@@ -75,14 +81,15 @@ def test_pilot_is_reproducible_projected_and_estimable(model):
     def reward(i, answer):
         return float(7 in answer)
 
-    kwargs = dict(group_size=4, max_new_tokens=3, seed=9, eos_token_id=EOS)
+    kwargs = dict(sampling=Sampling(4, 3, seed=9, eos_token_id=EOS))
     full = causal_lm_pilot(model, prompts, reward, **kwargs)
     again = causal_lm_pilot(model, prompts, reward, **kwargs)
-    sketched = causal_lm_pilot(model, prompts, reward, sketch_dim=5, route="dense", **kwargs)
+    sketched = causal_lm_pilot(model, prompts, reward, sketch=SketchSpec(5, 1), route="dense",
+                               **kwargs)
     assert np.array_equal(full.score, again.score) and np.array_equal(full.reward, again.reward)
     assert full.score.shape == (12, sum(p.numel() for p in model.parameters()))
     params = {n: p.detach() for n, p in model.named_parameters()}
-    R = torch_projection_matrix(params, 5, sketched.sketch_seed)
+    R = torch_projection_matrix(params, SketchSpec(5, sketched.sketch_seed))
     assert np.allclose(sketched.score, full.score @ R.T, rtol=1e-10, atol=1e-12)
     assert set(np.unique(full.reward)) <= {0.0, 1.0}
     assert estimate_moments(sketched).n_prompts == 3
@@ -92,8 +99,8 @@ def test_pilot_is_reproducible_projected_and_estimable(model):
 
 def test_cached_sampler_draws_the_uncached_answers(model):
     prompt = torch.tensor([1, 2, 3])
-    draws = [sample_answers(model, prompt, 6, 5, torch.Generator().manual_seed(2),
-                            eos_token_id=EOS, use_cache=cache) for cache in (True, False)]
+    draws = [sample_answers(model, prompt, Sampling(6, 5, eos_token_id=EOS, use_cache=cache),
+                            torch.Generator().manual_seed(2)) for cache in (True, False)]
     assert torch.equal(draws[0][0], draws[1][0]) and torch.equal(draws[0][1], draws[1][1])
     assert not model.training
 
@@ -104,19 +111,20 @@ def test_every_route_matches_its_matrix_on_the_same_answers(model):
     def reward(i, answer):  # an injective code of the answer: equal rewards, equal answers
         return float(sum(t * 11**j for j, t in enumerate(answer)) + 11 ** len(answer))
 
-    kwargs = dict(group_size=4, max_new_tokens=3, seed=5, eos_token_id=EOS, chunk_size=3)
+    kwargs = dict(sampling=Sampling(4, 3, seed=5, eos_token_id=EOS), chunk_size=3)
     full = causal_lm_pilot(model, prompts, reward, **kwargs)
-    auto = causal_lm_pilot(model, prompts, reward, sketch_dim=12, sketch_blocks=3, **kwargs)
-    jvp = causal_lm_pilot(model, prompts, reward, sketch_dim=6, route="jvp", **kwargs)
+    auto = causal_lm_pilot(model, prompts, reward, sketch=SketchSpec(12, 1, blocks=3),
+                           **kwargs)
+    jvp = causal_lm_pilot(model, prompts, reward, sketch=SketchSpec(6, 1), route="jvp", **kwargs)
     assert (auto.sketch_route, auto.sketch_blocks, jvp.sketch_route) == ("factored", 3, "jvp")
     assert np.array_equal(auto.reward, full.reward) and np.array_equal(jvp.reward, full.reward)
-    R = factored_projection_matrix(model, 12, auto.sketch_seed, blocks=3)
+    R = factored_projection_matrix(model, SketchSpec(12, auto.sketch_seed, blocks=3))
     assert np.allclose(auto.score, full.score @ R.T, rtol=1e-10, atol=1e-12)
     assert np.array_equal(auto.column_groups(), np.repeat(np.arange(3), 4))
-    R = jvp_projection_matrix(model, 6, jvp.sketch_seed)
+    R = jvp_projection_matrix(model, SketchSpec(6, jvp.sketch_seed))
     assert np.allclose(jvp.score, full.score @ R.T, rtol=1e-10, atol=1e-12)
-    with pytest.raises(ValueError, match="`sketch_blocks`"):
-        causal_lm_pilot(model, prompts, reward, sketch_dim=12, sketch_blocks=5, **kwargs)
+    with pytest.raises(ValueError, match="`blocks`"):
+        causal_lm_pilot(model, prompts, reward, sketch=SketchSpec(12, 1, blocks=5), **kwargs)
 
 
 class _Offset(torch.nn.Module):
@@ -144,21 +152,30 @@ def test_auto_route_is_factored_and_exact_for_a_parameter_outside_the_layers():
         net.offset.normal_()
     assert parameter_coverage(net)["offset"] == "elementwise"
     kwargs = dict(prompts=[[1, 2], [3, 4]], reward_fn=lambda i, a: float(a[0] % 2),
-                  group_size=3, max_new_tokens=2, seed=0)
-    out = causal_lm_pilot(net, sketch_dim=4, sketch_blocks=2, **kwargs)
+                  sampling=Sampling(3, 2))
+    out = causal_lm_pilot(net, sketch=SketchSpec(4, 1, blocks=2), **kwargs)
     full = causal_lm_pilot(net, **kwargs)
     assert out.sketch_route == "factored" and out.sketch_blocks == 2
-    R = factored_projection_matrix(net, 4, out.sketch_seed, blocks=2)
+    R = factored_projection_matrix(net, SketchSpec(4, out.sketch_seed, blocks=2))
     assert np.allclose(out.score, full.score @ R.T, rtol=1e-10, atol=1e-12)
 
 
 def test_bad_input(model):
     with pytest.raises(ValueError, match="`group_size`"):
-        causal_lm_pilot(model, [[1], [2]], lambda i, a: 0.0, 2, 3, seed=0)
+        causal_lm_pilot(model, [[1], [2]], lambda i, a: 0.0, Sampling(2, 3))
     with pytest.raises(ValueError, match="`prompts`"):
-        causal_lm_pilot(model, [[1]], lambda i, a: 0.0, 3, 3, seed=0)
+        causal_lm_pilot(model, [[1]], lambda i, a: 0.0, Sampling(3, 3))
     with pytest.raises(TypeError, match="`reward_fn`"):
-        causal_lm_pilot(model, [[1], [2]], None, 3, 3, seed=0)
+        causal_lm_pilot(model, [[1], [2]], None, Sampling(3, 3))
     with pytest.raises(ValueError, match="`route`"):
-        causal_lm_pilot(model, [[1], [2]], lambda i, a: 0.0, 3, 3, seed=0, sketch_dim=8,
+        causal_lm_pilot(model, [[1], [2]], lambda i, a: 0.0, Sampling(3, 3), SketchSpec(8),
                         route="sparse")
+    with pytest.raises(TypeError, match="`sampling`"):  # loose settings are refused
+        causal_lm_pilot(model, [[1], [2]], lambda i, a: 0.0, 3)
+    with pytest.raises(TypeError, match="`sketch`"):
+        causal_lm_pilot(model, [[1], [2]], lambda i, a: 0.0, Sampling(3, 3), 8)
+    with pytest.raises(ValueError, match="`sketch.temperature`"):
+        causal_lm_pilot(model, [[1], [2]], lambda i, a: 0.0, Sampling(3, 3, temperature=0.7),
+                        SketchSpec(8))
+    with pytest.raises(ValueError, match="`max_new_tokens`"):
+        Sampling(3, 0)

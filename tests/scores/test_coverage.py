@@ -18,12 +18,13 @@ import numpy as np
 import pytest
 import torch
 
-from ustat_rl.scores.causal_lm import causal_lm_pilot
+from ustat_rl.scores.causal_lm import Sampling, causal_lm_pilot
 from ustat_rl.scores.coverage import fully_sharded, parameter_coverage, uncovered_parameters
 from ustat_rl.scores.factored import factored_projection_matrix, factored_sketch_scores
 from ustat_rl.scores.forward_sketch import jvp_projection_matrix, jvp_sketch_scores
 from ustat_rl.scores.sequence import functional_safe, sequence_log_probs
 from ustat_rl.scores.sketch import full_scores
+from ustat_rl.scores.spec import SketchSpec
 from ustat_rl.tolerances import Z_CHECK
 
 transformers = pytest.importorskip("transformers", reason="the optional extra 'hf'")
@@ -75,8 +76,8 @@ def _full(model, tokens, mask):
 
 
 def _assert_exact(model, tokens, mask, reference, k=12, blocks=3):
-    sketch = factored_sketch_scores(model, tokens, mask, k, seed=3, blocks=blocks).numpy()
-    projected = reference @ factored_projection_matrix(model, k, 3, blocks).T
+    sketch = factored_sketch_scores(model, tokens, mask, SketchSpec(k, 3, blocks=blocks)).numpy()
+    projected = reference @ factored_projection_matrix(model, SketchSpec(k, 3, blocks=blocks)).T
     assert np.allclose(sketch, projected, rtol=1e-10, atol=1e-10 * np.abs(projected).max())
 
 
@@ -251,12 +252,12 @@ def test_what_cannot_be_sketched_is_refused_in_one_line():
     model = _Wrapped(torch.nn.Identity()).double()
     model.embed = _Flipped(13, 4).double()
     with pytest.raises(ValueError, match="not a scaled row gather"):
-        factored_sketch_scores(model, tokens, mask, 4, seed=0)
+        factored_sketch_scores(model, tokens, mask, SketchSpec(4, 0, blocks=1))
     with pytest.raises(ValueError, match="returns tuple, not a tensor"):
-        factored_sketch_scores(_Wrapped(_Pair()).double(), tokens, mask, 4, seed=0)
+        factored_sketch_scores(_Wrapped(_Pair()).double(), tokens, mask, SketchSpec(4, 0, blocks=1))
     with pytest.raises(ValueError, match="gradients off"):  # reentrant checkpointing
         factored_sketch_scores(_Wrapped(torch.nn.LayerNorm(4), checkpoint=True).double(),
-                               tokens, mask, 4, seed=0)
+                               tokens, mask, SketchSpec(4, 0, blocks=1))
 
     class FlatParameter(torch.nn.Parameter):  # the class name FSDP's flat parameters carry
         pass
@@ -264,18 +265,18 @@ def test_what_cannot_be_sketched_is_refused_in_one_line():
     sharded = _Wrapped(torch.nn.Identity()).double()
     sharded.head.bias = FlatParameter(sharded.head.bias.detach())
     with pytest.raises(ValueError, match="sharded"):
-        factored_sketch_scores(sharded, tokens, mask, 4, seed=0)
+        factored_sketch_scores(sharded, tokens, mask, SketchSpec(4, 0, blocks=1))
 
     # DeepSpeed ZeRO-3 leaves each partitioned parameter empty outside its gather and marks it
     # with ``ds_id``: refused in one line where no DeepSpeed hook gathers it (its module not
     # marked ``ds_id`` by deepspeed.initialize), while the same model unmarked is sketched
     # (the sketch under a real ZeRO-3 engine: tests/scores/test_factored_zero3.py)
     zero3 = _Wrapped(torch.nn.Identity()).double()
-    assert factored_sketch_scores(zero3, tokens, mask, 4, seed=0).shape[1] == 4
+    assert factored_sketch_scores(zero3, tokens, mask, SketchSpec(4, 0, blocks=1)).shape[1] == 4
     zero3.head.bias.ds_id = 7
     with pytest.raises(ValueError, match="partitioned by DeepSpeed ZeRO-3 but no DeepSpeed hook "
                                          "gathers it; .*deepspeed.initialize"):
-        factored_sketch_scores(zero3, tokens, mask, 4, seed=0)
+        factored_sketch_scores(zero3, tokens, mask, SketchSpec(4, 0, blocks=1))
 
 
 def test_zero3_marks_change_nothing_where_the_tensors_are_whole():
@@ -290,7 +291,7 @@ def test_zero3_marks_change_nothing_where_the_tensors_are_whole():
         torch.manual_seed(0)
         model = _Odd().double()
     tokens, mask = _batch()
-    reference = factored_sketch_scores(model, tokens, mask, 12, seed=3, blocks=3).numpy()
+    reference = factored_sketch_scores(model, tokens, mask, SketchSpec(12, 3, blocks=3)).numpy()
     calls = {}
 
     def count(module, args, output):
@@ -298,7 +299,7 @@ def test_zero3_marks_change_nothing_where_the_tensors_are_whole():
 
     for module in (model.norm, model.shift, model.mix):
         module.register_forward_hook(count)
-    factored_sketch_scores(model, tokens, mask, 12, seed=3, blocks=3)
+    factored_sketch_scores(model, tokens, mask, SketchSpec(12, 3, blocks=3))
     unmarked = dict(calls)
     assert unmarked["LayerNorm"] > 1 and unmarked["_Mix"] > 1  # the rules' own calls
     for number, module in enumerate(model.modules()):
@@ -307,15 +308,16 @@ def test_zero3_marks_change_nothing_where_the_tensors_are_whole():
         p.ds_id, p.ds_shape = number, p.shape
     assert fully_sharded(model)  # every forward would all-gather: windows of equal passes only
     calls.clear()
-    marked = factored_sketch_scores(model, tokens, mask, 12, seed=3, blocks=3).numpy()
+    marked = factored_sketch_scores(model, tokens, mask, SketchSpec(12, 3, blocks=3)).numpy()
     assert calls == {"LayerNorm": 1, "_Cumulative": 1, "_Mix": 1}
     assert np.allclose(marked, reference, rtol=1e-12, atol=1e-12 * np.abs(reference).max())
     # outside DeepSpeed's gather each tensor is empty: the factors follow ds_shape and so
     # does coverage (an empty tensor is 1-D)
-    matrix, coverage = factored_projection_matrix(model, 12, 3, 3), parameter_coverage(model)
+    matrix = factored_projection_matrix(model, SketchSpec(12, 3, blocks=3))
+    coverage = parameter_coverage(model)
     for p in model.parameters():
         p.data = torch.empty(0, dtype=p.dtype)
-    assert np.array_equal(factored_projection_matrix(model, 12, 3, 3), matrix)
+    assert np.array_equal(factored_projection_matrix(model, SketchSpec(12, 3, blocks=3)), matrix)
     assert parameter_coverage(model) == coverage
     plain = _Wrapped(torch.nn.LayerNorm(4)).double()  # nn.Linear and nn.LayerNorm's own rules
     coverage = parameter_coverage(plain)
@@ -346,12 +348,13 @@ def test_jvp_route_runs_under_every_familys_attention():
     for name in ("qwen2", "llama"):
         model = _model(name, False)
         assert model.config._attn_implementation == "sdpa"
-        sketch = jvp_sketch_scores(model, tokens, mask, 3, seed=1).numpy()
+        sketch = jvp_sketch_scores(model, tokens, mask, SketchSpec(3, 1)).numpy()
         full = _full(model, tokens, mask)
-        projected = full @ jvp_projection_matrix(model, 3, 1).T
+        projected = full @ jvp_projection_matrix(model, SketchSpec(3, 1)).T
         tol = 1e-5 * np.abs(projected).max()
         assert np.allclose(sketch, projected, rtol=0, atol=tol)
-        assert not np.allclose(sketch, full @ jvp_projection_matrix(model, 3, 2).T, atol=tol)
+        assert not np.allclose(sketch, full @ jvp_projection_matrix(model,
+                                                                    SketchSpec(3, 2)).T, atol=tol)
 
 
 #: Pairs (i, j) of samples whose projected inner products are compared; (i, i) is a squared norm.
@@ -369,7 +372,7 @@ def test_projected_inner_products_are_unbiased_on_a_tied_qwen2():
     exact = np.array([full[i] @ full[j] for i, j in PAIRS])
     values = []
     for seed in range(400):
-        s = factored_sketch_scores(model, tokens, mask, 8, seed, blocks=2).numpy()
+        s = factored_sketch_scores(model, tokens, mask, SketchSpec(8, seed, blocks=2)).numpy()
         values.append([s[i] @ s[j] for i, j in PAIRS])
     values = np.array(values)
 
@@ -384,15 +387,15 @@ def test_projected_inner_products_are_unbiased_on_a_tied_qwen2():
 def test_pilot_on_a_family_picks_the_factored_route(name):
     model = _model(name, False)
     prompts = [[1, 5, 6], [1, 7]]
-    kwargs = dict(prompts=prompts, reward_fn=lambda i, a: float(len(a) % 2), group_size=3,
-                  max_new_tokens=3, seed=2, eos_token_id=2)
-    out = causal_lm_pilot(model, sketch_dim=8, sketch_blocks=2, **kwargs)
+    kwargs = dict(prompts=prompts, reward_fn=lambda i, a: float(len(a) % 2),
+                  sampling=Sampling(3, 3, seed=2, eos_token_id=2))
+    out = causal_lm_pilot(model, sketch=SketchSpec(8, 1, blocks=2), **kwargs)
     full = causal_lm_pilot(model, **kwargs)
     assert out.sketch_route == "factored" and out.score.shape == (6, 8)
-    R = factored_projection_matrix(model, 8, out.sketch_seed, blocks=2)
+    R = factored_projection_matrix(model, SketchSpec(8, out.sketch_seed, blocks=2))
     assert np.allclose(out.score, full.score @ R.T, rtol=1e-9, atol=1e-9 * np.abs(out.score).max())
     model.gradient_checkpointing_enable()
-    dense = causal_lm_pilot(model, sketch_dim=4, route="dense", **kwargs)
+    dense = causal_lm_pilot(model, sketch=SketchSpec(4, 1), route="dense", **kwargs)
     assert dense.sketch_route == "dense" and np.all(np.isfinite(dense.score))
 
 
@@ -401,14 +404,14 @@ def test_bf16_weights_and_autocast_give_the_scores_to_bf16_rounding():
     within 5% of the float64 scores' scale (bf16 keeps 8 bits; a wrong rule is off by O(1))."""
     model = _model("qwen2", True)
     tokens, mask = _batch()
-    exact = factored_sketch_scores(model, tokens, mask, 8, seed=0, blocks=2).numpy()
+    exact = factored_sketch_scores(model, tokens, mask, SketchSpec(8, 0, blocks=2)).numpy()
     scale = np.abs(exact).max()
-    half = factored_sketch_scores(model.to(torch.bfloat16), tokens, mask, 8, seed=0, blocks=2,
-                                  dtype=torch.float32).numpy()
+    half = factored_sketch_scores(model.to(torch.bfloat16), tokens, mask,
+                                  SketchSpec(8, 0, blocks=2, dtype=torch.float32)).numpy()
     assert np.abs(half - exact).max() <= 0.05 * scale
     model.float()
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        mixed = factored_sketch_scores(model, tokens, mask, 8, seed=0, blocks=2).numpy()
+        mixed = factored_sketch_scores(model, tokens, mask, SketchSpec(8, 0, blocks=2)).numpy()
     assert np.abs(mixed - exact).max() <= 0.05 * scale
     assert np.abs(mixed - exact).max() > 0  # autocast really ran the forward in bf16
 
@@ -443,5 +446,5 @@ def test_the_backward_pass_starts_at_the_first_trainable_modules_only(lora, monk
 
     monkeypatch.setattr(Sketcher, "_hook", spy)
     tokens, mask = _batch()
-    factored_sketch_scores(model, tokens, mask, 4, seed=0)
+    factored_sketch_scores(model, tokens, mask, SketchSpec(4, 0, blocks=1))
     assert seen["roots"] == (2 if lora else 1)

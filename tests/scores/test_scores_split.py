@@ -140,7 +140,8 @@ def test_the_chunk_loop_prepares_the_model_once_and_matches_chunk_by_chunk(monke
     got = sketch_rows(model, tokens, target, spec, chunk_size=3)
     assert calls == {"module_rules": 1, "check_supported": 1}  # one window, three chunks
     # negative control: a chunk at a time through the one-call sketch redoes it per chunk
-    parts = [factored.factored_sketch_scores(model, tokens[s:s + 3], target[s:s + 3], 8, 2, 2)
+    parts = [factored.factored_sketch_scores(model, tokens[s:s + 3], target[s:s + 3],
+                                             SketchSpec(8, 2, blocks=2))
              for s in range(0, 7, 3)]
     assert calls == {"module_rules": 4, "check_supported": 4}
     assert np.array_equal(got, torch.cat(parts).numpy())  # the same arithmetic, bit for bit
@@ -179,16 +180,16 @@ def test_a_rule_whose_test_is_off_hands_its_modules_to_the_next(monkeypatch):
 
 @pytest.mark.parametrize("route,blocks", [("factored", 4), ("jvp", None), ("dense", None)])
 def test_a_pilot_records_its_spec_in_the_metadata(route, blocks):
-    """causal_lm_pilot's metadata is its SketchSpec's; the i.i.d. routes take any dimension
-    (20 is no multiple of the factored default of 16 blocks)."""
-    from ustat_rl.scores.causal_lm import causal_lm_pilot
-    from ustat_rl.seeding import child_int
+    """causal_lm_pilot's metadata is its SketchSpec's; the i.i.d. routes record one block per
+    row whatever blocks the spec holds (20 rows here, in 20 blocks, or 5)."""
+    from ustat_rl.scores.causal_lm import Sampling, causal_lm_pilot
 
     torch.manual_seed(0)
     dim = 8 if route == "factored" else 20
-    pilot = causal_lm_pilot(_Tiny().double(), [[1, 2], [3]], lambda i, a: float(len(a)), 3, 2,
-                            seed=4, sketch_dim=dim, sketch_blocks=blocks, route=route)
-    spec = SketchSpec(dim, seed=child_int(4, 1), blocks=blocks if blocks else dim)
+    given = SketchSpec(dim, seed=11, blocks=blocks or 5)
+    pilot = causal_lm_pilot(_Tiny().double(), [[1, 2], [3]], lambda i, a: float(len(a)),
+                            Sampling(3, 2, seed=4), given, route=route)
+    spec = SketchSpec(dim, seed=11, blocks=blocks if blocks else dim)
     assert SketchSpec.from_meta(pilot) == spec and pilot.score.shape == (6, dim)
     assert pilot.sketch_route == route
     assert pilot.sketch_blocks == (blocks if route == "factored" else None)

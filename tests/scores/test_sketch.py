@@ -39,6 +39,7 @@ from ustat_rl.scores.sketch import (
     sketch_scores,
     torch_projection_matrix,
 )
+from ustat_rl.scores.spec import SketchSpec
 from ustat_rl.tolerances import Z_CHECK
 
 pytestmark = pytest.mark.integration  # coverage study: sketched inner products of a tiny GPT-2 against full per-sample gradients over many projections
@@ -86,12 +87,12 @@ def test_sketch_equals_full_scores_times_its_matrix(device, kind):
     log_prob, params, samples = _policy(device)
     full = full_scores(log_prob, params, samples)
     # column_chunk 7 splits both parameter tensors into several regenerated blocks
-    R = torch_projection_matrix(params, 6, seed=3, kind=kind, column_chunk=7)  # (k, d)
+    R = torch_projection_matrix(params, SketchSpec(6, 3, kind=kind), column_chunk=7)  # (k, d)
     for chunk_size in (1, 5, 64):
-        sketch = sketch_scores(log_prob, params, samples, 6, seed=3, kind=kind,
+        sketch = sketch_scores(log_prob, params, samples, SketchSpec(6, 3, kind=kind),
                                chunk_size=chunk_size, column_chunk=7)
         assert np.allclose(sketch, full @ R.T, rtol=1e-12, atol=1e-12)
-    other = sketch_scores(log_prob, params, samples, 6, seed=4, kind=kind, column_chunk=7)
+    other = sketch_scores(log_prob, params, samples, SketchSpec(6, 4, kind=kind), column_chunk=7)
     assert not np.allclose(other, full @ R.T)
 
 
@@ -106,7 +107,7 @@ def test_projected_inner_products_are_unbiased(kind):
     a = rng.normal(size=24)
     b = a + rng.normal(size=24)  # <a, b> far from 0, so a wrong scale shows
     params = {"weight": torch.zeros(5, 4), "bias": torch.zeros(4)}
-    torch_R = [torch_projection_matrix(params, 4, seed=s, kind=kind, column_chunk=7)
+    torch_R = [torch_projection_matrix(params, SketchSpec(4, s, kind=kind), column_chunk=7)
                for s in range(2000)]
     numpy_R = [projection_matrix(24, 4, rng, kind) for _ in range(2000)]
     for matrices in (torch_R, numpy_R):
@@ -123,9 +124,9 @@ def test_project_scores_shape_and_bad_input():
         project_scores(np.ones((3, 0)), 2, rng=0)
     log_prob, params, samples = _policy()
     with pytest.raises(TypeError, match="`params`"):
-        sketch_scores(log_prob, {"w": np.ones(3)}, samples, 2, seed=0)
-    with pytest.raises(ValueError, match="`k`"):
-        sketch_scores(log_prob, params, samples, 0, seed=0)
+        sketch_scores(log_prob, {"w": np.ones(3)}, samples, SketchSpec(2, 0))
+    with pytest.raises(TypeError, match="`spec` must be a SketchSpec"):
+        sketch_scores(log_prob, params, samples, 2)  # loose settings are refused
 
 
 # ---------------------------------------------------------------------- factored and jvp routes
@@ -177,12 +178,13 @@ def test_factored_sketch_equals_full_scores_times_its_matrix(models, index, kind
     full = _full(model, tokens, mask)
     model.train()
     for k, blocks in ((12, 1), (12, 3), (8, 4)):
-        sketch = factored_sketch_scores(model, tokens, mask, k, seed=3, blocks=blocks, kind=kind)
+        sketch = factored_sketch_scores(model, tokens, mask,
+                                        SketchSpec(k, 3, blocks=blocks, kind=kind))
         assert model.training  # the caller's mode is restored
-        R = factored_projection_matrix(model, k, 3, blocks, kind)
+        R = factored_projection_matrix(model, SketchSpec(k, 3, blocks=blocks, kind=kind))
         assert np.allclose(sketch.numpy(), full @ R.T, rtol=1e-10, atol=1e-12)
-    again = factored_sketch_scores(model, tokens, mask, 8, seed=3, blocks=4, kind=kind)
-    other = factored_sketch_scores(model, tokens, mask, 8, seed=4, blocks=4, kind=kind)
+    again = factored_sketch_scores(model, tokens, mask, SketchSpec(8, 3, blocks=4, kind=kind))
+    other = factored_sketch_scores(model, tokens, mask, SketchSpec(8, 4, blocks=4, kind=kind))
     assert torch.equal(again, sketch) and not torch.allclose(other, sketch)
 
 
@@ -190,9 +192,9 @@ def test_factored_sketch_precision_follows_the_caller(models):
     model = models[0].float()
     try:
         tokens, mask = _batch()
-        out32 = factored_sketch_scores(model, tokens, mask, 8, seed=0, blocks=2)
-        out64 = factored_sketch_scores(model, tokens, mask, 8, seed=0, blocks=2,
-                                       dtype=torch.float64)
+        out32 = factored_sketch_scores(model, tokens, mask, SketchSpec(8, 0, blocks=2))
+        out64 = factored_sketch_scores(model, tokens, mask,
+                                       SketchSpec(8, 0, blocks=2, dtype=torch.float64))
         assert out32.dtype == torch.float32 and out64.dtype == torch.float64
         assert torch.allclose(out32.double(), out64, rtol=1e-4, atol=1e-5)
     finally:
@@ -205,25 +207,25 @@ def test_jvp_sketch_equals_full_scores_times_its_matrix(models, index):
     tokens, mask = _batch()
     full = _full(model, tokens, mask)
     for kind in ("gaussian", "rademacher"):
-        sketch = jvp_sketch_scores(model, tokens, mask, 5, seed=2, kind=kind)
-        R = jvp_projection_matrix(model, 5, 2, kind)
+        sketch = jvp_sketch_scores(model, tokens, mask, SketchSpec(5, 2, kind=kind))
+        R = jvp_projection_matrix(model, SketchSpec(5, 2, kind=kind))
         assert np.allclose(sketch.numpy(), full @ R.T, rtol=1e-10, atol=1e-12)
 
 
 def test_kronecker_matrix_layout_and_block_factors():
     assert block_factors(12) == (3, 4) and block_factors(7) == (1, 7)
-    R = kronecker_projection_matrix([(3, 2)], 8, seed=0, blocks=2)
+    R = kronecker_projection_matrix([(3, 2)], SketchSpec(8, 0, blocks=2))
     assert R.shape == (8, 6)
     # each block is a Kronecker product: row (o, i) times vec(G) is a_o^T G b_i, rank one in G
     G = np.random.default_rng(0).normal(size=(3, 2))
     P = (R[:4] @ G.reshape(-1)).reshape(2, 2)
     assert np.linalg.matrix_rank(P) <= 2
-    with pytest.raises(ValueError, match="`k`"):
-        kronecker_projection_matrix([(3, 2)], 9, seed=0, blocks=2)
+    with pytest.raises(ValueError, match="`blocks`"):
+        kronecker_projection_matrix([(3, 2)], SketchSpec(9, 0, blocks=2))
     with pytest.raises(ValueError, match="`shapes`"):
-        kronecker_projection_matrix([(3, 2, 1)], 8, seed=0)
+        kronecker_projection_matrix([(3, 2, 1)], SketchSpec(8, 0, blocks=1))
     with pytest.raises(ValueError, match="`kind`"):
-        kronecker_projection_matrix([(3, 2)], 8, seed=0, kind="sparse")
+        kronecker_projection_matrix([(3, 2)], SketchSpec(8, 0, blocks=1, kind="sparse"))
 
 
 def _z_scores(values, exact):
@@ -248,7 +250,8 @@ def test_factored_inner_products_are_unbiased_over_500_seeds(models):
     k, blocks = 8, 2
     values = []
     for seed in range(500):
-        s = factored_sketch_scores(model, tokens[:3], mask[:3], k, seed, blocks=blocks).numpy()
+        s = factored_sketch_scores(model, tokens[:3], mask[:3],
+                                   SketchSpec(k, seed, blocks=blocks)).numpy()
         values.append([s[i] @ s[j] for i, j in PAIRS])
     values = np.array(values)
     assert np.all(np.abs(_z_scores(values, exact)) <= Z_CHECK)
@@ -267,7 +270,7 @@ def test_jvp_inner_products_are_unbiased_over_500_seeds(models):
     exact = np.array([full[i] @ full[j] for i, j in pairs])
     values = []
     for seed in range(500):
-        s = jvp_sketch_scores(model, tokens[:2], mask[:2], 2, seed).numpy()
+        s = jvp_sketch_scores(model, tokens[:2], mask[:2], SketchSpec(2, seed)).numpy()
         values.append([s[i] @ s[j] for i, j in pairs])
     values = np.array(values)
     assert np.all(np.abs(_z_scores(values, exact)) <= Z_CHECK)
@@ -291,7 +294,8 @@ def test_block_jackknife_covers_with_factored_sketches():
     for _ in range(n_pilots):
         full = bandit_pilot(bandit, 64, 16, rng)
         seed = int(rng.integers(2**31))
-        score = full.score @ kronecker_projection_matrix([(8, 4)], k, seed, blocks).T
+        score = full.score @ kronecker_projection_matrix([(8, 4)],
+                                                         SketchSpec(k, seed, blocks=blocks)).T
         for j, labels in enumerate((blocks, None)):
             pilot = Rollouts(full.prompt_id, full.reward, score, sketch_kind="gaussian",
                              sketch_seed=seed, param_dim=bandit.dim, sketch_blocks=labels)
@@ -306,12 +310,16 @@ def test_block_jackknife_covers_with_factored_sketches():
 def test_factored_and_jvp_bad_input(models):
     model = models[0]
     tokens, mask = _batch()
-    with pytest.raises(ValueError, match="`k`"):
-        factored_sketch_scores(model, tokens, mask, 9, seed=0, blocks=2)
+    with pytest.raises(ValueError, match="`blocks`"):
+        factored_sketch_scores(model, tokens, mask, SketchSpec(9, 0, blocks=2))
+    with pytest.raises(TypeError, match="`spec`"):
+        factored_sketch_scores(model, tokens, mask, 8)
+    with pytest.raises(TypeError, match="`spec`"):
+        jvp_sketch_scores(model, tokens, mask, 8)
     with pytest.raises(ValueError, match="`tokens`"):
-        factored_sketch_scores(model, tokens, mask[:, :3], 8, seed=0)
+        factored_sketch_scores(model, tokens, mask[:, :3], SketchSpec(8, 0, blocks=1))
     with pytest.raises(ValueError, match="`kind`"):
-        jvp_sketch_scores(model, tokens, mask, 2, seed=0, kind="sparse")
+        jvp_sketch_scores(model, tokens, mask, SketchSpec(2, 0, kind="sparse"))
     with pytest.raises(ValueError, match="`sketch_blocks`"):
         Rollouts(np.zeros(3, int), np.zeros(3), np.ones((3, 4)), sketch_kind="gaussian",
                  sketch_blocks=3)

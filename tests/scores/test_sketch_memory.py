@@ -20,6 +20,7 @@ pytest.importorskip("transformers")
 
 from ustat_rl.frameworks.demo import tiny_family  # noqa: E402
 from ustat_rl.scores.factored import factored_sketch_scores  # noqa: E402
+from ustat_rl.scores.spec import SketchSpec  # noqa: E402
 
 pytestmark = pytest.mark.fast
 
@@ -44,7 +45,7 @@ def _sketchers_alive(release: bool, monkeypatch) -> int:
     target = torch.zeros(4, 6)
     target[:, 3:] = 1.0
     for _ in range(3):
-        factored_sketch_scores(model, tokens, target, 16, 0, 4)
+        factored_sketch_scores(model, tokens, target, SketchSpec(16, 0, blocks=4))
     gc.collect()
     return sum(ref() is not None for ref in made)
 

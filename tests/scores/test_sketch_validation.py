@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from ustat_rl.scores.sketch import project_scores, projection_matrix, torch_projection_matrix
+from ustat_rl.scores.spec import SketchSpec
 
 pytestmark = pytest.mark.fast
 
@@ -27,9 +28,11 @@ def test_each_kind_has_its_law_and_gaussian_is_the_default():
     assert not _is_sign_matrix(projection_matrix(50, k, rng=0, kind="gaussian"), k)
     assert not _is_sign_matrix(projection_matrix(50, k, rng=0), k)  # default: Gaussian
     params = {"w": torch.zeros(5, 6), "b": torch.zeros(7)}
-    assert _is_sign_matrix(torch_projection_matrix(params, k, 0, "rademacher"), k)
-    assert not _is_sign_matrix(torch_projection_matrix(params, k, 0, "gaussian"), k)
-    assert not _is_sign_matrix(torch_projection_matrix(params, k, 0), k)
+    assert _is_sign_matrix(torch_projection_matrix(params,
+                                                   SketchSpec(k, 0, blocks=1, kind="rademacher")), k)
+    assert not _is_sign_matrix(torch_projection_matrix(params,
+                                                       SketchSpec(k, 0, blocks=1, kind="gaussian")), k)
+    assert not _is_sign_matrix(torch_projection_matrix(params, SketchSpec(k, 0, blocks=1)), k)
     # E[R^T R] = I: the Gaussian entries have variance 1/k
     R = projection_matrix(20000, k, rng=1)
     assert R.var() * k == pytest.approx(1.0, abs=0.05)  # 80,000 entries: se of the var 0.005
@@ -52,7 +55,7 @@ def test_none_is_not_a_random_kind(kind):
     with pytest.raises(ValueError, match="^" + message):
         projection_matrix(3, 2, rng=0, kind=kind)
     with pytest.raises(ValueError, match="^" + message):
-        torch_projection_matrix({"w": torch.zeros(2)}, 2, 0, kind)
+        torch_projection_matrix({"w": torch.zeros(2)}, SketchSpec(2, 0, kind=kind))
 
 
 @pytest.mark.parametrize("shape", [(3,), (3, 0)])
@@ -78,7 +81,7 @@ def test_policy_arguments_are_named(log_prob, params, message):
     with pytest.raises(TypeError, match="^" + re.escape(message) + "$"):
         full_scores(log_prob, params, samples)
     with pytest.raises(TypeError, match="^" + re.escape(message) + "$"):
-        sketch_scores(log_prob, params, samples, 2, 0)
+        sketch_scores(log_prob, params, samples, SketchSpec(2, 0))
 
 
 def test_a_valid_policy_is_scored():

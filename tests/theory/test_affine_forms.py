@@ -10,6 +10,7 @@ affine" (found by tests/test_invariants_trajectory.py). Exact comparisons: no fa
 import numpy as np
 import pytest
 
+from ustat_rl.frameworks.config import EstimatorConfig, MonitorConfig
 from ustat_rl.frameworks.window import Batch, window_record
 from ustat_rl.pilot.replicates import as_moments
 from ustat_rl.theory import minibatch_mse
@@ -46,5 +47,6 @@ def test_a_small_continuous_window_is_estimated():
     score = rng.normal(size=(P * G, int(rng.integers(1, 4))))
     meta = dict(sketch_kind="gaussian", sketch_seed=None, sketch_blocks=None,
                 sketch_route="dense", model_name="m", param_dim=score.shape[1])
-    record, _ = window_record([Batch(0, G, reward, score, 0)], meta, P * G, 0.9, None, "test")
-    assert record["status"] == "ok"
+    record, _ = window_record([Batch(0, G, reward, score, 0)], meta, P * G,
+                              MonitorConfig(estimator=EstimatorConfig(source="test")))
+    assert record.ok

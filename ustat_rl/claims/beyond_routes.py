@@ -208,12 +208,13 @@ def _exact_sketches(model, tokens, mask, sizes):
     """``(kind, k, blocks, sketch (b, k), matrix (k, d))`` for each kind and each ``(k, blocks)``
     of ``sizes``: the factored sketch at seed 7 and the matrix it applies, materialised."""
     from ..scores.factored import factored_projection_matrix, factored_sketch_scores
+    from ..scores.spec import FACTORED_KINDS, SketchSpec
 
-    for kind in ("gaussian", "rademacher"):
+    for kind in FACTORED_KINDS:
         for k, blocks in sizes:
-            sketch = factored_sketch_scores(model, tokens, mask, k, seed=7, blocks=blocks,
-                                            kind=kind).numpy()
-            yield kind, k, blocks, sketch, factored_projection_matrix(model, k, 7, blocks, kind)
+            spec = SketchSpec(k, seed=7, blocks=blocks, kind=kind)
+            sketch = factored_sketch_scores(model, tokens, mask, spec).numpy()
+            yield kind, k, blocks, sketch, factored_projection_matrix(model, spec)
 
 
 def _scaled_embedding_checks() -> list:
@@ -270,6 +271,7 @@ def check_c44(ctx) -> list:
         factored_sketch_scores,
         uncovered_parameters,
     )
+    from ..scores.spec import SketchSpec
 
     model, tokens, mask = _scored_model()
     full = _model_full_scores(model, tokens, mask)  # (b, d)
@@ -290,9 +292,8 @@ def check_c44(ctx) -> list:
     rng = np.random.default_rng(ctx.seed_for("C44"))
     n_seeds = ctx.reps(*SKETCH_SEEDS)
     values = np.concatenate([
-        block_inner_products(factored_sketch_scores(model, tokens[:rows], mask[:rows], k,
-                                                    int(seed), blocks=SKETCH_BLOCKS).numpy(),
-                             SKETCH_BLOCKS, SKETCH_PAIRS)
+        block_inner_products(factored_sketch_scores(model, tokens[:rows], mask[:rows], SketchSpec(
+            k, int(seed), blocks=SKETCH_BLOCKS)).numpy(), SKETCH_BLOCKS, SKETCH_PAIRS)
         for seed in rng.integers(0, 2**31 - 1, n_seeds)])  # (n_seeds m, n_pairs)
     mean = values.mean(axis=0)
     se = values.std(axis=0, ddof=1) / math.sqrt(values.shape[0])

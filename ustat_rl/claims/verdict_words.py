@@ -242,13 +242,14 @@ TRAJECTORY_CASES = {"constant G* = 8": (8.0, 8.0, 8.0),
 def trajectory_words_checks() -> list:
     """``ustat-rl gstar --trajectory``'s verdict on synthetic runs of each kind
     (:data:`TRAJECTORY_CASES`), and a doctored verdict as the negative control."""
-    from ..frameworks.trajectory import synthetic_record
+    from ..frameworks.synthetic import SyntheticErrors, synthetic_record
     from ..frameworks.universality import format_universality, gstar_universality
     from .registry import check_true
 
     checks, texts = [], {}
     for label, gstars in TRAJECTORY_CASES.items():
-        records = [synthetic_record(10 * (i + 1), 1.0, 2.0, (g - 1.0) ** 2, 1e-3, 1e-2)
+        records = [synthetic_record(10 * (i + 1), 1.0, 2.0, (g - 1.0) ** 2,
+                                    SyntheticErrors(1e-3, 1e-2))
                    for i, g in enumerate(gstars)]
         result = gstar_universality(records, 0.9)
         texts[label] = (result, format_universality(result))

@@ -8,6 +8,7 @@
   computation as ``ustat-rl gstar`` on the same groups;
 * :mod:`.gather`: rows gathered across data-parallel processes before estimation;
 * :mod:`.entry`: :class:`WindowMonitor`, the monitor any training loop calls once per step;
+  :mod:`.config`: :class:`MonitorConfig`, its settings in one frozen, checked object;
 * :mod:`.trl_monitor`: :class:`GroupSizeMonitor`, its adapter for TRL's ``GRPOTrainer`` (a
   callback; the ``trl`` extra);
 * :mod:`.verl_monitor`: :class:`VerlWindowMonitor`, the entry fed by verl's ``DataProto`` batches
@@ -33,7 +34,7 @@ _LAZY = {"WindowMonitor": ".entry", "GroupSizeMonitor": ".trl_monitor", "demo_tr
          "TRAJECTORY_FIELDS": ".trajectory", "read_trajectory": ".trajectory",
          "append_record": ".trajectory", "window_record": ".window", "gather_rows": ".gather",
          "gstar_universality": ".universality", "format_universality": ".universality",
-         "synthetic_record": ".trajectory", "gstar_errors_of": ".trajectory"}
+         "synthetic_record": ".synthetic", "gstar_errors_of": ".trajectory"}
 
 # the reward-only adapters (verl batches, verl dumps, TRL completion logs)
 __all__ += ["GroupedRewards", "verl_rewards", "verl_rollouts", "read_verl_dump",
@@ -42,8 +43,15 @@ _LAZY.update({"GroupedRewards": ".grouped", "verl_rewards": ".verl", "verl_rollo
               "read_verl_dump": ".dumps", "read_trl_completions": ".dumps",
               "read_rewards": ".dumps", "rewards_report": ".rewards_only"})
 
-__all__ += ["VerlWindowMonitor", "verl_step_inputs"]
-_LAZY.update({"VerlWindowMonitor": ".verl_monitor", "verl_step_inputs": ".verl_monitor"})
+__all__ += ["SyntheticErrors", "SyntheticWindow", "WindowRecord", "RecordInterval"]
+_LAZY.update(dict.fromkeys(["SyntheticErrors", "SyntheticWindow"], ".synthetic"))
+_LAZY.update(dict.fromkeys(["WindowRecord", "RecordInterval"], ".trajectory"))
+__all__ += ["MonitorConfig", "Schedule", "EstimatorConfig", "LossWeighting", "Outputs"]
+_LAZY.update(dict.fromkeys(["MonitorConfig", "Schedule", "EstimatorConfig", "LossWeighting", "Outputs"],
+                           ".config"))
+__all__ += ["VerlWindowMonitor", "verl_step_inputs", "Generation", "DemoSetup"]
+_LAZY.update({"VerlWindowMonitor": ".verl_monitor", "verl_step_inputs": ".verl_monitor",
+              "Generation": ".generation", "DemoSetup": ".demo"})
 __all__ += ["monitored_worker", "verl_task_runner"]
 _LAZY.update({"monitored_worker": ".verl_worker", "verl_task_runner": ".verl_worker"})
 

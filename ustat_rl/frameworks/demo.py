@@ -9,10 +9,12 @@ extra.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .._validation import as_int
 
 __all__ = ["char_tokenizer", "tiny_gpt2", "tiny_family", "parity_reward", "arithmetic_prompts",
-           "demo_trainer", "VOCAB"]
+           "demo_trainer", "DemoSetup", "VOCAB"]
 
 #: Token ids of the character tokenizer: padding, end of sequence, digits, ``+`` and ``=``.
 VOCAB = {"<pad>": 0, "<eos>": 1, **{c: i + 2 for i, c in enumerate("0123456789+=")}}
@@ -71,27 +73,54 @@ def arithmetic_prompts() -> list[str]:
     return [f"{a}+{b}=" for a in range(10) for b in range(10)]
 
 
+@dataclass(frozen=True)
+class DemoSetup:
+    """What a demo run is built from besides its sizes, model and reward (:func:`demo_trainer`).
+
+    Attributes
+    ----------
+    prompts : sequence of str, optional
+        The training set's prompt column (default :func:`arithmetic_prompts`, the 100 prompts
+        once each; TRL draws a step's prompts from it without replacement, epoch by epoch, so a
+        set of rows drawn i.i.d. makes the steps' prompts i.i.d.).
+    trainer_class : type, optional
+        Replaces ``trl.GRPOTrainer`` (a subclass, say).
+    peft_config : peft.LoraConfig, optional
+        Trains an adapter, as ``GRPOTrainer`` takes it.
+    """
+
+    prompts: tuple | None = None
+    trainer_class: type | None = None
+    peft_config: object = None
+
+    def __post_init__(self):
+        if self.prompts is not None:
+            prompts = tuple(str(p) for p in self.prompts)
+            if not prompts:
+                raise ValueError("`prompts` must hold at least one prompt")
+            object.__setattr__(self, "prompts", prompts)
+
+
 def demo_trainer(output_dir, group_size: int = 4, groups: int = 8, steps: int = 4,
-                 learning_rate: float = 1e-3, model=None, reward=parity_reward, cls=None,
-                 peft_config=None, prompts=None, **config):
+                 learning_rate: float = 1e-3, model=None, reward=parity_reward,
+                 setup: DemoSetup | None = None, **config):
     """A ``trl.GRPOTrainer`` on the CPU: ``groups`` prompts of ``group_size`` answers per step,
     answers of at most 3 tokens, logging every step into ``state.log_history`` (not printed),
     no reports or checkpoints.
 
-    Extra keywords go to ``trl.GRPOConfig``; ``cls`` replaces ``trl.GRPOTrainer``;
-    ``peft_config`` (a ``peft.LoraConfig``) trains an adapter, as ``GRPOTrainer`` takes it.
-    ``prompts`` is the training set's prompt column (default :func:`arithmetic_prompts`, the
-    100 prompts once each; TRL draws a step's prompts from it without replacement, epoch by
-    epoch, so a set of rows drawn i.i.d. makes the steps' prompts i.i.d.).
+    ``model`` (default :func:`tiny_gpt2`) and ``reward`` (one reward function or a list) are
+    the trainer's own first two arguments; ``setup`` (:class:`DemoSetup`) sets the prompts,
+    the trainer's class and a PEFT adapter; extra keywords go to ``trl.GRPOConfig``.
     """
     import datasets
     import trl
 
     group_size = as_int(group_size, "group_size", 2)
     groups = as_int(groups, "groups", 1)
-    rows = arithmetic_prompts() if prompts is None else [str(p) for p in prompts]
-    if not rows:
-        raise ValueError("`prompts` must hold at least one prompt")
+    setup = DemoSetup() if setup is None else setup
+    if not isinstance(setup, DemoSetup):
+        raise TypeError(f"`setup` must be a DemoSetup, got {type(setup).__name__}")
+    rows = arithmetic_prompts() if setup.prompts is None else list(setup.prompts)
     data = datasets.Dataset.from_dict({"prompt": rows})
     options = dict(output_dir=str(output_dir), per_device_train_batch_size=group_size * groups,
                    num_generations=group_size, max_completion_length=3,
@@ -99,10 +128,9 @@ def demo_trainer(output_dir, group_size: int = 4, groups: int = 8, steps: int = 
                    use_cpu=True, learning_rate=learning_rate, save_strategy="no", seed=0,
                    disable_tqdm=True)
     args = trl.GRPOConfig(**{**options, **config})
-    trainer = (cls or trl.GRPOTrainer)(model=model if model is not None else tiny_gpt2(),
-                                       reward_funcs=reward, args=args, train_dataset=data,
-                                       processing_class=char_tokenizer(),
-                                       peft_config=peft_config)
+    trainer = (setup.trainer_class or trl.GRPOTrainer)(
+        model=model if model is not None else tiny_gpt2(), reward_funcs=reward, args=args,
+        train_dataset=data, processing_class=char_tokenizer(), peft_config=setup.peft_config)
     from transformers import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # quiet: the logs stay in state.log_history

@@ -2,7 +2,8 @@
 
 :class:`WindowMonitor` is what :class:`~ustat_rl.frameworks.trl_monitor.GroupSizeMonitor` does
 for TRL, without TRL: a loop calls :meth:`WindowMonitor.step` once per generation batch with
-the tokens, masks and rewards it already holds, and every ``every`` steps the monitor sketches
+the tokens, masks and rewards it already holds, and every ``every`` steps (its
+:class:`~ustat_rl.frameworks.config.MonitorConfig`) the monitor sketches
 each completion's score at the current parameters (:func:`ustat_rl.scores.chunks.sketch_rows`),
 pools the last ``pool`` such batches and returns the window's record
 (:func:`ustat_rl.frameworks.window.window_record`), which it also appends to the trajectory
@@ -21,29 +22,22 @@ import math
 import warnings
 import zlib
 from collections import deque
-from pathlib import Path
+from dataclasses import replace
 
 import numpy as np
 import torch
 
-from .._paths import check_output
 from .._validation import as_float, as_int
-from ..advantages import get_rule
-from ..advantages.multichannel import MULTI_CHANNEL_RULES
 from ..scores.chunks import sketch_rows
 from ..scores.coverage import uncovered_parameters
 from ..scores.sequence import trainable_parameters
 from ..scores.spec import SketchSpec
+from .config import MonitorConfig
 from .gather import gather_rows, unequal_passes, world
-from .trainer_units import (
-    LOSS_WEIGHTS,
-    NUM_ITEMS_LOSSES,
-    completion_weights,
-    ratio_one_factor,
-    units_note,
-)
-from .trajectory import append_record
-from .window import Batch, batch_problem, ds_rule, observed_all_equal, skipped_record, window_record
+from .generation import Generation, checked_token_ids
+from .trainer_units import NUM_ITEMS_LOSSES, completion_weights
+from .trajectory import WindowRecord, append_record
+from .window import Batch, batch_problem, observed_all_equal, skipped_record, window_record
 
 __all__ = ["WindowMonitor", "combined_rewards"]
 
@@ -65,20 +59,6 @@ def _prompt_key(ids: torch.Tensor) -> int:
     return zlib.crc32(ids.to("cpu", torch.int64).numpy().tobytes())
 
 
-def _matrix(value, name: str, rows=None, like=None, integer=False) -> torch.Tensor:
-    if not isinstance(value, torch.Tensor) or value.ndim != 2 or value.shape[0] == 0:
-        raise ValueError(f"`{name}` must be a 2-D torch.Tensor (rows, tokens) with >= 1 row, got "
-                         f"{getattr(value, 'shape', type(value).__name__)}")
-    if integer and value.is_floating_point():
-        raise ValueError(f"`{name}` must hold integer token ids, got dtype {value.dtype}")
-    if rows is not None and value.shape[0] != rows:
-        raise ValueError(f"`{name}` has {value.shape[0]} rows; the batch has {rows}")
-    if like is not None and tuple(value.shape) != tuple(like.shape):
-        raise ValueError(f"`{name}` must have the shape of its ids {tuple(like.shape)}, got "
-                         f"{tuple(value.shape)}")
-    return value
-
-
 def _column(value, name: str, rows: int) -> np.ndarray:
     if isinstance(value, torch.Tensor):
         value = value.detach().to("cpu", torch.float64).numpy()
@@ -94,120 +74,77 @@ class WindowMonitor:
 
     Parameters
     ----------
-    group_size : int
-        ``G``, completions per prompt (``num_generations``); each group's rows are contiguous.
-    every : int
-        Estimate at the first step at or after every ``every``-th (the first step included).
-    sketch_dim, sketch_blocks, seed, kind, dtype, temperature : sketch settings
-        ``k`` columns of the factored sketch in ``sketch_blocks`` blocks (default 16, or
-        ``sketch_dim`` if smaller), the projection's seed, law and precision, and the policy's
-        sampling temperature (:class:`~ustat_rl.scores.spec.SketchSpec`), fixed for the run.
-    pool : int
-        Generation batches pooled into one window (the newest last).
-    level : float
-        Two-sided interval level, in ``[0.5, 1)``.
-    estimator : str, optional
-        The loop's advantage rule, a registry name (single- or multi-reward); ``None`` when it
-        is none of them (the paper's GRPO rule stands in for the run's MSE).
-    estimator_source : str, optional
-        Where ``estimator`` was read, in words, for the record's ``rule_source``.
-    reward_weights : array_like (K,), optional
-        Weights of the ``K`` reward functions (default all 1).
-    loss_type : str, optional
-        The loss aggregation, a key of :data:`~ustat_rl.frameworks.trainer_units.LOSS_WEIGHTS`
-        (TRL's ``loss_type`` names): each completion's score is weighted as that loss's gradient
-        weights it. ``None``: pass ``loss_weights`` to :meth:`step`, or the paper's units.
-    max_completion_length, epsilon_high : int (optional), float
-        The length ``loss_type="dr_grpo"`` needs; the upper clip (``cispo``'s factor at ratio 1).
-    units : str, optional
-        The record's ``units`` note (default: from ``loss_type``).
-    trajectory : path-like, optional
-        The trajectory file, appended to by rank 0; ``None``: records are kept in
-        :attr:`records` only.
-    save_rollouts : path-like, optional
-        A folder for each window's pooled rollouts (``window_<step>.npz``, ``ustat-rl gstar``).
-    chunk_size, pad_token_id : int
-        Completions per sketched backward pass; the token padding the prompt and completion rows.
+    model : torch.nn.Module, optional
+        The policy: announces at construction the parameters the sketch follows by its slow
+        fallback (otherwise announced at the first window). :meth:`step` takes the model at
+        each batch (a loop may hand it wrapped differently along the run).
+    config : MonitorConfig
+        The settings, checked when made (:mod:`ustat_rl.frameworks.config`): the run's
+        ``group_size``, the schedule, the sketch, the advantage rule and a keep rule, the loss's
+        weighting, the outputs, the intervals' level and the padding token.
     process_group : torch.distributed.ProcessGroup, optional
         The data-parallel group whose rows form one batch (default: the world when
         ``torch.distributed`` is initialised, else this process alone).
-    model : torch.nn.Module, optional
-        Announces at construction the parameters the sketch follows by its slow fallback
-        (otherwise announced at the first window).
-    keep_rule : str, optional
-        A dynamic-sampling keep rule: the records' ``ds_*`` figures under it (``window_record``).
 
     Examples
     --------
     A hand-written loop (``policy`` a causal LM; ``prompt_ids``, ``completion_ids`` ``(B G, t)``
     with their masks, ``rewards`` ``(B G,)``)::
 
-        monitor = WindowMonitor(group_size=G, every=50, sketch_dim=256, estimator="grpo",
-                                loss_type="dapo", trajectory="ustat_trajectory.jsonl")
+        config = MonitorConfig(G, schedule=Schedule(every=50), sketch=SketchSpec(256),
+                               estimator=EstimatorConfig("grpo"), loss=LossWeighting("dapo"),
+                               outputs=Outputs("ustat_trajectory.jsonl"))
+        monitor = WindowMonitor(policy, config)
         for step in range(steps):
             ...  # sample G completions per prompt, score them
-            record = monitor.step(policy, prompt_ids, prompt_mask, completion_ids,
-                                  completion_mask, rewards, step=step)
-            if record is not None and record["status"] == "ok":
-                print(step, record["gstar"]["estimate"], record["var_run"]["estimate"])
+            generation = Generation(prompt_ids, prompt_mask, completion_ids, completion_mask)
+            record = monitor.step(policy, generation, rewards, step=step)
+            if record is not None and record.ok:
+                print(step, record.gstar.estimate, record.var_run.estimate)
             ...  # the loop's own advantages, loss and optimizer step
 
     Call :meth:`step` before the optimizer step, at the parameters that sampled the batch.
     """
 
-    def __init__(self, group_size, *, every=50, sketch_dim=256, sketch_blocks=None, pool=4,
-                 level=0.9, seed=0, estimator=None, estimator_source=None, reward_weights=None,
-                 loss_type=None, max_completion_length=None, epsilon_high=0.2, units=None,
-                 trajectory=None, save_rollouts=None, chunk_size=16, kind="gaussian", dtype=None,
-                 temperature=1.0, pad_token_id=0, process_group=None, model=None,
-                 name="WindowMonitor", keep_rule=None):
-        self.group_size = as_int(group_size, "group_size", 1)
-        self.every = as_int(every, "every", 1)
-        self.pool = as_int(pool, "pool", 1)
-        self.level = as_float(level, "level", low=0.5)
-        if not self.level < 1.0:
-            raise ValueError(f"`level` must be in [0.5, 1), got {level!r}")
-        self.chunk_size = as_int(chunk_size, "chunk_size", 1)
-        self.pad_token_id = as_int(pad_token_id, "pad_token_id", 0)
-        if estimator is not None and estimator not in MULTI_CHANNEL_RULES:
-            get_rule(estimator, "estimator")
-        self.rule = estimator
-        self.rule_source = "given by the caller" if estimator_source is None \
-            else str(estimator_source)
-        if reward_weights is not None:
-            reward_weights = np.asarray(reward_weights, dtype=np.float64)
-            if reward_weights.ndim != 1 or reward_weights.size == 0 \
-                    or not np.all(np.isfinite(reward_weights)):
-                raise ValueError("`reward_weights` must be a 1-D array of finite numbers, one per "
-                                 "reward function")
-        self.reward_weights = reward_weights
-        if loss_type is not None and loss_type not in LOSS_WEIGHTS:
-            raise ValueError(f"`loss_type` must be one of {sorted(LOSS_WEIGHTS)} or None, got "
-                             f"{loss_type!r}")
-        if LOSS_WEIGHTS.get(loss_type) == "max_length":
-            as_int(max_completion_length, "max_completion_length", 1)
-        self.loss_type, self.max_completion_length = loss_type, max_completion_length
-        self.ratio_factor = 1.0 if loss_type is None else ratio_one_factor(loss_type, epsilon_high)
-        self.units = units_note(loss_type) if units is None and loss_type is not None else units
-        #: The projection, fixed for the whole run.
-        self.spec = SketchSpec.named(
-            {"dimension": "sketch_dim", "blocks": "sketch_blocks"}, dimension=sketch_dim,
-            seed=seed, blocks=sketch_blocks, kind=kind, dtype=dtype, temperature=temperature)
-        self.trajectory = None if trajectory is None else Path(trajectory)
-        if self.trajectory is not None:
-            check_output(self.trajectory, "trajectory")
-        self.save_rollouts = None if save_rollouts is None else Path(save_rollouts)
-        if self.save_rollouts is not None:
-            check_output(self.save_rollouts, "save_rollouts", kind="folder")
-            self.save_rollouts.mkdir(parents=True, exist_ok=True)
-        self.process_group, self.name = process_group, str(name)
-        self.keep_rule = ds_rule(keep_rule)
+    def __init__(self, model, config, process_group=None):
+        if not isinstance(config, MonitorConfig):
+            raise TypeError(f"`config` must be a MonitorConfig, got {type(config).__name__}")
+        if config.group_size is None:
+            raise ValueError("`config.group_size` must be given: G, completions per prompt")
+        if model is not None and not isinstance(model, torch.nn.Module):
+            raise TypeError(f"`model` must be a torch.nn.Module or None, got "
+                            f"{type(model).__name__}")
+        #: The settings, fixed for the run.
+        self.config = config
+        self.process_group = process_group
+        if config.outputs.save_rollouts is not None:
+            config.outputs.save_rollouts.mkdir(parents=True, exist_ok=True)
         #: Every window's record, oldest first.
-        self.records: list[dict] = []
-        self._batches: deque = deque(maxlen=self.pool)
+        self.records: list[WindowRecord] = []
+        self._batches: deque = deque(maxlen=config.schedule.pool)
         self._next_step, self._next_id, self._calls, self._announced = 0, 0, 0, False
         if model is not None:
             self._announce(model, stacklevel=3)
+
+    @property
+    def group_size(self) -> int:
+        """``G``."""
+        return self.config.group_size
+
+    @property
+    def spec(self) -> SketchSpec:
+        """The projection, fixed for the whole run."""
+        return self.config.sketch
+
+    @property
+    def units(self) -> str | None:
+        """The records' ``units`` note."""
+        return self.config.loss.units
+
+    @property
+    def trajectory(self):
+        """The trajectory file (``None``: records are kept in :attr:`records` only)."""
+        return self.config.outputs.trajectory
 
     # ------------------------------------------------------------------ public
     def due(self, step=None) -> bool:
@@ -216,9 +153,8 @@ class WindowMonitor:
         step = self._calls if step is None else as_int(step, "step", 0)
         return step >= self._next_step
 
-    def step(self, model, prompt_ids, prompt_mask, completion_ids, completion_mask, rewards, *,
-             step=None, group_ids=None, token_weights=None, loss_weights=None,
-             num_items=None) -> dict | None:
+    def step(self, model, generation: Generation, rewards, *, step=None, loss_weights=None,
+             num_items=None) -> WindowRecord | None:
         """Take one generation batch; the window's record when the step is due, else ``None``.
 
         Parameters
@@ -226,21 +162,14 @@ class WindowMonitor:
         model : torch.nn.Module
             The policy, at the parameters that sampled the batch; every trainable parameter is
             sketched.
-        prompt_ids, prompt_mask : torch.Tensor (n, p)
-            This process's prompts, padded on either side; the mask is 1 on real tokens.
-        completion_ids, completion_mask : torch.Tensor (n, t)
-            The completions, right-padded; the mask is 1 on the tokens the loss counts.
+        generation : Generation
+            This process's prompts and completions with their masks (and, optionally, token
+            weights and group ids).
         rewards : array_like (n,) or (n, K)
             Each completion's reward, or each reward function's (NaN for none), combined with
             ``reward_weights`` as :func:`combined_rewards`.
         step : int, optional
             The loop's step (default: how many times :meth:`step` was called before).
-        group_ids : array_like (n,), optional
-            Each row's prompt (anything comparable); default a hash of its prompt tokens. Rows
-            of a group must be contiguous blocks of ``group_size``.
-        token_weights : torch.Tensor (n, t), optional
-            Each token's weight in the score (default ``completion_mask``; e.g. times an
-            importance ratio).
         loss_weights : array_like (n,), optional
             Each completion's weight in the loop's gradient, when no ``loss_type`` was given.
         num_items : float, optional
@@ -248,18 +177,13 @@ class WindowMonitor:
         """
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"`model` must be a torch.nn.Module, got {type(model).__name__}")
-        prompt_ids = _matrix(prompt_ids, "prompt_ids", integer=True)
-        n = prompt_ids.shape[0]
-        prompt_mask = _matrix(prompt_mask, "prompt_mask", like=prompt_ids)
-        completion_ids = _matrix(completion_ids, "completion_ids", rows=n, integer=True)
-        completion_mask = _matrix(completion_mask, "completion_mask", like=completion_ids)
-        token_weights = completion_mask if token_weights is None else \
-            _matrix(token_weights, "token_weights", like=completion_ids)
+        if not isinstance(generation, Generation):
+            raise TypeError(f"`generation` must be a Generation, got {type(generation).__name__}")
+        n = generation.rows
+        checked_token_ids(generation, model)
         rewards = self._checked_rewards(rewards, n)
-        if group_ids is not None and np.asarray(group_ids).shape[:1] != (n,):
-            raise ValueError(f"`group_ids` must hold {n} ids, one per completion")
         if loss_weights is not None:
-            if self.loss_type is not None:
+            if self.config.loss.loss_type is not None:
                 raise ValueError("`loss_weights` given with `loss_type`: pass one of them")
             loss_weights = _column(loss_weights, "loss_weights", n)
         if num_items is not None:
@@ -268,19 +192,18 @@ class WindowMonitor:
         self._calls += 1
         if not self.due(step):
             return None
-        self._next_step = (step // self.every + 1) * self.every
-        tokens, target, counts, keys = self.rows(prompt_ids, prompt_mask, completion_ids,
-                                                 completion_mask, token_weights)
-        if group_ids is not None:
-            keys = np.asarray(group_ids)
+        self._next_step = (step // self.config.schedule.every + 1) * self.config.schedule.every
+        tokens, target, counts, keys = self.rows(generation)
+        if generation.group_ids is not None:
+            keys = np.asarray(generation.group_ids)
         return self._window(model, step, tokens, target, counts, keys, rewards, loss_weights,
                             num_items)
 
-    def skip(self, reason: str, step=None) -> dict:
+    def skip(self, reason: str, step=None) -> WindowRecord:
         """Record the window due at ``step`` as skipped, saying why (e.g. its rewards were lost)."""
         step = self._calls if step is None else as_int(step, "step", 0)
         self._calls += 1
-        self._next_step = (step // self.every + 1) * self.every
+        self._next_step = (step // self.config.schedule.every + 1) * self.config.schedule.every
         return self._skipped(step, str(reason), np.array([]))
 
     # ------------------------------------------------------------------ rows
@@ -289,25 +212,29 @@ class WindowMonitor:
             rewards = rewards.detach().to("cpu", torch.float64).numpy()
         rewards = np.asarray(rewards, dtype=np.float64)
         rewards = rewards[:, None] if rewards.ndim == 1 else rewards
-        K = None if self.reward_weights is None else self.reward_weights.size
+        weights = self.config.loss.reward_weights
+        K = None if weights is None else len(weights)
         if rewards.ndim != 2 or rewards.shape[0] != n or (K is not None and rewards.shape[1] != K):
             raise ValueError(f"`rewards` must be ({n},) or ({n}, {K or 'K'}) (one column per "
                              f"reward function), got shape {rewards.shape}")
         return rewards
 
-    def rows(self, prompt_ids, prompt_mask, completion_ids, completion_mask, token_weights):
+    def rows(self, generation: Generation):
         """Unpadded prompt + completion rows, right-padded: ``(tokens, target, counts, keys)``,
         ``target`` each token's weight in the sketch, ``counts`` ``(n,)`` the loss's tokens,
         ``keys`` a hash of each row's prompt tokens."""
+        completion_mask = generation.completion_mask
+        token_weights = (completion_mask if generation.token_weights is None
+                         else generation.token_weights)
         rows, targets, keys = [], [], []
-        for p, pm, c, w in zip(prompt_ids, prompt_mask.bool(), completion_ids,
-                               token_weights.to(torch.float32)):
+        for p, pm, c, w in zip(generation.prompt_ids, generation.prompt_mask.bool(),
+                               generation.completion_ids, token_weights.to(torch.float32)):
             prompt = p[pm]
             keys.append(_prompt_key(prompt))
             rows.append(torch.cat([prompt, c]))
             targets.append(torch.cat([torch.zeros_like(prompt, dtype=w.dtype), w]))
         width = max(r.numel() for r in rows)
-        tokens = torch.full((len(rows), width), self.pad_token_id, dtype=rows[0].dtype,
+        tokens = torch.full((len(rows), width), self.config.pad_token_id, dtype=rows[0].dtype,
                             device=rows[0].device)
         target = torch.zeros((len(rows), width), dtype=torch.float32, device=rows[0].device)
         for i, (r, t) in enumerate(zip(rows, targets)):
@@ -319,32 +246,34 @@ class WindowMonitor:
         """Sketched scores of this process's rows, in the parameters' own precision: a mixed
         precision context of the training step (``bf16``) is switched off for the sketch."""
         with torch.autocast(tokens.device.type, enabled=False):
-            return sketch_rows(model, tokens, target, self.spec, self.chunk_size)
+            return sketch_rows(model, tokens, target, self.spec,
+                               self.config.schedule.chunk_size)
 
     def weights(self, lengths, num_items=None) -> np.ndarray:
         """``(n, 1)``: each completion's weight in the loop's gradient from ``loss_type``
         (:mod:`ustat_rl.frameworks.trainer_units`, ``lengths`` the whole batch's loss tokens), 1
         without one. ``num_items`` is used by the losses of
         :data:`~ustat_rl.frameworks.trainer_units.NUM_ITEMS_LOSSES`."""
-        if self.loss_type is None:
+        loss = self.config.loss
+        if loss.loss_type is None:
             return np.ones((np.size(lengths), 1))
-        total = num_items if self.loss_type in NUM_ITEMS_LOSSES else None
-        return self.ratio_factor * completion_weights(
-            self.loss_type, lengths, self.max_completion_length, total)[:, None]
+        total = num_items if loss.loss_type in NUM_ITEMS_LOSSES else None
+        return loss.ratio_factor * completion_weights(
+            loss.loss_type, lengths, loss.max_completion_length, total)[:, None]
 
     # ------------------------------------------------------------------ windows
     def _window(self, model, step, tokens, target, counts, keys, rewards, loss_weights,
-                num_items) -> dict:
+                num_items) -> WindowRecord:
         keys = gather_rows(keys, self.process_group)  # every process takes part in every gather
         lengths = gather_rows(counts, self.process_group)
         channels = gather_rows(rewards, self.process_group)
         if loss_weights is not None:
             loss_weights = gather_rows(loss_weights, self.process_group)[:, None]
-        weights = np.ones(channels.shape[1]) if self.reward_weights is None \
-            else self.reward_weights
+        weights = self.config.loss.weights
+        weights = np.ones(channels.shape[1]) if weights is None else weights
         reward = combined_rewards(channels, weights)
         reason = batch_problem(keys, reward, self.group_size) or unequal_passes(
-            model, tokens.shape[0], self.chunk_size, self.process_group)
+            model, tokens.shape[0], self.config.schedule.chunk_size, self.process_group)
         if reason is not None:
             return self._skipped(step, reason, reward)
         self._announce(model, stacklevel=4)
@@ -352,12 +281,12 @@ class WindowMonitor:
             scale = self.weights(lengths, num_items) if loss_weights is None else loss_weights
             score = gather_rows(self.scores(model, tokens, target), self.process_group) * scale
             batch = Batch(step, self.group_size, reward, score, self._next_id, channels)
-            batches = (list(self._batches) + [batch])[-self.pool:]
-            units = self.units if loss_weights is None or self.units is not None else \
-                "trainer (per-completion loss weights given by the loop)"
-            record, rollouts = window_record(batches, self._meta(model), reward.size, self.level,
-                                             self.rule, self.rule_source, units, weights,
-                                             self.keep_rule)
+            batches = (list(self._batches) + [batch])[-self.config.schedule.pool:]
+            config = self.config
+            if loss_weights is not None and self.units is None:
+                config = replace(config, loss=replace(
+                    config.loss, units="trainer (per-completion loss weights given by the loop)"))
+            record, rollouts = window_record(batches, self._meta(model), reward.size, config)
         except Exception as exc:  # a window that fails must not stop the run
             return self._skipped(step, f"{type(exc).__name__}: "
                                        f"{str(exc).splitlines()[0] if str(exc) else ''}", reward)
@@ -365,12 +294,11 @@ class WindowMonitor:
         self._next_id += batch.n_groups
         return self._emit(record, rollouts)
 
-    def _skipped(self, step, reason: str, reward) -> dict:
+    def _skipped(self, step, reason: str, reward) -> WindowRecord:
         G, budget = self.group_size, reward.size
         seen = observed_all_equal(reward, G) if budget and budget % G == 0 else math.nan
-        record = skipped_record(step, reason, G, max(budget, 2), self.level, self.spec.dimension,
-                                self.rule, self.rule_source, observed=seen)
-        warnings.warn(f"{self.name} skipped the window at step {step}: {reason}", stacklevel=4)
+        record = skipped_record(step, reason, self.config, max(budget, 2), observed=seen)
+        warnings.warn(f"{self.config.outputs.name} skipped the window at step {step}: {reason}", stacklevel=4)
         return self._emit(record, None)
 
     def _announce(self, model, stacklevel: int) -> None:
@@ -379,7 +307,7 @@ class WindowMonitor:
         self._announced = True
         fallback = uncovered_parameters(model)
         if fallback:
-            warnings.warn(f"{self.name}: parameters {fallback[:3]} ({len(fallback)} in all) "
+            warnings.warn(f"{self.config.outputs.name}: parameters {fallback[:3]} ({len(fallback)} in all) "
                           f"are sketched by the exact per-sample fallback, one extra forward and "
                           f"backward of their module per completion", stacklevel=stacklevel)
 
@@ -388,11 +316,12 @@ class WindowMonitor:
         return dict(self.spec.to_meta("factored"), model_name=str(name),
                     param_dim=int(sum(p.numel() for p in trainable_parameters(model).values())))
 
-    def _emit(self, record: dict, rollouts) -> dict:
+    def _emit(self, record: WindowRecord, rollouts) -> WindowRecord:
         self.records.append(record)
         if world(self.process_group)[0] == 0:
             if self.trajectory is not None:
                 append_record(self.trajectory, record)
-            if rollouts is not None and self.save_rollouts is not None:
-                rollouts.save(self.save_rollouts / f"window_{record['step']:06d}.npz")
+            folder = self.config.outputs.save_rollouts
+            if rollouts is not None and folder is not None:
+                rollouts.save(folder / f"window_{record.step:06d}.npz")
         return record

@@ -1,21 +1,19 @@
 """The trajectory file: one JSON record per monitored window of a training run (C17, C18, C32).
 
 A monitor (:class:`ustat_rl.frameworks.trl_monitor.GroupSizeMonitor`) appends one line per window
-to a JSON-lines file, so an interrupted run keeps every finished window. Each record is a JSON
-object with the fields of :data:`TRAJECTORY_FIELDS`; an interval is ``{"estimate", "low",
-"high"}`` with ``null`` for NaN and the string ``"inf"`` for an unbounded end
-(:func:`ustat_rl.formatting.json_ready`). A window the monitor could not estimate has ``status``
-``"skipped"``, its ``reason`` in words, and ``null`` estimates.
+to a JSON-lines file, so an interrupted run keeps every finished window. Each window is a
+:class:`WindowRecord`; its line is :meth:`WindowRecord.to_dict`, a JSON object with the fields of
+:data:`TRAJECTORY_FIELDS` and the file's layout ``version`` (:data:`TRAJECTORY_VERSION`). An
+interval is ``{"estimate", "low", "high"}`` with ``null`` for NaN and the string ``"inf"`` for an
+unbounded end (:func:`ustat_rl.formatting.json_ready`). A window the monitor could not estimate
+is a record too, with ``status`` ``"skipped"``, its ``reason`` in words, and ``null`` estimates.
 
-The fields ``var_run``, ``run_estimator`` and ``units`` (the variance of the run's gradient
-around its mean with its interval, how the run's MSE and variance were estimated, and which
-gradient the estimates are of: the trainer's, per ``loss_type``) are optional, as is
-``gstar_errors`` (``null`` or absent in files written without it). Version 1 files wrote
-``var_run`` as a plug-in number without an interval; it is read as an interval with ``null``
-ends. ``gstar_errors`` holds
-the standard errors and covariance from which ``G*``'s interval is Fieller's (C32), so a reader
-can rebuild every window's interval at a simultaneous (Bonferroni) level
-(:func:`gstar_errors_of`, :mod:`ustat_rl.frameworks.universality`).
+Layouts read (:meth:`WindowRecord.from_dict`): version 3, written now; versions 2 and 1 (and a
+line without ``version``), which named the run's advantage rule ``rule`` (with ``rule_source``),
+the rule ``mse_best`` is for ``estimator``, and the words behind ``mse_run`` ``run_estimator``;
+they are read into the fields ``estimator``, ``estimator_source``, ``mse_best_estimator`` and
+``run_method``. Version 1 wrote ``var_run`` as a plug-in number without an interval; it is read
+as an interval with NaN ends. Any other version is refused.
 """
 
 from __future__ import annotations
@@ -23,80 +21,270 @@ from __future__ import annotations
 import json
 import math
 import os
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from ..formatting import json_ready, parse_number
 
-__all__ = ["TRAJECTORY_FIELDS", "INTERVAL_FIELDS", "OPTIONAL_FIELDS", "GSTAR_ERROR_FIELDS",
-           "append_record", "read_trajectory", "gstar_errors_of", "synthetic_record",
-           "TRAJECTORY_VERSION"]
+__all__ = ["WindowRecord", "RecordInterval", "TRAJECTORY_FIELDS", "INTERVAL_FIELDS",
+           "GSTAR_ERROR_FIELDS", "TRAJECTORY_VERSION", "READABLE_VERSIONS", "append_record",
+           "read_trajectory", "gstar_errors_of"]
 
-TRAJECTORY_VERSION = 2
+#: The layout written: 3 renamed version 2's ``rule``, ``rule_source``, ``estimator`` and
+#: ``run_estimator`` (the module's docstring).
+TRAJECTORY_VERSION = 3
 
-#: Every record's fields, in the order written.
-TRAJECTORY_FIELDS = (
-    "version",            # TRAJECTORY_VERSION
-    "step",               # the trainer's global step when the window was estimated
-    "status",             # "ok" or "skipped"
-    "reason",             # why the window was skipped (null when ok)
-    "windows_pooled",     # generation batches pooled into this estimate
-    "n_prompts",          # groups in the pooled windows
-    "n_samples",          # completions in the pooled windows
-    "group_size",         # the run's G (num_generations)
-    "budget",             # the run's N = B G, completions per generation batch
-    "level",              # two-sided level of every interval
-    "sketch_dim",         # k, columns of the sketched scores
-    "rule",               # the run's advantage rule, a registry name
-    "rule_source",        # the trainer option it was read from, in words
-    "estimator",          # the rule mse_best is for (the run's rule, or "grpo" where its curve
-                          # has no moment model)
-    "c1", "c2", "c3",     # intervals
-    "gstar",              # interval for G* = 1 + sqrt(c3'/c1); high "inf" when unbounded
-    "bounded",            # whether the window bounds G* from above
-    "recommended_group_size",  # the pilot advice for GRPO (minimax regret over the G* interval)
-    "mse_run",            # interval: the run rule's gradient MSE at the run's G (unbiased)
-    "mse_gstar",          # predicted fixed-budget MSE of GRPO at G* (continuous G, C17)
-    "mse_best",           # predicted MSE of `estimator` at the best divisor of N
-    "grpo_beats_vanilla",  # whether GRPO's predicted MSE is below vanilla's at the run's G
-    "all_equal_predicted",  # predicted fraction of all-equal groups at the run's G (binary rewards)
-    "all_equal_observed",   # fraction of all-equal groups in the window's own batch
-    "gstar_errors",       # optional: {GSTAR_ERROR_FIELDS} behind G*'s interval, or null
-    "var_run",            # optional interval: variance of the run's gradient at its G (unbiased)
-    "run_estimator",      # optional: the rule and method behind mse_run and var_run, in words
-    "units",              # optional: which gradient the estimates are of, and how exactly
-    "ds_keep_prob",       # optional: chance a group is not all-equal at the run's G (binary)
-    "ds_gen_batches",     # optional: generation batches per step under dynamic sampling
-    "ds_keep_rule",       # optional: the keep rule of ds_* when one was asked for (else verl's)
-    "ds_filtered_mse",    # optional: GRPO's kept-batch MSE under ds_keep_rule (point estimate)
-)
+#: The layouts :meth:`WindowRecord.from_dict` reads (``None``: a line without ``version``).
+READABLE_VERSIONS = (None, 1, 2, 3)
 
-#: Fields a record may omit (read and written as ``null``).
-OPTIONAL_FIELDS = ("gstar_errors", "var_run", "run_estimator", "units", "ds_keep_prob",
-                   "ds_gen_batches", "ds_keep_rule", "ds_filtered_mse")
+#: Version 2's names of the fields version 3 renamed.
+_RENAMED_IN_3 = {"rule": "estimator", "rule_source": "estimator_source",
+                 "estimator": "mse_best_estimator", "run_estimator": "run_method"}
 
 #: What ``gstar_errors`` holds: :func:`ustat_rl.pilot.uncertainty.fieller_gstar`'s inputs besides
-#: the estimates of ``c1``, ``c3'`` and the record's ``n_prompts`` (``sketch_units`` ``null``
+#: the estimates of ``c1``, ``c3'`` and the record's ``n_prompts`` (``sketch_units`` ``None``
 #: when the projection was not resampled).
 GSTAR_ERROR_FIELDS = ("c1_prompt_se", "c1_sketch_se", "c3_se", "cov13", "sketch_units")
+
+
+@dataclass(frozen=True)
+class RecordInterval:
+    """A window's estimate with its two-sided interval (NaN where not estimated; ``high`` ``inf``
+    when unbounded)."""
+
+    estimate: float
+    low: float = math.nan
+    high: float = math.nan
+
+    def covers(self, value: float) -> bool:
+        """Whether ``low <= value <= high``."""
+        return bool(self.low <= value <= self.high)
+
+
+
+@dataclass(frozen=True)
+class WindowRecord:
+    """One monitored window of a run: what ``ustat-rl gstar`` reports for the groups it pooled.
+
+    A skipped window (``status`` ``"skipped"``) is the same record with its ``reason`` and no
+    estimates (``None`` intervals, NaN numbers): a trajectory is one kind of line, every window
+    in step order, and a reader picks the estimated ones by :attr:`ok`.
+
+    Attributes
+    ----------
+    step : int
+        The trainer's global step when the window was estimated.
+    status : str
+        ``"ok"`` or ``"skipped"``.
+    reason : str or None
+        Why the window was skipped (``None`` when ok).
+    windows_pooled, n_prompts, n_samples : int
+        Generation batches pooled into the estimate, their groups and their completions.
+    group_size : int
+        The run's ``G`` (``num_generations``).
+    budget : int
+        The run's ``N = B G``, completions per generation batch.
+    level : float
+        Two-sided level of every interval.
+    sketch_dim : int or None
+        ``k``, columns of the sketched scores.
+    estimator : str or None
+        The run's advantage rule, a registry name (``None``: not a rule of the registry; the
+        paper's GRPO rule stands in).
+    estimator_source : str or None
+        The trainer option ``estimator`` was read from, in words.
+    mse_best_estimator : str or None
+        The advantage rule whose moment-model curve gives ``mse_best``: ``estimator``, or
+        ``"grpo"`` where the run's rule has no such curve.
+    c1, c2, c3 : RecordInterval or None
+        The constants of the scaling law (``c3`` is ``c3'``).
+    gstar : RecordInterval or None
+        ``G* = 1 + sqrt(c3'/c1)``; ``high`` ``inf`` when unbounded.
+    bounded : bool or None
+        Whether the window bounds ``G*`` from above.
+    recommended_group_size : int or None
+        The pilot advice for GRPO (minimax regret over the ``G*`` interval).
+    mse_run : RecordInterval or None
+        The run rule's gradient MSE at the run's ``G`` (unbiased, no moment model).
+    mse_gstar : float
+        Predicted fixed-budget MSE of GRPO at ``G*`` (continuous ``G``, C17).
+    mse_best : float
+        Predicted MSE of ``mse_best_estimator`` at the best divisor of ``N``.
+    grpo_beats_vanilla : bool or None
+        Whether GRPO's predicted MSE is below vanilla's at the run's ``G``.
+    all_equal_predicted, all_equal_observed : float
+        The fraction of all-equal groups at the run's ``G`` predicted from the earlier batches
+        (binary rewards), and observed in the newest batch.
+    gstar_errors : dict or None
+        The standard errors and covariance (:data:`GSTAR_ERROR_FIELDS`) from which ``gstar``'s
+        interval is Fieller's (C32), so a reader can rebuild it at another level
+        (:mod:`ustat_rl.frameworks.universality`).
+    var_run : RecordInterval or None
+        The variance of the run's gradient at its ``G`` (unbiased).
+    run_method : str or None
+        The rule and the method behind ``mse_run`` and ``var_run``, in words.
+    units : str or None
+        Which gradient the estimates are of (the trainer's, per ``loss_type``), in words.
+    ds_keep_prob, ds_gen_batches : float or None
+        Dynamic sampling at the run's ``G``: the chance a group is kept, and the generation
+        batches per step.
+    ds_keep_rule : str or None
+        The keep rule of ``ds_*`` when one was asked for (``None``: verl's all-equal filter).
+    ds_filtered_mse : float or None
+        GRPO's kept-batch MSE under ``ds_keep_rule`` (a point estimate).
+    """
+
+    step: int
+    status: str
+    reason: str | None = None
+    windows_pooled: int = 0
+    n_prompts: int = 0
+    n_samples: int = 0
+    group_size: int | None = None
+    budget: int | None = None
+    level: float = math.nan
+    sketch_dim: int | None = None
+    estimator: str | None = None
+    estimator_source: str | None = None
+    mse_best_estimator: str | None = None
+    c1: RecordInterval | None = None
+    c2: RecordInterval | None = None
+    c3: RecordInterval | None = None
+    gstar: RecordInterval | None = None
+    bounded: bool | None = None
+    recommended_group_size: int | None = None
+    mse_run: RecordInterval | None = None
+    mse_gstar: float = math.nan
+    mse_best: float = math.nan
+    grpo_beats_vanilla: bool | None = None
+    all_equal_predicted: float = math.nan
+    all_equal_observed: float = math.nan
+    gstar_errors: dict | None = None
+    var_run: RecordInterval | None = None
+    run_method: str | None = None
+    units: str | None = None
+    ds_keep_prob: float | None = None
+    ds_gen_batches: float | None = None
+    ds_keep_rule: str | None = None
+    ds_filtered_mse: float | None = None
+
+    def __post_init__(self):
+        if self.status not in ("ok", "skipped"):
+            raise ValueError(f"`status` must be 'ok' or 'skipped', got {self.status!r}")
+        if isinstance(self.step, bool) or not isinstance(self.step, int):
+            raise ValueError(f"`step` must be an integer, got {self.step!r}")
+        for name in INTERVAL_FIELDS:
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, RecordInterval):
+                raise ValueError(f"`{name}` must be a RecordInterval or None, got {value!r}")
+            if value is not None and value.low > value.high:
+                raise ValueError(f"`{name}` is reversed: low {value.low:g} > high {value.high:g}")
+        errors = self.gstar_errors
+        if errors is not None and (not isinstance(errors, dict)
+                                   or set(errors) != set(GSTAR_ERROR_FIELDS)):
+            raise ValueError(f"`gstar_errors` must be None or hold {list(GSTAR_ERROR_FIELDS)}, "
+                             f"got {errors!r}")
+        if self.ds_keep_rule is not None and not isinstance(self.ds_keep_rule, str):
+            raise ValueError(f"`ds_keep_rule` must be a rule name or None, got "
+                             f"{self.ds_keep_rule!r}")
+        if self.ok:
+            if not 0.0 < self.level < 1.0:
+                raise ValueError(f"`level` must lie strictly between 0 and 1, got {self.level!r}")
+            for name in ("c1", "c3", "gstar"):
+                if getattr(self, name) is None:
+                    raise ValueError(f"`{name}` of a window with status 'ok' must be an interval "
+                                     "{estimate, low, high}")
+
+    @property
+    def ok(self) -> bool:
+        """Whether the window was estimated (``status`` ``"ok"``)."""
+        return self.status == "ok"
+
+    def to_dict(self) -> dict:
+        """The record's line in the trajectory file: JSON-ready (NaN as ``None``, ``inf`` as
+        ``"inf"``), ``version`` first, then :data:`TRAJECTORY_FIELDS` in order."""
+        out = {"version": TRAJECTORY_VERSION}
+        for name in TRAJECTORY_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, RecordInterval):
+                value = {"estimate": value.estimate, "low": value.low, "high": value.high}
+            out[name] = dict(value) if isinstance(value, dict) else value
+        return json_ready(out)
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> WindowRecord:
+        """The record of one trajectory line ``raw`` of any layout in :data:`READABLE_VERSIONS`
+        (numbers restored: ``null`` to NaN, ``"inf"`` to inf); a one-line ``ValueError`` for
+        anything else."""
+        if not isinstance(raw, dict):
+            raise ValueError(f"not a trajectory record (a {type(raw).__name__}, not an object)")
+        version = raw.get("version")
+        if isinstance(version, bool) or version not in READABLE_VERSIONS:
+            raise ValueError(f"`version` {version!r} is not a trajectory layout this reader knows "
+                             f"({', '.join(str(v) for v in READABLE_VERSIONS[1:])}, or absent)")
+        names = set(raw) - {"version"}
+        if version != TRAJECTORY_VERSION:
+            raw = {_RENAMED_IN_3.get(k, k): v for k, v in raw.items()}
+            names = {_RENAMED_IN_3.get(k, k) for k in names}
+        unknown = sorted(names - set(TRAJECTORY_FIELDS))
+        if not _REQUIRED <= names or unknown:
+            raise ValueError(f"not a trajectory record of version {version} (missing "
+                             f"{sorted(_REQUIRED - names)}, unknown {unknown})")
+        values = {f: raw.get(f) for f in TRAJECTORY_FIELDS}
+        old = values["var_run"]
+        if old is not None and not isinstance(old, dict):  # version 1: a number, no interval
+            values["var_run"] = {"estimate": old, "low": None, "high": None}
+        for name in INTERVAL_FIELDS:
+            values[name] = _interval_of(values[name], name)
+        for name in ("level", "mse_gstar", "mse_best", "all_equal_predicted",
+                     "all_equal_observed"):
+            values[name] = _number(values[name], name)
+        for name in ("ds_keep_prob", "ds_gen_batches", "ds_filtered_mse"):
+            if values[name] is not None:
+                values[name] = _number(values[name], name)
+        errors = values["gstar_errors"]
+        if isinstance(errors, dict) and set(errors) == set(GSTAR_ERROR_FIELDS):
+            values["gstar_errors"] = {k: v if k == "sketch_units" else
+                                      _number(v, f"gstar_errors.{k}") for k, v in errors.items()}
+        for name in ("windows_pooled", "n_prompts", "n_samples"):
+            values[name] = 0 if values[name] is None else values[name]
+        return cls(**values)
+
+
+#: Every record's fields, in the order written (after ``version``).
+TRAJECTORY_FIELDS = tuple(f.name for f in fields(WindowRecord))
 
 #: The fields that hold an interval ``{"estimate", "low", "high"}``.
 INTERVAL_FIELDS = ("c1", "c2", "c3", "gstar", "mse_run", "var_run")
 
+#: Fields every line holds; version 2 wrote every field but the eight of
+#: ``gstar_errors`` .. ``ds_filtered_mse``, which a line may omit.
+_REQUIRED = set(TRAJECTORY_FIELDS[:TRAJECTORY_FIELDS.index("gstar_errors")])
 
-def append_record(path, record: dict) -> None:
+
+def _interval_of(value, name: str) -> RecordInterval | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError(f"`{name}` must be an interval {{estimate, low, high}} or null, "
+                         f"got {value!r}")
+    parts = {k: _number(v, f"{name}.{k}") for k, v in value.items()}
+    if not set(parts) <= {"estimate", "low", "high"}:
+        raise ValueError(f"`{name}` must be an interval {{estimate, low, high}}, got {value!r}")
+    if "estimate" not in parts:
+        raise ValueError(f"`{name}` must be an interval {{estimate, low, high}}, got {value!r}")
+    return RecordInterval(**parts)
+
+
+def append_record(path, record: WindowRecord) -> None:
     """Append one window's ``record`` to the trajectory file ``path`` (created if missing).
 
     The line is written with one ``write`` and flushed, so a run stopped between windows leaves
     every finished window readable.
     """
-    missing = [f for f in TRAJECTORY_FIELDS if f not in record and f not in OPTIONAL_FIELDS]
-    extra = [f for f in record if f not in TRAJECTORY_FIELDS]
-    if missing or extra:
-        raise ValueError(f"`record`: missing fields {missing}, unknown fields {extra}")
-    errors = record.get("gstar_errors")
-    if errors is not None and (not isinstance(errors, dict) or set(errors) != set(GSTAR_ERROR_FIELDS)):
-        raise ValueError(f"`record`: `gstar_errors` must be null or hold {list(GSTAR_ERROR_FIELDS)}")
-    line = json.dumps(json_ready({f: record.get(f) for f in TRAJECTORY_FIELDS}), allow_nan=False)
+    if not isinstance(record, WindowRecord):
+        raise TypeError(f"`record` must be a WindowRecord, got {type(record).__name__}")
+    line = json.dumps(record.to_dict(), allow_nan=False)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a", encoding="utf-8") as handle:
@@ -118,14 +306,14 @@ def _number(value, name: str):
     return number
 
 
-def read_trajectory(path) -> list[dict]:
-    """The records of a trajectory file, numbers restored (``null`` to NaN, ``"inf"`` to inf).
+def read_trajectory(path) -> list[WindowRecord]:
+    """The records of a trajectory file (:meth:`WindowRecord.from_dict`, every readable layout).
 
     Raises a one-line ``ValueError`` naming the file (and the line) for anything that is not a
-    file of records of :data:`TRAJECTORY_FIELDS`: a file that is not UTF-8 text, holds no line,
-    or has a line that is not such a record. Only a last line cut short by an interrupted write
-    is ignored: one with no newline at its end (a record is written with its newline in one
-    write) that begins as every record does, with ``{``; a file whose only line is cut short
+    file of records: a file that is not UTF-8 text, holds no line, or has a line that is not such
+    a record (an unknown ``version`` included). Only a last line cut short by an interrupted
+    write is ignored: one with no newline at its end (a record is written with its newline in
+    one write) that begins as every record does, with ``{``; a file whose only line is cut short
     holds no record and is an error too.
     """
     path = Path(path)
@@ -156,59 +344,11 @@ def read_trajectory(path) -> list[dict]:
             what = "its only line is cut short" if cut_short else f"not JSON ({exc.msg})"
             raise ValueError(f"{path}, line {number}: {what}; a trajectory file holds one JSON "
                              "record a line") from None
-        required = set(TRAJECTORY_FIELDS) - set(OPTIONAL_FIELDS)
-        if not isinstance(raw, dict) or not required <= set(raw) <= set(TRAJECTORY_FIELDS):
-            got = sorted(raw) if isinstance(raw, dict) else type(raw).__name__
-            raise ValueError(f"{path}, line {number}: not a trajectory record (fields {got})")
         try:
-            records.append(_restored(raw))
+            records.append(WindowRecord.from_dict(raw))
         except (TypeError, ValueError, AttributeError) as exc:
             raise ValueError(f"{path}, line {number}: {exc}") from None
     return records
-
-
-def _restored(raw: dict) -> dict:
-    """``raw`` with numbers restored and the fields a reader relies on checked."""
-    record = {f: raw.get(f) for f in TRAJECTORY_FIELDS}
-    old = record["var_run"]
-    if old is not None and not isinstance(old, dict):  # version 1: a number, no interval
-        record["var_run"] = {"estimate": old, "low": None, "high": None}
-    if record["status"] not in ("ok", "skipped"):
-        raise ValueError(f"`status` must be 'ok' or 'skipped', got {record['status']!r}")
-    if isinstance(record["step"], bool) or not isinstance(record["step"], int):
-        raise ValueError(f"`step` must be an integer, got {record['step']!r}")
-    for name in INTERVAL_FIELDS:
-        if record[name] is not None:
-            if not isinstance(record[name], dict):
-                raise ValueError(f"`{name}` must be an interval {{estimate, low, high}} or null, "
-                                 f"got {record[name]!r}")
-            record[name] = {k: _number(v, f"{name}.{k}") for k, v in record[name].items()}
-            low, high = record[name].get("low", math.nan), record[name].get("high", math.nan)
-            if low > high:
-                raise ValueError(f"`{name}` is reversed: low {low:g} > high {high:g}")
-    for name in ("level", "mse_gstar", "mse_best", "all_equal_predicted", "all_equal_observed"):
-        record[name] = _number(record[name], name)
-    if record["ds_keep_rule"] is not None and not isinstance(record["ds_keep_rule"], str):
-        raise ValueError(f"`ds_keep_rule` must be a rule name or null, got "
-                         f"{record['ds_keep_rule']!r}")
-    for name in ("ds_keep_prob", "ds_gen_batches", "ds_filtered_mse"):
-        if record[name] is not None:
-            record[name] = _number(record[name], name)
-    if record["gstar_errors"] is not None:
-        errors = record["gstar_errors"]
-        if not isinstance(errors, dict) or set(errors) != set(GSTAR_ERROR_FIELDS):
-            raise ValueError(f"`gstar_errors` must be null or hold {list(GSTAR_ERROR_FIELDS)}, "
-                             f"got {errors!r}")
-        record["gstar_errors"] = {k: v if k == "sketch_units" else _number(v, f"gstar_errors.{k}")
-                                  for k, v in errors.items()}
-    if record["status"] == "ok":
-        if not 0.0 < record["level"] < 1.0:
-            raise ValueError(f"`level` must lie strictly between 0 and 1, got {raw['level']!r}")
-        for name in ("c1", "c3", "gstar"):
-            if record[name] is None or not {"estimate", "low", "high"} <= set(record[name]):
-                raise ValueError(f"`{name}` of a window with status 'ok' must be an interval "
-                                 "{estimate, low, high}")
-    return record
 
 
 def gstar_errors_of(estimates) -> dict | None:
@@ -236,51 +376,3 @@ def gstar_errors_of(estimates) -> dict | None:
         return estimates.gstar_errors
     raise TypeError(f"`estimates` must be PilotIntervals or GStarReport, got "
                     f"{type(estimates).__name__}")
-
-
-def synthetic_record(step: int, c1: float, c2: float, c3: float, se1: float, se3: float, *,
-                     se2: float = 0.0, cov13: float = 0.0, n_prompts: int = 64,
-                     level: float = 0.9, group_size: int = 8, budget: int = 256,
-                     windows_pooled: int = 1, with_errors: bool = True,
-                     all_equal=(math.nan, math.nan), reason: str | None = None) -> dict:
-    """A valid record for estimates ``c1, c2, c3'`` with standard errors, for tests and examples.
-
-    The intervals are built as :func:`~ustat_rl.pilot.uncertainty.pilot_intervals` builds them
-    for full scores (``estimate +- t se`` with ``P - 1`` degrees of freedom, ``G*`` by
-    :func:`~ustat_rl.pilot.uncertainty.fieller_gstar`); the MSE fields are ``NaN``. With
-    ``reason`` the record is a skipped window (``null`` estimates).
-
-    Examples
-    --------
-    >>> rec = synthetic_record(10, 1.0, 2.0, 49.0, 0.01, 0.5)
-    >>> rec["gstar"]["estimate"], rec["bounded"]
-    (8.0, True)
-    """
-    from ..pilot.uncertainty import fieller_gstar, student_quantile
-    from ..theory import ScalingConstants
-
-    record = dict.fromkeys(TRAJECTORY_FIELDS)
-    record.update(version=TRAJECTORY_VERSION, step=int(step), windows_pooled=windows_pooled,
-                  n_prompts=n_prompts, n_samples=n_prompts * group_size, group_size=group_size,
-                  budget=budget, level=level, sketch_dim=None, rule="grpo",
-                  rule_source="synthetic", estimator="grpo", mse_gstar=math.nan,
-                  mse_best=math.nan, all_equal_predicted=all_equal[0],
-                  all_equal_observed=all_equal[1])
-    if reason is not None:
-        record.update(status="skipped", reason=reason)
-        return record
-    t = student_quantile(level, 1.0, 0.0, n_prompts, None)
-    for name, value, se in (("c1", c1, se1), ("c2", c2, se2), ("c3", c3, se3)):
-        record[name] = {"estimate": value, "low": value - t * se, "high": value + t * se}
-    _, (low, high) = fieller_gstar(c1, c3, se1, 0.0, se3, cov13, n_prompts, None, level)
-    point = (ScalingConstants(c1, c2, c3, estimated=True).optimal_group_size() if c3 >= 0
-             else math.nan)
-    record.update(status="ok", gstar={"estimate": point, "low": low, "high": high},
-                  bounded=math.isfinite(high),
-                  recommended_group_size=group_size,
-                  mse_run={"estimate": math.nan, "low": math.nan, "high": math.nan},
-                  grpo_beats_vanilla=None)
-    if with_errors:
-        record["gstar_errors"] = {"c1_prompt_se": se1, "c1_sketch_se": 0.0, "c3_se": se3,
-                                  "cov13": cov13, "sketch_units": None}
-    return record

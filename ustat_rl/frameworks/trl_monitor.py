@@ -2,7 +2,10 @@
 
 One line attaches it::
 
-    trainer.add_callback(GroupSizeMonitor(trainer, every=50, sketch_dim=256))
+    trainer.add_callback(GroupSizeMonitor(trainer))
+
+(or ``GroupSizeMonitor(trainer, MonitorConfig(schedule=Schedule(every=50),
+sketch=SketchSpec(256)))``, :mod:`ustat_rl.frameworks.config`).
 
 Every ``every`` training steps the monitor takes the generation batch the trainer has just
 produced (TRL ``GRPOTrainer``, the releases of
@@ -79,14 +82,18 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import torch
 from transformers import TrainerCallback
 
+from .config import LossWeighting, MonitorConfig, trainer_read
 from .entry import WindowMonitor
+from .generation import Generation
 from .trainer_units import LOSS_WEIGHTS, units_note
+from .trajectory import RecordInterval, WindowRecord
 from .trl_support import TRL_VERSIONS, check_loss_masks, check_trl_version
 
 __all__ = ["GroupSizeMonitor", "run_rule", "LOGGED"]
@@ -140,39 +147,19 @@ class GroupSizeMonitor(TrainerCallback):
     ----------
     trainer : trl.GRPOTrainer
         The trainer to monitor (a TRL of
-        :data:`~ustat_rl.frameworks.trl_support.TRL_VERSIONS`); its ``num_generations`` is the
-        run's ``G``.
-    every : int
-        Estimate at the first generation batch at or after every ``every``-th step.
-    sketch_dim : int
-        ``k``, columns of the factored sketch (a multiple of ``sketch_blocks``).
-    sketch_blocks : int, optional
-        Independent blocks of the sketch (default 16, or ``sketch_dim`` if smaller).
-    pool : int
-        Generation batches pooled into one window (the newest last).
-    level : float
-        Two-sided interval level.
-    seed : int
-        Seed of the projection, fixed for the whole run.
-    trajectory : path-like, optional
-        The trajectory file (default ``<output_dir>/ustat_trajectory.jsonl``); appended to.
-    save_rollouts : path-like, optional
-        A folder for each window's pooled rollouts (``window_<step>.npz``), which
-        ``ustat-rl gstar`` reads.
-    chunk_size : int
-        Completions per sketched backward pass.
-    kind : {"gaussian", "rademacher"}
-    dtype : torch.dtype, optional
-        Precision of the projection (default: the model's).
-    keep_rule : str, optional
-        A dynamic-sampling keep rule (``verl``, ``slime``, ``openrlhf``, ``roll``; beyond the
-        paper): ``ds_*`` under it and ``ds_filtered_mse`` (:class:`WindowMonitor`'s).
+        :data:`~ustat_rl.frameworks.trl_support.TRL_VERSIONS`).
+    config : MonitorConfig, optional
+        The monitor's own settings (:mod:`ustat_rl.frameworks.config`): the schedule, the
+        sketch (``SketchSpec(256)`` by default), the level, a keep rule (``verl``, ``slime``,
+        ``openrlhf``, ``roll``; beyond the paper) and the outputs (the trajectory defaults to
+        ``<output_dir>/ustat_trajectory.jsonl``). What the trainer says is read from the trainer
+        and refused in ``config``: the group size (``num_generations``), the advantage rule
+        (:func:`run_rule`), the loss's weighting (``loss_type``, the reward weights,
+        ``max_completion_length``, ``epsilon_high``), the sampling temperature and the padding
+        token.
     """
 
-    def __init__(self, trainer, every: int = 50, sketch_dim: int = 256, sketch_blocks=None,
-                 pool: int = 4, level: float = 0.9, seed: int = 0, trajectory=None,
-                 save_rollouts=None, chunk_size: int = 16, kind: str = "gaussian", dtype=None,
-                 keep_rule=None):
+    def __init__(self, trainer, config=None):
         import trl
 
         check_trl_version(getattr(trl, "__version__", "unknown"))
@@ -181,9 +168,14 @@ class GroupSizeMonitor(TrainerCallback):
             if not hasattr(trainer, name):
                 raise TypeError(f"`trainer` must be a trl GRPOTrainer (trl{TRL_VERSIONS}); it "
                                 f"has no `{name}`")
+        config = MonitorConfig() if config is None else config
+        if not isinstance(config, MonitorConfig):
+            raise TypeError(f"`config` must be a MonitorConfig or None, got "
+                            f"{type(config).__name__}")
+        trainer_read(config, "the trainer's GRPOConfig")
         self.trainer = trainer
         args = trainer.args
-        self.rule, self.rule_source = run_rule(args, len(trainer.reward_funcs))
+        rule, source = run_rule(args, len(trainer.reward_funcs))
         # the trainer's gradient weighs each completion's score by its loss aggregation
         self.loss_type = str(getattr(args, "loss_type", "dapo"))
         high = getattr(args, "epsilon_high", None)
@@ -193,24 +185,37 @@ class GroupSizeMonitor(TrainerCallback):
                              "on the CPU); WindowMonitor supports FSDP2's fully_shard")
         check_loss_masks(args)
         known = self.loss_type in LOSS_WEIGHTS
+        outputs = config.outputs
+        trajectory = Path(args.output_dir) / "ustat_trajectory.jsonl" \
+            if outputs.trajectory is None else outputs.trajectory
+        config = replace(
+            config, group_size=int(trainer.num_generations),
+            sketch=replace(config.sketch,
+                           temperature=float(getattr(args, "temperature", 1.0) or 1.0)),
+            estimator=replace(config.estimator, name=rule, source=source),
+            loss=LossWeighting(
+                loss_type=self.loss_type if known else None,
+                max_completion_length=getattr(args, "max_completion_length", None),
+                epsilon_high=getattr(args, "epsilon", 0.2) if high is None else high,
+                reward_weights=trainer.reward_weights.to("cpu", torch.float64).numpy(),
+                units=units_note(self.loss_type)),
+            outputs=replace(outputs, trajectory=trajectory, name="GroupSizeMonitor"),
+            pad_token_id=int(getattr(trainer, "pad_token_id", None) or 0))
         #: The framework-agnostic monitor this callback feeds.
-        self.window = WindowMonitor(
-            int(trainer.num_generations), every=every, sketch_dim=sketch_dim,
-            sketch_blocks=sketch_blocks, pool=pool, level=level, seed=seed,
-            estimator=self.rule, estimator_source=self.rule_source,
-            reward_weights=trainer.reward_weights.to("cpu", torch.float64).numpy(),
-            loss_type=self.loss_type if known else None,
-            max_completion_length=getattr(args, "max_completion_length", None),
-            epsilon_high=getattr(args, "epsilon", 0.2) if high is None else high,
-            units=units_note(self.loss_type),
-            trajectory=Path(args.output_dir) / "ustat_trajectory.jsonl" if trajectory is None
-            else trajectory, save_rollouts=save_rollouts, chunk_size=chunk_size, kind=kind,
-            dtype=dtype, temperature=float(getattr(args, "temperature", 1.0) or 1.0),
-            pad_token_id=int(getattr(trainer, "pad_token_id", None) or 0),
-            model=self._model(), name="GroupSizeMonitor", keep_rule=keep_rule)
+        self.window = WindowMonitor(self._model(), config)
         self._rewards: list = [None] * len(trainer.reward_funcs)
         self._wrap_rewards(trainer)
         self._wrap_generation(trainer)
+
+    @property
+    def estimator(self) -> str | None:
+        """The run's advantage rule, a registry name (:func:`run_rule`)."""
+        return self.window.config.estimator.name
+
+    @property
+    def estimator_source(self) -> str:
+        """Where :attr:`estimator` was read, in words."""
+        return self.window.config.estimator.source
 
     # ------------------------------------------------------------------ the entry's state
     @property
@@ -219,7 +224,7 @@ class GroupSizeMonitor(TrainerCallback):
         return self.window.spec
 
     @property
-    def records(self) -> list[dict]:
+    def records(self) -> list[WindowRecord]:
         """Every window's record, oldest first."""
         return self.window.records
 
@@ -302,11 +307,17 @@ class GroupSizeMonitor(TrainerCallback):
             return mask, mask
         return mask, mask * ratio.to(torch.float32)  # (n, T) or (n, 1) ratio
 
+    @staticmethod
+    def _generation(out, mask, weight) -> Generation:
+        """A TRL generation batch as the entry takes it, the loss's mask and token weights
+        (:meth:`_loss_mask`) in place of ``completion_mask``."""
+        return Generation(out["prompt_ids"], out["prompt_mask"], out["completion_ids"], mask,
+                          token_weights=weight.expand_as(mask))
+
     def _tokens(self, out):
         """The entry's rows of a generation batch: ``(tokens, target, counts, keys)``."""
         mask, weight = self._loss_mask(out)
-        return self.window.rows(out["prompt_ids"], out["prompt_mask"], out["completion_ids"],
-                                mask, weight.expand_as(mask))
+        return self.window.rows(self._generation(out, mask, weight))
 
     def _scores(self, tokens, target) -> np.ndarray:
         return self.window.scores(self._model(), tokens, target)
@@ -328,25 +339,24 @@ class GroupSizeMonitor(TrainerCallback):
             mask, weight = self._loss_mask(out)
             total = out.get("num_items_in_batch")
             record = self.window.step(
-                self._model(), out["prompt_ids"], out["prompt_mask"], out["completion_ids"],
-                mask, np.stack(self._rewards, axis=1), step=step,
-                token_weights=weight.expand_as(mask),
+                self._model(), self._generation(out, mask, weight),
+                np.stack(self._rewards, axis=1), step=step,
                 num_items=None if total is None else float(total))
         self._log(record)
 
-    def _log(self, record: dict) -> None:
+    def _log(self, record: WindowRecord) -> None:
         metrics = getattr(self.trainer, "_metrics", None)
         if metrics is None:
             return
         train = metrics["train"]
-        train["ustat/window_skipped"].append(float(record["status"] != "ok"))
+        train["ustat/window_skipped"].append(float(not record.ok))
         for name in LOGGED:
-            value = record[name]
-            if isinstance(value, dict):
-                value = value["estimate"]
+            value = getattr(record, name)
+            if isinstance(value, RecordInterval):
+                value = value.estimate
             if value is not None and math.isfinite(float(value)):
                 train[f"ustat/{name}"].append(float(value))
-        if record["gstar"] is not None:  # an unbounded end is left out (loggers want finite)
+        if record.gstar is not None:  # an unbounded end is left out (loggers want finite)
             for end in ("low", "high"):
-                if math.isfinite(record["gstar"][end]):
-                    train[f"ustat/gstar_{end}"].append(float(record["gstar"][end]))
+                if math.isfinite(getattr(record.gstar, end)):
+                    train[f"ustat/gstar_{end}"].append(float(getattr(record.gstar, end)))

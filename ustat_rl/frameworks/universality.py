@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from ..formatting import format_number, json_ready
 from ..pilot.small_sample import SMALL_PILOT_PROMPTS
 from ..pilot.uncertainty import fieller_gstar
+from .trajectory import WindowRecord
 
 __all__ = ["WindowInterval", "Universality", "gstar_universality", "format_universality",
            "statement"]
@@ -54,7 +55,7 @@ class WindowInterval:
     rebuilt : bool
         Whether the interval was rebuilt at the Bonferroni level from ``gstar_errors``
         (``False``: the record's own interval).
-    record : dict
+    record : WindowRecord
         The window's record, as :func:`~.trajectory.read_trajectory` returns it.
     """
 
@@ -64,7 +65,7 @@ class WindowInterval:
     high: float
     level: float
     rebuilt: bool
-    record: dict
+    record: WindowRecord
 
     def covers(self, group_size: float) -> bool:
         """Whether ``low <= group_size <= high``."""
@@ -134,24 +135,23 @@ class Universality:
         return json_ready(out)
 
 
-def _window(record: dict, window_level: float) -> WindowInterval | str:
+def _window(record: WindowRecord, window_level: float) -> WindowInterval | str:
     """The window's interval, or the reason it cannot enter the family."""
-    gstar = record["gstar"]
-    errors = record.get("gstar_errors")
-    low, high, level, rebuilt = gstar["low"], gstar["high"], record["level"], False
+    gstar, errors = record.gstar, record.gstar_errors
+    low, high, level, rebuilt = gstar.low, gstar.high, record.level, False
     if errors is not None:
-        values = (record["c1"]["estimate"], record["c3"]["estimate"], errors["c1_prompt_se"],
+        values = (record.c1.estimate, record.c3.estimate, errors["c1_prompt_se"],
                   errors["c1_sketch_se"], errors["c3_se"], errors["cov13"])
         # a window under SMALL_PILOT_PROMPTS keeps its own (widened) interval at its own level:
         # Fieller's alone does not cover there (docs/invariants.md I8)
         if all(math.isfinite(v) for v in values) and \
-                (record["n_prompts"] or 0) >= SMALL_PILOT_PROMPTS:
-            _, (low, high) = fieller_gstar(*values, record["n_prompts"], errors["sketch_units"],
+                (record.n_prompts or 0) >= SMALL_PILOT_PROMPTS:
+            _, (low, high) = fieller_gstar(*values, record.n_prompts, errors["sketch_units"],
                                            window_level)
             level, rebuilt = window_level, True
     if math.isnan(low) or math.isnan(high):
         return "its interval for G* is NaN"
-    return WindowInterval(int(record["step"]), float(gstar["estimate"]), float(low), float(high),
+    return WindowInterval(int(record.step), float(gstar.estimate), float(low), float(high),
                           float(level), rebuilt, record)
 
 
@@ -160,7 +160,7 @@ def gstar_universality(records, level: float = 0.9) -> Universality:
 
     Parameters
     ----------
-    records : sequence of dict
+    records : sequence of WindowRecord
         Trajectory records (:func:`~.trajectory.read_trajectory`).
     level : float
         Simultaneous level in (0, 1) aimed at for the family of windows.
@@ -179,22 +179,23 @@ def gstar_universality(records, level: float = 0.9) -> Universality:
 
     Examples
     --------
-    >>> from ustat_rl.frameworks.trajectory import synthetic_record
-    >>> recs = [synthetic_record(s, 1.0, 2.0, 49.0, 0.05, 2.0) for s in (10, 20, 30)]
+    >>> from ustat_rl.frameworks.synthetic import SyntheticErrors, synthetic_record
+    >>> errors = SyntheticErrors(0.05, 2.0)
+    >>> recs = [synthetic_record(s, 1.0, 2.0, 49.0, errors) for s in (10, 20, 30)]
     >>> out = gstar_universality(recs, 0.9)
     >>> out.consistent, round(out.window_level, 4), out.group_size_inside
     (True, 0.9667, True)
     """
     if not 0.0 < level < 1.0:
         raise ValueError(f"`level` must lie strictly between 0 and 1, got {level}")
-    ok = sorted((r for r in records if r["status"] == "ok"), key=lambda r: r["step"])
-    skipped = [(int(r["step"]), str(r["reason"])) for r in records if r["status"] != "ok"]
+    ok = sorted((r for r in records if r.ok), key=lambda r: r.step)
+    skipped = [(int(r.step), str(r.reason)) for r in records if not r.ok]
     window_level = 1.0 - (1.0 - level) / max(len(ok), 1)
     windows = []
     for record in ok:
         window = _window(record, window_level)
         if isinstance(window, str):
-            skipped.append((int(record["step"]), window))
+            skipped.append((int(record.step), window))
         else:
             windows.append(window)
     if len(windows) < len(ok):  # a window dropped above: rebuild the rest at the right K
@@ -206,9 +207,9 @@ def gstar_universality(records, level: float = 0.9) -> Universality:
     first = max(2, math.ceil(low)) if windows else None
     last = (high if math.isinf(high) else math.floor(high)) if windows else None
     common = (first, last) if windows and first <= last else None
-    sizes = {r["group_size"] for r in ok}
+    sizes = {r.group_size for r in ok}
     group_size = int(sizes.pop()) if len(sizes) == 1 and None not in sizes else None
-    pooled = max((int(r["windows_pooled"] or 1) for r in ok), default=1)
+    pooled = max((int(r.windows_pooled or 1) for r in ok), default=1)
     return Universality(tuple(windows), tuple(sorted(skipped)), float(level), window_level,
                         simultaneous, low, high, common, group_size, pooled)
 
@@ -272,12 +273,12 @@ def format_universality(result: Universality) -> str:
              f" {'c1':>10} {'c1 low':>10} {'c3':>10}  {'all-equal pred/obs':>18}"]
     for w in result.windows:
         r = w.record
-        equal = (f"{format_number(r['all_equal_predicted'])}/"
-                 f"{format_number(r['all_equal_observed'])}")
-        lines.append(f"{w.step:>8} {r['windows_pooled'] or 1:>6} {r['n_prompts'] or 0:>6}  "
+        equal = (f"{format_number(r.all_equal_predicted)}/"
+                 f"{format_number(r.all_equal_observed)}")
+        lines.append(f"{w.step:>8} {r.windows_pooled or 1:>6} {r.n_prompts or 0:>6}  "
                      f"{format_number(w.estimate):>8} {_interval_text(w.low, w.high):>22} "
-                     f"{100 * w.level:>6.4g}% {format_number(r['c1']['estimate']):>10} "
-                     f"{format_number(r['c1']['low']):>10} {format_number(r['c3']['estimate']):>10}"
+                     f"{100 * w.level:>6.4g}% {format_number(r.c1.estimate):>10} "
+                     f"{format_number(r.c1.low):>10} {format_number(r.c3.estimate):>10}"
                      f"  {equal:>18}")
     for step, reason in result.skipped:
         lines.append(f"{step:>8} skipped: {reason}")

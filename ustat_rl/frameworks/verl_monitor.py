@@ -39,15 +39,19 @@ workers, a rollout engine) was not run (docs/at_scale.md, "verl").
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import torch
 
 from .._validation import as_float
 from .aggregation import AGGREGATIONS, aggregation_weights
+from .generation import Generation
 from .trainer_units import AGGREGATION_MODES
+from .trajectory import WindowRecord
 from .verl import verl_rewards
 
-__all__ = ["VerlWindowMonitor", "verl_step_inputs", "verl_rule", "VERL_VERSIONS",
+__all__ = ["VerlWindowMonitor", "verl_step_inputs", "monitor_step", "verl_rule", "VERL_VERSIONS",
            "VERL_STEP_FIELDS"]
 
 #: The verl releases this adapter was run against (with verl's own objects, on the CPU).
@@ -112,7 +116,8 @@ def _contiguous_order(uid: np.ndarray, group_size: int) -> np.ndarray:
 
 def verl_step_inputs(batch, group_size: int, loss_agg_mode: str = "token-mean",
                      loss_scale_factor=None) -> dict:
-    """The keyword arguments of :meth:`WindowMonitor.step` for one verl ``DataProto``.
+    """The inputs of :meth:`WindowMonitor.step` for one verl ``DataProto``
+    (:func:`monitor_step` hands them to the monitor).
 
     Parameters
     ----------
@@ -166,59 +171,75 @@ def verl_step_inputs(batch, group_size: int, loss_agg_mode: str = "token-mean",
                 loss_weights=c * n if _PER_BATCH[loss_agg_mode] else c)
 
 
+def monitor_step(monitor, model, inputs: dict, step=None) -> WindowRecord | None:
+    """:meth:`WindowMonitor.step` on the rows of :func:`verl_step_inputs` (or a rank's share of
+    them): the tokens, masks and group ids as a :class:`Generation`, the rewards and the loss's
+    per-completion weights beside it; ``monitor`` is a :class:`WindowMonitor`."""
+    generation = Generation(inputs["prompt_ids"], inputs["prompt_mask"], inputs["completion_ids"],
+                            inputs["completion_mask"], group_ids=inputs["group_ids"])
+    return monitor.step(model, generation, inputs["rewards"], step=step,
+                        loss_weights=inputs["loss_weights"])
+
+
 class VerlWindowMonitor:
     """The entry (:class:`~ustat_rl.frameworks.entry.WindowMonitor`) fed by verl's batches.
 
     Parameters
     ----------
-    group_size : int
-        verl's ``actor_rollout_ref.rollout.n``.
+    config : MonitorConfig
+        The monitor's settings (:mod:`ustat_rl.frameworks.config`), ``group_size`` verl's
+        ``actor_rollout_ref.rollout.n`` and the sketch's ``temperature`` verl's
+        ``rollout.temperature``; the rule and the loss's weighting are read from verl's settings
+        below and refused in ``config``.
     loss_agg_mode : str
         ``actor_rollout_ref.actor.loss_agg_mode`` (verl's default ``token-mean``).
     loss_scale_factor : float, optional
         ``actor.loss_scale_factor`` for ``seq-mean-token-sum-norm``.
     adv_estimator, norm_adv_by_std_in_grpo :
         verl's ``algorithm`` settings, read into the record's rule (:func:`verl_rule`).
-    **monitor_kwargs :
-        :class:`~ustat_rl.frameworks.entry.WindowMonitor`'s settings (``every``, ``sketch_dim``,
-        ``pool``, ``trajectory``, ``temperature`` (verl's ``rollout.temperature``), ...), except
-        ``estimator`` and ``loss_type``, which come from verl's settings.
+    process_group : torch.distributed.ProcessGroup, optional
+        The data-parallel group (:class:`~ustat_rl.frameworks.entry.WindowMonitor`'s).
 
     Examples
     --------
     At the point of verl's step where the advantages are computed, with the actor's model
     unsharded in this process::
 
-        monitor = VerlWindowMonitor(group_size=config.actor_rollout_ref.rollout.n, every=50,
-                                    sketch_dim=256, trajectory="ustat_trajectory.jsonl")
+        config = MonitorConfig(config.actor_rollout_ref.rollout.n, schedule=Schedule(every=50),
+                               outputs=Outputs("ustat_trajectory.jsonl"))
+        monitor = VerlWindowMonitor(config)
         record = monitor.step(batch, actor_model, step=global_steps)
     """
 
-    def __init__(self, group_size, *, loss_agg_mode="token-mean", loss_scale_factor=None,
-                 adv_estimator="grpo", norm_adv_by_std_in_grpo=True, **monitor_kwargs):
+    def __init__(self, config, *, loss_agg_mode="token-mean", loss_scale_factor=None,
+                 adv_estimator="grpo", norm_adv_by_std_in_grpo=True, process_group=None):
+        from .config import MonitorConfig, trainer_read
         from .entry import WindowMonitor
 
-        for given in ("estimator", "loss_type", "estimator_source"):
-            if given in monitor_kwargs:
-                raise ValueError(f"`{given}` is read from verl's settings (adv_estimator, "
-                                 f"loss_agg_mode); do not pass it")
+        if not isinstance(config, MonitorConfig):
+            raise TypeError(f"`config` must be a MonitorConfig, got {type(config).__name__}")
+        trainer_read(config, "verl's settings (adv_estimator, loss_agg_mode)", ("estimator", "loss"))
         if loss_agg_mode not in AGGREGATIONS:
             raise ValueError(f"`loss_agg_mode` must be one of {AGGREGATIONS} (verl's 'token-sum' "
                              f"is not supported), got {loss_agg_mode!r}")
         self.loss_agg_mode, self.loss_scale_factor = loss_agg_mode, loss_scale_factor
         rule, source = verl_rule(adv_estimator, norm_adv_by_std_in_grpo)
-        monitor_kwargs.setdefault("units", f"trainer (verl loss_agg_mode {loss_agg_mode!r})")
-        monitor_kwargs.setdefault("name", "VerlWindowMonitor")
+        outputs = config.outputs
+        if outputs.name == "WindowMonitor":
+            outputs = replace(outputs, name="VerlWindowMonitor")
+        config = replace(config, estimator=replace(config.estimator, name=rule, source=source),
+                         loss=replace(config.loss, units=f"trainer (verl loss_agg_mode "
+                                                         f"{loss_agg_mode!r})"),
+                         outputs=outputs)
         #: The entry every step goes through.
-        self.monitor = WindowMonitor(group_size, estimator=rule, estimator_source=source,
-                                     **monitor_kwargs)
+        self.monitor = WindowMonitor(None, config, process_group)
 
     @property
-    def records(self) -> list[dict]:
+    def records(self) -> list[WindowRecord]:
         """Every window's record, oldest first."""
         return self.monitor.records
 
-    def step(self, batch, model, step=None) -> dict | None:
+    def step(self, batch, model, step=None) -> WindowRecord | None:
         """One verl step: the window's record when due (:meth:`WindowMonitor.step`), else None.
 
         ``batch`` is the step's ``DataProto`` (module docstring), ``model`` the actor's policy at
@@ -226,5 +247,5 @@ class VerlWindowMonitor:
         """
         inputs = verl_step_inputs(batch, self.monitor.group_size, self.loss_agg_mode,
                                   self.loss_scale_factor)
-        return self.monitor.step(model, step=step, **inputs)
+        return monitor_step(self.monitor, model, inputs, step)
 

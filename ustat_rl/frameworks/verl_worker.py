@@ -38,12 +38,13 @@ nested is recorded as skipped, with the reason, and training goes on.
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 import numpy as np
 import torch
 
 from .gather import world
-from .verl_monitor import VERL_STEP_FIELDS, VerlWindowMonitor, verl_step_inputs
+from .verl_monitor import VERL_STEP_FIELDS, VerlWindowMonitor, monitor_step, verl_step_inputs
 
 __all__ = ["monitored_worker", "verl_task_runner", "worker_rows", "gathered_rows", "rank_share"]
 
@@ -125,7 +126,7 @@ def rank_share(inputs: dict, group_size: int, group=None) -> dict:
     return {name: value[lo:hi] for name, value in inputs.items()}
 
 
-def _window(worker, data) -> dict | None:
+def _window(worker, data):
     """The hook: the window's record when due (else None), before verl's update runs."""
     engine = worker.actor.engine
     if getattr(worker, "_ustat_monitor", None) is None:
@@ -135,9 +136,11 @@ def _window(worker, data) -> dict | None:
                              f"{SUPPORTED_STRATEGY!r} (fully_shard); got {strategy!r}")
         group = engine.get_data_parallel_group() if torch.distributed.is_initialized() else None
         settings = dict(worker._ustat_settings)
-        settings.setdefault("temperature", float(worker.config.rollout.temperature))
+        config = settings.pop("config")
+        config = replace(config, group_size=int(worker.config.rollout.n), sketch=replace(
+            config.sketch, temperature=float(worker.config.rollout.temperature)))
         worker._ustat_monitor = VerlWindowMonitor(
-            int(worker.config.rollout.n), loss_agg_mode=str(worker.config.actor.loss_agg_mode),
+            config, loss_agg_mode=str(worker.config.actor.loss_agg_mode),
             loss_scale_factor=worker.config.actor.get("loss_scale_factor", None),
             process_group=group, **settings)
         worker._ustat_calls = 0
@@ -158,37 +161,42 @@ def _window(worker, data) -> dict | None:
     inputs["group_ids"] = np.repeat(np.arange(groups), monitor.group_size)
     share = rank_share(inputs, monitor.group_size, group)
     with engine.train_mode():
-        return monitor.step(engine.module, step=step, **share)
+        return monitor_step(monitor, engine.module, share, step)
 
 
-def monitored_worker(base=None, *, adv_estimator="grpo", norm_adv_by_std_in_grpo=True,
-                     **monitor_kwargs) -> type:
+def monitored_worker(base=None, config=None, *, adv_estimator="grpo",
+                     norm_adv_by_std_in_grpo=True) -> type:
     """A subclass of verl's actor worker whose ``update_actor`` estimates the window first.
 
     Parameters
     ----------
     base : type, optional
         The worker class (default verl's ``ActorRolloutRefWorker``).
+    config : MonitorConfig, optional
+        The monitor's settings (:mod:`ustat_rl.frameworks.config`; default ``MonitorConfig()``):
+        the schedule, the sketch, the level, the outputs. ``group_size`` (``rollout.n``), the
+        sketch's ``temperature`` (``rollout.temperature``), the loss's weighting
+        (``actor.loss_agg_mode``, ``loss_scale_factor``) and the process group are read from
+        the worker, the rule from the two settings below, and refused in ``config``.
     adv_estimator, norm_adv_by_std_in_grpo :
         verl's ``algorithm`` settings (the worker's config holds ``actor_rollout_ref`` only).
-    **monitor_kwargs :
-        :class:`~ustat_rl.frameworks.entry.WindowMonitor`'s settings (``every``, ``sketch_dim``,
-        ``trajectory``, ...); ``group_size``, ``loss_agg_mode``, ``loss_scale_factor`` and the
-        process group are read from the worker, ``temperature`` too unless given.
 
-    The records are in the worker's ``_ustat_monitor.records`` and, on rank 0, in
-    ``trajectory``.
+    The records are in the worker's ``_ustat_monitor.records`` and, on rank 0, in the config's
+    trajectory.
     """
+    from .config import MonitorConfig, trainer_read
+
     base = _verl("worker") if base is None else base
     if not isinstance(base, type) or not callable(getattr(base, "update_actor", None)):
         raise TypeError(f"`base` must be a verl worker class with update_actor, got {base!r}")
-    for given in ("group_size", "loss_agg_mode", "loss_scale_factor", "process_group"):
-        if given in monitor_kwargs:
-            raise ValueError(f"`{given}` is read from the verl worker; do not pass it")
-    settings = dict(monitor_kwargs, adv_estimator=adv_estimator,
+    config = MonitorConfig() if config is None else config
+    if not isinstance(config, MonitorConfig):
+        raise TypeError(f"`config` must be a MonitorConfig or None, got {type(config).__name__}")
+    # bad settings are refused here, not in the Ray workers
+    trainer_read(config, "the verl worker's config",
+                 ("group_size", "rule", "loss", "sketch.temperature"))
+    settings = dict(config=config, adv_estimator=adv_estimator,
                     norm_adv_by_std_in_grpo=norm_adv_by_std_in_grpo)
-    checked = {k: v for k, v in settings.items() if k not in ("trajectory", "save_rollouts")}
-    VerlWindowMonitor(2, **checked)  # bad settings are refused here, not in the Ray workers
     original = base.update_actor
 
     @functools.wraps(original)  # keeps verl's dispatch attributes, which the worker group reads
@@ -223,11 +231,15 @@ def _swap_workers(mapping: dict, settings: dict) -> None:
             mapping[role] = ray.remote(monitored_worker(base, **settings))
 
 
-def verl_task_runner(use_v1: bool = True, **settings):
+def verl_task_runner(use_v1: bool = True, config=None, *, adv_estimator="grpo",
+                     norm_adv_by_std_in_grpo=True):
     """The task runner to pass to verl's ``run_ppo(config, task_runner_class=...)``, with the
-    actor worker replaced by :func:`monitored_worker` ``(**settings)``; ``use_v1`` as the
-    config's ``trainer.use_v1``."""
+    actor worker replaced by :func:`monitored_worker` ``(base, config, adv_estimator=...,
+    norm_adv_by_std_in_grpo=...)``; ``use_v1`` as verl's config's ``trainer.use_v1``."""
     ray = _ray()
+
+    settings = dict(config=config, adv_estimator=adv_estimator,
+                    norm_adv_by_std_in_grpo=norm_adv_by_std_in_grpo)
     monitored_worker(_verl("worker"), **settings)  # refuses bad settings here
     v0, v1 = _verl("runners")
     if not use_v1:

@@ -30,7 +30,7 @@ from ..pilot.run_noise import group_terms, run_noise
 from ..theory.dynamic_sampling_cost import cost_at_keep_probability
 from ..theory.group_size import budget_grid, law_at_gstar
 from .grouped import all_equal_by_group
-from .trajectory import TRAJECTORY_FIELDS, TRAJECTORY_VERSION, gstar_errors_of
+from .trajectory import RecordInterval, WindowRecord, gstar_errors_of
 
 #: The paper's leave-one-out rule, whose per-group terms are unbiased for the policy gradient.
 _LOO = get_rule("grpo")
@@ -130,8 +130,8 @@ def is_multichannel(estimator) -> bool:
     return isinstance(estimator, str) and estimator in MULTI_CHANNEL_RULES
 
 
-def _interval(part: dict) -> dict:
-    return {k: float(part[k]) for k in ("estimate", "low", "high")}
+def _interval(part: dict) -> RecordInterval:
+    return RecordInterval(**{k: float(part.get(k, math.nan)) for k in ("estimate", "low", "high")})
 
 
 def _predicted_all_equal(batches) -> float:
@@ -149,21 +149,22 @@ def _predicted_all_equal(batches) -> float:
     return float(frac[0])
 
 
-def _base(step, group_size, budget, level, sketch_dim, rule, rule_source, estimator) -> dict:
-    record = dict.fromkeys(TRAJECTORY_FIELDS)
-    record.update(version=TRAJECTORY_VERSION, step=int(step), group_size=int(group_size),
-                  budget=int(budget), level=float(level), sketch_dim=int(sketch_dim),
-                  rule=rule, rule_source=rule_source, estimator=estimator)
-    return record
+def _base(step, group_size, budget, config, sketch_dim) -> dict:
+    """The fields every record of the monitor holds, skipped or not."""
+    return dict(step=int(step), group_size=int(group_size), budget=int(budget),
+                level=float(config.level), sketch_dim=int(sketch_dim),
+                estimator=config.estimator.name, estimator_source=config.estimator.source)
 
 
-def skipped_record(step, reason: str, group_size, budget, level, sketch_dim, rule,
-                   rule_source, observed: float = math.nan) -> dict:
-    """A trajectory record for a window the monitor could not estimate, saying why."""
-    record = _base(step, group_size, budget, level, sketch_dim, rule, rule_source, None)
-    record.update(status="skipped", reason=str(reason), windows_pooled=0, n_prompts=0,
-                  n_samples=0, all_equal_observed=float(observed))
-    return record
+def skipped_record(step, reason: str, config, budget, observed: float = math.nan) -> WindowRecord:
+    """A trajectory record for a window the monitor could not estimate, saying why.
+
+    ``config`` is the monitor's :class:`~ustat_rl.frameworks.config.MonitorConfig` (its group
+    size, level, sketch dimension and rule are recorded); ``observed`` the batch's all-equal
+    fraction, when it has whole groups."""
+    return WindowRecord(status="skipped", reason=str(reason), all_equal_observed=float(observed),
+                        **_base(step, config.group_size, budget, config,
+                                config.sketch.dimension))
 
 
 def run_advantages(batch: Batch, estimator, weights=None) -> tuple[np.ndarray | None, str]:
@@ -209,9 +210,7 @@ def window_noise(batches, estimator, level: float, weights=None, column_group=No
     return noise, evaluated[-1][1]
 
 
-def window_record(batches, meta: dict, budget, level: float, rule, rule_source: str,
-                  units: str | None = None, weights=None,
-                  keep_rule=None) -> tuple[dict, Rollouts]:
+def window_record(batches, meta: dict, budget, config) -> tuple[WindowRecord, Rollouts]:
     """The trajectory record of a window pooling ``batches`` (oldest first), and its rollouts.
 
     Parameters
@@ -222,20 +221,17 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
         Sketch metadata for :func:`window_rollouts`.
     budget : int
         The run's ``N = B G`` completions per generation batch.
-    level : float
-        Two-sided interval level.
-    rule : str or None
-        The run's advantage rule (a registry name, single- or multi-reward), ``None`` when the
-        run's rule is not in the registry (the paper's GRPO rule stands in).
-    rule_source : str
-        The trainer option it was read from, in words.
-    weights : array_like (K,), optional
-        The reward functions' weights, for a multi-reward ``rule``.
-    keep_rule : str or KeepRule, optional
-        A dynamic-sampling keep rule (:data:`~ustat_rl.theory.keep_rules.KEEP_RULES`; beyond the
-        paper): ``ds_keep_prob`` and ``ds_gen_batches`` are then under that rule and the record
-        adds ``ds_keep_rule`` and ``ds_filtered_mse`` (:func:`_keep_rule_figures`); ``None``:
-        verl's all-equal filter, without the MSE.
+    config : MonitorConfig
+        The monitor's settings (:mod:`ustat_rl.frameworks.config`): the interval ``level``;
+        ``estimator.name``, the run's advantage rule (a registry name, single- or multi-reward),
+        ``None`` when the run's rule is not in the registry (the paper's GRPO rule stands in),
+        and ``estimator.source``, where it was read; ``loss.reward_weights``, the reward functions'
+        weights for a multi-reward rule, and ``loss.units``, the records' units note;
+        ``estimator.keep_rule``, a dynamic-sampling keep rule
+        (:data:`~ustat_rl.theory.keep_rules.KEEP_RULES`; beyond the paper): ``ds_keep_prob``
+        and ``ds_gen_batches`` are then under that rule and the record adds ``ds_keep_rule``
+        and ``ds_filtered_mse`` (:func:`_keep_rule_figures`); ``None``: verl's all-equal
+        filter, without the MSE.
 
     Notes
     -----
@@ -243,8 +239,8 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
     moment model (:func:`window_noise`): unbiased for every rule, with intervals. G*, the
     constants, the advice and GRPO against vanilla are the paper's GRPO rule's; ``mse_best``
     (the run rule's MSE at the best divisor of ``N``) comes from the moment model, exact for an
-    affine rule and a plug-in for one that scales its advantages (``estimator`` names the rule
-    that curve is for).
+    affine rule and a plug-in for one that scales its advantages (``mse_best_estimator`` names
+    the rule that curve is for).
     """
     G = {b.group_size for b in batches}
     if len(G) != 1:
@@ -252,6 +248,8 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
     G = G.pop()
     grid = budget_grid(budget)  # checked once here; the report takes the grid as it is
     budget = grid.budget
+    level, rule, keep_rule = config.level, config.estimator.name, config.estimator.keep_rule
+    units, weights = config.loss.units, config.loss.weights
     rollouts = window_rollouts(batches, meta)
     binary = bool(np.all((rollouts.reward == 0.0) | (rollouts.reward == 1.0)))
     estimator, scaled = "grpo", False
@@ -266,22 +264,19 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
     sizes = report.group_sizes
     noise, label = window_noise(batches, rule, level, weights,
                                 rollouts.column_groups() if rollouts.is_sketched else None)
-    record = _base(batches[-1].step, G, budget, level, rollouts.score.shape[1], rule,
-                   rule_source, estimator)
     consts = {name: report.constants[name]["estimate"] for name in ("c1", "c2", "c3")}
     mse_gstar = law_at_gstar(consts["c1"], consts["c2"], consts["c3"], budget)
     run = sizes.index(G) if G in sizes else None
     predicted = _predicted_all_equal(batches)
-    record.update(
-        status="ok", reason=None, windows_pooled=len(batches), n_prompts=report.n_prompts,
+    record = WindowRecord(
+        status="ok", windows_pooled=len(batches), n_prompts=report.n_prompts,
         n_samples=report.n_samples,
-        **{name: _interval({"low": math.nan, "high": math.nan, **report.constants[name]})
-           for name in ("c1", "c2", "c3")},
-        gstar=_interval({"low": math.nan, "high": math.nan, **report.gstar}),
+        **{name: _interval(report.constants[name]) for name in ("c1", "c2", "c3")},
+        gstar=_interval(report.gstar),
         bounded=bool(report.bounded),
         recommended_group_size=int(report.recommended_group_size),
         mse_run=_noise_interval(noise.mse), var_run=_noise_interval(noise.variance),
-        run_estimator=f"{label} at the run's G = {G}, B = {budget // G}: unbiased, no moment "
+        run_method=f"{label} at the run's G = {G}, B = {budget // G}: unbiased, no moment "
                       f"model" + (" (batch statistics held at each batch's value)" if scaled
                                   else ""),
         mse_gstar=mse_gstar,
@@ -292,11 +287,12 @@ def window_record(batches, meta: dict, budget, level: float, rule, rule_source: 
         **(_dynamic_sampling(predicted, G, budget) if keep_rule is None
            else _keep_rule_figures(batches, rollouts, G, budget, keep_rule)),
         all_equal_observed=observed_all_equal(batches[-1].reward, G),
-        gstar_errors=gstar_errors_of(report), units=units)
+        gstar_errors=gstar_errors_of(report), units=units, mse_best_estimator=estimator,
+        **_base(batches[-1].step, G, budget, config, rollouts.score.shape[1]))
     return record, rollouts
 
 
-def _noise_interval(interval) -> dict:
+def _noise_interval(interval) -> RecordInterval:
     return _interval(vars(interval))
 
 

@@ -17,9 +17,10 @@ __all__ = ["plot_trajectory"]
 
 
 def _column(windows, name: str, key: str) -> np.ndarray:
-    """``record[name][key]`` per window, NaN where the record has no interval."""
-    return np.array([math.nan if w.record[name] is None else w.record[name].get(key, math.nan)
-                     for w in windows], dtype=float)
+    """The ``key`` end (or estimate) of the record's interval ``name`` per window, NaN where the
+    record has no interval."""
+    intervals = [getattr(w.record, name) for w in windows]
+    return np.array([math.nan if i is None else getattr(i, key) for i in intervals], dtype=float)
 
 
 def _gstar_panel(ax, result, steps) -> None:
@@ -34,7 +35,7 @@ def _gstar_panel(ax, result, steps) -> None:
     if result.group_size is not None:
         top = max(top, 2.0 * result.group_size)
     clip = np.minimum(np.where(np.isnan(high), top, high), top)
-    levels = sorted({f"{100 * w.record['level']:g}%" for w in windows})
+    levels = sorted({f"{100 * w.record.level:g}%" for w in windows})
     ax.fill_between(steps, np.maximum(low, 1.0), clip, color="tab:blue", alpha=0.18, lw=0,
                     label=f"{'/'.join(levels)} interval of each window")
     ax.plot(steps, np.minimum(est, top), "o-", color="tab:blue", ms=3, label="G* estimate")
@@ -85,7 +86,7 @@ def plot_trajectory(result):
     ax = axes[4, 0]
     for key, style, text in (("all_equal_predicted", "o-", "predicted at the run's G"),
                              ("all_equal_observed", "s--", "observed in the window's batch")):
-        ax.plot(steps, [w.record[key] for w in result.windows], style, ms=3, label=text)
+        ax.plot(steps, [getattr(w.record, key) for w in result.windows], style, ms=3, label=text)
     ax.set_ylabel("all-equal groups", fontsize=8)
     ax.set_xlabel("training step")
     ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))

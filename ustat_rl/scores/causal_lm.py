@@ -22,6 +22,7 @@ route ran. Nothing here imports ``transformers``; the optional extra ``hf`` inst
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
@@ -32,16 +33,62 @@ from ..pilot.rollouts import Rollouts
 from .chunks import sketch_rows
 from .sequence import functional_safe, model_logits, sequence_log_probs, trainable_parameters
 from .sketch import full_scores, sketch_scores
-from .spec import DEFAULT_SKETCH_BLOCKS, SketchSpec
+from .spec import DEFAULT_SKETCH_BLOCKS, SketchSpec, as_spec
 
-__all__ = ["causal_lm_log_prob", "sample_answers", "causal_lm_pilot", "ROUTES",
+__all__ = ["causal_lm_log_prob", "sample_answers", "causal_lm_pilot", "Sampling", "ROUTES",
            "DEFAULT_SKETCH_BLOCKS"]
 
 #: Projection routes of :func:`causal_lm_pilot` (``"auto"`` picks one of the first two).
 ROUTES = ("factored", "jvp", "dense")
 
-#: Error names of :func:`causal_lm_pilot`'s arguments that make its :class:`SketchSpec`.
-_NAMES = {"dimension": "sketch_dim", "blocks": "sketch_blocks"}
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How a pilot's answers are drawn, checked when made.
+
+    Parameters
+    ----------
+    group_size : int
+        ``G``, answers per prompt (a pilot needs ``>= 3``).
+    max_new_tokens : int
+        Longest answer.
+    seed : int
+        Seeds the answers of :func:`causal_lm_pilot` (the projection is the sketch spec's).
+    temperature : float
+        Sampling temperature (``softmax(logits / temperature)``).
+    eos_token_id : int, optional
+        The end token: after it an answer is padded and masked out.
+    pad_token_id : int
+        The token padding an answer after its end.
+    use_cache : bool, optional
+        Feed one new token per step with the key-value cache (default: whenever the model takes
+        ``past_key_values``).
+
+    Examples
+    --------
+    >>> Sampling(4, 16, seed=3).temperature
+    1.0
+    """
+
+    group_size: int
+    max_new_tokens: int
+    seed: int = 0
+    temperature: float = 1.0
+    eos_token_id: int | None = None
+    pad_token_id: int = 0
+    use_cache: bool | None = None
+
+    def __post_init__(self):
+        values = dict(group_size=as_int(self.group_size, "group_size", 1),
+                      max_new_tokens=as_int(self.max_new_tokens, "max_new_tokens", 1),
+                      seed=as_int(self.seed, "seed", 0),
+                      temperature=as_float(self.temperature, "temperature", low=1e-3),
+                      pad_token_id=as_int(self.pad_token_id, "pad_token_id", 0))
+        if self.eos_token_id is not None:
+            values["eos_token_id"] = as_int(self.eos_token_id, "eos_token_id", 0)
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
 
 
 def causal_lm_log_prob(model, prompt_ids: torch.Tensor, temperature: float = 1.0) -> Callable:
@@ -87,21 +134,23 @@ def _cache_argument(model) -> str | None:
 
 
 @torch.no_grad()
-def sample_answers(model, prompt_ids: torch.Tensor, group_size: int, max_new_tokens: int,
-                   generator: torch.Generator, eos_token_id: int | None = None,
-                   pad_token_id: int = 0, temperature: float = 1.0, use_cache: bool | None = None):
-    """Draw ``group_size`` answers to one prompt: ``(answers (G, A), mask (G, A))``.
+def sample_answers(model, prompt_ids: torch.Tensor, sampling: Sampling,
+                   generator: torch.Generator):
+    """Draw ``sampling.group_size`` answers to one prompt: ``(answers (G, A), mask (G, A))``.
 
     Plain ancestral sampling (no top-k) from ``softmax(logits / temperature)`` in float64, batched
     over the group, with ``generator`` the only source of randomness (one multinomial draw per
-    step). After ``eos_token_id`` the answer is padded with ``pad_token_id`` and masked out.
-    ``use_cache`` (default: whenever the model takes ``past_key_values``) feeds one new token per
-    step with the key-value cache; the distribution is the same, so the same generator state
-    gives the same answers up to floating-point rounding of the logits. Dropout is off.
+    step; ``sampling.seed`` is not read). After ``eos_token_id`` the answer is padded with
+    ``pad_token_id`` and masked out. ``use_cache`` (default: whenever the model takes
+    ``past_key_values``) feeds one new token per step with the key-value cache; the distribution
+    is the same, so the same generator state gives the same answers up to floating-point rounding
+    of the logits. Dropout is off.
     """
-    group_size = as_int(group_size, "group_size", 1)
-    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", 1)
-    temperature = as_float(temperature, "temperature", low=1e-3)
+    if not isinstance(sampling, Sampling):
+        raise TypeError(f"`sampling` must be a Sampling, got {type(sampling).__name__}")
+    group_size, max_new_tokens = sampling.group_size, sampling.max_new_tokens
+    temperature, use_cache = sampling.temperature, sampling.use_cache
+    eos_token_id, pad_token_id = sampling.eos_token_id, sampling.pad_token_id
     cache_name = _cache_argument(model)
     if use_cache and cache_name is None:
         raise ValueError("`use_cache`: the model takes no key-value cache argument")
@@ -131,12 +180,12 @@ def sample_answers(model, prompt_ids: torch.Tensor, group_size: int, max_new_tok
     return torch.stack(tokens, dim=1), torch.stack(mask, dim=1).to(torch.float64)
 
 
-def _pick_route(model, route: str, sketch_dim) -> str:
+def _pick_route(model, route: str, sketch) -> str:
     """``"factored"`` for ``"auto"``: exact for every module (:mod:`ustat_rl.scores.coverage`),
     one backward pass where the jvp route needs ``k`` forward passes."""
     if route != "auto" and route not in ROUTES:
         raise ValueError(f"`route` must be 'auto' or one of {ROUTES}, got {route!r}")
-    if sketch_dim is None:
+    if sketch is None:
         return "full"
     return "factored" if route == "auto" else route
 
@@ -154,8 +203,7 @@ def _group_scores(route, model, params, prompt, answers, mask, spec, temperature
             with functional_safe(model):
                 if route == "full":
                     return full_scores(log_prob, detached, samples, chunk_size)
-                return sketch_scores(log_prob, detached, samples, spec.dimension, spec.seed,
-                                     spec.kind, chunk_size)
+                return sketch_scores(log_prob, detached, samples, spec, chunk_size)
         finally:
             model.train(was_training)
     tokens = torch.cat([prompt[None, :].expand(answers.shape[0], -1), answers], dim=1)
@@ -164,11 +212,9 @@ def _group_scores(route, model, params, prompt, answers, mask, spec, temperature
     return sketch_rows(model, tokens, target, spec, chunk_size, route)
 
 
-def causal_lm_pilot(model, prompts: Sequence, reward_fn: Callable, group_size, max_new_tokens,
-                    seed, sketch_dim=None, kind: str = "gaussian", eos_token_id=None,
-                    pad_token_id: int = 0, temperature: float = 1.0, chunk_size: int = 16,
-                    model_name: str = "", route: str = "auto", sketch_blocks=None,
-                    dtype=None, use_cache: bool | None = None) -> Rollouts:
+def causal_lm_pilot(model, prompts: Sequence, reward_fn: Callable, sampling: Sampling,
+                    sketch: SketchSpec | None = None, route: str = "auto",
+                    chunk_size: int = 16, model_name: str = "") -> Rollouts:
     """A pilot of ``group_size`` answers per prompt, with rewards and scores (section 7).
 
     Parameters
@@ -180,28 +226,21 @@ def causal_lm_pilot(model, prompts: Sequence, reward_fn: Callable, group_size, m
     reward_fn : callable
         ``reward_fn(prompt_index, answer_ids) -> float`` with ``answer_ids`` a list of ints up to
         and including the end token.
-    group_size : int
-        Answers per prompt, ``>= 3``.
-    max_new_tokens : int
-    seed : int
-        Seeds the answer sampling and, separately, the projection; the answers do not depend on
-        the route.
-    sketch_dim : int, optional
-        ``k``; ``None`` records full scores (small models only: ``n d`` numbers).
-    kind : {"gaussian", "rademacher"}
-    eos_token_id, pad_token_id, temperature, use_cache
-        Decoding, as in :func:`sample_answers`.
+    sampling : Sampling
+        How the answers are drawn: ``group_size`` (``>= 3``), ``max_new_tokens``, ``seed``,
+        ``temperature`` and the decoding settings of :func:`sample_answers`; the answers do not
+        depend on the route.
+    sketch : SketchSpec, optional
+        The projection (``k = dimension`` rows drawn from its ``seed``; ``blocks`` independent
+        blocks on the factored route, whose rows the other routes draw i.i.d.; ``dtype`` of the
+        factored and jvp projections, default the model's); its ``temperature`` must be the
+        sampling's. ``None`` records full scores (small models only: ``n d`` numbers).
+    route : {"auto", "factored", "jvp", "dense"}
+        ``"auto"``: factored (exact for every module, the fastest route).
     chunk_size : int
         Answers per ``vmap`` call (full, dense) or per batched pass (factored, jvp).
     model_name : str
         Stored in the metadata.
-    route : {"auto", "factored", "jvp", "dense"}
-        ``"auto"``: factored (exact for every module, the fastest route).
-    sketch_blocks : int, optional
-        Independent blocks ``m`` of a factored sketch (default ``min(16, sketch_dim)``,
-        :data:`DEFAULT_SKETCH_BLOCKS`; must divide ``sketch_dim``).
-    dtype : torch.dtype, optional
-        Precision of the factored and jvp projections (default: the model's).
 
     Returns
     -------
@@ -212,28 +251,26 @@ def causal_lm_pilot(model, prompts: Sequence, reward_fn: Callable, group_size, m
 
     if not callable(reward_fn):
         raise TypeError("`reward_fn` must be callable as reward_fn(prompt_index, answer_ids)")
-    group_size = as_int(group_size, "group_size", 3, "(order-3 kernels)")
-    seed = as_int(seed, "seed", 0)
+    if not isinstance(sampling, Sampling):
+        raise TypeError(f"`sampling` must be a Sampling, got {type(sampling).__name__}")
+    group_size = as_int(sampling.group_size, "group_size", 3, "(order-3 kernels)")
+    temperature = sampling.temperature
     chunk_size = as_int(chunk_size, "chunk_size", 1)
     prompts = [torch.as_tensor(p, dtype=torch.long) for p in prompts]
     if len(prompts) < 2 or any(p.ndim != 1 or p.numel() == 0 for p in prompts):
         raise ValueError("`prompts` must hold >= 2 non-empty 1-D token-id sequences")
-    route = _pick_route(model, route, sketch_dim)
-    temperature = as_float(temperature, "temperature", low=1e-3)
-    spec = None
-    if sketch_dim is not None:  # blocks are the factored route's; the others' rows are i.i.d.
-        iid = as_int(sketch_dim, "sketch_dim", 1) if route != "factored" else None
-        spec = SketchSpec.named(_NAMES, dimension=sketch_dim, seed=child_int(seed, 1),
-                                blocks=sketch_blocks if iid is None else iid, kind=kind,
-                                dtype=dtype, temperature=temperature)
+    spec = None if sketch is None else as_spec(sketch, "sketch")
+    if spec is not None and spec.temperature != temperature:
+        raise ValueError(f"`sketch.temperature` ({spec.temperature:g}) must be the sampling's "
+                         f"({temperature:g}): the scores are of the policy that sampled")
+    route = _pick_route(model, route, spec)
     params = trainable_parameters(model)
     device = next(iter(params.values())).device
-    generator = torch.Generator(device=device).manual_seed(child_int(seed, 0))
+    generator = torch.Generator(device=device).manual_seed(child_int(sampling.seed, 0))
     ids, rewards, scores = [], [], []
     for index, prompt in enumerate(prompts):
         prompt = prompt.to(device)
-        answers, mask = sample_answers(model, prompt, group_size, max_new_tokens, generator,
-                                       eos_token_id, pad_token_id, temperature, use_cache)
+        answers, mask = sample_answers(model, prompt, sampling, generator)
         for answer, keep in zip(answers.tolist(), mask.tolist()):
             rewards.append(float(reward_fn(index, [t for t, m in zip(answer, keep) if m])))
         scores.append(_group_scores(route, model, params, prompt, answers, mask, spec,

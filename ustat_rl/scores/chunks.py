@@ -67,5 +67,4 @@ def sketch_rows(model, tokens: torch.Tensor, target_mask: torch.Tensor, spec: Sk
 
 
 def _jvp_pass(model, spec, tokens, target_mask) -> torch.Tensor:
-    return jvp_sketch_scores(model, tokens, target_mask, spec.dimension, spec.seed, spec.kind,
-                             spec.dtype, spec.temperature)
+    return jvp_sketch_scores(model, tokens, target_mask, spec)

@@ -52,15 +52,11 @@ from .coverage import (
 )
 from .rules import global_shape, named
 from .sequence import sequence_log_probs, trainable_parameters
-from .spec import FACTORED_KINDS, SketchSpec
+from .spec import FACTORED_KINDS, SketchSpec, as_spec
 
 __all__ = ["FACTORED_KINDS", "block_factors", "uncovered_parameters", "parameter_coverage",
            "factored_sketch_scores", "factored_projection_matrix", "kronecker_projection_matrix",
            "hooked"]
-
-#: Error names of :func:`factored_sketch_scores`'s own arguments.
-_NAMES = {"dimension": "k"}
-
 
 def block_factors(block_dim: int) -> tuple[int, int]:
     """``(k_o, k_i)`` with ``k_o k_i = block_dim`` and ``k_o`` the largest divisor ``<= sqrt``."""
@@ -107,9 +103,9 @@ def _device_factors(shapes: tuple, k: int, blocks: int, seed: int, kind: str, de
                  for spec in _factors(shapes, k, blocks, seed, kind))
 
 
-def kronecker_projection_matrix(shapes, k, seed, blocks: int = 1, kind: str = "gaussian"
-                                ) -> np.ndarray:
-    """The ``(k, d)`` factored projection of tensors of the given ``shapes``, materialised.
+def kronecker_projection_matrix(shapes, spec: SketchSpec) -> np.ndarray:
+    """The ``(k, d)`` factored projection ``spec`` of tensors of the given ``shapes``,
+    materialised.
 
     Block ``g`` of a 2-D tensor is ``m^(-1/2) A_g (x) B_g`` acting on the row-major tensor; 1-D
     tensors get dense ``N(0, 1/k)`` columns; tensors are concatenated in order. This is the
@@ -118,46 +114,37 @@ def kronecker_projection_matrix(shapes, k, seed, blocks: int = 1, kind: str = "g
 
     Examples
     --------
-    >>> kronecker_projection_matrix([(3, 2), (2,)], k=8, seed=0, blocks=2).shape
+    >>> kronecker_projection_matrix([(3, 2), (2,)], SketchSpec(8, seed=0, blocks=2)).shape
     (8, 8)
     """
-    k, blocks, kind = _check_dims(k, blocks, kind)
+    spec = as_spec(spec)
+    k, blocks, kind = spec.dimension, spec.blocks, spec.kind
     shapes = [tuple(as_int(n, "shapes", 1) for n in shape) for shape in shapes]
     if not shapes or any(len(shape) not in (1, 2) for shape in shapes):
         raise ValueError(f"`shapes` must be a non-empty list of 1-D or 2-D shapes, got {shapes}")
     k_out, k_in = block_factors(k // blocks)
     parts = []
-    for spec in _factors(shapes, k, blocks, as_int(seed, "seed", 0), kind):
-        if spec[0] == "vector":
-            parts.append(spec[1])
+    for factor in _factors(shapes, k, blocks, spec.seed, kind):
+        if factor[0] == "vector":
+            parts.append(factor[1])
             continue
-        A, B = spec[1], spec[2]
+        A, B = factor[1], factor[2]
         parts.append(torch.cat([torch.kron(A[g * k_out:(g + 1) * k_out],
                                            B[g * k_in:(g + 1) * k_in]) for g in range(blocks)])
                      / math.sqrt(blocks))
     return torch.cat(parts, dim=1).numpy()
 
 
-def factored_projection_matrix(model, k, seed, blocks: int = 1, kind: str = "gaussian"
-                               ) -> np.ndarray:
-    """The ``(k, d)`` matrix :func:`factored_sketch_scores` applies, materialised (small ``d``).
+def factored_projection_matrix(model, spec: SketchSpec) -> np.ndarray:
+    """The ``(k, d)`` matrix :func:`factored_sketch_scores` applies with ``spec``, materialised
+    (small ``d``).
 
     Columns follow ``named_parameters`` (the layout of full scores), each tensor row-major.
     """
-    _check_sketch(model, k, blocks, kind)
-    shapes = [global_shape(p) for p in trainable_parameters(model).values()]
-    return kronecker_projection_matrix(shapes, k, seed, blocks, kind)
-
-
-def _check_dims(k, blocks, kind):
-    spec = SketchSpec.named(_NAMES, dimension=k, blocks=blocks, kind=kind)
-    return spec.dimension, spec.blocks, spec.kind
-
-
-def _check_sketch(model, k, blocks, kind):
-    k, blocks, kind = _check_dims(k, blocks, kind)
+    spec = as_spec(spec)
     check_supported(model)
-    return k, blocks, kind
+    shapes = [global_shape(p) for p in trainable_parameters(model).values()]
+    return kronecker_projection_matrix(shapes, spec)
 
 
 def _check_rows(tokens, target_mask) -> None:
@@ -222,9 +209,7 @@ def _sketch_pass(model, sketcher, temperature, tokens, target_mask) -> torch.Ten
     return sketcher.acc.detach()
 
 
-def factored_sketch_scores(model, tokens, target_mask, k, seed, blocks: int = 1,
-                           kind: str = "gaussian", dtype=None, temperature: float = 1.0
-                           ) -> torch.Tensor:
+def factored_sketch_scores(model, tokens, target_mask, spec: SketchSpec) -> torch.Tensor:
     """``R W_i`` for every row of a padded batch, in one backward pass (docs/theory.md C31).
 
     Parameters
@@ -236,26 +221,18 @@ def factored_sketch_scores(model, tokens, target_mask, k, seed, blocks: int = 1,
     tokens, target_mask : torch.Tensor (b, t)
         As in :func:`ustat_rl.scores.sequence.sequence_log_probs`; rows must not interact
         (no batch norm).
-    k : int
-        Projection rows, a multiple of ``blocks``.
-    seed : int
-        Seed of ``R``.
-    blocks : int
-        ``m`` independent factored blocks of ``k/m`` rows each (``k_o k_i = k/m`` by
-        :func:`block_factors`); the jackknife over projections resamples blocks.
-    kind : {"gaussian", "rademacher"}
-        Law of the factor entries (scaled to variance ``1/k_o``, ``1/k_i``).
-    dtype : torch.dtype, optional
-        Precision of the projections and the result (default: the model's); the model itself
-        runs in its own precision.
-    temperature : float
+    spec : SketchSpec
+        ``dimension`` projection rows ``k`` drawn from ``seed`` in ``blocks`` independent
+        factored blocks of ``k/m`` rows each (``k_o k_i = k/m`` by :func:`block_factors`; the
+        jackknife over projections resamples blocks), factor entries of law ``kind`` (scaled to
+        variance ``1/k_o``, ``1/k_i``), projections and result in ``dtype`` (default: the
+        model's; the model itself runs in its own precision), scores at ``temperature``.
 
     Returns
     -------
     torch.Tensor (b, k) on the model's device
     """
-    spec = SketchSpec.named(_NAMES, dimension=k, seed=seed, blocks=blocks, kind=kind,
-                            dtype=dtype, temperature=temperature)
+    spec = as_spec(spec)
     _check_rows(tokens, target_mask)
     with hooked(model, spec) as sketch:
         return sketch(tokens, target_mask)

@@ -25,10 +25,9 @@ import torch
 from torch.func import jvp
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from .._validation import as_float, as_int
 from ..seeding import child_int
 from .sequence import sequence_log_probs, trainable_parameters
-from .spec import FACTORED_KINDS
+from .spec import SketchSpec, as_spec
 
 __all__ = ["jvp_sketch_scores", "jvp_projection_matrix"]
 
@@ -51,16 +50,7 @@ def _directions(params: dict, k: int, seed: int, kind: str):
         yield tangent
 
 
-def _check(k, seed, kind):
-    k = as_int(k, "k", 1)
-    seed = as_int(seed, "seed", 0)
-    if kind not in FACTORED_KINDS:
-        raise ValueError(f"`kind` must be one of {FACTORED_KINDS}, got {kind!r}")
-    return k, seed
-
-
-def jvp_sketch_scores(model, tokens, target_mask, k, seed, kind: str = "gaussian", dtype=None,
-                      temperature: float = 1.0) -> torch.Tensor:
+def jvp_sketch_scores(model, tokens, target_mask, spec: SketchSpec) -> torch.Tensor:
     """``R W_i`` for every row of a padded batch by ``k`` forward-mode passes (C31).
 
     Parameters
@@ -69,26 +59,23 @@ def jvp_sketch_scores(model, tokens, target_mask, k, seed, kind: str = "gaussian
         Any causal LM; scores are taken with dropout off (``eval`` mode, restored afterwards).
     tokens, target_mask : torch.Tensor (b, t)
         As in :func:`ustat_rl.scores.sequence.sequence_log_probs`.
-    k : int
-        Directions (projection rows).
-    seed : int
-    kind : {"gaussian", "rademacher"}
-    dtype : torch.dtype, optional
-        Dtype of the result (default: the model's); the passes run in the model's precision.
-    temperature : float
+    spec : SketchSpec
+        ``dimension`` directions (projection rows, i.i.d.: ``blocks`` is not used) drawn from
+        ``seed`` with entries of law ``kind``; the result in ``dtype`` (default: the model's;
+        the passes run in the model's precision); scores at ``temperature``.
 
     Returns
     -------
     torch.Tensor (b, k) on the model's device
     """
-    k, seed = _check(k, seed, kind)
-    temperature = as_float(temperature, "temperature", low=1e-3)
+    spec = as_spec(spec)
+    k, seed, kind, temperature = spec.dimension, spec.seed, spec.kind, spec.temperature
     params = {name: p.detach() for name, p in trainable_parameters(model).items()}
     if not (isinstance(tokens, torch.Tensor) and tokens.ndim == 2
             and tuple(target_mask.shape) == tuple(tokens.shape)):
         raise ValueError("`tokens` and `target_mask` must be tensors of the same shape (b, t)")
     first = next(iter(params.values()))
-    dtype = first.dtype if dtype is None else dtype
+    dtype = first.dtype if spec.dtype is None else spec.dtype
     out = torch.zeros(tokens.shape[0], k, dtype=dtype, device=first.device)
 
     def log_probs(p):
@@ -118,9 +105,11 @@ def _padding_stops_tangent(module, inputs, output):
     return torch.where(pad, output.detach(), output)
 
 
-def jvp_projection_matrix(model, k, seed, kind: str = "gaussian") -> np.ndarray:
-    """The ``(k, d)`` matrix :func:`jvp_sketch_scores` applies, materialised (small ``d``)."""
-    k, seed = _check(k, seed, kind)
+def jvp_projection_matrix(model, spec: SketchSpec) -> np.ndarray:
+    """The ``(k, d)`` matrix :func:`jvp_sketch_scores` applies with ``spec``, materialised
+    (small ``d``)."""
+    spec = as_spec(spec)
+    k, seed, kind = spec.dimension, spec.seed, spec.kind
     params = {name: p.detach() for name, p in trainable_parameters(model).items()}
     rows = [torch.cat([t.reshape(-1) for t in tangent.values()]).to("cpu", torch.float64)
             for tangent in _directions(params, k, seed, kind)]

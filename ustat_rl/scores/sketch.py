@@ -26,22 +26,14 @@ import torch
 from torch.func import grad, vmap
 
 from .._validation import as_int, as_rng
-from ..pilot.rollouts import SKETCH_KINDS
 from ..seeding import child_int
+from .spec import SketchSpec, as_spec, check_kind
 
 __all__ = ["projection_matrix", "project_scores", "sketch_scores", "full_scores",
            "torch_projection_matrix", "COLUMN_CHUNK"]
 
 #: Parameter entries per block of regenerated random directions: the block is ``(k, COLUMN_CHUNK)``.
 COLUMN_CHUNK = 1 << 16
-
-_RANDOM_KINDS = tuple(kind for kind in SKETCH_KINDS if kind != "none")
-
-
-def _check_kind(kind) -> str:
-    if kind not in _RANDOM_KINDS:
-        raise ValueError(f"`kind` must be one of {_RANDOM_KINDS}, got {kind!r}")
-    return kind
 
 
 def projection_matrix(dim, k, rng, kind: str = "gaussian") -> np.ndarray:
@@ -57,7 +49,7 @@ def projection_matrix(dim, k, rng, kind: str = "gaussian") -> np.ndarray:
     """
     dim = as_int(dim, "dim", 1)
     k = as_int(k, "k", 1)
-    kind = _check_kind(kind)
+    kind = check_kind(kind)
     rng = as_rng(rng)
     if kind == "gaussian":
         return rng.standard_normal((k, dim)) / math.sqrt(k)
@@ -123,8 +115,8 @@ def _per_sample_grads(log_prob, params: dict, samples, chunk_size: int):
         yield start, stop, per_sample(params, _chunk(samples, start, stop))
 
 
-def sketch_scores(log_prob, params, samples, k, seed, kind: str = "gaussian",
-                  chunk_size: int = 64, column_chunk: int = COLUMN_CHUNK) -> np.ndarray:
+def sketch_scores(log_prob, params, samples, spec: SketchSpec, chunk_size: int = 64,
+                  column_chunk: int = COLUMN_CHUNK) -> np.ndarray:
     """``R W_i`` for every sample, without a ``d x k`` matrix (docs/theory.md section 7).
 
     Parameters
@@ -137,11 +129,9 @@ def sketch_scores(log_prob, params, samples, k, seed, kind: str = "gaussian",
         Parameters at which scores are taken (on CUDA if the model is).
     samples : torch.Tensor or tuple of torch.Tensor
         Leading dimension ``n``; ``log_prob`` receives one slice.
-    k : int
-        Projection rows.
-    seed : int
-        Seed of ``R`` (store it as ``Rollouts.sketch_seed``).
-    kind : {"gaussian", "rademacher"}
+    spec : SketchSpec
+        ``dimension`` projection rows drawn from ``seed`` (store it as ``Rollouts.sketch_seed``)
+        with entries of law ``kind``; the rows are i.i.d. (``blocks`` is not used).
     chunk_size : int
         Samples per ``vmap`` call: memory ``O(chunk_size d + k column_chunk)``.
     column_chunk : int
@@ -154,9 +144,8 @@ def sketch_scores(log_prob, params, samples, k, seed, kind: str = "gaussian",
     ndarray (n, k), float64
     """
     params = _check_policy(log_prob, params)
-    k = as_int(k, "k", 1)
-    seed = as_int(seed, "seed", 0)
-    kind = _check_kind(kind)
+    spec = as_spec(spec)
+    k, seed, kind = spec.dimension, spec.seed, spec.kind
     chunk_size = as_int(chunk_size, "chunk_size", 1)
     column_chunk = as_int(column_chunk, "column_chunk", 1)
     n = _n_samples(samples)
@@ -186,14 +175,14 @@ def full_scores(log_prob, params, samples, chunk_size: int = 64) -> np.ndarray:
     return np.concatenate(rows, axis=0)
 
 
-def torch_projection_matrix(params, k, seed, kind: str = "gaussian",
+def torch_projection_matrix(params, spec: SketchSpec,
                             column_chunk: int = COLUMN_CHUNK) -> np.ndarray:
-    """The ``(k, d)`` matrix :func:`sketch_scores` applies, materialised (small ``d`` only)."""
+    """The ``(k, d)`` matrix :func:`sketch_scores` applies with ``spec``, materialised (small
+    ``d`` only)."""
     if not isinstance(params, dict) or not params:
         raise TypeError("`params` must be a non-empty dict of name -> torch.Tensor")
-    k = as_int(k, "k", 1)
-    seed = as_int(seed, "seed", 0)
-    kind = _check_kind(kind)
+    spec = as_spec(spec)
+    k, seed, kind = spec.dimension, spec.seed, spec.kind
     column_chunk = as_int(column_chunk, "column_chunk", 1)
     blocks = []
     for p, value in enumerate(params.values()):

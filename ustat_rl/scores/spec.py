@@ -4,8 +4,10 @@ A :class:`SketchSpec` says which random projection ``R`` a sketch applies and ho
 projects are computed: ``dimension`` rows ``k`` in ``blocks`` independent blocks, drawn from
 ``seed`` with entries of law ``kind``, projections in ``dtype``, scores of the policy at
 ``temperature``. It is checked once, when made, and then travels unchanged from the caller (the
-TRL monitor, :func:`ustat_rl.scores.causal_lm.causal_lm_pilot`) into the sketch
-(:func:`ustat_rl.scores.window.sketch_rows`) and into the pilot file's metadata
+monitors' :class:`~ustat_rl.frameworks.config.MonitorConfig`,
+:func:`ustat_rl.scores.causal_lm.causal_lm_pilot`) into the sketch
+(:func:`ustat_rl.scores.chunks.sketch_rows`, and every route's function: the factored, dense and
+jvp sketches and their materialised matrices take a spec) and into the pilot file's metadata
 (:meth:`SketchSpec.to_meta`, read back by :meth:`SketchSpec.from_meta`), whose key names
 (``sketch_kind``, ``sketch_seed``, ``sketch_blocks``, ``sketch_route``) are the
 :class:`~ustat_rl.pilot.rollouts.Rollouts` fields files have always carried.
@@ -19,18 +21,36 @@ from dataclasses import dataclass
 import torch
 
 from .._validation import as_float, as_int
+from ..pilot.rollouts import SKETCH_KINDS
 
-__all__ = ["SketchSpec", "DEFAULT_SKETCH_BLOCKS", "FACTORED_KINDS"]
+__all__ = ["SketchSpec", "DEFAULT_SKETCH_BLOCKS", "FACTORED_KINDS", "check_kind", "as_spec"]
 
 #: Independent blocks of a factored sketch unless told otherwise (fewer when ``dimension`` is
 #: smaller): ``m - 1 = 15`` degrees of freedom for the projection part of the jackknife.
 DEFAULT_SKETCH_BLOCKS = 16
 
-#: Laws of the projection's entries (scaled to unit variance per row of ``R``).
-FACTORED_KINDS = ("gaussian", "rademacher")
+#: Laws of the projection's entries (scaled to unit variance per row of ``R``): the pilot file's
+#: sketch kinds (:data:`~ustat_rl.pilot.rollouts.SKETCH_KINDS`, the one list) but ``"none"``.
+FACTORED_KINDS = tuple(kind for kind in SKETCH_KINDS if kind != "none")
 
 #: Lowest temperature accepted (as the samplers accept).
 _MIN_TEMPERATURE = 1e-3
+
+
+def check_kind(kind, name: str = "kind") -> str:
+    """``kind`` if it is a projection law of :data:`FACTORED_KINDS` (the one check); a
+    ``ValueError`` naming ``name`` otherwise."""
+    if kind not in FACTORED_KINDS:
+        raise ValueError(f"`{name}` must be one of {FACTORED_KINDS}, got {kind!r}")
+    return kind
+
+
+def as_spec(spec, name: str = "spec"):
+    """``spec`` if it is a :class:`SketchSpec`; a ``TypeError`` naming ``name`` otherwise."""
+    if not isinstance(spec, SketchSpec):
+        raise TypeError(f"`{name}` must be a SketchSpec (ustat_rl.scores.SketchSpec(k, seed, "
+                        f"blocks=..., kind=...)), got {type(spec).__name__}")
+    return spec
 
 
 def _checked(values: dict, names: dict) -> dict:
@@ -47,9 +67,7 @@ def _checked(values: dict, names: dict) -> dict:
     if dimension % blocks:
         raise ValueError(f"`{name('blocks')}` ({blocks}) must divide `{name('dimension')}` "
                          f"({dimension}): independent blocks of equal size")
-    kind = values["kind"]
-    if kind not in FACTORED_KINDS:
-        raise ValueError(f"`{name('kind')}` must be one of {FACTORED_KINDS}, got {kind!r}")
+    kind = check_kind(values["kind"], name("kind"))
     dtype = values["dtype"]
     if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
         raise TypeError(f"`{name('dtype')}` must be a floating torch.dtype or None, got "

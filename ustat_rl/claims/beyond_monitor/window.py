@@ -43,6 +43,7 @@ def _batches(seed: int):
           "window_record on batches drawn from small_bandit against gstar_report on their rows "
           "and the run estimates' pairwise definitions; the pooled rows against the batches")
 def check_c48(ctx) -> list:
+    from ...frameworks.config import EstimatorConfig, MonitorConfig
     from ...frameworks.window import window_record, window_rollouts
     from ...pilot.report import gstar_report
     from ...pilot.rollouts import Rollouts
@@ -50,7 +51,8 @@ def check_c48(ctx) -> list:
     bandit, batches = _batches(ctx.seed)
     budget = WINDOW_GROUPS * WINDOW_G
     meta = dict(sketch_kind="none", param_dim=int(bandit.dim), model_name="small_bandit")
-    record, rollouts = window_record(batches, meta, budget, 0.9, "trl_none", "check")
+    record, rollouts = window_record(batches, meta, budget, MonitorConfig(
+        level=0.9, estimator=EstimatorConfig("trl_none", "check")))
     rows = np.concatenate([b.score for b in batches])
     ids = np.concatenate([b.first_id + np.repeat(np.arange(WINDOW_GROUPS), WINDOW_G)
                           for b in batches])
@@ -61,7 +63,7 @@ def check_c48(ctx) -> list:
     report = gstar_report(direct, budget, "grpo", 0.9)
     names = ("c1", "c2", "c3")
     want = [report.constants[n][e] for n in names for e in ("estimate", "low", "high")]
-    got = [record[n][e] for n in names for e in ("estimate", "low", "high")]
+    got = [getattr(getattr(record, n), e) for n in names for e in ("estimate", "low", "high")]
     var, mse = window_noise_by_definition(batches, "trl_none")
     ends = [report.gstar[e] for e in ("estimate", "low", "high")]
     finite = [math.isfinite(v) for v in ends]
@@ -69,29 +71,29 @@ def check_c48(ctx) -> list:
     return [
         check_true("the window pools every batch's rows once, in order, the newest last",
                    np.array_equal(pooled.score, rows) and np.array_equal(pooled.prompt_id, ids)
-                   and record["windows_pooled"] == WINDOW_BATCHES
-                   and record["n_prompts"] == WINDOW_BATCHES * WINDOW_GROUPS,
-                   float(record["n_prompts"]),
+                   and record.windows_pooled == WINDOW_BATCHES
+                   and record.n_prompts == WINDOW_BATCHES * WINDOW_GROUPS,
+                   float(record.n_prompts),
                    note=f"{WINDOW_BATCHES} batches of {WINDOW_GROUPS} groups"),
         check_exact("c1, c2, c3' and their intervals equal gstar's", want, got, rtol=1e-12,
                     atol=0.0),
         check_true("G*'s unbounded ends are gstar's",
-                   [math.isfinite(record["gstar"][e]) for e in ("estimate", "low", "high")]
+                   [math.isfinite(getattr(record.gstar, e)) for e in ("estimate", "low", "high")]
                    == finite, note=f"finite ends: {finite}"),
         check_exact("G* and its interval equal gstar's (finite ends; 0 when none is)",
                     [v for v, f in zip(ends, finite) if f] or [0.0],
-                    [record["gstar"][e] for e, f in zip(("estimate", "low", "high"), finite)
+                    [getattr(record.gstar, e) for e, f in zip(("estimate", "low", "high"), finite)
                      if f] or [0.0], rtol=1e-12, atol=0.0),
         check_true("the advice and GRPO against vanilla equal gstar's",
-                   record["recommended_group_size"] == report.recommended_group_size
-                   and record["grpo_beats_vanilla"] == (WINDOW_G not in report.grpo_loses)),
+                   record.recommended_group_size == report.recommended_group_size
+                   and record.grpo_beats_vanilla == (WINDOW_G not in report.grpo_loses)),
         check_exact("the run rule's variance and MSE at the run's G equal their pairwise "
                     "definitions on the pooled batches", [var, mse],
-                    [record["var_run"]["estimate"], record["mse_run"]["estimate"]],
+                    [record.var_run.estimate, record.mse_run.estimate],
                     rtol=1e-10, atol=0.0),
         check_true("their intervals hold the estimates and do not go below 0",
-                   all(0.0 <= record[n]["low"] <= record[n]["estimate"] <= record[n]["high"]
-                       for n in ("var_run", "mse_run"))),
+                   all(0.0 <= i.low <= i.estimate <= i.high
+                       for i in (record.var_run, record.mse_run))),
         check_true("the rollouts the window returns are the pooled rows",
                    np.array_equal(rollouts.score, rows)),
     ]
@@ -113,7 +115,7 @@ def false_alarm_rate(rng, with_errors: bool = True, pooled: bool = False,
     ``with_errors=False`` writes no Fieller inputs, so the verdict can only take each window's
     own 90% interval for the family's (the wrong level, the negative control).
     """
-    from ...frameworks.trajectory import synthetic_record
+    from ...frameworks.synthetic import SyntheticErrors, SyntheticWindow, synthetic_record
     from ...frameworks.universality import gstar_universality
 
     se1, se3, alarms = 0.1, 4.0, 0
@@ -124,8 +126,9 @@ def false_alarm_rate(rng, with_errors: bool = True, pooled: bool = False,
         else:
             z = rng.standard_normal((2, n_windows))  # (2, K)
         c1, c3 = 1.0 + se1 * z[0], 49.0 + se3 * z[1]  # (K,) each
-        records = [synthetic_record(10 * (i + 1), a, 2.0, b, se1, se3, n_prompts=200,
-                                    with_errors=with_errors)
+        records = [synthetic_record(10 * (i + 1), a, 2.0, b,
+                                    SyntheticErrors(se1, se3, stored=with_errors),
+                                    window=SyntheticWindow(n_prompts=200))
                    for i, (a, b) in enumerate(zip(c1, c3))]
         alarms += not gstar_universality(records, TRAJECTORY_LEVEL).consistent
     return alarms / n_runs
