@@ -1,14 +1,12 @@
 """The monitor's settings (ustat_rl.frameworks.config): one frozen object, checked when made.
 
 Each bad field is refused when its part is made, in one line naming the field; the parts are
-frozen; an adapter refuses a config that sets what it reads from the trainer. A scan of the
-public signatures of the monitor's and the sketch's packages finds none over 8 parameters but
-the ones listed with the reason they are left (a planted module shows the scan flags one).
+frozen; an adapter refuses a config that sets what it reads from the trainer. The package-wide
+scan of public signatures (none over 8 parameters) is tests/test_signatures.py.
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import inspect
 import pathlib
@@ -16,6 +14,8 @@ import pathlib
 import pytest
 
 pytest.importorskip("torch")
+
+pytestmark = pytest.mark.fast
 
 from ustat_rl.frameworks.config import (  # noqa: E402
     EstimatorConfig,
@@ -26,13 +26,6 @@ from ustat_rl.frameworks.config import (  # noqa: E402
     trainer_read,
 )
 from ustat_rl.scores.spec import SketchSpec  # noqa: E402
-
-PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "ustat_rl"
-SCANNED = ("frameworks", "scores", "claims/beyond_monitor")
-MAX_PARAMETERS = 8
-
-#: ``module:qualname`` -> why it still takes more than 8 parameters (none is left).
-OVER: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("make, field", [
@@ -83,46 +76,3 @@ def test_the_monitor_takes_at_most_four_parameters():
     import ustat_rl.frameworks as frameworks
 
     assert len(inspect.signature(frameworks.WindowMonitor).parameters) <= 4
-
-
-def over_limit(root: pathlib.Path, folders=None) -> set[str]:
-    """``module:qualname`` of every public function, method and class ``__init__`` under ``folders`` of ``root`` taking more than :data:`MAX_PARAMETERS`
-    parameters (``self`` and ``cls`` not counted)."""
-    found = set()
-    paths = [p for folder in (folders or ("",)) for p in sorted((root / folder).rglob("*.py"))]
-    for path in paths:
-        module = path.relative_to(root).as_posix()
-
-        def visit(node, prefix: str, private: bool, module: str = module):
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, ast.ClassDef):
-                    visit(child, f"{prefix}{child.name}.", private or child.name.startswith("_"),
-                          module)
-                elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    public = not private and (not child.name.startswith("_")
-                                              or (child.name == "__init__" and prefix))
-                    args = child.args
-                    names = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs
-                             if a.arg not in ("self", "cls")]
-                    if public and len(names) > MAX_PARAMETERS:
-                        name = prefix[:-1] if child.name == "__init__" else prefix + child.name
-                        found.add(f"{module}:{name}")
-
-        visit(ast.parse(path.read_text(encoding="utf-8")), "", False)
-    return found
-
-
-def test_no_public_signature_of_the_monitor_or_the_sketch_takes_more_than_8_parameters():
-    found = over_limit(PACKAGE, SCANNED)
-    assert found - set(OVER) == set(), "group the settings into a config object"
-    assert set(OVER) - found == set(), "an entry of OVER no longer applies: drop it"
-
-
-def test_the_scan_flags_a_planted_module(tmp_path):
-    (tmp_path / "planted.py").write_text(
-        "def wide(a, b, c, d, e, f, g, h, i):\n    pass\n"
-        "def narrow(a, b, c, d, e, f, g, h):\n    pass\n"
-        "def _private(a, b, c, d, e, f, g, h, i):\n    pass\n"
-        "class Monitor:\n    def __init__(self, a, b, c, d, e, f, g, h, *, i=None):\n"
-        "        pass\n")
-    assert over_limit(tmp_path) == {"planted.py:wide", "planted.py:Monitor"}

@@ -27,7 +27,12 @@ from ustat_rl.frameworks.trajectory import (
 )
 from ustat_rl.frameworks.universality import format_universality, gstar_universality
 from ustat_rl.interface.cli import main
-from ustat_rl.pilot.uncertainty import fieller_gstar, pilot_intervals, student_interval
+from ustat_rl.pilot.uncertainty import (
+    RatioErrors,
+    fieller_gstar,
+    pilot_intervals,
+    student_interval,
+)
 
 pytestmark = pytest.mark.fast
 
@@ -216,17 +221,15 @@ def test_stored_errors_rebuild_the_pilots_interval(pilot, intervals):
     errors = gstar_errors_of(intervals)
     assert set(errors) == set(GSTAR_ERROR_FIELDS) and errors["sketch_units"] == 8
     _, rebuilt = fieller_gstar(intervals.c1.estimate, intervals.c3.estimate,
-                               errors["c1_prompt_se"], errors["c1_sketch_se"], errors["c3_se"],
-                               errors["cov13"], intervals.n_prompts, errors["sketch_units"], 0.9)
+                               RatioErrors(**errors), intervals.n_prompts, 0.9)
     g = intervals.optimal_group_size
     assert rebuilt == pytest.approx((g.low, g.high), rel=1e-12)
     # the report `ustat-rl gstar` computes carries the same errors, and they rebuild its interval
     report = gstar_report(pilot, 96, level=0.9)
     assert gstar_errors_of(report) == errors
     c = report.constants
-    _, again = fieller_gstar(c["c1"]["estimate"], c["c3"]["estimate"], errors["c1_prompt_se"],
-                             errors["c1_sketch_se"], errors["c3_se"], errors["cov13"],
-                             report.n_prompts, errors["sketch_units"], report.level)
+    _, again = fieller_gstar(c["c1"]["estimate"], c["c3"]["estimate"], RatioErrors(**errors),
+                             report.n_prompts, report.level)
     assert again == pytest.approx((report.gstar["low"], report.gstar["high"]), rel=1e-12)
     with pytest.raises(TypeError, match="`estimates`"):
         gstar_errors_of({"c1": 1.0})

@@ -66,8 +66,8 @@ def synthetic_record(step: int, c1: float, c2: float, c3: float, errors: Synthet
     >>> rec.gstar.estimate, rec.bounded
     (8.0, True)
     """
-    from ..pilot.uncertainty import fieller_gstar, student_quantile
-    from ..theory import ScalingConstants
+    from ..pilot.uncertainty import RatioErrors, fieller_gstar, student_quantile
+    from ..theory.group_size import gstar_or_nan
 
     window = SyntheticWindow() if window is None else window
     n_prompts, level, group_size = window.n_prompts, window.level, window.group_size
@@ -82,9 +82,8 @@ def synthetic_record(step: int, c1: float, c2: float, c3: float, errors: Synthet
     t = student_quantile(level, 1.0, 0.0, n_prompts, None)
     constants = {name: RecordInterval(value, value - t * se, value + t * se)
                  for name, value, se in (("c1", c1, se1), ("c2", c2, se2), ("c3", c3, se3))}
-    _, (low, high) = fieller_gstar(c1, c3, se1, 0.0, se3, cov13, n_prompts, None, level)
-    point = (ScalingConstants(c1, c2, c3, estimated=True).optimal_group_size() if c3 >= 0
-             else math.nan)
+    _, (low, high) = fieller_gstar(c1, c3, RatioErrors(se1, 0.0, se3, cov13), n_prompts, level)
+    point = gstar_or_nan(c1, c3)
     errors_field = ({"c1_prompt_se": se1, "c1_sketch_se": 0.0, "c3_se": se3, "cov13": cov13,
                      "sketch_units": None} if errors.stored else None)
     return WindowRecord(status="ok", **common, **constants,

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 
 from ..formatting import format_number, json_ready
 from ..pilot.small_sample import SMALL_PILOT_PROMPTS
-from ..pilot.uncertainty import fieller_gstar
+from ..pilot.uncertainty import RatioErrors, fieller_gstar
 from .trajectory import WindowRecord
 
 __all__ = ["WindowInterval", "Universality", "gstar_universality", "format_universality",
@@ -146,7 +146,8 @@ def _window(record: WindowRecord, window_level: float) -> WindowInterval | str:
         # Fieller's alone does not cover there (docs/invariants.md I8)
         if all(math.isfinite(v) for v in values) and \
                 (record.n_prompts or 0) >= SMALL_PILOT_PROMPTS:
-            _, (low, high) = fieller_gstar(*values, record.n_prompts, errors["sketch_units"],
+            ratio_errors = RatioErrors(*values[2:], errors["sketch_units"])
+            _, (low, high) = fieller_gstar(*values[:2], ratio_errors, record.n_prompts,
                                            window_level)
             level, rebuilt = window_level, True
     if math.isnan(low) or math.isnan(high):

@@ -47,7 +47,7 @@ from .rollouts import Rollouts
 from .small_sample import c1_upper_end, is_small_pilot, per_prompt_values, prompt_mean_interval
 
 __all__ = ["Interval", "PilotIntervals", "pilot_intervals", "jackknife", "student_interval",
-           "prompts_to_halve_width", "student_quantile", "fieller_gstar"]
+           "prompts_to_halve_width", "student_quantile", "RatioErrors", "fieller_gstar"]
 
 
 
@@ -157,9 +157,9 @@ class PilotIntervals:
     def gstar_at(self, level: float) -> tuple[float, float]:
         """``G*``'s interval ``(low, high)`` at another two-sided ``level`` (:func:`fieller_gstar`;
         a small pilot's box is not rebuilt, so this is Fieller's part of it)."""
-        return fieller_gstar(self.c1.estimate, self.c3.estimate, self.c1.prompt_std_error,
-                             self.c1.sketch_std_error, self.c3.std_error, self.cov13,
-                             self.n_prompts, self.sketch_units, level)[1]
+        errors = RatioErrors(self.c1.prompt_std_error, self.c1.sketch_std_error,
+                             self.c3.std_error, self.cov13, self.sketch_units)
+        return fieller_gstar(self.c1.estimate, self.c3.estimate, errors, self.n_prompts, level)[1]
 
 
 # ---------------------------------------------------------------------- replicates
@@ -245,8 +245,30 @@ def student_interval(estimate, prompt_se, sketch_se, level, n_prompts, n_columns
     return _interval(estimate, prompt_se, sketch_se, level, n_prompts, n_columns)
 
 
-def fieller_gstar(c1, c3, c1_prompt_se, c1_sketch_se, c3_se, cov13, n_prompts, sketch_units,
-                  level):
+@dataclass(frozen=True)
+class RatioErrors:
+    """The standard errors Fieller's interval for ``rho = c1/c3'`` is built from (C32).
+
+    Attributes
+    ----------
+    c1_prompt_se, c1_sketch_se : float
+        ``c1``'s standard error over prompts and over the sketch's blocks (0 without a sketch).
+    c3_se : float
+        ``c3'``'s standard error.
+    cov13 : float
+        The covariance of the estimates of ``c1`` and ``c3'``.
+    sketch_units : int or None
+        The sketch's independent blocks (the degrees of freedom of ``c1_sketch_se``), or None.
+    """
+
+    c1_prompt_se: float
+    c1_sketch_se: float
+    c3_se: float
+    cov13: float
+    sketch_units: int | None = None
+
+
+def fieller_gstar(c1, c3, errors: RatioErrors, n_prompts, level):
     """Fieller's interval for ``rho = c1/c3'`` and its image for ``G*`` at ``level`` (C32).
 
     The quantile is ``c1``'s (:func:`student_quantile` from its two variance parts), so ``G*`` is
@@ -260,9 +282,12 @@ def fieller_gstar(c1, c3, c1_prompt_se, c1_sketch_se, c3_se, cov13, n_prompts, s
         wholly at or below 0 (the pilot cannot tell ``c1`` from 0; ``rho >= 0``) ``G*``'s
         interval is all of ``(1, inf)``, never ``[inf, inf]``.
     """
-    t = student_quantile(level, c1_prompt_se**2, c1_sketch_se**2, n_prompts, sketch_units)
-    low, high = fieller_from_errors(c1, c3, math.hypot(c1_prompt_se, c1_sketch_se), c3_se, cov13,
-                                    t)
+    if not isinstance(errors, RatioErrors):
+        raise TypeError(f"`errors` must be a RatioErrors, got {type(errors).__name__}")
+    e = errors
+    t = student_quantile(level, e.c1_prompt_se**2, e.c1_sketch_se**2, n_prompts, e.sketch_units)
+    low, high = fieller_from_errors(c1, c3, math.hypot(e.c1_prompt_se, e.c1_sketch_se), e.c3_se,
+                                    e.cov13, t)
     return (low, high), gstar_interval(low, high)
 
 
@@ -306,9 +331,9 @@ def pilot_intervals(rollouts, level: float = 0.9, include_sketch: bool = True) -
     k = block_labels(stats).shape[1] if (include_sketch and stats.sketched) else None
     parts = [_interval(e, p, q, level, stats.n_prompts, k) for e, p, q in zip(est, p_se, s_se)]
     cov13 = float(cov_prompt[0, 2] + cov_sketch[0, 2])
-    (r_low, r_high), (g_low, g_high) = fieller_gstar(est[0], est[2], p_se[0], s_se[0],
-                                                     parts[2].std_error, cov13, stats.n_prompts,
-                                                     k, level)
+    errors = RatioErrors(p_se[0], s_se[0], parts[2].std_error, cov13, k)
+    (r_low, r_high), (g_low, g_high) = fieller_gstar(est[0], est[2], errors, stats.n_prompts,
+                                                     level)
     small = is_small_pilot(stats.n_prompts)
     if small:
         parts[:3], (r_low, r_high) = _small_pilot_parts(stats, parts[:3], (r_low, r_high),
