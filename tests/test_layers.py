@@ -586,8 +586,8 @@ def test_import_scan_reports_an_old_path(tmp_path):
                                          "ustat_rl.theory.c"]
 
 
-def test_readme_draws_the_layers_in_their_order():
-    layout = (LIBRARY.parent / "README.md").read_text().split("## Layout", 1)[1].split("```")[1]
+def test_the_layout_page_draws_the_layers_in_their_order():
+    layout = (LIBRARY.parent / "docs" / "layout.md").read_text().split("```")[1]
     drawn = re.findall(r"^  (\w+)/ ", layout, flags=re.M)
     folders = [layer for layer in LAYERS if (LIBRARY / layer).is_dir()]
     assert drawn == folders
