@@ -194,7 +194,7 @@ def monitored_worker(base=None, config=None, *, adv_estimator="grpo",
         raise TypeError(f"`config` must be a MonitorConfig or None, got {type(config).__name__}")
     # bad settings are refused here, not in the Ray workers
     trainer_read(config, "the verl worker's config",
-                 ("group_size", "rule", "loss", "sketch.temperature"))
+                 ("group_size", "estimator", "loss", "sketch.temperature"))
     settings = dict(config=config, adv_estimator=adv_estimator,
                     norm_adv_by_std_in_grpo=norm_adv_by_std_in_grpo)
     original = base.update_actor
