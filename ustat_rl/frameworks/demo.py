@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from .._validation import as_int
 
 __all__ = ["char_tokenizer", "tiny_gpt2", "tiny_family", "parity_reward", "arithmetic_prompts",
-           "demo_trainer", "DemoSetup", "VOCAB"]
+           "demo_trainer", "DemoSetup", "VOCAB", "DEMO_LEARNING_RATE"]
 
 #: Token ids of the character tokenizer: padding, end of sequence, digits, ``+`` and ``=``.
 VOCAB = {"<pad>": 0, "<eos>": 1, **{c: i + 2 for i, c in enumerate("0123456789+=")}}
