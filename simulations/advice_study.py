@@ -105,8 +105,9 @@ def run_cell(N: int, G: int, seed: int, plan: dict, cache: str) -> dict:
     curve["reward_0"] = float(answer_probability(model, held).mean())
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = demo_trainer(Path(tmp) / "out", G, N // G, plan["steps"], plan["learning_rate"],
-                               model=model, reward=exact_reward,
+        trainer = demo_trainer(Path(tmp) / "out", G, N // G, plan["steps"],
+                               learning_rate=plan["learning_rate"], model=model,
+                               reward=exact_reward,
                                setup=DemoSetup(prompts=[p for p, _ in train]),
                                max_completion_length=MAX_COMPLETION, bf16=False, seed=seed)
         trainer.add_callback(Checkpoints())

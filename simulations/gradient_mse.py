@@ -45,7 +45,7 @@ import pandas as pd
 from scipy.stats import norm
 
 from ustat_rl.interface.plotting import plot_mse_grid, save_figure
-from ustat_rl.montecarlo import prompt_averaged_squared_errors
+from ustat_rl.montecarlo import Execution, prompt_averaged_squared_errors
 from ustat_rl.policies.examples import POLICY_STRENGTHS, arithmetic_bandit, one_answer_bandit
 from ustat_rl.policies.softmax import SoftmaxBandit
 from ustat_rl.runs.script_args import check_script_args, seed_type
@@ -127,7 +127,7 @@ def simulate_cell(bandit: SoftmaxBandit, config: Config, cell_key: tuple[int, in
     seed = child_seed(config.seed, *cell_key)
     est = prompt_averaged_squared_errors(bandit, config.estimators, config.group_sizes,
                                          config.n_reps, seed, block_size=BLOCK_SIZE,
-                                         n_jobs=n_jobs, progress=progress)
+                                         execution=Execution(n_jobs, progress))
     return est.mean, est.cov, est.labels
 
 

@@ -130,7 +130,7 @@ def _train(scale: str, loss_type: str, G: int, steps: int, seed: int, folder: Pa
         pool = arithmetic_prompts()
         draws = np.random.default_rng([seed, 7]).integers(len(pool), size=steps * BUDGET // G)
         prompts = [pool[i] for i in draws]
-    trainer = demo_trainer(folder / "out", G, BUDGET // G, steps, 0.0, model=model,
+    trainer = demo_trainer(folder / "out", G, BUDGET // G, steps, learning_rate=0.0, model=model,
                            scale_rewards=scale, loss_type=loss_type, max_grad_norm=0.0,
                            bf16=False, disable_dropout=True, seed=seed,
                            max_completion_length=MAX_LENGTH, setup=DemoSetup(prompts=prompts))

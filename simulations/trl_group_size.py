@@ -71,7 +71,8 @@ def run_cell(G: int, seed: int, steps: int) -> dict:
     from ustat_rl.scores.spec import SketchSpec
 
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = demo_trainer(Path(tmp) / "out", G, BUDGET // G, steps, LEARNING_RATE,
+        trainer = demo_trainer(Path(tmp) / "out", G, BUDGET // G, steps,
+                               learning_rate=LEARNING_RATE,
                                model=tiny_family("qwen2", seed, tie_word_embeddings=True),
                                bf16=False, seed=seed)
         monitor = None

@@ -24,17 +24,8 @@ pytestmark = pytest.mark.fast
 
 MAX_PARAMETERS = 8
 
-#: Not yet grouped: each still takes nine parameters and is open work (the list may only
-#: shrink). The conformance kit's check takes the function's calling form (signature, tensors,
-#: index) and the search's settings (max_examples, seed, dtypes, shrink) loose; the
-#: prompt-averaged Monte Carlo takes run_monte_carlo's run settings (n_reps, seed, block_size,
-#: n_jobs, progress) loose, as run_monte_carlo does.
-NOT_YET_GROUPED = frozenset({
-    "ustat_rl.montecarlo.bandit.prompt_averaged_squared_errors",
-    "ustat_rl.conformance.kit.check_conformance",
-    # eight named parameters and ``**config``, TRL's GRPOConfig fields passed through
-    "ustat_rl.frameworks.demo.demo_trainer",
-})
+#: Not yet grouped: each entry is open work (the list may only shrink; it is empty now).
+NOT_YET_GROUPED: frozenset[str] = frozenset()
 
 
 def _count(fn) -> int:

@@ -180,6 +180,7 @@ def test_gradient_of_a_registered_rule(registered):
 # ---------------------------------------------------------------------------- conformance kit
 def test_conformance_kit_takes_the_new_rule(registered):
     from ustat_rl.conformance.kit import check_conformance
+    from ustat_rl.conformance.search import Search
 
     def reference(rewards, group_ids):
         return MAD_RULE.advantages(rewards, group_ids)
@@ -188,9 +189,10 @@ def test_conformance_kit_takes_the_new_rule(registered):
         # a plausible slip: the full group mean in the numerator instead of leave-one-out
         return replace(MAD_RULE, centring=GROUP_MEAN).advantages(rewards, group_ids)
 
-    assert check_conformance(reference, "test_loo_mad", max_examples=60, seed=0).passed
-    assert not check_conformance(perturbed, "test_loo_mad", max_examples=60, seed=0,
-                                 shrink=False).passed
+    assert check_conformance(reference, "test_loo_mad",
+                             search=Search(max_examples=60, seed=0)).passed
+    assert not check_conformance(perturbed, "test_loo_mad",
+                                 search=Search(max_examples=60, seed=0, shrink=False)).passed
 
 
 # ---------------------------------------------------------------------------- command line

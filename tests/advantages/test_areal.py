@@ -35,6 +35,7 @@ from script_loader import ROOT, load_data
 from ustat_rl.advantages import get_rule
 from ustat_rl.advantages.conventions import AREAL_REWARD_NORM, CONVENTION_NAMES, advantages
 from ustat_rl.conformance.kit import check_conformance
+from ustat_rl.conformance.search import Search
 
 pytestmark = pytest.mark.fast
 
@@ -105,15 +106,15 @@ def _areal(reward_norm=None, adv_norm=None, second_stage=True):
 
 
 def test_areals_own_normalization_conforms_and_its_neighbours_do_not():
-    report = check_conformance(_areal(), NAME, tensors="torch", max_examples=40)
+    report = check_conformance(_areal(), NAME, tensors="torch", search=Search(max_examples=40))
     assert report.passed, report.summary()
     controls = {"first stage alone": _areal(second_stage=False),
                 "group mean without std (its Dr. GRPO example)": _areal(
                     reward_norm={"std_level": None}),
                 "population batch std": _areal(adv_norm={"std_unbiased": False})}
     for which, fn in controls.items():
-        assert not check_conformance(fn, NAME, tensors="torch", max_examples=100,
-                                     shrink=False).passed, which
+        assert not check_conformance(fn, NAME, tensors="torch",
+                                     search=Search(max_examples=100, shrink=False)).passed, which
 
 
 def test_a_leave_one_out_group_mean_changes_only_the_epsilons_effect():
@@ -148,8 +149,10 @@ def _torch_rule(bug):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_planted_bug_is_rejected_in_either_dtype(dtype):
-    assert check_conformance(_torch_rule(False), NAME, dtypes=(dtype,), max_examples=50).passed
-    assert not check_conformance(_torch_rule(True), NAME, dtypes=(dtype,), shrink=False).passed
+    assert check_conformance(_torch_rule(False), NAME,
+                             search=Search(max_examples=50, dtypes=(dtype,))).passed
+    assert not check_conformance(_torch_rule(True), NAME,
+                                 search=Search(dtypes=(dtype,), shrink=False)).passed
 
 
 def test_monte_carlo_matches_batch_enumeration():

@@ -35,6 +35,7 @@ from ustat_rl import theory
 from ustat_rl.advantages import get_rule
 from ustat_rl.advantages.conventions import CONVENTION_NAMES, CONVENTIONS, advantages
 from ustat_rl.conformance.kit import check_conformance
+from ustat_rl.conformance.search import Search
 from ustat_rl.policies.enumeration import enumerate_prompt_estimates
 from ustat_rl.policies.examples import small_bandit
 
@@ -193,7 +194,7 @@ def _buggy(name):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("name", RULES + (BATCH_RULE,))
 def test_planted_bug_is_rejected_in_either_dtype(name, dtype):
-    report = check_conformance(_buggy(name), name, dtypes=(dtype,), shrink=False)
+    report = check_conformance(_buggy(name), name, search=Search(dtypes=(dtype,), shrink=False))
     assert not report.passed
     assert report.failure is not None and report.failure.rewards.dtype == np.dtype(dtype)
 
@@ -231,8 +232,8 @@ def test_frameworks_own_functions_conform_and_are_told_apart(name):
     report = check_conformance(fn, name, signature=signature, **options)
     assert report.passed, report.summary()
     # negative control: the same function fails the neighbouring rule
-    report = check_conformance(fn, NEIGHBOUR[name], signature=signature, max_examples=100,
-                               shrink=False, **options)
+    report = check_conformance(fn, NEIGHBOUR[name], signature=signature,
+                               search=Search(max_examples=100, shrink=False), **options)
     assert not report.passed, name
 
 

@@ -48,6 +48,7 @@ from ustat_rl import theory
 from ustat_rl.advantages import get_rule
 from ustat_rl.advantages.conventions import advantages
 from ustat_rl.conformance.kit import check_conformance
+from ustat_rl.conformance.search import Search
 from ustat_rl.policies.enumeration import enumerate_prompt_estimates
 from ustat_rl.policies.examples import small_bandit
 from ustat_rl.training.batch_study import batch_monte_carlo
@@ -168,7 +169,8 @@ PLANTED = [("verl_opo", "singleton baseline its reward"), ("roll_batch", "popula
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("name,bug", PLANTED, ids=[f"{n}-{b}" for n, b in PLANTED])
 def test_planted_bug_is_rejected_in_either_dtype(name, bug, dtype):
-    report = check_conformance(_plain(name, bug), name, dtypes=(dtype,), shrink=False)
+    report = check_conformance(_plain(name, bug), name,
+                               search=Search(dtypes=(dtype,), shrink=False))
     assert not report.passed
     assert report.failure is not None and report.failure.rewards.dtype == np.dtype(dtype)
 
@@ -210,10 +212,10 @@ def test_frameworks_own_functions_conform():
     opo, _ = _verl_opo_equal_lengths(3)
     for fn, name in ((opo, "verl_opo"), (_roll("batch"), "roll_batch"),
                      (_roll("running"), "roll_batch")):
-        report = check_conformance(fn, name, max_examples=50)  # float32 and float64
+        report = check_conformance(fn, name, search=Search(max_examples=50))  # float32 and float64
         assert report.passed, report.summary()
     # one token per response, as the rule is stated (the control below: three tokens each)
-    report = check_conformance(_slime(1), SLIME, signature="trl", max_examples=50)
+    report = check_conformance(_slime(1), SLIME, signature="trl", search=Search(max_examples=50))
     assert report.passed, report.summary()
 
 
@@ -234,7 +236,7 @@ def test_frameworks_own_functions_are_told_apart():
             (_slime(1), "nemo_rl_reinforce_pp", "trl"),
             (_slime(3), SLIME, "trl")):
         report = check_conformance(fn, name, signature=signature, tensors="torch",
-                                   max_examples=100, shrink=False)
+                                   search=Search(max_examples=100, shrink=False))
         assert not report.passed, (name, signature)
 
 

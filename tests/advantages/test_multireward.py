@@ -41,6 +41,7 @@ from ustat_rl.conformance.multichannel import (
     check_multichannel_conformance,
     multichannel_tolerance,
 )
+from ustat_rl.conformance.search import Search
 from ustat_rl.montecarlo import Backend, run_monte_carlo
 from ustat_rl.montecarlo.multichannel import multichannel_statistics
 from ustat_rl.policies.enumeration import enumerate_multichannel_moments
@@ -401,7 +402,8 @@ def test_batch_rules_at_finite_batch_match_batch_enumeration(backend):
 @pytest.mark.parametrize("name", ALL)
 def test_kit_passes_framework_style_implementations(name, work):
     report = check_multichannel_conformance(implementation(name, work), name,
-                                            contiguous=name.startswith("trl"), max_examples=60)
+                                            contiguous=name.startswith("trl"),
+                                            search=Search(max_examples=60))
     assert report.passed, report.summary()
 
 
@@ -421,7 +423,8 @@ PLANTED = [
 def test_kit_rejects_a_planted_bug_in_either_dtype(name, bug, dtype):
     fn = implementation(name, torch.float64, bug)
     report = check_multichannel_conformance(fn, name, contiguous=name.startswith("trl"),
-                                            dtypes=(dtype,), max_examples=100, shrink=False)
+                                            search=Search(max_examples=100, dtypes=(dtype,),
+                                                          shrink=False))
     assert not report.passed
     assert report.failure.rewards.dtype == np.dtype(dtype)
 
@@ -458,7 +461,7 @@ def _load_verl():
 
 def test_kit_passes_verls_own_gdpo():
     report = check_multichannel_conformance(_verl_gdpo(_load_verl()), "verl_gdpo",
-                                            max_examples=100)
+                                            search=Search(max_examples=100))
     assert report.passed, report.summary()
 
 
@@ -508,8 +511,8 @@ def test_kit_rejects_nemo_rls_own_gdpo_where_its_one_pass_variance_breaks():
     first varies with the session, so both are accepted (on well-separated rewards no std is
     off: the next test's batch)."""
     nemo = load_data("nemo_rl_gdpo_7ea279ab")
-    report = check_multichannel_conformance(_nemo_gdpo(nemo), "nemo_rl_gdpo", max_examples=100,
-                                            shrink=False)
+    report = check_multichannel_conformance(_nemo_gdpo(nemo), "nemo_rl_gdpo",
+                                            search=Search(max_examples=100, shrink=False))
     assert not report.passed
     z, ids = report.failure.rewards.astype(np.float32), report.failure.group_ids
     assert np.any(_nemo_std_off(nemo, z, ids)), report.failure.message

@@ -38,6 +38,7 @@ from ustat_rl import theory
 from ustat_rl.advantages import get_rule
 from ustat_rl.advantages.conventions import advantages
 from ustat_rl.conformance.kit import check_conformance
+from ustat_rl.conformance.search import Search
 from ustat_rl.policies.enumeration import enumerate_prompt_estimates
 from ustat_rl.policies.examples import small_bandit
 
@@ -242,8 +243,8 @@ PLANTED = [  # (rule, bug): each a slip an implementation could make
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("name,bug", PLANTED, ids=[f"{n}-{b}" for n, b in PLANTED])
 def test_planted_bug_is_rejected_in_either_dtype(name, bug, dtype):
-    report = check_conformance(literal(name, torch.float64, bug), name, dtypes=(dtype,),
-                               shrink=False)
+    report = check_conformance(literal(name, torch.float64, bug), name,
+                               search=Search(dtypes=(dtype,), shrink=False))
     assert not report.passed
     assert report.failure is not None and report.failure.rewards.dtype == np.dtype(dtype)
 
@@ -285,5 +286,5 @@ def test_frameworks_own_functions_are_told_apart():
                                  (verl["verl_reinforce_pp"], "verl_reinforce_pp_baseline", "verl"),
                                  (openrlhf.reinforce, "verl_reinforce_pp", "trl")):
         report = check_conformance(fn, other, signature=signature, tensors="torch",
-                                   max_examples=100, shrink=False)
+                                   search=Search(max_examples=100, shrink=False))
         assert not report.passed, other

@@ -37,6 +37,7 @@ from script_loader import ROOT, load_data
 from ustat_rl.advantages import get_rule
 from ustat_rl.advantages.conventions import CONVENTION_NAMES, VERL_REMAX
 from ustat_rl.conformance.kit import check_batch, check_conformance
+from ustat_rl.conformance.search import Search
 from ustat_rl.policies.examples import small_bandit
 from ustat_rl.policies.softmax import SoftmaxBandit
 from ustat_rl.theory.greedy_baseline import (
@@ -163,7 +164,7 @@ def test_kit_passes_verls_own_remax_and_correct_implementations():
                                signature="verl", tensors="torch")
     assert report.passed, report.summary()
     for where in (np.float32, np.float64):
-        report = check_conformance(_subtract(where), "verl_remax", max_examples=100)
+        report = check_conformance(_subtract(where), "verl_remax", search=Search(max_examples=100))
         assert report.passed, report.summary()
 
 
@@ -178,7 +179,8 @@ PLANTED = {  # each a slip an implementation could make
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("bug", list(PLANTED))
 def test_kit_rejects_a_planted_bug_in_either_dtype(bug, dtype):
-    report = check_conformance(PLANTED[bug], "verl_remax", dtypes=(dtype,), shrink=False)
+    report = check_conformance(PLANTED[bug], "verl_remax",
+                               search=Search(dtypes=(dtype,), shrink=False))
     assert not report.passed
     failure = report.failure
     assert failure.rewards.dtype == np.dtype(dtype) and failure.reference is not None

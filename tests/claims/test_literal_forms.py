@@ -24,6 +24,7 @@ from ustat_rl.claims.beyond_frameworks.conventions import kit_batches
 from ustat_rl.claims.literal_forms import LITERAL_FORMS
 from ustat_rl.conformance.adapters import adapt
 from ustat_rl.conformance.kit import check_conformance, tolerance
+from ustat_rl.conformance.search import Search
 
 pytestmark = pytest.mark.fast
 
@@ -35,7 +36,8 @@ def test_every_convention_has_a_literal_form():
 @pytest.mark.parametrize("name", sorted(LITERAL_FORMS))
 def test_literal_form_conforms_under_the_kits_search(name):
     form = LITERAL_FORMS[name]
-    report = check_conformance(form.fn, name, signature=form.signature, max_examples=60)
+    report = check_conformance(form.fn, name, signature=form.signature,
+                               search=Search(max_examples=60))
     assert report.passed, report.summary()
 
 
@@ -45,8 +47,8 @@ def test_literal_form_conforms_under_the_kits_search(name):
                                               ("nemo_rl_grpo", "paper_algorithm2")])
 def test_literal_form_does_not_conform_to_a_neighbouring_rule(form_name, other):
     form = LITERAL_FORMS[form_name]
-    report = check_conformance(form.fn, other, signature=form.signature, max_examples=60,
-                               shrink=False)
+    report = check_conformance(form.fn, other, signature=form.signature,
+                               search=Search(max_examples=60, shrink=False))
     assert not report.passed
 
 

@@ -34,6 +34,7 @@ from ustat_rl.conformance.kit import (
     load_function,
     tolerance,
 )
+from ustat_rl.conformance.search import Search
 from ustat_rl.interface import cli
 
 pytestmark = pytest.mark.integration  # conformance runs: the kit's searches and its command line
@@ -354,8 +355,9 @@ def test_wrong_implementations_are_rejected_in_either_dtype(fn, convention, sign
     # the verdict in both dtypes; the shrunk smallest failing batch in float64 (the search draws
     # the same batches with or without shrinking, and shrinking, up to 20 s a case, is the cost)
     shrink = dtype == "float64"
-    report = check_conformance(fn, convention, signature=signature, dtypes=(dtype,),
-                               tensors="torch" if signature == "verl" else "numpy", shrink=shrink)
+    report = check_conformance(fn, convention, signature=signature,
+                               search=Search(dtypes=(dtype,), shrink=shrink),
+                               tensors="torch" if signature == "verl" else "numpy")
     assert not report.passed
     failure = report.failure
     assert failure is not None and failure.rewards.dtype == np.dtype(dtype)
@@ -399,7 +401,7 @@ def test_trl_adapter_passes_contiguous_blocks():
     (lambda z, ids: np.zeros(len(z) + 1), "shape"),
 ])
 def test_outputs_that_are_not_real_floating_arrays_do_not_conform(bad, reason):
-    report = check_conformance(bad, "grpo", max_examples=20)
+    report = check_conformance(bad, "grpo", search=Search(max_examples=20))
     assert not report.passed and reason in report.failure.message
     assert "\n" not in report.failure.message
 

@@ -45,6 +45,7 @@ import pytest
 from ustat_rl.advantages.conventions import CONVENTION_NAMES, advantages, get_convention
 from ustat_rl.conformance import kit as conformance
 from ustat_rl.conformance.kit import check_conformance
+from ustat_rl.conformance.search import Search
 
 pytestmark = pytest.mark.integration  # conformance runs: every convention's tolerance, both sides
 
@@ -310,15 +311,15 @@ def _shifted(name, bounds):
 @pytest.mark.parametrize("name", NAMES)
 def test_correct_implementations_conform_in_float32_and_float64(name):
     for work in (np.float32, np.float64):
-        report = check_conformance(naive(name, work), name, max_examples=100)
+        report = check_conformance(naive(name, work), name, search=Search(max_examples=100))
         assert report.passed, (work, report.summary())
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_perturbations_within_the_bound_conform(name):
     once_more = check_conformance(lambda z, ids: advantages(name, z, ids) * (1 + EPS), name,
-                                  max_examples=50)
-    half = check_conformance(_shifted(name, HARMLESS_BOUNDS), name, max_examples=50)
+                                  search=Search(max_examples=50))
+    half = check_conformance(_shifted(name, HARMLESS_BOUNDS), name, search=Search(max_examples=50))
     assert once_more.passed, once_more.summary()
     assert half.passed, half.summary()
 
@@ -326,7 +327,8 @@ def test_perturbations_within_the_bound_conform(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_a_bug_of_a_few_bounds_is_rejected_in_either_dtype(name):
     spec = get_convention(name)
-    report = check_conformance(_shifted(name, BUG_BOUNDS), name, max_examples=50, shrink=False)
+    report = check_conformance(_shifted(name, BUG_BOUNDS), name,
+                               search=Search(max_examples=50, shrink=False))
     assert not report.passed and report.failure.index >= 0, report.summary()
     # every hand batch, float32 and float64 alike, through the kit's own comparison
     call = conformance.adapt(_shifted(name, BUG_BOUNDS))

@@ -19,6 +19,7 @@ import pytest
 from tests.conformance.test_kit_tolerance_pinned import documented_bound
 from ustat_rl.advantages.conventions import advantages, get_convention
 from ustat_rl.conformance import kit as conformance
+from ustat_rl.conformance.search import Search
 
 pytestmark = pytest.mark.fast
 
@@ -86,7 +87,7 @@ def test_a_reward_of_exactly_float32_tiny_is_a_normal_number_and_counts_as_nonze
 def test_a_report_states_the_module_docstrings_rule():
     # mutants: TOLERANCE_RULE set to None, or its formula decorated with XX
     report = conformance.check_conformance(lambda z, g: advantages("trl_group", z, g),
-                                           "trl_group", max_examples=5)
+                                           "trl_group", search=Search(max_examples=5))
     assert report.passed and report.tolerance == conformance.TOLERANCE_RULE
     formula = re.match(r"^(\|got - expected\| <= .*?): ", report.tolerance).group(1)
     squeeze = "".join(formula.split())

@@ -45,7 +45,7 @@ AGGREGATION = "multi_objective_aggregation" in {f.name for f in dataclasses.fiel
 
 def make_trainer(tmp_path, model=None, reward=parity, steps=4, lr=1e-3, cls=None,
                  peft_config=None, **config):
-    return demo_trainer(tmp_path / "out", G, B, steps, lr, model=model, reward=reward,
+    return demo_trainer(tmp_path / "out", G, B, steps, learning_rate=lr, model=model, reward=reward,
                         setup=DemoSetup(trainer_class=cls, peft_config=peft_config), **config)
 
 
@@ -493,7 +493,7 @@ def test_a_real_run_estimates_every_window_in_trainer_units(tmp_path, scale):
     from ustat_rl.frameworks.demo import demo_trainer
     from ustat_rl.scores.spec import SketchSpec
 
-    trainer = demo_trainer(tmp_path / "out", 4, 8, 3, 1e-3, scale_rewards=scale,
+    trainer = demo_trainer(tmp_path / "out", 4, 8, 3, learning_rate=1e-3, scale_rewards=scale,
                            loss_type="dr_grpo")
     monitor = GroupSizeMonitor(trainer, MonitorConfig(
         schedule=Schedule(every=1, pool=2), sketch=SketchSpec(32, blocks=8),

@@ -117,7 +117,7 @@ def _run(tmp_path, monkeypatch, inject, config):
     # transformers < 5 keeps an earlier bf16 config's ACCELERATE_MIXED_PRECISION in the
     # environment; this run must be in float32
     monkeypatch.delenv("ACCELERATE_MIXED_PRECISION", raising=False)
-    trainer = demo_trainer(tmp_path / "out", G, B, 2, 0.0, bf16=False, **config)
+    trainer = demo_trainer(tmp_path / "out", G, B, 2, learning_rate=0.0, bf16=False, **config)
     assert trainer.accelerator.mixed_precision == "no"
     seen = []
     inner = trainer._generate_and_score_completions

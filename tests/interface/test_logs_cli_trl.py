@@ -26,7 +26,7 @@ def test_a_real_trl_run(tmp_path, capsys):
     from ustat_rl.frameworks.demo import demo_trainer
 
     G, B, steps = 4, 8, 6
-    trainer = demo_trainer(tmp_path / "out", G, B, steps, 1e-3, save_strategy="steps",
+    trainer = demo_trainer(tmp_path / "out", G, B, steps, learning_rate=1e-3, save_strategy="steps",
                            save_steps=steps, save_only_model=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

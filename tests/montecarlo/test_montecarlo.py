@@ -105,6 +105,26 @@ def test_prompt_averaged_matches_exact_and_rejects_unweighted_average():
     assert abs(est.get(("grpo", 4))[0] - unweighted) > Z_TEST * est.get(("grpo", 4))[1]
 
 
+def test_the_execution_leaves_the_prompt_averaged_estimate_unchanged():
+    from ustat_rl.montecarlo import Execution, prompt_averaged_squared_errors
+
+    bandit = small_bandit()
+    run = dict(estimators=("grpo",), group_sizes=(4,), n_reps=3000, seed=5, block_size=256)
+    one = prompt_averaged_squared_errors(bandit, **run)
+    two = prompt_averaged_squared_errors(bandit, **run, execution=Execution(n_jobs=2))
+    np.testing.assert_array_equal(one.mean, two.mean)
+    np.testing.assert_array_equal(one.cov, two.cov)
+    # control: the block size fixes the stream, so it is not an execution setting
+    other = prompt_averaged_squared_errors(bandit, **(run | {"block_size": 512}))
+    assert not np.array_equal(one.mean, other.mean)
+    with pytest.raises(ValueError, match="`n_jobs`"):
+        Execution(n_jobs=0)
+    with pytest.raises(ValueError, match="`progress`"):
+        Execution(progress="yes")
+    with pytest.raises(TypeError, match="`execution`"):
+        prompt_averaged_squared_errors(bandit, **run, execution=2)
+
+
 def test_stratified_estimate_weights_means_and_squares_covariances():
     from ustat_rl.montecarlo import stratified_estimate
 

@@ -18,7 +18,11 @@ from ustat_rl.policies.examples import interior_optimum_bandit, small_bandit
 from ustat_rl.stats.rates import loglog_slope
 from ustat_rl.theory import minibatch_mse, scaling_constants, shrink_factor
 from ustat_rl.theory.budget import fullmean_budget_optimum
-from ustat_rl.theory.group_size import budget_exponent, budget_mse, budget_optimal_group_size
+from ustat_rl.theory.group_size import (
+    budget_exponent,
+    budget_optimal_group_size,
+    fixed_budget_mse,
+)
 
 pytestmark = pytest.mark.fast
 
@@ -56,28 +60,33 @@ def _grpo_law(c, G, N):
 
 # ---------------------------------------------------------------------- the MSE at a budget
 @pytest.mark.parametrize("rule", ["grpo", "fullmean", "vanilla", "trl_group", "verl_grpo"])
-def test_budget_mse_is_the_minibatch_mse_at_whole_batches(moments, rule):
+def test_relaxed_fixed_budget_mse_is_the_minibatch_mse_at_whole_batches(moments, rule):
     N = 48
     sizes = [g for g in range(2, N + 1) if N % g == 0]
     expected = [minibatch_mse(moments, rule, g, N // g) for g in sizes]
-    np.testing.assert_allclose(budget_mse(moments, rule, sizes, N), expected, rtol=RTOL)
+    np.testing.assert_allclose(fixed_budget_mse(moments, rule, N, sizes, whole_batches=False),
+                               expected, rtol=RTOL)
+    # the closed form over whole batches is the same answer where both routes apply
+    np.testing.assert_allclose(fixed_budget_mse(moments, rule, N, sizes), expected, rtol=RTOL)
 
 
-def test_budget_mse_of_grpo_and_the_full_mean_follow_the_scaling_law(moments):
+def test_relaxed_fixed_budget_mse_of_grpo_and_the_full_mean_follow_the_scaling_law(moments):
     c, s = scaling_constants(moments), float(moments.grad_norm_sq)
     G, N = np.arange(2, 300), 1000  # most G do not divide N: the real-B relaxation
     grpo = _grpo_law(c, G, N)
-    np.testing.assert_allclose(budget_mse(moments, "grpo", G, N), grpo, rtol=RTOL)
+    np.testing.assert_allclose(fixed_budget_mse(moments, "grpo", N, G, whole_batches=False), grpo,
+                               rtol=RTOL)
     k = shrink_factor(G)
-    np.testing.assert_allclose(budget_mse(moments, "fullmean", G, N),
+    np.testing.assert_allclose(fixed_budget_mse(moments, "fullmean", N, G, whole_batches=False),
                                k**2 * grpo + (1 - k) ** 2 * s, rtol=RTOL)
 
 
-def test_budget_mse_wrong_bias_is_rejected(moments):
+def test_relaxed_fixed_budget_mse_wrong_bias_is_rejected(moments):
     """Negative control: the full mean with its bias dropped is not what the module returns."""
     c, G, N = scaling_constants(moments), np.arange(2, 50), 1000
     no_bias = shrink_factor(G) ** 2 * _grpo_law(c, G, N)
-    assert not np.allclose(budget_mse(moments, "fullmean", G, N), no_bias, rtol=1e-3)
+    assert not np.allclose(fixed_budget_mse(moments, "fullmean", N, G, whole_batches=False),
+                           no_bias, rtol=1e-3)
 
 
 # ---------------------------------------------------------------------- the optimum = brute force
@@ -106,7 +115,8 @@ def test_scaled_rule_parts_agree_with_other_batch_sizes(moments):
     """V(G) and D(G) read at B = 1, 2 predict the exact MSE at B = 3 and 7 (Proposition 3)."""
     for G in (2, 5, 17, 64):
         for B in (3, 7):
-            assert math.isclose(budget_mse(moments, "trl_group", G, G * B),
+            assert math.isclose(fixed_budget_mse(moments, "trl_group", G * B, G,
+                                                 whole_batches=False),
                                 minibatch_mse(moments, "trl_group", G, B), rel_tol=RTOL)
 
 
@@ -291,7 +301,7 @@ def test_bad_inputs(moments):
     with pytest.raises(ValueError, match="divides"):
         budget_optimal_group_size(moments, "grpo", 7, min_group_size=2, max_group_size=6)
     with pytest.raises(ValueError, match="group_size"):
-        budget_mse(moments, "grpo", 1, 64)
+        fixed_budget_mse(moments, "grpo", 64, 1, whole_batches=False)
     with pytest.raises(ValueError, match="c1 > 0"):
         fullmean_budget_optimum(small_bandit().moments().reweight([1.0, 0.0]), 64)
 

@@ -49,6 +49,7 @@ def test_fixed_budget_mse_grpo_is_the_constants_law():
     (dict(budget=1), "`budget`"), (dict(budget=2**30), "`budget`"),
     (dict(group_size=[5]), "`group_size` must divide"), (dict(group_size=[[2]]), "`group_size`"),
     (dict(estimator="nope"), "`estimator`"), (dict(estimator="baseline"), "baseline"),
+    (dict(target="arcsin"), "whole_batches=False"), (dict(whole_batches=1), "`whole_batches`"),
 ])
 def test_fixed_budget_mse_names_the_bad_parameter(pilot, bad, match):
     args = dict(moments=estimate_moments(pilot), estimator="grpo", budget=48) | bad

@@ -116,12 +116,13 @@ def _pilot_rates(rng, n_pilots: int):
     from ..pilot.uncertainty import pilot_intervals
     from ..policies.examples import interior_optimum_bandit
     from ..scores.bandit import bandit_pilot
-    from ..theory.group_size import best_on_grid, budget_grid, budget_mse
+    from ..theory.group_size import best_on_grid, budget_grid, fixed_budget_mse
 
     bandit = interior_optimum_bandit()
     grid = budget_grid(PILOT_BUDGET)
     sizes = grid.group_sizes
-    mse = budget_mse(bandit.moments(), "grpo", sizes, PILOT_BUDGET)  # (n_G,) exact
+    # (n_G,) exact: the sizes divide the budget, where the relaxation is the minibatch MSE
+    mse = fixed_budget_mse(bandit.moments(), "grpo", PILOT_BUDGET, sizes, whole_batches=False)
     exact = mse / mse.min() - 1.0  # (n_G,)
     index = {int(g): i for i, g in enumerate(sizes)}
     broken = control = 0

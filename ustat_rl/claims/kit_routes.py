@@ -86,6 +86,7 @@ def _off_by(name: str, factor: float):
 def tolerance_checks() -> list:
     from ..advantages import get_rule
     from ..conformance.kit import check_batch, check_conformance, tolerance
+    from ..conformance.search import Search
 
     checks = []
     for name in ("trl_group", "trl_none"):
@@ -95,7 +96,8 @@ def tolerance_checks() -> list:
         checks.append(check_exact(f"kit tolerance, {name}: the bound its docstring derives, "
                                   f"{len(batches)} batches", ours, kit, rtol=1e-9, atol=0.0,
                                   note="documented_bound recomputes it group by group"))
-        near = check_conformance(_off_by(name, AT_BOUND), name, max_examples=SEARCH_EXAMPLES)
+        near = check_conformance(_off_by(name, AT_BOUND), name,
+                                 search=Search(max_examples=SEARCH_EXAMPLES))
         checks.append(check_true(f"kit, {name}: an implementation {AT_BOUND:g} bounds off "
                                  f"conforms", near.passed, float(near.n_examples),
                                  note=near.failure.message if near.failure else
@@ -151,13 +153,14 @@ def reference_checks() -> list:
     """verl's remax through the kit's reference route: written out, it conforms in both
     signatures; using the batch's mean greedy reward is rejected."""
     from ..conformance.kit import check_batch, check_conformance
+    from ..conformance.search import Search
 
     checks = []
     for label, fn, signature, tensors in (
             ("plain, z - b", lambda z, ids, b: z - b, "plain", "numpy"),
             ("verl (torch), remax written out", _remax_verl, "verl", "torch")):
         report = check_conformance(fn, "verl_remax", signature=signature, tensors=tensors,
-                                   max_examples=SEARCH_EXAMPLES)
+                                   search=Search(max_examples=SEARCH_EXAMPLES))
         checks.append(check_true(f"kit, reference route {label}: conforms", report.passed,
                                  float(report.n_examples), note=report.failure.message
                                  if report.failure else f"{report.n_examples} batches"))
@@ -173,6 +176,7 @@ def reference_checks() -> list:
 def signature_checks() -> list:
     from ..advantages import get_rule
     from ..conformance.kit import SIGNATURES, check_batch, check_conformance
+    from ..conformance.search import Search
     from .literal_forms import LITERAL_FORMS
 
     verl, trl = LITERAL_FORMS["verl_grpo"].fn, LITERAL_FORMS["trl_group"].fn
@@ -191,7 +195,7 @@ def signature_checks() -> list:
                          float(len(covered)), note="plain: the loop implementation above")]
     for label, (fn, name, signature, tensors, index) in conforming.items():
         report = check_conformance(fn, name, signature=signature, tensors=tensors, index=index,
-                                   max_examples=SEARCH_EXAMPLES)
+                                   search=Search(max_examples=SEARCH_EXAMPLES))
         checks.append(check_true(f"kit, {label}: conforms", report.passed,
                                  float(report.n_examples), note=report.failure.message
                                  if report.failure else f"{report.n_examples} batches"))

@@ -3,7 +3,8 @@
 
 Beyond the paper, C17 also checks the budget optimum of biased rules, whose squared bias D(G)
 moves it with N (docs/theory.md, "Budget dependence of the best group size"): for the full mean
-and TRL's default ``trl_group``, :func:`ustat_rl.theory.group_size.budget_mse` against
+and TRL's default ``trl_group``, :func:`ustat_rl.theory.group_size.fixed_budget_mse` at real
+``B = N/G`` (``whole_batches=False``) against
 ``G V(G)/N + D(G)`` computed by enumerating every outcome of a group, the optimum against the
 enumeration's argmin and the full mean's cubic, and ``ustat-rl gstar``'s argmin for those rules
 against :func:`ustat_rl.theory.group_size.budget_optimal_group_size` on a pilot's moments. GRPO's
@@ -127,7 +128,7 @@ def _biased_budget_checks(ctx) -> list:
     from ..scores.bandit import bandit_pilot
     from ..theory.advantage import binary_projection
     from ..theory.budget import fullmean_budget_optimum
-    from ..theory.group_size import budget_mse, budget_optimal_group_size
+    from ..theory.group_size import budget_optimal_group_size, fixed_budget_mse
 
     bandit = small_bandit()
     moments = bandit.moments()
@@ -141,7 +142,8 @@ def _biased_budget_checks(ctx) -> list:
             exact = sizes * var / budget + bias  # (n_G,)
             checks.append(check_exact(f"beyond the paper, {name}, N={budget}: budget_mse = "
                                       f"G V(G)/N + D(G) by enumeration, G = 2..5", exact,
-                                      budget_mse(moments, name, sizes, budget), rtol=rtol,
+                                      fixed_budget_mse(moments, name, budget, sizes,
+                                                       whole_batches=False), rtol=rtol,
                                       atol=0.0, note="small_bandit, every outcome of a group"))
             if name == "trl_group":
                 best = int(best_on_grid(sizes, exact))
@@ -182,7 +184,8 @@ def _biased_budget_checks(ctx) -> list:
             # scales its advantages, 1024, can bind where a pilot's optimum is large)
             best = budget_optimal_group_size(m, name, budget, min_group_size=2,
                                              max_group_size=budget)
-            at_report = budget_mse(m, name, report.best_group_size, budget)
+            at_report = fixed_budget_mse(m, name, budget, report.best_group_size,
+                                         whole_batches=False)
             checks.append(check_exact(f"beyond the paper, gstar report, {name}, N={budget}: its "
                                       f"argmin attains the budget optimum", best.mse, at_report,
                                       rtol=1e-9, atol=0.0,

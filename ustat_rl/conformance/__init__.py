@@ -9,7 +9,8 @@ the library:
   weights)``);
 * :mod:`.adapters`: verl-style and TRL-style functions turned into the kit's form, and
   ``module:function`` targets loaded;
-* :mod:`.search`: the hypothesis search both kits run, and the command's exit codes.
+* :mod:`.search`: the hypothesis search both kits run (its settings one :class:`Search`), and
+  the command's exit codes.
 
 hypothesis is imported only when a search runs.
 """
@@ -33,8 +34,9 @@ from .multichannel import (
     multichannel_tolerance,
     run_multichannel_command,
 )
+from .search import Search
 
 __all__ = ["CONVENTION_NAMES", "SIGNATURES", "INDEX_KINDS", "ConformanceFailure",
-           "ConformanceReport", "TargetError", "check_conformance", "check_batch", "tolerance",
-           "adapt", "load_function", "run_command", "check_multichannel_conformance",
+           "ConformanceReport", "Search", "TargetError", "check_conformance", "check_batch",
+           "tolerance", "adapt", "load_function", "run_command", "check_multichannel_conformance",
            "multichannel_tolerance", "run_multichannel_command"]

@@ -69,7 +69,8 @@ from .adapters import (
     takes_reference,
 )
 from .report import ConformanceFailure, ConformanceReport
-from .search import DEFAULT_TIMEOUT, check_search_options, run_target, search, usage
+from .search import DEFAULT_TIMEOUT, Search, run_target, usage
+from .search import search as run_search
 
 __all__ = ["CONVENTION_NAMES", "SIGNATURES", "INDEX_KINDS", "ConformanceFailure",
            "ConformanceReport", "TargetError", "check_conformance", "check_batch", "tolerance",
@@ -252,9 +253,8 @@ def _drop_groups(call, spec: ConventionSpec, failure: ConformanceFailure) -> Con
 
 
 def check_conformance(fn: Callable, estimator, *, signature: str = "plain",
-                      tensors: str = "numpy", max_examples: int = 200, seed: int | None = None,
-                      dtypes=("float32", "float64"), index: str = "uid",
-                      shrink: bool = True) -> ConformanceReport:
+                      tensors: str = "numpy", index: str = "uid",
+                      search: Search | None = None) -> ConformanceReport:
     """Property-test ``fn`` against a named convention (docs/conventions.md).
 
     Parameters
@@ -272,32 +272,28 @@ def check_conformance(fn: Callable, estimator, *, signature: str = "plain",
         ``fn(token_level_rewards, reward_baselines, response_mask)``; ``"trl"`` has no place
         for it.
     tensors : {"numpy", "torch"}
-    max_examples : int
-        Batches hypothesis generates before shrinking.
-    seed : int, optional
-        ``None`` (default) runs hypothesis derandomized, so a report is reproducible.
-    dtypes : sequence of {"float32", "float64"}
-        The reward dtypes drawn.
     index : {"uid", "int"}
         How the verl-style adapter passes group ids (:func:`adapt`).
-    shrink : bool
-        Shrink a failing batch (the default); ``False`` reports the first one as drawn, faster.
+    search : Search, optional
+        How many batches, which seed and reward dtypes, and whether to shrink a failing batch
+        (:class:`~ustat_rl.conformance.search.Search`; default ``Search()``: 200 batches,
+        derandomized, float32 and float64, shrinking).
 
     Returns
     -------
     ConformanceReport
     """
     spec = get_convention(estimator)
-    check_search_options(max_examples, dtypes)
+    search = Search.of(search)
     tokens = 1 if spec.scale == "whiten" else VERL_TOKENS
     call = adapt(fn, signature, tensors, tokens=tokens, index=index,
                  reference=takes_reference(spec))
     strategy = _batches(spec, equal_sizes=spec.equal_group_sizes or signature == "trl",
-                        contiguous=signature == "trl", dtypes=[_DTYPES[d] for d in dtypes])
-    passed, count, seconds, failures, n_shrink = search(
-        strategy, lambda *batch: _compare(call, spec, *batch), max_examples=max_examples,
-        seed=seed, shrink=shrink)
-    failure = (_drop_groups(call, spec, failures[-1]) if shrink else failures[-1]) \
+                        contiguous=signature == "trl",
+                        dtypes=[_DTYPES[d] for d in search.dtypes])
+    passed, count, seconds, failures, n_shrink = run_search(
+        strategy, lambda *batch: _compare(call, spec, *batch), search)
+    failure = (_drop_groups(call, spec, failures[-1]) if search.shrink else failures[-1]) \
         if (failures and not passed) else None
     return ConformanceReport(spec.name, signature, passed, count, seconds, TOLERANCE_RULE,
                              failure, n_shrink)
@@ -351,8 +347,8 @@ def run_command(target: str, estimator: str, *, signature: str = "plain",
                      "subtracts; use --signature plain (fn(rewards, group_ids, reference)) or "
                      "verl (fn(token_level_rewards, reward_baselines, response_mask))")
     return run_target(target, max_examples, lambda fn: check_conformance(
-        fn, estimator, signature=signature, tensors=tensors, max_examples=max_examples,
-        seed=seed, index=index), lambda fn: probe(fn, estimator, signature=signature,
+        fn, estimator, signature=signature, tensors=tensors, index=index,
+        search=Search(max_examples, seed)), lambda fn: probe(fn, estimator, signature=signature,
                                                   tensors=tensors, index=index),
         timeout=timeout)
 

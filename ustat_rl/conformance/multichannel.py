@@ -36,7 +36,8 @@ from ..advantages.multichannel import get_multichannel_rule
 from .adapters import BadOutput, probe_call, unchanged
 from .kit import tolerance
 from .report import ConformanceFailure, ConformanceReport
-from .search import DEFAULT_TIMEOUT, check_search_options, run_target, search, usage
+from .search import DEFAULT_TIMEOUT, Search, run_target, usage
+from .search import search as run_search
 
 __all__ = ["multichannel_tolerance", "check_multichannel_conformance", "run_multichannel_command",
            "TOLERANCE_RULE"]
@@ -181,9 +182,7 @@ def _compare(fn, rule, z, ids, w) -> ConformanceFailure | None:
 
 def check_multichannel_conformance(fn: Callable, estimator, *, weights=None,
                                    contiguous: bool = False,
-                                   max_examples: int = 200, seed: int | None = None,
-                                   dtypes=("float32", "float64"),
-                                   shrink: bool = True) -> ConformanceReport:
+                                   search: Search | None = None) -> ConformanceReport:
     """Property-test ``fn(rewards (n, K), group_ids (n,), weights (K,)) -> (n,)`` against a
     multi-channel rule (docs/conventions.md).
 
@@ -195,25 +194,21 @@ def check_multichannel_conformance(fn: Callable, estimator, *, weights=None,
         Fix the weights (and so ``K``); by default they are drawn with ``K`` from 1 to 3.
     contiguous : bool
         Draw equal, contiguous groups (for an implementation that reshapes into ``(-1, G)``).
-    max_examples : int
-    seed : int, optional
-        ``None`` runs hypothesis derandomized (a reproducible report).
-    dtypes : sequence of {"float32", "float64"}
-    shrink : bool
-        Shrink a failing batch (the default); ``False`` reports the first one as drawn.
+    search : Search, optional
+        The search's settings, as for :func:`~ustat_rl.conformance.kit.check_conformance`
+        (default ``Search()``).
 
     Returns
     -------
     ConformanceReport
     """
     estimator = get_multichannel_rule(estimator)
-    check_search_options(max_examples, dtypes)
+    search = Search.of(search)
     if weights is not None:
         weights = check_kit_weights(estimator, weights)
-    strategy = _strategy(estimator, weights, contiguous, [_DTYPES[d] for d in dtypes])
-    passed, count, seconds, failures, n_shrink = search(
-        strategy, lambda *batch: _compare(fn, estimator, *batch), max_examples=max_examples,
-        seed=seed, shrink=shrink)
+    strategy = _strategy(estimator, weights, contiguous, [_DTYPES[d] for d in search.dtypes])
+    passed, count, seconds, failures, n_shrink = run_search(
+        strategy, lambda *batch: _compare(fn, estimator, *batch), search)
     failure = failures[-1] if (failures and not passed) else None
     signature = "multichannel-contiguous" if contiguous else "multichannel"
     return ConformanceReport(estimator.name, signature, passed, count, seconds, TOLERANCE_RULE,
@@ -260,5 +255,5 @@ def run_multichannel_command(target: str, estimator: str, *, weights=None, conti
         except (TypeError, ValueError) as exc:
             return usage(f"--weights: {str(exc).removeprefix('`weights`: ')}")
     return run_target(target, max_examples, lambda fn: check_multichannel_conformance(
-        fn, spec, weights=weights, contiguous=contiguous, max_examples=max_examples, seed=seed),
+        fn, spec, weights=weights, contiguous=contiguous, search=Search(max_examples, seed)),
         lambda fn: multichannel_probe(fn, spec, weights), timeout=timeout)

@@ -14,17 +14,19 @@ comparison and their tolerance.
 
 from __future__ import annotations
 
+import numbers
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from .adapters import TargetError, first_line, load_function
 
-__all__ = ["DTYPE_NAMES", "DEFAULT_TIMEOUT", "PROGRESS_EVERY", "TargetTimeout", "bounded_calls",
-           "check_search_options", "search", "run_target"]
+__all__ = ["DTYPE_NAMES", "DEFAULT_TIMEOUT", "PROGRESS_EVERY", "Search", "TargetTimeout",
+           "bounded_calls", "search", "run_target"]
 
 #: The reward dtypes a kit can draw.
 DTYPE_NAMES = ("float32", "float64")
@@ -95,18 +97,58 @@ def bounded_calls(fn: Callable, timeout: float, progress: Callable | None = None
     return call
 
 
-def check_search_options(max_examples, dtypes) -> None:
-    """Name the parameter at fault before any batch is drawn."""
-    if isinstance(max_examples, bool) or not isinstance(max_examples, int) or max_examples < 1:
-        raise ValueError(f"`max_examples` must be an integer >= 1, got {max_examples!r}")
-    if isinstance(dtypes, str) or not dtypes or any(d not in DTYPE_NAMES for d in dtypes):
-        raise ValueError(f"`dtypes` must be a non-empty sequence of {DTYPE_NAMES}, got "
-                         f"{dtypes!r}")
+@dataclass(frozen=True)
+class Search:
+    """How a kit searches for a failing batch: the same settings for both kits.
+
+    Attributes
+    ----------
+    max_examples : int
+        Batches hypothesis generates before shrinking (at least 1).
+    seed : int, optional
+        ``None`` (default) runs hypothesis derandomized, so a report is reproducible.
+    dtypes : sequence of {"float32", "float64"}
+        The reward dtypes drawn (kept as a tuple).
+    shrink : bool
+        Shrink a failing batch (the default); ``False`` reports the first one as drawn, faster.
+
+    Each setting is checked when the object is made, before any batch is drawn, and an error
+    names it.
+    """
+
+    max_examples: int = 200
+    seed: int | None = None
+    dtypes: tuple = DTYPE_NAMES
+    shrink: bool = True
+
+    def __post_init__(self):
+        n = self.max_examples
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"`max_examples` must be an integer >= 1, got {n!r}")
+        seed = self.seed
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
+            raise ValueError(f"`seed` must be an integer or None, got {seed!r}")
+        dtypes = self.dtypes
+        if isinstance(dtypes, str) or not dtypes or any(d not in DTYPE_NAMES for d in dtypes):
+            raise ValueError(f"`dtypes` must be a non-empty sequence of {DTYPE_NAMES}, got "
+                             f"{dtypes!r}")
+        object.__setattr__(self, "dtypes", tuple(dtypes))
+        if not isinstance(self.shrink, bool):
+            raise ValueError(f"`shrink` must be True or False, got {self.shrink!r}")
+
+    @classmethod
+    def of(cls, search) -> Search:
+        """``search`` itself, or ``Search()`` for ``None``; anything else is a ``TypeError``."""
+        if search is None:
+            return cls()
+        if not isinstance(search, cls):
+            raise TypeError(f"`search` must be a Search, got {type(search).__name__}")
+        return search
 
 
-def search(strategy, compare: Callable, *, max_examples: int, seed: int | None,
-           shrink: bool = True):
-    """Run ``compare(*batch)`` (``None`` or a failure) on hypothesis's batches of ``strategy``.
+def search(strategy, compare: Callable, options: Search):
+    """Run ``compare(*batch)`` (``None`` or a failure) on hypothesis's batches of ``strategy``,
+    as ``options`` (:class:`Search`; its ``dtypes`` are the strategy's to draw) says.
 
     Returns ``(passed, batches drawn, seconds, failures, shrink calls)``, the last failure the
     shrunk one: the batches drawn are those up to and including the first failing one (never
@@ -115,6 +157,7 @@ def search(strategy, compare: Callable, *, max_examples: int, seed: int | None,
     batch, reported as drawn: faster, and enough for a verdict). ``seed=None`` runs derandomized, so a
     report is reproducible; the batches drawn do not depend on ``shrink``.
     """
+    max_examples, seed, shrink = options.max_examples, options.seed, options.shrink
     try:
         from hypothesis import HealthCheck, Phase, given, settings
         from hypothesis import seed as hypothesis_seed

@@ -14,10 +14,13 @@ from dataclasses import dataclass
 from .._validation import as_int
 
 __all__ = ["char_tokenizer", "tiny_gpt2", "tiny_family", "parity_reward", "arithmetic_prompts",
-           "demo_trainer", "DemoSetup", "VOCAB"]
+           "demo_trainer", "DemoSetup", "VOCAB", "DEMO_LEARNING_RATE"]
 
 #: Token ids of the character tokenizer: padding, end of sequence, digits, ``+`` and ``=``.
 VOCAB = {"<pad>": 0, "<eos>": 1, **{c: i + 2 for i, c in enumerate("0123456789+=")}}
+
+#: The demo trainer's learning rate unless ``learning_rate=`` is passed (a GRPOConfig field).
+DEMO_LEARNING_RATE = 1e-3
 
 
 def char_tokenizer():
@@ -101,16 +104,16 @@ class DemoSetup:
             object.__setattr__(self, "prompts", prompts)
 
 
-def demo_trainer(output_dir, group_size: int = 4, groups: int = 8, steps: int = 4,
-                 learning_rate: float = 1e-3, model=None, reward=parity_reward,
-                 setup: DemoSetup | None = None, **config):
+def demo_trainer(output_dir, group_size: int = 4, groups: int = 8, steps: int = 4, *,
+                 model=None, reward=parity_reward, setup: DemoSetup | None = None, **config):
     """A ``trl.GRPOTrainer`` on the CPU: ``groups`` prompts of ``group_size`` answers per step,
     answers of at most 3 tokens, logging every step into ``state.log_history`` (not printed),
     no reports or checkpoints.
 
     ``model`` (default :func:`tiny_gpt2`) and ``reward`` (one reward function or a list) are
     the trainer's own first two arguments; ``setup`` (:class:`DemoSetup`) sets the prompts,
-    the trainer's class and a PEFT adapter; extra keywords go to ``trl.GRPOConfig``.
+    the trainer's class and a PEFT adapter; extra keywords go to ``trl.GRPOConfig`` and
+    override the demo's own settings (``learning_rate`` 1e-3 among them).
     """
     import datasets
     import trl
@@ -125,7 +128,7 @@ def demo_trainer(output_dir, group_size: int = 4, groups: int = 8, steps: int = 
     options = dict(output_dir=str(output_dir), per_device_train_batch_size=group_size * groups,
                    num_generations=group_size, max_completion_length=3,
                    max_steps=as_int(steps, "steps", 1), logging_steps=1, report_to=[],
-                   use_cpu=True, learning_rate=learning_rate, save_strategy="no", seed=0,
+                   use_cpu=True, learning_rate=DEMO_LEARNING_RATE, save_strategy="no", seed=0,
                    disable_tqdm=True)
     args = trl.GRPOConfig(**{**options, **config})
     trainer = (setup.trainer_class or trl.GRPOTrainer)(

@@ -13,10 +13,18 @@ from .bandit import (
     per_sample_squared_errors,
     prompt_averaged_squared_errors,
 )
-from .engine import Backend, MonteCarloEstimate, Statistic, run_monte_carlo, stratified_estimate
+from .engine import (
+    Backend,
+    Execution,
+    MonteCarloEstimate,
+    Statistic,
+    run_monte_carlo,
+    stratified_estimate,
+)
 
 __all__ = [
     "Backend",
+    "Execution",
     "MonteCarloEstimate",
     "Statistic",
     "bandit_squared_errors",

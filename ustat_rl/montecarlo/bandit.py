@@ -17,7 +17,14 @@ from ..advantages.gradients import rule_gradient
 from ..advantages.registry import ESTIMATORS, get_rule
 from ..policies.softmax import SoftmaxBandit
 from ..seeding import child_seed
-from .engine import Backend, MonteCarloEstimate, Statistic, run_monte_carlo, stratified_estimate
+from .engine import (
+    Backend,
+    Execution,
+    MonteCarloEstimate,
+    Statistic,
+    run_monte_carlo,
+    stratified_estimate,
+)
 
 __all__ = [
     "bandit_squared_errors",
@@ -271,7 +278,7 @@ def bandit_squared_errors(bandit: SoftmaxBandit, estimators=ESTIMATORS, group_si
 
 def prompt_averaged_squared_errors(bandit: SoftmaxBandit, estimators=ESTIMATORS,
                                    group_sizes=(2,), n_reps=10_000, seed=0, *,
-                                   block_size=4096, n_jobs=1, progress: bool = False,
+                                   block_size=4096, execution: Execution | None = None,
                                    backend: Backend | str = "numba") -> MonteCarloEstimate:
     """``E_X MSE(X)``, the prompt-averaged per-prompt MSE, by stratified Monte Carlo (C5, C11).
 
@@ -279,15 +286,20 @@ def prompt_averaged_squared_errors(bandit: SoftmaxBandit, estimators=ESTIMATORS,
     ``child_seed(seed, x)``) and the results are combined with the weights
     ``f(x)`` by :func:`~ustat_rl.montecarlo.engine.stratified_estimate`. The exact counterpart is
     :meth:`SoftmaxBandit.prompt_averaged_mse`. Labels are ``(estimator, G)``. ``backend`` is that
-    of :func:`bandit_statistics`.
+    of :func:`bandit_statistics`; ``block_size`` that of :func:`run_monte_carlo`;
+    ``execution`` (:class:`~ustat_rl.montecarlo.engine.Execution`, default one thread and no
+    progress bar) the worker threads and the progress bar over prompts, which leave the result
+    unchanged.
     """
     backend = Backend.of(backend)
+    execution = Execution.of(execution)
     estimates = []
-    for x in tqdm(range(bandit.n_prompts), desc="prompts", disable=not progress, leave=False):
+    for x in tqdm(range(bandit.n_prompts), desc="prompts", disable=not execution.progress,
+                  leave=False):
         stat, labels = bandit_squared_errors(bandit, estimators, group_sizes, prompt=x,
                                              backend=backend)
         estimates.append(run_monte_carlo(stat, n_reps, child_seed(seed, x), block_size=block_size,
-                                         n_jobs=n_jobs, labels=labels))
+                                         n_jobs=execution.n_jobs, labels=labels))
     return stratified_estimate(estimates, bandit.prompt_prob)
 
 

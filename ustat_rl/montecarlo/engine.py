@@ -19,8 +19,9 @@ from tqdm.auto import tqdm
 from .._validation import as_int
 from ..seeding import child_seed
 
-__all__ = ["BACKENDS", "Backend", "MonteCarloEstimate", "Statistic", "run_monte_carlo",
-           "stratified_estimate", "block_seed", "run_blocks", "estimate_from_moments"]
+__all__ = ["BACKENDS", "Backend", "Execution", "MonteCarloEstimate", "Statistic",
+           "run_monte_carlo", "stratified_estimate", "block_seed", "run_blocks",
+           "estimate_from_moments"]
 
 Statistic = Callable[[np.random.Generator, int], np.ndarray]
 
@@ -51,6 +52,33 @@ class Backend:
     def of(cls, backend) -> Backend:
         """``backend`` itself, or the :class:`Backend` of a name of :data:`BACKENDS`."""
         return backend if isinstance(backend, Backend) else cls(backend)
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How a run is carried out, which its result does not depend on.
+
+    ``n_jobs`` worker threads (at least 1) and ``progress``, whether to show a progress bar.
+    The settings that fix the draws (``n_reps``, ``seed``, ``block_size``, the
+    :class:`Backend`) are not here: changing one of them changes the estimate.
+    """
+
+    n_jobs: int = 1
+    progress: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "n_jobs", as_int(self.n_jobs, "n_jobs", 1))
+        if not isinstance(self.progress, bool):
+            raise ValueError(f"`progress` must be True or False, got {self.progress!r}")
+
+    @classmethod
+    def of(cls, execution) -> Execution:
+        """``execution`` itself, or ``Execution()`` for ``None``; anything else a TypeError."""
+        if execution is None:
+            return cls()
+        if not isinstance(execution, cls):
+            raise TypeError(f"`execution` must be an Execution, got {type(execution).__name__}")
+        return execution
 
 
 @dataclass(frozen=True)

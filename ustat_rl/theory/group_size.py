@@ -9,10 +9,11 @@ both (Proposition 3, Theorem 7; docs/theory.md C6, C17). Every question the pack
   :func:`admissible_group_sizes`; :func:`budget_grid` for a report, which needs a choice);
 * ``G* = 1 + sqrt(c3'/c1)`` from the constants (:func:`optimal_group_size`) or from the ratio
   ``rho = c1/c3'`` (:func:`gstar_of_ratio`, which maps Fieller's interval for ``rho``);
-* the fixed-budget MSE: the GRPO law ``(c1 G + c2 + c3'/(G - 1))/N`` (core :func:`grpo_law`),
-  any rule's exact minibatch MSE over divisors (:func:`fixed_budget_mse`, core
-  :func:`fixed_budget_curve`), and any rule's ``G V(G)/N + D(G)`` with its bias term at real
-  ``B = N/G`` (:func:`budget_mse`);
+* the fixed-budget MSE, one public entry :func:`fixed_budget_mse` for any rule: exact over the
+  divisors of ``N`` (core :func:`fixed_budget_curve`), or ``G V(G)/N + D(G)`` with its bias
+  term at real ``B = N/G`` (``whole_batches=False``); GRPO's law
+  ``(c1 G + c2 + c3'/(G - 1))/N`` is its core :func:`grpo_law`, which
+  :meth:`~.scaling.ScalingConstants.fixed_budget_mse` reads from three constants;
 * the best ``G``: on a grid (:func:`best_on_grid`, the one argmin every caller uses, dynamic
   sampling's included), by the GRPO law over ``2..N`` (:func:`best_law_group_size`), for any
   rule with its bias (:func:`budget_optimal_group_size`, :func:`budget_exponent`), and the
@@ -60,7 +61,7 @@ __all__ = ["MAX_BUDGET", "SCALED_MAX_GROUP_SIZE", "BudgetGrid", "BudgetOptimum",
            "admissible_group_sizes", "budget_grid", "optimal_group_size", "gstar_of_ratio",
            "gstar_or_nan", "gstar_interval", "best_index",
            "grpo_law", "law_at_gstar", "best_on_grid", "best_law_group_size", "fixed_budget_curve",
-           "fixed_budget_mse", "budget_mse", "budget_optimal_group_size", "budget_exponent",
+           "fixed_budget_mse", "budget_optimal_group_size", "budget_exponent",
            "robust_group_size", "group_size_answer"]
 
 #: The largest budget ``N`` the group-size searches accept: :func:`admissible_group_sizes`
@@ -285,55 +286,109 @@ def fixed_budget_curve(m: PromptMoments, estimator, budget: int, sizes: np.ndarr
     return out
 
 
-def fixed_budget_mse(moments: PromptMoments, estimator, budget, group_size=None) -> np.ndarray:
-    r"""Exact minibatch MSE of ``estimator`` at ``N = B G`` over group sizes (C6, C17).
+def fixed_budget_mse(moments: PromptMoments, estimator, budget, group_size=None, *,
+                     whole_batches: bool = True, target: str = "grad", baseline=None):
+    r"""Any rule's exact MSE at a fixed budget ``N = B G`` over group sizes (C6, C17).
 
     .. math::
 
-        \mathrm{MSE}(G; N) = k^2 \frac{c_1}{B} + \frac{E_X \operatorname{tr}\operatorname{Cov}
-        \hat g(X)}{B} + (k - 1)^2 \|g\|^2, \qquad B = \frac{N}{G}
+        \mathrm{MSE}(G; N) = \frac{G\,V(G)}{N} + D(G), \qquad B = \frac{N}{G}
+
+    with ``V(G)`` one prompt's variance (prompt spread included) and ``D(G)`` the squared bias.
+    The one public fixed-budget MSE of a policy's moments. Two routes, one answer where both
+    apply:
+
+    * ``whole_batches=True`` (the default): ``G`` divides ``N``, ``B = N/G`` whole groups, the
+      exact minibatch MSE by its closed form (an affine rule with mean factor ``k``:
+      ``k^2 c1/B + E_X tr Cov g_hat(X)/B + (k - 1)^2 ||g||^2``; a rule that scales its
+      advantages: the exact binary-reward sums of :mod:`.advantage`); against ``g`` only.
+    * ``whole_batches=False``: any integer ``G`` in the rule's range up to ``N``, the relaxation
+      to real ``B = N/G`` that :func:`budget_optimal_group_size` searches, with ``V`` and ``D``
+      read off the exact MSE at ``B = 1`` and ``B = 2``; it takes a ``target`` and a
+      ``baseline``. At a divisor it equals the first route (and
+      :func:`~.mse.minibatch_mse` at ``batch_size = N/G``) to rounding.
+
+    GRPO's curve is the law ``(c1 G + c2 + c3'/(G - 1))/N`` (:func:`grpo_law`);
+    :meth:`~.scaling.ScalingConstants.fixed_budget_mse` is that law read from three constants
+    (a pilot's estimates, or a policy's, clipped at 0), at real ``G``, and calls
+    :func:`grpo_law`: it answers from ``c1, c2, c3'`` where this function needs the moments.
 
     Parameters
     ----------
     moments : PromptMoments
     estimator : str or AdvantageRule
-        Any registered rule (:func:`ustat_rl.advantages.get_rule`) that needs no baseline; one
-        that scales its advantages needs moments of binary rewards.
+        Any registered rule (:func:`ustat_rl.advantages.get_rule`); one that scales its
+        advantages needs moments of binary rewards. A rule that needs a baseline per prompt
+        (``"baseline"``) takes ``baseline`` and ``whole_batches=False``.
     budget : int
         ``N``, in ``2..MAX_BUDGET``.
     group_size : int or 1-D array of int, optional
-        Divisors of ``N``, each admissible for the rule; the divisors ``>= 2`` of ``N``
-        (:func:`admissible_group_sizes`) by default.
+        Each admissible for the rule and at most ``N`` (divisors of ``N`` with
+        ``whole_batches``); by default the divisors ``>= 2`` of ``N``
+        (:func:`admissible_group_sizes`).
+    whole_batches : bool
+        ``True``: divisors only, the closed form; ``False``: real ``B``, bias term explicit.
+    target : {"grad", "arcsin"}
+        What the MSE is measured against (``whole_batches=False`` only); ``"arcsin"`` needs
+        binary rewards (C26).
+    baseline : float or ndarray (P,), optional
+        For ``estimator="baseline"`` (``whole_batches=False`` only).
 
     Returns
     -------
-    ndarray (n_G,)
-        For GRPO, ``(c1 G + c2 + c3'/(G - 1))/N`` with ``c1`` unclipped
-        (:meth:`~.scaling.ScalingConstants.fixed_budget_mse` takes the clipped constants).
+    float or ndarray (n_G,)
+        A float for a scalar ``group_size``, an array otherwise. For GRPO ``c1`` is unclipped.
+
+    Examples
+    --------
+    >>> from ustat_rl.policies.softmax import SoftmaxBandit
+    >>> from ustat_rl.theory.mse import minibatch_mse
+    >>> m = SoftmaxBandit([[0.0, 0.0], [0.5, 0.0]], [[1.0, 0.0], [0.2, 0.6]]).moments()
+    >>> relaxed = fixed_budget_mse(m, "grpo", 64, 4, whole_batches=False)
+    >>> round(relaxed / minibatch_mse(m, "grpo", 4, 16), 12)
+    1.0
     """
-    if not isinstance(moments, PromptMoments):
-        raise TypeError(f"`moments` must be a PromptMoments, got {type(moments).__name__}")
+    m = _check_moments(moments)
     rule = get_rule(estimator, "estimator")
-    if rule.centring.reference_source == "baseline":
-        raise ValueError(f"`estimator` {rule.name!r} needs a baseline per prompt; use "
-                         "ustat_rl.theory.minibatch_mse with `baseline`")
     budget = check_budget(budget)
-    sizes = group_size_grid(budget)
-    if group_size is not None:
-        raw = np.atleast_1d(np.asarray(group_size))
-        if raw.ndim != 1 or raw.size == 0:
+    if not isinstance(whole_batches, (bool, np.bool_)):
+        raise ValueError(f"`whole_batches` must be True or False, got {whole_batches!r}")
+    if whole_batches:
+        if target != "grad" or baseline is not None:
+            raise ValueError("`target` and `baseline` are taken with `whole_batches=False` "
+                             "(the relaxation with its bias term)")
+        if rule.centring.reference_source == "baseline":
+            raise ValueError(f"`estimator` {rule.name!r} needs a baseline per prompt; pass "
+                             "`baseline` with `whole_batches=False`")
+    else:
+        target = _check_target(target)
+    raw = None if group_size is None else np.asarray(group_size)
+    if raw is None:
+        sizes = group_size_grid(budget)
+        if sizes.min() < rule.min_group_size:
+            raise ValueError(f"`estimator` {rule.name!r} needs groups of at least "
+                             f"{rule.min_group_size}; pass `group_size` to choose from the "
+                             f"divisors of `budget` N = {budget}")
+    else:
+        if raw.ndim > 1 or raw.size == 0:
             raise ValueError(f"`group_size` must be an integer or a non-empty 1-D array of "
-                             f"integers, got shape {np.shape(group_size)}")
+                             f"integers, got shape {raw.shape}")
         sizes = np.array([as_int(v.item() if hasattr(v, "item") else v, "group_size",
-                                 rule.min_group_size, rule.min_group_reason) for v in raw])
-        if np.any(budget % sizes):
+                                 rule.min_group_size, rule.min_group_reason)
+                          for v in np.atleast_1d(raw)], dtype=np.int64)
+        if whole_batches and np.any(budget % sizes):
             raise ValueError(f"`group_size` must divide `budget` N = {budget} (B = N/G whole "
-                             f"groups), got {sizes[budget % sizes != 0][0]}")
-    elif sizes.min() < rule.min_group_size:
-        raise ValueError(f"`estimator` {rule.name!r} needs groups of at least "
-                         f"{rule.min_group_size}; pass `group_size` to choose from the "
-                         f"divisors of `budget` N = {budget}")
-    return fixed_budget_curve(moments, rule, budget, sizes)
+                             f"groups), got {sizes[budget % sizes != 0][0]}; "
+                             "`whole_batches=False` gives the relaxation at real B")
+        if np.any(sizes > budget):
+            raise ValueError(f"`group_size` must be <= `budget` ({budget}) for at least one "
+                             "prompt")
+    if whole_batches:
+        out = fixed_budget_curve(m, rule, budget, sizes)
+    else:
+        var, bias = _parts(m, rule, sizes, target, baseline)
+        out = sizes * var / budget + bias
+    return float(out[0]) if raw is not None and raw.ndim == 0 else out
 
 
 # ------------------------------------------- any rule's MSE at real B = N/G, bias included
@@ -424,44 +479,6 @@ def _parts(m: PromptMoments, rule, sizes: np.ndarray, target: str, baseline):
         one = np.array([minibatch_advantage_mse(m, rule, int(g), 1, target) for g in sizes])
         two = np.array([minibatch_advantage_mse(m, rule, int(g), 2, target) for g in sizes])
     return 2.0 * (one - two), 2.0 * two - one
-
-
-def budget_mse(moments: PromptMoments, estimator, group_size, budget, target: str = "grad",
-               baseline=None):
-    r"""Exact MSE at budget ``N`` with ``B = N/G`` prompts: ``G V(G)/N + D(G)`` (C6, C17).
-
-    .. math::
-
-        \mathrm{MSE}(G; N) = \frac{G\,V(G)}{N} + D(G)
-
-    Equal to :func:`~.mse.minibatch_mse` at ``batch_size = N/G`` wherever ``G`` divides ``N``;
-    elsewhere the relaxation to real ``B``. For GRPO it is ``(c1 G + c2 + c3'/(G-1))/N``
-    (:func:`grpo_law`, :meth:`~.scaling.ScalingConstants.fixed_budget_mse`).
-
-    Returns a float for a scalar ``group_size``, an ``(n_G,)`` array otherwise.
-
-    Examples
-    --------
-    >>> from ustat_rl.policies.softmax import SoftmaxBandit
-    >>> m = SoftmaxBandit([[0.0, 0.0], [0.5, 0.0]], [[1.0, 0.0], [0.2, 0.6]]).moments()
-    >>> round(budget_mse(m, "grpo", 4, budget=64) / minibatch_mse(m, "grpo", 4, 16), 12)
-    1.0
-    """
-    m = _check_moments(moments)
-    rule = get_rule(estimator, "estimator")
-    budget = check_budget(budget)
-    target = _check_target(target)
-    raw = np.asarray(group_size)
-    if raw.ndim > 1:
-        raise ValueError(f"`group_size` must be an integer or a 1-D array, got shape {raw.shape}")
-    sizes = np.array([as_int(v.item() if hasattr(v, "item") else v, "group_size",
-                             rule.min_group_size, rule.min_group_reason)
-                      for v in np.atleast_1d(raw)], dtype=np.int64)
-    if np.any(sizes > budget):
-        raise ValueError(f"`group_size` must be <= `budget` ({budget}) for at least one prompt")
-    var, bias = _parts(m, rule, sizes, target, baseline)
-    out = sizes * var / budget + bias
-    return float(out[0]) if raw.ndim == 0 else out
 
 
 def _candidates(rule, budget: int, divisors_only: bool, min_group_size, max_group_size):

@@ -89,6 +89,9 @@ class ScalingConstants:
         that divides ``N`` the value is the MSE of ``B = N/G`` whole groups; elsewhere it is the
         continuous relaxation in ``B = N/G`` that Theorem 7's ``G*`` minimises (no batch of
         whole groups has that MSE; :meth:`best_group_size` searches the divisors by default).
+        It is the owner's law :func:`~.group_size.grpo_law` read from these three constants;
+        from a policy's moments, for any rule, the one entry is
+        :func:`~.group_size.fixed_budget_mse`.
 
         Raises ``ValueError`` where the MSE is undefined: ``G > N`` (less than one group per
         step), ``G <= 1``, or a constant below 0 unless :attr:`estimated` (a policy's constants

@@ -108,6 +108,7 @@ def _trl_group_loop(rewards, group_ids, ddof: int = 1):
           "aggregate_scores")
 def check_c2_kit(ctx) -> list:
     from ...conformance.kit import check_conformance
+    from ...conformance.search import Search
     from ...frameworks.aggregation import AGGREGATIONS, aggregate_scores, aggregate_token_gradients
 
     seen = []
@@ -116,9 +117,9 @@ def check_c2_kit(ctx) -> list:
         seen.append((np.asarray(rewards, dtype=np.float64).copy(), np.asarray(group_ids).copy()))
         return _trl_group_loop(rewards, group_ids)
 
-    good = check_conformance(recording, "trl_group", max_examples=KIT_EXAMPLES)
+    good = check_conformance(recording, "trl_group", search=Search(max_examples=KIT_EXAMPLES))
     bad = check_conformance(lambda z, ids: _trl_group_loop(z, ids, ddof=0), "trl_group",
-                            max_examples=KIT_EXAMPLES, shrink=False)
+                            search=Search(max_examples=KIT_EXAMPLES, shrink=False))
     equal = tied = total = 0
     for z, ids in seen:
         for gid in np.unique(ids):
