@@ -501,12 +501,17 @@ def test_budget_claim_catches_a_biased_rules_optimum_read_wrongly(monkeypatch, b
 
 def test_budget_claim_catches_a_report_that_reads_another_rules_curve(monkeypatch):
     """C17: ustat-rl gstar's argmin for a biased rule taken from GRPO's MSE curve."""
+    import types
+
     from ustat_rl.advantages import get_rule
     from ustat_rl.pilot import report
+    from ustat_rl.theory import group_size as owner
 
-    original = report.fixed_budget_curve
-    monkeypatch.setattr(report, "fixed_budget_curve",
-                        lambda m, rule, *a, **k: original(m, get_rule("grpo"), *a, **k))
+    # the report's view of the owner alone is planted: the claim's exact side reads the owner
+    planted = types.SimpleNamespace(**vars(owner))
+    planted.fixed_budget_curve = lambda m, rule, *a, **k: owner.fixed_budget_curve(
+        m, get_rule("grpo"), *a, **k)
+    monkeypatch.setattr(report, "owner", planted)
     failing = _failing(_run("C17"))
     assert failing and all(name.startswith("beyond the paper, gstar report") for name in failing)
 

@@ -119,8 +119,7 @@ def test_known_value_bandit_names_its_parameter(bad):
         known_value_bandit(bad)
 
 
-@pytest.mark.parametrize("name", ["ustat_rl.claims.beyond_frameworks.dynamic_sampling",
-                                  "ustat_rl.policies.examples"])
+@pytest.mark.parametrize("name", ["ustat_rl.stats.ustatistics", "ustat_rl.policies.examples"])
 def test_examples_run(name):
     import doctest
     import importlib
