@@ -210,8 +210,11 @@ def test_two_ranks_given_halves_record_what_one_process_records(tmp_path):
 
 
 def _assert_close(got, want, where="record", rtol=1e-6):
-    """Equal structure and text; numbers equal to relative ``rtol`` (NaN equal to NaN)."""
-    if isinstance(want, dict):
+    """Equal structure and text; numbers equal to relative ``rtol`` (NaN equal to NaN); window
+    records are compared field by field through their trajectory lines."""
+    if hasattr(want, "to_dict"):
+        _assert_close(got.to_dict(), want.to_dict(), where, rtol)
+    elif isinstance(want, dict):
         assert sorted(got) == sorted(want), where
         for key in want:
             _assert_close(got[key], want[key], f"{where}[{key!r}]", rtol)
