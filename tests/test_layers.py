@@ -680,13 +680,7 @@ CLAIMS_IMPORTS_OPEN = {
                                 "helper of this file",
     "advantages/test_more_rules.py": "C46's literal forms against verl's and ROLL's own code, "
                                      "loaded by helpers of this file",
-    "frameworks/test_trainer_units.py": "trl_token_weights, TRL's aggregation by "
-                                                   "autograd (monitor claims)",
-    "frameworks/test_trajectory.py": "false_alarm_rate of the monitor claims",
-    "frameworks/test_trl_monitor.py": "window_noise_by_definition of the monitor claims",
     "frameworks/test_window.py": "coverage_in_band, C32's coverage verdict",
-    "frameworks/test_multireward_monitor.py": "window_noise_by_definition of the monitor claims",
-    "pilot/test_run_noise.py": "the run-noise routes of the monitor claims (C53)",
 }
 
 
