@@ -7,8 +7,9 @@ the TRL monitor. Over independent windows the point estimates of c1, c2 and c3' 
 the exact constants (unbiased kernels, C31) and the 90% intervals must cover them, and G*, at a
 rate inside the 85-95% band (C32). Tolerances: 4 standard errors of the mean over windows
 (false-failure rate 6.3e-5 each) and the band check of
-``ustat_rl.stats.coverage.coverage_in_band`` (at most 3.2e-5 per check when the true coverage
-lies in the band); the negative controls move the truth and must be rejected by the same checks.
+``ustat_rl.stats.coverage_band.coverage_in_band`` (at most 3.2e-5 per check when the true
+coverage lies in the band); the negative controls move the truth and must be rejected by the
+same checks.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ustat_rl.frameworks.config import EstimatorConfig, MonitorConfig  # noqa: E
 from ustat_rl.frameworks.window import Batch, window_record  # noqa: E402
 from ustat_rl.policies.transformer import exact_moments, load_study_policy, make_splits  # noqa: E402
 from ustat_rl.scores.transformer import answer_population, population_pilot  # noqa: E402
-from ustat_rl.stats.coverage import coverage_in_band  # noqa: E402
+from ustat_rl.stats.coverage_band import coverage_in_band  # noqa: E402
 from ustat_rl.theory import scaling_constants  # noqa: E402
 from ustat_rl.training.transformer import moderate_questions  # noqa: E402
 

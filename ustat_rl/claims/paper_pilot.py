@@ -26,8 +26,8 @@ from ..policies.examples import interior_optimum_bandit
 from ..policies.transformer import exact_moments, load_study_policy, make_splits
 from ..scores.bandit import bandit_pilot
 from ..scores.transformer import answer_population, population_pilot
-from ..stats.coverage import COVERAGE_BAND
-from ..stats.coverage import coverage_in_band as band_verdict
+from ..stats.coverage_band import COVERAGE_BAND
+from ..stats.coverage_band import coverage_in_band as band_verdict
 from ..theory import scaling_constants
 from ..tolerances import (
     FALSE_FAILURE_ONE_SIDED,
@@ -104,8 +104,8 @@ def check_c31(ctx):
 
 
 def coverage_in_band(name: str, hits: int, n: int, note: str = ""):
-    """C32's check of a measured coverage: :func:`ustat_rl.stats.coverage.coverage_in_band`'s
-    verdict (the band of nominal 90% intervals, ``Z_ONE_SIDED`` binomial standard errors beyond
+    """C32's check of a measured coverage:
+    :func:`ustat_rl.stats.coverage_band.coverage_in_band`'s verdict (the band of nominal 90% intervals, ``Z_ONE_SIDED`` binomial standard errors beyond
     it; false-failure rate per check at most ``FALSE_FAILURE_ONE_SIDED``) as a check."""
     verdict = band_verdict(hits, n)
     low, high = COVERAGE_BAND

@@ -1,6 +1,6 @@
-"""Whether a measured coverage lies in its band (``ustat_rl.stats.coverage``): the limits against
-the band widened by binomial standard errors written out by hand, the verdict at the counts on
-either side of each limit, and bad input named by its parameter."""
+"""Whether a measured coverage lies in its band (``ustat_rl.stats.coverage_band``): the limits
+against the band widened by binomial standard errors written out by hand, the verdict at the
+counts on either side of each limit, and bad input named by its parameter."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from ustat_rl.stats.coverage import COVERAGE_BAND, coverage_in_band
+from ustat_rl.stats.coverage_band import COVERAGE_BAND, coverage_in_band
 from ustat_rl.tolerances import Z_ONE_SIDED
 
 pytestmark = pytest.mark.fast
