@@ -29,8 +29,9 @@ import re
 import numpy as np
 import pytest
 import torch
+from framework_calls import areal_normalization
 from rule_checks import check_batch_rule_monte_carlo
-from script_loader import ROOT, load_data
+from script_loader import ROOT
 
 from ustat_rl.advantages import get_rule
 from ustat_rl.advantages.conventions import AREAL_REWARD_NORM, CONVENTION_NAMES, advantages
@@ -81,37 +82,14 @@ def test_hand_computed_values():
         advantages(NAME, [1.0, 0.0, 1.0], [0, 0, 1])
 
 
-def _areal(reward_norm=None, adv_norm=None, second_stage=True):
-    """AReaL's own Normalization, called as its actor calls it: ``reward_norm`` on the rewards
-    in contiguous groups, then ``adv_norm`` on ``(n, 1)`` advantages with a loss mask of ones
-    (one token per response). ``reward_norm`` and ``adv_norm`` override NormConfig fields."""
-    areal = load_data("areal_normalization_4aef98d8")
-
-    def fn(rewards, group_ids):
-        z = torch.as_tensor(np.asarray(rewards))
-        ids = np.asarray(group_ids)
-        order = torch.as_tensor(np.argsort(ids, kind="stable"))
-        G = int(np.unique(ids, return_counts=True)[1][0])
-        first = areal.Normalization(areal.NormConfig(
-            mean_level="group", std_level="group", group_size=G, **(reward_norm or {})))
-        score = first(z[order])
-        if second_stage:
-            second = areal.Normalization(areal.NormConfig(mean_level="batch", std_level="batch",
-                                                          **(adv_norm or {})))
-            score = second(score[:, None], torch.ones(z.numel(), 1))[:, 0]
-        out = torch.empty_like(score)
-        out[order] = score
-        return out.numpy()
-    return fn
-
-
 def test_areals_own_normalization_conforms_and_its_neighbours_do_not():
-    report = check_conformance(_areal(), NAME, tensors="torch", search=Search(max_examples=40))
+    report = check_conformance(areal_normalization(), NAME, tensors="torch",
+                               search=Search(max_examples=40))
     assert report.passed, report.summary()
-    controls = {"first stage alone": _areal(second_stage=False),
-                "group mean without std (its Dr. GRPO example)": _areal(
+    controls = {"first stage alone": areal_normalization(second_stage=False),
+                "group mean without std (its Dr. GRPO example)": areal_normalization(
                     reward_norm={"std_level": None}),
-                "population batch std": _areal(adv_norm={"std_unbiased": False})}
+                "population batch std": areal_normalization(adv_norm={"std_unbiased": False})}
     for which, fn in controls.items():
         assert not check_conformance(fn, NAME, tensors="torch",
                                      search=Search(max_examples=100, shrink=False)).passed, which
@@ -126,9 +104,9 @@ def test_a_leave_one_out_group_mean_changes_only_the_epsilons_effect():
     ids = np.repeat(np.arange(4), 5)
     z = rng.normal(size=ids.size)
     ours = advantages(NAME, z, ids)
-    np.testing.assert_allclose(_areal(reward_norm={"mean_leave1out": True})(z, ids), ours,
+    np.testing.assert_allclose(areal_normalization(reward_norm={"mean_leave1out": True})(z, ids), ours,
                                rtol=1e-4, atol=1e-5)
-    assert not np.allclose(_areal(adv_norm={"std_unbiased": False})(z, ids), ours, rtol=1e-2)
+    assert not np.allclose(areal_normalization(adv_norm={"std_unbiased": False})(z, ids), ours, rtol=1e-2)
 
 
 def _torch_rule(bug):
@@ -161,19 +139,3 @@ def test_monte_carlo_matches_batch_enumeration():
     the whitening (its epsilon 1e-4 instead of 1e-5, a negligible difference here)."""
     check_batch_rule_monte_carlo(NAME, ((2, 2, 384),), reps=2_000,
                                  neighbours=("fullmean", "trl_group"))
-
-
-def test_literal_form_returns_what_areals_own_class_returns():
-    """C46's literal form (ustat_rl.claims.literal_forms) against AReaL's own two stages
-    on shuffled batches: AReaL returns float32, so rtol 1e-5 with atol 1e-6; negative control:
-    AReaL with the population std in its second stage is outside that tolerance."""
-    from ustat_rl.claims.literal_forms import LITERAL_FORMS
-
-    form = LITERAL_FORMS[NAME].fn
-    rng = np.random.default_rng(387)
-    for size in (1, 3, 6):
-        ids = rng.permutation(np.repeat(np.arange(4), size))
-        z = rng.normal(size=ids.size)
-        np.testing.assert_allclose(form(z, ids), _areal()(z, ids), rtol=1e-5, atol=1e-6)
-    wrong = _areal(adv_norm={"std_unbiased": False})(z, ids)
-    assert not np.allclose(form(z, ids), wrong, rtol=1e-5, atol=1e-6)

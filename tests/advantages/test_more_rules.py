@@ -35,6 +35,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from framework_calls import roll_reward_norm
 from rule_checks import (
     Z_CHECK,
     check_batch_rule_monte_carlo,
@@ -189,19 +190,6 @@ def _verl_opo_equal_lengths(tokens):
     return fn, verl
 
 
-def _roll(norm, state=None):
-    """ROLL's own reward_norm with mean and std of kind ``norm``; ``running`` uses ``state``
-    (a fresh RunningMoments per call when None)."""
-    roll = load_data("roll_reward_norm_8eb27cc2")
-
-    def fn(rewards, group_ids):
-        ctrl = {"domain": state if state is not None else roll.RunningMoments()}
-        z = torch.as_tensor(np.asarray(rewards))
-        return roll.reward_norm(z, running_ctrl=ctrl, norm_mean_type=norm,
-                                norm_std_type=norm).numpy()
-    return fn
-
-
 def _slime(tokens):
     """slime's own chain (tests/data) in TRL's signature, every response ``tokens`` long."""
     slime = load_data("slime_reinforce_pp_baseline_624b824a")
@@ -210,8 +198,8 @@ def _slime(tokens):
 
 def test_frameworks_own_functions_conform():
     opo, _ = _verl_opo_equal_lengths(3)
-    for fn, name in ((opo, "verl_opo"), (_roll("batch"), "roll_batch"),
-                     (_roll("running"), "roll_batch")):
+    for fn, name in ((opo, "verl_opo"), (roll_reward_norm("batch"), "roll_batch"),
+                     (roll_reward_norm("running"), "roll_batch")):
         report = check_conformance(fn, name, search=Search(max_examples=50))  # float32 and float64
         assert report.passed, report.summary()
     # one token per response, as the rule is stated (the control below: three tokens each)
@@ -230,9 +218,9 @@ def test_frameworks_own_functions_are_told_apart():
     roll = load_data("roll_reward_norm_8eb27cc2")
     for fn, name, signature in (
             (verl.compute_opo_outcome_advantage, "verl_opo", "verl"),
-            (_roll("running", roll.RunningMoments()), "roll_batch", "plain"),
+            (roll_reward_norm("running", roll.RunningMoments()), "roll_batch", "plain"),
             (_verl_opo_equal_lengths(2)[0], "verl_rloo", "plain"),
-            (_roll("batch"), "openrlhf_reinforce", "plain"),
+            (roll_reward_norm("batch"), "openrlhf_reinforce", "plain"),
             (_slime(1), "nemo_rl_reinforce_pp", "trl"),
             (_slime(3), SLIME, "trl")):
         report = check_conformance(fn, name, signature=signature, tensors="torch",
@@ -257,29 +245,3 @@ def test_roll_running_state_is_every_batch_pooled():
         np.testing.assert_allclose(out, (batch - pooled.mean()) / (pooled.std(ddof=1) + 1e-6),
                                    rtol=1e-5, atol=1e-6)
     assert not np.isclose(float(state.std), batch.std(ddof=1), rtol=1e-3)
-
-
-def test_literal_forms_return_what_the_frameworks_own_functions_return():
-    """C46's literal forms (ustat_rl.claims.literal_forms) against verl's and ROLL's own
-    functions in float64, rtol 1e-12: opo with ragged lengths too (its length weighting, as
-    docs/conventions.md states it), ROLL's batch option; negative control: opo's form without
-    the lengths misses verl's ragged result."""
-    from ustat_rl.claims.literal_forms import LITERAL_FORMS
-
-    verl = load_data("verl_opo_remax_1dda039b")
-    opo, roll = LITERAL_FORMS["verl_opo"].fn, LITERAL_FORMS["roll_batch"].fn
-    rng = np.random.default_rng(380)
-    for _ in range(5):
-        ids = rng.integers(0, 4, size=11)
-        z = rng.normal(size=11)
-        T = rng.integers(1, 6, size=11)
-        mask = (np.arange(5)[None, :] < T[:, None]).astype(np.float64)
-        token = np.zeros((11, 5))
-        token[np.arange(11), T - 1] = z
-        theirs, _ = verl.compute_opo_outcome_advantage(torch.as_tensor(token),
-                                                       torch.as_tensor(mask), ids)
-        np.testing.assert_allclose(opo(z, ids, lengths=T), theirs.numpy()[:, 0], rtol=RTOL,
-                                   atol=ATOL)
-        assert not np.allclose(opo(z, ids), theirs.numpy()[:, 0], rtol=1e-6)
-        own = _roll("batch")(z, ids)
-        np.testing.assert_allclose(roll(z, ids), own, rtol=RTOL, atol=ATOL)

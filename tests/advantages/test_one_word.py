@@ -22,7 +22,7 @@ OLD_WORDS = ("rule", "advantage", "convention")
 
 #: ``module:qualname(parameter)`` -> why that parameter is not an advantage rule.
 ALLOWED = {
-    "claims/beyond_monitor/run_noise.py:terms_by_loop(advantage)":
+    "pilot/run_noise_definition.py:terms_by_loop(advantage)":
         "an array of advantages, one per sample",
     "pilot/run_noise.py:group_terms(advantage)": "an array of advantages, one per sample",
     "scores/_sketcher.py:Sketcher.hook(rule)": "a sketch coverage rule (ustat_rl/scores/rules.py)",

@@ -1,4 +1,4 @@
-"""The frameworks' formulas written out for C46 (``ustat_rl.claims.literal_forms``), checked twice.
+"""The frameworks' formulas written out for C46 (``ustat_rl.claims.literal_forms``), checked three ways.
 
 1. Each literal form conforms to its registered rule under the conformance kit's own search
    (hypothesis's batches, not only the claim's fixed ones), in the framework's call signature.
@@ -7,6 +7,9 @@
    literal form returns what that function returns on the claim's batches passed in float64
    (rtol 1e-9: the same formula in the same precision, summed in another order; twice the
    kit's float32 bound for the two that compute in float32 whatever they are passed).
+3. AReaL's two-stage ``Normalization`` (float32, rtol 1e-5), verl's ``opo`` with ragged
+   lengths and ROLL's ``reward_norm`` with its batch option (float64, rtol 1e-12) on shuffled
+   batches, the frameworks' code called as their trainers call it (tests/framework_calls.py).
 
 Negative control: a literal form run against a neighbouring rule does not conform. All checks
 are deterministic (hypothesis derandomized, batches from fixed seeds): no false-failure rate.
@@ -16,6 +19,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
+from framework_calls import areal_normalization, roll_reward_norm
 from script_loader import load_data
 
 from ustat_rl.advantages import get_rule
@@ -53,8 +58,6 @@ def test_literal_form_does_not_conform_to_a_neighbouring_rule(form_name, other):
 
 
 def _frameworks():
-    import torch
-
     verl = load_data("verl_core_algos_1dda039b")
     openrlhf = load_data("openrlhf_experience_maker_3c3be623")
     prime = load_data("prime_rl_max_rl_559b4477")
@@ -101,3 +104,42 @@ def test_literal_form_returns_what_the_frameworks_own_function_returns(name):
             assert np.all(np.abs(got - theirs) <= 2 * bound), (z, ids, got, theirs)
         compared += 1
     assert compared == 24
+
+
+def test_literal_form_returns_what_areals_own_class_returns():
+    """C46's literal form (ustat_rl.claims.literal_forms) against AReaL's own two stages
+    on shuffled batches: AReaL returns float32, so rtol 1e-5 with atol 1e-6; negative control:
+    AReaL with the population std in its second stage is outside that tolerance."""
+    form = LITERAL_FORMS["areal_grpo"].fn
+    rng = np.random.default_rng(387)
+    for size in (1, 3, 6):
+        ids = rng.permutation(np.repeat(np.arange(4), size))
+        z = rng.normal(size=ids.size)
+        np.testing.assert_allclose(form(z, ids), areal_normalization()(z, ids), rtol=1e-5, atol=1e-6)
+    wrong = areal_normalization(adv_norm={"std_unbiased": False})(z, ids)
+    assert not np.allclose(form(z, ids), wrong, rtol=1e-5, atol=1e-6)
+
+
+def test_literal_forms_return_what_the_frameworks_own_functions_return():
+    """C46's literal forms (ustat_rl.claims.literal_forms) against verl's and ROLL's own
+    functions in float64, rtol 1e-12 with atol 1e-14 (two float64 routes through the same
+    arithmetic, to rounding): opo with ragged lengths too (its length weighting, as
+    docs/conventions.md states it), ROLL's batch option; negative control: opo's form without
+    the lengths misses verl's ragged result."""
+    verl = load_data("verl_opo_remax_1dda039b")
+    opo, roll = LITERAL_FORMS["verl_opo"].fn, LITERAL_FORMS["roll_batch"].fn
+    rng = np.random.default_rng(380)
+    for _ in range(5):
+        ids = rng.integers(0, 4, size=11)
+        z = rng.normal(size=11)
+        T = rng.integers(1, 6, size=11)
+        mask = (np.arange(5)[None, :] < T[:, None]).astype(np.float64)
+        token = np.zeros((11, 5))
+        token[np.arange(11), T - 1] = z
+        theirs, _ = verl.compute_opo_outcome_advantage(torch.as_tensor(token),
+                                                       torch.as_tensor(mask), ids)
+        np.testing.assert_allclose(opo(z, ids, lengths=T), theirs.numpy()[:, 0], rtol=1e-12,
+                                   atol=1e-14)
+        assert not np.allclose(opo(z, ids), theirs.numpy()[:, 0], rtol=1e-6)
+        own = roll_reward_norm("batch")(z, ids)
+        np.testing.assert_allclose(roll(z, ids), own, rtol=1e-12, atol=1e-14)

@@ -6,7 +6,7 @@ estimate is within ``Z_TEST`` standard errors (6.8e-6 per comparison) of the exa
 same comparison rejects the estimate that keeps the ``i = j`` pairs (the negative control). The
 window's record for a multi-reward rule carries that rule's MSE and variance at the run's G,
 estimated from the rule's own advantages of each batch (equal to their pairwise definitions,
-``ustat_rl.claims.beyond_monitor.run_noise``), and falls back to the GRPO rule, saying why, when the
+``ustat_rl.pilot.run_noise_definition``), and falls back to the GRPO rule, saying why, when the
 per-function rewards were not captured.
 """
 
@@ -17,10 +17,10 @@ import math
 import numpy as np
 import pytest
 
-from ustat_rl.claims.beyond_monitor.run_noise import window_noise_by_definition as window_reference
 from ustat_rl.frameworks.config import EstimatorConfig, LossWeighting, MonitorConfig
 from ustat_rl.frameworks.window import Batch, window_record
 from ustat_rl.pilot.channels import estimate_channel_moments
+from ustat_rl.pilot.run_noise_definition import window_noise_by_definition as window_reference
 from ustat_rl.policies.multichannel import multireward_bandit
 from ustat_rl.tolerances import Z_TEST
 

@@ -1,10 +1,10 @@
 """The trainer's own gradient in the monitor (ustat_rl/frameworks/trainer_units.py, window.py,
 ustat_rl/theory/noise.py; docs/theory.md, "Against a real trainer").
 
-Exact checks: each ``loss_type``'s completion weights against TRL's loss aggregation written
-out by hand; the variance of a minibatch estimator against its MSE minus the squared bias of the
-exact theory (the bias of the full mean is known in closed form); a real TRL run with
-``scale_rewards="batch"`` estimates every window (the large-B limit) and records its units.
+Exact checks: the weights' bad input, named, and TRL's clamp; the variance of a minibatch
+estimator against its MSE minus the squared bias of the exact theory (the bias of the full mean is
+known in closed form). Each ``loss_type``'s completion weights against TRL's loss aggregation by
+autograd is C47's check, tested in tests/claims/test_beyond_monitor_trainer.py.
 """
 
 from __future__ import annotations
@@ -14,9 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from ustat_rl.claims.beyond_monitor.trainer import trl_token_weights
 from ustat_rl.frameworks.trainer_units import (
-    LOSS_WEIGHTS,
     completion_weights,
     units_note,
 )
@@ -24,18 +22,6 @@ from ustat_rl.policies.examples import interior_optimum_bandit
 from ustat_rl.theory import minibatch_mse, minibatch_variance
 
 pytestmark = pytest.mark.fast
-
-
-@pytest.mark.parametrize("loss_type", sorted(LOSS_WEIGHTS))
-def test_weights_are_trls_aggregation(loss_type):
-    """``(1/n) sum_i A_i w_i W_i`` is the gradient of TRL's loss: ``w_i / n`` is the weight
-    TRL's aggregation gives each of completion ``i``'s tokens, found by autograd on the
-    aggregation written from the trainer's source (C47's reference route, which owns it)."""
-    lengths = np.array([1, 3, 2, 5])
-    got = completion_weights(loss_type, lengths, max_completion_length=6)
-    want = lengths.size * trl_token_weights(loss_type, lengths, 6)
-    assert np.allclose(got, want, rtol=1e-14)
-    assert units_note(loss_type).startswith("trainer")
 
 
 def test_weights_bad_input_and_unknown_losses():

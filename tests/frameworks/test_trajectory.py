@@ -1,8 +1,9 @@
 """The trajectory file and the universality verdict on it (ustat_rl/frameworks/trajectory.py,
 universality.py; docs/theory.md C17, C18, C32): a round trip with inf and NaN, bad files named by
 file and line, G*'s interval rebuilt from the stored errors, the verdict on a constant and on a
-moving G* (negative control), its false-alarm rate against the stated simultaneous level, and the
-``gstar --trajectory`` command end to end."""
+moving G* (negative control), and the ``gstar --trajectory`` command end to end. The verdict's
+false-alarm rate against the stated simultaneous level is C49's simulation, tested in
+tests/claims/test_beyond_monitor_window.py."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import json
 import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from ustat_rl.frameworks.synthetic import SyntheticErrors, SyntheticWindow, synthetic_record
@@ -35,10 +35,6 @@ from ustat_rl.pilot.uncertainty import (
 )
 
 pytestmark = pytest.mark.fast
-
-#: One-sided normal quantile for the Monte Carlo bounds below: a rate exactly at its bound
-#: exceeds bound + Z se in 0.1% of runs.
-Z = 3.09
 
 
 def _write(path, records):
@@ -315,27 +311,6 @@ def test_without_stored_errors_the_bonferroni_level_of_the_records_is_stated():
     assert [w.rebuilt for w in mixed.windows] == [True, True, False]
     assert mixed.simultaneous_level == pytest.approx(1 - 2 * 0.1 / 3 - 0.01)
     assert "1 of 3 windows carry no standard errors" in format_universality(mixed)
-
-
-def _false_alarm_rate(with_errors: bool, pooled: bool = False) -> float:
-    """Share of 1000 runs with a constant G* = 8 whose verdict says "no single G" (C49's
-    simulation, which owns it; ``pooled``: neighbouring windows share a batch)."""
-    from ustat_rl.claims.beyond_monitor.window import false_alarm_rate
-
-    return false_alarm_rate(np.random.default_rng(20260301), with_errors, pooled)
-
-
-def test_false_alarm_rate_is_within_the_stated_level():
-    """With G* constant the verdict "G* moved" is wrong; Bonferroni bounds its rate by 10%.
-
-    Tolerance: ``0.1 + Z sqrt(0.1 * 0.9 / 1000)`` (false failure <= 0.1% when the rate is at most
-    0.1). Negative control: the same rule on the windows' unadjusted 90% intervals (what a
-    reader who took one window's level for the family's would do) must exceed that bound.
-    """
-    bound = 0.1 + Z * math.sqrt(0.1 * 0.9 / 1000)
-    assert _false_alarm_rate(with_errors=True) <= bound
-    assert _false_alarm_rate(with_errors=True, pooled=True) <= bound  # dependent windows
-    assert _false_alarm_rate(with_errors=False) > bound
 
 
 # ---------------------------------------------------------------------------- the command

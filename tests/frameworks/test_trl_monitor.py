@@ -330,7 +330,7 @@ def _aggregation(aggregation: str) -> dict:
 @pytest.mark.parametrize("aggregation, rule", [("normalize_then_sum", "trl_normalize_then_sum"),
                                                ("sum_then_normalize", "trl_sum_then_normalize")])
 def test_several_reward_functions_get_the_multi_reward_rule(tmp_path, aggregation, rule):
-    from ustat_rl.claims.beyond_monitor.run_noise import (
+    from ustat_rl.pilot.run_noise_definition import (
         window_noise_by_definition as window_reference,
     )
 

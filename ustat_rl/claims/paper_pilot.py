@@ -26,6 +26,8 @@ from ..policies.examples import interior_optimum_bandit
 from ..policies.transformer import exact_moments, load_study_policy, make_splits
 from ..scores.bandit import bandit_pilot
 from ..scores.transformer import answer_population, population_pilot
+from ..stats.coverage_band import COVERAGE_BAND
+from ..stats.coverage_band import coverage_in_band as band_verdict
 from ..theory import scaling_constants
 from ..tolerances import (
     FALSE_FAILURE_ONE_SIDED,
@@ -101,30 +103,18 @@ def check_c31(ctx):
     return checks + symbolic_checks("C31")
 
 
-#: The coverage band of C32 for nominal 90% intervals: a jackknife-t interval is first-order
-#: accurate, so at a finite pilot its coverage is near, not at, 90%; the band is the target of
-#: the coverage study and the docs (docs/theory.md section 7).
-COVERAGE_BAND = (0.85, 0.95)
-
-
 def coverage_in_band(name: str, hits: int, n: int, note: str = ""):
-    """Pass iff ``hits/n`` is not below 85% by more than ``Z_ONE_SIDED`` binomial standard errors
-    (taken at 85%) nor above 95% by more (taken at 95%).
-
-    When the true coverage lies in the band, each side fails with probability at most
-    ``FALSE_FAILURE_ONE_SIDED`` (normal approximation to the binomial), and only one side can
-    be close, so the false-failure rate per check is at most that.
-    """
+    """C32's check of a measured coverage:
+    :func:`ustat_rl.stats.coverage_band.coverage_in_band`'s verdict (the band of nominal 90% intervals, ``Z_ONE_SIDED`` binomial standard errors beyond
+    it; false-failure rate per check at most ``FALSE_FAILURE_ONE_SIDED``) as a check."""
+    verdict = band_verdict(hits, n)
     low, high = COVERAGE_BAND
-    se_low, se_high = (math.sqrt(p * (1.0 - p) / n) for p in (low, high))
-    rate = hits / n
-    lo_ok, hi_ok = low - Z_ONE_SIDED * se_low, high + Z_ONE_SIDED * se_high
     return check_true(
         f"{name}: coverage in [{low:g}, {high:g}] ({hits} of {n} pilots)",
-        lo_ok <= rate <= hi_ok, rate, "monte-carlo",
-        note=f"passes iff {lo_ok:.3f} <= {rate:.3f} <= {hi_ok:.3f} ({Z_ONE_SIDED:g} binomial se "
-             f"beyond the band; false-failure rate <= {FALSE_FAILURE_ONE_SIDED:.1e}). {note}"
-             .strip())
+        verdict.passed, verdict.rate, "monte-carlo",
+        note=f"passes iff {verdict.lower_limit:.3f} <= {verdict.rate:.3f} <= "
+             f"{verdict.upper_limit:.3f} ({Z_ONE_SIDED:g} binomial se beyond the band; "
+             f"false-failure rate <= {FALSE_FAILURE_ONE_SIDED:.1e}). {note}".strip())
 
 
 def _coverage_counts(bandit, truth, n_pilots, sketch_dim, include, rng):

@@ -5,6 +5,8 @@
   uncertainty;
 * :mod:`.intervals`: percentile intervals and the verdict of a ratio's interval, with an index
   of where the library's other intervals live;
+* :mod:`.coverage_band`: whether a coverage study's measured rate lies in the band of its
+  nominal level, within binomial standard errors;
 * :mod:`.nonnegative`: a lower margin for a mean of non-negative, heavy-tailed replicates
   (Maurer's bound) from their exact second moments.
 

@@ -10,8 +10,8 @@ Over many windows the mean estimates of the step's variance and MSE must equal t
 TRL's default ``trl_group`` (group std) included; the plug-in (the rule's exact formulas at the
 window's estimated moments, what the monitor reported before) must be rejected by the same
 comparison (the negative control), and the exact binomial interval of the 90% intervals'
-measured coverage must hold 0.9. The pairwise definitions of the estimates (:func:`window_noise_by_definition`)
-are the exact second route that C48 and the tests use.
+measured coverage must hold 0.9. The pairwise definitions of the estimates
+(:mod:`ustat_rl.pilot.run_noise_definition`) are the exact second route that C48 and the tests use.
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ from scipy import stats as sps
 from ...tolerances import Z_STRICT
 from ..registry import check_close, check_interval, check_true, register
 
-__all__ = ["window_noise_by_definition", "pairwise_estimates", "terms_by_loop",
-           "single_rule_windows", "multi_rule_windows", "plug_in_windows", "RUN_NOISE_RULES",
+__all__ = ["single_rule_windows", "multi_rule_windows", "plug_in_windows", "RUN_NOISE_RULES",
            "RUN_NOISE_MULTI_RULES"]
 
 #: Single-reward rules whose run estimates are checked: TRL's default and its "none", the paper's
@@ -41,54 +40,6 @@ COVERAGE_RATE = 1e-4
 #: ``Phi^{-1}(0.8)``: a bias of ``(z + POWER_Z) se`` is detected 80% of the time.
 POWER_Z = 0.8416
 LEVEL = 0.9
-
-
-# ---------------------------------------------------------------------- the second route
-def terms_by_loop(advantage, score, group_size) -> np.ndarray:
-    """``t_b = (1/G) sum_g A_g S_g`` group by group, a row at a time: ``(P, k)``."""
-    rows = []
-    for start in range(0, len(advantage), group_size):
-        t = np.zeros(score.shape[1])
-        for i in range(start, start + group_size):
-            t += advantage[i] * score[i]
-        rows.append(t / group_size)
-    return np.array(rows)
-
-
-def pairwise_estimates(t, u, batch_size) -> tuple[float, float]:
-    """``(variance, bias_sq)`` by their definitions over ordered pairs of distinct groups: the
-    mean of ``||t_a - t_b||^2 / 2`` over ``B``, and the mean of ``<t_a - u_a, t_b - u_b>``."""
-    P = t.shape[0]
-    d = t - u
-    spread = cross = 0.0
-    for a in range(P):
-        for b in range(P):
-            if a != b:
-                spread += 0.5 * float(np.sum((t[a] - t[b]) ** 2))
-                cross += float(d[a] @ d[b])
-    pairs = P * (P - 1.0)
-    return spread / pairs / batch_size, cross / pairs
-
-
-def window_noise_by_definition(batches, estimator, weights=None) -> tuple[float, float]:
-    """``(var_run, mse_run)`` of a window by definition, ``O(P^2 k)``: each batch's advantages
-    from the rule's own evaluation (a registry or multi-reward rule, the paper's GRPO rule for
-    ``None``), the leave-one-out terms of the combined reward as the target."""
-    from ...advantages import get_rule
-    from ...advantages.multichannel import MULTI_CHANNEL_RULES, get_multichannel_rule
-
-    def advantages(batch, name):
-        ids = np.repeat(np.arange(batch.n_groups), batch.group_size)
-        if name in MULTI_CHANNEL_RULES:
-            return get_multichannel_rule(name).advantages(batch.channels, ids, weights)
-        return get_rule(name or "grpo").advantages(batch.reward, ids)
-
-    t = np.concatenate([terms_by_loop(advantages(b, estimator), b.score, b.group_size)
-                        for b in batches])
-    u = np.concatenate([terms_by_loop(advantages(b, "grpo"), b.score, b.group_size)
-                        for b in batches])
-    var, bias_sq = pairwise_estimates(t, u, batches[-1].n_groups)
-    return var, var + bias_sq
 
 
 # ---------------------------------------------------------------------- windows

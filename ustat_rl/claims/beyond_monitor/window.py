@@ -58,7 +58,7 @@ def check_c48(ctx) -> list:
                           for b in batches])
     direct = Rollouts(prompt_id=ids, reward=np.concatenate([b.reward for b in batches]),
                       score=rows, **meta)
-    from .run_noise import window_noise_by_definition
+    from ...pilot.run_noise_definition import window_noise_by_definition
 
     report = gstar_report(direct, budget, "grpo", 0.9)
     names = ("c1", "c2", "c3")
