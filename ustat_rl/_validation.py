@@ -69,6 +69,21 @@ def as_group_sizes(values, name: str = "group_sizes", minimum: int = 1) -> np.nd
     return np.array(sorted(set(sizes)), dtype=np.int64)
 
 
+def as_instance(value, cls: type, name: str, *, none_is_default: bool = False):
+    """``value`` if it is a ``cls``; ``cls()`` for ``None`` when ``none_is_default``; otherwise a
+    ``TypeError`` naming the parameter and the type it must have.
+
+    >>> as_instance(None, dict, "settings", none_is_default=True)
+    {}
+    """
+    if value is None and none_is_default:
+        return cls()
+    if not isinstance(value, cls):
+        article = "an" if cls.__name__[:1].lower() in "aeiou" else "a"
+        raise TypeError(f"`{name}` must be {article} {cls.__name__}, got {type(value).__name__}")
+    return value
+
+
 def as_rng(seed) -> np.random.Generator:
     """Turn ``None``, an int, a SeedSequence or a Generator into a Generator."""
     if isinstance(seed, np.random.Generator):

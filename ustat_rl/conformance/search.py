@@ -23,6 +23,7 @@ from typing import Callable
 
 import numpy as np
 
+from .._validation import as_instance
 from .adapters import TargetError, first_line, load_function
 
 __all__ = ["DTYPE_NAMES", "DEFAULT_TIMEOUT", "PROGRESS_EVERY", "Search", "TargetTimeout",
@@ -139,11 +140,7 @@ class Search:
     @classmethod
     def of(cls, search) -> Search:
         """``search`` itself, or ``Search()`` for ``None``; anything else is a ``TypeError``."""
-        if search is None:
-            return cls()
-        if not isinstance(search, cls):
-            raise TypeError(f"`search` must be a Search, got {type(search).__name__}")
-        return search
+        return as_instance(search, cls, "search", none_is_default=True)
 
 
 def search(strategy, compare: Callable, options: Search):

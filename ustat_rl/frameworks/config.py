@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from .._paths import check_output
-from .._validation import as_float, as_int
+from .._validation import as_float, as_instance, as_int
 from ..scores.spec import SketchSpec
 from .trainer_units import LOSS_WEIGHTS, ratio_one_factor, units_note
 
@@ -54,10 +54,6 @@ def _set(obj, **values) -> None:
         object.__setattr__(obj, name, value)
 
 
-def _typed(value, cls, name: str):
-    if not isinstance(value, cls):
-        raise TypeError(f"`{name}` must be a {cls.__name__}, got {type(value).__name__}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -240,7 +236,7 @@ class MonitorConfig:
             raise ValueError(f"`level` must be in [0.5, 1), got {self.level!r}")
         for name, cls in (("schedule", Schedule), ("sketch", SketchSpec), ("estimator", EstimatorConfig),
                           ("loss", LossWeighting), ("outputs", Outputs)):
-            _typed(getattr(self, name), cls, name)
+            as_instance(getattr(self, name), cls, name)
         _set(self, level=level, pad_token_id=as_int(self.pad_token_id, "pad_token_id", 0))
 
 

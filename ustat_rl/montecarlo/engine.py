@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from .._validation import as_int
+from .._validation import as_instance, as_int
 from ..seeding import child_seed
 
 __all__ = ["BACKENDS", "Backend", "Execution", "MonteCarloEstimate", "Statistic",
@@ -74,11 +74,7 @@ class Execution:
     @classmethod
     def of(cls, execution) -> Execution:
         """``execution`` itself, or ``Execution()`` for ``None``; anything else a TypeError."""
-        if execution is None:
-            return cls()
-        if not isinstance(execution, cls):
-            raise TypeError(f"`execution` must be an Execution, got {type(execution).__name__}")
-        return execution
+        return as_instance(execution, cls, "execution", none_is_default=True)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from typing import Callable
 import numpy as np
 from scipy import stats as sps
 
-from .._validation import as_float
+from .._validation import as_float, as_instance
 from ..theory import PromptMoments, ScalingConstants
 from ..theory.group_size import gstar_interval, gstar_or_nan
 from .estimate import PilotStatistics
@@ -282,9 +282,7 @@ def fieller_gstar(c1, c3, errors: RatioErrors, n_prompts, level):
         wholly at or below 0 (the pilot cannot tell ``c1`` from 0; ``rho >= 0``) ``G*``'s
         interval is all of ``(1, inf)``, never ``[inf, inf]``.
     """
-    if not isinstance(errors, RatioErrors):
-        raise TypeError(f"`errors` must be a RatioErrors, got {type(errors).__name__}")
-    e = errors
+    e = as_instance(errors, RatioErrors, "errors")
     t = student_quantile(level, e.c1_prompt_se**2, e.c1_sketch_se**2, n_prompts, e.sketch_units)
     low, high = fieller_from_errors(c1, c3, math.hypot(e.c1_prompt_se, e.c1_sketch_se), e.c3_se,
                                     e.cov13, t)
