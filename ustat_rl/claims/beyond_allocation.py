@@ -110,19 +110,13 @@ def check_c40(ctx):
 
 
 def _transformer_checks(ctx):
-    from ..policies.transformer import (
-        POLICY_NAMES,
-        ArithmeticTask,
-        exact_moments,
-        load_study_policy,
-        make_splits,
-    )
+    from ..policies.transformer import POLICY_NAMES
+    from ._transformer import study_moments, study_splits
 
-    test = list(make_splits(ArithmeticTask(), seed=0).test)[: ctx.reps(6, 60)]
+    test = list(study_splits().test)[: ctx.reps(6, 60)]
     checks = []
     for name in POLICY_NAMES:
-        policy, _ = load_study_policy(name, device="cpu")
-        m = exact_moments(policy, test)
+        m = study_moments(name, test)
         checks.append(_dominance(f"transformer '{name}'", m, "grpo", 8 * m.n_prompts,
                                  f"{m.n_prompts} test prompts, exact moments by enumeration"))
     return checks

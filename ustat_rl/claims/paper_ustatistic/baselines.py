@@ -25,7 +25,7 @@ from ...training.transformer import moderate_questions
 from .._common import (
     mc_errors,
 )
-from .._transformer import GROUPS, study_splits
+from .._transformer import GROUPS, study_moments, study_splits
 from ..registry import Z_CHECK, check_close, check_exact, check_true, register
 from ..symbolic import symbolic_checks
 
@@ -247,7 +247,7 @@ def check_c11_tf(ctx):
                  f"{b_star:.2f} (1 under Assumption 2)", required=False))
         checks.append(check_true(f"{name}: every MSE falls with G",
                                  all(np.all(np.diff(v) < 0) for v in mse.values())))
-        common[name] = theory.prompt_averaged_mse(exact_moments(policy, test[:n_prompts]), "grpo", 16)
+        common[name] = theory.prompt_averaged_mse(study_moments(name, test[:n_prompts]), "grpo", 16)
     values = [common[n] for n in POLICY_NAMES]
     checks.append(check_true(
         "GRPO MSE at G = 16 falls as the policy gets stronger (weak > medium > strong)",
