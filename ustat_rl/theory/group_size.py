@@ -280,19 +280,19 @@ def critical_rollouts(c1: float, c2: float, c3: float, grad_norm_sq: float,
     >>> out.total, out.inter, out.intra
     (22.0, 10.0, 12.0)
     """
-    G = float(group_size)
+    G, signal = float(group_size), float(grad_norm_sq)
     if math.isnan(G):
         nan = math.nan
-        return CriticalRollouts(G, nan, nan, nan, float(grad_norm_sq),
+        return CriticalRollouts(G, nan, nan, nan, signal,
                                 "G* is undefined (c3' <= 0), so there is no count at G*")
-    if not grad_norm_sq > 0.0:
+    if not signal > 0.0:
         inf = math.inf
-        return CriticalRollouts(G, inf, inf, inf, float(grad_norm_sq),
-                                f"||g||^2 is estimated at {grad_norm_sq:.3g} <= 0: the noise "
+        return CriticalRollouts(G, inf, inf, inf, signal,
+                                f"||g||^2 is estimated at {signal:.3g} <= 0: the noise "
                                 "exceeds the signal at every number of rollouts")
-    inter = float(grpo_law(c1, 0.0, 0.0, 1, G)) / grad_norm_sq
-    intra = float(grpo_law(0.0, c2, c3, 1, G)) / grad_norm_sq
-    return CriticalRollouts(G, inter + intra, inter, intra, float(grad_norm_sq))
+    inter = float(grpo_law(c1, 0.0, 0.0, 1, G)) / signal
+    intra = float(grpo_law(0.0, c2, c3, 1, G)) / signal
+    return CriticalRollouts(G, inter + intra, inter, intra, signal)
 
 
 def best_on_grid(sizes, values, allowed=None):
