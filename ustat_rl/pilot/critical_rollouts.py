@@ -163,7 +163,7 @@ def critical_rollout_intervals(rollouts, group_size, level: float = 0.9,
         if not est[3] > 0.0:  # ||g||^2 estimated <= 0: the set's lower end, no upper end
             high = math.inf
         ratio = getattr(point, name)
-        parts[name] = Interval(ratio, low, high,
+        parts[name] = Interval(ratio, float(low), float(high),
                                *_delta_errors(est, cov_p, cov_s, j, ratio))
     return CriticalRolloutIntervals(level, G, parts["total"], parts["inter"], parts["intra"],
                                     signal, point.note)
