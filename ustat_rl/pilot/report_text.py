@@ -102,13 +102,16 @@ def critical_rollout_lines(counts: dict | None, level: float) -> list[str]:
     if counts is None:
         return []
     pct = f"{100 * level:g}%"
-    lines = [f"critical rollout count B_noise = tr(Sigma_G)/||g||^2 (McCandlish et al. 2018), "
-             f"{pct} intervals: rollouts per step at which the gradient noise equals ||g||^2"]
+    shown = [counts[key] for key in ("run", "gstar") if counts[key] is not None]
+    which = (f"{pct} intervals" if shown and not math.isnan(shown[0]["total"]["low"]) else
+             "no intervals: fixed weighted prompt set")
+    lines = [f"critical rollout count B_noise = tr(Sigma_G)/||g||^2 (McCandlish et al. 2018; "
+             f"{which}): rollouts per step at which GRPO's gradient noise equals ||g||^2"]
     signal = None
     for key, label in (("run", counts["run_label"]), ("gstar", "G*")):
         part = counts[key]
         if part is None:
-            lines.append(f"  at G*: none (G* is undefined: c3' <= 0)")
+            lines.append("  at G*: none (G* is undefined: c3' <= 0)")
             continue
         signal = part["grad_norm_sq"]
         G = part["group_size"]
