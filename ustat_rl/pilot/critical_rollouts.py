@@ -163,6 +163,9 @@ def critical_rollout_intervals(rollouts, group_size, level: float = 0.9,
         if not est[3] > 0.0:  # ||g||^2 estimated <= 0: the set's lower end, no upper end
             high = math.inf
         ratio = getattr(point, name)
+        # a numerator estimated below 0 (c1's noise) leaves 0 in the count's range, whatever
+        # Fieller's set (which then excludes 0 on a numerator it reads as negative) says
+        low = min(low, max(ratio, 0.0))
         parts[name] = Interval(ratio, float(low), float(high),
                                *_delta_errors(est, cov_p, cov_s, j, ratio))
     return CriticalRolloutIntervals(level, G, parts["total"], parts["inter"], parts["intra"],
