@@ -55,7 +55,8 @@ def _planted_wrong_split(c: ScalingConstants, signal: float, G: int) -> owner.Cr
     """The intra-prompt part with ``c3'/G`` in place of ``c3'/(G - 1)``."""
     inter = G * c.c1 / signal
     intra = (c.c2 + c.c3 / G) / signal
-    return owner.CriticalRollouts(float(G), inter + intra, inter, intra, signal)
+    return owner.CriticalRollouts(float(G), inter + intra, inter, intra, signal,
+                                  (inter + intra) * signal)
 
 
 @pytest.mark.parametrize("name", sorted(BANDITS))
@@ -68,6 +69,7 @@ def test_count_and_split_equal_the_exact_mse_routes(name):
         count = owner.critical_rollouts(c.c1, c.c2, c.c3, m.grad_norm_sq, G)
         assert _matches(count, exact), (G, count, exact)
         assert count.note is None and count.total == pytest.approx(count.inter + count.intra)
+        assert count.noise == pytest.approx(count.total * float(m.grad_norm_sq), rel=RTOL)
         # negative control: the wrong split, rejected by the same comparison
         assert not _matches(_planted_wrong_split(c, float(m.grad_norm_sq), G), exact), G
 

@@ -11,10 +11,12 @@ blocks, less their interaction), and each ratio gets Fieller's interval
 (:func:`ustat_rl.pilot.fieller.fieller_nonnegative`), the non-negative part of the set of ``r``
 with ``(num - r den)^2 <= t^2 Var(num - r den)``. It is bounded exactly when ``||g||^2``'s interval
 at the same quantile stays above 0: a pilot that cannot tell ``||g||^2`` from 0 cannot bound the
-count from above, and says so rather than print a ratio of noise (its lower end still holds). The quantile is the larger of the
-numerator's and the denominator's Student quantiles (Welch-Satterthwaite degrees of freedom,
-:func:`~ustat_rl.pilot.uncertainty.student_quantile`). The counts are at least 0, so each interval
-is cut at 0.
+count from above, and says so rather than print a ratio of noise (its lower end still holds).
+The quantile is the larger of the numerator's and the denominator's Student quantiles
+(Welch-Satterthwaite degrees of freedom, :func:`~ustat_rl.pilot.uncertainty.student_quantile`).
+The counts are at least 0, so each interval is cut at 0 (and holds 0 where a numerator's estimate
+lies below 0). Below 32 prompts the jackknife's own noise makes these intervals less reliable
+than the constants' cautious small-pilot intervals (docs/theory.md C32), which they do not use.
 
 At ``G*`` the count is read at the pilot's estimate of ``G*`` (capped at ``N``) taken as given:
 ``tr(Sigma_G)`` is stationary in ``G`` at ``G*``, so the estimate's noise in ``G*`` moves the count
@@ -64,6 +66,9 @@ class CriticalRolloutIntervals:
         cannot bound the count). The standard errors are the delta method's, for reference.
     grad_norm_sq : Interval
         ``||g||^2`` with its jackknife interval (not cut at 0).
+    noise : Interval
+        ``tr(Sigma_G) = G c1 + c2 + c3'/(G - 1)``, one rollout's share of the step's noise (the
+        count's numerator), with its jackknife interval (not cut at 0).
     note : str or None
         Why the point estimate is infinite or undefined, in words (``None`` when finite).
     """
@@ -74,6 +79,7 @@ class CriticalRolloutIntervals:
     inter: Interval
     intra: Interval
     grad_norm_sq: Interval
+    noise: Interval
     note: str | None = None
 
     @property
@@ -83,9 +89,9 @@ class CriticalRolloutIntervals:
 
     def to_dict(self) -> dict:
         """Plain numbers: ``group_size``, ``note`` and an ``{estimate, low, high, std_error}``
-        dict per part and for ``grad_norm_sq``."""
+        dict per part and for ``grad_norm_sq`` and ``noise``."""
         out = {"group_size": self.group_size, "note": self.note}
-        for name in PARTS + ("grad_norm_sq",):
+        for name in PARTS + ("grad_norm_sq", "noise"):
             part = getattr(self, name)
             out[name] = {"estimate": part.estimate, "low": part.low, "high": part.high,
                          "std_error": part.std_error}
@@ -168,8 +174,10 @@ def critical_rollout_intervals(rollouts, group_size, level: float = 0.9,
         low = min(low, max(ratio, 0.0))
         parts[name] = Interval(ratio, float(low), float(high),
                                *_delta_errors(est, cov_p, cov_s, j, ratio))
+    noise = student_interval(point.noise, math.sqrt(max(cov_p[2, 2], 0.0)),
+                             math.sqrt(max(cov_s[2, 2], 0.0)), level, P, units)
     return CriticalRolloutIntervals(level, G, parts["total"], parts["inter"], parts["intra"],
-                                    signal, point.note)
+                                    signal, noise, point.note)
 
 
 def _delta_errors(est, cov_p, cov_s, j, ratio):

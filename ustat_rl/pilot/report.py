@@ -371,6 +371,7 @@ def _point_dict(point: owner.CriticalRollouts) -> dict:
         out[name] = {"estimate": getattr(point, name), "low": nan, "high": nan, "std_error": nan}
     out["grad_norm_sq"] = {"estimate": point.grad_norm_sq, "low": nan, "high": nan,
                            "std_error": nan}
+    out["noise"] = {"estimate": point.noise, "low": nan, "high": nan, "std_error": nan}
     return out
 
 

@@ -245,6 +245,9 @@ class CriticalRollouts:
         leave-one-out baseline's.
     grad_norm_sq : float
         ``||g||^2`` the parts are divided by.
+    noise : float
+        ``tr(Sigma_G) = G c1 + c2 + c3'/(G - 1)``, one rollout's share of the step's noise
+        (the numerator; ``nan`` only where ``G`` is).
     note : str or None
         Why the count is infinite or undefined, in words; ``None`` when it is finite.
     """
@@ -254,6 +257,7 @@ class CriticalRollouts:
     inter: float
     intra: float
     grad_norm_sq: float
+    noise: float
     note: str | None = None
 
 
@@ -283,16 +287,16 @@ def critical_rollouts(c1: float, c2: float, c3: float, grad_norm_sq: float,
     G, signal = float(group_size), float(grad_norm_sq)
     if math.isnan(G):
         nan = math.nan
-        return CriticalRollouts(G, nan, nan, nan, signal,
+        return CriticalRollouts(G, nan, nan, nan, signal, nan,
                                 "G* is undefined (c3' <= 0), so there is no count at G*")
+    between, within = float(grpo_law(c1, 0.0, 0.0, 1, G)), float(grpo_law(0.0, c2, c3, 1, G))
     if not signal > 0.0:
         inf = math.inf
-        return CriticalRollouts(G, inf, inf, inf, signal,
+        return CriticalRollouts(G, inf, inf, inf, signal, between + within,
                                 f"||g||^2 is estimated at {signal:.3g} <= 0: the noise "
                                 "exceeds the signal at every number of rollouts")
-    inter = float(grpo_law(c1, 0.0, 0.0, 1, G)) / signal
-    intra = float(grpo_law(0.0, c2, c3, 1, G)) / signal
-    return CriticalRollouts(G, inter + intra, inter, intra, signal)
+    inter, intra = between / signal, within / signal
+    return CriticalRollouts(G, inter + intra, inter, intra, signal, between + within)
 
 
 def best_on_grid(sizes, values, allowed=None):
