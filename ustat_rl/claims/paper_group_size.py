@@ -22,7 +22,7 @@ tolerance), which the planted split ``c3'/G`` must miss. By Monte Carlo over pil
 terms, :mod:`ustat_rl.pilot.critical_rollouts`) averages to 0 at the exact count within
 ``Z_CHECK`` standard errors (6.3e-5 two-sided), and the same check with the planted split in the
 pilot's numerator must fail (it moves the mean by ``c3'/2``, about 8 standard errors in quick
-runs: a miss has probability about 3e-5).
+runs; 6.1 to 11.1 over root seeds 0-29, a power check with no stated rate).
 """
 
 from __future__ import annotations
@@ -480,7 +480,7 @@ def check_c17_noise(ctx) -> list:
             checks.append(check)
         else:
             checks.append(check_true("the estimating-equation check rejects the planted c3'/G "
-                                     "split (power check: about 8 se in quick runs, a miss about "
-                                     "3e-5)", not check.passed,
+                                     "split (power check, no rate: about 8 se in quick runs)",
+                                     not check.passed,
                                      float(values.mean() / se) if se > 0 else math.nan))
     return checks

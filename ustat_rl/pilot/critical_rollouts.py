@@ -45,7 +45,7 @@ from .uncertainty import Interval, student_interval, student_quantile
 
 __all__ = ["CriticalRolloutIntervals", "critical_rollout_intervals"]
 
-#: The ratios' numerators, in the order of :func:`_noise_and_signal`'s columns.
+#: The ratios' numerators, in the order of :func:`_coefficients`' rows.
 PARTS = ("inter", "intra", "total")
 
 
@@ -98,33 +98,46 @@ class CriticalRolloutIntervals:
         return out
 
 
-def _noise_and_signal(stats, group_size: float):
-    """The vectorised statistic ``summary rows (m, 9) -> (inter, intra, total, ||g||^2)``: the
-    numerators of the count's parts, each one rollout's share of the step's noise
-    (:func:`~ustat_rl.theory.group_size.grpo_law` at ``N = 1``), and the denominator; and the
-    constants ``(c1, c2, c3')`` at the pilot's summary."""
+def _constants_and_signal(stats):
+    """The vectorised statistic ``summary rows (m, 9) -> (c1, c2, c3', ||g||^2)``. Every
+    numerator of the count is linear in the constants (:func:`_coefficients`), so one two-way
+    jackknife of these four serves every ``G``."""
     full, _, _ = pilot_summary(stats)
     at_full, jac = affine_map(constants_vector, full)
 
     def fn(summary):
         c = at_full[None, :] + (summary - full[None, :]) @ jac.T  # (m, 3): c1, c2, c3'
-        inter = grpo_law(c[:, 0], 0.0, 0.0, 1, group_size)  # (m,)
-        intra = grpo_law(0.0, c[:, 1], c[:, 2], 1, group_size)  # (m,)
-        return np.column_stack([inter, intra, inter + intra, summary[:, -1]])
+        return np.column_stack([c, summary[:, -1]])
 
-    return fn, tuple(float(v) for v in at_full)
+    return fn
+
+
+def _coefficients(G: float) -> np.ndarray:
+    """``(3, 4)``: rows inter, intra, total as linear maps of ``(c1, c2, c3', ||g||^2)``, read
+    off :func:`~ustat_rl.theory.group_size.grpo_law` at ``N = 1`` and unit constants."""
+    c1, c2, c3 = (float(grpo_law(*unit, 1, G)) for unit in np.eye(3))
+    inter, intra = [c1, 0.0, 0.0, 0.0], [0.0, c2, c3, 0.0]
+    return np.array([inter, intra, np.add(inter, intra)])
+
+
+def _checked_size(value) -> float:
+    G = as_float(value, "group_size")
+    if not G > 1.0 or not math.isfinite(G):
+        raise ValueError(f"`group_size` must be a finite number > 1, got {value!r}")
+    return G
 
 
 def critical_rollout_intervals(rollouts, group_size, level: float = 0.9,
-                               include_sketch: bool = True) -> CriticalRolloutIntervals:
+                               include_sketch: bool = True):
     """The critical rollout count at ``group_size`` with Fieller's intervals (beyond C17, C32).
 
     Parameters
     ----------
     rollouts : Rollouts or PilotStatistics
         A pilot with i.i.d. prompts (at least 3).
-    group_size : float
-        ``G > 1`` (real: the count at ``G*`` is read at a real ``G``).
+    group_size : float or sequence of float
+        ``G > 1`` (real: the count at ``G*`` is read at a real ``G``); a sequence gives one
+        answer per ``G`` from one jackknife.
     level : float
         Two-sided level in (0, 1).
     include_sketch : bool
@@ -132,7 +145,7 @@ def critical_rollout_intervals(rollouts, group_size, level: float = 0.9,
 
     Returns
     -------
-    CriticalRolloutIntervals
+    CriticalRolloutIntervals, or a tuple of them for a sequence of ``G``
 
     Examples
     --------
@@ -142,18 +155,23 @@ def critical_rollout_intervals(rollouts, group_size, level: float = 0.9,
     >>> out.total.low < out.total.estimate < out.total.high
     True
     """
-    G = as_float(group_size, "group_size")
-    if not G > 1.0 or not math.isfinite(G):
-        raise ValueError(f"`group_size` must be a finite number > 1, got {group_size!r}")
+    many = np.ndim(group_size) == 1
+    sizes = [_checked_size(g) for g in (group_size if many else [group_size])]
     level = as_float(level, "level", low=0.0, high=1.0)
     if not 0.0 < level < 1.0:
         raise ValueError(f"`level` must lie strictly between 0 and 1, got {level}")
     stats = checked_statistics(rollouts)
-    fn, consts = _noise_and_signal(stats, G)
-    est, cov_p, cov_s = two_way_cov(stats, fn, include_sketch)
+    est, cov_p, cov_s = two_way_cov(stats, _constants_and_signal(stats), include_sketch)
     units = block_labels(stats).shape[1] if (include_sketch and stats.sketched) else None
-    P = stats.n_prompts
-    point = critical_rollouts(*consts, float(est[3]), G)
+    out = tuple(_at(G, est, cov_p, cov_s, stats.n_prompts, units, level) for G in sizes)
+    return out if many else out[0]
+
+
+def _at(G, base, base_p, base_s, P, units, level) -> CriticalRolloutIntervals:
+    """The count at ``G`` from the jackknife of ``(c1, c2, c3', ||g||^2)``."""
+    a = np.vstack([_coefficients(G), [0.0, 0.0, 0.0, 1.0]])  # (4, 4): inter, intra, total, signal
+    est, cov_p, cov_s = a @ base, a @ base_p @ a.T, a @ base_s @ a.T
+    point = critical_rollouts(*(float(v) for v in base[:3]), float(base[3]), G)
     signal = student_interval(est[3], math.sqrt(max(cov_p[3, 3], 0.0)),
                               math.sqrt(max(cov_s[3, 3], 0.0)), level, P, units)
     t_signal = student_quantile(level, max(cov_p[3, 3], 0.0), max(cov_s[3, 3], 0.0), P, units)

@@ -348,12 +348,16 @@ def _critical_rollouts(stats, answer: owner.GroupSizeAnswer, constants, run_grou
     else the answer's point counts with NaN intervals (a weighted prompt set)."""
     at_recommended, at_gstar = answer.critical_rollouts
     out = {"run_label": "recommended" if run_group_size is None else "run"}
-    for key, point, G in (("run", at_recommended, run_group_size or at_recommended.group_size),
-                          ("gstar", at_gstar, at_gstar.group_size)):
+    cells = (("run", at_recommended, run_group_size or at_recommended.group_size),
+             ("gstar", at_gstar, at_gstar.group_size))
+    sizes = [G for _, _, G in cells if not math.isnan(G)]
+    found = iter(critical_rollout_intervals(stats, sizes, level)
+                 if stats is not None else ())  # one jackknife for both G
+    for key, point, G in cells:
         if math.isnan(G):
             out[key] = None
         elif stats is not None:
-            out[key] = critical_rollout_intervals(stats, G, level).to_dict()
+            out[key] = next(found).to_dict()
         else:
             if G != point.group_size:  # the run's G: the same formula at the answer's inputs
                 point = owner.critical_rollouts(constants.c1, constants.c2, constants.c3,
