@@ -190,6 +190,7 @@ def _at(G, base, base_p, base_s, P, units, level) -> CriticalRolloutIntervals:
         # a numerator estimated below 0 (c1's noise) leaves 0 in the count's range, whatever
         # Fieller's set (which then excludes 0 on a numerator it reads as negative) says
         low = min(low, max(ratio, 0.0))
+        high = max(high, ratio)  # Fieller's set holds the estimate; this only undoes rounding
         parts[name] = Interval(ratio, float(low), float(high),
                                *_delta_errors(est, cov_p, cov_s, j, ratio))
     noise = student_interval(point.noise, math.sqrt(max(cov_p[2, 2], 0.0)),

@@ -92,6 +92,8 @@ def _count(part: dict) -> str:
     low, high = part["low"], part["high"]
     if math.isnan(low):
         return text
+    if not high > 0.0:  # the numerator's interval lies below 0: an interval [0, 0] says nothing
+        return "0 (cannot tell it from 0)"
     return f"{text} [{_fmt(low)}, {_fmt(high) if math.isfinite(high) else 'inf)'}" + \
         ("]" if math.isfinite(high) else "")
 
