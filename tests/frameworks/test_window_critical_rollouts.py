@@ -89,3 +89,27 @@ def test_the_count_survives_the_file_and_old_lines_still_read(window, tmp_path):
     old = WindowRecord.from_dict(line)
     assert old.ok and all(getattr(old, name) is None for name in CRITICAL_FIELDS)
     assert math.isfinite(old.c2.estimate)
+
+
+def test_the_trl_monitor_logs_the_finite_counts(window):
+    pytest.importorskip("transformers")
+    from collections import defaultdict
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from ustat_rl.frameworks.trajectory import RecordInterval
+    from ustat_rl.frameworks.trl_monitor import GroupSizeMonitor
+
+    record, _, _ = window
+    metrics = {"train": defaultdict(list)}
+    GroupSizeMonitor._log(SimpleNamespace(trainer=SimpleNamespace(_metrics=metrics)), record)
+    logged = metrics["train"]
+    for name in ("critical_rollouts_run", "critical_inter_run", "critical_intra_run",
+                 "critical_rollouts_gstar"):
+        assert logged[f"ustat/{name}"] == [getattr(record, name).estimate], name
+    # control: an infinite count (||g||^2 estimated <= 0) is left out, as loggers want finite
+    metrics = {"train": defaultdict(list)}
+    endless = replace(record, critical_rollouts_run=RecordInterval(math.inf, 0.0, math.inf))
+    GroupSizeMonitor._log(SimpleNamespace(trainer=SimpleNamespace(_metrics=metrics)), endless)
+    assert "ustat/critical_rollouts_run" not in metrics["train"]
+    assert "ustat/critical_inter_run" in metrics["train"]
