@@ -42,8 +42,8 @@ from ..policies.examples import (
     small_bandit,
 )
 from ..policies.transformer import bootstrap_constants, exact_moments, load_study_policy
-from ..seeding import child_int, child_seed
 from ..scores.bandit import bandit_pilot
+from ..seeding import child_int, child_seed
 from ..theory import scaling_constants
 from ..theory.group_size import best_index, best_on_grid, critical_rollouts, group_size_grid
 from ..tolerances import Z_ONE_SIDED, Z_STRICT, strict_reps

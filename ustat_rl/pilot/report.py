@@ -16,12 +16,12 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from scipy.special import gammaln
 
+from .._validation import as_int
 from ..advantages.registry import ESTIMATORS, get_rule
 from ..formatting import json_ready
 from ..theory import group_size as owner
 from ..theory import per_prompt_mse, scaling_constants
 from ..theory.advantage import all_equal_probability, binary_projection
-from .._validation import as_int
 from .advice import pilot_advice, regret_interval
 from .critical_rollouts import critical_rollout_intervals
 from .estimate import estimate_moments, pilot_statistics
