@@ -18,6 +18,9 @@ both (Proposition 3, Theorem 7; docs/theory.md C6, C17). Every question the pack
   sampling's included), by the GRPO law over ``2..N`` (:func:`best_law_group_size`), for any
   rule with its bias (:func:`budget_optimal_group_size`, :func:`budget_exponent`), and the
   minimax-regret size over an interval for ``rho`` (:func:`robust_group_size`);
+* the critical rollout count ``B_noise(G) = tr(Sigma_G)/||g||^2`` (McCandlish et al.'s noise
+  scale in rollouts), GRPO's law read at ``N = 1`` and split between prompts and within them
+  (:func:`critical_rollouts`; at ``G*`` read at :func:`gstar_within_budget`);
 * one validated entry, :func:`group_size_answer`, returning one frozen
   :class:`GroupSizeAnswer` that the ``ustat-rl gstar`` report (and through it the training
   monitor's window, which adds the law at ``G*``, :func:`law_at_gstar`) and the pilot's advice
