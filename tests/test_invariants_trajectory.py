@@ -44,6 +44,7 @@ from ustat_rl.claims.verdict_words import trajectory_mismatches
 from ustat_rl.frameworks import window as window_module
 from ustat_rl.frameworks.config import EstimatorConfig, MonitorConfig
 from ustat_rl.frameworks.trajectory import (
+    CRITICAL_FIELDS,
     INTERVAL_FIELDS,
     WindowRecord,
     append_record,
@@ -110,7 +111,8 @@ def check_window_record(record: WindowRecord) -> None:
         assert not math.isnan(est), f"I5 {name}'s estimate is NaN in an estimated window"
         if math.isnan(low) or math.isnan(high):
             continue
-        if name in ("c1", "c2", "c3"):  # cut at 0; the unbiased estimate may lie below
+        if name in ("c1", "c2", "c3") or name in CRITICAL_FIELDS[:-1]:
+            # cut at 0; the estimate (a constant, or a count whose numerator is) may lie below
             check_cut_at_zero(dataclasses.asdict(part), name)
         else:
             assert low <= est <= high, f"I1 {name}: [{low}, {high}] does not hold {est}"

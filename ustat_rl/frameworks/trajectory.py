@@ -13,7 +13,9 @@ line without ``version``), which named the run's advantage rule ``rule`` (with `
 the rule ``mse_best`` is for ``estimator``, and the words behind ``mse_run`` ``run_estimator``;
 they are read into the fields ``estimator``, ``estimator_source``, ``mse_best_estimator`` and
 ``run_method``. Version 1 wrote ``var_run`` as a plug-in number without an interval; it is read
-as an interval with NaN ends. Any other version is refused.
+as an interval with NaN ends. Any other version is refused. The critical rollout count's fields
+(:data:`CRITICAL_FIELDS`) come last and may be absent from a line (files written before they
+existed), so version 3 reads both; no layout was renamed for them.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pathlib import Path
 from ..formatting import json_ready, parse_number
 
 __all__ = ["WindowRecord", "RecordInterval", "TRAJECTORY_FIELDS", "INTERVAL_FIELDS",
+           "CRITICAL_FIELDS",
            "GSTAR_ERROR_FIELDS", "TRAJECTORY_VERSION", "READABLE_VERSIONS", "append_record",
            "read_trajectory", "gstar_errors_of"]
 
@@ -132,6 +135,15 @@ class WindowRecord:
         The keep rule of ``ds_*`` when one was asked for (``None``: verl's all-equal filter).
     ds_filtered_mse : float or None
         GRPO's kept-batch MSE under ``ds_keep_rule`` (a point estimate).
+    critical_rollouts_run, critical_inter_run, critical_intra_run : RecordInterval or None
+        GRPO's critical rollout count ``B_noise = tr(Sigma_G)/||g||^2`` at the run's ``G``, in
+        rollouts, and its inter- and intra-prompt parts (docs/theory.md, "The critical rollout
+        count"; :mod:`ustat_rl.pilot.critical_rollouts`): estimate ``inf`` where ``||g||^2`` is
+        estimated at or below 0, ``high`` ``inf`` where the window cannot bound it.
+    critical_rollouts_gstar, critical_inter_gstar, critical_intra_gstar : RecordInterval or None
+        The same at ``min(G*, N)`` (``None`` where ``G*`` is undefined).
+    grad_norm_sq : RecordInterval or None
+        ``||g||^2``, the mean of ``<g_a, g_b>`` over pairs of distinct groups, with its interval.
     """
 
     step: int
@@ -167,6 +179,13 @@ class WindowRecord:
     ds_gen_batches: float | None = None
     ds_keep_rule: str | None = None
     ds_filtered_mse: float | None = None
+    critical_rollouts_run: RecordInterval | None = None
+    critical_inter_run: RecordInterval | None = None
+    critical_intra_run: RecordInterval | None = None
+    critical_rollouts_gstar: RecordInterval | None = None
+    critical_inter_gstar: RecordInterval | None = None
+    critical_intra_gstar: RecordInterval | None = None
+    grad_norm_sq: RecordInterval | None = None
 
     def __post_init__(self):
         if self.status not in ("ok", "skipped"):
@@ -255,10 +274,17 @@ class WindowRecord:
 TRAJECTORY_FIELDS = tuple(f.name for f in fields(WindowRecord))
 
 #: The fields that hold an interval ``{"estimate", "low", "high"}``.
-INTERVAL_FIELDS = ("c1", "c2", "c3", "gstar", "mse_run", "var_run")
+INTERVAL_FIELDS = ("c1", "c2", "c3", "gstar", "mse_run", "var_run", "critical_rollouts_run",
+                   "critical_inter_run", "critical_intra_run", "critical_rollouts_gstar",
+                   "critical_inter_gstar", "critical_intra_gstar", "grad_norm_sq")
+
+#: The critical rollout count's fields (``critical_*``) and ``grad_norm_sq``, last in a line:
+#: version 3 lines written before 0.2.0 added them omit them, and read as ``None``.
+CRITICAL_FIELDS = INTERVAL_FIELDS[6:]
 
 #: Fields every line holds; version 2 wrote every field but the eight of
-#: ``gstar_errors`` .. ``ds_filtered_mse``, which a line may omit.
+#: ``gstar_errors`` .. ``ds_filtered_mse``, which a line may omit (as it may the
+#: :data:`CRITICAL_FIELDS` after them).
 _REQUIRED = set(TRAJECTORY_FIELDS[:TRAJECTORY_FIELDS.index("gstar_errors")])
 
 

@@ -101,7 +101,8 @@ __all__ = ["GroupSizeMonitor", "run_rule", "LOGGED"]
 #: Record fields written to the trainer's metrics, as ``ustat/<field>``.
 LOGGED = ("gstar", "c1", "c2", "c3", "mse_run", "var_run", "mse_gstar", "grpo_beats_vanilla",
           "ds_keep_prob", "ds_gen_batches", "ds_filtered_mse", "all_equal_predicted",
-          "all_equal_observed", "recommended_group_size")
+          "all_equal_observed", "recommended_group_size", "critical_rollouts_run",
+          "critical_inter_run", "critical_intra_run", "critical_rollouts_gstar")
 
 _SCALE_RULES = {"group": "trl_group", True: "trl_group", "batch": "trl_batch",
                 "none": "trl_none", False: "trl_none"}

@@ -260,7 +260,8 @@ def window_record(batches, meta: dict, budget, config) -> tuple[WindowRecord, Ro
             estimator = rule
     # one report: GRPO's constants, G* and advice, and the run rule's curve beside them
     report = gstar_report(rollouts, grid, "grpo", level,
-                          extra_estimators=() if estimator == "grpo" else (estimator,))
+                          extra_estimators=() if estimator == "grpo" else (estimator,),
+                          run_group_size=G)
     sizes = report.group_sizes
     noise, label = window_noise(batches, rule, level, weights,
                                 rollouts.column_groups() if rollouts.is_sketched else None)
@@ -288,8 +289,21 @@ def window_record(batches, meta: dict, budget, config) -> tuple[WindowRecord, Ro
            else _keep_rule_figures(batches, rollouts, G, budget, keep_rule)),
         all_equal_observed=observed_all_equal(batches[-1].reward, G),
         gstar_errors=gstar_errors_of(report), units=units, mse_best_estimator=estimator,
+        **_critical_fields(report.critical_rollouts),
         **_base(batches[-1].step, G, budget, config, rollouts.score.shape[1]))
     return record, rollouts
+
+
+def _critical_fields(counts: dict) -> dict:
+    """The record's critical rollout count (:data:`~.trajectory.CRITICAL_FIELDS`) from the
+    report's: at the run's ``G`` and at ``G*`` (``None`` there where ``G*`` is undefined)."""
+    out = {"grad_norm_sq": _interval(counts["run"]["grad_norm_sq"])}
+    for key in ("run", "gstar"):
+        part = counts[key]
+        for name, field in (("total", "critical_rollouts"), ("inter", "critical_inter"),
+                            ("intra", "critical_intra")):
+            out[f"{field}_{key}"] = None if part is None else _interval(part[name])
+    return out
 
 
 def _noise_interval(interval) -> RecordInterval:

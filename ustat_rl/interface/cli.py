@@ -110,6 +110,9 @@ def _parse_args(argv):
     gstar.add_argument("--estimator", default=None,
                        help="advantage rule whose best group size is reported: grpo (default), "
                             "vanilla, oracle, fullmean or any registered rule")
+    gstar.add_argument("--group-size", type=int, default=None, metavar="G",
+                       help="the G a run uses: the critical rollout count B_noise is reported "
+                            "there beside G*'s (default: the recommended G)")
     gstar.add_argument("--level", type=float, default=0.9,
                        help="interval level (default 0.9); with --trajectory the simultaneous "
                             "level of all windows together")
@@ -233,6 +236,8 @@ def _gstar(args) -> int:
         grid = budget_grid(args.budget, "--budget")  # checked once; the walk passes the grid on
         if not 0.0 < args.level < 1.0:
             raise ValueError(f"`--level` must lie strictly between 0 and 1, got {args.level}")
+        if args.group_size is not None and args.group_size < 2:
+            raise ValueError(f"`--group-size` must be an integer >= 2, got {args.group_size}")
         max_gen_batches = dynamic_sampling_cli.check_arguments(args)
         if args.estimator is not None:  # a mistyped name, before the pilot is read
             from ..advantages import get_rule
@@ -252,7 +257,8 @@ def _gstar(args) -> int:
             from ..pilot.replace_sampling import pilot_replace_sampling
 
             replaced = pilot_replace_sampling(rollouts, filtered, args.replace_ratio)
-        report = gstar_report(rollouts, grid, args.estimator or "grpo", args.level)
+        report = gstar_report(rollouts, grid, args.estimator or "grpo", args.level,
+                              run_group_size=args.group_size)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
         print(error_line("gstar", exc, ("budget", "estimator", "level", "keep_rule",
                                         "replace_ratio", "max_gen_batches")), file=sys.stderr)

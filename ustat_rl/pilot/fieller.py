@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["fieller_ratio", "fieller_from_errors"]
+__all__ = ["fieller_ratio", "fieller_from_errors", "fieller_nonnegative"]
 
 
 def fieller_ratio(c1: float, c3: float, v11: float, v13: float, v33: float,
@@ -71,3 +71,36 @@ def fieller_from_errors(c1: float, c3: float, se1: float, se3: float, cov13: flo
     bound = se1 * se3
     return fieller_ratio(c1, c3, se1 * se1, min(max(cov13, -bound), bound), se3 * se3, t)
 
+
+
+def fieller_nonnegative(num: float, den: float, v11: float, v12: float, v22: float,
+                        t: float) -> tuple[float, float]:
+    """The part of Fieller's set for ``num/den`` in ``[0, inf)``, as ``(low, high)``, for a ratio
+    known to be at least 0 (a noise scale).
+
+    Where ``den_hat^2 > t^2 v22`` the set is :func:`fieller_ratio`'s interval, cut at 0. Otherwise
+    the quadratic opens downwards and the set is the line less the open interval between its
+    roots (or the whole line): when ``num_hat^2 > t^2 v11`` (the numerator told from 0) the roots
+    have opposite signs and the non-negative part is ``[positive root, inf)``; else it holds 0,
+    and is ``[0, inf)``. Where both are unbounded the pilot cannot bound the ratio from above.
+
+    Examples
+    --------
+    >>> [round(end, 6) for end in fieller_nonnegative(1.0, 2.0, 0.01, 0.0, 0.0, 2.0)]
+    [0.4, 0.6]
+    >>> low, high = fieller_nonnegative(1.0, 0.1, 0.01, 0.0, 0.01, 2.0)  # 0.1 +- 0.2 holds 0
+    >>> round(low, 6), high
+    (3.232572, inf)
+    """
+    a = den * den - t * t * v22
+    if a > 0.0:
+        low, high = fieller_ratio(num, den, v11, v12, v22, t)
+        return max(low, 0.0), max(high, 0.0)
+    b = num * den - t * t * v12
+    c = num * num - t * t * v11
+    if not c > 0.0:
+        return 0.0, math.inf
+    if a == 0.0:  # one root, c/(2b); the set is the ray away from it on the side b decides
+        return (max(c / (2.0 * b), 0.0), math.inf) if b > 0.0 else (0.0, math.inf)
+    root = math.sqrt(b * b - a * c)  # a < 0 < c: b^2 - a c > 0, roots of opposite signs
+    return max((b - root) / a, (b + root) / a), math.inf

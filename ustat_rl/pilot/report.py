@@ -16,12 +16,14 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from scipy.special import gammaln
 
+from .._validation import as_int
 from ..advantages.registry import ESTIMATORS, get_rule
 from ..formatting import json_ready
 from ..theory import group_size as owner
 from ..theory import per_prompt_mse, scaling_constants
 from ..theory.advantage import all_equal_probability, binary_projection
 from .advice import pilot_advice, regret_interval
+from .critical_rollouts import critical_rollout_intervals
 from .estimate import estimate_moments, pilot_statistics
 from .replicates import block_labels, check_pilot_rule
 from .report_text import format_report
@@ -117,6 +119,12 @@ class GStarReport:
         against vanilla read "cannot tell" (its predicted MSEs keep the jackknife's intervals).
     group_size : GroupSizeAnswer or None
         The answer the group-size fields are read from (:func:`~.group_size_answer`; not in JSON).
+    critical_rollouts : dict or None
+        GRPO's critical rollout count ``B_noise = tr(Sigma_G)/||g||^2`` (docs/theory.md, "The
+        critical rollout count"): ``"run"`` at the run's ``G`` (``run_group_size``, else the
+        recommended ``G``; ``"run_label"`` says which) and ``"gstar"`` at ``min(G*, N)``, each
+        :meth:`~ustat_rl.pilot.critical_rollouts.CriticalRolloutIntervals.to_dict` (intervals
+        NaN for a weighted prompt set; ``None`` for ``"gstar"`` where ``G*`` is undefined).
     """
 
     budget: int
@@ -147,6 +155,7 @@ class GStarReport:
     grpo_verdict: list = field(default_factory=list)
     small_pilot: bool = False
     group_size: owner.GroupSizeAnswer | None = field(default=None, repr=False, compare=False)
+    critical_rollouts: dict | None = None
 
     def to_dict(self) -> dict:
         """A JSON-ready dict: NaN as ``null``, ``inf`` as a string (:func:`ustat_rl.formatting.json_ready`)."""
@@ -203,7 +212,8 @@ def all_equal_fraction(successes, group_size: np.ndarray, sizes: np.ndarray):
 
 
 def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
-                 level: float = 0.9, *, extra_estimators=()) -> GStarReport:
+                 level: float = 0.9, *, extra_estimators=(),
+                 run_group_size=None) -> GStarReport:
     """Everything ``ustat-rl gstar`` reports for a pilot at budget ``N`` (C6, C10, C17, C32).
 
     Parameters
@@ -220,6 +230,9 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
         Further rules whose predicted MSE curves ``mse`` lists too, without changing whose
         group size, advice and interval for ``G*`` are reported (the training monitor's window
         asks for GRPO's advice and the run rule's curve in one report).
+    run_group_size : int, optional
+        The ``G`` a run uses (at least 2), at which the critical rollout count is reported
+        beside ``G*``'s; by default the recommended ``G``.
 
     Returns
     -------
@@ -231,6 +244,8 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
     budget, sizes = grid.budget, grid.group_sizes  # sizes (n_G,): the divisors >= 2 of N
     rule = get_rule(estimator, "estimator")
     estimator = rule.name
+    if run_group_size is not None:
+        run_group_size = as_int(run_group_size, "run_group_size", 2)
     rules = {name: get_rule(name) for name in REPORT_ESTIMATORS}
     for extra in (rule,) + tuple(get_rule(e, "extra_estimators") for e in extra_estimators):
         rules.setdefault(extra.name, extra)
@@ -300,7 +315,8 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
         grid, point, curve=mse[estimator]["estimate"], estimator=rule,
         ratio=regret_interval(intervals) if advised else None,
         gstar_interval=((constants["gstar"]["low"], constants["gstar"]["high"])
-                        if intervals is not None else None))
+                        if intervals is not None else None),
+        grad_norm_sq=moments.grad_norm_sq)
     advice = pilot_advice(intervals, answer) if advised else None
     bounded = advice.bounded if advised else bool(np.isfinite(constants["gstar"]["estimate"]))
     halve = (prompts_to_halve_width(intervals.ratio, stats.n_prompts)
@@ -319,7 +335,48 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
         prompts_to_bound=advice.prompts_to_bound if advised else math.nan,
         gstar_errors=intervals.fieller_inputs() if intervals is not None else None,
         grpo_margin=grpo_margin if intervals is not None else None, grpo_verdict=verdict,
-        small_pilot=bool(intervals is not None and intervals.small_pilot), group_size=answer)
+        small_pilot=bool(intervals is not None and intervals.small_pilot), group_size=answer,
+        critical_rollouts=_critical_rollouts(stats if iid else None, answer, point,
+                                             run_group_size, level))
+
+
+def _critical_rollouts(stats, answer: owner.GroupSizeAnswer, constants, run_group_size,
+                       level) -> dict:
+    """The report's ``critical_rollouts``: at the run's (or the recommended) ``G`` and at
+    ``min(G*, N)``, with the pilot's intervals
+    (:func:`~ustat_rl.pilot.critical_rollouts.critical_rollout_intervals`) when it has them,
+    else the answer's point counts with NaN intervals (a weighted prompt set)."""
+    at_recommended, at_gstar = answer.critical_rollouts
+    out = {"run_label": "recommended" if run_group_size is None else "run"}
+    cells = (("run", at_recommended, run_group_size or at_recommended.group_size),
+             ("gstar", at_gstar, at_gstar.group_size))
+    sizes = [G for _, _, G in cells if not math.isnan(G)]
+    found = iter(critical_rollout_intervals(stats, sizes, level)
+                 if stats is not None else ())  # one jackknife for both G
+    for key, point, G in cells:
+        if math.isnan(G):
+            out[key] = None
+        elif stats is not None:
+            out[key] = next(found).to_dict()
+        else:
+            if G != point.group_size:  # the run's G: the same formula at the answer's inputs
+                point = owner.critical_rollouts(constants.c1, constants.c2, constants.c3,
+                                                point.grad_norm_sq, G)
+            out[key] = _point_dict(point)
+    return out
+
+
+def _point_dict(point: owner.CriticalRollouts) -> dict:
+    """A count without intervals, laid out as
+    :meth:`~ustat_rl.pilot.critical_rollouts.CriticalRolloutIntervals.to_dict`."""
+    nan = math.nan
+    out = {"group_size": point.group_size, "note": point.note}
+    for name in ("inter", "intra", "total"):
+        out[name] = {"estimate": getattr(point, name), "low": nan, "high": nan, "std_error": nan}
+    out["grad_norm_sq"] = {"estimate": point.grad_norm_sq, "low": nan, "high": nan,
+                           "std_error": nan}
+    out["noise"] = {"estimate": point.noise, "low": nan, "high": nan, "std_error": nan}
+    return out
 
 
 def margin_verdict(low: float, high: float) -> str:

@@ -14,7 +14,7 @@ import math
 from ..formatting import format_number
 from .small_sample import SMALL_PILOT_PROMPTS
 
-__all__ = ["format_report", "format_mse", "format_percent"]
+__all__ = ["format_report", "format_mse", "format_percent", "critical_rollout_lines"]
 
 
 _fmt = format_number
@@ -83,6 +83,58 @@ def _advice_lines(report) -> list[str]:
     return lines
 
 
+def _count(part: dict) -> str:
+    """One part of the critical rollout count: the estimate (``<high`` when it is not positive)
+    and its interval, ``[low, inf)`` when unbounded."""
+    value = part["estimate"]
+    text = (_fmt(value) if value > 0.0 and math.isfinite(value) else
+            "inf" if value == math.inf else format_mse(value, part["high"]))
+    low, high = part["low"], part["high"]
+    if math.isnan(low):
+        return text
+    if not high > 0.0:  # the numerator's interval lies below 0: an interval [0, 0] says nothing
+        return "0 (cannot tell it from 0)"
+    return f"{text} [{_fmt(low)}, {_fmt(high) if math.isfinite(high) else 'inf)'}" + \
+        ("]" if math.isfinite(high) else "")
+
+
+def critical_rollout_lines(counts: dict | None, level: float) -> list[str]:
+    """The report's lines on the critical rollout count (docs/theory.md, "The critical rollout
+    count"): at the run's (or the recommended) ``G`` and at ``G*``, each split in two."""
+    if counts is None:
+        return []
+    pct = f"{100 * level:g}%"
+    shown = [counts[key] for key in ("run", "gstar") if counts[key] is not None]
+    which = (f"{pct} intervals" if shown and not math.isnan(shown[0]["total"]["low"]) else
+             "no intervals: fixed weighted prompt set")
+    lines = [f"critical rollout count B_noise = tr(Sigma_G)/||g||^2 (McCandlish et al. 2018; "
+             f"{which}): rollouts per step at which GRPO's gradient noise equals ||g||^2"]
+    signal = None
+    for key, label in (("run", counts["run_label"]), ("gstar", "G*")):
+        part = counts[key]
+        if part is None:
+            lines.append("  at G*: none (G* is undefined: c3' <= 0)")
+            continue
+        signal = part["grad_norm_sq"]
+        G = part["group_size"]
+        where = f"G = {G:g} ({label})" if key == "run" else f"G* = {_fmt(G)}"
+        lines.append(f"  at {where}: {_count(part['total'])} = inter-prompt "
+                     f"{_count(part['inter'])} + intra-prompt {_count(part['intra'])}")
+        if part["note"]:
+            lines.append(f"    ({part['note']})")
+    if signal is not None:
+        interval = "" if math.isnan(signal["low"]) else \
+            f" [{_fmt(signal['low'])}, {_fmt(signal['high'])}]"
+        lines.append(f"  ||g||^2 = {_fmt(signal['estimate'])}{interval} (mean of <g_a, g_b> over "
+                     "pairs of distinct prompts, unbiased)")
+        if not signal["low"] > 0.0 and not math.isnan(signal["low"]):
+            lines.append(f"  the pilot cannot tell ||g||^2 from 0 at {pct}: the count has no upper "
+                         "end, and more rollouts per step may keep paying")
+    lines.append("  well below B_noise rollouts a step is noise-bound (doubling N about halves the "
+                 "steps); well above it, more rollouts per step stop paying")
+    return lines
+
+
 def format_report(report) -> str:
     """The plain-text table ``ustat-rl gstar`` prints."""
     pct = f"{100 * report.level:g}%"
@@ -115,6 +167,7 @@ def format_report(report) -> str:
              "not above 0)")
     lines.append(f"G* = 1 + sqrt(c3/c1) = {point}  {interval}".rstrip())
     lines += _advice_lines(report)
+    lines += critical_rollout_lines(getattr(report, "critical_rollouts", None), report.level)
     lines.append(f"predicted minibatch MSE at N = {report.budget} (Proposition 3, C6):")
     header = f"  {'G':>5} {'B':>6} " + " ".join(f"{e:>11}" for e in report.mse) + \
         f" {'GRPO':>11}" + (f" {'all-equal':>10}" if report.binary else "")

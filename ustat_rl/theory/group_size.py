@@ -18,6 +18,9 @@ both (Proposition 3, Theorem 7; docs/theory.md C6, C17). Every question the pack
   sampling's included), by the GRPO law over ``2..N`` (:func:`best_law_group_size`), for any
   rule with its bias (:func:`budget_optimal_group_size`, :func:`budget_exponent`), and the
   minimax-regret size over an interval for ``rho`` (:func:`robust_group_size`);
+* the critical rollout count ``B_noise(G) = tr(Sigma_G)/||g||^2`` (McCandlish et al.'s noise
+  scale in rollouts), GRPO's law read at ``N = 1`` and split between prompts and within them
+  (:func:`critical_rollouts`; at ``G*`` read at :func:`gstar_within_budget`);
 * one validated entry, :func:`group_size_answer`, returning one frozen
   :class:`GroupSizeAnswer` that the ``ustat-rl gstar`` report (and through it the training
   monitor's window, which adds the law at ``G*``, :func:`law_at_gstar`) and the pilot's advice
@@ -62,7 +65,8 @@ __all__ = ["MAX_BUDGET", "SCALED_MAX_GROUP_SIZE", "BudgetGrid", "BudgetOptimum",
            "gstar_or_nan", "gstar_interval", "best_index",
            "grpo_law", "law_at_gstar", "best_on_grid", "best_law_group_size", "fixed_budget_curve",
            "fixed_budget_mse", "budget_optimal_group_size", "budget_exponent",
-           "robust_group_size", "group_size_answer"]
+           "robust_group_size", "group_size_answer", "CriticalRollouts", "critical_rollouts",
+           "gstar_within_budget"]
 
 #: The largest budget ``N`` the group-size searches accept: :func:`admissible_group_sizes`
 #: evaluates every integer in ``2..N`` (128 MiB of float64 at this size), so a larger ``N`` is
@@ -218,6 +222,84 @@ def law_at_gstar(c1: float, c2: float, c3: float, budget: int) -> float:
     if not (math.isfinite(g_star) and g_star > 1.0 and c3 >= 0.0):
         return math.nan
     return float(grpo_law(c1, c2, c3, budget, min(g_star, budget)))
+
+
+# ------------------------------------------------------------- the critical rollout count
+@dataclass(frozen=True)
+class CriticalRollouts:
+    """The critical rollout count at one group size, split by where the noise comes from.
+
+    ``B_noise = tr(Sigma_G)/||g||^2`` (McCandlish et al. 2018's gradient noise scale): with
+    ``N`` rollouts per step at group size ``G`` the GRPO step's MSE is ``tr(Sigma_G)/N``
+    (Proposition 3, C6), so ``B_noise`` is the ``N`` at which the noise equals ``||g||^2``
+    (docs/theory.md, "The critical rollout count").
+
+    Attributes
+    ----------
+    group_size : float
+        ``G`` the count is evaluated at (real at ``G*``).
+    total : float
+        ``B_noise = inter + intra``, in rollouts; ``inf`` where ``||g||^2 <= 0`` (see ``note``).
+    inter : float
+        The inter-prompt part ``G c1/||g||^2``: the prompts' spread, which the ``G`` rollouts
+        of a group share.
+    intra : float
+        The intra-prompt part ``(c2 + c3'/(G - 1))/||g||^2``: the rollouts' own noise and the
+        leave-one-out baseline's.
+    grad_norm_sq : float
+        ``||g||^2`` the parts are divided by.
+    noise : float
+        ``tr(Sigma_G) = G c1 + c2 + c3'/(G - 1)``, one rollout's share of the step's noise
+        (the numerator; ``nan`` only where ``G`` is).
+    note : str or None
+        Why the count is infinite or undefined, in words; ``None`` when it is finite.
+    """
+
+    group_size: float
+    total: float
+    inter: float
+    intra: float
+    grad_norm_sq: float
+    noise: float
+    note: str | None = None
+
+
+def critical_rollouts(c1: float, c2: float, c3: float, grad_norm_sq: float,
+                      group_size: float) -> CriticalRollouts:
+    r"""``B_noise(G) = (G c1 + c2 + c3'/(G - 1))/||g||^2`` rollouts, split in two (beyond C17).
+
+    .. math::
+
+        B_{\mathrm{noise}}(G) = \frac{\operatorname{tr}\Sigma_G}{\|g\|^2}
+        = \underbrace{\frac{G c_1}{\|g\|^2}}_{\text{inter-prompt}}
+        + \underbrace{\frac{c_2 + c_3'/(G - 1)}{\|g\|^2}}_{\text{intra-prompt}}
+
+    ``tr Sigma_G`` is one rollout's share of the step's noise, :func:`grpo_law` at ``N = 1``;
+    each part is that law with the other constants at 0, so the formula has one home. Checked
+    inputs (``G > 1``); the constants may be unbiased estimates below 0. Where
+    ``||g||^2 <= 0`` (an estimate: the true value is ``>= 0``) no finite number of rollouts
+    brings the noise under the signal the estimate claims, so every count is ``inf`` and
+    ``note`` says why; a ``nan`` ``G`` (``G*`` undefined) gives ``nan`` counts and its note.
+
+    Examples
+    --------
+    >>> out = critical_rollouts(1.0, 2.0, 16.0, 0.5, 5.0)
+    >>> out.total, out.inter, out.intra
+    (22.0, 10.0, 12.0)
+    """
+    G, signal = float(group_size), float(grad_norm_sq)
+    if math.isnan(G):
+        nan = math.nan
+        return CriticalRollouts(G, nan, nan, nan, signal, nan,
+                                "G* is undefined (c3' <= 0), so there is no count at G*")
+    between, within = float(grpo_law(c1, 0.0, 0.0, 1, G)), float(grpo_law(0.0, c2, c3, 1, G))
+    if not signal > 0.0:
+        inf = math.inf
+        return CriticalRollouts(G, inf, inf, inf, signal, between + within,
+                                f"||g||^2 is estimated at {signal:.3g} <= 0: the noise "
+                                "exceeds the signal at every number of rollouts")
+    inter, intra = between / signal, within / signal
+    return CriticalRollouts(G, inter + intra, inter, intra, signal, between + within)
 
 
 def best_on_grid(sizes, values, allowed=None):
@@ -709,6 +791,9 @@ class GroupSizeAnswer:
     worst_excess : float
         The recommendation's largest relative excess MSE over the best divisor that the
         interval allows; ``nan`` without an interval.
+    critical_rollouts : tuple of CriticalRollouts or None
+        ``(at the recommended G, at min(G*, N))``: GRPO's critical rollout count
+        (:func:`critical_rollouts`), when the caller gave ``||g||^2``; ``None`` otherwise.
     """
 
     budget: int
@@ -721,6 +806,13 @@ class GroupSizeAnswer:
     gstar_interval: tuple | None
     recommended_group_size: int
     worst_excess: float
+    critical_rollouts: tuple | None = None
+
+
+def gstar_within_budget(c1: float, c3: float, budget: int) -> float:
+    """``min(G*, N)``: the group size the count "at G*" is read at (``nan`` where ``G*`` is
+    undefined, :func:`gstar_or_nan`), as :func:`law_at_gstar` reads the law."""
+    return min(gstar_or_nan(c1, c3), float(budget))
 
 
 def _check_constants(constants) -> tuple[float, float, float]:
@@ -744,7 +836,7 @@ def _check_pair(value, name: str) -> tuple[float, float] | None:
 
 
 def group_size_answer(budget, constants, curve=None, estimator="grpo", ratio=None,
-                      gstar_interval=None) -> GroupSizeAnswer:
+                      gstar_interval=None, grad_norm_sq=None) -> GroupSizeAnswer:
     r"""The group size at budget ``N``: ``G*``, the curve, the best divisor, the advice (C17, C32).
 
     .. math::
@@ -769,6 +861,9 @@ def group_size_answer(budget, constants, curve=None, estimator="grpo", ratio=Non
         (:func:`robust_group_size`; GRPO only, and ``c3' > 0``).
     gstar_interval : (float, float), optional
         An interval for ``G*`` to carry with the answer.
+    grad_norm_sq : float, optional
+        ``||g||^2`` (a policy's, or a pilot's unbiased estimate): the answer then carries the
+        critical rollout count at the recommended ``G`` and at ``min(G*, N)``.
 
     Returns
     -------
@@ -807,10 +902,18 @@ def group_size_answer(budget, constants, curve=None, estimator="grpo", ratio=Non
         if not c3 > 0.0:
             raise ValueError(f"`ratio` needs c3' > 0 (kappa = c2/c3'), got c3' = {c3:g}")
         recommended, excess = robust_group_size(sizes, pair[0], pair[1], c2 / c3)
+    counts = None
+    if grad_norm_sq is not None:
+        signal = float(grad_norm_sq)
+        if math.isnan(signal):
+            raise ValueError("`grad_norm_sq` must be a number, got NaN")
+        counts = (critical_rollouts(c1, c2, c3, signal, recommended),
+                  critical_rollouts(c1, c2, c3, signal, gstar_within_budget(c1, c3, grid.budget)))
     return GroupSizeAnswer(
         budget=grid.budget, estimator=rule.name, group_sizes=sizes, mse=values,
         best_group_size=best,
         best_group_size_any=(best_law_group_size(c1, c2, c3, grid.budget)
                              if rule.name == "grpo" else None),
         gstar=gstar_or_nan(c1, c3), gstar_interval=_check_pair(gstar_interval, "gstar_interval"),
-        recommended_group_size=int(recommended), worst_excess=float(excess))
+        recommended_group_size=int(recommended), worst_excess=float(excess),
+        critical_rollouts=counts)
