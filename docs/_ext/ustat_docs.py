@@ -63,7 +63,7 @@ API_MODULES = (
     ("ustat_rl.frameworks.logs", "a trainer's per-step logs read for what they determine"),
     ("ustat_rl.frameworks.aggregation", "loss aggregations over tokens (verl, TRL, SkyRL's "
      "prompt_mean) and the clamped K3 penalty"),
-    ("ustat_rl.theory.keep_rules", "the frameworks' dynamic-sampling keep rules, exactly"),
+    ("ustat_rl.theory.group_filters", "the frameworks' dynamic-sampling group filters, exactly"),
     ("ustat_rl.theory.replace_sampling", "POLARIS's replace: copies of informative groups"),
     ("ustat_rl.theory.shrinkage", "shrinkage and score-weighted baselines at finite G and B"),
     ("ustat_rl.theory.greedy_baseline", "ReMax's greedy-rollout baseline"),

@@ -78,8 +78,8 @@ def test_claim_catches_the_cap_ignored_in_the_batch_count(monkeypatch):
 def test_claim_catches_the_bias_computed_as_if_nothing_were_filtered(monkeypatch):
     original = ds_module.filtered_batch_moments
 
-    def unfiltered_bias(moments, advantage, group_size, batch_size, keep_rule=None):
-        out = original(moments, advantage, group_size, batch_size, keep_rule)
+    def unfiltered_bias(moments, advantage, group_size, batch_size, group_filter=None):
+        out = original(moments, advantage, group_size, batch_size, group_filter)
         mean = out.keep_prob * out.prompt_weight  # f(x) c(x): the unfiltered group's mean
         f, gram = moments.prompt_prob, moments.grad_gram
         bias_sq = float(mean @ gram @ mean - 2.0 * mean @ gram @ f + moments.grad_norm_sq)

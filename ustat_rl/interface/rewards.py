@@ -122,7 +122,7 @@ def run(args) -> int:
             from ..pilot.dynamic_sampling import rewards_dynamic_sampling
 
             filtered = rewards_dynamic_sampling(table.reward, table.groups()[1], args.budget,
-                                                max_gen_batches, keep_rule=args.keep_rule)
+                                                max_gen_batches, group_filter=args.group_filter)
         replaced = None
         if args.replace_ratio is not None:
             from ..pilot.replace_sampling import replace_sampling_report
@@ -130,7 +130,7 @@ def run(args) -> int:
             replaced = replace_sampling_report(filtered, args.replace_ratio)
         report = rewards_report(table, args.budget, args.estimator, allocation_step=args.step)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
-        print(error_line("rewards", exc, ("budget", "group_size", "step", "keep_rule",
+        print(error_line("rewards", exc, ("budget", "group_size", "step", "group_filter",
                                           "replace_ratio", "max_gen_batches")), file=sys.stderr)
         return 2
     print(format_rewards_report(report))
