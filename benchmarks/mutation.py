@@ -128,7 +128,7 @@ TARGETS = (
             "::test_edgeworth_law_of_the_projected_grpo_gradient_by_monte_carlo")),
     Target("theory.allocation", "ustat_rl/theory/allocation.py",
            (_ALLOCATION_KILLS, "tests/theory/test_allocation.py")),
-    Target("theory.allocation_rules", "ustat_rl/theory/allocation_rules.py",
+    Target("theory.allocation_baselines", "ustat_rl/theory/allocation_baselines.py",
            (_ALLOCATION_KILLS, "tests/theory/test_allocation.py", "tests/pilot/test_allocate_scaled_rules.py")),
     # the tolerance alone, against its pinned bound: the kit's hypothesis searches are the
     # conformance target's, too slow per mutant here

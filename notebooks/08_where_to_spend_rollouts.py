@@ -34,7 +34,7 @@ import numpy as np
 
 from ustat_rl.theory.allocation import per_prompt_terms
 from ustat_rl.pilot.allocation import format_pilot_allocation, loglinear_pilot, pilot_allocation
-from ustat_rl.theory.allocation_rules import compare_allocations
+from ustat_rl.theory.allocation_baselines import compare_allocations
 from ustat_rl.policies.examples import HETEROGENEOUS_SCALES, HETEROGENEOUS_VALUES, heterogeneous_score_bandit
 from ustat_rl.interface.plotting_allocation import plot_allocations, plot_mse_curves
 
@@ -43,7 +43,7 @@ from ustat_rl.interface.plotting_allocation import plot_allocations, plot_mse_cu
 #
 # `heterogeneous_score_bandit` crosses the success rates 0.15, 0.5 and 0.85 with score scales
 # 0.5 and 3: prompts 0 and 3 have the same $p$, but every score of prompt 3 is six times
-# larger, so its gradient noise is 36 times larger. A reward-only rule cannot tell them apart.
+# larger, so its gradient noise is 36 times larger. A reward-only allocation cannot tell them apart.
 
 # %%
 bandit, theta = heterogeneous_score_bandit()

@@ -26,21 +26,10 @@ ALLOWED = {
         "an array of advantages, one per sample",
     "pilot/run_noise.py:group_terms(advantage)": "an array of advantages, one per sample",
     "scores/_sketcher.py:Sketcher.hook(rule)": "a sketch coverage rule (ustat_rl/scores/rules.py)",
-    "theory/allocation_rules.py:baseline_allocation(rule)":
-        "an allocation rule (its `estimator` is the advantage rule)",
-    "theory/allocation_rules.py:baseline_group_sizes(rule)": "an allocation rule",
-    "frameworks/rewards_only.py:rewards_report(rule)":
-        "the run's rule, beside an `estimator` that already names the allocation curve's rule",
     "conformance/report.py:ConformanceReport(convention)":
         "a report's field (the name checked), read back as an attribute",
     "frameworks/grouped.py:GroupedRewards(advantage)": "the advantages a run logged, an array",
     "advantages/evaluate.py:Parts(advantage)": "an array of advantages, one per sample",
-    "frameworks/rewards_only.py:RewardsReport(rule)":
-        "a report's field, written to its JSON under that key (as `rewards_report` takes it)",
-    "pilot/dynamic_sampling.py:DynamicSamplingReport(rule)":
-        "a report's field, written to its JSON under that key",
-    "theory/allocation.py:Allocation(rule)":
-        "an allocation rule (its `estimator` field is the advantage rule)",
 }
 
 

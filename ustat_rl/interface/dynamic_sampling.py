@@ -105,7 +105,7 @@ def _best_lines(report) -> list[str]:
     K = report.max_gen_batches
     cap = (f"cap K = {K}: only G whose chance of hitting it is at most {CAP_RISK:g} per step, "
            "where verl raises" if K else "no cap")
-    lines = [f"best G at N = {report.budget} for {report.rule} (point estimates, no interval; "
+    lines = [f"best G at N = {report.budget} for {report.estimator} (point estimates, no interval; "
              f"b = B, {cap}; against g | the batch times r, i.e. a learning rate times r):"]
     for accounting, targets in report.best.items():
         parts = []
@@ -164,7 +164,7 @@ def format_dynamic_sampling(report) -> str:
                  "exists, * = the plug-in r" + ("; P(cap): verl raises 'Generated too many'"
                                                  if report.cap_probability else ""))
     if report.mse is not None:
-        lines.append(f"{report.rule} kept batch at N = {report.budget} (point estimates, no "
+        lines.append(f"{report.estimator} kept batch at N = {report.budget} (point estimates, no "
                      "interval):")
         lines.append(f"  {'G':>5} {'B':>6} {'bias^2':>11} {'variance':>11} {'MSE':>11} "
                      f"{'MSE x r':>11} {'unfiltered':>11}")

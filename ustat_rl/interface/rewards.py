@@ -19,7 +19,7 @@ DESCRIPTION = """\
 Read a training run's rollout log and report what the rewards alone say: the per-group success
 rate distribution, the predicted and observed fraction of groups whose rewards are all equal at
 each G dividing --budget (such groups give a group-normalised rule no signal), the observed
-fraction per step, and the group sizes of the reward-only allocation rules (uniform, Neyman, VIP,
+fraction per step, and the group sizes of the reward-only allocations (uniform, Neyman, VIP,
 sGPO) for the last step's groups. c1, c2, c3', G* and predicted MSEs need per-sample scores: use
 `ustat-rl gstar` on a rollouts file for those.
 With --dynamic-sampling (binary rewards): what verl's filter_groups would keep and cost at each
@@ -87,7 +87,7 @@ def add_parser(sub) -> None:
     p.add_argument("--reward-weights", type=_weights, default=None,
                    help="TRL: comma-separated reward_weights, one per reward column (default 1)")
     p.add_argument("--step", type=int, default=None,
-                   help="the step whose groups the allocation rules split --budget over "
+                   help="the step whose groups the allocations split --budget over "
                         "(default: the last)")
     p.add_argument("--json", type=Path, default=None, help="write the report as JSON to PATH")
     dynamic_sampling_cli.add_arguments(p)

@@ -49,8 +49,8 @@ from .rollouts import Rollouts
 __all__ = ["DynamicSamplingReport", "pilot_dynamic_sampling", "rewards_dynamic_sampling",
            "PLUG_IN_NOTE", "NOTHING_TO_FILTER", "CAP_RISK"]
 
-#: The rule the kept-batch moments and the best ``G`` are computed for (E g_DS = g/r).
-RULE = "grpo"
+#: The advantage rule the kept-batch moments and the best ``G`` are computed for (E g_DS = g/r).
+ESTIMATOR = "grpo"
 
 #: Why the plug-in numbers are biased, in one sentence the commands print and the help repeats.
 PLUG_IN_NOTE = ("the plug-in r puts the pilot's success rates p = m/n into p^G + (1-p)^G, which "
@@ -121,8 +121,8 @@ class DynamicSamplingReport:
         positive); ``None`` for a target no ``G`` qualifies for (under the cap, or because no
         ``G`` affords a batch within ``N`` generated rollouts); the whole field ``None`` without
         scores.
-    rule : str
-        The rule of ``mse`` and ``best`` (``"grpo"``).
+    estimator : str
+        The advantage rule of ``mse`` and ``best`` (``"grpo"``).
     group_filter : str
         Which groups are kept (:data:`~ustat_rl.theory.group_filters.GROUP_FILTERS`; beyond the
         paper), ``"verl"`` by default.
@@ -147,7 +147,7 @@ class DynamicSamplingReport:
     best: dict | None
     cost_uses_unbiased: list = field(default_factory=list)
     resolved: dict | None = None
-    rule: str = RULE
+    estimator: str = ESTIMATOR
     note: str = PLUG_IN_NOTE
     group_filter: str = DEFAULT_GROUP_FILTER
 
@@ -220,7 +220,7 @@ def _best(projected, grid, rows, keep, K: int, group_filter) -> dict:
         best[accounting] = {}
         for target in targets:
             try:
-                out = optimal_filtered_group_size(projected, grid, RULE, accounting, sizes,
+                out = optimal_filtered_group_size(projected, grid, ESTIMATOR, accounting, sizes,
                                                   target=target, group_filter=group_filter)
             except ValueError:  # no G affords one kept group within N generated rollouts
                 best[accounting][target] = None
@@ -279,7 +279,7 @@ def _report(reward, index, P, budget, max_gen_batches, prompt_prob, moments,
     mse = best = resolved = None
     if moments is not None:
         projected = binary_projection(moments)
-        rows = [filtered_batch_moments(projected, RULE, int(G), budget // int(G), kept)
+        rows = [filtered_batch_moments(projected, ESTIMATOR, int(G), budget // int(G), kept)
                 for G in sizes]
         mse = {key: [float(getattr(row, key)) for row in rows]
                for key in ("bias_sq", "variance", "mse", "mse_rescaled", "unfiltered_mse")}
