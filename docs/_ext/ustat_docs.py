@@ -51,7 +51,7 @@ API_MODULES = (
     ("ustat_rl.claims", "the claims registry behind ustat-rl verify"),
     ("ustat_rl.scores", "a model to per-sample scores and their sketches (torch): SketchSpec"),
     ("ustat_rl.scores.coverage", "how each parameter enters the forward pass, for the factored sketch"),
-    ("ustat_rl.scores.rules", "each coverage rule's test and formula, side by side"),
+    ("ustat_rl.scores.projectors", "each projector's test and formula, side by side"),
     ("ustat_rl.scores.families", "the decoder families people train, built from configs"),
     ("ustat_rl.frameworks.entry", "WindowMonitor: the window record from any training loop"),
     ("ustat_rl.frameworks.config", "MonitorConfig: the monitor's settings, one frozen object"),

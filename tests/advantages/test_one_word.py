@@ -25,7 +25,6 @@ ALLOWED = {
     "pilot/run_noise_definition.py:terms_by_loop(advantage)":
         "an array of advantages, one per sample",
     "pilot/run_noise.py:group_terms(advantage)": "an array of advantages, one per sample",
-    "scores/_sketcher.py:Sketcher.hook(rule)": "a sketch coverage rule (ustat_rl/scores/rules.py)",
     "conformance/report.py:ConformanceReport(convention)":
         "a report's field (the name checked), read back as an attribute",
     "frameworks/grouped.py:GroupedRewards(advantage)": "the advantages a run logged, an array",
