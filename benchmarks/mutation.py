@@ -136,7 +136,7 @@ TARGETS = (
            ("tests/conformance/test_mutation_kills_tolerance.py",
             "tests/conformance/test_kit_tolerance_pinned.py::test_tolerance_is_the_documented_bound",
             "tests/conformance/test_conformance_report.py"),
-           only=("TOLERANCE_RULE", "_working", "tolerance")),
+           only=("TOLERANCE_FORMULA", "_working", "tolerance")),
     Target("frameworks.trainer_units", "ustat_rl/frameworks/trainer_units.py",
            (_FRAMEWORK_KILLS, "tests/frameworks/test_trainer_units.py")),
     Target("frameworks.grouped", "ustat_rl/frameworks/grouped.py",

@@ -191,7 +191,7 @@ def filtered_batch_moments(moments: PromptMoments, estimator, group_size,
     keep indicator, ``a'(z, k) = a(z, k) keep(k)`` (:func:`~ustat_rl.theory.advantage.advantage_moments`):
     ``E[g_hat 1_kept] = c(x) g(x)``, so ``E[g_hat | kept] = c(x) g(x)/P(kept | x)`` and
     ``E[||g_hat||^2 | kept] = E[||g_hat||^2 1_kept]/P(kept | x)``; the kept groups are i.i.d.
-    (the stopping rule reads only the keep indicators). Under verl's filter ``g_hat = 0`` on the
+    (the stopping time reads only the keep indicators). Under verl's filter ``g_hat = 0`` on the
     dropped (all-equal) groups, so ``c`` is the unfiltered one and the MSE is
     :func:`~ustat_rl.theory.advantage.dynamic_sampling_mse`. ``ValueError`` when ``r = 0``
     (the batch never fills).
