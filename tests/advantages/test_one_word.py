@@ -1,10 +1,13 @@
-"""One word for an advantage rule in the public API: ``estimator``.
+"""One word for an advantage rule in the public API: ``estimator``; and "rule" means nothing else.
 
 The scan reads every library module's source (no imports) and lists each public function's,
 method's and public class's (``__init__`` or dataclass field) parameters called ``rule``,
 ``advantage`` or ``convention``; each must be in :data:`ALLOWED`, where such a parameter means
-something other than an advantage rule. A planted module shows the scan flags one. The old
-keywords themselves are gone (tests/test_old_names.py).
+something other than an advantage rule. A second scan lists every module, public parameter and
+command-line flag whose name holds ``rule`` at all; each must be in :data:`ADVANTAGE_RULE_NAMES`,
+where it names advantage rules: a group filter, an allocation or a sketch's projector is called
+by its own word. Planted modules show each scan flags a name. The old keywords themselves are
+gone (tests/test_old_names.py).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import ast
 import inspect
 import pathlib
+import re
 
 import pytest
 
@@ -32,6 +36,20 @@ ALLOWED = {
 }
 
 
+#: Every module, public parameter and flag whose name holds "rule" -> why it is an advantage rule.
+ADVANTAGE_RULE_NAMES = {
+    "advantages/rule.py": "AdvantageRule, what an advantage rule is",
+    "montecarlo/batch_rules.py": "Monte Carlo of the advantage rules whose statistics are the batch's",
+    "claims/beyond_frameworks/batch_rules.py": "the claim on the batch-statistic advantage rules",
+    "montecarlo/batch_rules.py:batch_rule_statistics(rules)": "advantage rules, by name",
+    "montecarlo/multichannel.py:multichannel_statistics(rules)": "multi-reward advantage rules",
+    "montecarlo/bandit.py:kernel_tables(rules)": "advantage rules, their kernel tables",
+    "claims/beyond_allocation.py:exact_vs_brute_force(rules)": "advantage rules, cycled over",
+    "frameworks/rewards_only.py:RewardsReport(logged_rule_matches)":
+        "the registered advantage rules that reproduce a run's logged advantages",
+}
+
+
 def _is_record(node: ast.ClassDef) -> bool:
     """A dataclass or NamedTuple, whose annotated class attributes are ``__init__``'s."""
     words = [ast.unparse(d) for d in node.decorator_list] + [ast.unparse(b) for b in node.bases]
@@ -45,6 +63,24 @@ def _parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
 
 def old_word_parameters(root: pathlib.Path) -> set[str]:
     """``module:qualname(parameter)`` of every public parameter named by :data:`OLD_WORDS`."""
+    return public_parameters(root, lambda name: name in OLD_WORDS)
+
+
+def rule_names(root: pathlib.Path) -> set[str]:
+    """Every module (its path), public parameter (``module:qualname(parameter)``) and
+    command-line flag (``module:--flag``) whose name holds ``rule``."""
+    found = public_parameters(root, lambda name: "rule" in name)
+    for path in sorted(root.rglob("*.py")):
+        module = path.relative_to(root).as_posix()
+        if "rule" in path.stem:
+            found.add(module)
+        flags = re.findall(r"add_argument\(\s*\"(--[\w-]+)\"", path.read_text(encoding="utf-8"))
+        found.update(f"{module}:{flag}" for flag in flags if "rule" in flag)
+    return found
+
+
+def public_parameters(root: pathlib.Path, named) -> set[str]:
+    """``module:qualname(parameter)`` of every public parameter whose name ``named`` accepts."""
     found = set()
     for path in sorted(root.rglob("*.py")):
         module = path.relative_to(root).as_posix()
@@ -56,7 +92,7 @@ def old_word_parameters(root: pathlib.Path) -> set[str]:
                     if not hidden and _is_record(child):
                         for item in child.body:
                             if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) \
-                                    and item.target.id in OLD_WORDS:
+                                    and named(item.target.id):
                                 found.add(f"{module}:{prefix}{child.name}({item.target.id})")
                     visit(child, f"{prefix}{child.name}.", hidden, module)
                 elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -66,7 +102,7 @@ def old_word_parameters(root: pathlib.Path) -> set[str]:
                         name = (prefix[:-1] if child.name == "__init__"
                                 else f"{prefix}{child.name}")
                         found.update(f"{module}:{name}({p})" for p in _parameters(child)
-                                     if p in OLD_WORDS)
+                                     if named(p))
 
         visit(ast.parse(path.read_text(encoding="utf-8")), "", False)
     return found
@@ -90,6 +126,28 @@ def test_the_scan_flags_a_planted_module(tmp_path):
     assert old_word_parameters(tmp_path) == {
         "planted.py:score(rule)", "planted.py:Public(convention)",
         "planted.py:Public.fit(advantage)", "planted.py:Record(advantage)"}
+
+
+def test_rule_names_only_advantage_rules():
+    found = rule_names(ROOT)
+    assert found - set(ADVANTAGE_RULE_NAMES) == set(), "give a rule that is not an advantage rule " \
+        "its own word (group filter, allocation, projector, ...)"
+    assert set(ADVANTAGE_RULE_NAMES) - found == set(), "an entry no longer exists: drop it"
+
+
+def test_the_rule_scan_flags_a_planted_module_parameter_and_flag(tmp_path):
+    (tmp_path / "keep_rules.py").write_text(
+        "from dataclasses import dataclass\n"
+        "def keep_probability(value, keep_rule=None):\n    return value\n"
+        "def _private(keep_rule):\n    return keep_rule\n"
+        "@dataclass\nclass Loop:\n    keep_rule: str = 'verl'\n"
+        "def add_arguments(parser):\n"
+        "    parser.add_argument(\"--keep-rule\", default=None)\n"
+        "    parser.add_argument(\"--group-filter\", default=None)\n")
+    (tmp_path / "group_filters.py").write_text("def keep_mask(group_filter, group_size):\n"
+                                               "    return group_size\n")
+    assert rule_names(tmp_path) == {"keep_rules.py", "keep_rules.py:keep_probability(keep_rule)",
+                                    "keep_rules.py:Loop(keep_rule)", "keep_rules.py:--keep-rule"}
 
 
 def test_the_signatures_show_the_one_word():
