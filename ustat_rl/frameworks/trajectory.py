@@ -371,7 +371,10 @@ def gstar_errors_of(estimates) -> dict | None:
     >>> from ustat_rl.policies.examples import interior_optimum_bandit
     >>> from ustat_rl.scores.bandit import bandit_pilot
     >>> from ustat_rl.pilot.uncertainty import pilot_intervals
-    >>> out = pilot_intervals(bandit_pilot(interior_optimum_bandit(), 64, 16, rng=1, sketch_dim=16))
+    >>> from ustat_rl.scores.spec import SketchSpec
+    >>> pilot = bandit_pilot(interior_optimum_bandit(), 64, 16, rng=1,
+    ...                      sketch=SketchSpec(16, seed=1169290205))
+    >>> out = pilot_intervals(pilot)
     >>> sorted(gstar_errors_of(out)) == sorted(GSTAR_ERROR_FIELDS)
     True
     """
