@@ -49,7 +49,7 @@ OLD_FLAGS = re.findall(r"^- `ustat-rl (\w+) (--[\w-]+)` -> `ustat-rl \w+ (--[\w-
 def test_the_changelog_lists_every_kind_of_old_name():
     assert ustat_rl.__version__ == "0.2.0"
     assert len(OLD_MODULES) == 66 and len(OLD_ATTRIBUTES) == 12
-    assert len(OLD_KEYWORDS) == 70 and len(OLD_FLAGS) == 4
+    assert len(OLD_KEYWORDS) == 74 and len(OLD_FLAGS) == 4
 
 
 # ---------------------------------------------------------------------------- module paths

@@ -41,10 +41,6 @@ ADVANTAGE_RULE_NAMES = {
     "advantages/rule.py": "AdvantageRule, what an advantage rule is",
     "montecarlo/batch_rules.py": "Monte Carlo of the advantage rules whose statistics are the batch's",
     "claims/beyond_frameworks/batch_rules.py": "the claim on the batch-statistic advantage rules",
-    "montecarlo/batch_rules.py:batch_rule_statistics(rules)": "advantage rules, by name",
-    "montecarlo/multichannel.py:multichannel_statistics(rules)": "multi-reward advantage rules",
-    "montecarlo/bandit.py:kernel_tables(rules)": "advantage rules, their kernel tables",
-    "claims/beyond_allocation.py:exact_vs_brute_force(rules)": "advantage rules, cycled over",
     "frameworks/rewards_only.py:RewardsReport(logged_rule_matches)":
         "the registered advantage rules that reproduce a run's logged advantages",
 }

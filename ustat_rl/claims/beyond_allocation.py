@@ -36,7 +36,7 @@ BIASED_RULES = ("fullmean", "trl_group", "paper_algorithm2")
 BUDGETS = (24, 48, 96, 192)
 
 
-def exact_vs_brute_force(rng, n_cases: int, rules, shared: bool = False, solver=None):
+def exact_vs_brute_force(rng, n_cases: int, estimators, shared: bool = False, solver=None):
     """``(cases, agreeing, worst relative gap)`` of the exact method against brute force.
 
     ``solver(moments, rule, budget) -> group sizes`` defaults to :func:`optimal_allocation`
@@ -47,7 +47,7 @@ def exact_vs_brute_force(rng, n_cases: int, rules, shared: bool = False, solver=
     worst = 0.0
     while cases < n_cases:
         m = random_bandit_moments(rng, shared)
-        rule = rules[cases % len(rules)]
+        rule = estimators[cases % len(estimators)]
         low = rule_min_group_size(rule)
         budget = m.n_prompts * low + int(rng.integers(0, 9))
         best = brute_force_allocation(m, rule, budget).mse
@@ -65,9 +65,11 @@ def _dominance(name, moments, estimator, budget, note=""):
     others = {k: v.mse for k, v in out.items() if k != "optimal"}
     ratios = ", ".join(f"{k} {best / v:.3f}" for k, v in others.items())
     return check_true(f"{name}, {estimator}, N={budget}: optimal MSE <= uniform and every "
-                      f"reward-only allocation", all(best <= v * (1 + 1e-12) for v in others.values()),
+                      f"reward-only allocation",
+                      all(best <= v * (1 + 1e-12) for v in others.values()),
                       best / others["uniform"],
-                      note=f"measured: optimal/uniform; optimal/allocation: {ratios}. {note}".strip())
+                      note=f"measured: optimal/uniform; optimal/allocation: {ratios}. "
+                           f"{note}".strip())
 
 
 @register("C40", "Beyond the paper: at a budget of N rollouts, the integer group sizes G_x "
