@@ -56,7 +56,7 @@ def test_claim_passes_and_states_its_rate():
 def test_claim_catches_one_all_equal_outcome_dropped(monkeypatch, dropped, caught):
     """``q = p^G`` (all failures forgotten) or ``q = (1 - p)^G`` (all successes forgotten)."""
 
-    def keep(value, G, mask=None):  # the claim runs verl's rule, the default
+    def keep(value, G, mask=None):  # the claim runs verl's filter, the default
         kept = value if dropped == "failure" else 1.0 - value
         return 1.0 - kept**G
 
