@@ -130,7 +130,7 @@ def _vocab(name: str) -> int:
 @contextlib.contextmanager
 def _norms_through_the_fallback():
     """Send every elementwise module (the RMSNorms) through the exact per-sample fallback."""
-    from ustat_rl.scores.rules import Elementwise
+    from ustat_rl.scores.projectors import Elementwise
 
     covers = Elementwise.covers
     Elementwise.covers = lambda self, module, own: False  # the next rule, "module", takes them

@@ -128,7 +128,7 @@ TARGETS = (
             "::test_edgeworth_law_of_the_projected_grpo_gradient_by_monte_carlo")),
     Target("theory.allocation", "ustat_rl/theory/allocation.py",
            (_ALLOCATION_KILLS, "tests/theory/test_allocation.py")),
-    Target("theory.allocation_rules", "ustat_rl/theory/allocation_rules.py",
+    Target("theory.allocation_baselines", "ustat_rl/theory/allocation_baselines.py",
            (_ALLOCATION_KILLS, "tests/theory/test_allocation.py", "tests/pilot/test_allocate_scaled_rules.py")),
     # the tolerance alone, against its pinned bound: the kit's hypothesis searches are the
     # conformance target's, too slow per mutant here
@@ -136,7 +136,7 @@ TARGETS = (
            ("tests/conformance/test_mutation_kills_tolerance.py",
             "tests/conformance/test_kit_tolerance_pinned.py::test_tolerance_is_the_documented_bound",
             "tests/conformance/test_conformance_report.py"),
-           only=("TOLERANCE_RULE", "_working", "tolerance")),
+           only=("TOLERANCE_FORMULA", "_working", "tolerance")),
     Target("frameworks.trainer_units", "ustat_rl/frameworks/trainer_units.py",
            (_FRAMEWORK_KILLS, "tests/frameworks/test_trainer_units.py")),
     Target("frameworks.grouped", "ustat_rl/frameworks/grouped.py",

@@ -37,6 +37,7 @@ import numpy as np
 from ustat_rl.policies.examples import interior_optimum_bandit
 from ustat_rl.pilot import estimate_constants, load_rollouts, pilot_intervals
 from ustat_rl.scores.bandit import bandit_pilot
+from ustat_rl.scores.spec import SketchSpec, drawn_spec
 from ustat_rl.pilot.report import format_report, gstar_report
 from ustat_rl.interface.plotting_pilot import plot_gstar_report
 
@@ -51,7 +52,8 @@ exact, exact.optimal_group_size()
 # file, exactly what `ustat-rl gstar` consumes (`.npz` or Parquet, the same fields).
 
 # %%
-pilot = bandit_pilot(bandit, 64, 16, rng=np.random.default_rng(2026), sketch_dim=32)
+pilot = bandit_pilot(bandit, 64, 16, rng=np.random.default_rng(2026),
+                     sketch=SketchSpec(32, seed=1395062587))
 folder = Path(tempfile.mkdtemp())
 path = pilot.save(folder / "pilot.npz")
 pilot = load_rollouts(path)
@@ -83,7 +85,8 @@ print(f"G*: {g.estimate:.3g}  [{g.low:.3g}, {g.high:.3g}]   exact {exact.optimal
 
 # %%
 rng = np.random.default_rng(7)
-draws = np.array([estimate_constants(bandit_pilot(bandit, 64, 16, rng, sketch_dim=32)).c1
+draws = np.array([estimate_constants(bandit_pilot(bandit, 64, 16, rng,
+                                                  sketch=drawn_spec(32, rng))).c1
                   for _ in range(200)])
 print(f"mean of 200 estimates of c1: {draws.mean():.4g} +- {draws.std(ddof=1) / np.sqrt(200):.2g}"
       f" (exact {exact.c1:.4g})")
@@ -128,7 +131,7 @@ for name, G in (("recommended", report.recommended_group_size),
 
 # %%
 large = gstar_report(bandit_pilot(bandit, 2048, 16, rng=np.random.default_rng(2026),
-                                  sketch_dim=32), 480)
+                                  sketch=SketchSpec(32, seed=1846120509)), 480)
 print(format_report(large).split("predicted minibatch MSE")[0])
 
 # %% [markdown]

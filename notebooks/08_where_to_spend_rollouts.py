@@ -34,7 +34,7 @@ import numpy as np
 
 from ustat_rl.theory.allocation import per_prompt_terms
 from ustat_rl.pilot.allocation import format_pilot_allocation, loglinear_pilot, pilot_allocation
-from ustat_rl.theory.allocation_rules import compare_allocations
+from ustat_rl.theory.allocation_baselines import compare_allocations
 from ustat_rl.policies.examples import HETEROGENEOUS_SCALES, HETEROGENEOUS_VALUES, heterogeneous_score_bandit
 from ustat_rl.interface.plotting_allocation import plot_allocations, plot_mse_curves
 
@@ -43,7 +43,7 @@ from ustat_rl.interface.plotting_allocation import plot_allocations, plot_mse_cu
 #
 # `heterogeneous_score_bandit` crosses the success rates 0.15, 0.5 and 0.85 with score scales
 # 0.5 and 3: prompts 0 and 3 have the same $p$, but every score of prompt 3 is six times
-# larger, so its gradient noise is 36 times larger. A reward-only rule cannot tell them apart.
+# larger, so its gradient noise is 36 times larger. A reward-only allocation cannot tell them apart.
 
 # %%
 bandit, theta = heterogeneous_score_bandit()
@@ -236,7 +236,7 @@ fig.tight_layout()
 # ## Other frameworks' group filters, and POLARIS's replace (beyond the paper)
 #
 # With binary rewards every framework's filter is a rule keep$(k, G)$ on a group's success count
-# $k$ (`ustat_rl.theory.keep_rules`, docs/conventions.md "Dynamic-sampling group filters"):
+# $k$ (`ustat_rl.theory.group_filters`, docs/conventions.md "Dynamic-sampling group filters"):
 # verl's and slime's standard deviations and OpenRLHF's default mean range keep $0 < k < G$;
 # ROLL's `difficulty_mask` keeps $0.1\,G < k < 0.95\,G$, so from $G = 10$ it also drops the
 # groups with one success, and from $G = 20$ those with one failure. The keep probability
@@ -245,13 +245,13 @@ fig.tight_layout()
 
 # %%
 from ustat_rl.theory.dynamic_sampling import keep_probability
-from ustat_rl.theory.keep_rules import KEEP_RULES
+from ustat_rl.theory.group_filters import GROUP_FILTERS
 
 grid = np.linspace(0.01, 0.99, 99)
 fig, axes = plt.subplots(1, 3, figsize=(10, 3.2), sharey=True)
 for ax, G in zip(axes, (4, 10, 20)):
-    for name, style in zip(KEEP_RULES, ("-", "--", ":", "-.")):
-        ax.plot(grid, [keep_probability(p, G, keep_rule=name) for p in grid], style,
+    for name, style in zip(GROUP_FILTERS, ("-", "--", ":", "-.")):
+        ax.plot(grid, [keep_probability(p, G, group_filter=name) for p in grid], style,
                 label=name)
     ax.set_title(f"G = {G}")
     ax.set_xlabel("success rate p")
@@ -260,7 +260,7 @@ axes[0].legend(fontsize=8)
 fig.tight_layout()
 
 # %% [markdown]
-# SkyRL's POLARIS `replace` is not a keep rule: a batch of $B$ prompts is used when more than
+# SkyRL's POLARIS `replace` is not a group filter: a batch of $B$ prompts is used when more than
 # $0.3\,B$ of its groups have a spread, its other groups overwritten by copies of those, else it
 # is redrawn (docs/theory.md section 7, "POLARIS's replace"). The copies keep the batch at $B$
 # groups but are perfectly correlated with their sources, so at the same $B$ the replaced batch

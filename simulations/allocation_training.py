@@ -4,15 +4,15 @@ Config -> simulate -> tidy CSV -> figure.
 
 Algorithm 1 (leave-one-out GRPO, constant rate) runs ``R`` times on
 :func:`ustat_rl.policies.examples.heterogeneous_score_bandit` with a KL penalty (``tau = 1``, so the
-optimum is finite), spending ``N`` rollouts per iteration on its six prompts. Each rule
+optimum is finite), spending ``N`` rollouts per iteration on its six prompts. Each allocation
 (:data:`ustat_rl.training.allocation.TRAINING_ALLOCATIONS`) recomputes its group sizes at every
-iterate from the exact moments there; every rule's runs use the same seeds. The script records
-the gap ``J* - J(theta_n)`` at the checkpoints and, at the last one, each rule's mean gap and its
+iterate from the exact moments there; every allocation's runs use the same seeds. The script records
+the gap ``J* - J(theta_n)`` at the checkpoints and, at the last one, each allocation's mean gap and its
 paired difference to uniform with a 95% interval (mean +- 1.96 se over runs; runs with the same
 index share their seed), and the spread of the gap over runs (``sd``), which the gradient noise
 sets while the mean gap is still dominated by the deterministic drift.
 
-Each finished rule (a cell of the sweep executor) is appended to ``<out>/allocation_runs.csv``;
+Each finished allocation (a cell of the sweep executor) is appended to ``<out>/allocation_runs.csv``;
 a rerun skips finished cells. Outputs: ``allocation_summary.csv`` and
 ``allocation_training.png``.
 
@@ -54,10 +54,10 @@ from ustat_rl.training.allocation import TRAINING_ALLOCATIONS, AllocatedTraining
 
 KL_WEIGHT, BETA, DEFAULT_SEED = 1.0, 0.3, 1903
 FULL = dict(budget=24, n_iter=400, checkpoints=(0, 25, 50, 100, 200, 400), n_runs=100,
-            rules=TRAINING_ALLOCATIONS)
+            allocations=TRAINING_ALLOCATIONS)
 QUICK = dict(budget=24, n_iter=20, checkpoints=(0, 10, 20), n_runs=6,
-             rules=("optimal", "uniform", "sgpo"))
-RUN_COLUMNS = ["rule", "run", "n", "gap", "seed", "n_runs"]
+             allocations=("optimal", "uniform", "sgpo"))
+RUN_COLUMNS = ["allocation", "run", "n", "gap", "seed", "n_runs"]
 Z95 = 1.959964
 
 
@@ -67,8 +67,8 @@ class Config:
     n_iter: int = FULL["n_iter"]
     checkpoints: tuple = FULL["checkpoints"]
     n_runs: int = option(FULL["n_runs"], flag="--runs", type=int, quick=QUICK["n_runs"],
-                         help="runs per rule")
-    rules: tuple = FULL["rules"]
+                         help="runs per allocation")
+    allocations: tuple = FULL["allocations"]
     seed: int = option(DEFAULT_SEED, flag="--seed", type=int, help="root seed")
 
 
@@ -77,13 +77,13 @@ def _problem():
     return bandit, theta0, bandit.optimum().value
 
 
-def simulate_cell(config: Config, rule: str) -> pd.DataFrame:
+def simulate_cell(config: Config, allocation: str) -> pd.DataFrame:
     bandit, theta0, best = _problem()
-    setting = AllocatedTraining(config.n_iter, rule, config.budget, BETA,
+    setting = AllocatedTraining(config.n_iter, allocation, config.budget, BETA,
                                 checkpoints=config.checkpoints)
     marks, objective = train_allocated(bandit, theta0, setting, n_runs=config.n_runs,
                                        seed=config.seed)
-    rows = pd.DataFrame({"rule": rule, "run": np.repeat(np.arange(config.n_runs), marks.size),
+    rows = pd.DataFrame({"allocation": allocation, "run": np.repeat(np.arange(config.n_runs), marks.size),
                          "n": np.tile(marks, config.n_runs),
                          "gap": (best - objective).ravel()})
     rows["seed"], rows["n_runs"] = config.seed, config.n_runs
@@ -91,13 +91,13 @@ def simulate_cell(config: Config, rule: str) -> pd.DataFrame:
 
 
 def summarise(runs: pd.DataFrame, config: Config) -> pd.DataFrame:
-    last = runs[runs["n"] == config.n_iter].pivot(index="run", columns="rule", values="gap")
+    last = runs[runs["n"] == config.n_iter].pivot(index="run", columns="allocation", values="gap")
     out = []
-    for rule in [r for r in config.rules if r in last]:
-        gap = last[rule].to_numpy()
-        row = {"rule": rule, "n": config.n_iter, "gap": gap.mean(),
+    for name in [r for r in config.allocations if r in last]:
+        gap = last[name].to_numpy()
+        row = {"allocation": name, "n": config.n_iter, "gap": gap.mean(),
                "se": gap.std(ddof=1) / np.sqrt(gap.size), "sd": gap.std(ddof=1)}
-        if "uniform" in last and rule != "uniform":
+        if "uniform" in last and name != "uniform":
             diff = gap - last["uniform"].to_numpy()
             se = diff.std(ddof=1) / np.sqrt(diff.size)
             row.update(diff_to_uniform=diff.mean(), diff_low=diff.mean() - Z95 * se,
@@ -109,10 +109,10 @@ def summarise(runs: pd.DataFrame, config: Config) -> pd.DataFrame:
 def make_figure(runs: pd.DataFrame, out: Path):
     fig, axes = new_figure(1, 1, panel_size=(4.5, 3.2))
     ax = axes[0, 0]
-    for rule, block in runs.groupby("rule", sort=False):
+    for name, block in runs.groupby("allocation", sort=False):
         stats = block.groupby("n")["gap"].agg(["mean", "std", "count"])
         half = Z95 * stats["std"] / np.sqrt(stats["count"])
-        ax.plot(stats.index, stats["mean"], "o-", label=rule, ms=3)
+        ax.plot(stats.index, stats["mean"], "o-", label=name, ms=3)
         ax.fill_between(stats.index, stats["mean"] - half, stats["mean"] + half, alpha=0.2)
     ax.set_yscale("log")
     ax.set_xlabel("iteration n")
@@ -124,7 +124,7 @@ def make_figure(runs: pd.DataFrame, out: Path):
 def build_parser() -> argparse.ArgumentParser:
     """The script's options; the ones that set :class:`Config` come from its fields."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="3 rules, 6 runs, 20 iterations")
+    parser.add_argument("--quick", action="store_true", help="3 allocations, 6 runs, 20 iterations")
     add_config_arguments(parser, Config)
     parser.add_argument("--out", type=Path, default=None, help="output folder")
     parser.add_argument("--overwrite", action="store_true", help="discard finished cells")
@@ -149,27 +149,28 @@ def main(argv=None) -> pd.DataFrame:
     start = time.perf_counter()
     base = QUICK if args.quick else FULL
     config = Config(base["budget"], base["n_iter"], tuple(base["checkpoints"]), args.runs,
-                    tuple(base["rules"]), args.seed)
+                    tuple(base["allocations"]), args.seed)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     runs_path = out / "allocation_runs.csv"
     if args.overwrite and runs_path.exists():
         runs_path.unlink()
     runs = pd.read_csv(runs_path) if runs_path.exists() else pd.DataFrame(columns=RUN_COLUMNS)
+    runs = runs.rename(columns={"rule": "allocation"})  # the column's name in earlier files
     if len(runs) and (set(runs["seed"]) != {config.seed} or set(runs["n_runs"]) != {config.n_runs}
                       or runs["n"].max() != config.n_iter):
         raise SystemExit(f"{runs_path} was written with another seed, runs or n; use "
                          "--overwrite or another --out")
-    todo = [r for r in config.rules if r not in set(runs["rule"])]
+    todo = [r for r in config.allocations if r not in set(runs["allocation"])]
 
     def save(key, new):
         nonlocal runs
         runs = new if runs.empty else pd.concat([runs, new], ignore_index=True)
-        write_csv_atomic(order_rows(runs, ["rule"], [(r,) for r in config.rules]), runs_path)
+        write_csv_atomic(order_rows(runs, ["allocation"], [(r,) for r in config.allocations]), runs_path)
 
     try:
-        run_cells({rule: (config, rule) for rule in todo}, simulate_cell, save, args.executor,
-                  progress=not args.no_progress, n_skipped=len(config.rules) - len(todo))
+        run_cells({name: (config, name) for name in todo}, simulate_cell, save, args.executor,
+                  progress=not args.no_progress, n_skipped=len(config.allocations) - len(todo))
     except CellFailedError as err:
         raise SystemExit(f"error: {err}") from None
     summary = summarise(runs, config)
@@ -179,7 +180,7 @@ def main(argv=None) -> pd.DataFrame:
                      seconds=time.perf_counter() - start,
                      files=[runs_path, out / "allocation_summary.csv", *figures])
     print(summary.to_string(index=False, float_format="%.4g"))
-    print(f"{len(todo)} rule(s) simulated ({time.perf_counter() - start:.1f} s)")
+    print(f"{len(todo)} allocation(s) simulated ({time.perf_counter() - start:.1f} s)")
     return summary
 
 

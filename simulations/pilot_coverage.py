@@ -47,6 +47,7 @@ from ustat_rl.policies.examples import interior_optimum_bandit
 from ustat_rl.runs.records import count_table
 from ustat_rl.runs.script_config import add_config_arguments, option, resolve_quick
 from ustat_rl.scores.bandit import bandit_pilot
+from ustat_rl.scores.spec import SketchSpec, drawn_spec
 from ustat_rl.theory import admissible_group_sizes
 from ustat_rl.theory.group_size import gstar_of_ratio
 
@@ -79,7 +80,7 @@ def coverage_cell(bandit, truth, n_prompts, group_size, sketch_dim, n_pilots, rn
     keys = ("c1", "c2", "c3", "gstar_fieller", "gstar_delta", *BOOT, "unbounded")
     count = dict.fromkeys(keys, 0)
     for _ in range(n_pilots):
-        pilot = bandit_pilot(bandit, n_prompts, group_size, rng, sketch_dim)
+        pilot = bandit_pilot(bandit, n_prompts, group_size, rng, drawn_spec(sketch_dim, rng))
         out = pilot_intervals(pilot, LEVEL)
         boot = bootstrap_t_intervals(pilot, LEVEL, n_boot, rng)
         for name in BOOT:
@@ -102,7 +103,7 @@ def advice_cell(bandit, exact, budget, n_pilots, rng) -> dict:
     optimum = float(np.min(exact.fixed_budget_mse(sizes, budget)))
     good = point = unbounded = 0
     for _ in range(n_pilots):
-        report = gstar_report(bandit_pilot(bandit, 64, 16, rng, 32), budget)
+        report = gstar_report(bandit_pilot(bandit, 64, 16, rng, drawn_spec(32, rng)), budget)
         good += exact.fixed_budget_mse(float(report.recommended_group_size), budget) <= 1.1 * optimum
         point += exact.fixed_budget_mse(float(report.best_group_size), budget) <= 1.1 * optimum
         unbounded += not report.bounded
@@ -116,8 +117,12 @@ def write_figures(folder: Path, bandit) -> list[Path]:
 
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name, n_prompts in (("gstar_unbounded", 64), ("gstar_bounded", 2048)):
-        pilot = bandit_pilot(bandit, n_prompts, 16, np.random.default_rng(2026), 32)
+    # notebook 05's two pilots (R's seeds are the ones their streams drew before pilots took a
+    # SketchSpec)
+    for name, n_prompts, seed in (("gstar_unbounded", 64, 1395062587),
+                                  ("gstar_bounded", 2048, 1846120509)):
+        pilot = bandit_pilot(bandit, n_prompts, 16, np.random.default_rng(2026),
+                             SketchSpec(32, seed=seed))
         fig = plot_gstar_report(gstar_report(pilot, 256))
         fig.savefig(folder / f"{name}.png", dpi=110)
         paths.append(folder / f"{name}.png")

@@ -65,13 +65,13 @@ def data_module():
 
 
 @lru_cache(maxsize=None)
-def _interior_pilot(n_prompts, group_size, seed, stream, sketch_dim):
+def _interior_pilot(n_prompts, group_size, seed, stream, sketch):
     from ustat_rl.policies.examples import interior_optimum_bandit
     from ustat_rl.scores.bandit import bandit_pilot
     from ustat_rl.seeding import child_rng
 
     pilot = bandit_pilot(interior_optimum_bandit(), n_prompts, group_size,
-                         child_rng(seed, stream), sketch_dim=sketch_dim)
+                         child_rng(seed, stream), sketch=sketch)
     for value in vars(pilot).values():  # shared between tests: nobody may write into it
         if hasattr(value, "setflags"):
             value.setflags(write=False)
@@ -80,13 +80,14 @@ def _interior_pilot(n_prompts, group_size, seed, stream, sketch_dim):
 
 @pytest.fixture(scope="session")
 def interior_pilot():
-    """``interior_pilot(n_prompts, group_size, seed, stream, sketch_dim=None)``: a pilot of
-    ``interior_optimum_bandit()`` drawn with ``child_rng(seed, stream)``.
+    """``interior_pilot(n_prompts, group_size, seed, stream, sketch=None)``: a pilot of
+    ``interior_optimum_bandit()`` drawn with ``child_rng(seed, stream)``, its scores projected by
+    the ``SketchSpec`` ``sketch`` if one is given.
 
     The same arguments give the same (read-only) pilot object for the whole session, so files
     that use the same pilot draw it once.
     """
-    def draw(n_prompts, group_size, seed, stream, sketch_dim=None):
-        return _interior_pilot(n_prompts, group_size, seed, stream, sketch_dim)
+    def draw(n_prompts, group_size, seed, stream, sketch=None):
+        return _interior_pilot(n_prompts, group_size, seed, stream, sketch)
 
     return draw

@@ -46,7 +46,7 @@ MONITORED, G, GROUPS = ("qwen2", "llama+lora"), 4, 2
 
 
 class GatedNorm(nn.Module):
-    """A norm with a matrix used non-linearly: no fast rule covers it (the fallback)."""
+    """A norm with a matrix used non-linearly: no fast projector covers it (the fallback)."""
 
     def __init__(self, width):
         super().__init__()

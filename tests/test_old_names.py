@@ -48,8 +48,8 @@ OLD_FLAGS = re.findall(r"^- `ustat-rl (\w+) (--[\w-]+)` -> `ustat-rl \w+ (--[\w-
 
 def test_the_changelog_lists_every_kind_of_old_name():
     assert ustat_rl.__version__ == "0.2.0"
-    assert len(OLD_MODULES) == 62 and len(OLD_ATTRIBUTES) == 12
-    assert len(OLD_KEYWORDS) == 51 and len(OLD_FLAGS) == 2
+    assert len(OLD_MODULES) == 66 and len(OLD_ATTRIBUTES) == 12
+    assert len(OLD_KEYWORDS) == 74 and len(OLD_FLAGS) == 4
 
 
 # ---------------------------------------------------------------------------- module paths
@@ -185,6 +185,7 @@ def _cli(argv, capsys) -> tuple[int, str, str]:
 @pytest.mark.parametrize(("command", "old", "new"), OLD_FLAGS)
 def test_an_old_flag_is_a_usage_error(command, old, new, capsys, tmp_path):
     required = {"rewards": [str(tmp_path), "--budget", "8"],
+                "gstar": [str(tmp_path), "--budget", "8"],
                 "conformance": ["m:f", "--estimator", "grpo"]}[command]
     code, _, err = _cli([command, *required, old, "grpo"], capsys)
     assert code == 2 and f"unrecognized arguments: {old} grpo" in err

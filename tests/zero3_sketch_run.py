@@ -11,7 +11,7 @@ PEFT adapter) each process saves ``<case>.scores.<rank>.npz``: the sharded score
 model's scores of the same rows under the same seed, and two controls (the sharded scores under
 another seed, the unsharded scores of a model with one RMSNorm weight entry moved by 1e-2), and
 ``<case>.meta.<rank>.json`` (what the parameters look like outside DeepSpeed's gather, the
-coverage rules, the DeepSpeed version, DeepSpeed's all-gathers counted during the sketch and,
+projectors, the DeepSpeed version, DeepSpeed's all-gathers counted during the sketch and,
 for comparison, in one training forward and backward). For the cases of ``fsdp_sketch_run.MONITORED``,
 ``<case>.records.<rank>.json``: the monitor's records as tests/fsdp_sketch_run.py makes them
 (``monitored``), on the ZeRO-3 model. ``refusals.<rank>.json``: the message for a model whose

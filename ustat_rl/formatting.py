@@ -1,4 +1,4 @@
-"""How the library writes numbers: one JSON rule and one text format for every report.
+"""How the library writes numbers: one JSON encoding and one text format for every report.
 
 * :func:`json_ready`: NaN (nothing measured) becomes ``null``, ``+-inf`` the strings ``"inf"`` and
   ``"-inf"`` (JSON has no literal for them), numpy scalars plain Python ones;

@@ -51,7 +51,7 @@ API_MODULES = (
     ("ustat_rl.claims", "the claims registry behind ustat-rl verify"),
     ("ustat_rl.scores", "a model to per-sample scores and their sketches (torch): SketchSpec"),
     ("ustat_rl.scores.coverage", "how each parameter enters the forward pass, for the factored sketch"),
-    ("ustat_rl.scores.rules", "each coverage rule's test and formula, side by side"),
+    ("ustat_rl.scores.projectors", "each projector's test and formula, side by side"),
     ("ustat_rl.scores.families", "the decoder families people train, built from configs"),
     ("ustat_rl.frameworks.entry", "WindowMonitor: the window record from any training loop"),
     ("ustat_rl.frameworks.config", "MonitorConfig: the monitor's settings, one frozen object"),
@@ -63,7 +63,7 @@ API_MODULES = (
     ("ustat_rl.frameworks.logs", "a trainer's per-step logs read for what they determine"),
     ("ustat_rl.frameworks.aggregation", "loss aggregations over tokens (verl, TRL, SkyRL's "
      "prompt_mean) and the clamped K3 penalty"),
-    ("ustat_rl.theory.keep_rules", "the frameworks' dynamic-sampling keep rules, exactly"),
+    ("ustat_rl.theory.group_filters", "the frameworks' dynamic-sampling group filters, exactly"),
     ("ustat_rl.theory.replace_sampling", "POLARIS's replace: copies of informative groups"),
     ("ustat_rl.theory.shrinkage", "shrinkage and score-weighted baselines at finite G and B"),
     ("ustat_rl.theory.greedy_baseline", "ReMax's greedy-rollout baseline"),

@@ -92,11 +92,11 @@ def test_remax_matches_its_exact_moments_on_both_backends(backend):
 def test_refusals_name_the_parameter():
     with pytest.raises(ValueError, match="bandit"):
         as_one_channel(SoftmaxBandit([[0.0, 1.0]], [[0.5, 0.5]], reward_values=(-1.0, 1.0)))
-    with pytest.raises(ValueError, match="rules"):
+    with pytest.raises(ValueError, match="estimators"):
         batch_rule_statistics(small_bandit(), "baseline", 2, 2)  # b(x) not drawn
-    with pytest.raises(ValueError, match="rules"):
+    with pytest.raises(ValueError, match="estimators"):
         batch_rule_statistics(small_bandit(), "no_such_rule", 2, 2)
-    with pytest.raises(ValueError, match="rules"):
+    with pytest.raises(ValueError, match="estimators"):
         batch_rule_statistics(small_bandit(), (), 2, 2)
     with pytest.raises(ValueError, match="backend"):
         batch_rule_statistics(small_bandit(), "roll_batch", 2, 2, backend="jax")

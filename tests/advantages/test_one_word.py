@@ -1,10 +1,13 @@
-"""One word for an advantage rule in the public API: ``estimator``.
+"""One word for an advantage rule in the public API: ``estimator``; and "rule" means nothing else.
 
 The scan reads every library module's source (no imports) and lists each public function's,
 method's and public class's (``__init__`` or dataclass field) parameters called ``rule``,
 ``advantage`` or ``convention``; each must be in :data:`ALLOWED`, where such a parameter means
-something other than an advantage rule. A planted module shows the scan flags one. The old
-keywords themselves are gone (tests/test_old_names.py).
+something other than an advantage rule. A second scan lists every module, public parameter and
+command-line flag whose name holds ``rule`` at all; each must be in :data:`ADVANTAGE_RULE_NAMES`,
+where it names advantage rules: a group filter, an allocation or a sketch's projector is called
+by its own word. Planted modules show each scan flags a name. The old keywords themselves are
+gone (tests/test_old_names.py).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import ast
 import inspect
 import pathlib
+import re
 
 import pytest
 
@@ -25,22 +29,20 @@ ALLOWED = {
     "pilot/run_noise_definition.py:terms_by_loop(advantage)":
         "an array of advantages, one per sample",
     "pilot/run_noise.py:group_terms(advantage)": "an array of advantages, one per sample",
-    "scores/_sketcher.py:Sketcher.hook(rule)": "a sketch coverage rule (ustat_rl/scores/rules.py)",
-    "theory/allocation_rules.py:baseline_allocation(rule)":
-        "an allocation rule (its `estimator` is the advantage rule)",
-    "theory/allocation_rules.py:baseline_group_sizes(rule)": "an allocation rule",
-    "frameworks/rewards_only.py:rewards_report(rule)":
-        "the run's rule, beside an `estimator` that already names the allocation curve's rule",
     "conformance/report.py:ConformanceReport(convention)":
         "a report's field (the name checked), read back as an attribute",
     "frameworks/grouped.py:GroupedRewards(advantage)": "the advantages a run logged, an array",
     "advantages/evaluate.py:Parts(advantage)": "an array of advantages, one per sample",
-    "frameworks/rewards_only.py:RewardsReport(rule)":
-        "a report's field, written to its JSON under that key (as `rewards_report` takes it)",
-    "pilot/dynamic_sampling.py:DynamicSamplingReport(rule)":
-        "a report's field, written to its JSON under that key",
-    "theory/allocation.py:Allocation(rule)":
-        "an allocation rule (its `estimator` field is the advantage rule)",
+}
+
+
+#: Every module, public parameter and flag whose name holds "rule" -> why it is an advantage rule.
+ADVANTAGE_RULE_NAMES = {
+    "advantages/rule.py": "AdvantageRule, what an advantage rule is",
+    "montecarlo/batch_rules.py": "Monte Carlo of the advantage rules whose statistics are the batch's",
+    "claims/beyond_frameworks/batch_rules.py": "the claim on the batch-statistic advantage rules",
+    "frameworks/rewards_only.py:RewardsReport(logged_rule_matches)":
+        "the registered advantage rules that reproduce a run's logged advantages",
 }
 
 
@@ -57,6 +59,24 @@ def _parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
 
 def old_word_parameters(root: pathlib.Path) -> set[str]:
     """``module:qualname(parameter)`` of every public parameter named by :data:`OLD_WORDS`."""
+    return public_parameters(root, lambda name: name in OLD_WORDS)
+
+
+def rule_names(root: pathlib.Path) -> set[str]:
+    """Every module (its path), public parameter (``module:qualname(parameter)``) and
+    command-line flag (``module:--flag``) whose name holds ``rule``."""
+    found = public_parameters(root, lambda name: "rule" in name)
+    for path in sorted(root.rglob("*.py")):
+        module = path.relative_to(root).as_posix()
+        if "rule" in path.stem:
+            found.add(module)
+        flags = re.findall(r"add_argument\(\s*\"(--[\w-]+)\"", path.read_text(encoding="utf-8"))
+        found.update(f"{module}:{flag}" for flag in flags if "rule" in flag)
+    return found
+
+
+def public_parameters(root: pathlib.Path, named) -> set[str]:
+    """``module:qualname(parameter)`` of every public parameter whose name ``named`` accepts."""
     found = set()
     for path in sorted(root.rglob("*.py")):
         module = path.relative_to(root).as_posix()
@@ -68,7 +88,7 @@ def old_word_parameters(root: pathlib.Path) -> set[str]:
                     if not hidden and _is_record(child):
                         for item in child.body:
                             if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) \
-                                    and item.target.id in OLD_WORDS:
+                                    and named(item.target.id):
                                 found.add(f"{module}:{prefix}{child.name}({item.target.id})")
                     visit(child, f"{prefix}{child.name}.", hidden, module)
                 elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -78,7 +98,7 @@ def old_word_parameters(root: pathlib.Path) -> set[str]:
                         name = (prefix[:-1] if child.name == "__init__"
                                 else f"{prefix}{child.name}")
                         found.update(f"{module}:{name}({p})" for p in _parameters(child)
-                                     if p in OLD_WORDS)
+                                     if named(p))
 
         visit(ast.parse(path.read_text(encoding="utf-8")), "", False)
     return found
@@ -102,6 +122,28 @@ def test_the_scan_flags_a_planted_module(tmp_path):
     assert old_word_parameters(tmp_path) == {
         "planted.py:score(rule)", "planted.py:Public(convention)",
         "planted.py:Public.fit(advantage)", "planted.py:Record(advantage)"}
+
+
+def test_rule_names_only_advantage_rules():
+    found = rule_names(ROOT)
+    assert found - set(ADVANTAGE_RULE_NAMES) == set(), "give a rule that is not an advantage rule " \
+        "its own word (group filter, allocation, projector, ...)"
+    assert set(ADVANTAGE_RULE_NAMES) - found == set(), "an entry no longer exists: drop it"
+
+
+def test_the_rule_scan_flags_a_planted_module_parameter_and_flag(tmp_path):
+    (tmp_path / "keep_rules.py").write_text(
+        "from dataclasses import dataclass\n"
+        "def keep_probability(value, keep_rule=None):\n    return value\n"
+        "def _private(keep_rule):\n    return keep_rule\n"
+        "@dataclass\nclass Loop:\n    keep_rule: str = 'verl'\n"
+        "def add_arguments(parser):\n"
+        "    parser.add_argument(\"--keep-rule\", default=None)\n"
+        "    parser.add_argument(\"--group-filter\", default=None)\n")
+    (tmp_path / "group_filters.py").write_text("def keep_mask(group_filter, group_size):\n"
+                                               "    return group_size\n")
+    assert rule_names(tmp_path) == {"keep_rules.py", "keep_rules.py:keep_probability(keep_rule)",
+                                    "keep_rules.py:Loop(keep_rule)", "keep_rules.py:--keep-rule"}
 
 
 def test_the_signatures_show_the_one_word():

@@ -460,7 +460,7 @@ def test_trajectory_claim_catches_the_simultaneous_level_dropped(monkeypatch):
 def test_sketch_claim_catches_a_scaled_embeddings_scale_dropped(monkeypatch, where):
     """C44: Gemma's embedding scale (sqrt(width), applied inside the module) dropped from the
     sketch, where the embedding's gradient is projected or where the scale is read off."""
-    from ustat_rl.scores.rules import Embedding
+    from ustat_rl.scores.projectors import Embedding
 
     if where == "gradient":
         original = Embedding.gradient

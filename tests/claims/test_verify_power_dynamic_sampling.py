@@ -56,7 +56,7 @@ def test_claim_passes_and_states_its_rate():
 def test_claim_catches_one_all_equal_outcome_dropped(monkeypatch, dropped, caught):
     """``q = p^G`` (all failures forgotten) or ``q = (1 - p)^G`` (all successes forgotten)."""
 
-    def keep(value, G, mask=None):  # the claim runs verl's rule, the default
+    def keep(value, G, mask=None):  # the claim runs verl's filter, the default
         kept = value if dropped == "failure" else 1.0 - value
         return 1.0 - kept**G
 
@@ -78,8 +78,8 @@ def test_claim_catches_the_cap_ignored_in_the_batch_count(monkeypatch):
 def test_claim_catches_the_bias_computed_as_if_nothing_were_filtered(monkeypatch):
     original = ds_module.filtered_batch_moments
 
-    def unfiltered_bias(moments, advantage, group_size, batch_size, keep_rule=None):
-        out = original(moments, advantage, group_size, batch_size, keep_rule)
+    def unfiltered_bias(moments, advantage, group_size, batch_size, group_filter=None):
+        out = original(moments, advantage, group_size, batch_size, group_filter)
         mean = out.keep_prob * out.prompt_weight  # f(x) c(x): the unfiltered group's mean
         f, gram = moments.prompt_prob, moments.grad_gram
         bias_sq = float(mean @ gram @ mean - 2.0 * mean @ gram @ f + moments.grad_norm_sq)

@@ -55,8 +55,9 @@ UNDER = np.sqrt(2 * TINY)
 #: Every registered convention, read from the registry so that a rule added there is pinned too
 #: (scale none, group, others', group statistic, batch, nonzero fraction, whitening; centring
 #: none, group mean, leave-one-out or a group function; epsilon added, inside the sqrt, as a
-#: floor, or none; the zero and keep rules). A rule of a kind the bound below has no branch for
-#: fails ``test_tolerance_is_the_documented_bound`` with NotImplementedError, not silently.
+#: floor, or none; a zero spread zeroed or its numerator kept). A rule of a kind the bound below
+#: has no branch for fails ``test_tolerance_is_the_documented_bound`` with NotImplementedError,
+#: not silently.
 NAMES = CONVENTION_NAMES
 #: Bounds a deliberate bug adds (rejected) and a harmless perturbation adds (accepted).
 BUG_BOUNDS, HARMLESS_BOUNDS = 4.0, 0.5

@@ -85,11 +85,11 @@ def test_a_reward_of_exactly_float32_tiny_is_a_normal_number_and_counts_as_nonze
     assert np.all(flushed[z != 0] > got[z != 0])
 
 def test_a_report_states_the_module_docstrings_rule():
-    # mutants: TOLERANCE_RULE set to None, or its formula decorated with XX
+    # mutants: TOLERANCE_FORMULA set to None, or its formula decorated with XX
     report = conformance.check_conformance(lambda z, g: advantages("trl_group", z, g),
                                            "trl_group", search=Search(max_examples=5))
-    assert report.passed and report.tolerance == conformance.TOLERANCE_RULE
+    assert report.passed and report.tolerance == conformance.TOLERANCE_FORMULA
     formula = re.match(r"^(\|got - expected\| <= .*?): ", report.tolerance).group(1)
     squeeze = "".join(formula.split())
     assert squeeze in "".join(conformance.__doc__.split())
-    assert report.summary().splitlines()[1] == f"tolerance: {conformance.TOLERANCE_RULE}"
+    assert report.summary().splitlines()[1] == f"tolerance: {conformance.TOLERANCE_FORMULA}"

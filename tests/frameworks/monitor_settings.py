@@ -21,7 +21,7 @@ _PARTS = {
     "sketch": (SketchSpec, {"sketch_dim": "dimension", "sketch_blocks": "blocks", "seed": "seed",
                             "kind": "kind", "dtype": "dtype", "temperature": "temperature"}),
     "estimator": (EstimatorConfig, {"estimator": "name", "estimator_source": "source",
-                                    "keep_rule": "keep_rule"}),
+                                    "group_filter": "group_filter"}),
     "loss": (LossWeighting, {"loss_type": "loss_type", "reward_weights": "reward_weights",
                              "max_completion_length": "max_completion_length",
                              "epsilon_high": "epsilon_high", "units": "units"}),

@@ -32,7 +32,7 @@ from ustat_rl.scores.spec import SketchSpec  # noqa: E402
     (lambda: Schedule(every=0), "every"), (lambda: Schedule(pool=0), "pool"),
     (lambda: Schedule(chunk_size=1.5), "chunk_size"),
     (lambda: EstimatorConfig("nope"), "estimator"),
-    (lambda: EstimatorConfig(keep_rule="rol"), "keep_rule"),
+    (lambda: EstimatorConfig(group_filter="rol"), "group_filter"),
     (lambda: LossWeighting("mean"), "loss_type"),
     (lambda: LossWeighting("dr_grpo"), "max_completion_length"),
     (lambda: LossWeighting(reward_weights=[[1.0]]), "reward_weights"),

@@ -151,7 +151,8 @@ def test_group_ids_that_break_a_group_skip_the_window(tmp_path):
     (dict(loss_type="mean"), "loss_type"), (dict(reward_weights=[[1.0]]), "reward_weights"),
     (dict(loss_type="dr_grpo"), "max_completion_length"), (dict(level=1.0), "level"),
     (dict(sketch_dim=10, sketch_blocks=4), "blocks"),
-    (dict(chunk_size=0), "chunk_size"), (dict(keep_rule="rol"), "keep_rule"), (dict(every=0), "every"),
+    (dict(chunk_size=0), "chunk_size"), (dict(group_filter="rol"), "group_filter"),
+    (dict(every=0), "every"),
 ])
 def test_bad_options_name_the_parameter(tmp_path, options, match):
     options = {"group_size": G, **options}

@@ -32,7 +32,7 @@ from ustat_rl.interface.cli import main
 from ustat_rl.pilot.estimate import estimate_moments
 from ustat_rl.pilot.report import all_equal_fraction
 from ustat_rl.pilot.rollouts import Rollouts
-from ustat_rl.theory.allocation_rules import BASELINE_RULES, baseline_allocation
+from ustat_rl.theory.allocation_baselines import BASELINE_ALLOCATIONS, baseline_allocation
 
 pytestmark = pytest.mark.fast
 
@@ -281,7 +281,7 @@ def test_reward_only_allocation_equals_the_full_moment_route():
     # second route: attach arbitrary scores, estimate every moment, score the rules exactly
     r = table.to_rollouts(rng.normal(size=(table.n_samples, 3)))
     moments = estimate_moments(r)
-    for rule in BASELINE_RULES:
+    for rule in BASELINE_ALLOCATIONS:
         full = baseline_allocation(moments, rule, "grpo", 48).group_sizes.tolist()
         assert report.allocation[rule] == full and sum(full) == 48
 
@@ -289,9 +289,9 @@ def test_reward_only_allocation_equals_the_full_moment_route():
 def test_report_bad_input():
     table = GroupedRewards(np.array(["a", "a", "a", "b", "b"]), np.array([1., 0, 1, 1, 1]))
     with pytest.raises(ValueError, match="trl_group.*same size"):
-        rewards_report(table, 8, rule="trl_group")
-    with pytest.raises(ValueError, match="`rule`"):
-        rewards_report(table, 8, rule="no_such_rule")
+        rewards_report(table, 8, estimator="trl_group")
+    with pytest.raises(ValueError, match="`estimator`"):
+        rewards_report(table, 8, estimator="no_such_rule")
     with pytest.raises(ValueError, match="`budget` 7 admits one group size"):
         rewards_report(table, 7)
     out = rewards_report(table, 2 * 2)  # budget 4 < 2 x 2 groups? no: 4 = 2 x 2 fits
@@ -423,7 +423,7 @@ def test_a_real_trl_completion_log_is_read_into_its_groups(trl_log):
         # negative control: groups one row out of place do not
         shifted = get_rule("trl_group").advantages(np.roll(part.reward, 1), idx)
         assert not np.allclose(shifted, logged.to_numpy(), rtol=1e-5, atol=1e-5)
-        report = rewards_report(part, G * B, rule="trl_group")
+        report = rewards_report(part, G * B, estimator="trl_group")
         equal.append(report.steps[0]["all_equal"])
         # TRL's frac_reward_zero_std is the fraction of completions in zero-std groups: with
         # equal groups it is the fraction of groups (float32 mean: 1e-7)

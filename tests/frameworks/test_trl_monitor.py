@@ -266,7 +266,7 @@ def test_a_module_the_sketch_cannot_follow_skips_the_window(tmp_path):
 
 
 def test_fallback_parameters_are_announced_and_estimated(tmp_path):
-    """A GPT-2 whose head is a linear layer with its own ``forward``: no fast rule, so the
+    """A GPT-2 whose head is a linear layer with its own ``forward``: no fast projector, so the
     exact per-sample fallback sketches it (announced once, with its cost) and no window skips."""
 
     class Doubled(torch.nn.Linear):

@@ -24,6 +24,7 @@ pytest.importorskip("torch")
 from ustat_rl.frameworks.config import EstimatorConfig, MonitorConfig  # noqa: E402
 from ustat_rl.frameworks.window import Batch, window_record  # noqa: E402
 from ustat_rl.policies.transformer import exact_moments, load_study_policy, make_splits  # noqa: E402
+from ustat_rl.scores.spec import drawn_spec  # noqa: E402
 from ustat_rl.scores.transformer import answer_population, population_pilot  # noqa: E402
 from ustat_rl.stats.coverage_band import coverage_in_band  # noqa: E402
 from ustat_rl.theory import scaling_constants  # noqa: E402
@@ -44,7 +45,7 @@ def windows():
     rng = np.random.default_rng(20261201)
     records = []
     for _ in range(WINDOWS):
-        pilot = population_pilot(population, GROUPS * POOL, G, rng, sketch_dim=K)
+        pilot = population_pilot(population, GROUPS * POOL, G, rng, sketch=drawn_spec(K, rng))
         order = np.argsort(pilot.prompt_id, kind="stable")  # groups contiguous, G rows each
         reward, score = pilot.reward[order], pilot.score[order]
         rows = GROUPS * G

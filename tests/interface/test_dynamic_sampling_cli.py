@@ -188,17 +188,17 @@ def test_rewards_only_report_has_no_mse_and_the_same_costs(known):
     assert only.to_dict() == replace(out, mse=None, best=None, resolved=None).to_dict()
 
 
-def test_another_frameworks_keep_rule_reaches_every_number(known):
-    """ROLL's rule (beyond the paper) is verl's at G = 2, 4, 8 and drops k = 1 from G = 10 and
+def test_another_frameworks_group_filter_reaches_every_number(known):
+    """ROLL's filter (beyond the paper) is verl's at G = 2, 4, 8 and drops k = 1 from G = 10 and
     k = G - 1 from G = 20: the report follows the theory under it, and keeps verl's unbiased r
-    and GRPO's g/r only where the two rules agree."""
+    and GRPO's g/r only where the two filters agree."""
     pilot, verl = known
-    out = pilot_dynamic_sampling(pilot, BUDGET, max_gen_batches=3, keep_rule="roll")
+    out = pilot_dynamic_sampling(pilot, BUDGET, max_gen_batches=3, group_filter="roll")
     projected = binary_projection(estimate_moments(pilot_statistics(pilot)))
     p = np.array(SUCCESSES) / N_SAMPLES
-    assert out.keep_rule == "roll" and verl.keep_rule == "verl"
+    assert out.group_filter == "roll" and verl.group_filter == "verl"
     for i, G in enumerate(SIZES):
-        np.testing.assert_allclose(out.keep_prob[i], keep_probability(p, G, keep_rule="roll"),
+        np.testing.assert_allclose(out.keep_prob[i], keep_probability(p, G, group_filter="roll"),
                                    rtol=RTOL)
         want = filtered_batch_moments(projected, "grpo", G, BUDGET // G, "roll")
         for key in ("bias_sq", "variance", "mse", "mse_rescaled"):
@@ -206,22 +206,22 @@ def test_another_frameworks_keep_rule_reaches_every_number(known):
         same = G < 10
         assert (out.keep_prob_unbiased[i] == verl.keep_prob_unbiased[i]) if same else (
             out.keep_prob_unbiased[i] is None and out.grpo_mean_scale[i] is None)
-        # negative control: where the rules differ, verl's r and MSE are not ROLL's
+        # negative control: where the filters differ, verl's r and MSE are not ROLL's
         if not same:
             assert out.keep_prob[i] < verl.keep_prob[i] - 1e-3
             assert abs(out.mse["mse"][i] - verl.mse["mse"][i]) > 1e-6 * abs(verl.mse["mse"][i])
     text = format_dynamic_sampling(out)
-    assert "dynamic sampling (keep rule roll, alibaba/ROLL;" in text and "keep rule roll" in text
+    assert "dynamic sampling (group filter roll, alibaba/ROLL;" in text and "group filter roll" in text
 
 
-def test_gstar_takes_the_keep_rule(tmp_path, capsys, known):
+def test_gstar_takes_the_group_filter(tmp_path, capsys, known):
     path = known[0].save(tmp_path / "pilot.npz")
     code, text, err = _run(capsys, "gstar", str(path), "--budget", str(BUDGET),
-                           "--dynamic-sampling", "--keep-rule", "roll",
+                           "--dynamic-sampling", "--group-filter", "roll",
                            "--json", str(tmp_path / "g.json"))
-    assert code == 0 and err == "" and "keep rule roll" in text
+    assert code == 0 and err == "" and "group filter roll" in text
     payload = json.loads((tmp_path / "g.json").read_text(), parse_constant=_no_nan)
-    assert payload["dynamic_sampling"]["keep_rule"] == "roll"
+    assert payload["dynamic_sampling"]["group_filter"] == "roll"
 
 
 # ---------------------------------------------------------------------------- the commands
@@ -331,7 +331,7 @@ def test_equal_rewards_leave_nothing_to_filter(tmp_path, capsys, command):
      "`--max-gen-batches` must be an integer >= 1"),
     (["--dynamic-sampling", "--max-gen-batches", "-2"], "`--max-gen-batches` must be"),
     (["--max-gen-batches", "3"], "applies only with --dynamic-sampling"),
-    (["--keep-rule", "roll"], "`--keep-rule` applies only with --dynamic-sampling"),
+    (["--group-filter", "roll"], "`--group-filter` applies only with --dynamic-sampling"),
 ])
 def test_bad_options_are_usage_errors(tmp_path, capsys, command, extra, words):
     path = _save(tmp_path, np.tile([0.0, 1.0], 16))
@@ -365,27 +365,27 @@ def test_doctests():
 
 
 @pytest.mark.parametrize("command", ["gstar", "rewards"])
-def test_an_unknown_keep_rule_is_a_usage_error_naming_the_rules(tmp_path, capsys, command):
+def test_an_unknown_group_filter_is_a_usage_error_naming_the_filters(tmp_path, capsys, command):
     from ustat_rl.interface import cli
 
     path = _save(tmp_path, np.tile([0.0, 1.0], 16))
     with pytest.raises(SystemExit) as info:
-        cli.main([command, path, "--budget", "32", "--dynamic-sampling", "--keep-rule", "rol"])
+        cli.main([command, path, "--budget", "32", "--dynamic-sampling", "--group-filter", "rol"])
     err = capsys.readouterr().err
     assert info.value.code == 2
-    assert "--keep-rule: unknown keep rule 'rol'; choose from verl, slime, openrlhf, roll" in err
+    assert "--group-filter: unknown group filter 'rol'; choose from verl, slime, openrlhf, roll" in err
 
 
-def test_the_keep_rule_help_names_every_registered_rule():
+def test_the_group_filter_help_names_every_registered_filter():
     # the option's help is written out (so --help does not import the theory package): it must
-    # name every rule the theory registers, and each with the wording its docstring gives
+    # name every filter the theory registers, and each with the wording its docstring gives
     import argparse
 
     from ustat_rl.interface.dynamic_sampling import add_arguments
-    from ustat_rl.theory.keep_rules import KEEP_RULES
+    from ustat_rl.theory.group_filters import GROUP_FILTERS
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     text = " ".join(parser.format_help().split())
-    named = [name for name in KEEP_RULES if f"{name} (" in text]
-    assert named == list(KEEP_RULES) and len(named) >= 4
+    named = [name for name in GROUP_FILTERS if f"{name} (" in text]
+    assert named == list(GROUP_FILTERS) and len(named) >= 4

@@ -25,6 +25,7 @@ from ustat_rl.pilot.report_text import format_mse
 from ustat_rl.pilot.uncertainty import pilot_intervals
 from ustat_rl.policies.examples import interior_optimum_bandit
 from ustat_rl.scores.bandit import bandit_pilot
+from ustat_rl.scores.spec import SketchSpec, drawn_spec
 from ustat_rl.seeding import child_rng
 from ustat_rl.theory import admissible_group_sizes
 from ustat_rl.theory.group_size import gstar_of_ratio, robust_group_size
@@ -57,7 +58,8 @@ def test_gstar_unbounded_exactly_when_c1_interval_reaches_zero():
     rng = child_rng(SEED, 1)
     seen = set()
     for _ in range(60):
-        out = pilot_intervals(bandit_pilot(interior_optimum_bandit(), 32, 8, rng, 16))
+        sketch = drawn_spec(16, rng)
+        out = pilot_intervals(bandit_pilot(interior_optimum_bandit(), 32, 8, rng, sketch))
         assert out.bounded == (out.c1.low > 0.0)
         seen.add(out.bounded)
     assert seen == {True, False}  # both cases occur at 32 x 8 (else the loop proves nothing)
@@ -110,7 +112,8 @@ def _advice_hits(budget, rule):
     rng = child_rng(SEED, 3)
     hits = 0
     for _ in range(N_ADVICE):
-        out = pilot_intervals(bandit_pilot(bandit, 64, 16, rng, 32))
+        sketch = drawn_spec(32, rng)
+        out = pilot_intervals(bandit_pilot(bandit, 64, 16, rng, sketch))
         G = rule(out, sizes)
         hits += exact.fixed_budget_mse(float(G), budget) <= 1.1 * optimum
     return hits / N_ADVICE
@@ -131,8 +134,9 @@ def test_negative_control_point_argmin_misses_the_bound():
 
 def test_report_says_cannot_bound_and_prints_no_negative_mse():
     # notebook 05's pilot: c1 = -0.00095 [-0.0043, 0.0024]
+    # R's seed is the one this pilot's stream drew before pilots took a SketchSpec
     pilot = bandit_pilot(interior_optimum_bandit(), 64, 16, np.random.default_rng(2026),
-                         sketch_dim=32)
+                         sketch=SketchSpec(32, seed=1395062587))
     report = gstar_report(pilot, 256)
     text = format_report(report)
     assert not report.bounded and "cannot bound G* from above" in text

@@ -9,7 +9,7 @@ import pytest
 from ustat_rl.pilot.allocation import loglinear_pilot, pilot_allocation
 from ustat_rl.pilot.estimate import estimate_moments
 from ustat_rl.policies.examples import heterogeneous_score_bandit
-from ustat_rl.theory.allocation_rules import compare_allocations
+from ustat_rl.theory.allocation_baselines import compare_allocations
 
 pytestmark = pytest.mark.fast
 

@@ -28,6 +28,7 @@ from ustat_rl.pilot.estimate import (
 from ustat_rl.pilot.rollouts import Rollouts
 from ustat_rl.policies.examples import interior_optimum_bandit, small_bandit
 from ustat_rl.scores.bandit import bandit_pilot
+from ustat_rl.scores.spec import drawn_spec
 from ustat_rl.seeding import child_rng
 from ustat_rl.theory import scaling_constants
 from ustat_rl.tolerances import EXACT_RTOL, Z_CHECK
@@ -122,7 +123,8 @@ def _z_scores(bandit, key, sketch_dim=None, fixed=False, plug_in=False):
     rng = child_rng(SEED, *key)
     rows = []
     for _ in range(N_PILOTS):
-        r = bandit_pilot(bandit, 32, 8, rng, sketch_dim=sketch_dim, fixed_prompts=fixed)
+        sketch = drawn_spec(sketch_dim, rng)
+        r = bandit_pilot(bandit, 32, 8, rng, sketch=sketch, fixed_prompts=fixed)
         m = estimate_moments(r)
         if plug_in:
             m = _plug_in(r, m)
@@ -174,7 +176,7 @@ def test_negative_control_plug_in_estimators_are_rejected():
 def test_negative_control_unscaled_sketch_is_rejected():
     bandit = interior_optimum_bandit()
     rng = child_rng(SEED, 4)
-    est = [estimate_constants(bandit_pilot(bandit, 32, 8, rng, sketch_dim=8)).c2 * 8
+    est = [estimate_constants(bandit_pilot(bandit, 32, 8, rng, sketch=drawn_spec(8, rng))).c2 * 8
            for _ in range(200)]  # the projection without its 1/sqrt(k): E[R^T R] = k I
     truth = scaling_constants(bandit.moments()).c2
     z = (np.mean(est) - truth) / (np.std(est, ddof=1) / np.sqrt(len(est)))

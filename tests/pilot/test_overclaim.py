@@ -31,7 +31,7 @@ from ustat_rl.pilot.allocation import (
 from ustat_rl.pilot.rollouts import Rollouts
 from ustat_rl.policies.examples import heterogeneous_score_bandit
 from ustat_rl.stats.intervals import ratio_verdict
-from ustat_rl.theory.allocation_rules import baseline_group_sizes
+from ustat_rl.theory.allocation_baselines import baseline_group_sizes
 
 pytestmark = pytest.mark.fast
 

@@ -20,6 +20,7 @@ from ustat_rl.pilot.uncertainty import (
 )
 from ustat_rl.policies.examples import interior_optimum_bandit
 from ustat_rl.scores.bandit import bandit_pilot
+from ustat_rl.scores.spec import SketchSpec
 from ustat_rl.seeding import child_rng
 from ustat_rl.theory import scaling_constants
 
@@ -41,7 +42,8 @@ def _brute_force_jackknife_var(replicates):
 
 def test_replicates_equal_recomputation_from_scratch():
     bandit = interior_optimum_bandit()
-    pilot = bandit_pilot(bandit, 6, 5, child_rng(SEED, 1), sketch_dim=4)
+    # R's seed is the one this pilot's stream drew before pilots took a SketchSpec
+    pilot = bandit_pilot(bandit, 6, 5, child_rng(SEED, 1), sketch=SketchSpec(4, seed=2061808154))
     ids, index = pilot.groups()
     by_prompt = []
     for a in range(ids.size):
@@ -86,8 +88,9 @@ def test_prompts_to_halve_width():
     pilot = bandit_pilot(interior_optimum_bandit(), 32, 8, child_rng(SEED, 5))
     out = pilot_intervals(pilot)
     assert prompts_to_halve_width(out.c1, 32) == pytest.approx(128)  # no projection: 4 P
+    # R's seed is the one this pilot's stream drew before pilots took a SketchSpec
     sketched = pilot_intervals(bandit_pilot(interior_optimum_bandit(), 32, 8, child_rng(SEED, 6),
-                                            sketch_dim=2))
+                                            sketch=SketchSpec(2, seed=477659657)))
     iv = sketched.c3
     expected = np.inf if iv.sketch_std_error**2 >= iv.std_error**2 / 4 else \
         32 * iv.prompt_std_error**2 / (iv.std_error**2 / 4 - iv.sketch_std_error**2)
@@ -126,8 +129,10 @@ def test_report_curves_take_the_projection_units_as_degrees_of_freedom():
     from ustat_rl.scores.bandit import bandit_pilot
     from ustat_rl.theory import minibatch_mse
 
+    # R's seed is the one this pilot's stream drew before pilots took a SketchSpec
     pilot = dataclasses.replace(bandit_pilot(interior_optimum_bandit(), 32, 8, rng=3,
-                                             sketch_dim=16), sketch_blocks=4)
+                                             sketch=SketchSpec(16, seed=1704920223)),
+                                sketch_blocks=4)
     report = gstar_report(pilot, 64)
     stats = pilot_statistics(pilot)
     sizes = report.group_sizes

@@ -19,6 +19,7 @@ import pytest
 from ustat_rl.pilot.uncertainty import pilot_intervals
 from ustat_rl.policies.examples import interior_optimum_bandit
 from ustat_rl.scores.bandit import bandit_pilot
+from ustat_rl.scores.spec import drawn_spec
 from ustat_rl.seeding import child_rng
 from ustat_rl.theory import scaling_constants
 
@@ -37,7 +38,8 @@ def _coverage(n_prompts, group_size, sketch_dim, key):
     rng = child_rng(SEED, *key)
     counts = {True: np.zeros(4, int), False: np.zeros(4, int)}
     for _ in range(N_PILOTS):
-        pilot = bandit_pilot(bandit, n_prompts, group_size, rng, sketch_dim=sketch_dim)
+        sketch = drawn_spec(sketch_dim, rng)
+        pilot = bandit_pilot(bandit, n_prompts, group_size, rng, sketch=sketch)
         for include in ((True, False) if sketch_dim else (True,)):
             out = pilot_intervals(pilot, level=0.9, include_sketch=include)
             parts = (out.c1, out.c2, out.c3, out.optimal_group_size)

@@ -1,10 +1,10 @@
 """The factored sketch on the decoder families people train (ustat_rl/scores/coverage.py,
-rules.py, _sketcher.py, families.py; docs/theory.md C31).
+projectors.py, _sketcher.py, families.py; docs/theory.md C31).
 
 Every family of :data:`ustat_rl.scores.families.FAMILIES` (tied and untied heads where the family
 has both), PEFT LoRA adapters and gradient checkpointing: the sketched scores equal the full
 per-sample autograd scores (an independent route: ``vmap`` of ``grad``) times the materialised
-projection, to 1e-10 in float64. Every rule is reached: linear, embedding (Gemma2's scaled one,
+projection, to 1e-10 in float64. Every projector is reached: linear, embedding (Gemma2's scaled one,
 and ``padding_idx``), elementwise (every family's RMSNorm spelling, Gemma's ``(1 + w)``), the
 general fallback, and an elementwise-looking module whose run-time check sends it to the
 fallback. Unbiasedness of projected inner products over seeds is a Monte Carlo check at
@@ -82,7 +82,7 @@ def _assert_exact(model, tokens, mask, reference, k=12, blocks=3):
 
 
 @pytest.mark.parametrize("name,tied", CASES)
-def test_every_family_is_covered_by_fast_rules_and_sketched_exactly(name, tied):
+def test_every_family_is_covered_by_fast_projectors_and_sketched_exactly(name, tied):
     model = _model(name, tied)
     coverage = parameter_coverage(model)
     assert uncovered_parameters(model) == []
@@ -99,9 +99,9 @@ def test_every_family_is_covered_by_fast_rules_and_sketched_exactly(name, tied):
 @pytest.mark.parametrize("name,broken", [("llama", "padding_idx"), ("gemma2", "scale")])
 def test_padding_rows_and_the_embedding_scale_are_what_autograd_gives(name, broken,
                                                                        monkeypatch):
-    """Negative controls of the same comparison: the embedding rule without the padding mask,
+    """Negative controls of the same comparison: the embedding projector without the padding mask,
     and Gemma2's embedding without its scale (``sqrt(width)``), differ from autograd."""
-    from ustat_rl.scores.rules import Embedding
+    from ustat_rl.scores.projectors import Embedding
 
     tokens, mask = _batch()
     model = _model(name, False)
@@ -161,7 +161,7 @@ def test_gradient_checkpointing_leaves_the_scores_exact(lora):
 
 
 class _Mix(torch.nn.Module):
-    """A matrix used non-linearly: no fast rule, the fallback."""
+    """A matrix used non-linearly: no fast projector, the fallback."""
 
     def __init__(self, width):
         super().__init__()
@@ -184,7 +184,7 @@ class _Cumulative(torch.nn.Module):
 
 
 class _Doubled(torch.nn.Linear):
-    """A linear layer whose ``forward`` is not ``nn.Linear``'s: the fallback, not the rule."""
+    """A linear layer whose ``forward`` is not ``nn.Linear``'s: the fallback, not the linear projector."""
 
     def forward(self, x):
         return 2.0 * torch.nn.functional.linear(x, self.weight, self.bias)
@@ -284,9 +284,9 @@ def test_zero3_marks_change_nothing_where_the_tensors_are_whole():
     engine in tests/scores/test_factored_zero3.py): every module and parameter marked as
     ``deepspeed.initialize`` marks them (``ds_id``, ``ds_shape``), the tensors left whole. The
     sketch is the unmarked model's (rtol 1e-12), the shapes are read from ``ds_shape``, and the
-    rules run a marked module again without its hooks (DeepSpeed's would gather the swapped
+    projectors run a marked module again without its hooks (DeepSpeed's would gather the swapped
     tensors): each hook below runs once, in the model's own forward. Control: unmarked, the
-    same hooks also run in the rules' calls (measured: more than once)."""
+    same hooks also run in the projectors' calls (measured: more than once)."""
     with torch.random.fork_rng():
         torch.manual_seed(0)
         model = _Odd().double()
@@ -301,7 +301,7 @@ def test_zero3_marks_change_nothing_where_the_tensors_are_whole():
         module.register_forward_hook(count)
     factored_sketch_scores(model, tokens, mask, SketchSpec(12, 3, blocks=3))
     unmarked = dict(calls)
-    assert unmarked["LayerNorm"] > 1 and unmarked["_Mix"] > 1  # the rules' own calls
+    assert unmarked["LayerNorm"] > 1 and unmarked["_Mix"] > 1  # the projectors' own calls
     for number, module in enumerate(model.modules()):
         module.ds_id = number
     for number, p in enumerate(model.parameters()):
@@ -319,7 +319,7 @@ def test_zero3_marks_change_nothing_where_the_tensors_are_whole():
         p.data = torch.empty(0, dtype=p.dtype)
     assert np.array_equal(factored_projection_matrix(model, SketchSpec(12, 3, blocks=3)), matrix)
     assert parameter_coverage(model) == coverage
-    plain = _Wrapped(torch.nn.LayerNorm(4)).double()  # nn.Linear and nn.LayerNorm's own rules
+    plain = _Wrapped(torch.nn.LayerNorm(4)).double()  # nn.Linear and nn.LayerNorm's own projectors
     coverage = parameter_coverage(plain)
     for p in plain.parameters():
         p.ds_id, p.ds_shape, p.data = 0, p.shape, torch.empty(0, dtype=p.dtype)
@@ -401,7 +401,7 @@ def test_pilot_on_a_family_picks_the_factored_route(name):
 
 def test_bf16_weights_and_autocast_give_the_scores_to_bf16_rounding():
     """bf16 weights (projections in float32) and a bf16 autocast around a float32 model: each
-    within 5% of the float64 scores' scale (bf16 keeps 8 bits; a wrong rule is off by O(1))."""
+    within 5% of the float64 scores' scale (bf16 keeps 8 bits; a wrong projector is off by O(1))."""
     model = _model("qwen2", True)
     tokens, mask = _batch()
     exact = factored_sketch_scores(model, tokens, mask, SketchSpec(8, 0, blocks=2)).numpy()

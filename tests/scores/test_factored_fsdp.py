@@ -36,7 +36,7 @@ TOLERANCE = 1e-10
 
 
 def _cases():
-    """linear, embedding, elementwise and fallback rules (qwen2, llama, gemma2 with a tied
+    """linear, embedding, elementwise and fallback projectors (qwen2, llama, gemma2 with a tied
     head), the fallback alone (its callback runs after the backward pass, when FSDP2 has freed
     the gathered tensors), norms and the embedding sharded as units of their own (resharded
     before the hook reads them), and LoRA adapters when peft is installed."""

@@ -45,7 +45,7 @@ TOLERANCE = 1e-5
 
 
 def _cases():
-    """linear, embedding, elementwise and fallback rules (qwen2, llama, gemma2 with a tied
+    """linear, embedding, elementwise and fallback projectors (qwen2, llama, gemma2 with a tied
     head; its scaled embedding is read off by running the module again), the fallback alone,
     and LoRA adapters when peft is installed."""
     cases = ["qwen2", "llama", "gemma2", "qwen2+gated"]

@@ -16,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from ustat_rl.pilot.rollouts import Rollouts, load_rollouts  # noqa: E402
-from ustat_rl.scores import coverage, factored, rules  # noqa: E402
+from ustat_rl.scores import coverage, factored, projectors  # noqa: E402
 from ustat_rl.scores.chunks import sketch_rows  # noqa: E402
 from ustat_rl.scores.spec import DEFAULT_SKETCH_BLOCKS, SketchSpec  # noqa: E402
 
@@ -119,7 +119,7 @@ def _rows(n=7):
 
 
 def _counting(monkeypatch):
-    calls = {"module_rules": 0, "check_supported": 0}
+    calls = {"module_projectors": 0, "check_supported": 0}
     for name in calls:
         original = getattr(factored, name)
 
@@ -138,12 +138,12 @@ def test_the_chunk_loop_prepares_the_model_once_and_matches_chunk_by_chunk(monke
     spec = SketchSpec(8, seed=2, blocks=2)
     calls = _counting(monkeypatch)
     got = sketch_rows(model, tokens, target, spec, chunk_size=3)
-    assert calls == {"module_rules": 1, "check_supported": 1}  # one window, three chunks
+    assert calls == {"module_projectors": 1, "check_supported": 1}  # one window, three chunks
     # negative control: a chunk at a time through the one-call sketch redoes it per chunk
     parts = [factored.factored_sketch_scores(model, tokens[s:s + 3], target[s:s + 3],
                                              SketchSpec(8, 2, blocks=2))
              for s in range(0, 7, 3)]
-    assert calls == {"module_rules": 4, "check_supported": 4}
+    assert calls == {"module_projectors": 4, "check_supported": 4}
     assert np.array_equal(got, torch.cat(parts).numpy())  # the same arithmetic, bit for bit
     assert not any(m._forward_hooks for m in model.modules())  # hooks gone after the window
     other = sketch_rows(model, tokens, target, SketchSpec(8, seed=3, blocks=2), chunk_size=3)
@@ -163,18 +163,18 @@ def test_the_chunk_loop_refuses_bad_input():
         sketch_rows(model, tokens, target[:, :3], SketchSpec(8), chunk_size=3)
 
 
-# ---------------------------------------------------------------------------- the rules
-def test_each_module_takes_the_first_rule_whose_test_passes():
+# ---------------------------------------------------------------------------- the projectors
+def test_each_module_takes_the_first_projector_whose_test_passes():
     model = _Tiny()
-    found = {type(m).__name__: rule for m, rule, _ in coverage.module_rules(model)}
+    found = {type(m).__name__: name for m, name, _ in coverage.module_projectors(model)}
     assert found == {"Embedding": "embedding", "LayerNorm": "elementwise", "Linear": "linear"}
-    assert coverage.RULES == tuple(rule.name for rule in rules.RULES)
-    assert rules.RULES[-1].covers(torch.nn.Conv1d(2, 2, 1), [])  # the fallback covers any
+    assert coverage.PROJECTOR_NAMES == tuple(p.name for p in projectors.PROJECTORS)
+    assert projectors.PROJECTORS[-1].covers(torch.nn.Conv1d(2, 2, 1), [])  # the fallback covers any
 
 
-def test_a_rule_whose_test_is_off_hands_its_modules_to_the_next(monkeypatch):
+def test_a_projector_whose_test_is_off_hands_its_modules_to_the_next(monkeypatch):
     # negative control of the dispatch: the elementwise test off, LayerNorm takes the fallback
-    monkeypatch.setattr(rules.Elementwise, "covers", lambda self, module, own: False)
+    monkeypatch.setattr(projectors.Elementwise, "covers", lambda self, module, own: False)
     assert coverage.uncovered_parameters(_Tiny()) == ["norm.weight", "norm.bias"]
 
 

@@ -109,7 +109,7 @@ def test_projected_inner_products_are_unbiased(kind):
     params = {"weight": torch.zeros(5, 4), "bias": torch.zeros(4)}
     torch_R = [torch_projection_matrix(params, SketchSpec(4, s, kind=kind), column_chunk=7)
                for s in range(2000)]
-    numpy_R = [projection_matrix(24, 4, rng, kind) for _ in range(2000)]
+    numpy_R = [projection_matrix(24, SketchSpec(4, s, kind=kind)) for s in range(2000)]
     for matrices in (torch_R, numpy_R):
         assert abs(_inner_product_z(matrices, a, b)) <= Z_CHECK
         # negative control: without the 1/sqrt(k) scale E[R^T R] = k I
@@ -117,11 +117,11 @@ def test_projected_inner_products_are_unbiased(kind):
 
 
 def test_project_scores_shape_and_bad_input():
-    assert project_scores(np.ones((3, 5)), 2, rng=0).shape == (3, 2)
-    with pytest.raises(ValueError, match="`kind`"):
-        projection_matrix(4, 2, rng=0, kind="sparse")
+    assert project_scores(np.ones((3, 5)), SketchSpec(2)).shape == (3, 2)
+    with pytest.raises(TypeError, match="`spec` must be a SketchSpec"):
+        projection_matrix(4, 2)  # the old loose `k`
     with pytest.raises(ValueError, match="`score`"):
-        project_scores(np.ones((3, 0)), 2, rng=0)
+        project_scores(np.ones((3, 0)), SketchSpec(2))
     log_prob, params, samples = _policy()
     with pytest.raises(TypeError, match="`params`"):
         sketch_scores(log_prob, {"w": np.ones(3)}, samples, SketchSpec(2, 0))

@@ -24,9 +24,9 @@ def _is_sign_matrix(R, k):
 
 def test_each_kind_has_its_law_and_gaussian_is_the_default():
     k = 4
-    assert _is_sign_matrix(projection_matrix(50, k, rng=0, kind="rademacher"), k)
-    assert not _is_sign_matrix(projection_matrix(50, k, rng=0, kind="gaussian"), k)
-    assert not _is_sign_matrix(projection_matrix(50, k, rng=0), k)  # default: Gaussian
+    assert _is_sign_matrix(projection_matrix(50, SketchSpec(k, 0, kind="rademacher")), k)
+    assert not _is_sign_matrix(projection_matrix(50, SketchSpec(k, 0, kind="gaussian")), k)
+    assert not _is_sign_matrix(projection_matrix(50, SketchSpec(k, 0)), k)  # default: Gaussian
     params = {"w": torch.zeros(5, 6), "b": torch.zeros(7)}
     assert _is_sign_matrix(torch_projection_matrix(params,
                                                    SketchSpec(k, 0, blocks=1, kind="rademacher")), k)
@@ -34,26 +34,26 @@ def test_each_kind_has_its_law_and_gaussian_is_the_default():
                                                        SketchSpec(k, 0, blocks=1, kind="gaussian")), k)
     assert not _is_sign_matrix(torch_projection_matrix(params, SketchSpec(k, 0, blocks=1)), k)
     # E[R^T R] = I: the Gaussian entries have variance 1/k
-    R = projection_matrix(20000, k, rng=1)
+    R = projection_matrix(20000, SketchSpec(k, 1))
     assert R.var() * k == pytest.approx(1.0, abs=0.05)  # 80,000 entries: se of the var 0.005
 
 
 def test_smallest_sizes():
-    assert projection_matrix(1, 1, rng=0).shape == (1, 1)
-    assert project_scores(np.ones((2, 1)), 1, rng=0).shape == (2, 1)
+    assert projection_matrix(1, SketchSpec(1)).shape == (1, 1)
+    assert project_scores(np.ones((2, 1)), SketchSpec(1)).shape == (2, 1)
 
 
-@pytest.mark.parametrize("name, args", [("dim", (0, 2)), ("k", (3, 0))])
-def test_sizes_are_named(name, args):
+@pytest.mark.parametrize("name, dim, k", [("dim", 0, 2), ("dimension", 3, 0)])
+def test_sizes_are_named(name, dim, k):
     with pytest.raises(ValueError, match=rf"^`{name}` must be"):
-        projection_matrix(*args, rng=0)
+        projection_matrix(dim, SketchSpec(k))
 
 
 @pytest.mark.parametrize("kind", ["none", "sparse"])
 def test_none_is_not_a_random_kind(kind):
     message = re.escape("`kind` must be one of ('gaussian', 'rademacher'), got ") + repr(kind)
     with pytest.raises(ValueError, match="^" + message):
-        projection_matrix(3, 2, rng=0, kind=kind)
+        projection_matrix(3, SketchSpec(2, 0, kind=kind))
     with pytest.raises(ValueError, match="^" + message):
         torch_projection_matrix({"w": torch.zeros(2)}, SketchSpec(2, 0, kind=kind))
 
@@ -61,7 +61,7 @@ def test_none_is_not_a_random_kind(kind):
 @pytest.mark.parametrize("shape", [(3,), (3, 0)])
 def test_score_shape_is_checked(shape):
     with pytest.raises(ValueError, match=r"^`score` must have shape \(n, d\) with d >= 1, got "):
-        project_scores(np.ones(shape), 2, rng=0)
+        project_scores(np.ones(shape), SketchSpec(2))
 
 
 def _log_prob(params, sample):

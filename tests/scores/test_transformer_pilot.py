@@ -34,6 +34,7 @@ import torch
 from ustat_rl.pilot.estimate import SCORE_MOMENTS, estimate_moments, pilot_statistics
 from ustat_rl.pilot.uncertainty import pilot_intervals
 from ustat_rl.policies.transformer import exact_moments, load_study_policy, make_splits
+from ustat_rl.scores.spec import drawn_spec
 from ustat_rl.scores.transformer import AnswerPopulation, answer_population, population_pilot
 from ustat_rl.seeding import child_rng
 from ustat_rl.theory import scaling_constants
@@ -83,7 +84,8 @@ def pilot_rows(population):
         rng = child_rng(SEED, 1, sketch_dim or 0)
         rows, plug = [], []
         for _ in range(N_PILOTS):
-            m = estimate_moments(population_pilot(pop, 32, 8, rng, sketch_dim))
+            sketch = drawn_spec(sketch_dim, rng)
+            m = estimate_moments(population_pilot(pop, 32, 8, rng, sketch))
             rows.append(_summary(m))
             if sketch_dim is None:
                 plug.append(_summary(_plug_in(m, 8.0)))

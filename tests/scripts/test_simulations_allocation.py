@@ -21,9 +21,9 @@ def test_quick_study_writes_summary_and_resumes(tmp_path):
     summary = script.main(["--quick", "--out", str(tmp_path), "--no-progress"])
     runs = pd.read_csv(tmp_path / "allocation_runs.csv")
     assert (tmp_path / "allocation_training.png").exists()
-    assert set(runs["rule"]) == {"optimal", "uniform", "sgpo"} and len(runs) == 3 * 6 * 3
+    assert set(runs["allocation"]) == {"optimal", "uniform", "sgpo"} and len(runs) == 3 * 6 * 3
     assert (runs["gap"] >= 0).all()
-    row = summary[summary["rule"] == "optimal"].iloc[0]
+    row = summary[summary["allocation"] == "optimal"].iloc[0]
     assert row["diff_low"] <= row["diff_to_uniform"] <= row["diff_high"]
     before = (tmp_path / "allocation_runs.csv").stat().st_mtime_ns
     script.main(["--quick", "--out", str(tmp_path), "--no-progress", "--no-figure"])

@@ -22,7 +22,11 @@ from ustat_rl.theory.allocation import (
     rule_is_unbiased,
     rule_min_group_size,
 )
-from ustat_rl.theory.allocation_rules import BASELINE_RULES, compare_allocations, round_to_budget
+from ustat_rl.theory.allocation_baselines import (
+    BASELINE_ALLOCATIONS,
+    compare_allocations,
+    round_to_budget,
+)
 from ustat_rl.tolerances import Z_CHECK
 
 pytestmark = pytest.mark.fast
@@ -76,10 +80,10 @@ def test_estimated_moments_that_break_convexity_use_the_dp(hetero):
 
 # ------------------------------------------------------------------ against the baselines
 @pytest.mark.parametrize("budget", [24, 48, 96])
-def test_optimal_beats_every_reward_only_rule(hetero, budget):
+def test_optimal_beats_every_reward_only_allocation(hetero, budget):
     _, _, m = hetero
     out = compare_allocations(m, "grpo", budget)
-    assert set(out) == {"optimal", *BASELINE_RULES}
+    assert set(out) == {"optimal", *BASELINE_ALLOCATIONS}
     for name, alloc in out.items():
         assert alloc.group_sizes.sum() == budget and alloc.group_sizes.min() >= 2, name
         assert out["optimal"].mse <= alloc.mse * (1 + 1e-12), name
@@ -172,7 +176,7 @@ def test_proofs_reject_a_wrong_difference_and_a_wrong_greedy():
 
 
 # ------------------------------------------------------------------ examples
-@pytest.mark.parametrize("name", ["ustat_rl.theory.allocation", "ustat_rl.theory.allocation_rules",
+@pytest.mark.parametrize("name", ["ustat_rl.theory.allocation", "ustat_rl.theory.allocation_baselines",
                                   "ustat_rl.pilot.allocation"])
 def test_examples_run_as_doctests(name):
     import doctest

@@ -22,7 +22,7 @@ from ustat_rl.theory.allocation import (
     allocation_mse,
     optimal_allocation,
 )
-from ustat_rl.theory.allocation_rules import round_to_budget
+from ustat_rl.theory.allocation_baselines import round_to_budget
 
 pytestmark = pytest.mark.fast
 

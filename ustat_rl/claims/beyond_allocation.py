@@ -1,7 +1,7 @@
 """Per-prompt group sizes at a fixed budget, beyond the paper (docs/theory.md C40-C42).
 
 C40: the allocation minimising the exact batch MSE is found exactly (greedy = dynamic programme
-= brute force), is never worse than uniform ``G`` or any reward-only rule, and the allocated
+= brute force), is never worse than uniform ``G`` or any reward-only allocation, and the allocated
 estimator's sampled MSE matches the exact formula. C41: an allocation fixed before the groups
 are drawn keeps the batch gradient unbiased; one that looks at the current group does not.
 C42: the cross-fitted MSE of sizes fitted on half a pilot is unbiased; the in-sample one is not.
@@ -23,7 +23,7 @@ from ..theory.allocation import (
     optimal_allocation,
     rule_min_group_size,
 )
-from ..theory.allocation_rules import compare_allocations
+from ..theory.allocation_baselines import compare_allocations
 from .registry import Z_CHECK, check_close, check_true, register
 from .symbolic import symbolic_checks
 from .verdict_words import allocation_words_checks
@@ -36,7 +36,7 @@ BIASED_RULES = ("fullmean", "trl_group", "paper_algorithm2")
 BUDGETS = (24, 48, 96, 192)
 
 
-def exact_vs_brute_force(rng, n_cases: int, rules, shared: bool = False, solver=None):
+def exact_vs_brute_force(rng, n_cases: int, estimators, shared: bool = False, solver=None):
     """``(cases, agreeing, worst relative gap)`` of the exact method against brute force.
 
     ``solver(moments, rule, budget) -> group sizes`` defaults to :func:`optimal_allocation`
@@ -47,7 +47,7 @@ def exact_vs_brute_force(rng, n_cases: int, rules, shared: bool = False, solver=
     worst = 0.0
     while cases < n_cases:
         m = random_bandit_moments(rng, shared)
-        rule = rules[cases % len(rules)]
+        rule = estimators[cases % len(estimators)]
         low = rule_min_group_size(rule)
         budget = m.n_prompts * low + int(rng.integers(0, 9))
         best = brute_force_allocation(m, rule, budget).mse
@@ -65,15 +65,17 @@ def _dominance(name, moments, estimator, budget, note=""):
     others = {k: v.mse for k, v in out.items() if k != "optimal"}
     ratios = ", ".join(f"{k} {best / v:.3f}" for k, v in others.items())
     return check_true(f"{name}, {estimator}, N={budget}: optimal MSE <= uniform and every "
-                      f"reward-only rule", all(best <= v * (1 + 1e-12) for v in others.values()),
+                      f"reward-only allocation",
+                      all(best <= v * (1 + 1e-12) for v in others.values()),
                       best / others["uniform"],
-                      note=f"measured: optimal/uniform; optimal/rule: {ratios}. {note}".strip())
+                      note=f"measured: optimal/uniform; optimal/allocation: {ratios}. "
+                           f"{note}".strip())
 
 
 @register("C40", "Beyond the paper: at a budget of N rollouts, the integer group sizes G_x "
           "minimising the exact batch MSE sum_x f^2 v_x(G_x) + b' Gamma b are found exactly "
           "(greedy for convex separable terms, DP or enumeration otherwise), are never worse "
-          "than uniform G or any reward-only rule, and match Monte Carlo",
+          "than uniform G or any reward-only allocation, and match Monte Carlo",
           "derived (docs/theory.md C40)",
           "exact MSE comparisons, brute force on random small problems, Monte Carlo at N = 48")
 def check_c40(ctx):
@@ -142,7 +144,7 @@ def _projected_bias(errors, direction):
 
 
 @register("C41", "Beyond the paper: group sizes fixed before the groups are drawn (from exact "
-          "moments, a pilot or a reward-only rule) keep the allocated leave-one-out batch "
+          "moments, a pilot or a reward-only allocation) keep the allocated leave-one-out batch "
           "gradient unbiased; sizes chosen from the current group's rewards do not",
           "derived (docs/theory.md C41)",
           "Monte Carlo of the batch gradient's error along the target gradient")
@@ -156,8 +158,8 @@ def check_c41(ctx):
     rng = np.random.default_rng(ctx.seed_for("C41"))
     checks = []
     fixed = {"optimal": optimal_allocation(m, "grpo", 48).group_sizes}
-    fixed.update({rule: compare_allocations(m, "grpo", 48, rules=(rule,))[rule].group_sizes
-                  for rule in ("sgpo", "neyman")})
+    fixed.update({name: compare_allocations(m, "grpo", 48, allocations=(name,))[name].group_sizes
+                  for name in ("sgpo", "neyman")})
     for label, sizes in fixed.items():
         mean, se = _projected_bias(allocated_errors(bandit, theta, "grpo", sizes, n, rng),
                                    direction)

@@ -275,7 +275,7 @@ def check_c44(ctx) -> list:
 
     model, tokens, mask = _scored_model()
     full = _model_full_scores(model, tokens, mask)  # (b, d)
-    checks = [check_true("every parameter is covered by a factored rule (no fallback)",
+    checks = [check_true("every parameter is covered by a fast projector (no fallback)",
                          uncovered_parameters(model) == [], float(len(uncovered_parameters(model))))]
     for kind, k, blocks, sketch, matrix in _exact_sketches(model, tokens, mask,
                                                            SKETCH_EXACT_SIZES):

@@ -25,6 +25,7 @@ from ..pilot.uncertainty import pilot_intervals
 from ..policies.examples import interior_optimum_bandit
 from ..policies.transformer import exact_moments, load_study_policy, make_splits
 from ..scores.bandit import bandit_pilot
+from ..scores.spec import drawn_spec
 from ..scores.transformer import answer_population, population_pilot
 from ..stats.coverage_band import COVERAGE_BAND
 from ..stats.coverage_band import coverage_in_band as band_verdict
@@ -83,7 +84,8 @@ def check_c31(ctx):
     checks = []
     for j, sketch_dim in enumerate((None, 8)):
         rng = np.random.default_rng(ctx.seed_for("C31", j))
-        rows = np.array([_summary(estimate_moments(bandit_pilot(bandit, 32, 8, rng, sketch_dim)))
+        rows = np.array([_summary(estimate_moments(bandit_pilot(bandit, 32, 8, rng,
+                                                                drawn_spec(sketch_dim, rng))))
                          for _ in range(n_pilots)])  # (n_pilots, 12)
         label = "full scores" if sketch_dim is None else f"k={sketch_dim} projection"
         checks += _mean_checks(label, truth, rows, names)
@@ -94,8 +96,8 @@ def check_c31(ctx):
     n_pilots = ctx.reps(strict_reps(200), strict_reps(1000))
     for j, sketch_dim in enumerate((None, 8)):
         rng = np.random.default_rng(ctx.seed_for("C31", 2, j))
-        rows = np.array([_summary(estimate_moments(population_pilot(population, 32, 8, rng,
-                                                                    sketch_dim)))
+        rows = np.array([_summary(estimate_moments(population_pilot(
+                             population, 32, 8, rng, drawn_spec(sketch_dim, rng))))
                          for _ in range(n_pilots)])  # (n_pilots, 12)
         label = "full scores" if sketch_dim is None else f"k={sketch_dim} projection"
         checks += _mean_checks(f"transformer ({population.n_questions} questions), {label}",
@@ -122,8 +124,8 @@ def _coverage_counts(bandit, truth, n_pilots, sketch_dim, include, rng):
     with c1's interval (``high = inf`` iff ``c1.low <= 0``)."""
     count, mismatch, unbounded = np.zeros(4, dtype=int), 0, 0
     for _ in range(n_pilots):
-        out = pilot_intervals(bandit_pilot(bandit, 64, 16, rng, sketch_dim), 0.9,
-                              include_sketch=include)
+        out = pilot_intervals(bandit_pilot(bandit, 64, 16, rng, drawn_spec(sketch_dim, rng)),
+                              0.9, include_sketch=include)
         parts = (out.c1, out.c2, out.c3, out.optimal_group_size)
         count += [p.covers(t) for p, t in zip(parts, truth)]
         mismatch += out.bounded != (out.c1.low > 0.0)

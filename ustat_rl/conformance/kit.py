@@ -74,14 +74,14 @@ from .search import search as run_search
 
 __all__ = ["CONVENTION_NAMES", "SIGNATURES", "INDEX_KINDS", "ConformanceFailure",
            "ConformanceReport", "TargetError", "check_conformance", "check_batch", "tolerance",
-           "takes_reference", "adapt", "load_function", "run_command"]
+           "takes_reference", "adapt", "load_function", "run_command", "TOLERANCE_FORMULA"]
 
 _DTYPES = {"float32": np.float32, "float64": np.float64}
 
 
-TOLERANCE_RULE = ("|got - expected| <= (dN + |A| dd)/d_low + 2 eps |A|: dN, dd the numerator's and "
-                  "denominator's rounding bounds at float32 (or the coarser passed dtype), d_low the "
-                  "smallest denominator they allow (module docstring)")
+TOLERANCE_FORMULA = ("|got - expected| <= (dN + |A| dd)/d_low + 2 eps |A|: dN, dd the "
+                     "numerator's and denominator's rounding bounds at float32 (or the coarser "
+                     "passed dtype), d_low the smallest denominator they allow (module docstring)")
 
 
 # --------------------------------------------------------------------------- tolerance
@@ -295,7 +295,7 @@ def check_conformance(fn: Callable, estimator, *, signature: str = "plain",
         strategy, lambda *batch: _compare(call, spec, *batch), search)
     failure = (_drop_groups(call, spec, failures[-1]) if search.shrink else failures[-1]) \
         if (failures and not passed) else None
-    return ConformanceReport(spec.name, signature, passed, count, seconds, TOLERANCE_RULE,
+    return ConformanceReport(spec.name, signature, passed, count, seconds, TOLERANCE_FORMULA,
                              failure, n_shrink)
 
 

@@ -40,10 +40,11 @@ from .search import DEFAULT_TIMEOUT, Search, run_target, usage
 from .search import search as run_search
 
 __all__ = ["multichannel_tolerance", "check_multichannel_conformance", "run_multichannel_command",
-           "TOLERANCE_RULE"]
+           "TOLERANCE_FORMULA"]
 
-TOLERANCE_RULE = ("|got - expected| <= kit(final, x) + (2 D_S + |A| es)/d_low with x the weighted "
-                  "sum and D_S its largest error over the final stage's set (module docstring)")
+TOLERANCE_FORMULA = ("|got - expected| <= kit(final, x) + (2 D_S + |A| es)/d_low with x the "
+                     "weighted sum and D_S its largest error over the final stage's set (module "
+                     "docstring)")
 
 _DTYPES = {"float32": np.float32, "float64": np.float64}
 _KINDS = ("random", "binary", "ties", "near_tie_1e-3", "near_tie_1e-6", "all_equal")
@@ -211,7 +212,7 @@ def check_multichannel_conformance(fn: Callable, estimator, *, weights=None,
         strategy, lambda *batch: _compare(fn, estimator, *batch), search)
     failure = failures[-1] if (failures and not passed) else None
     signature = "multichannel-contiguous" if contiguous else "multichannel"
-    return ConformanceReport(estimator.name, signature, passed, count, seconds, TOLERANCE_RULE,
+    return ConformanceReport(estimator.name, signature, passed, count, seconds, TOLERANCE_FORMULA,
                              failure, n_shrink)
 
 

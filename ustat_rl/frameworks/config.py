@@ -8,7 +8,7 @@ needs besides the model and the process group, grouped by concern:
   (``chunk_size``);
 * a :class:`~ustat_rl.scores.spec.SketchSpec`: the projection, fixed for the run;
 * :class:`EstimatorConfig`: the run's advantage rule (a registry name), where it was read,
-  and a dynamic-sampling keep rule;
+  and a dynamic-sampling group filter;
 * :class:`LossWeighting`: how the run's gradient weighs each completion's score (the loss
   aggregation, the reward functions' weights) and the records' ``units`` note;
 * :class:`Outputs`: the trajectory file, the rollouts folder and the name warnings carry;
@@ -81,7 +81,7 @@ class Schedule:
 
 @dataclass(frozen=True)
 class EstimatorConfig:
-    """The run's advantage rule (its estimator) and a dynamic-sampling keep rule.
+    """The run's advantage rule (its estimator) and a dynamic-sampling group filter.
 
     Parameters
     ----------
@@ -91,25 +91,25 @@ class EstimatorConfig:
     source : str, optional
         Where ``name`` was read, in words, for the record's ``estimator_source`` (default
         ``"given by the caller"``).
-    keep_rule : str or KeepRule, optional
-        A dynamic-sampling keep rule (``verl``, ``slime``, ``openrlhf``, ``roll``; beyond the
+    group_filter : str or GroupFilter, optional
+        A dynamic-sampling group filter (``verl``, ``slime``, ``openrlhf``, ``roll``; beyond the
         paper): the records' ``ds_*`` figures under it
-        (:func:`~ustat_rl.frameworks.window.window_record`); stored as the checked rule.
+        (:func:`~ustat_rl.frameworks.window.window_record`); stored as the checked filter.
     """
 
     name: str | None = None
     source: str | None = None
-    keep_rule: object = None
+    group_filter: object = None
 
     def __post_init__(self):
         from ..advantages import get_rule
         from ..advantages.multichannel import MULTI_CHANNEL_RULES
-        from .window import ds_rule
+        from .window import optional_group_filter
 
         if self.name is not None and self.name not in MULTI_CHANNEL_RULES:
             get_rule(self.name, "estimator")
         _set(self, source="given by the caller" if self.source is None else str(self.source),
-             keep_rule=ds_rule(self.keep_rule))
+             group_filter=optional_group_filter(self.group_filter))
 
 
 @dataclass(frozen=True)

@@ -80,7 +80,7 @@ class WindowMonitor:
         each batch (a loop may hand it wrapped differently along the run).
     config : MonitorConfig
         The settings, checked when made (:mod:`ustat_rl.frameworks.config`): the run's
-        ``group_size``, the schedule, the sketch, the advantage rule and a keep rule, the loss's
+        ``group_size``, the schedule, the sketch, the advantage rule and a group filter, the loss's
         weighting, the outputs, the intervals' level and the padding token.
     process_group : torch.distributed.ProcessGroup, optional
         The data-parallel group whose rows form one batch (default: the world when

@@ -16,9 +16,9 @@ TRL completion log) three things follow; everything else needs the scores (:data
   for ``G < n_a`` only, and ``G > n_a`` is a prediction with no observation. Also listed:
   ``(N/G)(1 - a(G))``, the expected number of groups with unequal rewards in a step of ``N``
   completions.
-* the **reward-only allocation rules** of :mod:`ustat_rl.theory.allocation_rules` (uniform,
+* the **reward-only allocations** of :mod:`ustat_rl.theory.allocation_baselines` (uniform,
   Neyman, VIP, sGPO), whose group sizes depend on ``p`` and ``Var(Z | x)`` only
-  (:func:`~ustat_rl.theory.allocation_rules.baseline_group_sizes`), for the groups of one step.
+  (:func:`~ustat_rl.theory.allocation_baselines.baseline_group_sizes`), for the groups of one step.
   Their predicted MSEs, and the MSE-optimal allocation, need scores.
 
 Where the log has the trainer's advantages (TRL's ``advantage`` column), the registered rules
@@ -48,7 +48,7 @@ SUCCESS_BINS = ("0", "(0, 1/4]", "(1/4, 1/2]", "(1/2, 3/4]", "(3/4, 1)", "1")
 
 @dataclass(frozen=True)
 class _RewardMoments:
-    """The fields of :class:`~ustat_rl.theory.PromptMoments` that reward-only rules read."""
+    """The fields of :class:`~ustat_rl.theory.PromptMoments` that reward-only allocations read."""
 
     prompt_prob: np.ndarray
     value: np.ndarray
@@ -86,15 +86,15 @@ class RewardsReport:
         Per training step: ``step``, ``groups``, ``mean_reward``, ``all_equal`` (the observed
         fraction of its groups whose rewards are all equal).
     allocation_step : int or None
-        The step whose groups the allocation rules split ``budget`` over (``None``: all groups).
+        The step whose groups the allocations split ``budget`` over (``None``: all groups).
     allocation : dict
-        Rule name to group sizes, in the sorted order of ``allocation_groups``.
+        Allocation name to group sizes, in the sorted order of ``allocation_groups``.
     allocation_groups : list of str
     allocation_note : str
         Why ``allocation`` is empty, if it is.
-    rule : str or None
+    estimator : str or None
         The run's advantage rule (registry name), checked against the groups.
-    rule_zero_variance : str
+    estimator_zero_variance : str
         What that rule gives an all-equal group.
     needs_scores : list of str
         What the rewards cannot tell (:data:`~ustat_rl.frameworks.grouped.NEEDS_SCORES`).
@@ -119,8 +119,8 @@ class RewardsReport:
     allocation: dict
     allocation_groups: list
     allocation_note: str
-    rule: str | None
-    rule_zero_variance: str
+    estimator: str | None
+    estimator_zero_variance: str
     needs_scores: list
     logged_rule_matches: list | None = None
     has_scores: bool = False
@@ -202,9 +202,9 @@ def _success_rate(value: np.ndarray, binary: bool) -> dict:
     return {"mean": float(value.mean()), "quantiles": quantiles, "histogram": histogram}
 
 
-def _allocation(table: GroupedRewards, budget: int, estimator: str, step):
+def _allocation(table: GroupedRewards, budget: int, allocation_estimator: str, step):
     from ..theory.allocation import rule_min_group_size
-    from ..theory.allocation_rules import BASELINE_RULES, baseline_group_sizes
+    from ..theory.allocation_baselines import BASELINE_ALLOCATIONS, baseline_group_sizes
 
     if step is None and table.step is not None:
         step = int(table.step.max())
@@ -213,19 +213,20 @@ def _allocation(table: GroupedRewards, budget: int, estimator: str, step):
     stats = reward_statistics(index, ids.size, part.reward, "`FILE`")
     moments = _RewardMoments(np.full(ids.size, 1.0 / ids.size), stats["value"],
                              stats["reward_var"])
-    low = rule_min_group_size(estimator)
+    low = rule_min_group_size(allocation_estimator)
     if budget < low * ids.size:
         where = "" if step is None else f" of step {step}"
         note = (f"no allocation: `budget` {budget} is below {low} x {ids.size} groups{where}; "
                 f"each group needs at least {low}")
         return step, {}, ids.tolist(), note
-    sizes = {rule: baseline_group_sizes(moments, rule, budget, low)[0].tolist()
-             for rule in BASELINE_RULES}
+    sizes = {name: baseline_group_sizes(moments, name, budget, low)[0].tolist()
+             for name in BASELINE_ALLOCATIONS}
     return step, sizes, ids.tolist(), ""
 
 
-def rewards_report(table: GroupedRewards, budget, rule: str | None = None,
-                   estimator: str = "grpo", allocation_step: int | None = None) -> RewardsReport:
+def rewards_report(table: GroupedRewards, budget, estimator: str | None = None,
+                   allocation_estimator: str = "grpo",
+                   allocation_step: int | None = None) -> RewardsReport:
     """Everything the rewards alone say about a run's group size (module docstring).
 
     Parameters
@@ -233,12 +234,12 @@ def rewards_report(table: GroupedRewards, budget, rule: str | None = None,
     table : GroupedRewards
     budget : int
         ``N = B G``, completions per step (:func:`~ustat_rl.theory.group_size.budget_grid`).
-    rule : str, optional
+    estimator : str, optional
         The run's advantage rule (e.g. ``"trl_group"``, ``"verl_grpo"``), looked up in the
         registry and checked against the groups (a rule that reshapes to ``(-1, G)`` needs
         equal group sizes).
-    estimator : str
-        Sets the smallest group of the allocation rules
+    allocation_estimator : str
+        The advantage rule whose smallest group bounds the allocations' sizes
         (:func:`~ustat_rl.theory.allocation.rule_min_group_size`).
     allocation_step : int, optional
         The step whose groups are allocated (default: the last one).
@@ -253,12 +254,12 @@ def rewards_report(table: GroupedRewards, budget, rule: str | None = None,
     budget = grid.budget
     zero_variance = ""
     ids, index = table.groups()
-    if rule is not None:
+    if estimator is not None:
         from ..advantages import get_rule
 
-        found = get_rule(rule, "rule")
+        found = get_rule(estimator, "estimator")
         found.check_inputs(table.reward, index)
-        rule, zero_variance = found.name, found.zero_variance
+        estimator, zero_variance = found.name, found.zero_variance
     sizes = grid.group_sizes  # (n_G,) divisors of N, >= 2
     n = table.group_sizes()
     stats = reward_statistics(index, ids.size, table.reward, "`FILE`")
@@ -283,7 +284,8 @@ def rewards_report(table: GroupedRewards, budget, rule: str | None = None,
         steps.append({"step": None if s is None else int(s), "groups": int(mine.sum()),
                       "mean_reward": float(stats["value"][mine].mean()),
                       "all_equal": float(equal[mine].mean())})
-    step, alloc, alloc_ids, note = _allocation(table, budget, estimator, allocation_step)
+    step, alloc, alloc_ids, note = _allocation(table, budget, allocation_estimator,
+                                               allocation_step)
     distinct = np.unique(n)
     return RewardsReport(
         source=table.source, budget=budget, n_samples=table.n_samples, n_groups=ids.size,
@@ -291,7 +293,7 @@ def rewards_report(table: GroupedRewards, budget, rule: str | None = None,
         run_group_size=int(distinct[0]) if distinct.size == 1 else None, binary=binary,
         success_rate=_success_rate(stats["value"], binary), by_group_size=by_g, steps=steps,
         allocation_step=step, allocation=alloc, allocation_groups=alloc_ids,
-        allocation_note=note, rule=rule, rule_zero_variance=zero_variance,
+        allocation_note=note, estimator=estimator, estimator_zero_variance=zero_variance,
         needs_scores=list(NEEDS_SCORES), logged_rule_matches=matching_rules(table),
         has_scores=table.score is not None)
 
@@ -322,9 +324,9 @@ def format_rewards_report(report: RewardsReport, max_steps: int = 20) -> str:
     lines = [f"{report.source}: {report.n_samples} completions in {report.n_groups} groups "
              f"over {report.n_steps} step(s); group sizes {sizes}; "
              f"{'binary' if report.binary else 'non-binary'} rewards"]
-    if report.rule:
-        lines.append(f"advantage rule {report.rule!r}: an all-equal group gets "
-                     f"{report.rule_zero_variance}")
+    if report.estimator:
+        lines.append(f"advantage rule {report.estimator!r}: an all-equal group gets "
+                     f"{report.estimator_zero_variance}")
     if report.logged_rule_matches is not None:
         names = ", ".join(report.logged_rule_matches) or (
             "none registered (a rule outside the registry, or groups rebuilt differently)")

@@ -8,14 +8,15 @@ interval is ``{"estimate", "low", "high"}`` with ``null`` for NaN and the string
 unbounded end (:func:`ustat_rl.formatting.json_ready`). A window the monitor could not estimate
 is a record too, with ``status`` ``"skipped"``, its ``reason`` in words, and ``null`` estimates.
 
-Layouts read (:meth:`WindowRecord.from_dict`): version 3, written now; versions 2 and 1 (and a
-line without ``version``), which named the run's advantage rule ``rule`` (with ``rule_source``),
-the rule ``mse_best`` is for ``estimator``, and the words behind ``mse_run`` ``run_estimator``;
-they are read into the fields ``estimator``, ``estimator_source``, ``mse_best_estimator`` and
+Layouts read (:meth:`WindowRecord.from_dict`): version 4, written now; version 3, which named the
+dynamic-sampling group filter ``ds_keep_rule`` (read into ``ds_group_filter``); versions 2 and 1
+(and a line without ``version``), which named the group filter as version 3 did, the run's
+advantage rule ``rule`` (with ``rule_source``), the rule ``mse_best`` is for ``estimator``, and the
+words behind ``mse_run`` ``run_estimator``; they are read into the fields ``estimator``, ``estimator_source``, ``mse_best_estimator`` and
 ``run_method``. Version 1 wrote ``var_run`` as a plug-in number without an interval; it is read
 as an interval with NaN ends. Any other version is refused. The critical rollout count's fields
 (:data:`CRITICAL_FIELDS`) come last and may be absent from a line (files written before they
-existed), so version 3 reads both; no layout was renamed for them.
+existed), so a line of version 3 or 4 is read with or without them.
 """
 
 from __future__ import annotations
@@ -34,15 +35,18 @@ __all__ = ["WindowRecord", "RecordInterval", "TRAJECTORY_FIELDS", "INTERVAL_FIEL
            "read_trajectory", "gstar_errors_of"]
 
 #: The layout written: 3 renamed version 2's ``rule``, ``rule_source``, ``estimator`` and
-#: ``run_estimator`` (the module's docstring).
-TRAJECTORY_VERSION = 3
+#: ``run_estimator``, 4 version 3's ``ds_keep_rule`` (the module's docstring).
+TRAJECTORY_VERSION = 4
 
 #: The layouts :meth:`WindowRecord.from_dict` reads (``None``: a line without ``version``).
-READABLE_VERSIONS = (None, 1, 2, 3)
+READABLE_VERSIONS = (None, 1, 2, 3, 4)
 
 #: Version 2's names of the fields version 3 renamed.
 _RENAMED_IN_3 = {"rule": "estimator", "rule_source": "estimator_source",
                  "estimator": "mse_best_estimator", "run_estimator": "run_method"}
+
+#: Version 3's names (and the earlier versions') of the fields version 4 renamed.
+_RENAMED_IN_4 = {"ds_keep_rule": "ds_group_filter"}
 
 #: What ``gstar_errors`` holds: :func:`ustat_rl.pilot.uncertainty.fieller_gstar`'s inputs besides
 #: the estimates of ``c1``, ``c3'`` and the record's ``n_prompts`` (``sketch_units`` ``None``
@@ -131,10 +135,10 @@ class WindowRecord:
     ds_keep_prob, ds_gen_batches : float or None
         Dynamic sampling at the run's ``G``: the chance a group is kept, and the generation
         batches per step.
-    ds_keep_rule : str or None
-        The keep rule of ``ds_*`` when one was asked for (``None``: verl's all-equal filter).
+    ds_group_filter : str or None
+        The group filter of ``ds_*`` when one was asked for (``None``: verl's all-equal filter).
     ds_filtered_mse : float or None
-        GRPO's kept-batch MSE under ``ds_keep_rule`` (a point estimate).
+        GRPO's kept-batch MSE under ``ds_group_filter`` (a point estimate).
     critical_rollouts_run, critical_inter_run, critical_intra_run : RecordInterval or None
         GRPO's critical rollout count ``B_noise = tr(Sigma_G)/||g||^2`` at the run's ``G``, in
         rollouts, and its inter- and intra-prompt parts (docs/theory.md, "The critical rollout
@@ -177,7 +181,7 @@ class WindowRecord:
     units: str | None = None
     ds_keep_prob: float | None = None
     ds_gen_batches: float | None = None
-    ds_keep_rule: str | None = None
+    ds_group_filter: str | None = None
     ds_filtered_mse: float | None = None
     critical_rollouts_run: RecordInterval | None = None
     critical_inter_run: RecordInterval | None = None
@@ -203,9 +207,9 @@ class WindowRecord:
                                    or set(errors) != set(GSTAR_ERROR_FIELDS)):
             raise ValueError(f"`gstar_errors` must be None or hold {list(GSTAR_ERROR_FIELDS)}, "
                              f"got {errors!r}")
-        if self.ds_keep_rule is not None and not isinstance(self.ds_keep_rule, str):
-            raise ValueError(f"`ds_keep_rule` must be a rule name or None, got "
-                             f"{self.ds_keep_rule!r}")
+        if self.ds_group_filter is not None and not isinstance(self.ds_group_filter, str):
+            raise ValueError(f"`ds_group_filter` must be a filter name or None, got "
+                             f"{self.ds_group_filter!r}")
         if self.ok:
             if not 0.0 < self.level < 1.0:
                 raise ValueError(f"`level` must lie strictly between 0 and 1, got {self.level!r}")
@@ -243,8 +247,9 @@ class WindowRecord:
                              f"({', '.join(str(v) for v in READABLE_VERSIONS[1:])}, or absent)")
         names = set(raw) - {"version"}
         if version != TRAJECTORY_VERSION:
-            raw = {_RENAMED_IN_3.get(k, k): v for k, v in raw.items()}
-            names = {_RENAMED_IN_3.get(k, k) for k in names}
+            renamed = dict(_RENAMED_IN_4, **({} if version == 3 else _RENAMED_IN_3))
+            raw = {renamed.get(k, k): v for k, v in raw.items()}
+            names = {renamed.get(k, k) for k in names}
         unknown = sorted(names - set(TRAJECTORY_FIELDS))
         if not _REQUIRED <= names or unknown:
             raise ValueError(f"not a trajectory record of version {version} (missing "
@@ -392,7 +397,10 @@ def gstar_errors_of(estimates) -> dict | None:
     >>> from ustat_rl.policies.examples import interior_optimum_bandit
     >>> from ustat_rl.scores.bandit import bandit_pilot
     >>> from ustat_rl.pilot.uncertainty import pilot_intervals
-    >>> out = pilot_intervals(bandit_pilot(interior_optimum_bandit(), 64, 16, rng=1, sketch_dim=16))
+    >>> from ustat_rl.scores.spec import SketchSpec
+    >>> pilot = bandit_pilot(interior_optimum_bandit(), 64, 16, rng=1,
+    ...                      sketch=SketchSpec(16, seed=1169290205))
+    >>> out = pilot_intervals(pilot)
     >>> sorted(gstar_errors_of(out)) == sorted(GSTAR_ERROR_FIELDS)
     True
     """

@@ -151,7 +151,7 @@ class GroupSizeMonitor(TrainerCallback):
         :data:`~ustat_rl.frameworks.trl_support.TRL_VERSIONS`).
     config : MonitorConfig, optional
         The monitor's own settings (:mod:`ustat_rl.frameworks.config`): the schedule, the
-        sketch (``SketchSpec(256)`` by default), the level, a keep rule (``verl``, ``slime``,
+        sketch (``SketchSpec(256)`` by default), the level, a group filter (``verl``, ``slime``,
         ``openrlhf``, ``roll``; beyond the paper) and the outputs (the trajectory defaults to
         ``<output_dir>/ustat_trajectory.jsonl``). What the trainer says is read from the trainer
         and refused in ``config``: the group size (``num_generations``), the advantage rule

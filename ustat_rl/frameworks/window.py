@@ -227,10 +227,10 @@ def window_record(batches, meta: dict, budget, config) -> tuple[WindowRecord, Ro
         ``None`` when the run's rule is not in the registry (the paper's GRPO rule stands in),
         and ``estimator.source``, where it was read; ``loss.reward_weights``, the reward functions'
         weights for a multi-reward rule, and ``loss.units``, the records' units note;
-        ``estimator.keep_rule``, a dynamic-sampling keep rule
-        (:data:`~ustat_rl.theory.keep_rules.KEEP_RULES`; beyond the paper): ``ds_keep_prob``
-        and ``ds_gen_batches`` are then under that rule and the record adds ``ds_keep_rule``
-        and ``ds_filtered_mse`` (:func:`_keep_rule_figures`); ``None``: verl's all-equal
+        ``estimator.group_filter``, a dynamic-sampling group filter
+        (:data:`~ustat_rl.theory.group_filters.GROUP_FILTERS`; beyond the paper): ``ds_keep_prob``
+        and ``ds_gen_batches`` are then under that filter and the record adds ``ds_group_filter``
+        and ``ds_filtered_mse`` (:func:`_group_filter_figures`); ``None``: verl's all-equal
         filter, without the MSE.
 
     Notes
@@ -248,7 +248,7 @@ def window_record(batches, meta: dict, budget, config) -> tuple[WindowRecord, Ro
     G = G.pop()
     grid = budget_grid(budget)  # checked once here; the report takes the grid as it is
     budget = grid.budget
-    level, rule, keep_rule = config.level, config.estimator.name, config.estimator.keep_rule
+    level, rule, group_filter = config.level, config.estimator.name, config.estimator.group_filter
     units, weights = config.loss.units, config.loss.weights
     rollouts = window_rollouts(batches, meta)
     binary = bool(np.all((rollouts.reward == 0.0) | (rollouts.reward == 1.0)))
@@ -285,8 +285,8 @@ def window_record(batches, meta: dict, budget, config) -> tuple[WindowRecord, Ro
                                                    ["estimate"])),
         grpo_beats_vanilla=None if run is None else bool(G not in report.grpo_loses),
         all_equal_predicted=predicted,
-        **(_dynamic_sampling(predicted, G, budget) if keep_rule is None
-           else _keep_rule_figures(batches, rollouts, G, budget, keep_rule)),
+        **(_dynamic_sampling(predicted, G, budget) if group_filter is None
+           else _group_filter_figures(batches, rollouts, G, budget, group_filter)),
         all_equal_observed=observed_all_equal(batches[-1].reward, G),
         gstar_errors=gstar_errors_of(report), units=units, mse_best_estimator=estimator,
         **_critical_fields(report.critical_rollouts),
@@ -323,19 +323,19 @@ def _dynamic_sampling(all_equal: float, G: int, budget: int) -> dict:
     return dict(ds_keep_prob=keep, ds_gen_batches=cost.expected_gen_batches)
 
 
-def ds_rule(keep_rule):
-    """``keep_rule`` as a checked :class:`~ustat_rl.theory.keep_rules.KeepRule` (a name of
-    ``KEEP_RULES`` or a rule), or ``None`` for none (verl's filter without the MSE)."""
-    from ..theory.keep_rules import get_keep_rule
+def optional_group_filter(group_filter):
+    """``group_filter`` as a checked :class:`~ustat_rl.theory.group_filters.GroupFilter` (a name of
+    ``GROUP_FILTERS`` or a filter), or ``None`` for none (verl's filter without the MSE)."""
+    from ..theory.group_filters import get_group_filter
 
-    return None if keep_rule is None else get_keep_rule(keep_rule)
+    return None if group_filter is None else get_group_filter(group_filter)
 
 
-def _keep_rule_figures(batches, rollouts: Rollouts, G: int, budget: int, keep_rule) -> dict:
-    """A keep rule's figures at the run's ``G`` (binary rewards; ``None`` where they do not apply).
+def _group_filter_figures(batches, rollouts: Rollouts, G: int, budget: int, group_filter) -> dict:
+    """A group filter's figures at the run's ``G`` (binary rewards; ``None`` where they do not apply).
 
-    ``ds_keep_prob``: the fraction of the groups of the batches before the newest that the rule
-    keeps, unbiased for ``r`` (each group has exactly ``G`` samples; for verl's rule it is
+    ``ds_keep_prob``: the fraction of the groups of the batches before the newest that the filter
+    keeps, unbiased for ``r`` (each group has exactly ``G`` samples; for verl's filter it is
     ``1 - all_equal_predicted``); ``ds_gen_batches``: verl's loop at that ``r`` with ``b = B``;
     ``ds_filtered_mse``: GRPO's kept batch of ``B = N/G`` groups
     (:func:`~ustat_rl.theory.dynamic_sampling.filtered_batch_moments`) at the window's moments
@@ -344,10 +344,10 @@ def _keep_rule_figures(batches, rollouts: Rollouts, G: int, budget: int, keep_ru
     from ..pilot.estimate import estimate_moments, pilot_statistics
     from ..theory.advantage import binary_projection
     from ..theory.dynamic_sampling import filtered_batch_moments
-    from ..theory.keep_rules import get_keep_rule, keep_mask
+    from ..theory.group_filters import get_group_filter, keep_mask
 
-    rule = get_keep_rule(keep_rule)
-    out = dict(ds_keep_rule=rule.name, ds_keep_prob=None, ds_gen_batches=None,
+    kept = get_group_filter(group_filter)
+    out = dict(ds_group_filter=kept.name, ds_keep_prob=None, ds_gen_batches=None,
                ds_filtered_mse=None)
     earlier = [b.reward for b in batches[:-1]]
     binary = bool(np.all((rollouts.reward == 0.0) | (rollouts.reward == 1.0)))
@@ -355,13 +355,13 @@ def _keep_rule_figures(batches, rollouts: Rollouts, G: int, budget: int, keep_ru
         return out
     if earlier:
         k = np.rint(np.concatenate(earlier).reshape(-1, G).sum(axis=1)).astype(np.int64)
-        keep = float(np.mean(keep_mask(rule, G)[k]))
+        keep = float(np.mean(keep_mask(kept, G)[k]))
         cost = cost_at_keep_probability(keep, G, budget // G)
         out.update(ds_keep_prob=keep, ds_gen_batches=cost.expected_gen_batches)
     try:
         moments = binary_projection(estimate_moments(pilot_statistics(rollouts)))
         out["ds_filtered_mse"] = float(filtered_batch_moments(moments, "grpo", G, budget // G,
-                                                              rule).mse)
-    except ValueError:  # the rule keeps no group at the window's success rates
+                                                              kept).mse)
+    except ValueError:  # the filter keeps no group at the window's success rates
         pass
     return out

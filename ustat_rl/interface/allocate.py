@@ -1,4 +1,4 @@
-"""``ustat-rl allocate``: per-prompt group sizes from a pilot, against every reward-only rule.
+"""``ustat-rl allocate``: per-prompt group sizes from a pilot, against each reward-only allocation.
 
 Registered by :mod:`ustat_rl.interface.cli` with :func:`add_parser`; :func:`run` checks every path and
 number before the pilot is read, prints the table of
@@ -18,7 +18,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("allocate", help="per-prompt group sizes from a pilot at a fixed budget",
                        description="Group sizes G_x (sum = --budget) minimising the exact batch "
                                    "gradient MSE estimated from pilot rollouts, the reward-only "
-                                   "rules (uniform, Neyman, VIP, sGPO) at the same budget, and "
+                                   "allocations (uniform, Neyman, VIP, sGPO) at the same budget, and "
                                    "the cross-fitted MSE ratio of each to uniform.")
     p.add_argument("rollouts", type=Path, help="pilot rollouts file (.npz or .parquet)")
     p.add_argument("--budget", type=int, required=True, help="rollouts per batch, N = sum G_x")

@@ -219,7 +219,7 @@ def _gstar(args) -> int:
     from ..theory.group_size import budget_grid
 
     if args.trajectory is not None:
-        if (args.dynamic_sampling or args.max_gen_batches is not None or args.keep_rule
+        if (args.dynamic_sampling or args.max_gen_batches is not None or args.group_filter
                 or args.replace_ratio is not None):
             print("ustat-rl gstar: error: `--dynamic-sampling` needs a pilot rollouts file, not "
                   "--trajectory", file=sys.stderr)
@@ -251,7 +251,7 @@ def _gstar(args) -> int:
         if args.dynamic_sampling:  # first: its refusals (non-binary rewards) come before any work
             from ..pilot.dynamic_sampling import pilot_dynamic_sampling
 
-            filtered = pilot_dynamic_sampling(rollouts, grid, max_gen_batches, args.keep_rule)
+            filtered = pilot_dynamic_sampling(rollouts, grid, max_gen_batches, args.group_filter)
         replaced = None
         if args.replace_ratio is not None:
             from ..pilot.replace_sampling import pilot_replace_sampling
@@ -260,7 +260,7 @@ def _gstar(args) -> int:
         report = gstar_report(rollouts, grid, args.estimator or "grpo", args.level,
                               run_group_size=args.group_size)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
-        print(error_line("gstar", exc, ("budget", "estimator", "level", "keep_rule",
+        print(error_line("gstar", exc, ("budget", "estimator", "level", "group_filter",
                                         "replace_ratio", "max_gen_batches")), file=sys.stderr)
         return 2
     print(format_report(report))

@@ -25,23 +25,25 @@ HELP = ("also report DAPO's dynamic sampling as verl runs it (algorithm.filter_g
         "unbiased, shown as 'r unbiased' where G <= the pilot's group sizes")
 
 
-def _keep_rule(name: str) -> str:
-    """``--keep-rule``'s value, checked against the registered keep rules when it is given (the
-    rules live in :mod:`ustat_rl.theory`, whose import costs seconds: ``--help`` does not pay it)."""
+def _group_filter(name: str) -> str:
+    """``--group-filter``'s value, checked against the registered group filters when it is given
+    (the filters live in :mod:`ustat_rl.theory`, whose import costs seconds: ``--help`` does not
+    pay it)."""
     import argparse
 
-    from ..theory.keep_rules import KEEP_RULES
+    from ..theory.group_filters import GROUP_FILTERS
 
-    if name not in KEEP_RULES:
-        raise argparse.ArgumentTypeError(f"unknown keep rule {name!r}; choose from "
-                                         f"{', '.join(KEEP_RULES)}")
+    if name not in GROUP_FILTERS:
+        raise argparse.ArgumentTypeError(f"unknown group filter {name!r}; choose from "
+                                         f"{', '.join(GROUP_FILTERS)}")
     return name
 
 
 def add_arguments(parser) -> None:
-    """``--dynamic-sampling``, ``--max-gen-batches`` and ``--keep-rule`` on an ``argparse`` parser."""
+    """``--dynamic-sampling``, ``--max-gen-batches`` and ``--group-filter`` on an ``argparse``
+    parser."""
     parser.add_argument("--dynamic-sampling", action="store_true", help=HELP)
-    parser.add_argument("--keep-rule", type=_keep_rule, default=None, metavar="RULE",
+    parser.add_argument("--group-filter", type=_group_filter, default=None, metavar="FILTER",
                         help="with --dynamic-sampling (beyond the paper): which groups are kept, "
                              "as a function of the success count k of G: verl (default; std > 0), "
                              "slime (std > 1e-6), openrlhf (0 < k/G < 1), roll (ROLL's "
@@ -52,7 +54,8 @@ def add_arguments(parser) -> None:
                              "RHO; SkyRL's default 0.3): a batch of B prompts whose groups with "
                              "rewards not all equal number more than RHO B is used, its other "
                              "groups overwritten by copies of those; else it is redrawn. Not a "
-                             "keep rule (the copies are not independent groups): its own section; "
+                             "group filter (the copies are not independent groups): its own "
+                             "section; "
                              "--max-gen-batches is then also SkyRL's max_sample_batches")
     parser.add_argument("--max-gen-batches", type=int, default=None, metavar="K",
                         help="with --dynamic-sampling: verl's algorithm.max_num_gen_batches, "
@@ -65,8 +68,8 @@ def check_arguments(args) -> int:
     K = args.max_gen_batches
     if K is not None and not args.dynamic_sampling:
         raise ValueError("`--max-gen-batches` applies only with --dynamic-sampling")
-    if getattr(args, "keep_rule", None) is not None and not args.dynamic_sampling:
-        raise ValueError("`--keep-rule` applies only with --dynamic-sampling")
+    if getattr(args, "group_filter", None) is not None and not args.dynamic_sampling:
+        raise ValueError("`--group-filter` applies only with --dynamic-sampling")
     ratio = getattr(args, "replace_ratio", None)
     if ratio is not None and not args.dynamic_sampling:
         raise ValueError("`--replace-ratio` applies only with --dynamic-sampling")
@@ -102,7 +105,7 @@ def _best_lines(report) -> list[str]:
     K = report.max_gen_batches
     cap = (f"cap K = {K}: only G whose chance of hitting it is at most {CAP_RISK:g} per step, "
            "where verl raises" if K else "no cap")
-    lines = [f"best G at N = {report.budget} for {report.rule} (point estimates, no interval; "
+    lines = [f"best G at N = {report.budget} for {report.estimator} (point estimates, no interval; "
              f"b = B, {cap}; against g | the batch times r, i.e. a learning rate times r):"]
     for accounting, targets in report.best.items():
         parts = []
@@ -130,11 +133,11 @@ def format_dynamic_sampling(report) -> str:
     """The plain-text ``--dynamic-sampling`` section."""
     cap = (f"cap K = {report.max_gen_batches} generation batches" if report.max_gen_batches
            else "no cap")
-    from ..theory.keep_rules import DEFAULT_KEEP_RULE, KEEP_RULES
+    from ..theory.group_filters import DEFAULT_GROUP_FILTER, GROUP_FILTERS
 
-    rule = getattr(report, "keep_rule", DEFAULT_KEEP_RULE)
-    filter_name = ("verl filter_groups" if rule == DEFAULT_KEEP_RULE
-                   else f"keep rule {rule}, {KEEP_RULES[rule].provenance.split(' ')[0]}")
+    kept = getattr(report, "group_filter", DEFAULT_GROUP_FILTER)
+    filter_name = ("verl filter_groups" if kept == DEFAULT_GROUP_FILTER
+                   else f"group filter {kept}, {GROUP_FILTERS[kept].provenance.split(' ')[0]}")
     lines = [f"dynamic sampling ({filter_name}; generation batch b = B, {cap}; binary "
              f"rewards, {report.n_prompts} groups):",
              f"  {'G':>5} {'B':>6} {'r':>8} {'r unbiased':>11} {'gen batches':>12} "
@@ -149,7 +152,7 @@ def format_dynamic_sampling(report) -> str:
                f"{_fmt(report.expected_rollouts[i]) + mark:>10}")
         if report.cap_probability:
             row += f" {_fmt(report.cap_probability[i]) + mark:>8}"
-        if report.grpo_mean_scale[i] is None:  # the rule is not verl's at this G
+        if report.grpo_mean_scale[i] is None:  # the filter is not verl's at this G
             row += f" {'-':>10} {'-':>11}"
         else:
             row += (f" {_fmt(report.grpo_mean_scale[i]) + ' g' + mark:>10} "
@@ -161,7 +164,7 @@ def format_dynamic_sampling(report) -> str:
                  "exists, * = the plug-in r" + ("; P(cap): verl raises 'Generated too many'"
                                                  if report.cap_probability else ""))
     if report.mse is not None:
-        lines.append(f"{report.rule} kept batch at N = {report.budget} (point estimates, no "
+        lines.append(f"{report.estimator} kept batch at N = {report.budget} (point estimates, no "
                      "interval):")
         lines.append(f"  {'G':>5} {'B':>6} {'bias^2':>11} {'variance':>11} {'MSE':>11} "
                      f"{'MSE x r':>11} {'unfiltered':>11}")
@@ -182,8 +185,8 @@ def format_dynamic_sampling(report) -> str:
         lines.append("the kept batch's MSE and the best G need scores: `ustat-rl gstar PILOT "
                      "--budget N --dynamic-sampling` on a rollouts file with scores")
     lines.append(f"note: {report.note}")
-    if rule != DEFAULT_KEEP_RULE:
-        lines.append(f"note: keep rule {rule} (beyond the paper): r sums Binomial(G, p) over the "
+    if kept != DEFAULT_GROUP_FILTER:
+        lines.append(f"note: group filter {kept} (beyond the paper): r sums Binomial(G, p) over the "
                      "kept success counts; where it drops groups verl keeps, GRPO's kept batch "
                      "is not g/r ('-') and 'r unbiased' is not computed")
     if report.mse is not None:

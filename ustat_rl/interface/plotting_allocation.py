@@ -8,9 +8,9 @@ __all__ = ["plot_allocations", "plot_mse_curves"]
 
 
 def plot_allocations(allocations: dict, prompt_ids=None, ax=None):
-    """Grouped bars: each rule's ``G_x`` per prompt, the legend giving its MSE ratio to uniform.
+    """Grouped bars: each allocation's ``G_x`` per prompt, the legend giving its MSE ratio to uniform.
 
-    ``allocations`` maps a rule name to an :class:`~ustat_rl.theory.allocation.Allocation`; returns the
+    ``allocations`` maps an allocation's name to an :class:`~ustat_rl.theory.allocation.Allocation`; returns the
     figure.
     """
     import matplotlib.pyplot as plt

@@ -19,7 +19,7 @@ DESCRIPTION = """\
 Read a training run's rollout log and report what the rewards alone say: the per-group success
 rate distribution, the predicted and observed fraction of groups whose rewards are all equal at
 each G dividing --budget (such groups give a group-normalised rule no signal), the observed
-fraction per step, and the group sizes of the reward-only allocation rules (uniform, Neyman, VIP,
+fraction per step, and the group sizes of the reward-only allocations (uniform, Neyman, VIP,
 sGPO) for the last step's groups. c1, c2, c3', G* and predicted MSEs need per-sample scores: use
 `ustat-rl gstar` on a rollouts file for those.
 With --dynamic-sampling (binary rewards): what verl's filter_groups would keep and cost at each
@@ -87,7 +87,7 @@ def add_parser(sub) -> None:
     p.add_argument("--reward-weights", type=_weights, default=None,
                    help="TRL: comma-separated reward_weights, one per reward column (default 1)")
     p.add_argument("--step", type=int, default=None,
-                   help="the step whose groups the allocation rules split --budget over "
+                   help="the step whose groups the allocations split --budget over "
                         "(default: the last)")
     p.add_argument("--json", type=Path, default=None, help="write the report as JSON to PATH")
     dynamic_sampling_cli.add_arguments(p)
@@ -122,7 +122,7 @@ def run(args) -> int:
             from ..pilot.dynamic_sampling import rewards_dynamic_sampling
 
             filtered = rewards_dynamic_sampling(table.reward, table.groups()[1], args.budget,
-                                                max_gen_batches, keep_rule=args.keep_rule)
+                                                max_gen_batches, group_filter=args.group_filter)
         replaced = None
         if args.replace_ratio is not None:
             from ..pilot.replace_sampling import replace_sampling_report
@@ -130,7 +130,7 @@ def run(args) -> int:
             replaced = replace_sampling_report(filtered, args.replace_ratio)
         report = rewards_report(table, args.budget, args.estimator, allocation_step=args.step)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
-        print(error_line("rewards", exc, ("budget", "group_size", "step", "keep_rule",
+        print(error_line("rewards", exc, ("budget", "group_size", "step", "group_filter",
                                           "replace_ratio", "max_gen_batches")), file=sys.stderr)
         return 2
     print(format_rewards_report(report))

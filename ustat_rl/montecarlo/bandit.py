@@ -39,15 +39,15 @@ __all__ = [
 # Fast bandit kernel: groups through sufficient statistics, nested across group sizes
 # ---------------------------------------------------------------------------------------------
 
-def kernel_tables(rules, sizes, low: float, high: float):
+def kernel_tables(estimators, sizes, low: float, high: float):
     """What the kernels read for each (rule, G): ``table (n_est, n_G, 2, G_max + 1)``, the
     advantage of a reward ``high`` (``[..., 0, m]``) or ``low`` (``[..., 1, m]``) in a group with
     ``m`` rewards ``high`` (:meth:`~ustat_rl.advantages.AdvantageRule.two_point_table`), and
     ``reference (n_est, n_G)``, the weight ``w`` of ``-w V(x)``."""
     sizes = np.asarray(sizes, dtype=np.int64)
-    table = np.zeros((len(rules), sizes.size, 2, int(sizes.max()) + 1))
-    reference = np.zeros((len(rules), sizes.size))
-    for e, rule in enumerate(rules):
+    table = np.zeros((len(estimators), sizes.size, 2, int(sizes.max()) + 1))
+    reference = np.zeros((len(estimators), sizes.size))
+    for e, rule in enumerate(estimators):
         for ell, g in enumerate(sizes):
             table[e, ell, 0, :g + 1], table[e, ell, 1, :g + 1] = rule.two_point_table(int(g), low,
                                                                                      high)

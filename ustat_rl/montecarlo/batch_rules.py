@@ -70,10 +70,10 @@ class _GreedyReference(MultiChannelRule):
 
 
 def _one_channel_rule(name) -> MultiChannelRule:
-    rule = get_rule(name, "rules")
+    rule = get_rule(name, "estimators")
     if rule.centring.reference_source == "baseline":
         if rule.name != VERL_REMAX.name:
-            raise ValueError(f"`rules` entry {rule.name!r} needs a baseline b(x) the sampler "
+            raise ValueError(f"`estimators` entry {rule.name!r} needs a baseline b(x) the sampler "
                              "does not draw (it draws a greedy rollout's reward, for verl_remax)")
         return _GreedyReference(rule.name, "sum_then_normalize", None, rule, rule.provenance,
                                 rule.formula, working_precision=rule.working_precision)
@@ -81,16 +81,16 @@ def _one_channel_rule(name) -> MultiChannelRule:
                             rule.formula, working_precision=rule.working_precision)
 
 
-def batch_rule_statistics(bandit, rules, group_sizes, batch_size=1, *,
+def batch_rule_statistics(bandit, estimators, group_sizes, batch_size=1, *,
                           backend: Backend | str = "numba"):
-    """Per-step squared errors of single-reward rules at batch size ``B``, for
+    """Per-step squared errors of single-reward advantage rules at batch size ``B``, for
     :func:`~ustat_rl.montecarlo.run_monte_carlo`.
 
     Parameters
     ----------
     bandit : SoftmaxBandit
         Rewards 0 and 1.
-    rules : str, AdvantageRule or sequence of them
+    estimators : str, AdvantageRule or sequence of them
         Any registered rule of the rewards alone, group or batch statistics, and verl's
         ``remax`` (its baseline the greedy rollout's reward, drawn for each group).
     group_sizes : int or sequence of int
@@ -119,11 +119,11 @@ def batch_rule_statistics(bandit, rules, group_sizes, batch_size=1, *,
     >>> bool(est.mean[est.index(("sq", "roll_batch", 2))] > 0)
     True
     """
-    if isinstance(rules, str) or not np.iterable(rules):
-        rules = (rules,)
-    wrapped = tuple(_one_channel_rule(r) for r in rules)
+    if isinstance(estimators, str) or not np.iterable(estimators):
+        estimators = (estimators,)
+    wrapped = tuple(_one_channel_rule(r) for r in estimators)
     if not wrapped:
-        raise ValueError("`rules` must name at least one rule")
+        raise ValueError("`estimators` must name at least one rule")
     greedy = any(isinstance(r, _GreedyReference) for r in wrapped)
     return multichannel_statistics(as_one_channel(bandit, greedy), wrapped, group_sizes,
                                    batch_size, (1.0, 0.0) if greedy else None, backend=backend)

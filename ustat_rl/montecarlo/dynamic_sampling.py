@@ -8,8 +8,8 @@ stop when ``B`` groups are kept, cutting the batch to its first ``B`` groups; af
 ``max_num_gen_batches`` batches without filling, the step fails (verl raises). The exact
 counterparts are in :mod:`ustat_rl.theory.dynamic_sampling`.
 
-Beyond the paper, ``keep_rule`` swaps verl's filter for another framework's
-(:mod:`ustat_rl.theory.keep_rules`), applied to each group's success count. OpenRLHF's loop,
+Beyond the paper, ``group_filter`` swaps verl's filter for another framework's
+(:mod:`ustat_rl.theory.group_filters`), applied to each group's success count. OpenRLHF's loop,
 which replaces each dropped prompt by one new prompt, is this loop with ``gen_batch_size=1`` in
 law (each prompt is kept independently, and the batch is the first ``B`` kept); slime's
 over-sampling loop is this loop with ``gen_batch_size`` its ``over_sampling_batch_size``.
@@ -25,7 +25,7 @@ from .._validation import as_int, as_rng
 from ..advantages.registry import get_rule
 from ..policies.softmax import SoftmaxBandit
 from ..theory.dynamic_sampling import keep_probability
-from ..theory.keep_rules import get_keep_rule, keep_mask
+from ..theory.group_filters import get_group_filter, keep_mask
 
 __all__ = ["DynamicSamplingRun", "FilterLoop", "simulate_dynamic_sampling",
            "binary_bandit_group_rule"]
@@ -84,14 +84,14 @@ class FilterLoop:
         ``b >= 1`` groups drawn per generation batch; the step's ``B`` when None.
     max_num_gen_batches : int
         ``K >= 0``; 0 for no cap.
-    keep_rule : str or KeepRule, optional
-        Which groups are kept (:data:`~ustat_rl.theory.keep_rules.KEEP_RULES`); verl's
+    group_filter : str or GroupFilter, optional
+        Which groups are kept (:data:`~ustat_rl.theory.group_filters.GROUP_FILTERS`); verl's
         all-equal filter by default.
     """
 
     gen_batch_size: int | None = None
     max_num_gen_batches: int = 0
-    keep_rule: object = None
+    group_filter: object = None
 
     def __post_init__(self):
         if self.gen_batch_size is not None:
@@ -100,7 +100,7 @@ class FilterLoop:
         object.__setattr__(self, "max_num_gen_batches",
                            as_int(self.max_num_gen_batches, "max_num_gen_batches", 0,
                                   "(0 for no cap)"))
-        get_keep_rule(self.keep_rule)  # a ValueError naming `keep_rule` for an unknown one
+        get_group_filter(self.group_filter)  # a ValueError naming `group_filter` for an unknown one
 
 
 def simulate_dynamic_sampling(bandit: SoftmaxBandit, estimator, group_size, batch_size, n_reps,
@@ -119,7 +119,7 @@ def simulate_dynamic_sampling(bandit: SoftmaxBandit, estimator, group_size, batc
         Steps.
     rng : numpy.random.Generator or int
     loop : FilterLoop
-        ``b``, ``K`` and the keep rule (verl's defaults: ``b = B``, no cap, all-equal filter).
+        ``b``, ``K`` and the group filter (verl's defaults: ``b = B``, no cap, all-equal filter).
 
     Returns
     -------
@@ -142,10 +142,10 @@ def simulate_dynamic_sampling(bandit: SoftmaxBandit, estimator, group_size, batc
     b = B if loop.gen_batch_size is None else loop.gen_batch_size
     K = loop.max_num_gen_batches
     rng = as_rng(rng)
-    keeper = get_keep_rule(loop.keep_rule)
+    keeper = get_group_filter(loop.group_filter)
     mask = keep_mask(keeper, G)  # (G + 1,)
     if K == 0 and keep_probability(bandit.value, G, bandit.prompt_prob, keeper) <= 0.0:
-        raise ValueError(f"keep rule {keeper.name!r} drops every group of `bandit` with "
+        raise ValueError(f"group filter {keeper.name!r} drops every group of `bandit` with "
                          "probability 1: without a cap (`max_num_gen_batches`) the loop never ends")
     grad_sum = np.zeros((n, bandit.dim))
     count = np.zeros(n, dtype=np.int64)  # kept groups used, at most B

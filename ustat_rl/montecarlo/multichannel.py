@@ -99,7 +99,7 @@ def _estimates(bandit, prompt, action, adv):
     return out / (B * G)
 
 
-def multichannel_statistics(bandit, rules, group_sizes, batch_size=1, weights=None, *,
+def multichannel_statistics(bandit, estimators, group_sizes, batch_size=1, weights=None, *,
                             prompt=None, backend: Backend | str = "numba"):
     """Per-replicate squared errors, projections and squared norms for
     :func:`~ustat_rl.montecarlo.run_monte_carlo`.
@@ -107,7 +107,7 @@ def multichannel_statistics(bandit, rules, group_sizes, batch_size=1, weights=No
     Parameters
     ----------
     bandit : MultiChannelBandit
-    rules : str, MultiChannelRule or sequence of them
+    estimators : str, MultiChannelRule or sequence of them
     group_sizes : int or sequence of int
     batch_size : int
     weights : array_like (K,), optional
@@ -127,16 +127,16 @@ def multichannel_statistics(bandit, rules, group_sizes, batch_size=1, weights=No
         ``(kind, rule, G)`` per column, kind-major (``"sq"``, ``"proj"``, ``"second"``).
     """
     backend = Backend.of(backend)
-    if isinstance(rules, str) or not np.iterable(rules):
-        rules = (rules,)
-    rules = tuple(get_multichannel_rule(r, "rules") for r in rules)
-    sizes = as_group_sizes(group_sizes, "group_sizes", max(r.min_group_size for r in rules))
+    if isinstance(estimators, str) or not np.iterable(estimators):
+        estimators = (estimators,)
+    estimators = tuple(get_multichannel_rule(r, "estimators") for r in estimators)
+    sizes = as_group_sizes(group_sizes, "group_sizes", max(r.min_group_size for r in estimators))
     B = as_int(batch_size, "batch_size", 1)
-    w = rules[0].check_weights(weights, bandit.n_channels)
+    w = estimators[0].check_weights(weights, bandit.n_channels)
     fixed = -1 if prompt is None else as_int(prompt, "prompt", 0)
     if fixed >= bandit.n_prompts:
         raise ValueError(f"`prompt` must be in [0, {bandit.n_prompts - 1}], got {fixed}")
-    for rule in rules:
+    for rule in estimators:
         if B * int(sizes.min()) < rule.min_batch_size:
             raise ValueError(f"rule {rule.name!r} needs batches of at least "
                              f"{rule.min_batch_size} samples")
@@ -149,7 +149,7 @@ def multichannel_statistics(bandit, rules, group_sizes, batch_size=1, weights=No
     draw = (_numba_sampler(bandit, fixed) if backend.name == "numba"
             else _torch_sampler(bandit, fixed, backend.device))
     g_max = int(sizes.max())
-    keys = [(rule, int(G)) for rule in rules for G in sizes]
+    keys = [(rule, int(G)) for rule in estimators for G in sizes]
     labels = tuple((kind, rule.name, G) for kind in ("sq", "proj", "second") for rule, G in keys)
 
     def statistic(rng, n):

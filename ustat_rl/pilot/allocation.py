@@ -1,18 +1,18 @@
 """Group sizes from a pilot, with their MSE ratio to uniform (docs/theory.md C40, C42).
 
 A pilot (:class:`~ustat_rl.pilot.Rollouts`) gives unbiased per-prompt moments
-(:func:`~ustat_rl.pilot.estimate_moments`), so every allocation rule of
-:mod:`ustat_rl.theory.allocation` and :mod:`ustat_rl.theory.allocation_rules` can be computed and scored on
-them. Two numbers come out:
+(:func:`~ustat_rl.pilot.estimate_moments`), so every allocation of
+:mod:`ustat_rl.theory.allocation` and :mod:`ustat_rl.theory.allocation_baselines` can be computed
+and scored on them. Two numbers come out:
 
-* the **plug-in** allocation and MSE of each rule, from the whole pilot: the sizes to use;
-* the **cross-fitted ratio** ``MSE(rule)/MSE(uniform)`` with an interval. Scoring an allocation
+* the **plug-in** group sizes and MSE of each allocation, from the whole pilot: the sizes to use;
+* the **cross-fitted ratio** ``MSE(allocation)/MSE(uniform)`` with an interval. Scoring an allocation
   on the moments it was fitted to is optimistic (it fits their noise), so each prompt's
   rollouts are split in two halves (alternate samples): the sizes come from half A, the ratio
   is estimated on half B, whose moments are independent of the sizes and unbiased for them.
 
-For an unbiased rule the batch MSE is ``sum_x f^2 MSE_x(G_x)``, a sum over prompts, so with
-``t_x`` and ``u_x`` the half-B terms of the rule and of uniform the ratio is
+For an unbiased advantage rule the batch MSE is ``sum_x f^2 MSE_x(G_x)``, a sum over prompts, so with
+``t_x`` and ``u_x`` the half-B terms of the allocation and of uniform the ratio is
 ``R = sum t / sum u``. Its standard error is the delta method over prompts drawn i.i.d. (as a
 pilot's are): ``se^2 = sum_x (t_x - R u_x)^2 / (P (P - 1) u_bar^2)``, and the interval uses the
 Student quantile of :func:`ustat_rl.pilot.uncertainty.student_quantile` with ``m - 1`` degrees of
@@ -25,7 +25,7 @@ is for the sizes fitted on half the pilot, which can only be noisier than the pl
 A ratio of MSEs is positive, so the interval's lower end is clipped at 0; when either half-B sum
 is not positive (the unbiased per-prompt terms can be negative, and are noise then) the ratio is
 undefined (NaN). Its verdict is :func:`ustat_rl.stats.intervals.ratio_verdict`'s: a gain is shown
-only by an interval below 1, and an interval above 1 says the rule is worse than uniform.
+only by an interval below 1, and an interval above 1 says the allocation is worse than uniform.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import numpy as np
 
 from ..stats.intervals import ratio_verdict
 from ..theory.allocation import per_prompt_terms, rule_is_unbiased, rule_min_group_size
-from ..theory.allocation_rules import BASELINE_RULES, compare_allocations
+from ..theory.allocation_baselines import BASELINE_ALLOCATIONS, compare_allocations
 
 __all__ = ["RatioInterval", "PilotAllocation", "MIN_SPLIT_GROUP", "split_rollouts",
            "pilot_allocation", "format_pilot_allocation", "loglinear_pilot"]
@@ -49,7 +49,7 @@ MIN_SPLIT_GROUP = 6
 
 @dataclass(frozen=True)
 class RatioInterval:
-    """Cross-fitted ``MSE(rule)/MSE(uniform)``: estimate, standard error and interval (all NaN
+    """Cross-fitted ``MSE(allocation)/MSE(uniform)``: estimate, standard error and interval (all NaN
     when the ratio is undefined, module docstring)."""
 
     estimate: float
@@ -81,10 +81,10 @@ class PilotAllocation:
     budget : int
     level : float
     allocations : dict of str to Allocation
-        ``"optimal"`` and each reward-only rule, from the whole pilot (plug-in MSEs).
+        ``"optimal"`` and each reward-only allocation, from the whole pilot (plug-in MSEs).
     ratios : dict of str to RatioInterval
-        Cross-fitted ratio to uniform for ``"optimal"`` and each non-uniform rule; empty when
-        the rule is biased or a prompt has fewer than :data:`MIN_SPLIT_GROUP` samples.
+        Cross-fitted ratio to uniform for ``"optimal"`` and each non-uniform allocation; empty
+        when the advantage rule is biased or a prompt has fewer than :data:`MIN_SPLIT_GROUP` samples.
     note : str
         Why ``ratios`` is empty, if it is.
     """
@@ -98,7 +98,7 @@ class PilotAllocation:
     note: str = ""
 
     def to_dict(self) -> dict:
-        """JSON-ready: sorted prompt ids, and each rule's group sizes in that order (an
+        """JSON-ready: sorted prompt ids, and each allocation's group sizes in that order (an
         undefined ratio's numbers as ``null``, :func:`ustat_rl.formatting.json_ready`)."""
         from ..formatting import json_ready
 
@@ -135,15 +135,15 @@ def split_rollouts(rollouts):
     return halves
 
 
-def _ratio(terms_rule, terms_uniform, level, varied: int) -> RatioInterval:
+def _ratio(terms, terms_uniform, level, varied: int) -> RatioInterval:
     """The cross-fitted ratio with ``m - 1 = varied - 1`` degrees of freedom (module docstring)."""
     from .uncertainty import student_quantile
 
-    P = terms_rule.size
-    if not (terms_rule.sum() > 0.0 and terms_uniform.sum() > 0.0):  # noise, or NaN: no ratio
+    P = terms.size
+    if not (terms.sum() > 0.0 and terms_uniform.sum() > 0.0):  # noise, or NaN: no ratio
         return RatioInterval(math.nan, math.nan, math.nan, math.nan)
-    ratio = float(terms_rule.sum() / terms_uniform.sum())
-    resid = terms_rule - ratio * terms_uniform
+    ratio = float(terms.sum() / terms_uniform.sum())
+    resid = terms - ratio * terms_uniform
     se = float(math.sqrt(np.sum(resid**2) / (P * (P - 1.0))) / terms_uniform.mean())
     if varied < 2:  # no spread over prompts to judge the ratio by
         return RatioInterval(ratio, se, 0.0, math.inf)
@@ -152,15 +152,15 @@ def _ratio(terms_rule, terms_uniform, level, varied: int) -> RatioInterval:
 
 
 def pilot_terms(moments, estimator, sizes):
-    """``f^2 MSE_x(G_x)`` for each prompt, ``(P,)``, for an unbiased rule."""
+    """``f^2 MSE_x(G_x)`` for each prompt, ``(P,)``, for an unbiased advantage rule."""
     low = rule_min_group_size(estimator)
     _, h, _ = per_prompt_terms(moments, estimator, low, int(sizes.max()))
     return h[np.arange(sizes.size), sizes - low]
 
 
 def pilot_allocation(rollouts, budget, estimator: str = "grpo", level: float = 0.9,
-                     rules=BASELINE_RULES) -> PilotAllocation:
-    """Every rule's group sizes from a pilot, with cross-fitted ratios to uniform (C40).
+                     allocations=BASELINE_ALLOCATIONS) -> PilotAllocation:
+    """Every allocation's group sizes from a pilot, with cross-fitted ratios to uniform (C40).
 
     Parameters
     ----------
@@ -172,6 +172,9 @@ def pilot_allocation(rollouts, budget, estimator: str = "grpo", level: float = 0
         The advantage rule (:func:`ustat_rl.theory.allocation.rule_terms`).
     level : float
         Two-sided level of the ratio intervals.
+    allocations : sequence of str
+        The reward-only allocations scored beside ``"optimal"`` (names of
+        :data:`~ustat_rl.theory.allocation_baselines.BASELINE_ALLOCATIONS`).
 
     Examples
     --------
@@ -190,7 +193,7 @@ def pilot_allocation(rollouts, budget, estimator: str = "grpo", level: float = 0
     stats = pilot_statistics(rollouts)
     check_signal(rollouts, "there is nothing to allocate (every group size gives the same zero "
                            "gradient)")
-    allocations = compare_allocations(rule_moments(stats, estimator), estimator, budget, rules)
+    scored = compare_allocations(rule_moments(stats, estimator), estimator, budget, allocations)
     ratios, note = {}, ""
     if not rule_is_unbiased(estimator):
         note = f"no ratio intervals: {estimator!r} is biased, so its MSE is not a sum over prompts"
@@ -203,7 +206,7 @@ def pilot_allocation(rollouts, budget, estimator: str = "grpo", level: float = 0
         halves = split_rollouts(rollouts)
         varied = _varied_prompts(halves[1])
         half_a, half_b = (rule_moments(h, estimator) for h in halves)
-        fitted = compare_allocations(half_a, estimator, budget, rules)
+        fitted = compare_allocations(half_a, estimator, budget, allocations)
         uniform = pilot_terms(half_b, estimator, fitted["uniform"].group_sizes)
         for name, alloc in fitted.items():
             if name != "uniform":
@@ -214,7 +217,7 @@ def pilot_allocation(rollouts, budget, estimator: str = "grpo", level: float = 0
                     "half of their group the ratios are scored on: the intervals take "
                     f"{max(varied - 1, 0)} degrees of freedom"
                     + (", so they cannot tell" if varied < 2 else ""))
-    return PilotAllocation(stats.prompt_ids, estimator, int(budget), float(level), allocations,
+    return PilotAllocation(stats.prompt_ids, estimator, int(budget), float(level), scored,
                            ratios, note)
 
 
@@ -247,7 +250,7 @@ _ADVICE = {
 
 
 def format_pilot_allocation(report: PilotAllocation, max_rows: int = 40) -> str:
-    """Plain-text table: sizes per prompt for every rule, then predicted MSEs and ratios.
+    """Plain-text table: sizes per prompt for every allocation, then predicted MSEs and ratios.
 
     A plug-in MSE that is not positive (an unbiased estimate below what the pilot resolves) is
     shown as ``<= 0`` with no ratio to uniform; a cross-fitted ratio carries the verdict of
@@ -263,7 +266,7 @@ def format_pilot_allocation(report: PilotAllocation, max_rows: int = 40) -> str:
     if report.prompt_ids.size > max_rows:
         lines.append(f"... {report.prompt_ids.size - max_rows} more prompts (see --json)")
     uniform = report.allocations["uniform"].mse
-    lines += ["", f"{'rule':<10}{'plug-in MSE':>14}{'/uniform':>10}   cross-fitted ratio "
+    lines += ["", f"{'allocation':<11}{'plug-in MSE':>13}{'/uniform':>10}   cross-fitted ratio "
                   f"({report.level:.0%} interval)",
               "(plug-in: scored on the moments it was fitted to, optimistic for 'optimal'; "
               "cross-fitted: sizes from half the pilot, scored on the other half)"]
@@ -280,7 +283,7 @@ def format_pilot_allocation(report: PilotAllocation, max_rows: int = 40) -> str:
                      f"({r.estimate:.3g} at both ends)")
         else:
             extra = f"{r.estimate:.3f} [{r.low:.3f}, {r.high:.3f}]  {r.verdict}"
-        lines.append(f"{name:<10}{shown:>14}{versus:>10}   {extra}")
+        lines.append(f"{name:<11}{shown:>13}{versus:>10}   {extra}")
     if any(a.mse <= 0.0 for a in report.allocations.values()):
         lines.append("<= 0: the unbiased estimate of that MSE is not positive (the MSE is below "
                      "what the pilot resolves); '/uniform' is shown only where both are positive")

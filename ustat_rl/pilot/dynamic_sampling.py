@@ -40,8 +40,8 @@ from ..theory.dynamic_sampling import (
     optimal_filtered_group_size,
 )
 from ..theory.dynamic_sampling_cost import expected_gen_batches
+from ..theory.group_filters import DEFAULT_GROUP_FILTER, get_group_filter, keep_mask
 from ..theory.group_size import best_index, budget_grid
-from ..theory.keep_rules import DEFAULT_KEEP_RULE, get_keep_rule, keep_mask
 from .estimate import estimate_moments, pilot_statistics
 from .report import all_equal_fraction, check_degenerate, check_signal
 from .rollouts import Rollouts
@@ -49,8 +49,8 @@ from .rollouts import Rollouts
 __all__ = ["DynamicSamplingReport", "pilot_dynamic_sampling", "rewards_dynamic_sampling",
            "PLUG_IN_NOTE", "NOTHING_TO_FILTER", "CAP_RISK"]
 
-#: The rule the kept-batch moments and the best ``G`` are computed for (E g_DS = g/r).
-RULE = "grpo"
+#: The advantage rule the kept-batch moments and the best ``G`` are computed for (E g_DS = g/r).
+ESTIMATOR = "grpo"
 
 #: Why the plug-in numbers are biased, in one sentence the commands print and the help repeats.
 PLUG_IN_NOTE = ("the plug-in r puts the pilot's success rates p = m/n into p^G + (1-p)^G, which "
@@ -87,7 +87,7 @@ class DynamicSamplingReport:
         The plug-in ``r = 1 - sum_x f(x) q(p_hat(x))``.
     keep_prob_unbiased : list of float or None
         ``1 -`` the U-statistic all-equal fraction (unbiased), ``None`` where ``G`` exceeds a
-        pilot group or where ``keep_rule`` is not verl's filter at that ``G``.
+        pilot group or where ``group_filter`` is not verl's filter at that ``G``.
     cost_uses_unbiased : list of bool
         Whether the cost columns and the ``1/r`` scale of each ``G`` use ``keep_prob_unbiased``
         (where it exists) or the plug-in ``keep_prob``.
@@ -98,7 +98,7 @@ class DynamicSamplingReport:
         ``P(N > K)``, verl's "Generated too many" error; ``None`` without a cap.
     grpo_mean_scale, grpo_relative_bias : list of float or None
         GRPO's kept batch estimates ``g/r``: the direction of ``g``, ``1/r`` times as long, with
-        ``||E g_DS - g|| / ||g|| = Q/r``; ``None`` at a ``G`` where ``keep_rule`` is not verl's
+        ``||E g_DS - g|| / ||g|| = Q/r``; ``None`` at a ``G`` where ``group_filter`` is not verl's
         all-equal filter (it then drops groups with a gradient and ``E g_DS`` is not ``g/r``).
     resolved : dict of lists of bool, or None
         Per target (``"grad"``: ``mse``; ``"rescaled"``: ``mse_rescaled``) and ``G``, whether the
@@ -121,10 +121,10 @@ class DynamicSamplingReport:
         positive); ``None`` for a target no ``G`` qualifies for (under the cap, or because no
         ``G`` affords a batch within ``N`` generated rollouts); the whole field ``None`` without
         scores.
-    rule : str
-        The rule of ``mse`` and ``best`` (``"grpo"``).
-    keep_rule : str
-        Which groups are kept (:data:`~ustat_rl.theory.keep_rules.KEEP_RULES`; beyond the
+    estimator : str
+        The advantage rule of ``mse`` and ``best`` (``"grpo"``).
+    group_filter : str
+        Which groups are kept (:data:`~ustat_rl.theory.group_filters.GROUP_FILTERS`; beyond the
         paper), ``"verl"`` by default.
     note : str
         :data:`PLUG_IN_NOTE`.
@@ -147,9 +147,9 @@ class DynamicSamplingReport:
     best: dict | None
     cost_uses_unbiased: list = field(default_factory=list)
     resolved: dict | None = None
-    rule: str = RULE
+    estimator: str = ESTIMATOR
     note: str = PLUG_IN_NOTE
-    keep_rule: str = DEFAULT_KEEP_RULE
+    group_filter: str = DEFAULT_GROUP_FILTER
 
     def to_dict(self) -> dict:
         """JSON-ready (:func:`ustat_rl.formatting.json_ready`)."""
@@ -203,7 +203,7 @@ def _cost_columns(keep, sizes, budget: int, K: int) -> dict:
             "grpo_mean_scale": scale.tolist(), "grpo_relative_bias": (scale - 1.0).tolist()}
 
 
-def _best(projected, grid, rows, keep, K: int, keep_rule) -> dict:
+def _best(projected, grid, rows, keep, K: int, group_filter) -> dict:
     """The best ``G`` per accounting and target (``DynamicSamplingReport.best``).
 
     Sizes that break the cap are left out. A size whose MSE the pilot does not resolve (its
@@ -220,8 +220,8 @@ def _best(projected, grid, rows, keep, K: int, keep_rule) -> dict:
         best[accounting] = {}
         for target in targets:
             try:
-                out = optimal_filtered_group_size(projected, grid, RULE, accounting, sizes,
-                                                  target=target, keep_rule=keep_rule)
+                out = optimal_filtered_group_size(projected, grid, ESTIMATOR, accounting, sizes,
+                                                  target=target, group_filter=group_filter)
             except ValueError:  # no G affords one kept group within N generated rollouts
                 best[accounting][target] = None
                 continue
@@ -257,18 +257,18 @@ def _resolved(row, accounting: str, target: str) -> tuple[bool, float]:
 
 
 def _report(reward, index, P, budget, max_gen_batches, prompt_prob, moments,
-            keep_rule=None) -> DynamicSamplingReport:
+            group_filter=None) -> DynamicSamplingReport:
     grid = budget_grid(budget)  # a BudgetGrid from the entry passes as it is: checked once
     budget, sizes = grid.budget, grid.group_sizes  # sizes (n_G,): divisors of N, >= 2
-    rule = get_keep_rule(keep_rule)
+    kept = get_group_filter(group_filter)
     K = as_int(max_gen_batches, "max_gen_batches", 0, "(0 for no cap)")
     _check_binary_and_varied(reward, index, P)
     successes = np.bincount(index, reward, P)
     counts = np.bincount(index, minlength=P)
     value = successes / counts  # (P,) p_hat = m/n
-    plug_in = [keep_probability(value, int(G), prompt_prob, rule) for G in sizes]
-    # where the rule is verl's at G, the all-equal U-statistic and GRPO's g/r apply to it
-    as_verl = [bool(np.array_equal(keep_mask(rule, int(G)), keep_mask(None, int(G))))
+    plug_in = [keep_probability(value, int(G), prompt_prob, kept) for G in sizes]
+    # where the filter is verl's at G, the all-equal U-statistic and GRPO's g/r apply to it
+    as_verl = [bool(np.array_equal(keep_mask(kept, int(G)), keep_mask(None, int(G))))
                for G in sizes]
     unbiased = [u if same else None for u, same in
                 zip(_unbiased_keep(successes, counts, sizes, prompt_prob), as_verl)]
@@ -279,13 +279,13 @@ def _report(reward, index, P, budget, max_gen_batches, prompt_prob, moments,
     mse = best = resolved = None
     if moments is not None:
         projected = binary_projection(moments)
-        rows = [filtered_batch_moments(projected, RULE, int(G), budget // int(G), rule)
+        rows = [filtered_batch_moments(projected, ESTIMATOR, int(G), budget // int(G), kept)
                 for G in sizes]
         mse = {key: [float(getattr(row, key)) for row in rows]
                for key in ("bias_sq", "variance", "mse", "mse_rescaled", "unfiltered_mse")}
         resolved = {target: [_resolved(row, "generated", target)[0] for row in rows]
                     for target in FILTER_TARGETS}
-        best = _best(projected, grid, rows, keep, K, rule)
+        best = _best(projected, grid, rows, keep, K, kept)
     return DynamicSamplingReport(
         budget=budget, max_gen_batches=K, n_prompts=P, min_pilot_group=int(counts.min()),
         group_sizes=sizes.tolist(), batch_sizes=(budget // sizes).tolist(),
@@ -294,11 +294,11 @@ def _report(reward, index, P, budget, max_gen_batches, prompt_prob, moments,
         expected_rollouts=costs["expected_rollouts"], cap_probability=costs["cap_probability"],
         grpo_mean_scale=costs["grpo_mean_scale"], grpo_relative_bias=costs["grpo_relative_bias"],
         mse=mse, best=best, cost_uses_unbiased=[u is not None for u in unbiased],
-        resolved=resolved, keep_rule=rule.name)
+        resolved=resolved, group_filter=kept.name)
 
 
 def rewards_dynamic_sampling(reward, group_index, budget, max_gen_batches: int = 0,
-                             prompt_prob=None, keep_rule=None) -> DynamicSamplingReport:
+                             prompt_prob=None, group_filter=None) -> DynamicSamplingReport:
     """Dynamic sampling at budget ``N`` from grouped binary rewards alone (no ``mse``, ``best``).
 
     Parameters
@@ -313,8 +313,8 @@ def rewards_dynamic_sampling(reward, group_index, budget, max_gen_batches: int =
         ``K >= 1`` generation batches before verl raises; 0 (default) for no cap.
     prompt_prob : array_like (P,), optional
         ``f(x)`` of a fixed prompt set; i.i.d. groups (uniform) by default.
-    keep_rule : str or KeepRule, optional
-        Which groups are kept (:data:`~ustat_rl.theory.keep_rules.KEEP_RULES`); verl's by
+    group_filter : str or GroupFilter, optional
+        Which groups are kept (:data:`~ustat_rl.theory.group_filters.GROUP_FILTERS`); verl's by
         default.
 
     Returns
@@ -342,11 +342,11 @@ def rewards_dynamic_sampling(reward, group_index, budget, max_gen_batches: int =
     if np.bincount(index, minlength=P).min() == 0:
         raise ValueError("`group_index` must use every group 0..P-1")
     f = None if prompt_prob is None else np.asarray(prompt_prob, dtype=np.float64)
-    return _report(reward, index, P, budget, max_gen_batches, f, None, keep_rule)
+    return _report(reward, index, P, budget, max_gen_batches, f, None, group_filter)
 
 
 def pilot_dynamic_sampling(rollouts: Rollouts, budget, max_gen_batches: int = 0,
-                           keep_rule=None) -> DynamicSamplingReport:
+                           group_filter=None) -> DynamicSamplingReport:
     """Dynamic sampling at budget ``N`` from a pilot with scores: costs, bias, MSE and best ``G``.
 
     The pilot's moments (:func:`~ustat_rl.pilot.estimate.estimate_moments`) pass through
@@ -354,7 +354,7 @@ def pilot_dynamic_sampling(rollouts: Rollouts, budget, max_gen_batches: int = 0,
     (:func:`~ustat_rl.theory.dynamic_sampling.filtered_batch_moments`) and the fixed-budget
     search are evaluated on them: point estimates, biased like the plug-in ``r`` (module
     docstring), with no interval. A pilot without gradient signal is refused as ``gstar``
-    refuses it (:func:`~ustat_rl.pilot.report.check_degenerate`). ``keep_rule`` as in
+    refuses it (:func:`~ustat_rl.pilot.report.check_degenerate`). ``group_filter`` as in
     :func:`rewards_dynamic_sampling`.
     """
     if not isinstance(rollouts, Rollouts):
@@ -369,5 +369,5 @@ def pilot_dynamic_sampling(rollouts: Rollouts, budget, max_gen_batches: int = 0,
     check_degenerate(rollouts)
     stats = pilot_statistics(rollouts)
     return _report(reward, index, P, budget, max_gen_batches, stats.prompt_prob,
-                   estimate_moments(stats), keep_rule)
+                   estimate_moments(stats), group_filter)
 

@@ -310,7 +310,9 @@ def pilot_intervals(rollouts, level: float = 0.9, include_sketch: bool = True) -
     --------
     >>> from ustat_rl.policies.examples import interior_optimum_bandit
     >>> from ustat_rl.scores.bandit import bandit_pilot
-    >>> pilot = bandit_pilot(interior_optimum_bandit(), 64, 16, rng=1, sketch_dim=16)
+    >>> from ustat_rl.scores.spec import SketchSpec
+    >>> pilot = bandit_pilot(interior_optimum_bandit(), 64, 16, rng=1,
+    ...                      sketch=SketchSpec(16, seed=1169290205))
     >>> out = pilot_intervals(pilot)
     >>> out.c3.low < out.constants.c3 < out.c3.high
     True

@@ -255,7 +255,7 @@ def heterogeneous_score_bandit(values=HETEROGENEOUS_VALUES, scales=HETEROGENEOUS
     ``(log(2V/(1-V)), 0, 0)``, so ``V(x) = pi(a_1|x)`` is ``values[x]`` whatever the scale,
     while every score ``W = s_x (e_a - pi)`` and hence every score moment scales with ``s_x``
     (``E||W||^2`` by ``s_x^2``). The blocks are disjoint, so the Gram matrix of the ``g(x)`` is
-    diagonal. A reward-only rule sees the same ``p`` on prompts whose gradient noise differs by
+    diagonal. A reward-only allocation sees the same ``p`` on prompts whose gradient noise differs by
     a factor ``s^2 = 36``. ``kl_weight > 0`` adds a KL penalty towards the uniform policy, so
     that Algorithm 1 has a finite optimum (the training study of C40).
     """

@@ -1,9 +1,9 @@
 """The accumulator behind :func:`ustat_rl.scores.factored.factored_sketch_scores` (C31).
 
 One forward hook per module that owns trainable tensors calls :meth:`Sketcher.hook` with the
-module's rule (:mod:`ustat_rl.scores.rules`, where each rule's test and formula live). In the
-forward pass the rule reads what it needs of the module's input; in the backward pass its
-callback, on the module's output gradient, adds each sample's projected gradient to ``acc``
+module's projector (:mod:`ustat_rl.scores.projectors`, where each projector's test and formula
+live). In the forward pass the projector reads what it needs of the module's input; in the
+backward pass its callback, on the module's output gradient, adds each sample's projected gradient to ``acc``
 ``(B, k)``. Projections run in ``dtype`` with mixed precision off. The hooks stay on for a whole
 window; :meth:`Sketcher.begin` starts each pass (one chunk of rows) afresh and
 :meth:`Sketcher.release` drops the pass's graph.
@@ -27,7 +27,7 @@ class Sketcher:
         self.k_out, self.k_in = block_shape
         self.dtype, self.device = dtype, device
         self.factors = factors  # {id(parameter): spec}, on ``device`` in ``dtype`` already
-        self.busy = False  # a rule recomputing its module: hooks of its children stay quiet
+        self.busy = False  # a projector recomputing its module: hooks of its children stay quiet
         self.begin(0)
 
     def begin(self, batch: int) -> None:
@@ -54,7 +54,7 @@ class Sketcher:
 
     @contextmanager
     def quiet(self):
-        """Inside: the hooks stay quiet (a rule running its module again)."""
+        """Inside: the hooks stay quiet (a projector running its module again)."""
         busy, self.busy = self.busy, True
         try:
             yield
@@ -66,14 +66,14 @@ class Sketcher:
         return self.acc.shape[0]
 
     # ------------------------------------------------------------------ forward
-    def hook(self, rule, own, module, args, kwargs, output):
+    def hook(self, projector, own, module, args, kwargs, output):
         if self.busy or self.closed:
             return None
         device = output.device.type if isinstance(output, torch.Tensor) else "cpu"
         with torch.autocast(device, enabled=False):
-            return self._hook(rule, own, module, args, kwargs, output)
+            return self._hook(projector, own, module, args, kwargs, output)
 
-    def _hook(self, rule, own, module, args, kwargs, output):
+    def _hook(self, projector, own, module, args, kwargs, output):
         if not torch.is_grad_enabled():
             self.gradless.append(type(module).__name__)
             return None
@@ -90,8 +90,8 @@ class Sketcher:
                                  f"dimension {output.shape[0]}, not the batch's {self.batch}")
             # shared across rows (GPT-2's positions): expanded, so the gradient stays per sample
             output = replaced = output.expand(self.batch, *output.shape[1:])
-        callback = partial(self._full_precision, rule.callback(self, module, own, args, kwargs,
-                                                               output))
+        callback = partial(self._full_precision,
+                           projector.callback(self, module, own, args, kwargs, output))
         if self._downstream((args, kwargs)):  # another hooked output upstream: a tensor hook
             self._tensor_hooks.append(output.register_hook(callback))
         else:  # the first trainable module on its path: the backward pass takes it explicitly
@@ -130,7 +130,7 @@ class Sketcher:
         with torch.autocast(grad.device.type, enabled=False):
             callback(grad)
 
-    # ------------------------------------------------------------------ for the rules' formulas
+    # -------------------------------------------------------------- for the projectors' formulas
     def flat(self, x, width):
         """``x`` as ``(B, positions, width)`` in the projections' precision."""
         return x.reshape(self.batch, -1, width).to(self.dtype)

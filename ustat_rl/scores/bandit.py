@@ -13,12 +13,13 @@ from .._validation import as_int, as_rng
 from ..pilot.rollouts import Rollouts
 from ..policies.softmax import SoftmaxBandit
 from .sketch import projection_matrix
+from .spec import SketchSpec, as_spec
 
 __all__ = ["bandit_pilot"]
 
 
-def bandit_pilot(bandit: SoftmaxBandit, n_prompts, group_size, rng, sketch_dim=None,
-                 kind: str = "gaussian", fixed_prompts: bool = False) -> Rollouts:
+def bandit_pilot(bandit: SoftmaxBandit, n_prompts, group_size, rng,
+                 sketch: SketchSpec | None = None, fixed_prompts: bool = False) -> Rollouts:
     """Draw a pilot from ``bandit``: ``n_prompts`` groups of ``group_size`` samples each.
 
     Parameters
@@ -30,10 +31,11 @@ def bandit_pilot(bandit: SoftmaxBandit, n_prompts, group_size, rng, sketch_dim=N
     group_size : int
         Samples per group, ``>= 3``.
     rng : numpy.random.Generator or seed
-    sketch_dim : int, optional
-        ``k``: project the full ``P K``-dimensional scores with a fresh
-        :func:`~ustat_rl.scores.sketch.projection_matrix`; ``None`` keeps them.
-    kind : {"gaussian", "rademacher"}
+    sketch : SketchSpec, optional
+        Project the full ``P K``-dimensional scores to ``sketch.dimension`` columns with the
+        spec's :func:`~ustat_rl.scores.sketch.projection_matrix` (its seed and kind; ``rng``
+        draws the samples only); ``None`` keeps them. Pilots that should see independent
+        projections take specs of different seeds.
     fixed_prompts : bool
         One group per bandit prompt with ``prompt_weight = f(x)`` (a fixed prompt set).
 
@@ -43,6 +45,7 @@ def bandit_pilot(bandit: SoftmaxBandit, n_prompts, group_size, rng, sketch_dim=N
     """
     if not isinstance(bandit, SoftmaxBandit):
         raise TypeError(f"`bandit` must be a SoftmaxBandit, got {type(bandit).__name__}")
+    spec = None if sketch is None else as_spec(sketch, "sketch")
     n_prompts = bandit.n_prompts if fixed_prompts else as_int(n_prompts, "n_prompts", 2)
     group_size = as_int(group_size, "group_size", 3, "(order-3 kernels)")
     rng = as_rng(rng)
@@ -51,10 +54,9 @@ def bandit_pilot(bandit: SoftmaxBandit, n_prompts, group_size, rng, sketch_dim=N
     score = bandit.scores(sample.prompt, sample.action, full=True)  # (B, G, P K)
     score = score.reshape(n_prompts * group_size, bandit.dim)
     meta = dict(sketch_kind="none", param_dim=bandit.dim, model_name=repr(bandit))
-    if sketch_dim is not None:
-        seed = int(rng.integers(2**31))
-        score = score @ projection_matrix(bandit.dim, sketch_dim, seed, kind).T  # (n, k)
-        meta.update(sketch_kind=kind, sketch_seed=seed)
+    if spec is not None:
+        score = score @ projection_matrix(bandit.dim, spec).T  # (n, k)
+        meta.update(sketch_kind=spec.kind, sketch_seed=spec.seed)
     weight = None
     if fixed_prompts:
         weight = bandit.prompt_prob[sample.prompt].repeat(group_size)  # (n,)

@@ -3,7 +3,7 @@
 :func:`sketch_rows` takes the padded rows of a window (a monitor's generation batch, a pilot's
 group) and a :class:`~ustat_rl.scores.spec.SketchSpec`, and returns every row's sketched score.
 The model-level work is done once for the window (:func:`ustat_rl.scores.factored.hooked`: the
-parameters checked whole, each module's coverage rule found, the factors drawn, the hooks
+parameters checked whole, each module's projector found, the factors drawn, the hooks
 installed, dropout off); each chunk of ``chunk_size`` rows is then one batched forward and
 backward pass, so a window's memory is that of one chunk.
 """

@@ -3,8 +3,8 @@
 The factored sketch (:mod:`ustat_rl.scores.factored`) projects each sample's gradient from what a
 forward hook sees of the module that owns the parameter (its inputs, its output and, in the
 backward pass, the gradient of its output). Which formula applies depends on what the parameter
-does there, never on the module's class name (:mod:`ustat_rl.scores.rules` holds each rule's
-test and formula together; this module applies them to a model):
+does there, never on the module's class name (:mod:`ustat_rl.scores.projectors` holds each
+projector's test and formula together; this module applies them to a model):
 
 * ``"linear"``: a matrix applied to the last axis of the input (``nn.Linear`` whose ``forward`` is
   ``nn.Linear``'s own, and Hugging Face's ``Conv1D``, the same map with the matrix stored
@@ -31,15 +31,15 @@ from __future__ import annotations
 
 import torch
 
-from . import rules
+from . import projectors
 from .sequence import trainable_parameters
 
-__all__ = ["RULES", "module_rules", "parameter_coverage", "uncovered_parameters",
+__all__ = ["PROJECTOR_NAMES", "module_projectors", "parameter_coverage", "uncovered_parameters",
            "check_supported", "fully_sharded", "zero3_partitioned"]
 
 #: The ways a parameter can enter the forward pass, fastest first; ``"module"`` is the fallback
-#: (each rule's test and formula: :mod:`ustat_rl.scores.rules`).
-RULES = tuple(rule.name for rule in rules.RULES)
+#: (each projector's test and formula: :mod:`ustat_rl.scores.projectors`).
+PROJECTOR_NAMES = tuple(projector.name for projector in projectors.PROJECTORS)
 
 
 def own_trainable(module) -> list[tuple[str, torch.nn.Parameter]]:
@@ -48,20 +48,20 @@ def own_trainable(module) -> list[tuple[str, torch.nn.Parameter]]:
             if p is not None and p.requires_grad]
 
 
-def module_rules(model) -> list[tuple]:
-    """``(module, rule, [(attribute, parameter), ...])`` for every module owning trainable
+def module_projectors(model) -> list[tuple]:
+    """``(module, projector, [(attribute, parameter), ...])`` for every module owning trainable
     tensors, in ``model.modules()`` order."""
     out = []
     for module in model.modules():
         own = own_trainable(module)
         if own:
-            out.append((module, rules.rule_for(module, own).name, own))
+            out.append((module, projectors.projector_for(module, own).name, own))
     return out
 
 
 def parameter_coverage(model) -> dict[str, str]:
-    """``{name: rule}`` for every trainable parameter (a tensor tied into two modules, as a tied
-    language-model head, lists both rules joined by ``"+"``).
+    """``{name: projector}`` for every trainable parameter, by the projector's name (a tensor
+    tied into two modules, as a tied language-model head, lists both names joined by ``"+"``).
 
     Examples
     --------
@@ -71,11 +71,11 @@ def parameter_coverage(model) -> dict[str, str]:
 '2.weight': 'linear', '2.bias': 'linear'}
     """
     by_id: dict[int, list[str]] = {}
-    for _, rule, own in module_rules(model):
+    for _, projector, own in module_projectors(model):
         for _, p in own:
             taken = by_id.setdefault(id(p), [])
-            if rule not in taken:
-                taken.append(rule)
+            if projector not in taken:
+                taken.append(projector)
     return {name: "+".join(by_id[id(p)]) for name, p in trainable_parameters(model).items()}
 
 
@@ -83,10 +83,10 @@ def uncovered_parameters(model) -> list[str]:
     """Names of trainable parameters that take the general fallback (``"module"``).
 
     They are still sketched exactly, at the cost of one extra forward and backward of their
-    module per sample; an empty list means every parameter has a fast rule. A tensor used
+    module per sample; an empty list means every parameter has a fast projector. A tensor used
     functionally outside the module that owns it is not detected (its use there is not seen).
     """
-    return [name for name, rule in parameter_coverage(model).items() if "module" in rule]
+    return [name for name, projector in parameter_coverage(model).items() if "module" in projector]
 
 
 def _fsdp_units(model) -> list:
@@ -116,7 +116,7 @@ def check_supported(model) -> None:
     """Refuse, in one line, a model whose parameters the hooks cannot follow.
 
     Parameters sharded by FSDP2 (``fully_shard``, ``DTensor`` parameters) are supported: inside
-    its forward a module holds them whole (all-gathered), which is what the rules read, and the
+    its forward a module holds them whole (all-gathered), which is what the projectors read, and the
     factors are drawn from the global shapes; a tensor the hook finds still sharded (a module
     that is itself a unit, resharded before the hook runs) is gathered. So are DeepSpeed
     ZeRO-3's partitioned parameters (marked ``ds_id``) of a model ``deepspeed.initialize`` set

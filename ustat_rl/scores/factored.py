@@ -25,7 +25,7 @@ the scores agree across devices to floating-point rounding.
 
 Parameters sharded by FSDP2 (``fully_shard``) are supported (docs/at_scale.md): the factors are
 drawn from the global shapes, keyed by the parameters as ``named_parameters`` lists them, and the
-rules read parameter values from what a module holds in its forward (whole under FSDP2), so the
+projectors read parameter values from what a module holds in its forward (whole under FSDP2), so the
 scores are the unsharded model's whatever the number of processes. So are DeepSpeed ZeRO-3's
 partitioned parameters (``ds_shape`` their global shape), the hooks running before DeepSpeed's
 release.
@@ -45,12 +45,12 @@ from ..seeding import child_int
 from ._sketcher import Sketcher
 from .coverage import (
     check_supported,
-    module_rules,
+    module_projectors,
     parameter_coverage,
     uncovered_parameters,
     zero3_partitioned,
 )
-from .rules import global_shape, named
+from .projectors import global_shape, named
 from .sequence import sequence_log_probs, trainable_parameters
 from .spec import FACTORED_KINDS, SketchSpec, as_spec
 
@@ -156,7 +156,7 @@ def _check_rows(tokens, target_mask) -> None:
 @contextmanager
 def hooked(model, spec: SketchSpec):
     """The model made ready to sketch, once for many passes: its parameters checked (whole, or
-    sharded by FSDP2's ``fully_shard``), each module's coverage rule found, the factors drawn
+    sharded by FSDP2's ``fully_shard``), each module's projector found, the factors drawn
     and a hook installed on every module that owns trainable tensors, dropout off. Yields ``sketch(tokens, target_mask) -> (b, k)``, one
     batched backward pass per call; the hooks are removed and the mode restored on exit."""
     check_supported(model)
@@ -170,9 +170,9 @@ def hooked(model, spec: SketchSpec):
     sketcher = Sketcher(factors, spec.dimension, spec.blocks, block_factors(spec.block_dim),
                         dtype, first.device)
     first_hooks = zero3_partitioned(model)  # before DeepSpeed's hook frees the gathered values
-    handles = [module.register_forward_hook(partial(sketcher.hook, named(rule), own),
+    handles = [module.register_forward_hook(partial(sketcher.hook, named(projector), own),
                                             with_kwargs=True, prepend=first_hooks)
-               for module, rule, own in module_rules(model)]
+               for module, projector, own in module_projectors(model)]
     was_training = model.training
     model.eval()
     try:

@@ -25,9 +25,9 @@ import numpy as np
 import torch
 from torch.func import grad, vmap
 
-from .._validation import as_int, as_rng
+from .._validation import as_int
 from ..seeding import child_int
-from .spec import SketchSpec, as_spec, check_kind
+from .spec import SketchSpec, as_spec
 
 __all__ = ["projection_matrix", "project_scores", "sketch_scores", "full_scores",
            "torch_projection_matrix", "COLUMN_CHUNK"]
@@ -36,32 +36,33 @@ __all__ = ["projection_matrix", "project_scores", "sketch_scores", "full_scores"
 COLUMN_CHUNK = 1 << 16
 
 
-def projection_matrix(dim, k, rng, kind: str = "gaussian") -> np.ndarray:
-    """A ``(k, dim)`` matrix ``R`` with i.i.d. rows and ``E[R^T R] = I`` (section 7).
+def projection_matrix(dim, spec: SketchSpec) -> np.ndarray:
+    """The ``(k, dim)`` matrix ``R`` of ``spec``: i.i.d. rows, ``E[R^T R] = I`` (section 7).
 
-    Entries are ``N(0, 1/k)`` (``"gaussian"``) or ``+-1/sqrt(k)`` (``"rademacher"``).
+    ``k = spec.dimension`` rows drawn by ``numpy.random.default_rng(spec.seed)`` with entries
+    ``N(0, 1/k)`` (``spec.kind`` ``"gaussian"``) or ``+-1/sqrt(k)`` (``"rademacher"``); the rows
+    are i.i.d., so ``spec.blocks`` plays no part (as in the dense and jvp routes).
 
     Examples
     --------
-    >>> R = projection_matrix(3, 4, rng=0, kind="rademacher")
+    >>> R = projection_matrix(3, SketchSpec(4, seed=0, kind="rademacher"))
     >>> R.shape, float(abs(R[0, 0]))
     ((4, 3), 0.5)
     """
     dim = as_int(dim, "dim", 1)
-    k = as_int(k, "k", 1)
-    kind = check_kind(kind)
-    rng = as_rng(rng)
-    if kind == "gaussian":
+    spec = as_spec(spec)
+    k, rng = spec.dimension, np.random.default_rng(spec.seed)
+    if spec.kind == "gaussian":
         return rng.standard_normal((k, dim)) / math.sqrt(k)
     return (2.0 * rng.integers(0, 2, size=(k, dim)) - 1.0) / math.sqrt(k)
 
 
-def project_scores(score, k, rng, kind: str = "gaussian") -> np.ndarray:
-    """``score @ R^T`` for a fresh :func:`projection_matrix`: ``(n, d) -> (n, k)``."""
+def project_scores(score, spec: SketchSpec) -> np.ndarray:
+    """``score @ R^T`` for the :func:`projection_matrix` of ``spec``: ``(n, d) -> (n, k)``."""
     score = np.asarray(score, dtype=np.float64)
     if score.ndim != 2 or score.shape[1] == 0:
         raise ValueError(f"`score` must have shape (n, d) with d >= 1, got {score.shape}")
-    R = projection_matrix(score.shape[1], k, rng, kind)
+    R = projection_matrix(score.shape[1], spec)
     return score @ R.T  # (n, k)
 
 

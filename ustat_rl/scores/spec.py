@@ -7,7 +7,10 @@ projects are computed: ``dimension`` rows ``k`` in ``blocks`` independent blocks
 monitors' :class:`~ustat_rl.frameworks.config.MonitorConfig`,
 :func:`ustat_rl.scores.causal_lm.causal_lm_pilot`) into the sketch
 (:func:`ustat_rl.scores.chunks.sketch_rows`, and every route's function: the factored, dense and
-jvp sketches and their materialised matrices take a spec) and into the pilot file's metadata
+jvp sketches and their materialised matrices take a spec, as do the numpy projection of small
+models' full scores, :func:`ustat_rl.scores.sketch.projection_matrix`, and the pilots drawn from
+known policies, :func:`ustat_rl.scores.bandit.bandit_pilot` and
+:func:`ustat_rl.scores.transformer.population_pilot`) and into the pilot file's metadata
 (:meth:`SketchSpec.to_meta`, read back by :meth:`SketchSpec.from_meta`), whose key names
 (``sketch_kind``, ``sketch_seed``, ``sketch_blocks``, ``sketch_route``) are the
 :class:`~ustat_rl.pilot.rollouts.Rollouts` fields files have always carried.
@@ -20,10 +23,11 @@ from dataclasses import dataclass
 
 import torch
 
-from .._validation import as_float, as_int
+from .._validation import as_float, as_int, as_rng
 from ..pilot.rollouts import SKETCH_KINDS
 
-__all__ = ["SketchSpec", "DEFAULT_SKETCH_BLOCKS", "FACTORED_KINDS", "check_kind", "as_spec"]
+__all__ = ["SketchSpec", "DEFAULT_SKETCH_BLOCKS", "FACTORED_KINDS", "check_kind", "as_spec",
+           "drawn_spec"]
 
 #: Independent blocks of a factored sketch unless told otherwise (fewer when ``dimension`` is
 #: smaller): ``m - 1 = 15`` degrees of freedom for the projection part of the jackknife.
@@ -158,3 +162,22 @@ class SketchSpec:
         seed = meta.get("sketch_seed")
         return cls(dimension=dimension, seed=0 if seed is None else seed, kind=kind,
                    blocks=dimension if blocks is None else blocks)
+
+
+def drawn_spec(dimension, rng, **fields) -> SketchSpec | None:
+    """A spec of a new projection, its seed drawn from ``rng`` (``None`` for ``dimension``
+    ``None``: full scores).
+
+    Pilots drawn in a loop each see their own ``R`` this way, as a projection's randomness is
+    part of what their estimates average over; ``fields`` are the spec's others (``kind``, ...).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a, b = (drawn_spec(8, np.random.default_rng(0)) for _ in range(2))
+    >>> a == b, a.seed == drawn_spec(8, np.random.default_rng(0)).seed, drawn_spec(None, 0)
+    (True, True, None)
+    """
+    if dimension is None:
+        return None
+    return SketchSpec(dimension, seed=int(as_rng(rng).integers(2**31)), **fields)

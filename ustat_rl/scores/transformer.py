@@ -39,6 +39,7 @@ import torch
 from .._validation import as_int, as_rng
 from ..pilot.rollouts import Rollouts
 from ..policies.transformer import TransformerPolicy
+from .spec import SketchSpec, as_spec
 
 __all__ = ["AnswerPopulation", "answer_population", "population_pilot"]
 
@@ -142,7 +143,7 @@ def answer_population(policy, questions, model_name: str = "transformer",
 
 
 def population_pilot(population: AnswerPopulation, n_prompts, group_size, rng,
-                     sketch_dim=None) -> Rollouts:
+                     sketch: SketchSpec | None = None) -> Rollouts:
     """Draw a pilot: ``n_prompts`` i.i.d. questions, ``group_size`` answers each (C31, C32).
 
     Parameters
@@ -153,9 +154,11 @@ def population_pilot(population: AnswerPopulation, n_prompts, group_size, rng,
     group_size : int
         Answers per draw, i.i.d. from ``pi(. | x)``, ``>= 3``.
     rng : numpy.random.Generator or seed
-    sketch_dim : int, optional
-        ``k``: a fresh Gaussian projection with ``E[R^T R] = I``, exact in distribution (module
-        notes); ``None`` keeps the full scores (in isometric coordinates).
+    sketch : SketchSpec, optional
+        A Gaussian projection to ``sketch.dimension`` columns with ``E[R^T R] = I``, drawn from
+        the spec's seed (``rng`` draws the samples only), exact in distribution (module notes);
+        only ``kind="gaussian"`` is, so another kind is refused. ``None`` keeps the full scores
+        (in isometric coordinates).
 
     Returns
     -------
@@ -166,13 +169,17 @@ def population_pilot(population: AnswerPopulation, n_prompts, group_size, rng,
     >>> pop = AnswerPopulation(prob=np.array([[0.5, 0.5], [0.25, 0.75]]),
     ...                        reward=np.array([[1.0, 0.0], [0.0, 1.0]]),
     ...                        embedding=np.eye(4).reshape(2, 2, 4), param_dim=4, model_name="toy")
-    >>> r = population_pilot(pop, 3, 4, rng=0, sketch_dim=2)
+    >>> r = population_pilot(pop, 3, 4, rng=0, sketch=SketchSpec(2, seed=5))
     >>> r.score.shape, r.sketch_kind
     ((12, 2), 'gaussian')
     """
     if not isinstance(population, AnswerPopulation):
         raise TypeError(f"`population` must be an AnswerPopulation, got "
                         f"{type(population).__name__}")
+    spec = None if sketch is None else as_spec(sketch, "sketch")
+    if spec is not None and spec.kind != "gaussian":
+        raise ValueError(f"`sketch` must be of kind 'gaussian' (only a Gaussian projection of the "
+                         f"isometric coordinates has the law of R W), got {spec.kind!r}")
     n_prompts = as_int(n_prompts, "n_prompts", 2)
     group_size = as_int(group_size, "group_size", 3, "(order-3 kernels)")
     rng = as_rng(rng)
@@ -184,11 +191,11 @@ def population_pilot(population: AnswerPopulation, n_prompts, group_size, rng,
     reward = population.reward[question[:, None], answer].ravel()  # (P n,)
     rows = population.embedding[question[:, None], answer].reshape(reward.size, -1)  # (P n, r)
     meta = dict(sketch_kind="none", model_name=population.model_name)
-    if sketch_dim is not None:
-        k = as_int(sketch_dim, "sketch_dim", 1)
-        seed = int(rng.integers(2**31))
-        omega = np.random.default_rng(seed).standard_normal((population.rank, k)) / math.sqrt(k)
+    if spec is not None:
+        k = spec.dimension
+        omega = (np.random.default_rng(spec.seed).standard_normal((population.rank, k))
+                 / math.sqrt(k))  # (r, k)
         rows = rows @ omega  # (P n, k), the law of R W for Gaussian R
-        meta.update(sketch_kind="gaussian", sketch_seed=seed, param_dim=population.param_dim)
+        meta.update(sketch_kind="gaussian", sketch_seed=spec.seed, param_dim=population.param_dim)
     return Rollouts(prompt_id=np.arange(n_prompts).repeat(group_size), reward=reward,
                     score=rows, **meta)

@@ -71,8 +71,8 @@ class Allocation:
 
     Attributes
     ----------
-    rule : str
-        Which allocation rule produced the sizes (``"optimal"``, ``"uniform"``, ...).
+    name : str
+        Which allocation produced the sizes (``"optimal"``, ``"uniform"``, ...).
     estimator : str
         The advantage rule whose MSE was evaluated.
     group_sizes : ndarray of int (P,)
@@ -84,7 +84,7 @@ class Allocation:
         rounding).
     """
 
-    rule: str
+    name: str
     estimator: str
     group_sizes: np.ndarray
     mse: float

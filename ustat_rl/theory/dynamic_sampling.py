@@ -5,14 +5,14 @@ docs/theory.md section 7, "Dynamic sampling (beyond the paper)". verl's DAPO tra
 each, keeps the groups whose rewards are not all equal, and uses the first ``B`` kept; after
 ``max_num_gen_batches`` batches without ``B`` it raises (``<= 0``: no cap). A group at ``x`` is
 all-equal with probability ``q(x) = V^G + (1 - V)^G`` (binary rewards) and has zero gradient
-under the rules here, so the kept groups are i.i.d. draws conditioned on ``0 < M < G``
+under the advantage rules here, so the kept groups are i.i.d. draws conditioned on ``0 < M < G``
 (:func:`filtered_batch_moments`), ``N = min{n : Binomial(n b, r) >= B}`` batches are drawn,
 ``r = 1 - sum_x f(x) q(x)`` (:func:`generation_cost`), and the best ``G`` at a budget depends on
 which rollouts it counts (:func:`optimal_filtered_group_size`). Prompts are i.i.d. from ``f``.
 
-Beyond the paper, every function takes ``keep_rule``: another framework's filter as a function of
+Beyond the paper, every function takes ``group_filter``: another framework's filter as a function of
 the success count (ROLL's ``difficulty_mask``, OpenRLHF's mean range, slime's std filter;
-:mod:`ustat_rl.theory.keep_rules`), verl's all-equal filter by default.
+:mod:`ustat_rl.theory.group_filters`), verl's all-equal filter by default.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from .._validation import as_group_sizes, as_int, as_probabilities
 from . import advantage as section7
 from .dynamic_sampling_cost import MIN_GROUP_REASON as _MIN_G
 from .dynamic_sampling_cost import GenerationCost, cost_at_keep_probability, expected_gen_batches
+from .group_filters import get_group_filter, keep_mask
 from .group_size import best_index, check_budget, group_size_grid
-from .keep_rules import get_keep_rule, keep_mask
 from .moments import PromptMoments
 from .mse import check_prompt_prob
 
@@ -113,9 +113,9 @@ class FilteredGroupSize:
 
 
 def _prompt_keep(value: np.ndarray, G: int, mask: np.ndarray | None = None) -> np.ndarray:
-    """``P(keep(M)) = sum_k Binomial(G, p)(k) mask[k]`` per prompt. verl's rule (``mask`` ``None``
+    """``P(keep(M)) = sum_k Binomial(G, p)(k) mask[k]`` per prompt. verl's filter (``mask`` ``None``
     or ``0 < k < G``) is ``1 - p^G - (1 - p)^G``, taken as ``-expm1(G log1p(-u)) - u^G``,
-    ``u = min(p, 1 - p)``: no cancellation. Other rules sum the kept terms (all positive)."""
+    ``u = min(p, 1 - p)``: no cancellation. Other filters sum the kept terms (all positive)."""
     if mask is None or np.array_equal(mask, (np.arange(G + 1) > 0) & (np.arange(G + 1) < G)):
         u = np.minimum(value, 1.0 - value)
         return np.maximum(-np.expm1(G * np.log1p(-u)) - u**G, 0.0)
@@ -123,30 +123,30 @@ def _prompt_keep(value: np.ndarray, G: int, mask: np.ndarray | None = None) -> n
     return binom.pmf(kept[None, :], G, np.asarray(value, dtype=np.float64)[..., None]).sum(axis=-1)
 
 
-def keep_probability(value, group_size, prompt_prob=None, keep_rule=None) -> float:
+def keep_probability(value, group_size, prompt_prob=None, group_filter=None) -> float:
     r"""``r = sum_x f(x) P(keep(M) | x)``, ``M ~ Binomial(G, p(x))``: the chance a group is kept.
 
     .. math::
 
         r = \sum_x f(x) \sum_{k:\,\mathrm{keep}(k, G)} \binom{G}{k} p(x)^k (1 - p(x))^{G-k}
-        \;=\; 1 - \sum_x f(x)\,\bigl(p(x)^G + (1 - p(x))^G\bigr) \text{ (verl's rule)}
+        \;=\; 1 - \sum_x f(x)\,\bigl(p(x)^G + (1 - p(x))^G\bigr) \text{ (verl's filter)}
 
     ``value`` holds the success probabilities ``p(x)`` in ``[0, 1]`` (a float or ``(P,)``),
     ``group_size`` is ``G >= 2``, ``prompt_prob`` ``f(x)`` (uniform by default) and
-    ``keep_rule`` a name of :data:`~ustat_rl.theory.keep_rules.KEEP_RULES` or a
-    :class:`~ustat_rl.theory.keep_rules.KeepRule` (verl's all-equal filter by default).
+    ``group_filter`` a name of :data:`~ustat_rl.theory.group_filters.GROUP_FILTERS` or a
+    :class:`~ustat_rl.theory.group_filters.GroupFilter` (verl's all-equal filter by default).
 
     Examples
     --------
     >>> round(keep_probability(0.5, 4), 6), keep_probability([0.0, 1.0], 8)
     (0.875, 0.0)
-    >>> round(keep_probability(0.5, 4, keep_rule="roll"), 6)  # k = 1, 2, 3 of 4: as verl's
+    >>> round(keep_probability(0.5, 4, group_filter="roll"), 6)  # k = 1, 2, 3 of 4: as verl's
     0.875
     """
     G = as_int(group_size, "group_size", 2, _MIN_G)
     p = np.atleast_1d(as_probabilities(value, "value", ndim=(0, 1)))
     f = np.full(p.size, 1 / p.size) if prompt_prob is None else check_prompt_prob(prompt_prob, p.size)
-    return float(min(f @ _prompt_keep(p, G, keep_mask(keep_rule, G)), 1.0))
+    return float(min(f @ _prompt_keep(p, G, keep_mask(group_filter, G)), 1.0))
 
 
 def _zero_on_all_equal(advantage, G: int):
@@ -159,7 +159,7 @@ def _zero_on_all_equal(advantage, G: int):
 
 
 def filtered_batch_moments(moments: PromptMoments, estimator, group_size,
-                           batch_size, keep_rule=None) -> FilteredBatch:
+                           batch_size, group_filter=None) -> FilteredBatch:
     r"""Exact mean, bias and MSE of the batch of ``B`` kept groups (section 7).
 
     .. math::
@@ -177,8 +177,8 @@ def filtered_batch_moments(moments: PromptMoments, estimator, group_size,
         ``"fullmean"`` (mean baseline), ``"verl_grpo"`` (std-normalised), ...
     group_size, batch_size : int
         ``G >= 2`` and ``B >= 1`` kept groups.
-    keep_rule : str or KeepRule, optional
-        Which groups are kept (:data:`~ustat_rl.theory.keep_rules.KEEP_RULES`): verl's
+    group_filter : str or GroupFilter, optional
+        Which groups are kept (:data:`~ustat_rl.theory.group_filters.GROUP_FILTERS`): verl's
         all-equal filter by default; ``"roll"``, ``"openrlhf"``, ``"slime"`` (beyond the paper).
 
     Returns
@@ -191,7 +191,7 @@ def filtered_batch_moments(moments: PromptMoments, estimator, group_size,
     keep indicator, ``a'(z, k) = a(z, k) keep(k)`` (:func:`~ustat_rl.theory.advantage.advantage_moments`):
     ``E[g_hat 1_kept] = c(x) g(x)``, so ``E[g_hat | kept] = c(x) g(x)/P(kept | x)`` and
     ``E[||g_hat||^2 | kept] = E[||g_hat||^2 1_kept]/P(kept | x)``; the kept groups are i.i.d.
-    (the stopping rule reads only the keep indicators). Under verl's rule ``g_hat = 0`` on the
+    (the stopping time reads only the keep indicators). Under verl's filter ``g_hat = 0`` on the
     dropped (all-equal) groups, so ``c`` is the unfiltered one and the MSE is
     :func:`~ustat_rl.theory.advantage.dynamic_sampling_mse`. ``ValueError`` when ``r = 0``
     (the batch never fills).
@@ -212,15 +212,15 @@ def filtered_batch_moments(moments: PromptMoments, estimator, group_size,
     if not isinstance(moments, PromptMoments):
         raise TypeError(f"`moments` must be a PromptMoments, got {type(moments).__name__}")
     table = _zero_on_all_equal(estimator, G)
-    rule = get_keep_rule(keep_rule)
-    mask = keep_mask(rule, G)
+    kept = get_group_filter(group_filter)
+    mask = keep_mask(kept, G)
     kept_table = section7.AdvantageTable(G, table.success * mask, table.failure * mask)
     out = section7.advantage_moments(moments, kept_table)  # checks that rewards are binary
     f, gram = moments.prompt_prob, moments.grad_gram
     keep = _prompt_keep(np.clip(moments.value, 0.0, 1.0), G, mask)  # (P,)
     r = float(min(f @ keep, 1.0))
     if r <= 0.0:
-        raise ValueError(f"keep rule {rule.name!r} drops every group with probability 1 (for "
+        raise ValueError(f"group filter {kept.name!r} drops every group with probability 1 (for "
                          "verl's, each V(x) is 0 or 1): the accepted batch never fills and the "
                          "expected number of generation batches is inf (see generation_cost)")
     safe = np.where(keep > 0, keep, 1.0)
@@ -237,7 +237,7 @@ def filtered_batch_moments(moments: PromptMoments, estimator, group_size,
 
 
 def generation_cost(value, group_size, batch_size, gen_batch_size=None, max_num_gen_batches=0,
-                    prompt_prob=None, keep_rule=None) -> GenerationCost:
+                    prompt_prob=None, group_filter=None) -> GenerationCost:
     r"""Expected generation batches and rollouts until ``B`` groups are kept (section 7).
 
     .. math::
@@ -247,7 +247,7 @@ def generation_cost(value, group_size, batch_size, gen_batch_size=None, max_num_
 
     Parameters
     ----------
-    value, group_size, prompt_prob, keep_rule
+    value, group_size, prompt_prob, group_filter
         As in :func:`keep_probability`.
     batch_size : int
         ``B >= 1`` groups to keep (verl's ``data.train_batch_size``).
@@ -277,7 +277,7 @@ def generation_cost(value, group_size, batch_size, gen_batch_size=None, max_num_
     inf
     """
     G = as_int(group_size, "group_size", 2, _MIN_G)
-    return cost_at_keep_probability(keep_probability(value, G, prompt_prob, keep_rule), G, batch_size,
+    return cost_at_keep_probability(keep_probability(value, G, prompt_prob, group_filter), G, batch_size,
                                     gen_batch_size, max_num_gen_batches)
 
 
@@ -294,7 +294,7 @@ def _largest_batch(r: float, G: int, budget: int, multiple: int) -> tuple[int, f
 def optimal_filtered_group_size(moments: PromptMoments, budget, estimator="grpo",
                                 accounting: str = "generated", group_sizes=None,
                                 gen_batch_multiple: int = 1,
-                                target: str = "grad", keep_rule=None) -> FilteredGroupSize:
+                                target: str = "grad", group_filter=None) -> FilteredGroupSize:
     r"""The ``G`` with the smallest exact MSE at ``budget`` rollouts per step (section 7).
 
     .. math::
@@ -321,7 +321,7 @@ def optimal_filtered_group_size(moments: PromptMoments, budget, estimator="grpo"
     target : {"grad", "rescaled"}
         Compare the batch with ``g``, or the batch times ``r`` with ``g``
         (:class:`FilteredBatch`); ignored for ``"unfiltered"``.
-    keep_rule : str or KeepRule, optional
+    group_filter : str or GroupFilter, optional
         As in :func:`filtered_batch_moments`; ignored for ``"unfiltered"``.
 
     Returns
@@ -346,7 +346,7 @@ def optimal_filtered_group_size(moments: PromptMoments, budget, estimator="grpo"
             mse = section7.minibatch_advantage_mse(moments, table, None, B) if B else math.inf
             rows.append((B, mse, float(B * G)))
             continue
-        one = filtered_batch_moments(moments, estimator, G, 1, keep_rule)
+        one = filtered_batch_moments(moments, estimator, G, 1, group_filter)
         r = one.keep_prob
         if accounting == "accepted":
             B = N // G

@@ -32,7 +32,7 @@ from .._validation import as_float, as_int
 from . import advantage as section7
 from .dynamic_sampling import keep_probability
 from .dynamic_sampling_cost import MIN_GROUP_REASON, expected_gen_batches
-from .keep_rules import keep_mask
+from .group_filters import keep_mask
 from .moments import PromptMoments
 
 __all__ = ["MIN_REPLACE_RATIO", "MAX_SAMPLE_BATCHES", "PROVENANCE", "ReplaceBatch", "ReplaceCost",

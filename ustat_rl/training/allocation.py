@@ -1,13 +1,13 @@
 """Algorithm 1 with per-prompt group sizes at a fixed budget per iteration (docs/theory.md C40).
 
 Each iteration of each run: the exact moments of a log-linear bandit at the current iterate give
-the group sizes of the chosen allocation (:mod:`ustat_rl.theory.allocation`, :mod:`ustat_rl.theory.allocation_rules`),
-every prompt then draws its own group of ``G_x`` samples, and
+the group sizes of the chosen allocation (:mod:`ustat_rl.theory.allocation`,
+:mod:`ustat_rl.theory.allocation_baselines`), every prompt then draws its own group of ``G_x`` samples, and
 ``theta <- theta + beta g_hat`` with ``g_hat = sum_x f(x) g_hat_x``. The sizes depend on the
 iterate only, never on the groups they are used with, so the gradient stays unbiased (C41).
 Runs are seeded one generator per run (:func:`ustat_rl.training.run_generators`), and every
-allocation consumes ``2N`` uniforms per step, so runs of different rules with the same seed share their
-random stream.
+allocation consumes ``2N`` uniforms per step, so runs of different allocations with the same
+seed share their random stream.
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ import numpy as np
 from .._validation import as_float, as_int
 from ..advantages.gradients import fullmean_gradient, grpo_gradient
 from ..theory.allocation import optimal_allocation
-from ..theory.allocation_rules import BASELINE_RULES, baseline_allocation
+from ..theory.allocation_baselines import BASELINE_ALLOCATIONS, baseline_allocation
 from .algorithm1 import run_generators
 
 __all__ = ["TRAINING_ALLOCATIONS", "AllocatedTraining", "allocated_sizes", "allocated_gradient",
            "train_allocated"]
 
-#: ``"optimal"`` and the reward-only allocation rules.
-TRAINING_ALLOCATIONS = ("optimal",) + BASELINE_RULES
+#: ``"optimal"`` and the reward-only allocations.
+TRAINING_ALLOCATIONS = ("optimal",) + BASELINE_ALLOCATIONS
 _ESTIMATORS = {"grpo": grpo_gradient, "fullmean": fullmean_gradient}
 
 

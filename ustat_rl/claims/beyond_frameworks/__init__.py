@@ -5,7 +5,7 @@ C55, C56, C57).
 * :mod:`.batch_rules`: C57, the rules with batch statistics at a finite batch on both backends;
 * :mod:`.conventions`: C46, every registered convention's exact moments and literal formula;
 * :mod:`.dynamic_sampling`: C51, DAPO's dynamic sampling against verl's loop;
-* :mod:`.keep_rules`: C55, C55.polaris, other frameworks' keep rules and SkyRL's POLARIS replace
+* :mod:`.group_filters`: C55, C55.polaris, other frameworks' group filters and SkyRL's POLARIS replace
   against their loops;
 * :mod:`.logs`: C56, ``ustat-rl logs``' bounds against the exact all-equal fraction;
 * :mod:`.multireward`: C52, the multi-reward rules' exact moments.

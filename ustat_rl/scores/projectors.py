@@ -1,11 +1,11 @@
-"""The coverage rules of the factored sketch, each with its test and its formula side by side (C31).
+"""The projectors of the factored sketch, each with its test and its formula side by side (C31).
 
-A rule says which modules it covers (:meth:`Rule.covers`, from what the module's own trainable
-tensors do in its forward pass, never from its class name) and how it projects their per-sample
-gradients (:meth:`Rule.callback`: run by the forward hook, it reads what the rule needs of the
-module's inputs and returns the function that, given the gradient of the module's output in the
-backward pass, adds each sample's projected gradient to the sketch). :data:`RULES` lists them
-fastest first; the first whose test passes covers the module, and ``"module"`` covers any.
+A projector says which modules it covers (:meth:`Projector.covers`, from what the module's own
+trainable tensors do in its forward pass, never from its class name) and how it projects their
+per-sample gradients (:meth:`Projector.callback`: run by the forward hook, it reads what the
+projector needs of the module's inputs and returns the function that, given the gradient of the
+module's output in the backward pass, adds each sample's projected gradient to the sketch).
+:data:`PROJECTORS` lists them fastest first; the first whose test passes covers the module, and ``"module"`` covers any.
 :mod:`ustat_rl.scores.coverage` applies them to a model; :mod:`ustat_rl.scores._sketcher` holds
 the accumulator the formulas add to.
 """
@@ -24,9 +24,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils._pytree import tree_flatten, tree_map
 
-__all__ = ["Rule", "RULES", "rule_for", "PROBE_SEED", "global_shape"]
+__all__ = ["Projector", "PROJECTORS", "projector_for", "PROBE_SEED", "global_shape"]
 
-#: Seed of the random probes that check a rule's structure at run time (not of the sketch).
+#: Seed of the random probes that check a projector's structure at run time (not of the sketch).
 PROBE_SEED = 20260301
 
 #: Module -> its tensors whose Jacobian was found diagonal: the structure of a module's forward
@@ -47,7 +47,7 @@ def _swapped(module, values: dict):
 
 
 def _run(module, *args, **kwargs):
-    """``module`` run again by a rule on tensors it swapped in (:func:`_swapped`). DeepSpeed
+    """``module`` run again by a projector on tensors it swapped in (:func:`_swapped`). DeepSpeed
     ZeRO-3's hooks on a module it manages (marked ``ds_id``) would gather the module's
     parameters, and the swapped tensors are none: there its ``forward`` runs without hooks
     (children keep theirs: their parameters are DeepSpeed's)."""
@@ -106,13 +106,13 @@ def _conv1d_type():
     return getattr(module, "Conv1D", None)
 
 
-class Rule:
+class Projector:
     """One way a module's own tensors enter the forward pass: its test and its formula."""
 
     name = ""
 
     def covers(self, module, own) -> bool:
-        """Whether this rule's formula is exact for ``module``, whose own trainable tensors are
+        """Whether this projector's formula is exact for ``module``, whose own trainable tensors are
         ``own`` ``[(attribute, parameter), ...]``."""
         raise NotImplementedError
 
@@ -122,7 +122,7 @@ class Rule:
         raise NotImplementedError
 
 
-class Linear(Rule):
+class Linear(Projector):
     """A matrix applied to the last axis of the input (``nn.Linear`` whose ``forward`` is its
     own, and Hugging Face's ``Conv1D``, the same map with the matrix stored transposed): the
     per-sample gradient ``sum_t u_t x_t^T`` is projected through its Kronecker factors."""
@@ -157,7 +157,7 @@ class Linear(Rule):
         sk.add_vector(bias, g.sum(dim=1))
 
 
-class Embedding(Rule):
+class Embedding(Projector):
     """Rows of a table gathered by integer ids, times any scale that does not depend on the
     table (``nn.Embedding`` and subclasses such as Gemma's scaled embedding, checked at run
     time; a failed check is refused in one line): the token's column of ``A`` times the
@@ -211,7 +211,7 @@ class Embedding(Rule):
         sk.acc += sk.outer(left, sk.flat(g, g.shape[-1]) @ B.T)
 
 
-class Module(Rule):
+class Module(Projector):
     """Anything else, the general fallback: the exact per-sample gradient of the module's own
     tensors, recomputed sample by sample from its saved inputs and the gradient of its output,
     then projected. Exact for any module whose rows do not interact; one extra forward and
@@ -248,7 +248,7 @@ class Module(Rule):
             sk.add_projection(p, torch.stack(rows))
 
 
-class Elementwise(Rule):
+class Elementwise(Projector):
     """1-D tensors of the output's width whose Jacobian is diagonal along the last axis: every
     normalisation's scale and shift (``LayerNorm``, ``RMSNorm`` in any spelling, Gemma's
     ``(1 + w)``). The diagonal is one forward-mode pass of the module alone, checked at run
@@ -319,17 +319,17 @@ class Elementwise(Rule):
 
 MODULE = Module()
 
-#: The rules, fastest first; :class:`Module` (``"module"``) is the fallback that covers any.
-RULES: tuple[Rule, ...] = (Linear(), Embedding(), Elementwise(), MODULE)
+#: The projectors, fastest first; :class:`Module` (``"module"``) is the fallback that covers any.
+PROJECTORS: tuple[Projector, ...] = (Linear(), Embedding(), Elementwise(), MODULE)
 
-_BY_NAME = {rule.name: rule for rule in RULES}
-
-
-def rule_for(module, own) -> Rule:
-    """The first rule of :data:`RULES` that covers ``module``."""
-    return next(rule for rule in RULES if rule.covers(module, own))
+_BY_NAME = {projector.name: projector for projector in PROJECTORS}
 
 
-def named(name: str) -> Rule:
-    """The rule called ``name``."""
+def projector_for(module, own) -> Projector:
+    """The first projector of :data:`PROJECTORS` that covers ``module``."""
+    return next(projector for projector in PROJECTORS if projector.covers(module, own))
+
+
+def named(name: str) -> Projector:
+    """The projector called ``name``."""
     return _BY_NAME[name]

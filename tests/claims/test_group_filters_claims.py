@@ -1,4 +1,4 @@
-"""C55.polaris and C56 (ustat_rl.claims.beyond_frameworks.keep_rules, .logs): the claim passes on
+"""C55.polaris and C56 (ustat_rl.claims.beyond_frameworks.group_filters, .logs): the claim passes on
 the code as it is and fails on a planted bug; C56's stated rate and its exact fractions.
 
 C55.polaris with copies whose advantages are not merged with their source's (SkyRL merges them,

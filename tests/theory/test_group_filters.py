@@ -1,14 +1,14 @@
-"""Other frameworks' dynamic-sampling keep rules (beyond the paper): exact against enumeration and
+"""Other frameworks' dynamic-sampling group filters (beyond the paper): exact against enumeration and
 against the refill loop.
 
-docs/theory.md section 7, "Dynamic sampling (beyond the paper)", table of keep rules. Each rule
+docs/theory.md section 7, "Dynamic sampling (beyond the paper)", table of group filters. Each filter
 is checked three ways: its ``keep(k, G)`` against the framework's own statistic evaluated on the
 explicit reward vector, its exact keep probability and kept-batch moments against enumeration of
 every group, and the kept batch's bias, MSE and generation batches against a Monte Carlo of the
 loop at ``p`` near 0, near 1 and in the middle, within ``Z_CHECK = 4`` standard errors (two-sided
 false-failure rate 6.3e-5 per comparison, about 2e-3 for the 30 here by a union bound; seeds
 fixed for reproducibility, not chosen). Negative control: the same comparison rejects the
-exact value of the wrong rule.
+exact value of the wrong filter.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import math
 import numpy as np
 import pytest
 
-import ustat_rl.theory.keep_rules as keep_rules_module
+import ustat_rl.theory.group_filters as group_filters_module
 from ustat_rl.advantages.registry import get_rule
 from ustat_rl.montecarlo.dynamic_sampling import FilterLoop, simulate_dynamic_sampling
 from ustat_rl.policies.examples import known_value_bandit
@@ -30,12 +30,12 @@ from ustat_rl.theory.dynamic_sampling import (
     keep_probability,
     optimal_filtered_group_size,
 )
-from ustat_rl.theory.keep_rules import (
-    KEEP_RULES,
-    KeepRule,
-    get_keep_rule,
+from ustat_rl.theory.group_filters import (
+    GROUP_FILTERS,
+    GroupFilter,
+    get_group_filter,
     keep_mask,
-    mean_range_keep_rule,
+    mean_range_group_filter,
 )
 from ustat_rl.tolerances import Z_CHECK
 
@@ -48,7 +48,7 @@ MIXTURE = ([0.02, 0.3, 0.7, 0.98], [0.4, 0.1, 0.1, 0.4])
 
 def framework_keep(name: str, rewards: np.ndarray, low=None, high=None) -> np.ndarray:
     """Each framework's statistic on reward rows ``(n, G)``, as its source computes it
-    (``low``, ``high``: a range other than the default, for the mean-range rules)."""
+    (``low``, ``high``: a range other than the default, for the mean-range filters)."""
     if name == "verl":  # np.std(rewards) > 0
         return np.std(rewards, axis=1) > 0
     if name == "slime":  # torch float64 std (Bessel) > 1e-6
@@ -65,9 +65,9 @@ def groups(G: int, dtype=np.float64) -> np.ndarray:
     return np.random.default_rng(G).permuted(rows, axis=1)
 
 
-@pytest.mark.parametrize("name", sorted(KEEP_RULES))
+@pytest.mark.parametrize("name", sorted(GROUP_FILTERS))
 @pytest.mark.parametrize("G", [2, 3, 4, 9, 10, 11, 19, 20, 21, 40, 100])
-def test_each_rule_is_the_frameworks_statistic(name, G):
+def test_each_filter_is_the_frameworks_statistic(name, G):
     for dtype in (np.float64, np.float32):  # rewards stored in either precision
         assert keep_mask(name, G).tolist() == framework_keep(name, groups(G, dtype)).tolist()
 
@@ -76,7 +76,7 @@ def test_slime_and_openrlhf_defaults_are_verls_filter_for_binary_rewards():
     """Not written as "not all equal": the smallest non-zero std of a binary group,
     ``sqrt((G - 1)/G^2)`` (ddof 0) or ``1/sqrt(G)`` (ddof 1), is far above 1e-6, and ``k/G`` is
     strictly inside (0, 1) exactly when ``0 < k < G``."""
-    verl = KEEP_RULES["verl"]
+    verl = GROUP_FILTERS["verl"]
     for G in range(2, 3001):
         expected = keep_mask(verl, G)
         assert keep_mask("slime", G).tolist() == expected.tolist()
@@ -111,14 +111,14 @@ ENUMERATED = [  # (framework, (low, high) or None for its defaults, G); 6^G outc
 def test_exact_kept_batch_equals_enumeration_of_every_group(keep_name, bounds, G, rule):
     bandit = known_value_bandit([0.05, 0.6, 0.93], [0.3, 0.3, 0.4])
     m, f, B = bandit.moments(), bandit.prompt_prob, 3
-    keep_rule = keep_name if bounds is None else mean_range_keep_rule(keep_name, *bounds)
+    group_filter = keep_name if bounds is None else mean_range_group_filter(keep_name, *bounds)
     keep, first, second = enumerated(bandit, rule, G, keep_name, *(bounds or (None, None)))
     r = float(f @ keep)
     mean = np.concatenate([f[x] * first[x] / r for x in range(bandit.n_prompts)])
     g = bandit.grad
     variance_one = float(f @ second) / r - mean @ mean
-    out = filtered_batch_moments(m, rule, G, B, keep_rule)
-    assert keep_probability(bandit.value, G, f, keep_rule) == pytest.approx(r, rel=EXACT)
+    out = filtered_batch_moments(m, rule, G, B, group_filter)
+    assert keep_probability(bandit.value, G, f, group_filter) == pytest.approx(r, rel=EXACT)
     assert out.keep_prob == pytest.approx(r, rel=EXACT)
     assert np.allclose(out.prompt_keep, keep, rtol=EXACT, atol=0)
     assert out.bias_sq == pytest.approx((mean - g) @ (mean - g), rel=EXACT)
@@ -130,7 +130,7 @@ def test_exact_kept_batch_equals_enumeration_of_every_group(keep_name, bounds, G
         assert abs(verl.keep_prob - r) > 1e-3
 
 
-MC_CASES = [  # (keep rule, p's, f, G, B, b, wrong rule): p near 0, near 1, and a spread
+MC_CASES = [  # (group filter, p's, f, G, B, b, wrong filter): p near 0, near 1, and a spread
     ("roll", [0.05], None, 10, 2, 2, "verl"),
     ("roll", [0.97], None, 20, 2, 2, "verl"),
     ("roll", *MIXTURE, 10, 3, 4, "verl"),
@@ -152,9 +152,9 @@ def test_refill_loop_matches_exact_bias_mse_and_batches(case):
     m = bandit.moments()
     run = simulate_dynamic_sampling(bandit, "grpo", G, B, N_REPS, np.random.default_rng(31 + G),
                                     FilterLoop(b, 0, name))
-    exact, other = (filtered_batch_moments(m, "grpo", G, B, rule) for rule in (name, wrong))
-    cost, other_cost = (generation_cost(bandit.value, G, B, b, 0, bandit.prompt_prob, rule)
-                        for rule in (name, wrong))
+    exact, other = (filtered_batch_moments(m, "grpo", G, B, kept) for kept in (name, wrong))
+    cost, other_cost = (generation_cost(bandit.value, G, B, b, 0, bandit.prompt_prob, kept)
+                        for kept in (name, wrong))
     errors = run.gradients - bandit.grad
     sq = np.sum(errors**2, axis=1)
     estimate, se = squared_mean_norm(errors)
@@ -165,17 +165,17 @@ def test_refill_loop_matches_exact_bias_mse_and_batches(case):
         assert np.all(run.kept_groups == B) and cost.expected_kept_groups == pytest.approx(B)
     else:
         assert abs(z_score(run.kept_groups, cost.expected_kept_groups)) <= Z_CHECK
-    # negative control: the wrong rule's exact MSE and generation batches are rejected
+    # negative control: the wrong filter's exact MSE and generation batches are rejected
     assert abs(z_score(sq, other.mse)) > Z_CHECK
     assert abs(z_score(run.gen_batches, other_cost.expected_gen_batches)) > Z_CHECK
 
 
-def test_cap_under_rolls_rule_matches_the_loop():
+def test_cap_under_rolls_filter_matches_the_loop():
     bandit = known_value_bandit([0.05])
     G, B, b, K = 10, 2, 2, 6
     run = simulate_dynamic_sampling(bandit, "grpo", G, B, N_REPS, np.random.default_rng(5),
                                     FilterLoop(b, K, "roll"))
-    cost = generation_cost(bandit.value, G, B, b, K, keep_rule="roll")
+    cost = generation_cost(bandit.value, G, B, b, K, group_filter="roll")
     p_cap = cost.cap_probability
     assert abs((1.0 - run.filled.mean()) - p_cap) <= Z_CHECK * math.sqrt(p_cap * (1 - p_cap)
                                                                            / N_REPS)
@@ -186,28 +186,28 @@ def test_cap_under_rolls_rule_matches_the_loop():
                                                                             / N_REPS)
 
 
-def test_default_rule_leaves_every_result_unchanged():
+def test_default_filter_leaves_every_result_unchanged():
     m = known_value_bandit(*MIXTURE).moments()
     for G in (2, 5, 12):
-        a, b = (filtered_batch_moments(m, "grpo", G, 3, *rule) for rule in ((), ("verl",)))
+        a, b = (filtered_batch_moments(m, "grpo", G, 3, *kept) for kept in ((), ("verl",)))
         assert (a.keep_prob, a.mse, a.bias_sq) == (b.keep_prob, b.mse, b.bias_sq)
-    best = optimal_filtered_group_size(m, 256, group_sizes=[4, 10, 20], keep_rule="roll")
+    best = optimal_filtered_group_size(m, 256, group_sizes=[4, 10, 20], group_filter="roll")
     assert best.group_size in (4, 10, 20) and math.isfinite(best.mse)
 
 
-def test_keep_rules_are_validated_with_the_parameter_named():
-    with pytest.raises(ValueError, match="keep_rule"):
-        keep_probability(0.5, 4, keep_rule="dapo")
+def test_group_filters_are_validated_with_the_parameter_named():
+    with pytest.raises(ValueError, match="group_filter"):
+        keep_probability(0.5, 4, group_filter="dapo")
     with pytest.raises(ValueError, match="low"):
-        mean_range_keep_rule("r", 0.9, 0.1)
-    bad = KeepRule("bad", lambda k, G: np.ones(G, dtype=bool), "")
+        mean_range_group_filter("r", 0.9, 0.1)
+    bad = GroupFilter("bad", lambda k, G: np.ones(G, dtype=bool), "")
     with pytest.raises(ValueError, match="shape"):
         keep_mask(bad, 4)
     with pytest.raises(ValueError, match="drops every group"):  # G = 5: k/G in (0.1, 0.15)? none
         filtered_batch_moments(known_value_bandit([0.5]).moments(), "grpo", 5, 1,
-                               mean_range_keep_rule("narrow", 0.1, 0.15))
-    assert get_keep_rule(None) is KEEP_RULES["verl"]
+                               mean_range_group_filter("narrow", 0.1, 0.15))
+    assert get_group_filter(None) is GROUP_FILTERS["verl"]
 
 
 def test_examples_run():
-    assert doctest.testmod(keep_rules_module).failed == 0
+    assert doctest.testmod(group_filters_module).failed == 0

@@ -1,6 +1,6 @@
-"""Reward-only allocation rules of 2026, as named baselines for the exact allocation (C40).
+"""Reward-only allocations of 2026, as named baselines for the exact allocation (C40).
 
-Each rule decides a prompt's group size from its success rate ``p = V(x)`` alone (no score
+Each baseline decides a prompt's group size from its success rate ``p = V(x)`` alone (no score
 norms), as stated in its source; every one is evaluated here by the same exact batch MSE as the
 optimal allocation (:func:`ustat_rl.theory.allocation.allocation_mse`):
 
@@ -10,15 +10,15 @@ optimal allocation (:func:`ustat_rl.theory.allocation.allocation_mse`):
 ``neyman``
     ``G_x`` proportional to ``f(x) sqrt(p(1-p))``: Neyman's allocation for a variance model
     ``f^2 p(1-p)/G`` (for binary rewards ``p(1-p) = Var(Z|x)``, the ``reward_var`` field). It is
-    also the prompt-level reading of Rollout-GDRO's square-root rule (arXiv 2601.19280), which
+    also the prompt-level reading of Rollout-GDRO's square-root allocation (arXiv 2601.19280), which
     moves rollouts between pass@k difficulty bins in proportion to the square root of a
     variance proxy; the bins and the proxy are not specified beyond that, so no separate
-    GDRO rule is implemented.
+    GDRO allocation is implemented.
 ``vip``
     VIP (arXiv 2602.01601): the gradient variance of RLOO/Dr.GRPO modelled as proportional to
     ``p(1-p)`` per rollout, and the budget split by a convex solve. Here the solve is exact over
     the integers: the minimiser of ``sum_x f^2 p(1-p)/G_x`` subject to ``sum G_x = N`` and the
-    rule's smallest group (greedy, exact because each term is convex and decreasing). Its
+    advantage rule's smallest group (greedy, exact because each term is convex and decreasing). Its
     continuous relaxation is ``neyman``. VIP's Gaussian-process prediction of ``p`` and its
     trade-off constant are not reproduced: ``p`` is taken as known (or estimated by a pilot).
 ``sgpo``
@@ -46,11 +46,11 @@ from .allocation import (
     prepare_terms,
 )
 
-__all__ = ["BASELINE_RULES", "round_to_budget", "baseline_allocation", "baseline_group_sizes",
+__all__ = ["BASELINE_ALLOCATIONS", "round_to_budget", "baseline_allocation", "baseline_group_sizes",
            "compare_allocations"]
 
-#: The reward-only rules, in the order reports list them.
-BASELINE_RULES = ("uniform", "neyman", "vip", "sgpo")
+#: The reward-only allocations, in the order reports list them.
+BASELINE_ALLOCATIONS = ("uniform", "neyman", "vip", "sgpo")
 
 
 def round_to_budget(weights, budget: int, min_group: int) -> np.ndarray:
@@ -97,17 +97,17 @@ def round_to_budget(weights, budget: int, min_group: int) -> np.ndarray:
     return sizes
 
 
-def _weights(moments, rule: str, budget: int) -> np.ndarray:
+def _weights(moments, allocation: str, budget: int) -> np.ndarray:
     f = moments.prompt_prob
     var = np.clip(moments.reward_var, 0.0, None)
-    if rule == "uniform":
+    if allocation == "uniform":
         return np.ones(moments.n_prompts)
-    if rule == "neyman":
+    if allocation == "neyman":
         return f * np.sqrt(var)
-    if rule == "sgpo":
+    if allocation == "sgpo":
         p = np.clip(moments.value, 1.0 / budget, 1.0)
         return 1.0 / p
-    raise ValueError(f"`rule` must be one of {BASELINE_RULES}, got {rule!r}")
+    raise ValueError(f"`allocation` must be one of {BASELINE_ALLOCATIONS}, got {allocation!r}")
 
 
 def _vip(moments, low: int, budget: int) -> np.ndarray:
@@ -135,8 +135,8 @@ def _vip(moments, low: int, budget: int) -> np.ndarray:
     return low + greedy_sizes(h, spare)
 
 
-def baseline_allocation(moments, rule: str, estimator: str, budget) -> Allocation:
-    """One reward-only rule's group sizes, scored by the exact batch MSE of ``estimator``.
+def baseline_allocation(moments, allocation: str, estimator: str, budget) -> Allocation:
+    """One reward-only allocation's group sizes, scored by the exact batch MSE of ``estimator``.
 
     Examples
     --------
@@ -146,32 +146,33 @@ def baseline_allocation(moments, rule: str, estimator: str, budget) -> Allocatio
     >>> baseline_allocation(m, "sgpo", "grpo", 36).group_sizes.tolist()
     [12, 4, 2, 12, 4, 2]
     """
-    if rule not in BASELINE_RULES:
-        raise ValueError(f"`rule` must be one of {BASELINE_RULES}, got {rule!r}")
+    if allocation not in BASELINE_ALLOCATIONS:
+        raise ValueError(f"`allocation` must be one of {BASELINE_ALLOCATIONS}, got {allocation!r}")
     m, low, _, budget = prepare_terms(moments, estimator, budget, None)
-    sizes, method = baseline_group_sizes(m, rule, budget, low)
-    return Allocation(rule, estimator, sizes, allocation_mse(m, estimator, sizes), method)
+    sizes, method = baseline_group_sizes(m, allocation, budget, low)
+    return Allocation(allocation, estimator, sizes, allocation_mse(m, estimator, sizes), method)
 
 
-def baseline_group_sizes(moments, rule: str, budget: int, min_group: int):
-    """``(sizes, method)``: one reward-only rule's integer group sizes ``(P,)`` and its rounding.
+def baseline_group_sizes(moments, allocation: str, budget: int, min_group: int):
+    """``(sizes, method)``: one reward-only allocation's integer group sizes ``(P,)`` and its rounding.
 
     Reads only ``prompt_prob``, ``value``, ``reward_var`` and ``n_prompts`` of ``moments``, so
-    any object with those fields will do (rewards alone fix these rules' sizes; scoring them
+    any object with those fields will do (rewards alone fix these allocations' sizes; scoring them
     needs the full moments, :func:`baseline_allocation`). ``budget >= P * min_group``.
     """
-    if rule not in BASELINE_RULES:
-        raise ValueError(f"`rule` must be one of {BASELINE_RULES}, got {rule!r}")
-    if rule == "vip":
+    if allocation not in BASELINE_ALLOCATIONS:
+        raise ValueError(f"`allocation` must be one of {BASELINE_ALLOCATIONS}, got {allocation!r}")
+    if allocation == "vip":
         return _vip(moments, min_group, budget), "greedy on p(1-p)/G"
-    return round_to_budget(_weights(moments, rule, budget), budget, min_group), "largest remainder"
+    return (round_to_budget(_weights(moments, allocation, budget), budget, min_group),
+            "largest remainder")
 
 
-def compare_allocations(moments, estimator: str, budget, rules=BASELINE_RULES,
+def compare_allocations(moments, estimator: str, budget, allocations=BASELINE_ALLOCATIONS,
                         method: str = "auto") -> dict[str, Allocation]:
-    """The optimal allocation and each reward-only rule at the same budget, by name."""
+    """The optimal allocation and each reward-only allocation at the same budget, by name."""
     out = {"optimal": optimal_allocation(moments, estimator, budget, method=method)}
-    for rule in rules:
-        out[rule] = baseline_allocation(moments, rule, estimator, budget)
+    for name in allocations:
+        out[name] = baseline_allocation(moments, name, estimator, budget)
     return out
 

@@ -1,12 +1,12 @@
-"""A monitor's window reports a dynamic-sampling keep rule on request (window_record's keep_rule).
+"""A monitor's window reports a dynamic-sampling group filter on request (window_record's group_filter).
 
-Three batches of 4 groups of 10 binary rewards with chosen success counts (ROLL's rule drops
+Three batches of 4 groups of 10 binary rewards with chosen success counts (ROLL's filter drops
 k = 1 at G = 10, verl's keeps it) and random sketched scores. The window's ``ds_keep_prob`` must
-equal the kept fraction of the earlier batches' groups written out here from the rule's own
+equal the kept fraction of the earlier batches' groups written out here from the filter's own
 statistic (exact), ``ds_gen_batches`` the cost at it, and ``ds_filtered_mse`` the exact kept
-batch at the window's moments made binary (1e-13, the same arithmetic). Under verl's rule the
+batch at the window's moments made binary (1e-13, the same arithmetic). Under verl's filter the
 keep probability is ``1 - all_equal_predicted`` of the default record; negative control: ROLL's
-differs from verl's on these batches. Without a keep rule the record is unchanged.
+differs from verl's on these batches. Without a group filter the record is unchanged.
 """
 
 from __future__ import annotations
@@ -52,14 +52,14 @@ def _hand_keep(name: str) -> float:
 
 
 @pytest.mark.parametrize("name", ["verl", "roll"])
-def test_window_reports_the_keep_rules_figures(tmp_path, name):
+def test_window_reports_the_group_filters_figures(tmp_path, name):
     batches, budget = _batches(), G * GROUPS
     plain, _ = window_record(batches, META, budget,
                              MonitorConfig(estimator=EstimatorConfig(source="test")))
     record, rollouts = window_record(batches, META, budget, MonitorConfig(
-        estimator=EstimatorConfig(source="test", keep_rule=name)))
+        estimator=EstimatorConfig(source="test", group_filter=name)))
     keep = _hand_keep(name)
-    assert record.ds_keep_rule == name and record.ds_keep_prob == keep
+    assert record.ds_group_filter == name and record.ds_keep_prob == keep
     assert record.ds_gen_batches == cost_at_keep_probability(keep, G, GROUPS).expected_gen_batches
     moments = binary_projection(estimate_moments(pilot_statistics(rollouts)))
     want = filtered_batch_moments(moments, "grpo", G, GROUPS, name).mse
@@ -68,19 +68,19 @@ def test_window_reports_the_keep_rules_figures(tmp_path, name):
         assert record.ds_keep_prob == pytest.approx(1.0 - plain.all_equal_predicted,
                                                        abs=1e-15)
         assert record.ds_gen_batches == pytest.approx(plain.ds_gen_batches, rel=1e-15)
-    else:  # negative control: ROLL's rule drops the k = 1 groups verl keeps
+    else:  # negative control: ROLL's filter drops the k = 1 groups verl keeps
         assert record.ds_keep_prob < 1.0 - plain.all_equal_predicted - 0.1
-    # everything else is the default record's, which has no keep rule and no filtered MSE
-    assert plain.ds_keep_rule is None and plain.ds_filtered_mse is None
+    # everything else is the default record's, which has no group filter and no filtered MSE
+    assert plain.ds_group_filter is None and plain.ds_filtered_mse is None
     plain, line = plain.to_dict(), record.to_dict()
     same = {k for k in plain if not k.startswith("ds_")}
     assert {k: plain[k] for k in same} == {k: line[k] for k in same}
     append_record(tmp_path / "t.jsonl", record)
-    assert read_trajectory(tmp_path / "t.jsonl")[0].ds_keep_rule == name
+    assert read_trajectory(tmp_path / "t.jsonl")[0].ds_group_filter == name
 
 
-def test_a_bad_keep_rule_is_refused_naming_the_parameter():
+def test_a_bad_group_filter_is_refused_naming_the_parameter():
     torch = pytest.importorskip("torch")  # noqa: F841
-    with pytest.raises(ValueError, match="keep_rule"):
-        EstimatorConfig(keep_rule="rol")
-    assert EstimatorConfig(keep_rule="roll").keep_rule.name == "roll"
+    with pytest.raises(ValueError, match="group_filter"):
+        EstimatorConfig(group_filter="rol")
+    assert EstimatorConfig(group_filter="roll").group_filter.name == "roll"

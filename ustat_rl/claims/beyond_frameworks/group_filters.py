@@ -1,10 +1,10 @@
 """Other frameworks' dynamic sampling against their own loops (docs/theory.md C55, C55.polaris).
 
-C55: the keep rules of ROLL, OpenRLHF and slime (:mod:`ustat_rl.theory.keep_rules`): the exact
+C55: the group filters of ROLL, OpenRLHF and slime (:mod:`ustat_rl.theory.group_filters`): the exact
 kept batch's MSE and squared bias and the expected generation batches
-(:mod:`ustat_rl.theory.dynamic_sampling` with ``keep_rule``) against the refill loop run with
-the same rule (:func:`ustat_rl.montecarlo.dynamic_sampling.simulate_dynamic_sampling`), at ``p``
-near 0 and near 1; negative control: the wrong rule's exact MSE and batches, rejected by the
+(:mod:`ustat_rl.theory.dynamic_sampling` with ``group_filter``) against the refill loop run with
+the same filter (:func:`ustat_rl.montecarlo.dynamic_sampling.simulate_dynamic_sampling`), at ``p``
+near 0 and near 1; negative control: the wrong filter's exact MSE and batches, rejected by the
 same comparisons. C55.polaris: SkyRL's POLARIS ``replace`` (:mod:`ustat_rl.theory.replace_sampling`)
 against a Monte Carlo of SkyRL's loop (:mod:`ustat_rl.montecarlo.replace_sampling`): the
 replaced batch's MSE, squared bias, batches per step, copies and the cap's probability, at
@@ -26,7 +26,7 @@ from ...tolerances import Z_STRICT, strict_reps
 from ..registry import check_close, check_true, register
 from .dynamic_sampling import mean_check
 
-#: ``(rule, values, G, B, b, wrong rule)``: ROLL's rule at p near 0 (drops k = 1 at G = 10),
+#: ``(filter, values, G, B, b, wrong filter)``: ROLL's filter at p near 0 (drops k = 1 at G = 10),
 #: OpenRLHF's one-prompt refill (b = 1) near 0, slime's over-sampling near 1 (G = 20).
 KEEP_CASES = (
     ("roll", (0.05,), 10, 2, 2, "verl"),
@@ -55,23 +55,23 @@ def _z(measured: float, predicted: float, se: float) -> float:
     return abs(measured - predicted) / se
 
 
-def keep_rule_checks(n_reps: int, seed_of) -> tuple[list, float]:
-    """C55's comparisons, and the smallest ``|z|`` of the wrong rules' MSE and batches."""
+def group_filter_checks(n_reps: int, seed_of) -> tuple[list, float]:
+    """C55's comparisons, and the smallest ``|z|`` of the wrong filters' MSE and batches."""
     from ...montecarlo.dynamic_sampling import FilterLoop, simulate_dynamic_sampling
     from ...policies.examples import known_value_bandit
     from ...theory.dynamic_sampling import filtered_batch_moments, generation_cost
 
     checks, controls = [], []
-    for i, (rule, values, G, B, b, wrong) in enumerate(KEEP_CASES):
+    for i, (kept, values, G, B, b, wrong) in enumerate(KEEP_CASES):
         bandit = known_value_bandit(values)
         m = bandit.moments()
-        exact, other = (filtered_batch_moments(m, "grpo", G, B, r) for r in (rule, wrong))
+        exact, other = (filtered_batch_moments(m, "grpo", G, B, r) for r in (kept, wrong))
         cost, other_cost = (generation_cost(bandit.value, G, B, b, 0, None, r)
-                            for r in (rule, wrong))
+                            for r in (kept, wrong))
         run = simulate_dynamic_sampling(bandit, "grpo", G, B, n_reps, seed_of(i),
-                                        FilterLoop(b, 0, rule))
-        label = f"{rule}, p = {values[0]}, G = {G}, B = {B}, b = {b}"
-        where = f"r = {exact.keep_prob:.4f}; {n_reps} steps of the refill loop with {rule}'s rule"
+                                        FilterLoop(b, 0, kept))
+        label = f"{kept}, p = {values[0]}, G = {G}, B = {B}, b = {b}"
+        where = f"r = {exact.keep_prob:.4f}; {n_reps} steps of the refill loop with {kept}'s filter"
         found, se = _moment_checks(label, exact, run.gradients - bandit.grad, where)
         batches, batch_se = mean_check(f"{label}: expected generation batches E N",
                                        cost.expected_gen_batches, run.gen_batches, where)
@@ -130,17 +130,17 @@ def _control(controls: float, what: str) -> list:
                             "stated")]
 
 
-@register("C55", "Beyond the paper: under ROLL's, OpenRLHF's and slime's keep rules the kept "
+@register("C55", "Beyond the paper: under ROLL's, OpenRLHF's and slime's group filters the kept "
           "batch's exact MSE and squared bias and the expected generation batches equal the "
-          "refill loop run with that rule, p near 0 and 1; the wrong rule's values are rejected",
-          "derived (docs/theory.md C55; section 7, \"Other frameworks' keep rules\")",
-          "Monte Carlo of the refill loop (simulate_dynamic_sampling with keep_rule) at three "
-          "(rule, p, G, b) cases; the wrong rule's exact MSE and E N as the negative control")
+          "refill loop run with that filter, p near 0 and 1; the wrong filter's values are rejected",
+          "derived (docs/theory.md C55; section 7, \"Other frameworks' group filters\")",
+          "Monte Carlo of the refill loop (simulate_dynamic_sampling with group_filter) at three "
+          "(filter, p, G, b) cases; the wrong filter's exact MSE and E N as the negative control")
 def check_c55(ctx) -> list:
     n = strict_reps(ctx.reps(*REPS))
-    checks, controls = keep_rule_checks(
+    checks, controls = group_filter_checks(
         n, lambda i: np.random.default_rng(ctx.seed_for("C55", i)))
-    return checks + _control(controls, "the wrong rule's exact MSE and generation batches are")
+    return checks + _control(controls, "the wrong filter's exact MSE and generation batches are")
 
 
 @register("C55.polaris", "Beyond the paper: under SkyRL's POLARIS replace (bad groups "
