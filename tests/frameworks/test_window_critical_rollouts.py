@@ -42,7 +42,7 @@ META = dict(sketch_kind="gaussian", sketch_seed=None, sketch_blocks=None, sketch
 @pytest.fixture(scope="module")
 def window():
     pilot = bandit_pilot(small_bandit(), GROUPS * POOL, G, rng=np.random.default_rng(7),
-                         sketch_dim=K)
+                         sketch=SketchSpec(K, seed=7))
     order = np.argsort(pilot.prompt_id, kind="stable")
     reward, score = pilot.reward[order], pilot.score[order]
     rows = GROUPS * G

@@ -29,6 +29,7 @@ from ustat_rl.pilot import critical_rollouts as pilot_counts
 from ustat_rl.pilot.rollouts import Rollouts
 from ustat_rl.policies.examples import small_bandit
 from ustat_rl.scores.bandit import bandit_pilot
+from ustat_rl.scores.spec import drawn_spec
 from ustat_rl.stats.coverage_band import coverage_in_band
 from ustat_rl.theory import group_size as owner
 from ustat_rl.theory import scaling_constants
@@ -55,7 +56,7 @@ def _study(G, seed, sketch_dim=None):
     """The pilots' intervals at ``G``: one list of CriticalRolloutIntervals."""
     rng = np.random.default_rng(seed)
     return [pilot_counts.critical_rollout_intervals(
-        bandit_pilot(small_bandit(), PROMPTS, SAMPLES, rng=rng, sketch_dim=sketch_dim), G, 0.9)
+        bandit_pilot(small_bandit(), PROMPTS, SAMPLES, rng=rng, sketch=drawn_spec(sketch_dim, rng)), G, 0.9)
         for _ in range(PILOTS)]
 
 
