@@ -68,6 +68,8 @@ STRATEGIES = ("top_p", "top_k")
 TIE_ORDERS = ("first", "last")
 #: What the kept groups' sum is divided by: their number, or the batch's ``B``.
 DIVISORS = ("kept", "batch")
+#: Variances equal to this many digits (relative to the batch's largest) rank as ties.
+TIE_DIGITS = 12
 #: The most level-count vectors :func:`variance_filtered_moments` enumerates.
 MAX_LEVEL_BATCHES = 3_000_000
 
@@ -227,7 +229,10 @@ def kept_groups(variances, spec) -> np.ndarray:
     live = v > spec.epsilon
     eligible = live | spec.include_zero
     mass = np.where(live, v, 0.0)
-    key = np.where(eligible, mass, -1.0)  # ineligible groups rank last
+    top = mass.max(axis=-1, keepdims=True)
+    # variances equal to 12 significant digits tie: the same value computed from two reward
+    # vectors may differ in its last bits, and the tie order, not rounding, decides
+    key = np.where(eligible, np.round(mass / np.where(top > 0, top, 1.0), TIE_DIGITS), -1.0)
     pos = np.broadcast_to(np.arange(B) if spec.tie == "first" else -np.arange(B), v.shape)
     order = np.lexsort((pos, -key), axis=-1)  # (..., B): largest variance first, ties by pos
     n_eligible = eligible.sum(axis=-1)
