@@ -70,6 +70,8 @@ TIE_ORDERS = ("first", "last")
 DIVISORS = ("kept", "batch")
 #: Variances equal to this many digits (relative to the batch's largest) rank as ties.
 TIE_DIGITS = 12
+#: A prefix within this relative distance of ``top_p`` of the mass reaches it.
+REACH_RTOL = 1e-12
 #: The most level-count vectors :func:`variance_filtered_moments` enumerates.
 MAX_LEVEL_BATCHES = 3_000_000
 
@@ -203,7 +205,9 @@ def _prefix_length(sorted_mass: np.ndarray, top_p: float) -> np.ndarray:
     """Smallest ``m`` with ``cumsum[m - 1] >= top_p * total`` per row of ``(..., B)``: the
     prefix of RAGEN-2's top_p (0 when the row's mass is 0)."""
     cum = np.cumsum(sorted_mass, axis=-1)
-    reached = cum >= top_p * cum[..., -1:]
+    # a prefix that reaches the target but for rounding reaches it: two groups of variance 1/3
+    # (4 and 3 samples) reach half of their 2/3 with the first, whatever the last bits say
+    reached = cum >= top_p * cum[..., -1:] * (1.0 - REACH_RTOL)
     return np.where(cum[..., -1] > 0, np.argmax(reached, axis=-1) + 1, 0)
 
 
