@@ -8,10 +8,10 @@ exact moments of the filter with its prefix cut one group late.
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import ustat_rl.theory.variance_filter as vf_module
+from ustat_rl.claims.beyond_frameworks.variance_filter import late_level_kept
 from ustat_rl.montecarlo import Backend, run_monte_carlo
 from ustat_rl.montecarlo.variance_filter import variance_filter_statistics
 from ustat_rl.policies.examples import small_bandit
@@ -39,9 +39,7 @@ def test_exact_moments_equal_monte_carlo(backend, monkeypatch):
         assert abs(mse - exact.mse) <= Z_CHECK * se, (spec, mse, exact.mse, se)
         assert abs(proj - exact.mean_factor * g_sq) <= Z_CHECK * proj_se
         if spec.strategy == "top_p":  # negative control: the late prefix's exact MSE
-            real = vf_module._prefix_length
-            monkeypatch.setattr(vf_module, "_prefix_length",
-                                lambda m, p: np.minimum(real(m, p) + 1, m.shape[-1]))
+            monkeypatch.setattr(vf_module, "_level_kept", late_level_kept(vf_module._level_kept))
             late = variance_filtered_moments(moments, "grpo", G, B, spec)
             monkeypatch.undo()
             assert abs(mse - late.mse) > Z_CHECK * se, (mse, late.mse, se)

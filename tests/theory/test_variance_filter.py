@@ -17,6 +17,7 @@ from script_loader import DATA
 
 import ustat_rl.theory.variance_filter as vf_module
 import ustat_rl.theory.variance_filter_kit as kit_module
+from ustat_rl.claims.beyond_frameworks.variance_filter import late_level_kept
 from ustat_rl.policies.examples import small_bandit
 from ustat_rl.theory.variance_filter import (
     VarianceFilter,
@@ -261,9 +262,7 @@ def test_the_late_prefix_changes_the_exact_moments(monkeypatch):
     moments = small_bandit().moments()
     spec = VarianceFilter("top_p", 0.5)
     right = variance_filtered_moments(moments, "grpo", 4, 6, spec)
-    real = vf_module._prefix_length
-    monkeypatch.setattr(vf_module, "_prefix_length",
-                        lambda mass, p: np.minimum(real(mass, p) + 1, mass.shape[-1]))
+    monkeypatch.setattr(vf_module, "_level_kept", late_level_kept(vf_module._level_kept))
     wrong = variance_filtered_moments(moments, "grpo", 4, 6, spec)
     assert wrong.keep_rate > right.keep_rate
     assert abs(wrong.mse - right.mse) > 1e-3 * right.mse

@@ -334,24 +334,31 @@ def _compositions(total: int, parts: int) -> np.ndarray:
 
 def _level_kept(counts: np.ndarray, level_var: np.ndarray, spec: VarianceFilter) -> np.ndarray:
     """Groups kept at each level, ``(M, J)``, for level counts ``(M, J)``: the batch sorted by
-    variance is levels in decreasing variance, each a run of equal values; the reference
-    selection (:func:`kept_groups`) on that sorted batch decides how many of each run it keeps
-    (which ones is a matter of position, independent of the groups' gradients)."""
-    M, J = counts.shape
-    B = int(counts[0].sum())
+    variance is the levels in decreasing variance, each a run of equal values, and the rule of
+    :func:`kept_groups` read per run (which groups of a run are kept is a matter of position,
+    independent of their gradients). The prefix reaches ``top_p`` of the mass inside the run
+    where ``ceil((target - mass before) / v)`` groups of it are needed."""
     desc = np.argsort(-level_var, kind="stable")  # levels, largest variance first
-    c = counts[:, desc]  # (M, J)
-    ends = np.cumsum(c, axis=1)  # (M, J)
-    slot = np.arange(B)
-    kept = np.zeros_like(counts)
-    for lo in range(0, M, 20_000):
-        e = ends[lo:lo + 20_000]
-        level_of = (slot[None, :, None] >= e[:, None, :]).sum(axis=2)  # (m, B) index into desc
-        v = level_var[desc][level_of]  # (m, B) sorted variances
-        keep = kept_groups(v, spec)  # (m, B)
-        for i in range(J):
-            kept[lo:lo + 20_000, desc[i]] = (keep & (level_of == i)).sum(axis=1)
-    return kept
+    c = counts[:, desc].astype(np.float64)  # (M, J)
+    v = level_var[desc]  # (J,)
+    live = v > spec.epsilon
+    eligible = live | spec.include_zero
+    if spec.strategy == "top_p":
+        mass = c * np.where(live, v, 0.0)  # (M, J)
+        total = mass.sum(axis=1, keepdims=True)
+        before = np.cumsum(mass, axis=1) - mass
+        target = spec.top_p * total * (1.0 - REACH_RTOL)
+        need = np.ceil((target - before) / np.where(live, v, 1.0))
+        kept = np.where(live, np.clip(need, 0.0, c), 0.0)
+        kept = np.where(total > 0, kept, c)  # no signal: the batch whole
+    else:
+        ce = c * eligible
+        before = np.cumsum(ce, axis=1) - ce
+        kept = np.clip(float(spec.top_k) - before, 0.0, ce)
+        kept = np.where(ce.sum(axis=1, keepdims=True) > 0, kept, c)
+    out = np.empty_like(counts)
+    out[:, desc] = kept.astype(counts.dtype)
+    return out
 
 
 def variance_filtered_moments(moments: PromptMoments, estimator, group_size, batch_size,
@@ -430,12 +437,16 @@ def variance_filtered_moments(moments: PromptMoments, estimator, group_size, bat
     possible = np.all((counts == 0) | (level_prob > 0), axis=1)
     prob = np.where(possible, np.exp(logp), 0.0)  # (M,)
     level_var = np.arange(J) * (G - np.arange(J)) / (G * max(G - spec.ddof, 1))
+    if spec.epsilon > 0.0 and spec.epsilon >= level_var[1]:
+        raise ValueError(f"`epsilon` must be below the smallest positive variance "
+                         f"{level_var[1]:g} at G = {G} for exact moments (levels at or below it "
+                         "would tie with the flat ones), got {spec.epsilon:g}")
     kept = _level_kept(counts, level_var, spec)  # (M, J)
     n_kept = kept.sum(axis=1)
     D = n_kept.astype(np.float64) if spec.divisor == "kept" else np.full(len(kept), float(B))
     scale = np.where(D > 0, 1.0 / np.where(D > 0, D, 1.0), 0.0)  # (M,)
     coef = (prob * scale) @ kept  # (J,): E g_F = sum_j coef_j mu_j
-    quad = np.einsum("m,mi,ij,mj->", prob * scale**2, kept, mu_gram, kept)
+    quad = (prob * scale**2) @ np.sum((kept @ mu_gram) * kept, axis=1)
     diag = (prob * scale**2) @ (kept @ (s - np.diag(mu_gram)))
     mean_sq = float(coef @ mu_gram @ coef)
     cross = float(coef @ mu_g)

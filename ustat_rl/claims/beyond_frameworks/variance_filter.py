@@ -155,14 +155,29 @@ def monte_carlo_checks(ctx) -> list:
     return checks
 
 
+def late_level_kept(real):
+    """``_level_kept`` with the top_p prefix cut one group late: one more group, from the first
+    level (in decreasing variance) with a group with spread left (the planted control)."""
+    def late(counts, level_var, spec):
+        kept = real(counts, level_var, spec)
+        desc = np.argsort(-level_var, kind="stable")
+        room = (counts > kept)[:, desc] & (level_var[desc] > spec.epsilon)  # (M, J)
+        first = np.argmax(room, axis=1)
+        rows = np.flatnonzero(room.any(axis=1) & (kept.sum(axis=1) < counts.sum(axis=1)))
+        kept = kept.copy()
+        kept[rows, desc[first[rows]]] += 1
+        return kept
+    return late
+
+
 def _late_prefix_mse(vf, moments, G, B, spec) -> float:
-    """The exact MSE had the top_p prefix been cut one group late (the planted control)."""
-    real = vf._prefix_length
-    vf._prefix_length = lambda mass, p: np.minimum(real(mass, p) + 1, mass.shape[-1])
+    """The exact MSE had the top_p prefix been cut one group late."""
+    real = vf._level_kept
+    vf._level_kept = late_level_kept(real)
     try:
         return vf.variance_filtered_moments(moments, "grpo", G, B, spec).mse
     finally:
-        vf._prefix_length = real
+        vf._level_kept = real
 
 
 def map_checks() -> list:
