@@ -242,11 +242,18 @@ def _gstar(args) -> int:
         from ..pilot.rollouts import load_rollouts
 
         rollouts = load_rollouts(args.rollouts, "ROLLOUTS")
-        filtered = None
+        filtered = variance = None
+        variance_rule = dynamic_sampling_cli.variance_filter_name(args)
+        if variance_rule is not None:  # a filter of the batch, not a keep rule of k
+            from ..pilot.variance_filter import pilot_variance_filter
+
+            variance = pilot_variance_filter(rollouts, grid, variance_rule, args.keep_param,
+                                             args.estimator or "grpo")
         if args.dynamic_sampling:  # first: its refusals (non-binary rewards) come before any work
             from ..pilot.dynamic_sampling import pilot_dynamic_sampling
 
-            filtered = pilot_dynamic_sampling(rollouts, grid, max_gen_batches, args.keep_rule)
+            filtered = pilot_dynamic_sampling(rollouts, grid, max_gen_batches,
+                                              None if variance_rule else args.keep_rule)
         replaced = None
         if args.replace_ratio is not None:
             from ..pilot.replace_sampling import pilot_replace_sampling
@@ -255,13 +262,19 @@ def _gstar(args) -> int:
         report = gstar_report(rollouts, grid, args.estimator or "grpo", args.level)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
         print(error_line("gstar", exc, ("budget", "estimator", "level", "keep_rule",
-                                        "replace_ratio", "max_gen_batches")), file=sys.stderr)
+                                        "keep_param", "replace_ratio", "max_gen_batches")),
+              file=sys.stderr)
         return 2
     print(format_report(report))
     payload = report.to_dict()
     if filtered is not None:
         print("\n" + dynamic_sampling_cli.format_dynamic_sampling(filtered))
         payload["dynamic_sampling"] = filtered.to_dict()
+    if variance is not None:
+        from .variance_filter import format_variance_filter
+
+        print("\n" + format_variance_filter(variance))
+        payload["variance_filter"] = variance.to_dict()
     if replaced is not None:
         print("\n" + dynamic_sampling_cli.format_replace_sampling(replaced))
         payload["replace_sampling"] = replaced.to_dict()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..formatting import format_number
 
 __all__ = ["HELP", "add_arguments", "check_arguments", "format_dynamic_sampling",
-           "format_replace_sampling"]
+           "format_replace_sampling", "variance_filter_name"]
 
 #: The --dynamic-sampling help: what is reported, for which rule, and the plug-in bias.
 HELP = ("also report DAPO's dynamic sampling as verl runs it (algorithm.filter_groups: groups "
@@ -31,10 +31,12 @@ def _keep_rule(name: str) -> str:
     import argparse
 
     from ..theory.keep_rules import KEEP_RULES
+    from ..theory.variance_filter import VARIANCE_FILTERS
 
-    if name not in KEEP_RULES:
+    if name not in KEEP_RULES and name not in VARIANCE_FILTERS:
         raise argparse.ArgumentTypeError(f"unknown keep rule {name!r}; choose from "
-                                         f"{', '.join(KEEP_RULES)}")
+                                         f"{', '.join(KEEP_RULES)} (or a filter of the batch: "
+                                         f"{', '.join(VARIANCE_FILTERS)})")
     return name
 
 
@@ -45,7 +47,13 @@ def add_arguments(parser) -> None:
                         help="with --dynamic-sampling (beyond the paper): which groups are kept, "
                              "as a function of the success count k of G: verl (default; std > 0), "
                              "slime (std > 1e-6), openrlhf (0 < k/G < 1), roll (ROLL's "
-                             "difficulty_mask, 0.1 < k/G < 0.95); docs/theory.md section 7")
+                             "difficulty_mask, 0.1 < k/G < 0.95); docs/theory.md section 7. "
+                             "Or RAGEN-2's reward-variance filter of the batch, "
+                             "reward_variance_top_p or reward_variance_top_k (without "
+                             "--dynamic-sampling; its parameter in --keep-param)")
+    parser.add_argument("--keep-param", type=float, default=None, metavar="X",
+                        help="with --keep-rule reward_variance_top_p: top_p in (0, 1] (default "
+                             "0.9); with reward_variance_top_k: k, groups kept per batch")
     parser.add_argument("--replace-ratio", type=float, default=None, metavar="RHO",
                         help="with --dynamic-sampling (beyond the paper): also report SkyRL's "
                              "POLARIS replace (dynamic_sampling.type replace, min_replace_ratio "
@@ -60,12 +68,33 @@ def add_arguments(parser) -> None:
                              "raises; also report the chance of hitting it (default: no cap)")
 
 
+def variance_filter_name(args):
+    """The reward-variance filter's name when ``--keep-rule`` names one, else ``None``."""
+    from ..theory.variance_filter import VARIANCE_FILTERS
+
+    rule = getattr(args, "keep_rule", None)
+    return rule if rule in VARIANCE_FILTERS else None
+
+
 def check_arguments(args) -> int:
     """``K`` (0 for no cap) once the options are parsed, or one ``ValueError``."""
     K = args.max_gen_batches
     if K is not None and not args.dynamic_sampling:
         raise ValueError("`--max-gen-batches` applies only with --dynamic-sampling")
-    if getattr(args, "keep_rule", None) is not None and not args.dynamic_sampling:
+    from ..theory.variance_filter import VARIANCE_FILTERS, get_variance_filter
+
+    rule = getattr(args, "keep_rule", None)
+    param = getattr(args, "keep_param", None)
+    if rule in VARIANCE_FILTERS:  # top_p or k checked before the pilot is read
+        try:
+            get_variance_filter(rule, param)
+        except (ValueError, TypeError) as exc:
+            text = str(exc).replace("`top_p`", "top_p").replace("`param`", "it")
+            raise ValueError(f"`--keep-param` for {rule}: {text}") from None
+    elif param is not None:
+        raise ValueError("`--keep-param` applies only with --keep-rule reward_variance_top_p "
+                         "or reward_variance_top_k")
+    elif rule is not None and not args.dynamic_sampling:
         raise ValueError("`--keep-rule` applies only with --dynamic-sampling")
     ratio = getattr(args, "replace_ratio", None)
     if ratio is not None and not args.dynamic_sampling:

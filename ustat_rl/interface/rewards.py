@@ -112,6 +112,9 @@ def run(args) -> int:
 
             get_rule(args.estimator, "--estimator")
         max_gen_batches = dynamic_sampling_cli.check_arguments(args)
+        if dynamic_sampling_cli.variance_filter_name(args) is not None:
+            raise ValueError("`--keep-rule` reward_variance_top_p/top_k needs the scores of a "
+                             "pilot for its bias and MSE: run ustat-rl gstar PILOT --keep-rule ...")
         from ..frameworks.dumps import read_rewards
         from ..frameworks.rewards_only import format_rewards_report, rewards_report
 
