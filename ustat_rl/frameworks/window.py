@@ -313,7 +313,11 @@ def ds_rule(keep_rule):
     """``keep_rule`` as a checked :class:`~ustat_rl.theory.keep_rules.KeepRule` (a name of
     ``KEEP_RULES`` or a rule), or ``None`` for none (verl's filter without the MSE)."""
     from ..theory.keep_rules import get_keep_rule
+    from ..theory.variance_filter import VARIANCE_FILTERS, VarianceFilter, get_variance_filter
 
+    if isinstance(keep_rule, VarianceFilter) or (isinstance(keep_rule, str)
+                                                 and keep_rule in VARIANCE_FILTERS):
+        return get_variance_filter(keep_rule)  # a filter of the batch (variance_window)
     return None if keep_rule is None else get_keep_rule(keep_rule)
 
 
@@ -331,7 +335,12 @@ def _keep_rule_figures(batches, rollouts: Rollouts, G: int, budget: int, keep_ru
     from ..theory.advantage import binary_projection
     from ..theory.dynamic_sampling import filtered_batch_moments
     from ..theory.keep_rules import get_keep_rule, keep_mask
+    from ..theory.variance_filter import VarianceFilter
 
+    if isinstance(keep_rule, VarianceFilter):
+        from .variance_window import variance_filter_figures
+
+        return variance_filter_figures(batches, rollouts, G, budget, keep_rule)
     rule = get_keep_rule(keep_rule)
     out = dict(ds_keep_rule=rule.name, ds_keep_prob=None, ds_gen_batches=None,
                ds_filtered_mse=None)
