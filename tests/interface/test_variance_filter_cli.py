@@ -85,3 +85,11 @@ def test_rewards_points_to_gstar(tmp_path, capsys):
     code, _, err = _run(capsys, "rewards", str(path), "--budget", "4", "--keep-rule",
                         "reward_variance_top_p")
     assert code == 2 and "run ustat-rl gstar" in err
+
+
+def test_non_binary_rewards_are_refused():
+    r = _pilot()
+    reward = np.asarray(r.reward).copy()
+    reward[0] = 0.5
+    with pytest.raises(ValueError, match="binary rewards"):
+        pilot_variance_filter(Rollouts(r.prompt_id, reward, r.score), 32, "reward_variance_top_p")

@@ -20,7 +20,6 @@ from ..formatting import json_ready
 from ..theory.advantage import binary_projection
 from ..theory.group_size import budget_grid
 from ..theory.variance_filter import get_variance_filter, variance_filtered_moments
-from .dynamic_sampling import _check_binary_and_varied
 from .estimate import estimate_moments, pilot_statistics
 from .report import check_degenerate
 from .rollouts import Rollouts
@@ -78,9 +77,11 @@ def pilot_variance_filter(rollouts: Rollouts, budget, group_filter, param=None,
         raise TypeError(f"`rollouts` must be a Rollouts, got {type(rollouts).__name__}")
     spec = get_variance_filter(group_filter, param)
     grid = budget_grid(budget)
-    _, index = rollouts.groups()
     reward = np.asarray(rollouts.reward, dtype=np.float64)
-    _check_binary_and_varied(reward, index, rollouts.n_prompts)
+    binary = (reward == 0.0) | (reward == 1.0)
+    if not np.all(binary):
+        raise ValueError("the reward-variance filter's exact kept batch needs binary rewards "
+                         f"(0 or 1) in the pilot; got the reward {reward[~binary][0]:g}")
     check_degenerate(rollouts)
     moments = binary_projection(estimate_moments(pilot_statistics(rollouts)))
     g_sq = float(moments.grad_norm_sq)
