@@ -37,17 +37,17 @@ class FilteredRule(MultiChannelRule):
         return adv * (B * w)[:, :, None]
 
 
-def variance_filter_statistics(bandit, rule, group_size, batch_size, group_filter=None, *,
+def variance_filter_statistics(bandit, estimator, group_size, batch_size, group_filter=None, *,
                                backend: Backend | str = "numba"):
-    """Per-step squared errors of ``rule`` on the batch the filter keeps, for
+    """Per-step squared errors of ``estimator`` on the batch the filter keeps, for
     :func:`~ustat_rl.montecarlo.run_monte_carlo`.
 
     Parameters
     ----------
     bandit : SoftmaxBandit
         Rewards 0 and 1.
-    rule : str or AdvantageRule
-        A rule of the group's rewards.
+    estimator : str or AdvantageRule
+        An advantage rule of the group's rewards.
     group_size, batch_size : int
         ``G`` and ``B`` (groups per step before filtering).
     group_filter : VarianceFilter or str, optional
@@ -58,12 +58,13 @@ def variance_filter_statistics(bandit, rule, group_size, batch_size, group_filte
     -------
     statistic, labels
         As :func:`~ustat_rl.montecarlo.batch_rules.batch_rule_statistics`; the rule's label is
-        ``"<rule>|<filter name>"``.
+        ``"<estimator>|<filter name>"``.
     """
     spec = get_variance_filter("reward_variance_top_p" if group_filter is None else group_filter)
-    base = get_rule(rule, "rule")
+    base = get_rule(estimator, "estimator")
     if base.statistics != "group" or base.centring.reference_source == "baseline":
-        raise ValueError(f"`rule` must be a rule of the group's rewards alone, got {base.name!r}")
+        raise ValueError(f"`estimator` must be a rule of the group's rewards alone, got "
+                         f"{base.name!r}")
     wrapped = FilteredRule(f"{base.name}|{spec.name}", "sum_then_normalize", None, base,
                            base.provenance, base.formula,
                            working_precision=base.working_precision, group_filter=spec)
