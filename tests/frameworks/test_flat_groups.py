@@ -154,3 +154,22 @@ def test_bad_marks_name_the_parameter():
     with pytest.raises(TypeError, match="`table`"):
         flat_group_report([1, 0])
     assert flat_module.DEFAULT_SIZES[0] == 2
+
+
+def test_a_monitored_window_pools_its_batches():
+    from ustat_rl.frameworks.window import Batch
+
+    reward, ids, truncated, errored = _table()
+    binary = np.where(reward == 0.5, 1.0, reward)
+    first, second = binary[:12], binary[12:]
+    batches = [Batch(5, 3, first, np.zeros((12, 2)), 0), Batch(6, 3, second, np.zeros((12, 2)), 4)]
+    w = flat_module.window_flat_groups(batches, (2, 3), truncated=truncated, errored=errored)
+    assert w.window == "steps 5-6" and w.n_groups == 8 and w.n_flat == 7
+    assert w.counts["all errored"] == 2 and w.counts["all truncated"] == 1
+    assert w.counts["all correct"] == 2  # the 0.5 group made 1
+
+
+def test_doctests():
+    import doctest
+
+    assert doctest.testmod(flat_module).failed == 0

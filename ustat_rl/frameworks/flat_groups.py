@@ -33,7 +33,7 @@ from ..pilot.report import all_equal_by_prompt
 from .grouped import GroupedRewards
 
 __all__ = ["REASONS", "FlatGroupWindow", "flat_group_reasons", "flat_group_report",
-           "format_flat_groups", "expected_flat_share"]
+           "format_flat_groups", "expected_flat_share", "window_flat_groups"]
 
 #: The reasons, in the order they are tried.
 REASONS = ("all errored", "all truncated", "all correct", "all wrong", "equal rewards")
@@ -160,6 +160,31 @@ def flat_group_report(table: GroupedRewards, group_sizes=DEFAULT_SIZES,
         return [_window(table, "all rows", sizes, level)]
     return [_window(table.select_step(int(s)), f"step {int(s)}", sizes, level)
             for s in np.unique(table.step)]
+
+
+def window_flat_groups(batches, group_sizes=DEFAULT_SIZES, level: float = 0.9,
+                       truncated=None, errored=None) -> FlatGroupWindow:
+    """The flat-group report of a monitored window: its generation batches
+    (:class:`~ustat_rl.frameworks.window.Batch`, group ``b`` in rows ``b G .. (b + 1) G - 1``)
+    pooled as one window; ``truncated`` and ``errored`` the trainer's marks for those rows in
+    order, where it has them."""
+    batches = list(batches)
+    if not batches:
+        raise ValueError("`batches` must hold at least one batch")
+    ids, rewards = [], []
+    for batch in batches:
+        reward = np.asarray(batch.reward, dtype=np.float64)
+        G = int(batch.group_size)
+        ids.append([f"{batch.step}:{batch.first_id + i // G}" for i in range(reward.size)])
+        rewards.append(reward)
+    table = GroupedRewards(np.concatenate(ids), np.concatenate(rewards), truncated=truncated,
+                           errored=errored, source="monitored window")
+    steps = sorted({int(b.step) for b in batches})
+    label = f"steps {steps[0]}-{steps[-1]}" if len(steps) > 1 else f"step {steps[0]}"
+    window = flat_group_report(table, group_sizes, level)[0]
+    return FlatGroupWindow(label, *[getattr(window, f) for f in
+                                    ("n_groups", "n_flat", "counts", "group_sizes", "expected",
+                                     "low", "high", "unbiased", "level")])
 
 
 def format_flat_groups(windows) -> str:
