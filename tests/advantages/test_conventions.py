@@ -95,8 +95,19 @@ def _literal(name, z, ids):
             out[idx] = (r - mean) / mean if mean > 0 else torch.zeros_like(r)
         elif name == "areal_grpo":  # reward_norm per group; a group of one: mean z, std 1
             out[idx] = (r - mean) / ((std if n > 1 else 1.0) + 1e-5)
+        elif name == "rllm_grpo":  # np.std (ddof 0); a group of one: mean 0, std 1
+            out[idx] = ((r - mean) / (r.std(correction=0) + 1e-6) if n > 1
+                        else r / (1.0 + 1e-6))
+        elif name == "rllm_prpo":  # no group baseline
+            out[idx] = r
+        elif name == "rllm_reinforce_pp_baseline":  # a singleton: z - z
+            out[idx] = r - mean
         else:
             raise KeyError(name)
+    if name == "rllm_prpo":  # the batch's mean and population std, 1e-6 added
+        out = (out - out.mean()) / (out.std(correction=0) + 1e-6)
+    elif name == "rllm_reinforce_pp_baseline":  # population std of every c, no mean taken out
+        out = out / (out.std(correction=0) + 1e-6)
     if name == "trl_batch":
         out = out / ((z.std() if z.numel() > 1 else 0.0) + 1e-4)
     elif name == "trl_rloo_normalized":

@@ -19,7 +19,7 @@ CTX = VerifyContext(seed=0, quick=True)
 
 def test_c57_covers_every_batch_rule_and_passes():
     assert {"slime_reinforce_pp_baseline", "nemo_rl_reinforce_pp", "roll_batch",
-            "areal_grpo"} <= set(batch_rule_names())
+            "areal_grpo", "rllm_prpo", "rllm_reinforce_pp_baseline"} <= set(batch_rule_names())
     result = run_claim(registry()["C57"], CTX)
     assert result.verdict == "pass", [c.name for c in result.checks if not c.passed]
 

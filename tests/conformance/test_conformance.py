@@ -78,6 +78,10 @@ def _group_rule(name, r, work):
         return (r - r.mean()) / ((r.std() if n > 1 else 1.0) + 1e-5)
     if name == "trl_async_grpo":  # population std, 1e-8 added; a singleton (z - z)/1e-8
         return (r - r.mean()) / (r.std(correction=0) + 1e-8)
+    if name == "rllm_grpo":  # np.std (ddof 0), 1e-6 added; a group of one: mean 0, std 1
+        return (r - r.mean()) / (r.std(correction=0) + 1e-6) if n > 1 else r / (1.0 + 1e-6)
+    if name == "rllm_prpo":  # no group baseline
+        return r.clone()
     if n == 1:  # the frameworks' singleton rules
         keeps = name in ("verl_grpo", "verl_grpo_vectorized", "verl_grpo_nostd", "verl_rloo",
                          "verl_reinforce_pp_baseline", "verl_gpg", "skyrl_maxrl",
@@ -92,7 +96,8 @@ def _group_rule(name, r, work):
         return (r - mean) / (mean + 1e-6)
     if name in _MEAN_ONLY or name in ("trl_batch", "verl_reinforce_pp_baseline",
                                       "openrlhf_reinforce_baseline", "verl_gpg",
-                                      "nemo_rl_reinforce_pp", "slime_reinforce_pp_baseline"):
+                                      "nemo_rl_reinforce_pp", "slime_reinforce_pp_baseline",
+                                      "rllm_reinforce_pp_baseline"):
         return r - mean
     loo = r - (r.sum() - r) / (n - 1)
     if name in _LOO_ONLY or name == "trl_rloo_normalized":
@@ -144,6 +149,10 @@ def framework_style(name, work):
                       "nemo_rl_reinforce_pp"):
             centred = out - out.mean()
             out = centred * (centred**2).mean().clamp(min=1e-8).rsqrt()
+        elif name == "rllm_prpo":  # the batch's mean and population std, 1e-6 added
+            out = (out - out.mean()) / (out.std(correction=0) + 1e-6)
+        elif name == "rllm_reinforce_pp_baseline":  # population std of every c, mean kept
+            out = out / (out.std(correction=0) + 1e-6)
         return out.numpy()
     return fn
 

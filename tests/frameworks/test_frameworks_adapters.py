@@ -27,6 +27,7 @@ from ustat_rl.frameworks import (
     verl_rewards,
     verl_rollouts,
 )
+from ustat_rl.frameworks.flat_groups import flat_group_report
 from ustat_rl.frameworks.rewards_only import matching_rules, observed_all_equal
 from ustat_rl.interface.cli import main
 from ustat_rl.pilot.estimate import estimate_moments
@@ -322,8 +323,12 @@ def test_cli_rewards_end_to_end(tmp_path, capsys):
     assert "verl rollout dump: 128 completions in 32 groups over 2 step(s)" in text
     assert "needs scores" in text and "G*" in text and "reward-only allocation" in text
     data = json.loads(out.read_text())
-    direct = rewards_report(read_rewards(tmp_path / "dump", group_size=4), 64, "verl_grpo")
+    table = read_rewards(tmp_path / "dump", group_size=4)
+    direct = rewards_report(table, 64, "verl_grpo")
+    flat = data.pop("flat_groups")  # the flat-group section (tests/frameworks/test_flat_groups.py)
     assert data == json.loads(json.dumps(direct.to_dict()))
+    assert [w["window"] for w in flat] == ["step 1", "step 2"]
+    assert flat == json.loads(json.dumps([w.to_dict() for w in flat_group_report(table)]))
     assert data["allocation_step"] == 2 and sum(data["allocation"]["vip"]) == 64
 
 

@@ -64,6 +64,9 @@ _ROLL_F = _at(_ROLL, "roll/utils/functionals.py")
 _AREAL = ("inclusionAI/AReaL", "4aef98d8d818af55b43621aaadba047ae10f4e77", "2026-05-21")
 _AREAL_N = _at(_AREAL, "areal/utils/data.py, areal/trainer/ppo/actor.py, areal/api/cli_args.py")
 _F64_STATS = "float64 statistics, each stage's output cast to float32"
+_RLLM = ("rllm-org/rllm", "9beb6e0f676a46d38858991fd79ac5f8e0b16d4c", "2026-08-15")
+_RLLM_A = _at(_RLLM, "rllm/trainer/algorithms/advantage.py")
+_RLLM_G = _at(_RLLM, "rllm/trainer/algorithms/advantage.py, rllm/trainer/algorithms/rl_algo.py")
 _VERL_R = _at(_VERL, "verl/trainer/ppo/core_algos.py, verl/trainer/ppo/ray_trainer.py")
 _LOO, _F32 = "z - (sum_g z - z)/(n_g - 1)", "float32"
 _STD = dict(scale="group", epsilon_placement="added to std", bessel=True)
@@ -286,6 +289,29 @@ _SPECS = (
           "rollout_batch_size", scale="whiten", epsilon=1e-8, epsilon_placement="inside sqrt",
           bessel=True, zero_variance=_ZV_WHITEN, singleton="c = 0 (z - z)",
           equal_group_sizes=True, working_precision=_F32, project_name=_WHITENED),
+    # read for issue 47: rLLM (rllm-org/rllm), numpy on each group's (or the batch's) rewards,
+    # np.std the population std, 1e-6 added to it
+    _spec("rllm_grpo", "rLLM", "algorithm.adv_estimator=grpo, norm_adv_by_std_in_grpo=True "
+          "(default)", _RLLM_G, "(z - m_g) / (sigma_g + 1e-6), sigma_g the population std; a "
+          "one-sample group: mean 0 and std 1 substituted, z / (1 + 1e-6)",
+          scale="group", epsilon=1e-6, epsilon_placement="added to std", bessel=False,
+          singleton_numerator="z", singleton_divisor=1.0 + 1e-6,
+          singleton="z / (1 + 1e-6) (mean 0, std 1 substituted)",
+          working_precision="the rewards' dtype (numpy)", project_name=_STD_MEAN),
+    _spec("rllm_prpo", "rLLM", "algorithm.adv_estimator=prpo", _RLLM_A,
+          "(z - mean_B z) / (sigma_B + 1e-6), sigma_B the population std of the batch's "
+          "rewards: no group baseline", baseline="none", scale="whiten", epsilon=1e-6,
+          epsilon_placement="added to std", bessel=False, singleton_numerator="z",
+          zero_variance=_WHITEN_Z, singleton="z, normalised with the batch",
+          working_precision="the rewards' dtype (numpy)",
+          project_name="vanilla, whitened over the batch"),
+    _spec("rllm_reinforce_pp_baseline", "rLLM",
+          "algorithm.adv_estimator=reinforce_plus_plus_baseline", _RLLM_A,
+          "c = z - m_g; c / (sigma_B(c) + 1e-6), sigma_B the population std of every c (their "
+          "batch mean is 0, so this is the whitening of c)", scale="whiten", epsilon=1e-6,
+          epsilon_placement="added to std", bessel=False, zero_variance=_ZV_WHITEN,
+          singleton="c = 0 (z - z)", working_precision="the rewards' dtype (numpy)",
+          project_name=_WHITENED),
     get_rule("grpo"),
     get_rule("fullmean"),
     get_rule("paper_algorithm2"),

@@ -37,6 +37,7 @@ _SKYRL = ("NovaSky-AI/SkyRL", "a9564572eb8e91076be43c1bd5e4615e3de17265")
 _SLIME = ("THUDM/slime", "624b824a898ab0ec1fcb4d373004c7f3852bf515")
 _ROLL = ("alibaba/ROLL", "8eb27cc2dc34c4d1310b169d9b86d339004d811a")
 _AREAL = ("inclusionAI/AReaL", "4aef98d8d818af55b43621aaadba047ae10f4e77")
+_RLLM = ("rllm-org/rllm", "9beb6e0f676a46d38858991fd79ac5f8e0b16d4c")
 _PAPER = ("", "")
 
 
@@ -435,6 +436,35 @@ def _form(fn, signature, where):
     return LiteralForm(fn, signature, *where)
 
 
+# --------------------------------------------------------------------------------------------
+# rLLM at 9beb6e0f: rllm/trainer/algorithms/advantage.py and rl_algo.py. Each group's rewards
+# arrive as one numpy array; np.std is the population std (ddof 0), 1e-6 added to it. grpo: a
+# group of one takes mean 0 and std 1; prpo: every reward of the batch, its mean and std;
+# reinforce_plus_plus_baseline: each group's rewards less their mean, divided by the population
+# std of all of those (their mean not subtracted).
+# --------------------------------------------------------------------------------------------
+def _population_std(values) -> float:
+    """``sqrt(mean (x - mean)^2)`` about the first value (exact ties give exactly 0)."""
+    dev = values - values[0]
+    return float(np.sqrt(np.mean((dev - dev.mean()) ** 2)))
+
+
+def _rllm_grpo(r):
+    if r.size <= 1:
+        return r / (1.0 + 1e-6)
+    return (r - r.mean()) / (_population_std(r) + 1e-6)
+
+
+def _rllm_prpo(rewards, group_ids):
+    z = np.asarray(rewards, dtype=np.float64)
+    return (z - z.mean()) / (_population_std(z) + 1e-6)
+
+
+def _rllm_reinforce_pp_baseline(rewards, group_ids):
+    c = _per_group(lambda r: r - r.mean())(rewards, group_ids)
+    return c / (float(np.sqrt(np.mean(c * c))) + 1e-6)
+
+
 #: Every framework option of ``CONVENTION_NAMES`` and the paper's rules, written out.
 LITERAL_FORMS: dict[str, LiteralForm] = {
     "trl_group": _form(_trl_grpo("group"), "trl", _TRL),
@@ -468,6 +498,9 @@ LITERAL_FORMS: dict[str, LiteralForm] = {
     "roll_batch": _form(_roll_batch, "plain", _ROLL),
     "areal_grpo": _form(_areal, "plain", _AREAL),
     "slime_reinforce_pp_baseline": _form(_slime_reinforce_pp_baseline, "trl", _SLIME),
+    "rllm_grpo": _form(_per_group(_rllm_grpo), "plain", _RLLM),
+    "rllm_prpo": _form(_rllm_prpo, "plain", _RLLM),
+    "rllm_reinforce_pp_baseline": _form(_rllm_reinforce_pp_baseline, "plain", _RLLM),
     "grpo": _form(_paper("grpo"), "plain", _PAPER),
     "fullmean": _form(_paper("fullmean"), "plain", _PAPER),
     "paper_algorithm2": _form(_paper("paper_algorithm2"), "plain", _PAPER),

@@ -272,7 +272,8 @@ def _same_rows(before, after) -> bool:
 
 def _read_arrays(path, name: str) -> GroupedRewards:
     """A rewards table of the rollouts schema's names (``prompt_id``, ``reward``, optional
-    ``score`` and ``step``) from ``.npz`` or ``.parquet``."""
+    ``score``, ``step``, and the trainer's marks ``truncated`` and ``errored``) from ``.npz`` or
+    ``.parquet``."""
     path = Path(path)
     if path.suffix == ".npz":
         from ..pilot.rollouts import read_npz
@@ -297,7 +298,8 @@ def _read_arrays(path, name: str) -> GroupedRewards:
             raise ValueError(f"`{name}` {str(path)!r} has no field {field!r}; a rewards file "
                              "needs prompt_id and reward")
     return GroupedRewards(arrays["prompt_id"], arrays["reward"], arrays.get("step"),
-                          score=arrays.get("score"), source=f"rewards file {path.suffix}")
+                          score=arrays.get("score"), source=f"rewards file {path.suffix}",
+                          truncated=arrays.get("truncated"), errored=arrays.get("errored"))
 
 
 def detect_format(path) -> str:

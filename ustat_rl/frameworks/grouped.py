@@ -52,6 +52,9 @@ class GroupedRewards:
         Where the table came from, in words (metadata).
     advantage : ndarray (n,), optional
         The advantage the trainer logged for each completion (TRL's ``advantage`` column).
+    truncated, errored : ndarray (n,) of bool, optional
+        Where the trainer marks them: the completion hit the length limit, or its reward
+        could not be computed (read by :mod:`ustat_rl.frameworks.flat_groups`).
     """
 
     group_id: np.ndarray
@@ -61,6 +64,8 @@ class GroupedRewards:
     score: np.ndarray | None = None
     source: str = ""
     advantage: np.ndarray | None = None
+    truncated: np.ndarray | None = None
+    errored: np.ndarray | None = None
 
     def __post_init__(self):
         ids = np.asarray(self.group_id)
@@ -99,8 +104,19 @@ class GroupedRewards:
             if advantage.shape != (n,) or not np.all(np.isfinite(advantage)):
                 raise ValueError(f"`advantage` must be {n} finite numbers, got shape "
                                  f"{advantage.shape}")
+        marks = {}
+        for name in ("truncated", "errored"):
+            value = getattr(self, name)
+            if value is not None:
+                value = np.asarray(value)
+                if value.shape != (n,) or not (value.dtype == bool or np.all(np.isin(value, (0, 1)))):
+                    raise ValueError(f"`{name}` must be {n} booleans (0 or 1), got shape "
+                                     f"{value.shape}")
+                value = value.astype(bool)
+            marks[name] = value
         for name, value in (("group_id", ids), ("reward", reward), ("step", step),
-                            ("prompt", prompt), ("score", score), ("advantage", advantage)):
+                            ("prompt", prompt), ("score", score), ("advantage", advantage),
+                            *marks.items()):
             if value is not None:
                 value = value.copy() if value is getattr(self, name) else value
                 value.setflags(write=False)
@@ -155,7 +171,7 @@ class GroupedRewards:
 
         return GroupedRewards(self.group_id[keep], self.reward[keep], self.step[keep],
                               rows(self.prompt), rows(self.score), self.source,
-                              rows(self.advantage))
+                              rows(self.advantage), rows(self.truncated), rows(self.errored))
 
     def to_rollouts(self, score=None, **metadata):
         """The pilot schema :class:`~ustat_rl.pilot.Rollouts` with ``score (n, k)`` rows in the

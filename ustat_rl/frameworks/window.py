@@ -325,9 +325,15 @@ def _dynamic_sampling(all_equal: float, G: int, budget: int) -> dict:
 
 def optional_group_filter(group_filter):
     """``group_filter`` as a checked :class:`~ustat_rl.theory.group_filters.GroupFilter` (a name of
-    ``GROUP_FILTERS`` or a filter), or ``None`` for none (verl's filter without the MSE)."""
+    ``GROUP_FILTERS`` or a filter), a reward-variance filter of the batch
+    (:class:`~ustat_rl.theory.variance_filter.VarianceFilter`), or ``None`` for none (verl's
+    filter without the MSE)."""
     from ..theory.group_filters import get_group_filter
+    from ..theory.variance_filter import VARIANCE_FILTERS, VarianceFilter, get_variance_filter
 
+    if isinstance(group_filter, VarianceFilter) or (isinstance(group_filter, str)
+                                                    and group_filter in VARIANCE_FILTERS):
+        return get_variance_filter(group_filter)  # a filter of the batch (variance_window)
     return None if group_filter is None else get_group_filter(group_filter)
 
 
@@ -345,7 +351,12 @@ def _group_filter_figures(batches, rollouts: Rollouts, G: int, budget: int, grou
     from ..theory.advantage import binary_projection
     from ..theory.dynamic_sampling import filtered_batch_moments
     from ..theory.group_filters import get_group_filter, keep_mask
+    from ..theory.variance_filter import VarianceFilter
 
+    if isinstance(group_filter, VarianceFilter):
+        from .variance_window import variance_filter_figures
+
+        return variance_filter_figures(batches, rollouts, G, budget, group_filter)
     kept = get_group_filter(group_filter)
     out = dict(ds_group_filter=kept.name, ds_keep_prob=None, ds_gen_batches=None,
                ds_filtered_mse=None)

@@ -247,11 +247,19 @@ def _gstar(args) -> int:
         from ..pilot.rollouts import load_rollouts
 
         rollouts = load_rollouts(args.rollouts, "ROLLOUTS")
-        filtered = None
+        filtered = variance = None
+        batch_filter = dynamic_sampling_cli.variance_filter_name(args)
+        if batch_filter is not None:  # a filter of the batch, not a group filter of k
+            from ..pilot.variance_filter import pilot_variance_filter
+
+            variance = pilot_variance_filter(rollouts, grid, batch_filter,
+                                             args.group_filter_param,
+                                             args.estimator or "grpo")
         if args.dynamic_sampling:  # first: its refusals (non-binary rewards) come before any work
             from ..pilot.dynamic_sampling import pilot_dynamic_sampling
 
-            filtered = pilot_dynamic_sampling(rollouts, grid, max_gen_batches, args.group_filter)
+            filtered = pilot_dynamic_sampling(rollouts, grid, max_gen_batches,
+                                              None if batch_filter else args.group_filter)
         replaced = None
         if args.replace_ratio is not None:
             from ..pilot.replace_sampling import pilot_replace_sampling
@@ -261,13 +269,19 @@ def _gstar(args) -> int:
                               run_group_size=args.group_size)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
         print(error_line("gstar", exc, ("budget", "estimator", "level", "group_filter",
-                                        "replace_ratio", "max_gen_batches")), file=sys.stderr)
+                                        "group_filter_param", "replace_ratio",
+                                        "max_gen_batches")), file=sys.stderr)
         return 2
     print(format_report(report))
     payload = report.to_dict()
     if filtered is not None:
         print("\n" + dynamic_sampling_cli.format_dynamic_sampling(filtered))
         payload["dynamic_sampling"] = filtered.to_dict()
+    if variance is not None:
+        from .variance_filter import format_variance_filter
+
+        print("\n" + format_variance_filter(variance))
+        payload["variance_filter"] = variance.to_dict()
     if replaced is not None:
         print("\n" + dynamic_sampling_cli.format_replace_sampling(replaced))
         payload["replace_sampling"] = replaced.to_dict()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..formatting import format_number
 
 __all__ = ["HELP", "add_arguments", "check_arguments", "format_dynamic_sampling",
-           "format_replace_sampling"]
+           "format_replace_sampling", "variance_filter_name"]
 
 #: The --dynamic-sampling help: what is reported, for which rule, and the plug-in bias.
 HELP = ("also report DAPO's dynamic sampling as verl runs it (algorithm.filter_groups: groups "
@@ -32,10 +32,12 @@ def _group_filter(name: str) -> str:
     import argparse
 
     from ..theory.group_filters import GROUP_FILTERS
+    from ..theory.variance_filter import VARIANCE_FILTERS
 
-    if name not in GROUP_FILTERS:
+    if name not in GROUP_FILTERS and name not in VARIANCE_FILTERS:
         raise argparse.ArgumentTypeError(f"unknown group filter {name!r}; choose from "
-                                         f"{', '.join(GROUP_FILTERS)}")
+                                         f"{', '.join(GROUP_FILTERS)} (or a filter of the batch: "
+                                         f"{', '.join(VARIANCE_FILTERS)})")
     return name
 
 
@@ -47,7 +49,13 @@ def add_arguments(parser) -> None:
                         help="with --dynamic-sampling (beyond the paper): which groups are kept, "
                              "as a function of the success count k of G: verl (default; std > 0), "
                              "slime (std > 1e-6), openrlhf (0 < k/G < 1), roll (ROLL's "
-                             "difficulty_mask, 0.1 < k/G < 0.95); docs/theory.md section 7")
+                             "difficulty_mask, 0.1 < k/G < 0.95); docs/theory.md section 7. "
+                             "Or RAGEN-2's reward-variance filter of the batch, "
+                             "reward_variance_top_p or reward_variance_top_k (without "
+                             "--dynamic-sampling; its parameter in --group-filter-param)")
+    parser.add_argument("--group-filter-param", type=float, default=None, metavar="X",
+                        help="with --group-filter reward_variance_top_p: top_p in (0, 1] (default "
+                             "0.9); with reward_variance_top_k: k, groups kept per batch")
     parser.add_argument("--replace-ratio", type=float, default=None, metavar="RHO",
                         help="with --dynamic-sampling (beyond the paper): also report SkyRL's "
                              "POLARIS replace (dynamic_sampling.type replace, min_replace_ratio "
@@ -63,12 +71,33 @@ def add_arguments(parser) -> None:
                              "raises; also report the chance of hitting it (default: no cap)")
 
 
+def variance_filter_name(args):
+    """The reward-variance filter's name when ``--group-filter`` names one, else ``None``."""
+    from ..theory.variance_filter import VARIANCE_FILTERS
+
+    rule = getattr(args, "group_filter", None)
+    return rule if rule in VARIANCE_FILTERS else None
+
+
 def check_arguments(args) -> int:
     """``K`` (0 for no cap) once the options are parsed, or one ``ValueError``."""
     K = args.max_gen_batches
     if K is not None and not args.dynamic_sampling:
         raise ValueError("`--max-gen-batches` applies only with --dynamic-sampling")
-    if getattr(args, "group_filter", None) is not None and not args.dynamic_sampling:
+    from ..theory.variance_filter import VARIANCE_FILTERS, get_variance_filter
+
+    group_filter = getattr(args, "group_filter", None)
+    param = getattr(args, "group_filter_param", None)
+    if group_filter in VARIANCE_FILTERS:  # top_p or k checked before the pilot is read
+        try:
+            get_variance_filter(group_filter, param)
+        except (ValueError, TypeError) as exc:
+            text = str(exc).replace("`top_p`", "top_p").replace("`param`", "it")
+            raise ValueError(f"`--group-filter-param` for {group_filter}: {text}") from None
+    elif param is not None:
+        raise ValueError("`--group-filter-param` applies only with --group-filter "
+                         "reward_variance_top_p or reward_variance_top_k")
+    elif group_filter is not None and not args.dynamic_sampling:
         raise ValueError("`--group-filter` applies only with --dynamic-sampling")
     ratio = getattr(args, "replace_ratio", None)
     if ratio is not None and not args.dynamic_sampling:

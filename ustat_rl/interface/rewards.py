@@ -112,6 +112,9 @@ def run(args) -> int:
 
             get_rule(args.estimator, "--estimator")
         max_gen_batches = dynamic_sampling_cli.check_arguments(args)
+        if dynamic_sampling_cli.variance_filter_name(args) is not None:
+            raise ValueError("`--group-filter` reward_variance_top_p/top_k needs the scores of a "
+                             "pilot for its bias and MSE: run ustat-rl gstar PILOT --group-filter ...")
         from ..frameworks.dumps import read_rewards
         from ..frameworks.rewards_only import format_rewards_report, rewards_report
 
@@ -129,12 +132,19 @@ def run(args) -> int:
 
             replaced = replace_sampling_report(filtered, args.replace_ratio)
         report = rewards_report(table, args.budget, args.estimator, allocation_step=args.step)
+        from ..frameworks.flat_groups import flat_group_report
+
+        flat = flat_group_report(table)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
         print(error_line("rewards", exc, ("budget", "group_size", "step", "group_filter",
                                           "replace_ratio", "max_gen_batches")), file=sys.stderr)
         return 2
     print(format_rewards_report(report))
+    from ..frameworks.flat_groups import format_flat_groups
+
+    print("\n" + format_flat_groups(flat))
     payload = report.to_dict()
+    payload["flat_groups"] = [w.to_dict() for w in flat]
     if filtered is not None:
         print("\n" + dynamic_sampling_cli.format_dynamic_sampling(filtered))
         payload["dynamic_sampling"] = filtered.to_dict()

@@ -37,6 +37,7 @@ from .uncertainty import (
 )
 
 __all__ = ["GStarReport", "gstar_report", "format_report", "REPORT_ESTIMATORS", "all_equal_fraction",
+           "all_equal_by_prompt",
            "check_degenerate", "check_signal", "check_resolved", "margin_verdict"]
 
 #: Estimators whose predicted MSE the report lists (Algorithm 1; docs/theory.md C5, C6).
@@ -168,7 +169,8 @@ _json_ready = json_ready
 
 
 def all_equal_fraction(successes, group_size: np.ndarray, sizes: np.ndarray):
-    """Prompt average of ``p^G + (1 - p)^G``, unbiased where possible.
+    """Prompt average of ``p^G + (1 - p)^G``, unbiased where possible
+    (:func:`all_equal_by_prompt` averaged over the prompts).
 
     Parameters
     ----------
@@ -191,6 +193,14 @@ def all_equal_fraction(successes, group_size: np.ndarray, sizes: np.ndarray):
     from ``n < G`` samples (its expectation would be a polynomial in ``p`` of degree ``<= n``),
     so larger ``G`` fall back to the plug-in ``(m/n)^G``.
     """
+    per_prompt, unbiased = all_equal_by_prompt(successes, group_size, sizes)
+    return per_prompt.mean(axis=0), np.all(unbiased, axis=0)
+
+
+def all_equal_by_prompt(successes, group_size, sizes):
+    """Each prompt's estimate of ``p^G + (1 - p)^G`` ``(P, n_G)`` and whether it is the
+    U-statistic ``(C(m, G) + C(n - m, G))/C(n, G)`` (``G <= n_a``) or the plug-in ``(P, n_G)``;
+    arguments as :func:`all_equal_fraction`'s."""
     m = np.asarray(successes, dtype=np.float64)[:, None]
     n = np.asarray(group_size, dtype=np.float64)[:, None]
     G = np.asarray(sizes, dtype=np.float64)[None, :]
@@ -207,8 +217,7 @@ def all_equal_fraction(successes, group_size: np.ndarray, sizes: np.ndarray):
     plug = np.column_stack([all_equal_probability(m[:, 0] / n[:, 0], int(g))
                             for g in np.ravel(sizes)])  # (P, n_G)
     exact = ratio(m) + ratio(n - m)
-    per_prompt = np.where(unbiased, exact, plug)
-    return per_prompt.mean(axis=0), np.all(unbiased, axis=0)
+    return np.where(unbiased, exact, plug), unbiased
 
 
 def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",

@@ -102,7 +102,8 @@ class BatchEnumeration:
     n_batches: int
 
 
-def batch_enumeration(bandit, estimator, group_size: int, batch_size: int) -> BatchEnumeration:
+def batch_enumeration(bandit, estimator, group_size: int, batch_size: int,
+                      group_weights=None) -> BatchEnumeration:
     """Exact mean and MSE of any rule of the rewards, batch statistics included, by enumerating
     every batch of ``B`` groups of ``G`` on a small :class:`~ustat_rl.policies.SoftmaxBandit`.
 
@@ -117,6 +118,10 @@ def batch_enumeration(bandit, estimator, group_size: int, batch_size: int) -> Ba
         Any registered rule of the rewards alone (group or batch statistics).
     group_size, batch_size : int
         ``G`` and ``B``; at most ``MAX_ENUMERATED_BATCHES`` batches.
+    group_weights : callable, optional
+        ``reward (M, B, G) -> (M, B)``: each group's weight in the batch's estimate,
+        ``g_hat_B = sum_b w_b (1/G) sum_g A_bg W_bg``; ``1/B`` each by default. A group filter
+        that reads the whole batch (the reward-variance filter) is such a weighting.
 
     Returns
     -------
@@ -161,7 +166,11 @@ def batch_enumeration(bandit, estimator, group_size: int, batch_size: int) -> Ba
     idx = np.array(list(itertools.product(range(per_group), repeat=B)))  # (M, B)
     batch_prob = np.prod(prob[idx], axis=1)
     adv = _batch_advantages(spec, reward[idx])  # (M, B, G)
-    g_hat = np.einsum("mbg,mbgk->mk", adv, score[idx]) / (B * G)
+    if group_weights is None:
+        g_hat = np.einsum("mbg,mbgk->mk", adv, score[idx]) / (B * G)
+    else:
+        w = np.asarray(group_weights(reward[idx]), dtype=np.float64)  # (M, B)
+        g_hat = np.einsum("mb,mbg,mbgk->mk", w, adv, score[idx]) / G
     g = bandit.grad
     mean = batch_prob @ g_hat
     mse = float(batch_prob @ np.sum((g_hat - g) ** 2, axis=1))
