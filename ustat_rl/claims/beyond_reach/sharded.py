@@ -4,7 +4,7 @@ Under data parallelism with FSDP2 (``fully_shard``) each process holds a shard o
 parameter and sketches its own rows; the monitor then gathers the rows in rank order. verify
 runs in one process, so here two processes are started
 (:func:`ustat_rl.claims.beyond_reach.sharded_worker.run_rank`, gloo on the CPU, meeting through
-a file store), each sketching its 3 rows of :func:`sharded_model` with its embedding, layer norm and
+a file store), each sketching its 3 rows of :func:`~ustat_rl.claims.beyond_reach.sharded_worker.sharded_model` with its embedding, layer norm and
 linear layer sharded as units of their own (resharded after their forward, so the sketch reads
 sharded parameters) and its root, and gathering both processes' sketches. In this process the same model, unsharded,
 sketches all 6 rows under the same seed: each process's rows and the gathered rows must equal
@@ -25,44 +25,19 @@ from pathlib import Path
 import numpy as np
 
 from ..registry import MissingExtra, check_exact, check_true, register
+from .sharded_worker import (
+    SHARDED_CHUNK,
+    SHARDED_ROWS,
+    SHARDED_SKETCH,
+    sharded_model,
+    sharded_spec,
+)
 
 __all__ = ["SHARDED_ROWS", "SHARDED_CHUNK", "SHARDED_TIMEOUT", "sharded_model", "sharded_spec",
            "run_two_processes"]
 
-#: Rows each process sketches, rows per sketched pass, and the seconds two processes may take.
-SHARDED_ROWS, SHARDED_CHUNK, SHARDED_TIMEOUT = 3, 2, 120
-#: The sketch's dimension, blocks and seed.
-SHARDED_SKETCH = (12, 3, 62)
-SHARDED_RTOL = 1e-10
-
-
-def sharded_model():
-    """:func:`~ustat_rl.scores.families.tiny_causal_lm` in float64, parameters drawn from a fixed
-    ``torch.Generator`` (the same in every process), and ``2 * SHARDED_ROWS`` padded rows:
-    ``(model, tokens (6, 7), target (6, 7))``."""
-    import torch
-
-    from ...scores.families import tiny_causal_lm
-
-    gen = torch.Generator().manual_seed(6201)
-    with torch.random.fork_rng(devices=[]):
-        model = tiny_causal_lm().double()
-    with torch.no_grad():
-        for param in model.parameters():
-            param.copy_(0.7 * torch.randn(param.shape, generator=gen, dtype=torch.float64))
-    tokens = torch.randint(0, 9, (2 * SHARDED_ROWS, 7), generator=gen)
-    target = torch.zeros(2 * SHARDED_ROWS, 7, dtype=torch.float64)
-    target[:, 2:] = 1.0
-    target[1, 5:] = 0.0  # padding after an end token
-    target[4, 4:] = 0.0
-    return model, tokens, target
-
-
-def sharded_spec(seed: int | None = None):
-    from ...scores.spec import SketchSpec
-
-    k, blocks, default = SHARDED_SKETCH
-    return SketchSpec(k, seed=default if seed is None else seed, blocks=blocks)
+#: The seconds two processes may take, and the comparison's relative tolerance (float64).
+SHARDED_TIMEOUT, SHARDED_RTOL = 120, 1e-10
 
 
 def run_two_processes(out: Path) -> list:

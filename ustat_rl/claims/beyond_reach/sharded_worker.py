@@ -1,7 +1,7 @@
 """One process of C62's sharded sketch (:func:`run_rank`; importing this module does nothing).
 
 The two processes meet through the file store ``OUT/store`` on the gloo backend; each builds
-C62's model (:func:`ustat_rl.claims.beyond_reach.sharded.sharded_model`), shards its embedding,
+C62's model (:func:`sharded_model`), shards its embedding,
 its layer norm, its linear layer and its root with FSDP2's ``fully_shard``, sketches its own rows
 (:func:`ustat_rl.scores.chunks.sketch_rows`) and gathers every process's sketch in rank order
 (:func:`ustat_rl.frameworks.gather.gather_rows`, the monitor's gather). It writes
@@ -18,6 +18,41 @@ import datetime
 import sys
 import traceback
 from pathlib import Path
+
+#: Rows each process sketches, and rows per sketched pass.
+SHARDED_ROWS, SHARDED_CHUNK = 3, 2
+#: The sketch's dimension, blocks and seed.
+SHARDED_SKETCH = (12, 3, 62)
+
+
+def sharded_model():
+    """:func:`~ustat_rl.scores.families.tiny_causal_lm` in float64, parameters drawn from a fixed
+    ``torch.Generator`` (the same in every process), and ``2 * SHARDED_ROWS`` padded rows:
+    ``(model, tokens (6, 7), target (6, 7))``."""
+    import torch
+
+    from ...scores.families import tiny_causal_lm
+
+    gen = torch.Generator().manual_seed(6201)
+    with torch.random.fork_rng(devices=[]):
+        model = tiny_causal_lm().double()
+    with torch.no_grad():
+        for param in model.parameters():
+            param.copy_(0.7 * torch.randn(param.shape, generator=gen, dtype=torch.float64))
+    tokens = torch.randint(0, 9, (2 * SHARDED_ROWS, 7), generator=gen)
+    target = torch.zeros(2 * SHARDED_ROWS, 7, dtype=torch.float64)
+    target[:, 2:] = 1.0
+    target[1, 5:] = 0.0  # padding after an end token
+    target[4, 4:] = 0.0
+    return model, tokens, target
+
+
+def sharded_spec(seed: int | None = None):
+    from ...scores.spec import SketchSpec
+
+    k, blocks, default = SHARDED_SKETCH
+    return SketchSpec(k, seed=default if seed is None else seed, blocks=blocks)
+
 
 #: The exit status of a process whose process group could not start.
 CANNOT_START = 3
@@ -56,7 +91,6 @@ def _sketch(out: Path, rank: int, fully_shard) -> None:
 
     from ...frameworks.gather import gather_rows
     from ...scores.chunks import sketch_rows
-    from .sharded import SHARDED_CHUNK, SHARDED_ROWS, sharded_model, sharded_spec
 
     # FSDP2 warns that the tiny model returns views; nothing here writes into them in place
     warnings.filterwarnings("ignore", message="FSDP2-wrapped module", category=UserWarning)
