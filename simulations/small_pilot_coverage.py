@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ustat_rl.claims.beyond_reach.small_pilot import COVERED as NAMES
 from ustat_rl.claims.beyond_reach.small_pilot import COVERAGE_LEVEL as LEVEL
+from ustat_rl.claims.beyond_reach.small_pilot import COVERED as NAMES
 from ustat_rl.claims.beyond_reach.small_pilot import coverage_cell
 from ustat_rl.policies import examples
 from ustat_rl.runs.records import count_table

@@ -142,7 +142,7 @@ def reference_windows(seed: int, weighted: bool = True) -> list:
         width = max(map(len, rows))
         tokens = torch.zeros(len(rows), width, dtype=torch.long)
         target = torch.zeros(len(rows), width)
-        for i, (p, c) in enumerate(zip(prompts, completions)):
+        for i, p in enumerate(prompts):
             tokens[i, :len(rows[i])] = torch.tensor(rows[i])
             target[i, len(p):len(rows[i])] = 1.0  # the completion's tokens score
         score = sketch_rows(model, tokens, target, config.sketch, chunk_size=7)  # (B G, k)

@@ -4,12 +4,14 @@ Under data parallelism with FSDP2 (``fully_shard``) each process holds a shard o
 parameter and sketches its own rows; the monitor then gathers the rows in rank order. verify
 runs in one process, so here two processes are started
 (:func:`ustat_rl.claims.beyond_reach.sharded_worker.run_rank`, gloo on the CPU, meeting through
-a file store), each sketching its 3 rows of :func:`~ustat_rl.claims.beyond_reach.sharded_worker.sharded_model` with its embedding, layer norm and
-linear layer sharded as units of their own (resharded after their forward, so the sketch reads
-sharded parameters) and its root, and gathering both processes' sketches. In this process the same model, unsharded,
-sketches all 6 rows under the same seed: each process's rows and the gathered rows must equal
-them (rel 1e-10, float64). Where ``torch.distributed`` cannot start two gloo processes the
-claim's verdict is ``skipped``, with the reason, never ``pass``.
+a file store), each sketching its 3 rows of
+:func:`~ustat_rl.claims.beyond_reach.sharded_worker.sharded_model` with its embedding, layer
+norm and linear layer sharded as units of their own (resharded after their forward, so the
+sketch's hooks meet sharded parameters) and its root, and gathering both processes' sketches.
+In this process the same model, unsharded, sketches all 6 rows under the same seed: each
+process's rows and the gathered rows must equal them (rel 1e-10, float64). Where
+``torch.distributed`` cannot start two gloo processes the claim's verdict is ``skipped``, with
+the reason, never ``pass``.
 
 Negative controls: the unsharded sketch under another seed, and with the rows of the two
 processes swapped (a gather out of rank order), are rejected by the same comparison.
