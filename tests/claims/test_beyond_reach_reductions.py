@@ -90,3 +90,18 @@ def test_token_mean_ignoring_the_trainers_token_count_fails(monkeypatch):
     monkeypatch.setattr(aggregation, "aggregation_weights", ignored)
     result = _verdict()
     assert result.verdict == "fail" and "trainer's" in result.headline
+
+
+def test_k3_factor_with_an_exclusive_value_clip_fails(monkeypatch):
+    """C27.clamp: no gradient where K3 equals the value clip exactly (``<`` for ``<=``)."""
+    original = aggregation.k3_clamped_gradient_factor
+
+    def exclusive(log_prob, ref_log_prob, log_ratio_clip=20.0, value_clip=10.0):
+        out = original(log_prob, ref_log_prob, log_ratio_clip, value_clip)
+        lr = np.clip(np.asarray(ref_log_prob) - np.asarray(log_prob), -log_ratio_clip,
+                     log_ratio_clip)
+        return np.where(np.exp(lr) - lr - 1.0 == value_clip, 0.0, out)
+
+    monkeypatch.setattr(aggregation, "k3_clamped_gradient_factor", exclusive)
+    result = run_claim(registry()["C27.clamp"], CTX)
+    assert result.verdict == "fail" and "d K3" in result.headline
