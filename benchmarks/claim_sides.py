@@ -146,10 +146,10 @@ SIDES = {"C46": _c46_sides, "C57": _c57_sides, "C60": _c60_sides, "C61": _c61_si
 #: prefix ending in "." allows every function of a module.
 SHARED_ALLOWED = {
     "C46": {
-        "ustat_rl.advantages.": "the rule's own advantages are the route under test on both "
-                                "sides; the claim's literal_checks set them against the "
-                                "framework's formula written out, which reads none of the "
-                                "rule's data",
+        "ustat_rl.advantages.": "the rule's coefficients and divisor are read by both sides "
+                                "traced here; the claim's third side enumerates with each "
+                                "framework's formula written out (literal_enumerated_moments), "
+                                "which reads none of the rule's data",
         "ustat_rl._validation.": "argument checks only",
         "ustat_rl.policies.softmax.": "the bandit's exact probabilities and scores are the "
                                       "problem, not the route (C1-C10 check them)",
