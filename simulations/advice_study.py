@@ -53,6 +53,8 @@ from ustat_rl.runs.sweeps import (
     run_cells,
     write_csv_atomic,
 )
+from ustat_rl.stats.best_set import best_set
+from ustat_rl.stats.best_set import welch as _welch
 from ustat_rl.theory.group_size import best_on_grid
 
 NAME = "advice_study"
@@ -175,42 +177,25 @@ def pilot(plan: dict, cache: Path, seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
-    """Difference of means ``a - b``, its standard error and Welch's degrees of freedom."""
-    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
-    se = math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1)) if se > 0 else math.inf
-    return float(a.mean() - b.mean()), se, df
-
-
 def summarise(table: pd.DataFrame, pilot_table: pd.DataFrame,
               alpha: float = ALPHA) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per (N, G) the final reward's interval and membership of the best-G confidence set; per N
     the verdicts (advice, gains, negative control, power).
 
-    The set keeps G unless the empirically best size's mean is above G's by a one-sided Welch
-    test at ``alpha / (k - 1)`` (k sizes). It holds the truly best size with probability at least
-    ``1 - alpha``: excluding it needs some other size significantly above it, and there are
-    k - 1 such tests at ``alpha / (k - 1)`` each.
+    The set is :func:`ustat_rl.stats.best_set.best_set`'s (its level is claim C64's).
     """
     from scipy import stats
 
     per_cell, verdicts = [], []
     for N, runs in table.groupby("N"):
         finals = {int(G): g["final_reward"].to_numpy(float) for G, g in runs.groupby("G")}
-        sizes = sorted(finals)
-        best = max(sizes, key=lambda G: finals[G].mean())
-        level = alpha / max(len(sizes) - 1, 1)  # Bonferroni over the other sizes
+        found = best_set(finals, alpha)
+        sizes, best, level = list(found.sizes), found.best, found.level
         in_set = {}
-        for G in sizes:
+        for G, p in zip(sizes, found.p_below_best):
             x = finals[G]
             half = stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
-            if G == best:
-                p = 1.0
-            else:
-                diff, se, df = _welch(finals[best], x)
-                p = float(stats.t.sf(diff / se, df)) if se > 0 else float(diff <= 0)
-            in_set[G] = p > level
+            in_set[G] = found.contains(G)
             per_cell.append(dict(N=int(N), G=G, seeds=x.size, mean=x.mean(), low=x.mean() - half,
                                  high=x.mean() + half, start=runs["reward_0"].mean(),
                                  p_below_best=p, in_best_set=in_set[G]))

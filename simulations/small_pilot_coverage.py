@@ -30,12 +30,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ustat_rl.pilot.report import check_degenerate, check_resolved
-from ustat_rl.pilot.uncertainty import pilot_intervals, student_quantile
+from ustat_rl.claims.beyond_reach.small_pilot import COVERAGE_LEVEL as LEVEL
+from ustat_rl.claims.beyond_reach.small_pilot import COVERED as NAMES
+from ustat_rl.claims.beyond_reach.small_pilot import coverage_cell
 from ustat_rl.policies import examples
 from ustat_rl.runs.records import count_table
 from ustat_rl.runs.script_config import add_config_arguments, option, resolve_quick
-from ustat_rl.scores.bandit import bandit_pilot
 
 #: (prompts, samples per prompt) of the table: the issue's tiny pilots, then up to the threshold.
 SIZES = ((3, 3), (3, 8), (8, 8), (16, 8), (31, 8))
@@ -47,44 +47,8 @@ POLICIES = {
     "one_answer_bandit(0)": lambda: examples.one_answer_bandit(0.0),
     "arithmetic_bandit(2)": lambda: examples.arithmetic_bandit(2.0),
 }
-LEVEL = 0.9
 FULL_PILOTS, QUICK_PILOTS = 400, 40
 DEFAULT_SEED = 0
-NAMES = ("c1", "c2", "c3")
-
-
-def jackknife_only(out, name: str) -> tuple[float, float]:
-    """The jackknife-t interval of one constant alone (estimate +- t se), as it was before."""
-    part = getattr(out, name)
-    t = student_quantile(out.level, part.prompt_std_error**2, part.sketch_std_error**2,
-                         out.n_prompts, out.sketch_units)
-    return part.estimate - t * part.std_error, part.estimate + t * part.std_error
-
-
-def coverage_cell(bandit, n_prompts, group_size, n_pilots, rng) -> dict:
-    """Counts of covering intervals over ``n_pilots`` pilots of one size (refusals apart)."""
-    exact = bandit.scaling_constants()
-    truth = {"c1": exact.c1, "c2": exact.c2, "c3": exact.c3, "gstar": exact.optimal_group_size()}
-    keys = (*NAMES, "gstar", *(f"{n}_jackknife" for n in NAMES), "unbounded")
-    count = dict.fromkeys(keys, 0)
-    refused = 0
-    for _ in range(n_pilots):
-        pilot = bandit_pilot(bandit, n_prompts, group_size, rng)
-        try:
-            check_degenerate(pilot)
-            out = pilot_intervals(pilot, LEVEL)
-            check_resolved(out)
-        except ValueError:
-            refused += 1
-            continue
-        for name in NAMES:
-            count[name] += getattr(out, name).covers(truth[name])
-            low, high = jackknife_only(out, name)
-            count[f"{name}_jackknife"] += low <= truth[name] <= high
-        count["gstar"] += out.optimal_group_size.covers(truth["gstar"])
-        count["unbounded"] += not out.bounded
-    return {"prompts": n_prompts, "samples": group_size, "pilots": n_pilots - refused,
-            "refused": refused, **{key: int(value) for key, value in count.items()}}
 
 
 @dataclass(frozen=True)

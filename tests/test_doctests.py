@@ -12,7 +12,7 @@ MODULES = ["ustat_rl.advantages.gradients", "ustat_rl.policies.softmax", "ustat_
            "ustat_rl.training.algorithm1", "ustat_rl.seeding", "ustat_rl.theory.mse", "ustat_rl.theory.scaling",
            "ustat_rl.theory.hoeffding", "ustat_rl.interface.claims_display", "ustat_rl.frameworks.aggregation",
            "ustat_rl.training.algorithm2", "ustat_rl.formatting", "ustat_rl.stats.intervals",
-           "ustat_rl.theory.all_equal_bounds", "ustat_rl.frameworks.entry"]
+           "ustat_rl.theory.all_equal_bounds", "ustat_rl.frameworks.entry", "ustat_rl.stats.best_set"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -167,6 +167,61 @@ def check_c27_mc(ctx) -> list:
     return k3_gradient_checks(rng, ctx.reps(200000, 2000000))
 
 
+#: C27.clamp's clips and the log ratios ``log(pi_ref/pi)`` it evaluates: verl's clips, and a pair
+#: whose value clip is K3 at log ratio 1.5 exactly, so that points sit on each clamp's boundary.
+K3_CLIP_CASES = (
+    ((20.0, 10.0), (-25.0, -20.0, -11.0, -5.0, 0.3, 2.5, 20.0, 25.0)),
+    ((2.0, float(np.exp(1.5) - 1.5 - 1.0)), (-2.5, -2.0, -1.0, 0.5, 1.5, 1.7, 2.0, 3.0)),
+)
+
+
+def k3_clamp_written_out(log_ratio, log_ratio_clip: float, value_clip: float):
+    """verl's ``low_var_kl`` as torch computes it, ``(K3, d K3 / d log pi)``: the log ratio
+    clamped, then K3 clamped (``torch.clamp`` passes the gradient on and inside its bounds)."""
+    import torch
+
+    log_pi = torch.zeros(len(log_ratio), dtype=torch.float64, requires_grad=True)
+    ref = torch.as_tensor(np.asarray(log_ratio, dtype=np.float64))
+    lr = torch.clamp(ref - log_pi, min=-log_ratio_clip, max=log_ratio_clip)
+    k3 = torch.clamp(torch.exp(lr) - lr - 1.0, min=-value_clip, max=value_clip)
+    (grad,) = torch.autograd.grad(k3.sum(), log_pi)
+    return k3.detach().numpy(), grad.numpy()
+
+
+@register("C27.clamp", "verl's clamped K3 penalty (log ratio clipped at 20, K3 at 10) and its "
+          "gradient factor equal torch.clamp's arithmetic, on each clamp's boundary too",
+          "Appendix A (K3 penalty of Algorithm 2); docs/theory.md C27; verl's low_var_kl",
+          "k3_clamped and k3_clamped_gradient_factor against autograd on the clamps written "
+          "out in torch, at log ratios inside, beyond and exactly on each clip")
+def check_c27_clamp(ctx) -> list:
+    from ..frameworks.aggregation import k3_clamped, k3_clamped_gradient_factor
+
+    checks, rejected = [], []
+    for (clip, value_clip), log_ratio in K3_CLIP_CASES:
+        log_ratio = np.array(log_ratio)
+        value, factor = k3_clamp_written_out(log_ratio, clip, value_clip)
+        zeros = np.zeros_like(log_ratio)
+        where = f"clips ({clip:g}, {value_clip:.6g}), log ratios {log_ratio.tolist()}"
+        checks.append(check_exact(f"K3 value, {where}", value,
+                                  k3_clamped(zeros, log_ratio, clip, value_clip),
+                                  rtol=1e-14, atol=0.0))
+        checks.append(check_exact(f"d K3 / d log pi, {where}", factor,
+                                  k3_clamped_gradient_factor(zeros, log_ratio, clip, value_clip),
+                                  rtol=1e-14, atol=0.0,
+                                  note="on a boundary the clamp passes the gradient"))
+        k3 = np.exp(np.clip(log_ratio, -clip, clip)) - np.clip(log_ratio, -clip, clip) - 1.0
+        strict = np.where((np.abs(log_ratio) < clip) & (k3 < value_clip),
+                          1.0 - np.exp(np.clip(log_ratio, -clip, clip)), 0.0)
+        rejected.append(not check_exact("", factor, strict, rtol=1e-14, atol=0.0).passed)
+    checks.append(check_true("negative control: the clamps' bounds taken as exclusive (no "
+                             "gradient on a boundary) are rejected where a point sits on a "
+                             "boundary that binds alone (the second clips)", rejected[-1],
+                             float(sum(rejected)),
+                             note="with verl's clips K3 > 10 wherever |log r| >= 20, so only "
+                                  "the value clip's boundary could matter there"))
+    return checks
+
+
 # ------------------------------------------------------------------------------- C26.train
 C26_GROUP = 8
 

@@ -7,6 +7,8 @@
   of where the library's other intervals live;
 * :mod:`.coverage_band`: whether a coverage study's measured rate lies in the band of its
   nominal level, within binomial standard errors;
+* :mod:`.best_set`: Welch's two-sample comparison and a study's best-G confidence set (the
+  sizes not significantly below the empirically best, Bonferroni over the others);
 * :mod:`.nonnegative`: a lower margin for a mean of non-negative, heavy-tailed replicates
   (Maurer's bound) from their exact second moments.
 

@@ -31,6 +31,10 @@ ENUM_REWARD_PROB = ((0.9, 0.3, 0.0), (0.5, 0.2, 0.97))
 #: (``working_precision``) rounds its advantages by about 6e-8.
 ENUM_RTOL, ENUM_RTOL_FLOAT32 = 1e-10, 1e-5
 
+#: Group sizes (the rule's smallest ones) enumerated with the advantages from the framework's
+#: formula written out: 36 and 216 outcomes per prompt at G = 2, 3 (G = 4, 5 would add 8 s).
+LITERAL_ENUM_SIZES = 2
+
 #: Batches per rule of the comparison with the frameworks' literal formulas, and the seed that
 #: draws them (fixed: the comparison is deterministic, its tolerance the kit's rounding bound).
 LITERAL_BATCHES, LITERAL_SEED = 16, 4601
@@ -124,6 +128,26 @@ def enumerated_moments(bandit: SoftmaxBandit, prompt: int, group_size: int, esti
     return prob @ values, prob @ np.sum(values**2, axis=1)
 
 
+def literal_enumerated_moments(bandit: SoftmaxBandit, prompt: int, group_size: int, form):
+    """``(E g_hat(x), E||g_hat(x)||^2)`` over all outcomes of a group, by enumeration, each
+    outcome's advantages from the framework's formula written out (``form``, a
+    :class:`~ustat_rl.claims.literal_forms.LiteralForm`), not from the rule's data: every outcome
+    a group of one batch handed to the formula at once."""
+    from ...conformance.adapters import adapt
+    from ...policies.enumeration import enumerate_prompt_estimates
+
+    plain = adapt(form.fn, form.signature)
+
+    def written_out(score, reward):  # (M, G, K), (M, G) -> (M, K)
+        M, G = reward.shape
+        adv = plain(np.ascontiguousarray(reward, dtype=np.float64).reshape(-1),
+                    np.repeat(np.arange(M), G)).reshape(M, G)
+        return np.einsum("mg,mgk->mk", adv, score) / G
+
+    values, prob = enumerate_prompt_estimates(bandit, prompt, group_size, written_out)
+    return prob @ values, prob @ np.sum(values**2, axis=1)
+
+
 @register("C46", "Beyond the paper: every registered per-group convention's exact finite-G mean "
           "and second moment for binary rewards equal the enumeration of its own advantages, "
           "its epsilon is the one its formula states, and every framework option's advantages "
@@ -155,6 +179,7 @@ def check_c46(ctx) -> list:
                 enum_mean.append(mean)
                 enum_second.append(second)
         scale = float(np.max(np.abs(exact_mean)))
+        checks += _literal_side_checks(bandit, rule, sizes, exact_mean, exact_second, rtol, scale)
         checks.append(check_exact(f"{rule.name}: E g_hat(x) = c(x) g(x), G = {sizes}",
                                   np.array(enum_mean), np.array(exact_mean), rtol=rtol,
                                   atol=rtol * scale, note="both prompts"))
@@ -167,6 +192,29 @@ def check_c46(ctx) -> list:
                                      text in rule.formula.replace("1e-0", "1e-"),
                                      rule.scaling.epsilon, note=f"formula: {rule.formula}"))
     return checks + literal_checks()
+
+
+def _literal_side_checks(bandit, rule, sizes, exact_mean, exact_second, rtol, scale) -> list:
+    """The exact moments against an enumeration whose advantages come from the framework's
+    formula written out (a side that shares none of the rule's code), for a rule that has one."""
+    from ..literal_forms import LITERAL_FORMS
+
+    form = LITERAL_FORMS.get(rule.name)
+    if form is None:
+        return []
+    means, seconds = [], []
+    sizes = sizes[:LITERAL_ENUM_SIZES]
+    for G in sizes:
+        for x in range(bandit.n_prompts):
+            mean, second = literal_enumerated_moments(bandit, x, G, form)
+            means.append(mean)
+            seconds.append(second)
+    where = f"G = {sizes}, the advantages from {form.repository or 'the paper'}'s formula"
+    kept = len(sizes) * bandit.n_prompts  # the exact moments' first entries are these sizes'
+    return [check_exact(f"{rule.name}: E g_hat(x) = c(x) g(x), {where}", np.array(means),
+                        np.array(exact_mean[:kept]), rtol=rtol, atol=rtol * scale),
+            check_exact(f"{rule.name}: E||g_hat(x)||^2, {where}", np.array(seconds),
+                        np.array(exact_second[:kept]), rtol=rtol, atol=0.0)]
 
 
 def literal_checks() -> list:

@@ -1,0 +1,243 @@
+"""Which package functions both sides of a claim's comparison call, and why each shared one may be.
+
+A claim that compares two routes shows something only where the routes share no code on the
+path under test: an exact moment and a Monte Carlo that both take one helper's output agree
+whatever the helper computes. For each claim of :data:`SIDES` this script runs each side alone
+(a small call of the claim's own functions) under ``sys.setprofile``, lists the functions of
+``ustat_rl`` each side enters (the claims package itself apart: it is the comparison, not the
+code under test), and sets the intersection against :data:`SHARED_ALLOWED`, where every shared
+function a claim may keep is justified in one line. ``tests/claims/test_claim_sides.py`` runs the
+same scan and fails on a shared function without a reason.
+
+Usage (from the repository root)::
+
+    python benchmarks/claim_sides.py              # prints the table
+    python benchmarks/claim_sides.py --markdown docs/claim_sides.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+#: Frames of these packages are the comparison itself, not a route under test.
+NOT_ROUTES = ("ustat_rl.claims",)
+
+
+def trace(func) -> set[str]:
+    """The ``module.qualname`` of every ``ustat_rl`` function ``func()`` enters (Python frames;
+    a compiled kernel counts as the Python function that calls it)."""
+    seen: set[str] = set()
+
+    def profile(frame, event, arg):
+        if event != "call":
+            return
+        module = frame.f_globals.get("__name__", "")
+        if module.startswith("ustat_rl.") and not module.startswith(NOT_ROUTES):
+            seen.add(f"{module}.{frame.f_code.co_qualname}")
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        func()
+    finally:
+        sys.setprofile(previous)
+    return seen
+
+
+def shared(sides: dict) -> set[str]:
+    """The functions every side of ``sides`` (name -> zero-argument callable) enters."""
+    traced = [trace(func) for func in sides.values()]
+    return set.intersection(*traced) if traced else set()
+
+
+# ---------------------------------------------------------------------------------------------
+# The sides of each claim: small calls of the claim's own functions
+# ---------------------------------------------------------------------------------------------
+
+
+def _c46_sides():
+    """Exact moments from the rule's two-point table against the enumeration of its advantages;
+    the third route, the framework's formula written out, reads none of the rule's data."""
+    import numpy as np
+
+    from ustat_rl.advantages import get_rule
+    from ustat_rl.claims.beyond_frameworks.conventions import (
+        ENUM_LOGITS,
+        ENUM_REWARD_PROB,
+        enumerated_moments,
+    )
+    from ustat_rl.policies.softmax import SoftmaxBandit
+    from ustat_rl.theory.advantage import advantage_moments
+
+    bandit = SoftmaxBandit(np.array(ENUM_LOGITS), np.array(ENUM_REWARD_PROB))
+    moments = bandit.moments()
+    rule = get_rule("trl_group")
+    return {"exact": lambda: advantage_moments(moments, rule, 3),
+            "enumeration": lambda: enumerated_moments(bandit, 0, 3, rule)}
+
+
+def _c57_sides():
+    """Every batch enumerated against the Monte Carlo of the batch rules (numba backend)."""
+    from ustat_rl.montecarlo import Backend, run_monte_carlo
+    from ustat_rl.montecarlo.batch_rules import batch_rule_statistics
+    from ustat_rl.policies.examples import small_bandit
+    from ustat_rl.training.batch_study import batch_enumeration
+
+    bandit = small_bandit()
+
+    def monte_carlo():
+        stat, labels = batch_rule_statistics(bandit, ("trl_batch",), 2, 2,
+                                             backend=Backend("numba", "cpu"))
+        return run_monte_carlo(stat, 2048, 0, labels=labels)
+
+    return {"enumeration": lambda: batch_enumeration(bandit, "trl_batch", 2, 2),
+            "monte carlo": monte_carlo}
+
+
+def _c60_sides():
+    """The package's weights against the reductions written out and differentiated."""
+    import numpy as np
+
+    from ustat_rl.claims.beyond_reach.reductions import (
+        BATCH_LENGTHS,
+        PADDED_WIDTH,
+        PROMPT_IDS,
+        PROMPT_LENGTHS,
+        prompt_mean_written_out,
+        written_out_weights,
+    )
+    from ustat_rl.frameworks.aggregation import aggregation_weights, prompt_mean_weights
+
+    lengths = np.array(BATCH_LENGTHS)
+    return {"package": lambda: (aggregation_weights(lengths, "seq-mean-token-mean"),
+                                prompt_mean_weights(PROMPT_LENGTHS, PROMPT_IDS)),
+            "written out": lambda: (written_out_weights("seq-mean-token-mean", lengths,
+                                                        PADDED_WIDTH),
+                                    prompt_mean_written_out(PROMPT_LENGTHS, PROMPT_IDS,
+                                                            PADDED_WIDTH))}
+
+
+def _c61_sides():
+    """The monitor's entry against the windows built by hand."""
+    from ustat_rl.claims.beyond_reach.monitor_entry import entry_windows, reference_windows
+
+    return {"entry": lambda: entry_windows(7), "by hand": lambda: reference_windows(7)}
+
+
+def _c64_sides():
+    """The set over summary statistics of many tables against the set of one raw table."""
+    import numpy as np
+
+    from ustat_rl.stats.best_set import best_set, best_sets
+
+    table = {2: [0.1, 0.2, 0.15], 4: [0.5, 0.55, 0.6], 8: [0.52, 0.5, 0.58]}
+    return {"one table": lambda: best_set(table),
+            "summaries": lambda: best_sets([[np.mean(v) for v in table.values()]],
+                                           [[np.var(v, ddof=1) for v in table.values()]], 3)}
+
+
+#: Claim -> a function returning its sides (name -> zero-argument callable).
+SIDES = {"C46": _c46_sides, "C57": _c57_sides, "C60": _c60_sides, "C61": _c61_sides,
+         "C64": _c64_sides}
+
+#: Claim -> shared function -> why sharing it does not hide a bug of the route under test. A
+#: prefix ending in "." allows every function of a module.
+SHARED_ALLOWED = {
+    "C46": {
+        "ustat_rl.advantages.": "the rule's coefficients and divisor are read by both sides "
+                                "traced here; the claim's third side enumerates with each "
+                                "framework's formula written out (literal_enumerated_moments), "
+                                "which reads none of the rule's data",
+        "ustat_rl._validation.": "argument checks only",
+        "ustat_rl.policies.softmax.": "the bandit's exact probabilities and scores are the "
+                                      "problem, not the route (C1-C10 check them)",
+    },
+    "C57": {
+        "ustat_rl.advantages.": "the rule's batch statistics are computed by the rule on both "
+                                "sides; C46's literal_checks set every rule against its "
+                                "framework's formula written out",
+        "ustat_rl._validation.": "argument checks only",
+        "ustat_rl.policies.": "the bandit is the problem, not the route",
+        "ustat_rl.seeding.": "seed derivation only",
+    },
+    "C60": {},
+    "C61": {
+        "ustat_rl.scores.": "the sketch is C44's claim (factored sketch against exact scores)",
+        "ustat_rl.frameworks.window.": "window_record is the reference the entry is checked "
+                                       "against; C48 checks it against gstar_report",
+        "ustat_rl.frameworks.trajectory.": "the record's container and its serialisation",
+        "ustat_rl.frameworks.grouped.": "the all-equal fraction inside window_record (C48)",
+        "ustat_rl.frameworks.generation.": "the Generation container (reference side builds "
+                                           "it only to feed the entry's inputs)",
+        "ustat_rl.frameworks.aggregation.prompt_mean_weights": "the loop's weights are an "
+                                                               "input both sides receive, "
+                                                               "checked by C60",
+        "ustat_rl.frameworks.config.": "the monitor's settings",
+        "ustat_rl.pilot.": "the window's statistics inside window_record (C17, C32, C48, C53)",
+        "ustat_rl.theory.": "G* and the fixed-budget curve inside window_record (C17, C48)",
+        "ustat_rl.advantages.": "the run rule's advantages inside window_record (C46, C53)",
+        "ustat_rl.stats.": "intervals inside window_record",
+        "ustat_rl.weighted_chi2.": "the limit law inside window_record's report",
+        "ustat_rl._validation.": "argument checks only",
+        "ustat_rl._paths.": "the config's output paths checked (none here)",
+        "ustat_rl.formatting.": "the record's JSON form",
+        "ustat_rl.tolerances.": "named constants",
+    },
+    "C64": {
+        "ustat_rl.stats.best_set.best_sets": "best_set is best_sets on one table by design; "
+                                             "C64's rate checks hold best_sets to the level, "
+                                             "and best_set on raw tables to best_sets",
+        "ustat_rl.stats.best_set.best_sets.<locals>.": "best_sets' own inner helper",
+        "ustat_rl.stats.best_set._welch_parts": "one home of Welch's formula; the tests hold "
+                                                "it to hand-computed values",
+    },
+}
+
+
+def unexplained(claim: str, functions) -> list[str]:
+    """The shared functions of ``claim`` with no reason in :data:`SHARED_ALLOWED`."""
+    allowed = SHARED_ALLOWED.get(claim, {})
+    return sorted(f for f in functions
+                  if not any(f == key or (key.endswith(".") and f.startswith(key))
+                             for key in allowed))
+
+
+def scan(claims=None) -> dict:
+    """``claim -> (shared functions, unexplained ones)`` for the claims of :data:`SIDES`."""
+    out = {}
+    for claim in claims or SIDES:
+        both = shared(SIDES[claim]())
+        out[claim] = (sorted(both), unexplained(claim, both))
+    return out
+
+
+def markdown(result: dict) -> str:
+    lines = ["# Functions both sides of a claim call", "",
+             "Written by `python benchmarks/claim_sides.py --markdown docs/claim_sides.md`; "
+             "each side traced alone (`sys.setprofile`), the claims package apart.", "",
+             "| claim | shared functions | without a reason |", "|---|---|---|"]
+    for claim, (both, missing) in result.items():
+        lines.append(f"| {claim} | {len(both)} | {', '.join(missing) or 'none'} |")
+    lines += ["", "Reasons (docs/theory.md, the claims' notes):", ""]
+    for claim, reasons in SHARED_ALLOWED.items():
+        for key, why in reasons.items():
+            lines.append(f"- {claim}, `{key}`: {why}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--markdown", type=Path, default=None, help="write the table here")
+    args = parser.parse_args(argv)
+    result = scan()
+    text = markdown(result)
+    print(text)
+    if args.markdown is not None:
+        args.markdown.write_text(text)
+    return result
+
+
+if __name__ == "__main__":
+    main()
