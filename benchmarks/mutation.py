@@ -555,7 +555,9 @@ class PlantConfig:
     """How many bugs to plant, of which kinds, where to draw them, and the time for each run.
 
     ``kinds`` restricts the draw (default: every kind of :data:`KINDS`); ``controls`` runs the
-    two controls of :func:`control_sites` first.
+    two controls of :func:`control_sites` first; no bug starts after ``stop_after_s`` seconds
+    (the drawn bugs are run in an order shuffled by the seed, so a run cut short is still a
+    random draw of every kind).
     """
 
     per_kind: int = 5
@@ -565,12 +567,19 @@ class PlantConfig:
     max_test_files: int = 4
     kinds: tuple[str, ...] = tuple(KINDS)
     controls: bool = True
+    stop_after_s: float = float("inf")
 
 
-def run_planted(route_map: dict, config: PlantConfig, log=print) -> list[PlantedResult]:
-    """Plant each drawn bug in a throw-away copy, run its tests and its claims, restore it."""
+def run_planted(route_map: dict, config: PlantConfig, log=print,
+                on_result=None) -> list[PlantedResult]:
+    """Plant each drawn bug in a throw-away copy, run its tests and its claims, restore it;
+    ``on_result(results so far)`` after each bug."""
+    import numpy as np
+
     drawn = draw_sites({k: v for k, v in candidate_sites(route_map).items() if k in config.kinds},
                        config.per_kind, config.seed)
+    drawn = [drawn[i] for i in np.random.default_rng(config.seed).permutation(len(drawn))]
+    began = time.monotonic()
     plan = (control_sites() if config.controls else []) + [
         (site, tuple(route_map["routes"][site.route]["claims"]),
          targeted_tests(site, ROOT, config.max_test_files)) for site in drawn]
@@ -582,6 +591,9 @@ def run_planted(route_map: dict, config: PlantConfig, log=print) -> list[Planted
         env = {**os.environ, "PYTHONPATH": str(workdir), "OMP_NUM_THREADS": "1",
                "PYTHONDONTWRITEBYTECODE": "1"}
         for site, claims, tests in plan:
+            if time.monotonic() - began > config.stop_after_s:
+                log(f"stopped after {config.stop_after_s:.0f} s: {len(results)} of {len(plan)} run")
+                break
             target = workdir / site.path
             clean = target.read_text(encoding="utf-8")
             start = time.monotonic()
@@ -604,6 +616,8 @@ def run_planted(route_map: dict, config: PlantConfig, log=print) -> list[Planted
             result = PlantedResult(site, claims, tests, tested, verified,
                                    round(time.monotonic() - start, 1))
             results.append(result)
+            if on_result is not None:
+                on_result(results)
             log(f"{site.kind:20s} {site.route}: {site.before!r} -> {site.after!r}: tests "
                 f"{tested}, verify {verified} ({len(claims)} claims), {result.seconds:.0f} s")
     return results
@@ -648,7 +662,9 @@ def planted_markdown(results: list[PlantedResult], meta: dict) -> str:
     """The generated section of docs/mutation.md."""
     out = [PLANTED_BEGIN, "", "## Planted kinds of issue 48: what the tests and verify catch", "",
            f"Measured {meta['date']} by `{meta['command']}` on {meta['machine']} (seed "
-           f"{meta['seed']}, {meta['per_kind']} per kind, {meta['seconds']:.0f} s in all). Each "
+           f"{meta['seed']}, {meta['per_kind']} per kind drawn, "
+           f"{sum(not r.site.kind.startswith('control') for r in results)} of the "
+           f"{meta['drawn']} drawn run, {meta['seconds']:.0f} s in all). Each "
            f"bug is drawn at random over every candidate site of its kind (counts below) and "
            f"planted alone in a throw-away copy; *tests* are the mutated module's focused test "
            f"files, *verify* is `ustat-rl verify --quick --only` the claims that the route map "
@@ -697,9 +713,16 @@ def run_kinds(args) -> int:
         config = PlantConfig(per_kind=1, seed=args.seed, tests_timeout_s=30,
                              verify_timeout_s=30, max_test_files=1, kinds=(kind,))
     else:
-        config = PlantConfig(per_kind=args.per_kind, seed=args.seed)
+        config = PlantConfig(per_kind=args.per_kind, seed=args.seed,
+                             stop_after_s=args.stop_after)
     start = time.monotonic()
-    results = run_planted(route_map, config)
+
+    def save(results):
+        if args.out is not None:
+            args.out.write_text(json.dumps({"results": [dataclasses.asdict(r) for r in results]},
+                                           indent=1))
+
+    results = run_planted(route_map, config, on_result=save)
     sites = candidate_sites(route_map)
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
             "command": "python benchmarks/mutation.py --kinds"
@@ -708,6 +731,7 @@ def run_kinds(args) -> int:
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
                        f"{platform.python_version()}",
             "seed": config.seed, "per_kind": config.per_kind,
+            "drawn": config.per_kind * len(config.kinds), "stop_after_s": config.stop_after_s,
             "seconds": time.monotonic() - start, "sites": {k: len(v) for k, v in sites.items()}}
     for row in planted_table(results):
         print(f"{row['kind']:20s} planted {row['planted']}  tests caught {row['tests caught']}  "
@@ -719,8 +743,6 @@ def run_kinds(args) -> int:
         write_planted_section(ROOT / "docs" / "mutation.md", planted_markdown(results, meta))
         print("wrote the planted kinds' section of docs/mutation.md")
     return 0
-
-
 
 
 def main(argv=None) -> int:
@@ -737,6 +759,8 @@ def main(argv=None) -> int:
                              "seed), 30 s per run, one test file")
     parser.add_argument("--per-kind", type=int, default=5, help="with --kinds: bugs per kind")
     parser.add_argument("--seed", type=int, default=48, help="with --kinds: the draw's seed")
+    parser.add_argument("--stop-after", type=float, default=float("inf"),
+                        help="with --kinds: start no bug after this many seconds")
     parser.add_argument("--route-map", type=Path,
                         default=ROOT / "docs" / "generated" / "route_map.json",
                         help="with --kinds: the route map that says which claims run a route")

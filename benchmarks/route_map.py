@@ -344,19 +344,47 @@ def markdown(entries: dict[str, dict], meta: dict) -> str:
            f"executed by no claim and not on `benchmarks/route_allowlist.py`, and when this map "
            f"misses a public function of the package.", ""]
     out += [f"- {k}: {v}" for k, v in counts.items()]
-    out += ["", "### Answering routes no claim executes (the to-do list)", ""]
+    out += ["", "### Answering routes no claim executes (the to-do list)", "",
+            f"Each with the reason `{allowlist().UNCLAIMED}`, by module:", ""]
     todo = sorted(n for n, e in entries.items() if e["status"] in ("unclaimed", "unlisted"))
-    out += [f"- `{n}`: {entries[n]['reason']}" for n in todo] or ["(none)"]
-    out += ["", "### Claim -> routes", "", "| claim | routes |", "|---|---|"]
+    out += [f"- `{module}`: {names}" for module, names in _by_module(todo)] or ["(none)"]
+    out += ["", "### Claim -> routes", "",
+            "The package's routes each claim executes, by module (the claims' own modules and "
+            "verify's registry left out: every claim runs its own check).", "",
+            "| claim | routes |", "|---|---|"]
     for c in sorted(by_claim, key=_claim_order):
-        out.append(f"| {c} | {', '.join(f'`{n}`' for n in sorted(by_claim[c]))} |")
-    out += ["", "### Route -> claims", "", "| route | claims or reason |", "|---|---|"]
+        names = [n for n in by_claim[c] if not n.startswith(f"{PACKAGE}.claims.")]
+        cell = "; ".join(f"`{m}`: {ns}" for m, ns in _by_module(names))
+        out.append(f"| {c} | {cell} |")
+    out += ["", "### Route -> claims", "", "| module | route | claims, or why none |",
+            "|---|---|---|"]
     for name in sorted(entries):
         e = entries[name]
-        cell = ", ".join(e["claims"]) if e["claims"] else f"none: {e['reason']}"
-        out.append(f"| `{name}` | {cell} |")
+        module, short = _split(name)
+        cell = ", ".join(e["claims"]) if e["claims"] else f"none ({e['reason']})"
+        out.append(f"| `{module}` | `{short}` | {cell} |")
     out += ["", END, ""]
     return "\n".join(out)
+
+
+def _split(name: str) -> tuple[str, str]:
+    """``(module, function or Class.method)`` of a route name, by the package's files."""
+    parts = name.split(".")
+    for k in range(len(parts) - 1, 0, -1):
+        module = ".".join(parts[:k])
+        base = ROOT.joinpath(*parts[:k])
+        if base.with_suffix(".py").is_file() or (base / "__init__.py").is_file():
+            return module, ".".join(parts[k:])
+    return parts[0], ".".join(parts[1:])
+
+
+def _by_module(names: list[str]) -> list[tuple[str, str]]:
+    """``(module, "a, b, C.m")`` for the routes ``names``, modules sorted."""
+    grouped: dict[str, list[str]] = {}
+    for name in names:
+        module, short = _split(name)
+        grouped.setdefault(module, []).append(short)
+    return [(m, ", ".join(sorted(grouped[m]))) for m in sorted(grouped)]
 
 
 def write_section(path: Path, section: str) -> None:

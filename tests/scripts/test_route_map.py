@@ -15,7 +15,10 @@ module.
 """
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 from script_loader import ROOT, load_script
@@ -109,6 +112,59 @@ def test_statuses_follow_the_allowlist_as_it_is():
     moved = sorted(n for n in fresh if fresh[n] != MAP["routes"][n])
     assert not moved, (f"the allow-list changed since the map was written ({moved[:10]}); "
                        f"rerun `{REMEASURE} --restatus` (no measuring)")
+
+
+CHILD_CHECK = """
+import json, multiprocessing, os, sys
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+from script_loader import load_script
+import coverage
+from ustat_rl import seeding
+
+route_map = load_script("benchmarks/route_map.py", "route_map_script")
+if __name__ == "__main__":
+    folder = Path({folder!r})
+    rc = route_map._rcfile(folder)
+    cov = coverage.Coverage(config_file=str(rc))
+    cov.start()
+    os.environ[route_map.ENV_CLAIM] = "CX"
+    cov.switch_context("CX")
+    child = multiprocessing.get_context("spawn").Process(target=seeding.child_int, args=(1, 2))
+    child.start()
+    child.join(timeout=120)
+    cov.switch_context("")
+    cov.stop()
+    cov.save()
+    combined = coverage.Coverage(config_file=str(rc))
+    combined.combine([str(folder)])
+    by_line = combined.get_data().contexts_by_lineno(seeding.__file__)
+    print(json.dumps({{"exitcode": child.exitcode, "by_line": by_line}}))
+"""
+
+
+def test_a_child_process_is_attributed_to_the_claim_that_started_it(tmp_path):
+    """A claim that starts a process (``spawn``) gets the child's lines: the written
+    ``.coveragerc`` gives the child the claim from the environment as its static context, and
+    the parallel data files are combined. Negative control: a line the child does not run.
+    In an interpreter of its own, as coverage patches ``multiprocessing`` for good."""
+    pytest.importorskip("coverage")
+    script = tmp_path / "child_check.py"
+    data = tmp_path / "data"
+    data.mkdir()
+    script.write_text(CHILD_CHECK.format(tests=str(ROOT / "tests"), folder=str(data)))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         env=env, cwd=ROOT, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["exitcode"] == 0
+    by_line = {int(k): v for k, v in out["by_line"].items()}
+    routes, _, _ = route_map.scan(ROOT)
+    first, last = routes["ustat_rl.seeding.child_int"].body
+    assert any("CX" in by_line.get(n, []) for n in range(first, last + 1))
+    first, last = routes["ustat_rl.seeding.child_rng"].body
+    assert not any(by_line.get(n) for n in range(first, last + 1))
 
 
 def test_figures_add_up():
