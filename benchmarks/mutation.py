@@ -701,11 +701,27 @@ def write_planted_section(path: Path, section: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
+def load_planted(path: Path) -> tuple[dict, list[PlantedResult]]:
+    """``(meta, results)`` of a JSON written by ``--kinds --out``."""
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    results = []
+    for r in raw["results"]:
+        site = Site(**{**r["site"], "span": tuple(r["site"]["span"])})
+        results.append(PlantedResult(**{**r, "site": site, "claims": tuple(r["claims"]),
+                                        "tests": tuple(r["tests"])}))
+    return raw.get("meta", {}), results
+
+
 def run_kinds(args) -> int:
     """``--kinds``: plant the issue's kinds, write the section of docs/mutation.md."""
     import datetime
     import platform
 
+    if args.render is not None:
+        meta, results = load_planted(args.render)
+        write_planted_section(ROOT / "docs" / "mutation.md", planted_markdown(results, meta))
+        print(f"wrote the planted kinds' section of docs/mutation.md from {args.render}")
+        return 0
     route_map = json.loads(args.route_map.read_text(encoding="utf-8"))
     if args.quick:
         # the controls and one bug of one kind, drawn by the seed: minutes, not hours
@@ -764,6 +780,9 @@ def main(argv=None) -> int:
     parser.add_argument("--route-map", type=Path,
                         default=ROOT / "docs" / "generated" / "route_map.json",
                         help="with --kinds: the route map that says which claims run a route")
+    parser.add_argument("--render", type=Path, default=None,
+                        help="with --kinds: write docs/mutation.md's section from a JSON of "
+                             "--out, running nothing")
     parser.add_argument("--write-docs", action="store_true",
                         help="with --kinds: write the generated section of docs/mutation.md")
     args = parser.parse_args(argv)
