@@ -643,18 +643,30 @@ PLANTED_END = "<!-- planted kinds: end -->"
 
 
 def _miss_needs(result: PlantedResult) -> str:
-    if result.verify_outcome == "not run":
-        return "a claim that executes the route (docs/claims.md, the to-do list)"
-    if result.verify_outcome == "timeout":
-        return "a longer budget to decide"
+    """What each side that missed the bug would need to catch it (empty when both caught)."""
     kind = result.site.kind
     if kind.startswith("control"):
-        return "nothing: a control"
+        return "" if kind.endswith("planted") else "nothing: a control no check may catch"
+    parts = []
+    if result.tests_outcome != "caught":
+        parts.append("tests: " + ("a longer budget to decide" if result.tests_outcome == "timeout"
+                                  else "a test file that names the route"
+                                  if result.tests_outcome == "no tests" else _kind_need(kind)))
+    if result.verify_outcome == "not run":
+        parts.append("verify: a claim that executes the route (docs/claims.md, the to-do list)")
+    elif result.verify_outcome == "timeout":
+        parts.append("verify: a longer budget to decide")
+    elif result.verify_outcome != "caught":
+        parts.append("verify: " + _kind_need(kind))
+    return "; ".join(parts)
+
+
+def _kind_need(kind: str) -> str:
     return {"boundary": "a case that puts the compared values equal",
             "shape": "a case with unequal dimensions on the moved axis",
             "power": "a check with a standard error below 1% of the quantity",
             "shared code": "a second side that does not call the route",
-            "route no claim runs": "a claim that compares the route with an independent one",
+            "route no claim runs": "a comparison of the route with an independent one",
             }[kind]
 
 
@@ -674,14 +686,17 @@ def planted_markdown(results: list[PlantedResult], meta: dict) -> str:
         out.append(f"- **{kind}** ({meta['sites'][kind]} candidate sites): {text}.")
     out += ["", "| kind | planted | tests caught | verify caught | timeouts |", "|---|---|---|---|---|"]
     for row in planted_table(results):
-        n = row["planted"] or 1
-        out.append(f"| {row['kind']} | {row['planted']} | {row['tests caught']}/{row['planted']} "
-                   f"= {row['tests caught'] / n:.0%} | {row['verify caught']}/{row['planted']} "
-                   f"= {row['verify caught'] / n:.0%} | {row['timeouts']} |")
+        n = row["planted"]
+
+        def share(k, n=n, row=row):
+            return f"{row[k]}/{n} = {row[k] / n:.0%}" if n else "none run"
+
+        out.append(f"| {row['kind']} | {n} | {share('tests caught')} | {share('verify caught')} "
+                   f"| {row['timeouts']} |")
     out += ["", "| kind | route | bug | tests | verify (claims run) | a miss would need |",
             "|---|---|---|---|---|---|"]
     for r in results:
-        need = "" if r.verify_outcome == "caught" else _miss_needs(r)
+        need = _miss_needs(r)
         bug = f"`{r.site.before}` -> `{r.site.after}`".replace("|", "\\|")
         out.append(f"| {r.site.kind} | `{r.site.route}` | {bug} | {r.tests_outcome} | "
                    f"{r.verify_outcome} ({len(r.claims)}) | {need} |")
