@@ -420,8 +420,8 @@ def _mutations(node: ast.AST, kind: str):
               and -node.value.operand.value in _AXIS):
             yield ast.unparse(node), f"axis={_AXIS[-node.value.operand.value]}"
     elif kind == "power" and isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
-        yield (ast.unparse(node),
-               f"({ast.unparse(node.left)} / ({ast.unparse(node.right)} * {BIAS}))")
+        biased = ast.BinOp(node.right, ast.Mult(), ast.Constant(BIAS))
+        yield ast.unparse(node), f"({ast.unparse(ast.BinOp(node.left, ast.Div(), biased))})"
 
 
 def _eligible(kind: str, route: str, entry: dict) -> bool:
@@ -495,11 +495,12 @@ def control_sites(root: Path = ROOT) -> list[tuple[Site, tuple[str, ...], tuple[
         raise ValueError(f"the control's node `{_CONTROL_NODE}` is no longer in "
                          f"{_CONTROL_ROUTE}: update _CONTROL_NODE")
     span = (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
-    left, right = ast.unparse(node.left), ast.unparse(node.right)
+    added = ast.unparse(ast.BinOp(node.left, ast.Add(), node.right))
+    reordered = ast.unparse(ast.BinOp(ast.UnaryOp(ast.USub(), node.right), ast.Add(), node.left))
     return [(Site("control: planted", _CONTROL_ROUTE, path, span, _CONTROL_NODE,
-                  f"({left} + {right})"), ("C1.loo",), _CONTROL_TEST),
+                  f"({added})"), ("C1.loo",), _CONTROL_TEST),
             (Site("control: neutral", _CONTROL_ROUTE, path, span, _CONTROL_NODE,
-                  f"(-{right} + {left})"), ("C1.loo",), _CONTROL_TEST)]
+                  f"({reordered})"), ("C1.loo",), _CONTROL_TEST)]
 
 
 def plant(source: str, site: Site) -> str:
