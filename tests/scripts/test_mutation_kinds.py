@@ -46,6 +46,42 @@ def test_a_planted_bug_changes_its_site_alone():
         assert ast.dump(ast.parse(planted)) != ast.dump(ast.parse(clean))
 
 
+SOURCE = "def f(a, b, c, x):\n    return (a + b) / c if x.shape[0] >= a - b else x.sum(axis=-1)\n"
+
+
+def _planted_functions():
+    """``f`` as written and with each mutation of each kind at every node of ``SOURCE``."""
+    import numpy as np
+
+    tree = ast.parse(SOURCE)
+    out = {}
+    for kind in mutation.KINDS:
+        for node in ast.walk(tree):
+            for before, after in mutation._mutations(node, kind):
+                span = (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
+                site = mutation.Site(kind, "f", "f.py", span, before, after)
+                namespace = {"np": np}
+                exec(compile(mutation.plant(SOURCE, site), "f.py", "exec"), namespace)
+                out[(kind, before)] = namespace["f"]
+    return out
+
+
+def test_each_mutation_is_the_bug_its_kind_names():
+    import numpy as np
+
+    planted = _planted_functions()
+    x = np.ones((2, 3))
+    assert planted[("power", "(a + b) / c")](1.0, 2.0, 3.0, x) == 3.0 / (3.0 * mutation.BIAS)
+    assert planted[("shared code", "a + b")](1.0, 2.0, 4.0, x) == -0.25
+    assert planted[("shared code", "a - b")](5.0, 3.0, 1.0, x).shape == (2,)  # 2 >= 8 is false
+    assert planted[("boundary", "x.shape[0] >= a - b")](4.0, 2.0, 1.0, x).shape == (2,)
+    assert planted[("shape", "x.shape[0]")](4.0, 1.0, 1.0, x) == 5.0  # 3 >= 3
+    assert planted[("shape", "axis=-1")](5.0, 0.0, 1.0, np.ones((2, 3))).shape == (3,)
+    # negative control: the mutation written as text, without the tree, moves the parentheses
+    wrong = "(a + b / (c * 1.01))"
+    assert eval(wrong, {"a": 1.0, "b": 2.0, "c": 3.0}) != 3.0 / (3.0 * mutation.BIAS)
+
+
 def test_quick_mode_catches_the_planted_control_and_not_the_neutral_one(tmp_path):
     out = tmp_path / "kinds.json"
     clean = {p: (ROOT / p).read_bytes() for p in ("ustat_rl/advantages/gradients.py",)}
