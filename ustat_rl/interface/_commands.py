@@ -257,12 +257,15 @@ def list_claims(args) -> int:
         text = estimators_text()
     elif args.markdown:
         from ..claims import registry
-        from .claims_markdown import THEORY_NOTES, claims_table
+        from .claims_markdown import THEORY_NOTES, claims_table, keep_route_map
 
         if not THEORY_NOTES.is_file():
             return _fail("list", f"--markdown needs the theory notes of a source checkout; "
                                  f"{THEORY_NOTES} not found")
         text = claims_table(registry(), THEORY_NOTES.read_text(encoding="utf-8"))
+        if args.out is not None and Path(args.out).is_file():
+            # the measured route map at the file's end is not the registry's to recompute
+            text = keep_route_map(text, Path(args.out).read_text(encoding="utf-8"))
     else:
         from ..claims import registry
 
