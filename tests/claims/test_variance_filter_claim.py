@@ -1,4 +1,4 @@
-"""C55.variance (ustat_rl.claims.beyond_frameworks.variance_filter): the claim passes on the code
+"""C58 (ustat_rl.claims.beyond_frameworks.variance_filter): the claim passes on the code
 as it is and fails on each planted bug: the population variance where the sample variance is
 asked, and the top_p prefix cut one group late; and the kept batch's exact moments against
 Monte Carlo on both backends at ``Z_CHECK = 4`` (two-sided false-failure rate 6.3e-5 per
@@ -29,24 +29,24 @@ def _failed(result) -> list:
     return [c.name for c in result.checks if not c.passed]
 
 
-def test_c55_variance_passes():
-    result = run_claim(registry()["C55.variance"], CTX)
+def test_c58_passes():
+    result = run_claim(registry()["C58"], CTX)
     assert result.verdict == "pass", _failed(result)
 
 
-def test_c55_variance_fails_with_the_population_variance(monkeypatch):
+def test_c58_fails_with_the_population_variance(monkeypatch):
     real = vf_module.group_variances
     monkeypatch.setattr(vf_module, "group_variances", lambda r, g, ddof=1: real(r, g, 0))
-    result = run_claim(registry()["C55.variance"], CTX)
+    result = run_claim(registry()["C58"], CTX)
     assert result.verdict == "fail"
     assert any("literally" in name for name in _failed(result))
 
 
-def test_c55_variance_fails_with_the_prefix_one_group_late(monkeypatch):
+def test_c58_fails_with_the_prefix_one_group_late(monkeypatch):
     real = vf_module._prefix_length
     monkeypatch.setattr(vf_module, "_prefix_length",
                         lambda mass, p: np.minimum(real(mass, p) + 1, mass.shape[-1]))
-    result = run_claim(registry()["C55.variance"], CTX)
+    result = run_claim(registry()["C58"], CTX)
     assert result.verdict == "fail"
     assert any("literally" in name for name in _failed(result))
 

@@ -1,5 +1,5 @@
 """RAGEN-2's reward-variance filter: its kept batch, exact, and where it helps or biases
-(docs/theory.md C55.variance).
+(docs/theory.md C58).
 
 Four kinds of check:
 
@@ -134,7 +134,7 @@ def monte_carlo_checks(ctx) -> list:
             exact = vf.variance_filtered_moments(moments, "grpo", G, B, spec)
             stat, labels = variance_filter_statistics(bandit, "grpo", G, B, spec,
                                                       backend=Backend(backend, "cpu"))
-            est = run_monte_carlo(stat, n, ctx.seed_for("C55.variance", 2 * i + j),
+            est = run_monte_carlo(stat, n, ctx.seed_for("C58", 2 * i + j),
                                   n_jobs=ctx.n_jobs, labels=labels)
             mse, se = est.get(("sq", labels[0][1], G))
             proj, proj_se = est.get(("proj", labels[0][1], G))
@@ -215,16 +215,16 @@ def map_checks() -> list:
     ]
 
 
-@register("C55.variance", "Beyond the paper: RAGEN-2's reward-variance filter (top_p, top_k) "
+@register("C58", "Beyond the paper: RAGEN-2's reward-variance filter (top_p, top_k) "
           "keeps the groups its definition names; the kept batch's exact MSE and mean equal "
           "enumeration of every batch and Monte Carlo on both backends; averaged over the kept "
           "groups it scales the step by more than 1 and raises the MSE against g, while with a "
           "constant normaliser top_p < 1 shrinks the step, which lowers the std-normalised "
           "rule's MSE and raises leave-one-out's",
-          "derived (docs/theory.md C55.variance; section 7, \"The reward-variance filter\")",
+          "derived (docs/theory.md C58; section 7, \"The reward-variance filter\")",
           "a literal reading of the definition on ragged batches; level-count moments against "
           "batch enumeration (1e-12) and the numba and torch samplers; exact moments on the "
           "known-value bandit; the late prefix as the negative control")
-def check_c55_variance(ctx) -> list:
-    return (literal_checks(ctx.seed_for("C55.variance", 9)) + exact_checks()
+def check_c58(ctx) -> list:
+    return (literal_checks(ctx.seed_for("C58", 9)) + exact_checks()
             + monte_carlo_checks(ctx) + map_checks())
