@@ -12,7 +12,8 @@ Every fenced block of ``README.md`` and ``docs/*.md`` is read and sorted into on
 * **not code**: a block whose language tag is anything else (``text``, ``bibtex``: output or
   data shown, never run) or a MyST directive (``{include}``, ``{toctree}``).
 
-A block with no language tag is refused: the reader cannot tell whether it is a command.
+A block with no language tag is refused, and so is an indented code block (outside a list):
+the reader cannot tell whether it is a command.
 
 The mark is an HTML comment, the last non-blank line before the opening fence (Markdown
 renderers and MyST show nothing of it)::
@@ -48,6 +49,8 @@ TIERS = ("fast", "integration")
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _MARK = re.compile(r"^\s*<!--\s*example:\s*(?P<body>.*?)\s*-->\s*$")
 _REASON = re.compile(r'reason="(?P<reason>[^"]+)"')
+_INDENTED = re.compile(r"^ {4,}\S")
+_LIST_OR_INDENTED = re.compile(r"^(\s+|[-*+] |\d+[.)] |\|)")
 _QUICK_LINE = re.compile(r"^\s*(ustat-rl\s+verify\b|python3?\s+simulations/\S+\.py\b)")
 
 
@@ -153,6 +156,10 @@ def page_blocks(path: Path, page: str) -> list[Block]:
     while i < len(lines):
         opened = _FENCE.match(lines[i])
         if not opened:
+            if (_INDENTED.match(lines[i]) and i > 0 and not lines[i - 1].strip()
+                    and previous and not _LIST_OR_INDENTED.match(previous)):
+                raise ExampleError(f"{page}:{i + 1}: an indented code block; fence it with a "
+                                   "language tag so it is run, marked or shown as text")
             if _MARK.match(previous) and lines[i].strip() and not _MARK.match(lines[i]):
                 raise ExampleError(f"{page}:{previous_line}: a mark must stand on the line "
                                    "just before a block's opening fence (blank lines allowed)")

@@ -127,6 +127,11 @@ def test_a_text_block_is_output_and_never_run(tmp_path):
     assert text.kind == "not code" and "never run" in text.reason
 
 
+def test_an_indented_list_continuation_is_not_a_code_block(tmp_path):
+    text = "- an item\n\n    its second paragraph\n"
+    assert page_blocks(_plant(tmp_path, text), "planted.md") == []
+
+
 def test_a_marked_block_is_not_run_and_keeps_its_reason(tmp_path):
     text = '<!-- example: not-run reason="needs a GPU" -->\n\n```bash\nexit 1\n```\n'
     (block,) = page_blocks(_plant(tmp_path, text), "planted.md")
@@ -141,6 +146,7 @@ def test_a_marked_block_is_not_run_and_keeps_its_reason(tmp_path):
     ('<!-- example: integration -->\n```text\nls\n```\n', "never run"),
     ('<!-- example: integration -->\nA sentence.\n```bash\nls\n```\n', "just before"),
     ("```bash\nls\n", "never closed"),
+    ("Run it:\n\n    pytest tests\n", "indented code block"),
 ])
 def test_control_a_block_the_harness_cannot_classify_is_refused(tmp_path, text, words):
     with pytest.raises(ExampleError, match=words):
