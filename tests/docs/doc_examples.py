@@ -263,23 +263,26 @@ class PageRun:
     seconds: dict
 
 
-def run_blocks(blocks: list[Block], workdir: Path, timeout: float) -> PageRun:
-    """Run ``blocks`` in order in ``workdir`` (one Python interpreter for all) and report.
+def run_blocks(pages: list[tuple[list[Block], Path]], timeout: float) -> PageRun:
+    """Run each page's blocks in order in its folder, all in one Python process, and report.
 
-    The commands find this interpreter's ``python``, ``ustat-rl`` and ``torchrun`` first on
-    ``PATH`` and import the package from ``workdir`` (``PYTHONPATH``).
+    ``pages`` pairs each page's blocks with its working folder; a page's Python blocks share
+    one namespace. The commands find this interpreter's ``python``, ``ustat-rl`` and
+    ``torchrun`` first on ``PATH`` and import the package from the folder (``PYTHONPATH``).
     """
-    spec = workdir / ".doc_blocks.json"
+    first = pages[0][1]
+    spec = first.parent / f"{first.name}.blocks.json"
     spec.write_text(json.dumps([{"where": b.where, "language": b.language,
-                                 "code": b.runnable_code()} for b in blocks]))
+                                 "code": b.runnable_code(), "workdir": str(workdir)}
+                                for blocks, workdir in pages for b in blocks]))
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env["PYTHONPATH"] = str(workdir)
+    env["PYTHONPATH"] = str(first)  # the copies are alike: the first one's package serves all
     env.setdefault("OMP_NUM_THREADS", "1")
     env["MPLBACKEND"] = "Agg"
     runner = Path(__file__).with_name("run_blocks.py")
     try:
-        done = subprocess.run([sys.executable, str(runner), str(spec)], cwd=workdir, env=env,
+        done = subprocess.run([sys.executable, str(runner), str(spec)], cwd=first, env=env,
                               capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as stopped:
         out = (stopped.stdout or b"")
@@ -293,16 +296,20 @@ def run_blocks(blocks: list[Block], workdir: Path, timeout: float) -> PageRun:
     return PageRun(done.returncode, done.stdout + done.stderr, seconds)
 
 
-def run_page(root: Path, page: str, tiers: tuple[str, ...], timeout: float) -> PageRun | None:
-    """Run the blocks of ``page`` of the given tiers on a fresh copy of ``root``; None if none."""
-    chosen = [b for b in page_blocks(root / page, page)
-              if b.kind == "run" and b.tier in tiers]
+def run_pages(root: Path, pages: list[str], tiers: tuple[str, ...], timeout: float) -> PageRun:
+    """Run the blocks of the given tiers of each page, each page on its own fresh copy of
+    ``root``; pages without such blocks are left out (an empty run when none has any)."""
+    chosen = [(page, [b for b in page_blocks(root / page, page)
+                      if b.kind == "run" and b.tier in tiers]) for page in pages]
+    chosen = [(page, blocks) for page, blocks in chosen if blocks]
     if not chosen:
-        return None
+        return PageRun(0, "", {})
     with tempfile.TemporaryDirectory(prefix="doc-examples-") as tmp:
-        return run_blocks(chosen, fresh_copy(root, Path(tmp)), timeout)
+        work = [(blocks, fresh_copy(root, Path(tmp) / f"page{i}"))
+                for i, (_, blocks) in enumerate(chosen)]
+        return run_blocks(work, timeout)
 
 
 __all__ = ["Block", "Census", "ExampleError", "PageRun", "RUN_LANGUAGES", "TIERS",
            "all_blocks", "census", "documented_pages", "fresh_copy", "page_blocks",
-           "run_blocks", "run_page", "tracked_files"]
+           "run_blocks", "run_pages", "tracked_files"]

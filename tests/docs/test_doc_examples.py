@@ -1,6 +1,6 @@
 """Every code block of the README and the docs pages is run or marked with its reason.
 
-The fast tier runs each page's fast blocks (tests/docs/doc_examples.py says how blocks are read,
+The fast tier runs every page's fast blocks (one process, a folder and namespace per page) (tests/docs/doc_examples.py says how blocks are read,
 marked and run); tests/docs/test_doc_examples_integration.py runs every page's blocks of both
 tiers in order. Controls: a planted page whose unmarked block fails makes the same run fail, a
 block without a language tag or with a malformed mark stops the reading, and a ``text`` block
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from doc_examples import (ExampleError, all_blocks, census, documented_pages, page_blocks,
-                          run_blocks, run_page)
+                          run_blocks, run_pages)
 
 pytestmark = pytest.mark.fast  # a few seconds: each page's fast blocks in one interpreter
 
@@ -60,14 +60,15 @@ def test_the_readme_set_up_commands_are_the_blocks_marked_as_run_by_ci():
     assert marked == _ci_readme_commands()
 
 
-@pytest.mark.parametrize("page", _pages_with("fast"))
-def test_the_fast_blocks_of_a_page_run(page):
-    done = run_page(ROOT, page, ("fast",), timeout=FAST_TIMEOUT)
-    assert done is not None
-    assert done.returncode == 0, f"{page}: a block failed\n{done.output[-4000:]}"
-    expected = [b.where for b in page_blocks(ROOT / page, page)
+def test_the_fast_blocks_of_every_page_run():
+    pages = _pages_with("fast")
+    assert pages
+    done = run_pages(ROOT, pages, ("fast",), timeout=FAST_TIMEOUT)
+    assert done.returncode == 0, f"a block failed\n{done.output[-4000:]}"
+    expected = [b.where for page in pages for b in page_blocks(ROOT / page, page)
                 if b.kind == "run" and b.tier == "fast"]
     assert list(done.seconds) == expected
+    print(", ".join(f"{where} {s:.1f} s" for where, s in done.seconds.items()))
 
 
 # --- controls: the same reading and running reject what they must ----------------------------
@@ -83,7 +84,7 @@ def _run(tmp_path: Path, text: str, tiers=("fast",)):
               if b.kind == "run" and b.tier in tiers]
     work = tmp_path / "work"
     work.mkdir()
-    return blocks, run_blocks(blocks, work, timeout=FAST_TIMEOUT)
+    return blocks, run_blocks([(blocks, work)], timeout=FAST_TIMEOUT)
 
 
 def test_control_an_unmarked_failing_shell_block_fails_the_run(tmp_path):
@@ -118,6 +119,33 @@ def test_blocks_of_a_page_share_their_folder_and_interpreter(tmp_path):
     blocks, done = _run(tmp_path, text)
     assert done.returncode == 0, done.output
     assert len(done.seconds) == len(blocks) == 4
+
+
+def test_each_page_gets_its_own_folder_and_namespace(tmp_path):
+    pages = []
+    for i, text in enumerate(["```python\nx = 1\nopen('mine', 'w').close()\n```\n",
+                              "```python\nassert 'x' not in globals()\n```\n\n"
+                              "```bash\ntest ! -e mine\n```\n"]):
+        page = tmp_path / f"p{i}.md"
+        page.write_text(text)
+        work = tmp_path / f"w{i}"
+        work.mkdir()
+        pages.append((page_blocks(page, page.name), work))
+    done = run_blocks(pages, timeout=FAST_TIMEOUT)
+    assert done.returncode == 0, done.output
+    assert list(done.seconds) == ["p0.md:1", "p1.md:1", "p1.md:5"]
+
+
+def test_control_a_name_from_another_page_is_not_found(tmp_path):
+    pages = []
+    for i, text in enumerate(["```python\nx = 1\n```\n", "```python\nprint(x)\n```\n"]):
+        page = tmp_path / f"p{i}.md"
+        page.write_text(text)
+        work = tmp_path / f"w{i}"
+        work.mkdir()
+        pages.append((page_blocks(page, page.name), work))
+    done = run_blocks(pages, timeout=FAST_TIMEOUT)
+    assert done.returncode != 0 and "NameError" in done.output
 
 
 def test_a_text_block_is_output_and_never_run(tmp_path):

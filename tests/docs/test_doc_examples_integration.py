@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from doc_examples import documented_pages, page_blocks, run_page
+from doc_examples import documented_pages, page_blocks, run_pages
 
 pytestmark = pytest.mark.integration  # runs verify, simulations and torchrun: minutes
 
@@ -28,8 +28,7 @@ def _pages_with_slow_blocks() -> list[str]:
 
 @pytest.mark.parametrize("page", _pages_with_slow_blocks())
 def test_every_run_block_of_a_page_runs_in_order_on_a_fresh_copy(page):
-    done = run_page(ROOT, page, ("fast", "integration"), timeout=PAGE_TIMEOUT)
-    assert done is not None
+    done = run_pages(ROOT, [page], ("fast", "integration"), timeout=PAGE_TIMEOUT)
     assert done.returncode == 0, f"{page}: a block failed\n{done.output[-6000:]}"
     expected = [b.where for b in page_blocks(ROOT / page, page) if b.kind == "run"]
     assert list(done.seconds) == expected
