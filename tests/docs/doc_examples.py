@@ -22,6 +22,13 @@ renderers and MyST show nothing of it)::
     <!-- example: integration quick -->               run with --quick (below), integration tier
     <!-- example: not-run reason="needs a GPU" -->    not run, counted under its reason
 
+A run mark may add ``given="NAME ..."``: the run first puts a stand-in for each named input
+of the reader's own (``pilot.npz``, a run's ``outputs``, ``mymodule.py``; made by
+tests/docs/example_inputs.py at a fixed seed) into the page's working folder, so a command
+that reads the reader's data runs as shown::
+
+    <!-- example: integration given="pilot.npz" -->
+
 ``quick`` shortens a long command only by the ``--quick`` flag the page itself shows: in the
 block's lines that call ``ustat-rl verify`` or ``python simulations/...``, ``--full`` becomes
 ``--quick`` and ``--quick`` is added where it is missing. Unmarked blocks of a run language run
@@ -48,7 +55,7 @@ TIERS = ("fast", "integration")
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _MARK = re.compile(r"^\s*<!--\s*example:\s*(?P<body>.*?)\s*-->\s*$")
-_REASON = re.compile(r'reason="(?P<reason>[^"]+)"')
+_SETTING = re.compile(r'(?P<key>reason|given)="(?P<value>[^"]*)"')
 _INDENTED = re.compile(r"^ {4,}\S")
 _LIST_OR_INDENTED = re.compile(r"^(\s+|[-*+] |\d+[.)] |\|)")
 _QUICK_LINE = re.compile(r"^\s*(ustat-rl\s+verify\b|python3?\s+simulations/\S+\.py\b)")
@@ -80,6 +87,9 @@ class Block:
         Whether the run shortens the block's long commands by their ``--quick`` flag.
     reason : str
         Why a block is marked, or what a not-code block is.
+    given : tuple of str
+        Stand-ins for the reader's own files that the run puts in the working folder first
+        (tests/docs/example_inputs.py).
     """
 
     page: str
@@ -90,6 +100,7 @@ class Block:
     tier: str | None = None
     quick: bool = False
     reason: str = ""
+    given: tuple = ()
 
     @property
     def where(self) -> str:
@@ -118,25 +129,32 @@ def _quick(line: str) -> str:
 
 
 def _mark(body: str, where: str) -> dict:
-    """The settings a mark's text gives: tier, quick, not-run and its reason."""
-    reason = _REASON.search(body)
-    words = _REASON.sub("", body).split()
+    """The settings a mark's text gives: tier, quick, given inputs, not-run and its reason."""
+    settings = {m["key"]: m["value"].strip() for m in _SETTING.finditer(body)}
+    words = _SETTING.sub("", body).split()
     unknown = [w for w in words if w not in ("integration", "fast", "quick", "not-run")]
     if unknown or not words:
         raise ExampleError(f"{where}: the mark '<!-- example: {body} -->' is not one of "
                            "'integration', 'integration quick', 'fast', "
-                           "'not-run reason=\"...\"'")
+                           "'not-run reason=\"...\"' (a run mark may add given=\"NAMES\")")
     if "not-run" in words:
-        if reason is None or not reason["reason"].strip():
+        if not settings.get("reason"):
             raise ExampleError(f"{where}: a not-run mark needs its reason: "
                                "<!-- example: not-run reason=\"...\" -->")
-        if len(words) > 1:
+        if len(words) > 1 or "given" in settings:
             raise ExampleError(f"{where}: a not-run mark takes only its reason, got '{body}'")
-        return {"kind": "marked", "reason": reason["reason"].strip()}
-    if reason is not None:
+        return {"kind": "marked", "reason": settings["reason"]}
+    if "reason" in settings:
         raise ExampleError(f"{where}: only a not-run mark takes a reason, got '{body}'")
+    given = tuple(settings.get("given", "").split())
+    if "given" in settings:
+        from example_inputs import MAKERS
+
+        if not given or any(name not in MAKERS for name in given):
+            raise ExampleError(f"{where}: given=\"{settings['given']}\" must name stand-in "
+                               f"inputs of tests/docs/example_inputs.py: {', '.join(MAKERS)}")
     tier = "integration" if "integration" in words else "fast"
-    return {"kind": "run", "tier": tier, "quick": "quick" in words}
+    return {"kind": "run", "tier": tier, "quick": "quick" in words, "given": given}
 
 
 def page_blocks(path: Path, page: str) -> list[Block]:
@@ -296,6 +314,14 @@ def run_blocks(pages: list[tuple[list[Block], Path]], timeout: float) -> PageRun
     return PageRun(done.returncode, done.stdout + done.stderr, seconds)
 
 
+def _provide(blocks: list[Block], folder: Path) -> None:
+    """Put the stand-in inputs the blocks are given into their page's folder, once each."""
+    from example_inputs import make
+
+    for name in dict.fromkeys(name for b in blocks for name in b.given):
+        make(name, folder)
+
+
 def run_pages(root: Path, pages: list[str], tiers: tuple[str, ...], timeout: float) -> PageRun:
     """Run the blocks of the given tiers of each page, each page on its own fresh copy of
     ``root``; pages without such blocks are left out (an empty run when none has any)."""
@@ -307,6 +333,8 @@ def run_pages(root: Path, pages: list[str], tiers: tuple[str, ...], timeout: flo
     with tempfile.TemporaryDirectory(prefix="doc-examples-") as tmp:
         work = [(blocks, fresh_copy(root, Path(tmp) / f"page{i}"))
                 for i, (_, blocks) in enumerate(chosen)]
+        for blocks, folder in work:
+            _provide(blocks, folder)
         return run_blocks(work, timeout)
 
 

@@ -193,3 +193,57 @@ def test_quick_shortens_only_by_the_quick_flag(tmp_path):
         "python simulations/limit_law.py --out x --quick",
         "python simulations/limit_law.py --quick",
         "ustat-rl list"]
+
+
+# --- the stand-ins for the reader's own files -----------------------------------------------
+
+def test_a_given_stand_in_is_in_the_folder_before_the_blocks_run(tmp_path):
+    text = ('<!-- example: fast given="mymodule.py outputs" -->\n```bash\n'
+            "test -f mymodule.py && test -f outputs/checkpoint-60/trainer_state.json\n```\n")
+    (block,) = page_blocks(_plant(tmp_path, text), "planted.md")
+    assert block.given == ("mymodule.py", "outputs")
+    work = tmp_path / "work"
+    work.mkdir()
+    from doc_examples import _provide
+
+    _provide([block], work)
+    done = run_blocks([([block], work)], timeout=FAST_TIMEOUT)
+    assert done.returncode == 0, done.output
+
+
+def test_control_an_unknown_stand_in_is_refused(tmp_path):
+    text = '<!-- example: integration given="my_data.csv" -->\n```bash\nls\n```\n'
+    with pytest.raises(ExampleError, match="stand-in inputs"):
+        page_blocks(_plant(tmp_path, text), "planted.md")
+
+
+def test_the_logs_stand_in_is_a_run_at_the_group_size_the_pages_pass(tmp_path):
+    from example_inputs import GROUP_SIZE, make
+    from ustat_rl.frameworks.logs import check_group_size, read_trainer_state
+
+    folder = make("outputs", tmp_path)
+    history = read_trainer_state(folder / "checkpoint-60" / "trainer_state.json")
+    assert GROUP_SIZE == 8 and check_group_size(history, GROUP_SIZE) == 60
+    # control: the same logs contradict another group size
+    with pytest.raises(ValueError, match="contradicts the logs"):
+        check_group_size(history, 3)
+
+
+def test_the_advantage_stand_in_is_trl_group_scaled_rule(tmp_path):
+    import importlib.util
+
+    import numpy as np
+    from example_inputs import make
+    from ustat_rl.advantages.conventions import advantages
+
+    path = make("mymodule.py", tmp_path)
+    spec = importlib.util.spec_from_file_location("stand_in_module", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rewards = np.array([1.0, 0.0, 0.0, 0.5, 0.5, 0.5, 2.0, 0.0, 1.0])
+    ids = np.array([0, 0, 0, 1, 1, 1, 2, 2, 2])
+    np.testing.assert_allclose(module.my_advantages(rewards, ids),
+                               advantages("trl_group", rewards, ids), rtol=1e-12, atol=1e-12)
+    # control: the rule without TRL's scale is told apart at the same tolerance
+    assert not np.allclose(advantages("trl_none", rewards, ids),
+                           advantages("trl_group", rewards, ids), rtol=1e-12, atol=1e-12)
