@@ -140,6 +140,8 @@ def measure(name: str) -> dict:
     measurement = MEASUREMENTS[name]
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    # the package of this checkout, whichever checkout the environment was installed from
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     env.update(measurement.env)
     loads: list[float] = []
     stop = threading.Event()
