@@ -8,7 +8,8 @@ Every fenced block of ``README.md`` and ``docs/*.md`` is read and sorted into on
   checkout's tracked files, so there is no ``results/`` or other output yet) and, for Python,
   one interpreter per page, so a block may use what an earlier block of its page made.
 * **marked**: a block of those languages that the tests do not run, with the reason given in
-  its mark (a GPU, a service, the user's own data, CI running it itself, ...).
+  its mark (a GPU, a service, the network, a fragment of the reader's own script, CI running
+  it itself, ...).
 * **not code**: a block whose language tag is anything else (``text``, ``bibtex``: output or
   data shown, never run) or a MyST directive (``{include}``, ``{toctree}``).
 
