@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration  # runs verify, simulations and torchrun: m
 
 ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())
 #: Seconds one page may take before its run is stopped: a guard against a hang, not a time
-#: limit (the README's page took 35 minutes on 2 cores at a load of about 12, 5 minutes idle).
+#: limit (the README's page took 35 minutes on 2 cores at a load of about 12).
 PAGE_TIMEOUT = 3600
 
 
