@@ -14,8 +14,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from doc_examples import (ExampleError, all_blocks, census, documented_pages, page_blocks,
-                          run_blocks, run_pages)
+from doc_examples import (
+    ExampleError,
+    all_blocks,
+    census,
+    documented_pages,
+    page_blocks,
+    run_blocks,
+    run_pages,
+)
 
 pytestmark = pytest.mark.fast  # a few seconds: each page's fast blocks in one interpreter
 
@@ -219,6 +226,7 @@ def test_control_an_unknown_stand_in_is_refused(tmp_path):
 
 def test_the_logs_stand_in_is_a_run_at_the_group_size_the_pages_pass(tmp_path):
     from example_inputs import GROUP_SIZE, make
+
     from ustat_rl.frameworks.logs import check_group_size, read_trainer_state
 
     folder = make("outputs", tmp_path)
@@ -234,6 +242,7 @@ def test_the_advantage_stand_in_is_trl_group_scaled_rule(tmp_path):
 
     import numpy as np
     from example_inputs import make
+
     from ustat_rl.advantages.conventions import advantages
 
     path = make("mymodule.py", tmp_path)
