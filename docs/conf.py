@@ -41,7 +41,7 @@ extensions = [
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
 root_doc = "index"
 exclude_patterns = ["_build", "_ext", "Thumbs.db", ".DS_Store", "**.ipynb_checkpoints",
-                    "advice_wins_data"]
+                    "advice_wins_data", "measured"]
 
 # The theory notes and the generated claims table link to headings by the slug GitHub gives them
 # ("theory.md#c5-exact-finite-g-mse-theorem-2"); MyST derives the same slugs for these levels.

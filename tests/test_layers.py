@@ -626,8 +626,9 @@ def test_the_formula_scan_flags_a_planted_copy(tmp_path, code):
 
 
 # ---------------------------------------------------------------------------- tests mirror it
-#: Test folders that are not a folder of the package: the scripts of simulations/ and benchmarks/.
-TEST_FOLDERS_BEYOND = frozenset({"scripts", "data", "artifacts", "__pycache__"})
+#: Test folders that are not a folder of the package: the scripts of simulations/ and benchmarks/,
+#: and the documentation pages' examples and figures (docs).
+TEST_FOLDERS_BEYOND = frozenset({"scripts", "docs", "data", "artifacts", "__pycache__"})
 
 #: Test files that check the whole checkout rather than one layer, kept at the top of tests/.
 TOP_LEVEL_TESTS = frozenset({"test_base_install.py", "test_docs_build.py", "test_doctests.py",
