@@ -110,9 +110,18 @@ def _flat(record: dict, prefix: str = "") -> dict:
     return out
 
 
+#: How a record file writes non-finite numbers (:func:`ustat_rl.formatting.json_ready`).
+_NON_FINITE = ("inf", "-inf", "nan", None)
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _record_gap(record: dict, single: dict) -> float:
     """The largest ``|x - y| / max(1, |y|)`` over the numeric fields (NaN and infinities must
-    match; counts are numeric fields too), every other field asserted equal."""
+    match; counts are numeric fields too; a number against an encoded infinity is an infinite
+    gap), every other field asserted equal."""
     a, b = _flat(record), _flat(single)
     assert a.keys() == b.keys()
     gap = 0.0
@@ -123,6 +132,8 @@ def _record_gap(record: dict, single: dict) -> float:
                 assert str(x) == str(y), key
             else:
                 gap = max(gap, abs(x - y) / max(1.0, abs(y)))
+        elif _number(x) != _number(y) and all(_number(v) or v in _NON_FINITE for v in (x, y)):
+            gap = math.inf  # a number on one side, an encoded infinity or NaN on the other
         else:
             assert x == y, key
     return gap
