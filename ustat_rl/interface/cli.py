@@ -110,6 +110,10 @@ def _parse_args(argv):
     gstar.add_argument("--estimator", default=None,
                        help="advantage rule whose best group size is reported: grpo (default), "
                             "vanilla, oracle, fullmean or any registered rule")
+    gstar.add_argument("--target", default="mse", choices=("mse", "scale_free"),
+                       help="what the advice minimises: the predicted MSE (default) or the "
+                            "scale-free error, the MSE after the best rescaling (Adam removes "
+                            "the gradient's scale; docs/theory.md)")
     gstar.add_argument("--level", type=float, default=0.9,
                        help="interval level (default 0.9); with --trajectory the simultaneous "
                             "level of all windows together")
@@ -252,7 +256,8 @@ def _gstar(args) -> int:
             from ..pilot.replace_sampling import pilot_replace_sampling
 
             replaced = pilot_replace_sampling(rollouts, filtered, args.replace_ratio)
-        report = gstar_report(rollouts, grid, args.estimator or "grpo", args.level)
+        report = gstar_report(rollouts, grid, args.estimator or "grpo", args.level,
+                              target=args.target)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
         print(error_line("gstar", exc, ("budget", "estimator", "level", "keep_rule",
                                         "replace_ratio", "max_gen_batches")), file=sys.stderr)

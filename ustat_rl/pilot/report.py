@@ -117,6 +117,14 @@ class GStarReport:
         against vanilla read "cannot tell" (its predicted MSEs keep the jackknife's intervals).
     group_size : GroupSizeAnswer or None
         The answer the group-size fields are read from (:func:`~.group_size_answer`; not in JSON).
+    target : str
+        What the advice minimises (:data:`~ustat_rl.theory.group_size.ADVICE_TARGETS`):
+        ``"mse"``, or ``"scale_free"``, the error left after the best rescaling of the
+        estimate, which an optimiser that removes the gradient's scale (Adam) is left with.
+    scale_free : list of float or None
+        With ``target="scale_free"``, ``estimator``'s plug-in scale-free error over
+        ``group_sizes`` (:func:`~ustat_rl.theory.group_size.scale_free_curve`), the curve the
+        best size and, for rules other than GRPO, the advice are read from; else ``None``.
     """
 
     budget: int
@@ -147,6 +155,8 @@ class GStarReport:
     grpo_verdict: list = field(default_factory=list)
     small_pilot: bool = False
     group_size: owner.GroupSizeAnswer | None = field(default=None, repr=False, compare=False)
+    target: str = "mse"
+    scale_free: list | None = None
 
     def to_dict(self) -> dict:
         """A JSON-ready dict: NaN as ``null``, ``inf`` as a string (:func:`ustat_rl.formatting.json_ready`)."""
@@ -203,7 +213,7 @@ def all_equal_fraction(successes, group_size: np.ndarray, sizes: np.ndarray):
 
 
 def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
-                 level: float = 0.9, *, extra_estimators=()) -> GStarReport:
+                 level: float = 0.9, *, extra_estimators=(), target: str = "mse") -> GStarReport:
     """Everything ``ustat-rl gstar`` reports for a pilot at budget ``N`` (C6, C10, C17, C32).
 
     Parameters
@@ -220,6 +230,11 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
         Further rules whose predicted MSE curves ``mse`` lists too, without changing whose
         group size, advice and interval for ``G*`` are reported (the training monitor's window
         asks for GRPO's advice and the run rule's curve in one report).
+    target : {"mse", "scale_free"}
+        What the advice minimises (docs/theory.md, "What a step's progress depends on"): the
+        predicted MSE, or the plug-in scale-free error of ``estimator`` (a rule that scales its
+        advantages read from the pilot's binary projection, as its MSE is). GRPO's two targets
+        give the same advice.
 
     Returns
     -------
@@ -231,6 +246,7 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
     budget, sizes = grid.budget, grid.group_sizes  # sizes (n_G,): the divisors >= 2 of N
     rule = get_rule(estimator, "estimator")
     estimator = rule.name
+    target = owner.check_advice_target(target)
     rules = {name: get_rule(name) for name in REPORT_ESTIMATORS}
     for extra in (rule,) + tuple(get_rule(e, "extra_estimators") for e in extra_estimators):
         rules.setdefault(extra.name, extra)
@@ -296,11 +312,15 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
         all_equal, unbiased = frac.tolist(), flags.tolist()
     constants = _constants_dict(point, intervals)
     advised = intervals is not None and estimator == "grpo"
+    free = None
+    if target == "scale_free":
+        free = owner.scale_free_curve(moments if rule.is_affine else binary_projection(moments),
+                                      rule, budget, sizes)
     answer = owner.group_size_answer(
-        grid, point, curve=mse[estimator]["estimate"], estimator=rule,
+        grid, point, curve=mse[estimator]["estimate"] if free is None else free, estimator=rule,
         ratio=regret_interval(intervals) if advised else None,
         gstar_interval=((constants["gstar"]["low"], constants["gstar"]["high"])
-                        if intervals is not None else None))
+                        if intervals is not None else None), target=target)
     advice = pilot_advice(intervals, answer) if advised else None
     bounded = advice.bounded if advised else bool(np.isfinite(constants["gstar"]["estimate"]))
     halve = (prompts_to_halve_width(intervals.ratio, stats.n_prompts)
@@ -319,7 +339,8 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
         prompts_to_bound=advice.prompts_to_bound if advised else math.nan,
         gstar_errors=intervals.fieller_inputs() if intervals is not None else None,
         grpo_margin=grpo_margin if intervals is not None else None, grpo_verdict=verdict,
-        small_pilot=bool(intervals is not None and intervals.small_pilot), group_size=answer)
+        small_pilot=bool(intervals is not None and intervals.small_pilot), group_size=answer,
+        target=target, scale_free=None if free is None else free.tolist())
 
 
 def margin_verdict(low: float, high: float) -> str:
