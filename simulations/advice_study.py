@@ -41,6 +41,7 @@ import math
 import tempfile
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -57,22 +58,47 @@ from ustat_rl.theory.group_size import best_on_grid
 
 NAME = "advice_study"
 TRL_DEFAULT_G, ALPHA, POWER = 8, 0.05, 0.8
-FULL = dict(budgets=(32, 64, 128), sizes=(2, 4, 8, 16, 32), seeds=10, steps=120, every=20,
-            digits=(2,), warm_steps=1500, train_prompts=512, held_out=150, pilot_prompts=64,
-            learning_rate=5e-4, hidden=48)
-QUICK = dict(budgets=(8,), sizes=(2, 4), seeds=2, steps=2, every=1, digits=(2,), warm_steps=20,
-             train_prompts=16, held_out=12, pilot_prompts=6, learning_rate=5e-4, hidden=16)
+FULL = dict(budgets=(32, 64, 128), sizes=(2, 4, 8, 16, 32), seeds=tuple(range(10)), steps=120,
+            every=20, digits=(2,), warm_steps=1500, train_prompts=512, held_out=150,
+            pilot_prompts=64, learning_rate=5e-4, hidden=48)
+# one-digit sums after a short warm start: the policy is uncertain on most prompts, so a few
+# GRPO steps move it; one budget, three sizes, two seeds (every branch: pilot, training with the
+# monitor at G >= 3, summary) in about two minutes on one core of a loaded 2-core machine
+QUICK = dict(budgets=(32,), sizes=(2, 4, 8), seeds=(0, 1), steps=30, every=10, digits=(1,),
+             warm_steps=150, train_prompts=60, held_out=40, pilot_prompts=16,
+             learning_rate=5e-4, hidden=48)
+
+
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """Explicit seeds: ``"100-109"`` (both ends included), ``"0,1,5"``, or a mix
+    (``"0-2,7"``); one ``ValueError`` naming ``--seeds`` otherwise."""
+    seeds = []
+    try:
+        for part in str(text).split(","):
+            low, dash, high = part.strip().partition("-")
+            first, last = int(low), int(high) if dash else int(low)
+            if first < 0 or last < first:
+                raise ValueError
+            seeds.extend(range(first, last + 1))
+    except ValueError:
+        raise ValueError(f"`--seeds` must be seeds >= 0 as a range 'a-b' (a <= b) or a list "
+                         f"'0,1,5', got {text!r}") from None
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"`--seeds` names a seed twice: {text!r}")
+    return tuple(seeds)
 
 
 def task(plan: dict):
-    """The warm-start settings, the training problems and the held-out problems of ``plan``."""
+    """The warm-start settings, the training problems and the held-out problems of ``plan``
+    (its ``warm_seed``, default 0, seeds the warm start; ``digits`` the operands' digits)."""
     from ustat_rl.frameworks.advice_task import WarmStart, draw_problems
 
     digits = plan["digits"]
     held = draw_problems(plan["held_out"], seed=2, digits=digits)
     train = draw_problems(plan["train_prompts"], seed=1, exclude=[p for p, _ in held],
                           digits=digits, distinct=False)
-    return WarmStart(steps=plan["warm_steps"], hidden=plan["hidden"]), train, held
+    return (WarmStart(seed=plan.get("warm_seed", 0), steps=plan["warm_steps"],
+                      hidden=plan["hidden"]), train, held)
 
 
 def checkpoint_columns(plan: dict) -> list[str]:
@@ -133,14 +159,18 @@ def run_cell(N: int, G: int, seed: int, plan: dict, cache: str) -> dict:
     return row
 
 
-def pilot(plan: dict, cache: Path, seed: int = 0) -> pd.DataFrame:
-    """The pilot's G* interval and advice per N, from 8 answers to each of ``pilot_prompts``
-    training prompts of the warm-started model (step 0)."""
+#: The rule TRL's GRPOTrainer trains with its defaults (scale_rewards="group"), whose advice the
+#: study reports beside the paper estimator's (docs/theory.md, "What a step's progress depends on").
+TRAINED_RULE = "trl_group"
+
+
+def pilot_rollouts(plan: dict, cache: Path, seed: int = 0):
+    """8 answers to each of the first ``pilot_prompts`` training prompts of the warm-started
+    model (step 0), with rewards and sketched scores."""
     import torch
 
     from ustat_rl.frameworks.advice_task import MAX_COMPLETION, warm_start
     from ustat_rl.frameworks.demo import VOCAB
-    from ustat_rl.pilot.report import gstar_report
     from ustat_rl.scores.causal_lm import Sampling, causal_lm_pilot
     from ustat_rl.scores.spec import SketchSpec
     from ustat_rl.seeding import child_int
@@ -156,22 +186,114 @@ def pilot(plan: dict, cache: Path, seed: int = 0) -> pd.DataFrame:
         return float(answer[-1:] == [1] and text == problems[i][1])
 
     # the projection's seed is the one the pilot drew from its seed before the spec was explicit
-    rollouts = causal_lm_pilot(model, ids, reward,
-                               Sampling(8, MAX_COMPLETION, seed, eos_token_id=1),
-                               SketchSpec(64, child_int(seed, 1)))
+    return causal_lm_pilot(model, ids, reward,
+                           Sampling(8, MAX_COMPLETION, seed, eos_token_id=1),
+                           SketchSpec(64, child_int(seed, 1)))
+
+
+def advice_rows(rollouts, budgets) -> pd.DataFrame:
+    """Per budget N, the pilot's G* interval and three pieces of advice: the paper estimator's
+    (GRPO, its MSE, minimax regret over the interval), and the trained rule's
+    (:data:`TRAINED_RULE`) under each target (MSE, scale-free). A pilot that carries no signal
+    (every reward equal, every group all-equal) is refused with the report's own message: no
+    advice is made up from ties."""
+    from ustat_rl.pilot.report import gstar_report
+
     rows = []
-    for N in plan["budgets"]:
-        row = dict(N=N, pilot_gstar=math.nan, pilot_low=math.nan, pilot_high=math.nan,
-                   pilot_advice=math.nan, pilot_reward=float(np.mean(rollouts.reward)), note="")
-        try:
-            report = gstar_report(rollouts, N)
-        except ValueError as err:  # a degenerate pilot (every group all-equal) has no G*
-            row.update(note=str(err).splitlines()[0])
-        else:
-            row.update(pilot_gstar=report.gstar["estimate"], pilot_low=report.gstar["low"],
-                       pilot_high=report.gstar["high"],
-                       pilot_advice=report.recommended_group_size)
+    for N in budgets:
+        paper = gstar_report(rollouts, N)
+        row = dict(N=N, pilot_gstar=paper.gstar["estimate"], pilot_low=paper.gstar["low"],
+                   pilot_high=paper.gstar["high"],
+                   pilot_advice=paper.recommended_group_size,
+                   pilot_reward=float(np.mean(rollouts.reward)), note="")
+        for target in ("mse", "scale_free"):
+            trained = gstar_report(rollouts, N, TRAINED_RULE, target=target)
+            row[f"advice_trained_{target}"] = trained.recommended_group_size
         rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def pilot(plan: dict, cache: Path, seed: int = 0) -> pd.DataFrame:
+    """The pilot's G* interval and advice per N (:func:`advice_rows`) from
+    :func:`pilot_rollouts`."""
+    return advice_rows(pilot_rollouts(plan, cache, seed), plan["budgets"])
+
+
+# ------------------------------------------------------------ the protocol's conditions
+@dataclass(frozen=True)
+class Condition:
+    """One task variant of the protocol (docs/advice_wins.md, "Protocol"): the warm start's
+    seed and length and the operands' digit counts GRPO trains and is evaluated on."""
+
+    name: str
+    warm_seed: int
+    warm_steps: int
+    digits: tuple
+
+
+#: The candidates whose pilots were run to choose the protocol's conditions (by the spread of
+#: their advice alone, never by a training outcome).
+CANDIDATES = (
+    *(Condition(f"d2-seed{k}", k, 1500, (2,)) for k in range(6)),
+    Condition("d2-seed0-short", 0, 600, (2,)),
+    Condition("d2-seed0-mid", 0, 1000, (2,)),
+    Condition("d12-seed0", 0, 1500, (1, 2)),
+    Condition("d23-seed0", 0, 1500, (2, 3)),
+    Condition("d123-seed0", 0, 1500, (1, 2, 3)),
+    Condition("d1-seed0-w150", 0, 150, (1,)),
+    Condition("d1-seed0-w300", 0, 300, (1,)),
+)
+
+#: The protocol's settings (docs/advice_wins.md, "Protocol"); a condition adds its own.
+PROTOCOL = dict(budgets=(48, 96), sizes=(2, 3, 4, 6, 8, 12, 16, 24, 32), steps=120, every=20,
+                train_prompts=512, held_out=150, pilot_prompts=256, hidden=48,
+                learning_rate=5e-4, learning_rates=(2.5e-4, 5e-4, 1e-3), lr_budget=48)
+
+
+def condition_plan(condition: Condition, base: dict = PROTOCOL) -> dict:
+    """``base`` with the condition's warm start and digits."""
+    return dict(base, warm_seed=condition.warm_seed, warm_steps=condition.warm_steps,
+                digits=tuple(condition.digits), condition=condition.name)
+
+
+def run_pilots(out: Path, candidates=CANDIDATES) -> pd.DataFrame:
+    """Each candidate's warm start and pilot (``pilot_prompts`` prompts, 8 answers, step 0):
+    its advice per budget (:func:`advice_rows`), its rollouts kept under ``<out>/pilots``, one
+    row written as each ends (a rerun skips the candidates already in the table)."""
+    from ustat_rl.frameworks.advice_task import answer_probability, warm_start
+
+    path = out / "advice_pilots.csv"
+    table = pd.read_csv(path) if path.exists() else pd.DataFrame()
+    done = set(table["condition"]) if len(table) else set()
+    rows = table.to_dict("records")
+    (out / "pilots").mkdir(parents=True, exist_ok=True)
+    for condition in candidates:
+        if condition.name in done:
+            continue
+        plan = condition_plan(condition)
+        start = time.perf_counter()
+        settings, _, held = task(plan)
+        model, warm_seconds = warm_start(settings, out / "warm_start")
+        solved = answer_probability(model, held)
+        rollouts = pilot_rollouts(plan, out / "warm_start")
+        rollouts.save(out / "pilots" / f"{condition.name}.npz")
+        base = dict(condition=condition.name, warm_seed=condition.warm_seed,
+                    warm_steps=condition.warm_steps,
+                    digits="".join(str(d) for d in condition.digits),
+                    held_out_mean=float(solved.mean()), warm_seconds=warm_seconds)
+        try:
+            advice = advice_rows(rollouts, plan["budgets"])
+        except ValueError as err:  # recorded, never turned into advice
+            advice = pd.DataFrame([dict(N=N, note=str(err).splitlines()[0])
+                                   for N in plan["budgets"]])
+        for row in advice.to_dict("records"):
+            rows.append({**base, **row, "seconds": time.perf_counter() - start})
+        write_csv_atomic(pd.DataFrame(rows), path)
+        print(f"{condition.name}: " + ", ".join(
+            f"N={r['N']}: paper {r.get('pilot_advice')}, trained mse "
+            f"{r.get('advice_trained_mse')}, trained scale-free "
+            f"{r.get('advice_trained_scale_free')}" for r in advice.to_dict("records")),
+            flush=True)
     return pd.DataFrame(rows)
 
 
@@ -181,6 +303,17 @@ def _welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
     se = math.sqrt(va + vb)
     df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1)) if se > 0 else math.inf
     return float(a.mean() - b.mean()), se, df
+
+
+def check_informative(finals: np.ndarray, where: str) -> None:
+    """Refuse, in one ``ValueError``, runs whose final rewards are all equal (all 0 where
+    nothing was ever solved): every size ties, and a best G would be an argmax over ties."""
+    if not np.all(np.isfinite(finals)):
+        raise ValueError(f"the final rewards at {where} hold NaN: a run did not finish")
+    if finals.size and np.ptp(finals) == 0.0:
+        raise ValueError(f"every run at {where} ended with the same final reward "
+                         f"({finals[0]:g}): the runs cannot tell group sizes apart, so no best G "
+                         "is named (a warm start that solves nothing gives GRPO no signal)")
 
 
 def summarise(table: pd.DataFrame, pilot_table: pd.DataFrame,
@@ -198,6 +331,7 @@ def summarise(table: pd.DataFrame, pilot_table: pd.DataFrame,
     per_cell, verdicts = [], []
     for N, runs in table.groupby("N"):
         finals = {int(G): g["final_reward"].to_numpy(float) for G, g in runs.groupby("G")}
+        check_informative(runs["final_reward"].to_numpy(float), f"N = {int(N)}")
         sizes = sorted(finals)
         best = max(sizes, key=lambda G: finals[G].mean())
         level = alpha / max(len(sizes) - 1, 1)  # Bonferroni over the other sizes
@@ -311,25 +445,34 @@ def plot(table: pd.DataFrame, per_cell: pd.DataFrame, verdicts: pd.DataFrame, st
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test")
-    parser.add_argument("--seeds", type=int, default=None, help="seeds per (N, G)")
+    parser.add_argument("--seeds", default=None,
+                        help="explicit seeds: a range '100-109' or a list '0,1,5'")
     parser.add_argument("--steps", type=int, default=None, help="GRPO steps per run")
     parser.add_argument("--out", type=Path, default=None, help="output folder")
     parser.add_argument("--summarise-only", action="store_true",
                         help="reread the CSVs and write the summary, figure and table")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--pilots", action="store_true",
+                        help="only the candidate conditions' warm starts and pilots (the "
+                             "protocol's choice of conditions), to <out>/advice_pilots.csv")
     add_executor_arguments(parser)
     args = parser.parse_args(argv)
     plan = dict(QUICK if args.quick else FULL)
-    for name in ("seeds", "steps"):
-        value = getattr(args, name)
-        if value is not None:
-            if value < 2:
-                parser.error(f"--{name} must be >= 2")
-            plan[name] = value
+    if args.seeds is not None:
+        try:
+            plan["seeds"] = parse_seeds(args.seeds)
+        except ValueError as err:
+            parser.error(str(err))
+    if args.steps is not None:
+        if args.steps < 2:
+            parser.error("--steps must be >= 2")
+        plan["steps"] = args.steps
     if plan["steps"] % plan["every"]:
         plan["every"] = plan["steps"]
     out = default_output(args.out, args.quick, NAME)
     out.mkdir(parents=True, exist_ok=True)
+    if args.pilots:
+        return run_pilots(out)
     path, pilot_path = out / f"{NAME}.csv", out / f"{NAME}_pilot.csv"
     columns = ["N", "G", "seed", "steps", "seconds", *checkpoint_columns(plan), "final_reward",
                "windows_ok", "monitor_gstar", "monitor_low", "monitor_high", "monitor_advice"]
@@ -343,7 +486,10 @@ def main(argv=None):
         solved = answer_probability(model, held)  # the held-out prompts' spread at step 0
         piloted = set(pd.read_csv(pilot_path)["N"]) if pilot_path.exists() else set()
         if not set(plan["budgets"]) <= piloted:  # a budget added since: the pilot again
-            write_csv_atomic(pilot(plan, out / "warm_start"), pilot_path)
+            try:
+                write_csv_atomic(pilot(plan, out / "warm_start"), pilot_path)
+            except ValueError as err:  # no signal: stop before training, say why
+                parser.exit(2, f"advice_study.py: the pilot refuses: {err}\n")
         costs = out / f"{NAME}_costs.json"
         if warm_seconds == 0.0 and costs.exists():  # read from the cache: keep its training cost
             warm_seconds = json.loads(costs.read_text())["warm_start_seconds"]
@@ -354,7 +500,7 @@ def main(argv=None):
             held_out_quartiles=np.quantile(solved, [0.25, 0.5, 0.75]).tolist()), indent=1) + "\n")
         done = {(int(r.N), int(r.G), int(r.seed)) for r in table.itertuples()}
         # seed by seed within a budget, so that a study stopped early has balanced cells
-        wanted = [(N, G, s) for N in plan["budgets"] for s in range(plan["seeds"])
+        wanted = [(N, G, s) for N in plan["budgets"] for s in plan["seeds"]
                   for G in plan["sizes"] if N % G == 0]
         cells = {key: (*key, plan, str(out / "warm_start")) for key in wanted if key not in done}
         rows = table.to_dict("records")
@@ -374,6 +520,10 @@ def main(argv=None):
     (out / f"{NAME}_table.md").write_text(markdown(per_cell, verdicts))
     plot(table, per_cell, verdicts, out / NAME)
     print(markdown(per_cell, verdicts))
+    rises = per_cell.assign(rise=per_cell["mean"] - per_cell["start"])
+    top = rises.loc[rises["rise"].idxmax()]
+    print(f"largest mean rise of the held-out reward: {top['rise']:+.4f} at N = {int(top['N'])}, "
+          f"G = {int(top['G'])} (from {top['start']:.4f}, {int(top['seeds'])} seeds)")
     return table, per_cell, verdicts
 
 
