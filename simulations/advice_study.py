@@ -232,16 +232,19 @@ class Condition:
 
 
 #: The candidates whose pilots were run to choose the protocol's conditions (by the spread of
-#: their advice alone, never by a training outcome).
+#: their advice alone, never by a training outcome), cheapest warm starts first: the digit mixes
+#: share seed 0's warm start, the one-digit variants train it briefly.
 CANDIDATES = (
-    *(Condition(f"d2-seed{k}", k, 1500, (2,)) for k in range(6)),
-    Condition("d2-seed0-short", 0, 600, (2,)),
-    Condition("d2-seed0-mid", 0, 1000, (2,)),
+    Condition("d2-seed0", 0, 1500, (2,)),
+    Condition("d2-seed1", 1, 1500, (2,)),
     Condition("d12-seed0", 0, 1500, (1, 2)),
     Condition("d23-seed0", 0, 1500, (2, 3)),
     Condition("d123-seed0", 0, 1500, (1, 2, 3)),
     Condition("d1-seed0-w150", 0, 150, (1,)),
     Condition("d1-seed0-w300", 0, 300, (1,)),
+    Condition("d2-seed0-short", 0, 600, (2,)),
+    *(Condition(f"d2-seed{k}", k, 1500, (2,)) for k in range(2, 6)),
+    Condition("d2-seed0-mid", 0, 1000, (2,)),
 )
 
 #: The protocol's settings (docs/advice_wins.md, "Protocol"); a condition adds its own.
