@@ -229,6 +229,7 @@ class Condition:
     warm_seed: int
     warm_steps: int
     digits: tuple
+    held_out: int = 150  # one-digit sums number 100: 40 held out, the other 60 trained on
 
 
 #: The candidates whose pilots were run to choose the protocol's conditions (by the spread of
@@ -240,8 +241,8 @@ CANDIDATES = (
     Condition("d12-seed0", 0, 1500, (1, 2)),
     Condition("d23-seed0", 0, 1500, (2, 3)),
     Condition("d123-seed0", 0, 1500, (1, 2, 3)),
-    Condition("d1-seed0-w150", 0, 150, (1,)),
-    Condition("d1-seed0-w300", 0, 300, (1,)),
+    Condition("d1-seed0-w150", 0, 150, (1,), held_out=40),
+    Condition("d1-seed0-w300", 0, 300, (1,), held_out=40),
     Condition("d2-seed0-short", 0, 600, (2,)),
     *(Condition(f"d2-seed{k}", k, 1500, (2,)) for k in range(2, 6)),
     Condition("d2-seed0-mid", 0, 1000, (2,)),
@@ -256,7 +257,8 @@ PROTOCOL = dict(budgets=(48, 96), sizes=(2, 3, 4, 6, 8, 12, 16, 24, 32), steps=1
 def condition_plan(condition: Condition, base: dict = PROTOCOL) -> dict:
     """``base`` with the condition's warm start and digits."""
     return dict(base, warm_seed=condition.warm_seed, warm_steps=condition.warm_steps,
-                digits=tuple(condition.digits), condition=condition.name)
+                digits=tuple(condition.digits), held_out=condition.held_out,
+                condition=condition.name)
 
 
 def run_pilots(out: Path, candidates=CANDIDATES) -> pd.DataFrame:
@@ -298,6 +300,136 @@ def run_pilots(out: Path, candidates=CANDIDATES) -> pd.DataFrame:
             f"{r.get('advice_trained_scale_free')}" for r in advice.to_dict("records")),
             flush=True)
     return pd.DataFrame(rows)
+
+
+#: The protocol's conditions, chosen from the candidates' pilots alone
+#: (:func:`choose_conditions` on ``advice_pilots.csv``; docs/advice_wins.md, "Protocol").
+PROTOCOL_CONDITIONS: tuple[str, ...] = ()
+#: Exploration seeds choose each cell's best size; confirmation seeds, run after the analysis
+#: (simulations/advice_protocol.py) was committed, score every rule.
+EXPLORATION_SEEDS = (0, 1, 2)
+CONFIRMATION_SEEDS = (100, 101, 102, 103)
+#: The advice a condition is chosen by: the trained rule's, scale-free target, at the larger
+#: budget (the protocol's primary advice).
+CHOICE_COLUMN, CHOICE_BUDGET = "advice_trained_scale_free", 96
+
+
+def choose_conditions(pilots: pd.DataFrame, k: int = 5) -> tuple[str, ...]:
+    """``k`` conditions whose primary advice spans the widest range, from the pilots alone.
+
+    Candidates with a refused pilot are dropped. The smallest and the largest advice come first,
+    then each step adds the candidate whose advice is farthest on a log scale from those chosen
+    (ties: the earlier candidate of :data:`CANDIDATES`), so distinct values come before repeats.
+    """
+    rows = pilots[(pilots["N"] == CHOICE_BUDGET) & pilots[CHOICE_COLUMN].notna()]
+    order = {c.name: i for i, c in enumerate(CANDIDATES)}
+    advice = {r.condition: float(getattr(r, CHOICE_COLUMN)) for r in rows.itertuples()}
+    names = sorted(advice, key=lambda n: order.get(n, len(order)))
+    if len(names) < k:
+        raise ValueError(f"`pilots` holds {len(names)} conditions with advice, {k} are needed")
+    chosen = [min(names, key=lambda n: advice[n]), max(names, key=lambda n: advice[n])]
+    while len(chosen) < k:
+        rest = [n for n in names if n not in chosen]
+        chosen.append(max(rest, key=lambda n: (min(abs(math.log(advice[n] / advice[c]))
+                                                   for c in chosen), -order.get(n, 0))))
+    return tuple(chosen)
+
+
+def protocol_cells(conditions, seeds) -> list[tuple]:
+    """``(condition, N, G, learning_rate, seed)`` of the protocol, seed by seed (a study stopped
+    early has whole seeds for every condition), the three rates at ``lr_budget`` only."""
+    plan = PROTOCOL
+    keys = []
+    for seed in seeds:
+        for name in conditions:
+            for N in plan["budgets"]:
+                rates = plan["learning_rates"] if N == plan["lr_budget"] else (
+                    plan["learning_rate"],)
+                for lr in rates:
+                    keys.extend((name, N, G, lr, seed) for G in plan["sizes"] if N % G == 0)
+    return keys
+
+
+def run_protocol_cell(name: str, N: int, G: int, learning_rate: float, seed: int, phase: str,
+                      cache: str) -> dict:
+    """One run of the protocol: :func:`run_cell` under the condition's plan and rate."""
+    condition = {c.name: c for c in CANDIDATES}[name]
+    plan = dict(condition_plan(condition), learning_rate=learning_rate)
+    row = run_cell(N, G, seed, plan, cache)
+    return dict(condition=name, phase=phase, learning_rate=learning_rate, **row)
+
+
+def run_protocol(out: Path, phase: str, seeds, executor, progress: bool) -> pd.DataFrame:
+    """The protocol's runs of one phase, each written to ``<out>/advice_protocol.csv`` as it
+    ends; a rerun skips the runs already there."""
+    conditions = PROTOCOL_CONDITIONS
+    if not conditions:
+        raise ValueError("PROTOCOL_CONDITIONS is empty: choose the conditions from the pilots "
+                         "(--pilots, choose_conditions) and commit them before any run")
+    path = out / "advice_protocol.csv"
+    table = pd.read_csv(path) if path.exists() else pd.DataFrame()
+    done = set() if not len(table) else {
+        (r.condition, int(r.N), int(r.G), float(r.learning_rate), int(r.seed))
+        for r in table.itertuples()}
+    wanted = protocol_cells(conditions, seeds)
+    cells = {key: (*key, phase, str(out / "warm_start")) for key in wanted
+             if (key[0], key[1], key[2], float(key[3]), key[4]) not in done}
+    rows = table.to_dict("records")
+
+    def on_result(key, row):
+        rows.append(row)
+        write_csv_atomic(pd.DataFrame(rows), path)
+
+    run_cells(cells, run_protocol_cell, on_result, executor, progress=progress,
+              n_skipped=len(wanted) - len(cells), desc=f"protocol runs ({phase})")
+    return pd.DataFrame(rows)
+
+
+def predicted_curves(out: Path, conditions) -> pd.DataFrame:
+    """Per condition, budget and target, the pilot's predicted error over the budget's divisors:
+    the paper estimator's MSE (``pilot_advice``), the trained rule's MSE and its scale-free error,
+    from the rollouts ``--pilots`` kept."""
+    from ustat_rl.pilot.report import gstar_report
+    from ustat_rl.pilot.rollouts import load_rollouts
+
+    rows = []
+    for name in conditions:
+        rollouts = load_rollouts(out / "pilots" / f"{name}.npz")
+        for N in PROTOCOL["budgets"]:
+            paper = gstar_report(rollouts, N, extra_estimators=(TRAINED_RULE,))
+            free = gstar_report(rollouts, N, TRAINED_RULE, target="scale_free")
+            curves = {"pilot_advice": paper.mse["grpo"]["estimate"],
+                      "advice_trained_mse": paper.mse[TRAINED_RULE]["estimate"],
+                      "advice_trained_scale_free": free.scale_free}
+            for target, curve in curves.items():
+                rows.extend(dict(condition=name, N=N, target=target, G=G, error=e)
+                            for G, e in zip(paper.group_sizes, curve))
+    return pd.DataFrame(rows)
+
+
+def summarise_protocol(out: Path) -> dict:
+    """The frozen analysis (simulations/advice_protocol.py) of ``<out>/advice_protocol.csv``."""
+    analysis = _load_analysis()
+    runs = pd.read_csv(out / "advice_protocol.csv")
+    pilots = pd.read_csv(out / "advice_pilots.csv")
+    cells, table, verdicts = analysis.endpoint(runs, pilots)
+    shapes = analysis.shape_tests(runs, predicted_curves(out, sorted(set(runs["condition"]))))
+    for stem, frame in (("cells", cells), ("endpoint", table), ("verdicts", verdicts),
+                        ("shapes", shapes)):
+        write_csv_atomic(frame, out / f"advice_protocol_{stem}.csv")
+    return dict(cells=cells, endpoint=table, verdicts=verdicts, shapes=shapes)
+
+
+def _load_analysis():
+    import importlib.util
+    import sys
+
+    path = Path(__file__).with_name("advice_protocol.py")
+    spec = importlib.util.spec_from_file_location("advice_protocol", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("advice_protocol", module)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
@@ -455,6 +587,10 @@ def main(argv=None):
     parser.add_argument("--summarise-only", action="store_true",
                         help="reread the CSVs and write the summary, figure and table")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--protocol", choices=("exploration", "confirmation"), default=None,
+                        help="the protocol's runs of one phase (docs/advice_wins.md, "
+                             "'Protocol'), to <out>/advice_protocol.csv; with --summarise-only "
+                             "its frozen analysis")
     parser.add_argument("--pilots", action="store_true",
                         help="only the candidate conditions' warm starts and pilots (the "
                              "protocol's choice of conditions), to <out>/advice_pilots.csv")
@@ -476,6 +612,18 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     if args.pilots:
         return run_pilots(out)
+    if args.protocol is not None:
+        if args.summarise_only:
+            return summarise_protocol(out)
+        phase_seeds = EXPLORATION_SEEDS if args.protocol == "exploration" else CONFIRMATION_SEEDS
+        seeds = phase_seeds if args.seeds is None else plan["seeds"]
+        if not set(seeds) <= set(phase_seeds):
+            parser.error(f"--seeds must be among the {args.protocol} seeds {phase_seeds}")
+        try:
+            return run_protocol(out, args.protocol, seeds, executor_from_args(args, parser),
+                                not args.no_progress)
+        except ValueError as err:
+            parser.exit(2, f"advice_study.py: {err}\n")
     path, pilot_path = out / f"{NAME}.csv", out / f"{NAME}_pilot.csv"
     columns = ["N", "G", "seed", "steps", "seconds", *checkpoint_columns(plan), "final_reward",
                "windows_ok", "monitor_gstar", "monitor_low", "monitor_high", "monitor_advice"]
