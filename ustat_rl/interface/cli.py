@@ -110,10 +110,10 @@ def _parse_args(argv):
     gstar.add_argument("--estimator", default=None,
                        help="advantage rule whose best group size is reported: grpo (default), "
                             "vanilla, oracle, fullmean or any registered rule")
-    gstar.add_argument("--target", default="mse", choices=("mse", "scale_free"),
-                       help="what the advice minimises: the predicted MSE (default) or the "
-                            "scale-free error, the MSE after the best rescaling (Adam removes "
-                            "the gradient's scale; docs/theory.md)")
+    gstar.add_argument("--target", default="mse",
+                       help="what the advice minimises: mse (default) or scale_free, the MSE "
+                            "after the best rescaling of the estimate (Adam removes the "
+                            "gradient's scale; docs/theory.md)")
     gstar.add_argument("--level", type=float, default=0.9,
                        help="interval level (default 0.9); with --trajectory the simultaneous "
                             "level of all windows together")
@@ -242,6 +242,9 @@ def _gstar(args) -> int:
             from ..advantages import get_rule
 
             get_rule(args.estimator)
+        from ..theory.group_size import check_advice_target
+
+        check_advice_target(args.target, "--target")
         from ..pilot.report import format_report, gstar_report
         from ..pilot.rollouts import load_rollouts
 
