@@ -246,6 +246,8 @@ CANDIDATES = (
     Condition("d2-seed0-short", 0, 600, (2,)),
     *(Condition(f"d2-seed{k}", k, 1500, (2,)) for k in range(2, 6)),
     Condition("d2-seed0-mid", 0, 1000, (2,)),
+    Condition("d2-seed1-short", 1, 600, (2,)),
+    Condition("d2-seed0-w300", 0, 300, (2,)),
 )
 
 #: The protocol's settings (docs/advice_wins.md, "Protocol"); a condition adds its own.
@@ -254,9 +256,9 @@ PROTOCOL = dict(budgets=(48, 96), sizes=(2, 3, 4, 6, 8, 12, 16, 24, 32), steps=1
                 learning_rate=5e-4, learning_rates=(2.5e-4, 5e-4, 1e-3), lr_budget=48)
 
 
-def condition_plan(condition: Condition, base: dict = PROTOCOL) -> dict:
-    """``base`` with the condition's warm start and digits."""
-    return dict(base, warm_seed=condition.warm_seed, warm_steps=condition.warm_steps,
+def condition_plan(condition: Condition, base: dict | None = None) -> dict:
+    """``base`` (default :data:`PROTOCOL`) with the condition's warm start and digits."""
+    return dict(PROTOCOL if base is None else base, warm_seed=condition.warm_seed, warm_steps=condition.warm_steps,
                 digits=tuple(condition.digits), held_out=condition.held_out,
                 condition=condition.name)
 
@@ -299,7 +301,10 @@ def run_pilots(out: Path, candidates=CANDIDATES) -> pd.DataFrame:
             f"{r.get('advice_trained_mse')}, trained scale-free "
             f"{r.get('advice_trained_scale_free')}" for r in advice.to_dict("records")),
             flush=True)
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    piloted = sorted(set(table.loc[table["note"].fillna("") == "", "condition"]))
+    write_csv_atomic(predicted_curves(out, piloted), out / "advice_pilot_curves.csv")
+    return table
 
 
 #: The protocol's conditions, chosen from the candidates' pilots alone
@@ -388,7 +393,8 @@ def run_protocol(out: Path, phase: str, seeds, executor, progress: bool) -> pd.D
 def predicted_curves(out: Path, conditions) -> pd.DataFrame:
     """Per condition, budget and target, the pilot's predicted error over the budget's divisors:
     the paper estimator's MSE (``pilot_advice``), the trained rule's MSE and its scale-free error,
-    from the rollouts ``--pilots`` kept."""
+    from the rollouts ``--pilots`` kept under ``<out>/pilots`` (written by ``--pilots`` to
+    ``advice_pilot_curves.csv``, which the summary reads)."""
     from ustat_rl.pilot.report import gstar_report
     from ustat_rl.pilot.rollouts import load_rollouts
 
@@ -413,7 +419,7 @@ def summarise_protocol(out: Path) -> dict:
     runs = pd.read_csv(out / "advice_protocol.csv")
     pilots = pd.read_csv(out / "advice_pilots.csv")
     cells, table, verdicts = analysis.endpoint(runs, pilots)
-    shapes = analysis.shape_tests(runs, predicted_curves(out, sorted(set(runs["condition"]))))
+    shapes = analysis.shape_tests(runs, pd.read_csv(out / "advice_pilot_curves.csv"))
     for stem, frame in (("cells", cells), ("endpoint", table), ("verdicts", verdicts),
                         ("shapes", shapes)):
         write_csv_atomic(frame, out / f"advice_protocol_{stem}.csv")

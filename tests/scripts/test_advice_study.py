@@ -85,6 +85,31 @@ def test_a_degenerate_setting_is_refused_not_an_argmax_over_ties(script):
         script.advice_rows(silent, [16])
 
 
+def test_the_protocol_driver_writes_each_run_and_a_rerun_skips_it(tmp_path, script,
+                                                                   monkeypatch):
+    from ustat_rl.runs.sweeps import LocalExecutor
+
+    tiny = script.Condition("tiny", 0, 20, (1,), held_out=12)
+    monkeypatch.setattr(script, "CANDIDATES", (tiny,))
+    monkeypatch.setattr(script, "PROTOCOL", dict(
+        budgets=(8,), sizes=(2, 4, 3), steps=2, every=1, train_prompts=16, held_out=12,
+        pilot_prompts=6, hidden=16, learning_rate=5e-4, learning_rates=(5e-4, 1e-3),
+        lr_budget=8))
+    monkeypatch.setattr(script, "PROTOCOL_CONDITIONS", ())
+    with pytest.raises(ValueError, match="PROTOCOL_CONDITIONS is empty"):
+        script.run_protocol(tmp_path, "exploration", (0,), LocalExecutor(1), False)
+    monkeypatch.setattr(script, "PROTOCOL_CONDITIONS", ("tiny",))
+    table = script.run_protocol(tmp_path, "exploration", (0,), LocalExecutor(1), False)
+    # G = 3 does not divide N = 8; both rates at the rate budget
+    assert sorted(zip(table["G"], table["learning_rate"])) == [(2, 5e-4), (2, 1e-3), (4, 5e-4),
+                                                               (4, 1e-3)]
+    assert set(table["phase"]) == {"exploration"} and set(table["condition"]) == {"tiny"}
+    written = pd.read_csv(tmp_path / "advice_protocol.csv")
+    assert len(written) == 4
+    again = script.run_protocol(tmp_path, "exploration", (0,), LocalExecutor(1), False)
+    pd.testing.assert_frame_equal(again.reset_index(drop=True), written, check_dtype=False)
+
+
 def _planted(means: dict, sd: float, seeds: int, N: int = 64) -> pd.DataFrame:
     rng = np.random.default_rng(0)
     rows = []
