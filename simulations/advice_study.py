@@ -244,10 +244,14 @@ CANDIDATES = (
     Condition("d1-seed0-w150", 0, 150, (1,), held_out=40),
     Condition("d1-seed0-w300", 0, 300, (1,), held_out=40),
     Condition("d2-seed0-short", 0, 600, (2,)),
-    *(Condition(f"d2-seed{k}", k, 1500, (2,)) for k in range(2, 6)),
-    Condition("d2-seed0-mid", 0, 1000, (2,)),
+    Condition("d2-seed2", 2, 1500, (2,)),
     Condition("d2-seed1-short", 1, 600, (2,)),
     Condition("d2-seed0-w300", 0, 300, (2,)),
+    Condition("d12-seed1", 1, 1500, (1, 2)),
+    Condition("d123-seed1", 1, 1500, (1, 2, 3)),
+    Condition("d12-seed0-short", 0, 600, (1, 2)),
+    *(Condition(f"d2-seed{k}", k, 1500, (2,)) for k in range(3, 6)),
+    Condition("d2-seed0-mid", 0, 1000, (2,)),
 )
 
 #: The protocol's settings (docs/advice_wins.md, "Protocol"); a condition adds its own.
