@@ -250,6 +250,8 @@ CANDIDATES = (
     Condition("d12-seed1", 1, 1500, (1, 2)),
     Condition("d123-seed1", 1, 1500, (1, 2, 3)),
     Condition("d12-seed0-short", 0, 600, (1, 2)),
+    Condition("d12-seed0-w300", 0, 300, (1, 2)),
+    Condition("d1-seed0-w600", 0, 600, (1,), held_out=40),
     *(Condition(f"d2-seed{k}", k, 1500, (2,)) for k in range(3, 6)),
     Condition("d2-seed0-mid", 0, 1000, (2,)),
 )
@@ -342,6 +344,31 @@ def choose_conditions(pilots: pd.DataFrame, k: int = 5) -> tuple[str, ...]:
         chosen.append(max(rest, key=lambda n: (min(abs(math.log(advice[n] / advice[c]))
                                                    for c in chosen), -order.get(n, 0))))
     return tuple(chosen)
+
+
+def pilots_markdown(pilots: pd.DataFrame, chosen) -> str:
+    """The candidates' pilots as the Markdown table of docs/advice_wins.md's protocol."""
+    lines = ["| condition | warm seed | warm steps | digits | held-out reward, step 0 "
+             "| pilot G* [90%] | paper advice | trained rule, MSE | trained rule, scale-free "
+             "| chosen |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, rows in pilots.groupby("condition", sort=False):
+        r = rows.set_index("N")
+        first = rows.iloc[0]
+
+        def both(column):
+            if column not in r or r[column].isna().any():
+                return "refused"
+            return " / ".join(str(int(r.loc[N, column])) for N in PROTOCOL["budgets"])
+
+        gstar = ("n/a" if not math.isfinite(float(first.get("pilot_gstar", math.nan))) else
+                 f"{first['pilot_gstar']:.2f} [{first['pilot_low']:.2f}, "
+                 f"{first['pilot_high']:.2f}]")
+        lines.append(f"| {name} | {int(first['warm_seed'])} | {int(first['warm_steps'])} "
+                     f"| {first['digits']} | {first['held_out_mean']:.3f} | {gstar} "
+                     f"| {both('pilot_advice')} | {both('advice_trained_mse')} "
+                     f"| {both('advice_trained_scale_free')} "
+                     f"| {'yes' if name in chosen else ''} |")
+    return "\n".join(lines) + "\n"
 
 
 def protocol_cells(conditions, seeds) -> list[tuple]:
