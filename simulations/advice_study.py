@@ -252,6 +252,11 @@ CANDIDATES = (
     Condition("d12-seed0-short", 0, 600, (1, 2)),
     Condition("d12-seed0-w300", 0, 300, (1, 2)),
     Condition("d1-seed0-w600", 0, 600, (1,), held_out=40),
+    Condition("d3-seed0", 0, 1500, (3,)),
+    Condition("d3-seed1", 1, 1500, (3,)),
+    Condition("d23-seed1", 1, 1500, (2, 3)),
+    Condition("d1-seed0", 0, 1500, (1,), held_out=40),
+    Condition("d1-seed1", 1, 1500, (1,), held_out=40),
     *(Condition(f"d2-seed{k}", k, 1500, (2,)) for k in range(3, 6)),
     Condition("d2-seed0-mid", 0, 1000, (2,)),
 )
