@@ -320,7 +320,8 @@ def run_pilots(out: Path, candidates=CANDIDATES) -> pd.DataFrame:
 
 #: The protocol's conditions, chosen from the candidates' pilots alone
 #: (:func:`choose_conditions` on ``advice_pilots.csv``; docs/advice_wins.md, "Protocol").
-PROTOCOL_CONDITIONS: tuple[str, ...] = ()
+PROTOCOL_CONDITIONS: tuple[str, ...] = ("d123-seed0", "d3-seed1", "d23-seed1", "d2-seed0-short",
+                                         "d2-seed0")
 #: Exploration seeds choose each cell's best size; confirmation seeds, run after the analysis
 #: (simulations/advice_protocol.py) was committed, score every rule.
 EXPLORATION_SEEDS = (0, 1, 2)
