@@ -657,7 +657,10 @@ def main(argv=None):
         return run_pilots(out)
     if args.protocol is not None:
         if args.summarise_only:
-            return summarise_protocol(out)
+            try:
+                return summarise_protocol(out)
+            except (ValueError, FileNotFoundError) as err:  # e.g. no confirmation run yet
+                parser.exit(2, f"advice_study.py: no summary: {err}\n")
         phase_seeds = EXPLORATION_SEEDS if args.protocol == "exploration" else CONFIRMATION_SEEDS
         seeds = phase_seeds if args.seeds is None else plan["seeds"]
         if not set(seeds) <= set(phase_seeds):
