@@ -361,7 +361,7 @@ def pilots_markdown(pilots: pd.DataFrame, chosen) -> str:
         r = rows.set_index("N")
         first = rows.iloc[0]
 
-        def both(column):
+        def both(column, r=r):
             if column not in r or r[column].isna().any():
                 return "refused"
             return " / ".join(str(int(r.loc[N, column])) for N in PROTOCOL["budgets"])
