@@ -273,3 +273,22 @@ def shape_tests(runs: pd.DataFrame, predicted: pd.DataFrame, lr: float = PRIMARY
                          p_rho=p_rho, predicted_worse_end=int(worse),
                          observed_gap=float(a.mean() - b.mean()), p_asymmetry=float(t.pvalue)))
     return pd.DataFrame(rows)
+
+
+def tuned_rate_endpoint(runs: pd.DataFrame, advice: pd.DataFrame, budget: int = 48):
+    """The secondary endpoint: :func:`endpoint` at ``budget`` with each (condition, G) run at its
+    own rate, the one of highest mean final reward on the exploration seeds (the rate is chosen
+    on exploration alone, so the confirmation scores carry no selection)."""
+    _check(runs)
+    at = runs[runs["N"] == budget]
+    explore = at[at["phase"] == "exploration"]
+    means = explore.groupby(["condition", "G", "learning_rate"])["final_reward"].mean()
+    best = means.groupby(level=["condition", "G"]).idxmax()  # (condition, G) -> full index
+    keep = {key: index[2] for key, index in best.items()}
+    chosen = at[[keep.get((c, G)) == lr for c, G, lr in
+                 zip(at["condition"], at["G"], at["learning_rate"])]]
+    tuned = chosen.assign(learning_rate=PRIMARY_LR)
+    cells, table, verdicts = endpoint(tuned, advice, PRIMARY_LR)
+    rates = pd.DataFrame([dict(condition=c, G=G, learning_rate=lr) for (c, G), lr in
+                          keep.items()])
+    return cells, table, verdicts, rates

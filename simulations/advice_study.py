@@ -457,10 +457,14 @@ def summarise_protocol(out: Path) -> dict:
     pilots = pd.read_csv(out / "advice_pilots.csv")
     cells, table, verdicts = analysis.endpoint(runs, pilots)
     shapes = analysis.shape_tests(runs, pd.read_csv(out / "advice_pilot_curves.csv"))
+    _, tuned, tuned_verdicts, rates = analysis.tuned_rate_endpoint(runs, pilots,
+                                                                   PROTOCOL["lr_budget"])
     for stem, frame in (("cells", cells), ("endpoint", table), ("verdicts", verdicts),
-                        ("shapes", shapes)):
+                        ("shapes", shapes), ("tuned_endpoint", tuned),
+                        ("tuned_verdicts", tuned_verdicts), ("tuned_rates", rates)):
         write_csv_atomic(frame, out / f"advice_protocol_{stem}.csv")
-    return dict(cells=cells, endpoint=table, verdicts=verdicts, shapes=shapes)
+    return dict(cells=cells, endpoint=table, verdicts=verdicts, shapes=shapes, tuned=tuned,
+                tuned_verdicts=tuned_verdicts, tuned_rates=rates)
 
 
 def _load_analysis():

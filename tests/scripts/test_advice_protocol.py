@@ -136,3 +136,30 @@ def test_conditions_are_chosen_by_the_spread_of_their_pilots_advice():
     assert names[2] not in study.choose_conditions(pilots)
     with pytest.raises(ValueError, match="5 are needed"):
         study.choose_conditions(pilots[pilots["condition"].isin(names[:4])])
+
+
+def test_the_tuned_rate_endpoint_scores_each_size_at_its_exploration_best_rate(protocol):
+    # planted: at 5e-4 every size is the same; at 1e-3 the advised size is 0.05 better, at 2.5e-4
+    # every size is 0.1 worse: tuned per size, the advice is the best size and passes, while at
+    # 5e-4 alone the sizes tie
+    rng = np.random.default_rng(5)
+    rows = []
+    for c, peak in ADVISED.items():
+        for G in GRIDS[48]:
+            for lr, shift in ((2.5e-4, -0.1), (5e-4, 0.0), (1e-3, 0.05 * (G == peak))):
+                for phase, seeds in (("exploration", EXPLORATION),
+                                     ("confirmation", CONFIRMATION)):
+                    rows.extend(dict(condition=c, phase=phase, N=48, G=G, learning_rate=lr,
+                                     seed=s, final_reward=0.3 + shift + 0.002 * rng.normal())
+                                for s in seeds)
+    runs = pd.DataFrame(rows)
+    advice = advice_table({"advice_trained_scale_free": lambda c, N: ADVISED[c]})
+    cells, _, verdicts, rates = protocol.tuned_rate_endpoint(runs, advice)
+    assert (cells["best_G"] == cells["advice_trained_scale_free"]).all()
+    assert verdicts["verdict"].iloc[0] == "pass"
+    peaks = rates[[G == ADVISED[c] for c, G in zip(rates["condition"], rates["G"])]]
+    assert (peaks["learning_rate"] == 1e-3).all()
+    assert not (rates["learning_rate"] == 2.5e-4).any()
+    # negative control: at the fixed rate alone the sizes tie, and a pass needs the negative
+    # control (5% under ties) and two Holm-significant gains at once: below 5% by chance
+    assert protocol.endpoint(runs[runs["N"] == 48], advice)[2]["verdict"].iloc[0] != "pass"
