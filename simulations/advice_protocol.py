@@ -292,3 +292,23 @@ def tuned_rate_endpoint(runs: pd.DataFrame, advice: pd.DataFrame, budget: int = 
     rates = pd.DataFrame([dict(condition=c, G=G, learning_rate=lr) for (c, G), lr in
                           keep.items()])
     return cells, table, verdicts, rates
+
+
+def plateau(runs: pd.DataFrame, cells: pd.DataFrame, last: int = 120, before: int = 100):
+    """Per cell of :func:`endpoint`, at its best grid G on the confirmation seeds at
+    ``PRIMARY_LR``: the mean held-out reward at steps ``before`` and ``last`` and their gap (the
+    protocol's plateau report; a descriptive number, no test)."""
+    _check(runs)
+    columns = [f"reward_{before}", f"reward_{last}"]
+    if not set(columns) <= set(runs.columns):
+        raise ValueError(f"`runs` lacks the checkpoints {columns}")
+    confirm = runs[(runs["phase"] == "confirmation") & np.isclose(runs["learning_rate"],
+                                                                 PRIMARY_LR)]
+    rows = []
+    for cell in cells.to_dict("records"):
+        at = confirm[(confirm["condition"] == cell["condition"]) & (confirm["N"] == cell["N"])
+                     & (confirm["G"] == cell["best_G"])]
+        a, b = (float(at[c].mean()) for c in columns)
+        rows.append(dict(condition=cell["condition"], N=cell["N"], best_G=cell["best_G"],
+                         **{columns[0]: a, columns[1]: b}, gap=b - a))
+    return pd.DataFrame(rows)

@@ -459,11 +459,13 @@ def summarise_protocol(out: Path) -> dict:
     shapes = analysis.shape_tests(runs, pd.read_csv(out / "advice_pilot_curves.csv"))
     _, tuned, tuned_verdicts, rates = analysis.tuned_rate_endpoint(runs, pilots,
                                                                    PROTOCOL["lr_budget"])
+    plateau = analysis.plateau(runs, cells)
     for stem, frame in (("cells", cells), ("endpoint", table), ("verdicts", verdicts),
-                        ("shapes", shapes), ("tuned_endpoint", tuned),
+                        ("shapes", shapes), ("plateau", plateau), ("tuned_endpoint", tuned),
                         ("tuned_verdicts", tuned_verdicts), ("tuned_rates", rates)):
         write_csv_atomic(frame, out / f"advice_protocol_{stem}.csv")
-    return dict(cells=cells, endpoint=table, verdicts=verdicts, shapes=shapes, tuned=tuned,
+    return dict(cells=cells, endpoint=table, verdicts=verdicts, shapes=shapes,
+                plateau=plateau, tuned=tuned,
                 tuned_verdicts=tuned_verdicts, tuned_rates=rates)
 
 

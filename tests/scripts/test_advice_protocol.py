@@ -163,3 +163,15 @@ def test_the_tuned_rate_endpoint_scores_each_size_at_its_exploration_best_rate(p
     # negative control: at the fixed rate alone the sizes tie, and a pass needs the negative
     # control (5% under ties) and two Holm-significant gains at once: below 5% by chance
     assert protocol.endpoint(runs[runs["N"] == 48], advice)[2]["verdict"].iloc[0] != "pass"
+
+
+def test_the_plateau_report_reads_the_best_sizes_last_checkpoints(protocol):
+    runs = planted(lambda c, N: ADVISED[c], 0.002, np.random.default_rng(6), depth=0.05)
+    runs = runs.assign(reward_100=runs["final_reward"] - 0.01, reward_120=runs["final_reward"])
+    advice = advice_table({"advice_trained_scale_free": lambda c, N: ADVISED[c]})
+    cells, _, _ = protocol.endpoint(runs, advice)
+    out = protocol.plateau(runs, cells)
+    np.testing.assert_allclose(out["gap"], 0.01, atol=1e-12)
+    assert (out["best_G"] == cells["best_G"]).all() and len(out) == len(cells)
+    with pytest.raises(ValueError, match="lacks the checkpoints"):
+        protocol.plateau(runs.drop(columns="reward_100"), cells)
