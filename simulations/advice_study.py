@@ -41,6 +41,7 @@ import math
 import tempfile
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -59,22 +60,47 @@ from ustat_rl.theory.group_size import best_on_grid
 
 NAME = "advice_study"
 TRL_DEFAULT_G, ALPHA, POWER = 8, 0.05, 0.8
-FULL = dict(budgets=(32, 64, 128), sizes=(2, 4, 8, 16, 32), seeds=10, steps=120, every=20,
-            digits=(2,), warm_steps=1500, train_prompts=512, held_out=150, pilot_prompts=64,
-            learning_rate=5e-4, hidden=48)
-QUICK = dict(budgets=(8,), sizes=(2, 4), seeds=2, steps=2, every=1, digits=(2,), warm_steps=20,
-             train_prompts=16, held_out=12, pilot_prompts=6, learning_rate=5e-4, hidden=16)
+FULL = dict(budgets=(32, 64, 128), sizes=(2, 4, 8, 16, 32), seeds=tuple(range(10)), steps=120,
+            every=20, digits=(2,), warm_steps=1500, train_prompts=512, held_out=150,
+            pilot_prompts=64, learning_rate=5e-4, hidden=48)
+# one-digit sums after a short warm start: the policy is uncertain on most prompts, so a few
+# GRPO steps move it; one budget, three sizes, two seeds (every branch: pilot, training with the
+# monitor at G >= 3, summary) in about two minutes on one core of a loaded 2-core machine
+QUICK = dict(budgets=(32,), sizes=(2, 4, 8), seeds=(0, 1), steps=30, every=10, digits=(1,),
+             warm_steps=150, train_prompts=60, held_out=40, pilot_prompts=16,
+             learning_rate=5e-4, hidden=48)
+
+
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """Explicit seeds: ``"100-109"`` (both ends included), ``"0,1,5"``, or a mix
+    (``"0-2,7"``); one ``ValueError`` naming ``--seeds`` otherwise."""
+    seeds = []
+    try:
+        for part in str(text).split(","):
+            low, dash, high = part.strip().partition("-")
+            first, last = int(low), int(high) if dash else int(low)
+            if first < 0 or last < first:
+                raise ValueError
+            seeds.extend(range(first, last + 1))
+    except ValueError:
+        raise ValueError(f"`--seeds` must be seeds >= 0 as a range 'a-b' (a <= b) or a list "
+                         f"'0,1,5', got {text!r}") from None
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"`--seeds` names a seed twice: {text!r}")
+    return tuple(seeds)
 
 
 def task(plan: dict):
-    """The warm-start settings, the training problems and the held-out problems of ``plan``."""
+    """The warm-start settings, the training problems and the held-out problems of ``plan``
+    (its ``warm_seed``, default 0, seeds the warm start; ``digits`` the operands' digits)."""
     from ustat_rl.frameworks.advice_task import WarmStart, draw_problems
 
     digits = plan["digits"]
     held = draw_problems(plan["held_out"], seed=2, digits=digits)
     train = draw_problems(plan["train_prompts"], seed=1, exclude=[p for p, _ in held],
                           digits=digits, distinct=False)
-    return WarmStart(steps=plan["warm_steps"], hidden=plan["hidden"]), train, held
+    return (WarmStart(seed=plan.get("warm_seed", 0), steps=plan["warm_steps"],
+                      hidden=plan["hidden"]), train, held)
 
 
 def checkpoint_columns(plan: dict) -> list[str]:
@@ -135,14 +161,18 @@ def run_cell(N: int, G: int, seed: int, plan: dict, cache: str) -> dict:
     return row
 
 
-def pilot(plan: dict, cache: Path, seed: int = 0) -> pd.DataFrame:
-    """The pilot's G* interval and advice per N, from 8 answers to each of ``pilot_prompts``
-    training prompts of the warm-started model (step 0)."""
+#: The rule TRL's GRPOTrainer trains with its defaults (scale_rewards="group"), whose advice the
+#: study reports beside the paper estimator's (docs/theory.md, "What a step's progress depends on").
+TRAINED_RULE = "trl_group"
+
+
+def pilot_rollouts(plan: dict, cache: Path, seed: int = 0):
+    """8 answers to each of the first ``pilot_prompts`` training prompts of the warm-started
+    model (step 0), with rewards and sketched scores."""
     import torch
 
     from ustat_rl.frameworks.advice_task import MAX_COMPLETION, warm_start
     from ustat_rl.frameworks.demo import VOCAB
-    from ustat_rl.pilot.report import gstar_report
     from ustat_rl.scores.causal_lm import Sampling, causal_lm_pilot
     from ustat_rl.scores.spec import SketchSpec
     from ustat_rl.seeding import child_int
@@ -158,23 +188,310 @@ def pilot(plan: dict, cache: Path, seed: int = 0) -> pd.DataFrame:
         return float(answer[-1:] == [1] and text == problems[i][1])
 
     # the projection's seed is the one the pilot drew from its seed before the spec was explicit
-    rollouts = causal_lm_pilot(model, ids, reward,
-                               Sampling(8, MAX_COMPLETION, seed, eos_token_id=1),
-                               SketchSpec(64, child_int(seed, 1)))
+    return causal_lm_pilot(model, ids, reward,
+                           Sampling(8, MAX_COMPLETION, seed, eos_token_id=1),
+                           SketchSpec(64, child_int(seed, 1)))
+
+
+def advice_rows(rollouts, budgets) -> pd.DataFrame:
+    """Per budget N, the pilot's G* interval and three pieces of advice: the paper estimator's
+    (GRPO, its MSE, minimax regret over the interval), and the trained rule's
+    (:data:`TRAINED_RULE`) under each target (MSE, scale-free). A pilot that carries no signal
+    (every reward equal, every group all-equal) is refused with the report's own message: no
+    advice is made up from ties."""
+    from ustat_rl.pilot.report import gstar_report
+
     rows = []
-    for N in plan["budgets"]:
-        row = dict(N=N, pilot_gstar=math.nan, pilot_low=math.nan, pilot_high=math.nan,
-                   pilot_advice=math.nan, pilot_reward=float(np.mean(rollouts.reward)), note="")
-        try:
-            report = gstar_report(rollouts, N)
-        except ValueError as err:  # a degenerate pilot (every group all-equal) has no G*
-            row.update(note=str(err).splitlines()[0])
-        else:
-            row.update(pilot_gstar=report.gstar["estimate"], pilot_low=report.gstar["low"],
-                       pilot_high=report.gstar["high"],
-                       pilot_advice=report.recommended_group_size)
+    for N in budgets:
+        paper = gstar_report(rollouts, N)
+        row = dict(N=N, pilot_gstar=paper.gstar["estimate"], pilot_low=paper.gstar["low"],
+                   pilot_high=paper.gstar["high"],
+                   pilot_advice=paper.recommended_group_size,
+                   pilot_reward=float(np.mean(rollouts.reward)), note="")
+        for target in ("mse", "scale_free"):
+            trained = gstar_report(rollouts, N, TRAINED_RULE, target=target)
+            row[f"advice_trained_{target}"] = trained.recommended_group_size
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def pilot(plan: dict, cache: Path, seed: int = 0) -> pd.DataFrame:
+    """The pilot's G* interval and advice per N (:func:`advice_rows`) from
+    :func:`pilot_rollouts`."""
+    return advice_rows(pilot_rollouts(plan, cache, seed), plan["budgets"])
+
+
+# ------------------------------------------------------------ the protocol's conditions
+@dataclass(frozen=True)
+class Condition:
+    """One task variant of the protocol (docs/advice_wins.md, "Protocol"): the warm start's
+    seed and length and the operands' digit counts GRPO trains and is evaluated on."""
+
+    name: str
+    warm_seed: int
+    warm_steps: int
+    digits: tuple
+    held_out: int = 150  # one-digit sums number 100: 40 held out, the other 60 trained on
+
+
+#: The candidates whose pilots were run to choose the protocol's conditions (by the spread of
+#: their advice alone, never by a training outcome), cheapest warm starts first: the digit mixes
+#: share seed 0's warm start, the one-digit variants train it briefly.
+CANDIDATES = (
+    Condition("d2-seed0", 0, 1500, (2,)),
+    Condition("d2-seed1", 1, 1500, (2,)),
+    Condition("d12-seed0", 0, 1500, (1, 2)),
+    Condition("d23-seed0", 0, 1500, (2, 3)),
+    Condition("d123-seed0", 0, 1500, (1, 2, 3)),
+    Condition("d1-seed0-w150", 0, 150, (1,), held_out=40),
+    Condition("d1-seed0-w300", 0, 300, (1,), held_out=40),
+    Condition("d2-seed0-short", 0, 600, (2,)),
+    Condition("d2-seed2", 2, 1500, (2,)),
+    Condition("d2-seed1-short", 1, 600, (2,)),
+    Condition("d2-seed0-w300", 0, 300, (2,)),
+    Condition("d12-seed1", 1, 1500, (1, 2)),
+    Condition("d123-seed1", 1, 1500, (1, 2, 3)),
+    Condition("d12-seed0-short", 0, 600, (1, 2)),
+    Condition("d12-seed0-w300", 0, 300, (1, 2)),
+    Condition("d1-seed0-w600", 0, 600, (1,), held_out=40),
+    Condition("d3-seed0", 0, 1500, (3,)),
+    Condition("d3-seed1", 1, 1500, (3,)),
+    Condition("d23-seed1", 1, 1500, (2, 3)),
+    Condition("d1-seed0", 0, 1500, (1,), held_out=40),
+    Condition("d1-seed1", 1, 1500, (1,), held_out=40),
+    *(Condition(f"d2-seed{k}", k, 1500, (2,)) for k in range(3, 6)),
+    Condition("d2-seed0-mid", 0, 1000, (2,)),
+)
+
+#: The protocol's settings (docs/advice_wins.md, "Protocol"); a condition adds its own.
+PROTOCOL = dict(budgets=(48, 96), sizes=(2, 3, 4, 6, 8, 12, 16, 24, 32), steps=120, every=20,
+                train_prompts=512, held_out=150, pilot_prompts=256, hidden=48,
+                learning_rate=5e-4, learning_rates=(2.5e-4, 5e-4, 1e-3), lr_budget=48)
+
+
+def condition_plan(condition: Condition, base: dict | None = None) -> dict:
+    """``base`` (default :data:`PROTOCOL`) with the condition's warm start and digits."""
+    return dict(PROTOCOL if base is None else base, warm_seed=condition.warm_seed, warm_steps=condition.warm_steps,
+                digits=tuple(condition.digits), held_out=condition.held_out,
+                condition=condition.name)
+
+
+def run_pilots(out: Path, candidates=CANDIDATES) -> pd.DataFrame:
+    """Each candidate's warm start and pilot (``pilot_prompts`` prompts, 8 answers, step 0):
+    its advice per budget (:func:`advice_rows`), its rollouts kept under ``<out>/pilots``, one
+    row written as each ends (a rerun skips the candidates already in the table)."""
+    from ustat_rl.frameworks.advice_task import answer_probability, warm_start
+
+    path = out / "advice_pilots.csv"
+    table = pd.read_csv(path) if path.exists() else pd.DataFrame()
+    done = set(table["condition"]) if len(table) else set()
+    rows = table.to_dict("records")
+    (out / "pilots").mkdir(parents=True, exist_ok=True)
+    for condition in candidates:
+        if condition.name in done:
+            continue
+        plan = condition_plan(condition)
+        start = time.perf_counter()
+        settings, _, held = task(plan)
+        model, warm_seconds = warm_start(settings, out / "warm_start")
+        solved = answer_probability(model, held)
+        rollouts = pilot_rollouts(plan, out / "warm_start")
+        rollouts.save(out / "pilots" / f"{condition.name}.npz")
+        base = dict(condition=condition.name, warm_seed=condition.warm_seed,
+                    warm_steps=condition.warm_steps,
+                    digits="".join(str(d) for d in condition.digits),
+                    held_out_mean=float(solved.mean()), warm_seconds=warm_seconds)
+        try:
+            advice = advice_rows(rollouts, plan["budgets"])
+        except ValueError as err:  # recorded, never turned into advice
+            advice = pd.DataFrame([dict(N=N, note=str(err).splitlines()[0])
+                                   for N in plan["budgets"]])
+        for row in advice.to_dict("records"):
+            rows.append({**base, **row, "seconds": time.perf_counter() - start})
+        write_csv_atomic(pd.DataFrame(rows), path)
+        print(f"{condition.name}: " + ", ".join(
+            f"N={r['N']}: paper {r.get('pilot_advice')}, trained mse "
+            f"{r.get('advice_trained_mse')}, trained scale-free "
+            f"{r.get('advice_trained_scale_free')}" for r in advice.to_dict("records")),
+            flush=True)
+    table = pd.DataFrame(rows)
+    piloted = sorted(set(table.loc[table["note"].fillna("") == "", "condition"]))
+    write_csv_atomic(predicted_curves(out, piloted), out / "advice_pilot_curves.csv")
+    return table
+
+
+#: The protocol's conditions, chosen from the candidates' pilots alone
+#: (:func:`choose_conditions` on ``advice_pilots.csv``; docs/advice_wins.md, "Protocol").
+PROTOCOL_CONDITIONS: tuple[str, ...] = ("d123-seed0", "d3-seed1", "d23-seed1", "d2-seed0-short",
+                                         "d2-seed0")
+#: Exploration seeds choose each cell's best size; confirmation seeds, run after the analysis
+#: (simulations/advice_protocol.py) was committed, score every rule.
+EXPLORATION_SEEDS = (0, 1, 2)
+CONFIRMATION_SEEDS = (100, 101, 102, 103)
+#: The advice a condition is chosen by: the trained rule's, scale-free target, at the larger
+#: budget (the protocol's primary advice).
+CHOICE_COLUMN, CHOICE_BUDGET = "advice_trained_scale_free", 96
+
+
+def choose_conditions(pilots: pd.DataFrame, k: int = 5) -> tuple[str, ...]:
+    """``k`` conditions whose primary advice spans the widest range, from the pilots alone.
+
+    Candidates with a refused pilot are dropped. The smallest and the largest advice come first,
+    then each step adds the candidate whose advice is farthest on a log scale from those chosen
+    (ties: the earlier candidate of :data:`CANDIDATES`), so distinct values come before repeats.
+    """
+    rows = pilots[(pilots["N"] == CHOICE_BUDGET) & pilots[CHOICE_COLUMN].notna()]
+    order = {c.name: i for i, c in enumerate(CANDIDATES)}
+    advice = {r.condition: float(getattr(r, CHOICE_COLUMN)) for r in rows.itertuples()}
+    names = sorted(advice, key=lambda n: order.get(n, len(order)))
+    if len(names) < k:
+        raise ValueError(f"`pilots` holds {len(names)} conditions with advice, {k} are needed")
+    chosen = [min(names, key=lambda n: advice[n]), max(names, key=lambda n: advice[n])]
+    while len(chosen) < k:
+        rest = [n for n in names if n not in chosen]
+        chosen.append(max(rest, key=lambda n: (min(abs(math.log(advice[n] / advice[c]))
+                                                   for c in chosen), -order.get(n, 0))))
+    return tuple(chosen)
+
+
+def pilots_markdown(pilots: pd.DataFrame, chosen) -> str:
+    """The candidates' pilots as the Markdown table of docs/advice_wins.md's protocol."""
+    lines = ["| condition | warm seed | warm steps | digits | held-out reward, step 0 "
+             "| pilot G* [90%] | paper advice | trained rule, MSE | trained rule, scale-free "
+             "| chosen |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, rows in pilots.groupby("condition", sort=False):
+        r = rows.set_index("N")
+        first = rows.iloc[0]
+
+        def both(column, r=r):
+            if column not in r or r[column].isna().any():
+                return "refused"
+            return " / ".join(str(int(r.loc[N, column])) for N in PROTOCOL["budgets"])
+
+        gstar = ("n/a" if not math.isfinite(float(first.get("pilot_gstar", math.nan))) else
+                 f"{first['pilot_gstar']:.2f} [{first['pilot_low']:.2f}, "
+                 f"{first['pilot_high']:.2f}]")
+        lines.append(f"| {name} | {int(first['warm_seed'])} | {int(first['warm_steps'])} "
+                     f"| {first['digits']} | {first['held_out_mean']:.3f} | {gstar} "
+                     f"| {both('pilot_advice')} | {both('advice_trained_mse')} "
+                     f"| {both('advice_trained_scale_free')} "
+                     f"| {'yes' if name in chosen else ''} |")
+    return "\n".join(lines) + "\n"
+
+
+def protocol_cells(conditions, seeds) -> list[tuple]:
+    """``(condition, N, G, learning_rate, seed)`` of the protocol, seed by seed (a study stopped
+    early has whole seeds for every condition), the three rates at ``lr_budget`` only."""
+    plan = PROTOCOL
+    keys = []
+    for seed in seeds:
+        for name in conditions:
+            for N in plan["budgets"]:
+                rates = plan["learning_rates"] if N == plan["lr_budget"] else (
+                    plan["learning_rate"],)
+                for lr in rates:
+                    keys.extend((name, N, G, lr, seed) for G in plan["sizes"] if N % G == 0)
+    return keys
+
+
+def run_protocol_cell(name: str, N: int, G: int, learning_rate: float, seed: int, phase: str,
+                      cache: str) -> dict:
+    """One run of the protocol: :func:`run_cell` under the condition's plan and rate."""
+    condition = {c.name: c for c in CANDIDATES}[name]
+    plan = dict(condition_plan(condition), learning_rate=learning_rate)
+    row = run_cell(N, G, seed, plan, cache)
+    return dict(condition=name, phase=phase, learning_rate=learning_rate, **row)
+
+
+def run_protocol(out: Path, phase: str, seeds, executor, progress: bool) -> pd.DataFrame:
+    """The protocol's runs of one phase, each written to ``<out>/advice_protocol.csv`` as it
+    ends; a rerun skips the runs already there."""
+    conditions = PROTOCOL_CONDITIONS
+    if not conditions:
+        raise ValueError("PROTOCOL_CONDITIONS is empty: choose the conditions from the pilots "
+                         "(--pilots, choose_conditions) and commit them before any run")
+    path = out / "advice_protocol.csv"
+    table = pd.read_csv(path) if path.exists() else pd.DataFrame()
+    done = set() if not len(table) else {
+        (r.condition, int(r.N), int(r.G), float(r.learning_rate), int(r.seed))
+        for r in table.itertuples()}
+    wanted = protocol_cells(conditions, seeds)
+    cells = {key: (*key, phase, str(out / "warm_start")) for key in wanted
+             if (key[0], key[1], key[2], float(key[3]), key[4]) not in done}
+    rows = table.to_dict("records")
+
+    def on_result(key, row):
+        rows.append(row)
+        write_csv_atomic(pd.DataFrame(rows), path)
+
+    run_cells(cells, run_protocol_cell, on_result, executor, progress=progress,
+              n_skipped=len(wanted) - len(cells), desc=f"protocol runs ({phase})")
+    return pd.DataFrame(rows)
+
+
+def predicted_curves(out: Path, conditions) -> pd.DataFrame:
+    """Per condition, budget and target, the pilot's predicted error over the budget's divisors:
+    the paper estimator's MSE (``pilot_advice``), the trained rule's MSE and its scale-free error,
+    from the rollouts ``--pilots`` kept under ``<out>/pilots`` (written by ``--pilots`` to
+    ``advice_pilot_curves.csv``, which the summary reads)."""
+    from ustat_rl.pilot.report import gstar_report
+    from ustat_rl.pilot.rollouts import load_rollouts
+
+    rows = []
+    for name in conditions:
+        rollouts = load_rollouts(out / "pilots" / f"{name}.npz")
+        for N in PROTOCOL["budgets"]:
+            paper = gstar_report(rollouts, N, extra_estimators=(TRAINED_RULE,))
+            free = gstar_report(rollouts, N, TRAINED_RULE, target="scale_free")
+            curves = {"pilot_advice": paper.mse["grpo"]["estimate"],
+                      "advice_trained_mse": paper.mse[TRAINED_RULE]["estimate"],
+                      "advice_trained_scale_free": free.scale_free}
+            for target, curve in curves.items():
+                rows.extend(dict(condition=name, N=N, target=target, G=G, error=e)
+                            for G, e in zip(paper.group_sizes, curve))
+    return pd.DataFrame(rows)
+
+
+def summarise_protocol(out: Path) -> dict:
+    """The frozen analysis (simulations/advice_protocol.py) of ``<out>/advice_protocol.csv``."""
+    analysis = _load_analysis()
+    runs = pd.read_csv(out / "advice_protocol.csv")
+    pilots = pd.read_csv(out / "advice_pilots.csv")
+    cells, table, verdicts = analysis.endpoint(runs, pilots)
+    shapes = analysis.shape_tests(runs, pd.read_csv(out / "advice_pilot_curves.csv"))
+    _, tuned, tuned_verdicts, rates = analysis.tuned_rate_endpoint(runs, pilots,
+                                                                   PROTOCOL["lr_budget"])
+    plateau = analysis.plateau(runs, cells)
+    for stem, frame in (("cells", cells), ("endpoint", table), ("verdicts", verdicts),
+                        ("shapes", shapes), ("plateau", plateau), ("tuned_endpoint", tuned),
+                        ("tuned_verdicts", tuned_verdicts), ("tuned_rates", rates)):
+        write_csv_atomic(frame, out / f"advice_protocol_{stem}.csv")
+    return dict(cells=cells, endpoint=table, verdicts=verdicts, shapes=shapes,
+                plateau=plateau, tuned=tuned,
+                tuned_verdicts=tuned_verdicts, tuned_rates=rates)
+
+
+def _load_analysis():
+    import importlib.util
+    import sys
+
+    path = Path(__file__).with_name("advice_protocol.py")
+    spec = importlib.util.spec_from_file_location("advice_protocol", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("advice_protocol", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def check_informative(finals: np.ndarray, where: str) -> None:
+    """Refuse, in one ``ValueError``, runs whose final rewards are all equal (all 0 where
+    nothing was ever solved): every size ties, and a best G would be an argmax over ties."""
+    if not np.all(np.isfinite(finals)):
+        raise ValueError(f"the final rewards at {where} hold NaN: a run did not finish")
+    if finals.size and np.ptp(finals) == 0.0:
+        raise ValueError(f"every run at {where} ended with the same final reward "
+                         f"({finals[0]:g}): the runs cannot tell group sizes apart, so no best G "
+                         "is named (a warm start that solves nothing gives GRPO no signal)")
 
 
 def summarise(table: pd.DataFrame, pilot_table: pd.DataFrame,
@@ -189,6 +506,7 @@ def summarise(table: pd.DataFrame, pilot_table: pd.DataFrame,
     per_cell, verdicts = [], []
     for N, runs in table.groupby("N"):
         finals = {int(G): g["final_reward"].to_numpy(float) for G, g in runs.groupby("G")}
+        check_informative(runs["final_reward"].to_numpy(float), f"N = {int(N)}")
         found = best_set(finals, alpha)
         sizes, best, level = list(found.sizes), found.best, found.level
         in_set = {}
@@ -296,25 +614,53 @@ def plot(table: pd.DataFrame, per_cell: pd.DataFrame, verdicts: pd.DataFrame, st
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test")
-    parser.add_argument("--seeds", type=int, default=None, help="seeds per (N, G)")
+    parser.add_argument("--seeds", default=None,
+                        help="explicit seeds: a range '100-109' or a list '0,1,5'")
     parser.add_argument("--steps", type=int, default=None, help="GRPO steps per run")
     parser.add_argument("--out", type=Path, default=None, help="output folder")
     parser.add_argument("--summarise-only", action="store_true",
                         help="reread the CSVs and write the summary, figure and table")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--protocol", choices=("exploration", "confirmation"), default=None,
+                        help="the protocol's runs of one phase (docs/advice_wins.md, "
+                             "'Protocol'), to <out>/advice_protocol.csv; with --summarise-only "
+                             "its frozen analysis")
+    parser.add_argument("--pilots", action="store_true",
+                        help="only the candidate conditions' warm starts and pilots (the "
+                             "protocol's choice of conditions), to <out>/advice_pilots.csv")
     add_executor_arguments(parser)
     args = parser.parse_args(argv)
     plan = dict(QUICK if args.quick else FULL)
-    for name in ("seeds", "steps"):
-        value = getattr(args, name)
-        if value is not None:
-            if value < 2:
-                parser.error(f"--{name} must be >= 2")
-            plan[name] = value
+    if args.seeds is not None:
+        try:
+            plan["seeds"] = parse_seeds(args.seeds)
+        except ValueError as err:
+            parser.error(str(err))
+    if args.steps is not None:
+        if args.steps < 2:
+            parser.error("--steps must be >= 2")
+        plan["steps"] = args.steps
     if plan["steps"] % plan["every"]:
         plan["every"] = plan["steps"]
     out = default_output(args.out, args.quick, NAME)
     out.mkdir(parents=True, exist_ok=True)
+    if args.pilots:
+        return run_pilots(out)
+    if args.protocol is not None:
+        if args.summarise_only:
+            try:
+                return summarise_protocol(out)
+            except (ValueError, FileNotFoundError) as err:  # e.g. no confirmation run yet
+                parser.exit(2, f"advice_study.py: no summary: {err}\n")
+        phase_seeds = EXPLORATION_SEEDS if args.protocol == "exploration" else CONFIRMATION_SEEDS
+        seeds = phase_seeds if args.seeds is None else plan["seeds"]
+        if not set(seeds) <= set(phase_seeds):
+            parser.error(f"--seeds must be among the {args.protocol} seeds {phase_seeds}")
+        try:
+            return run_protocol(out, args.protocol, seeds, executor_from_args(args, parser),
+                                not args.no_progress)
+        except ValueError as err:
+            parser.exit(2, f"advice_study.py: {err}\n")
     path, pilot_path = out / f"{NAME}.csv", out / f"{NAME}_pilot.csv"
     columns = ["N", "G", "seed", "steps", "seconds", *checkpoint_columns(plan), "final_reward",
                "windows_ok", "monitor_gstar", "monitor_low", "monitor_high", "monitor_advice"]
@@ -328,7 +674,10 @@ def main(argv=None):
         solved = answer_probability(model, held)  # the held-out prompts' spread at step 0
         piloted = set(pd.read_csv(pilot_path)["N"]) if pilot_path.exists() else set()
         if not set(plan["budgets"]) <= piloted:  # a budget added since: the pilot again
-            write_csv_atomic(pilot(plan, out / "warm_start"), pilot_path)
+            try:
+                write_csv_atomic(pilot(plan, out / "warm_start"), pilot_path)
+            except ValueError as err:  # no signal: stop before training, say why
+                parser.exit(2, f"advice_study.py: the pilot refuses: {err}\n")
         costs = out / f"{NAME}_costs.json"
         if warm_seconds == 0.0 and costs.exists():  # read from the cache: keep its training cost
             warm_seconds = json.loads(costs.read_text())["warm_start_seconds"]
@@ -339,7 +688,7 @@ def main(argv=None):
             held_out_quartiles=np.quantile(solved, [0.25, 0.5, 0.75]).tolist()), indent=1) + "\n")
         done = {(int(r.N), int(r.G), int(r.seed)) for r in table.itertuples()}
         # seed by seed within a budget, so that a study stopped early has balanced cells
-        wanted = [(N, G, s) for N in plan["budgets"] for s in range(plan["seeds"])
+        wanted = [(N, G, s) for N in plan["budgets"] for s in plan["seeds"]
                   for G in plan["sizes"] if N % G == 0]
         cells = {key: (*key, plan, str(out / "warm_start")) for key in wanted if key not in done}
         rows = table.to_dict("records")
@@ -359,6 +708,10 @@ def main(argv=None):
     (out / f"{NAME}_table.md").write_text(markdown(per_cell, verdicts))
     plot(table, per_cell, verdicts, out / NAME)
     print(markdown(per_cell, verdicts))
+    rises = per_cell.assign(rise=per_cell["mean"] - per_cell["start"])
+    top = rises.loc[rises["rise"].idxmax()]
+    print(f"largest mean rise of the held-out reward: {top['rise']:+.4f} at N = {int(top['N'])}, "
+          f"G = {int(top['G'])} (from {top['start']:.4f}, {int(top['seeds'])} seeds)")
     return table, per_cell, verdicts
 
 

@@ -120,3 +120,25 @@ def test_plotting_module_does_not_load_pyplot():
     code = "import sys, ustat_rl.interface.plotting_pilot; print('matplotlib.pyplot' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_target_scale_free_advises_the_trained_rule_from_its_own_curve(tmp_path, capsys):
+    # a pilot large enough that the two targets' curves for TRL's rule are far apart: its MSE
+    # against g charges the std division's scale, which grows with G, so it advises G = 2
+    pilot = bandit_pilot(interior_optimum_bandit(), 200, 8, rng=3)
+    path = pilot.save(tmp_path / "pilot.npz")
+    out = tmp_path / "report.json"
+    assert main(["gstar", str(path), "--budget", "64", "--estimator", "trl_group",
+                 "--target", "scale_free", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "argmin of its scale-free error" in text
+    payload = json.loads(out.read_text())
+    free = np.array(payload["scale_free"])
+    assert payload["target"] == "scale_free"
+    assert payload["recommended_group_size"] == payload["group_sizes"][int(np.argmin(free))]
+    mse = gstar_report(pilot, 64, "trl_group")
+    assert mse.target == "mse" and mse.scale_free is None
+    # negative control: the MSE target, read from the same pilot, advises another size
+    assert mse.recommended_group_size != payload["recommended_group_size"]
+    assert main(["gstar", str(path), "--budget", "64", "--target", "snr"]) == 2
+    assert "--target" in capsys.readouterr().err

@@ -24,12 +24,20 @@ def script():
     return load_script("simulations/advice_study.py", "advice_study_script")
 
 
-def test_quick_run_writes_every_output_and_a_rerun_skips_finished_runs(tmp_path, script):
+def test_quick_run_trains_writes_every_output_and_a_rerun_skips_finished_runs(tmp_path, script):
     table, per_cell, verdicts = script.main(["--quick", "--out", str(tmp_path), "--no-progress"])
-    assert sorted(zip(table["G"], table["seed"])) == [(2, 0), (2, 1), (4, 0), (4, 1)]
-    rewards = table[["reward_0", "reward_1", "reward_2", "final_reward"]].to_numpy(float)
+    assert sorted(zip(table["G"], table["seed"])) == [(2, 0), (2, 1), (4, 0), (4, 1), (8, 0),
+                                                      (8, 1)]
+    rewards = table[["reward_0", "reward_10", "reward_20", "final_reward"]].to_numpy(float)
     assert ((rewards >= 0) & (rewards <= 1)).all()
     assert (table["reward_0"] == table["reward_0"].iloc[0]).all()  # one warm start for all runs
+    # it trains: at the best size the mean held-out reward (exact, no sampling noise) rose
+    rise = (per_cell["mean"] - per_cell["start"]).max()
+    assert rise > 0
+    assert (table["windows_ok"][table["G"] >= 3] > 0).any()  # the monitor ran
+    pilot = pd.read_csv(tmp_path / "advice_study_pilot.csv")
+    for column in ("pilot_advice", "advice_trained_mse", "advice_trained_scale_free"):
+        assert pilot[column].iloc[0] in (2, 4, 8, 16, 32), column
     for suffix in (".csv", "_pilot.csv", "_cells.csv", "_verdicts.csv", "_table.md", ".png",
                    "_costs.json"):
         assert (tmp_path / f"advice_study{suffix}").exists(), suffix
@@ -45,6 +53,61 @@ def test_quick_run_writes_every_output_and_a_rerun_skips_finished_runs(tmp_path,
         "warm_start_seconds"] == costs["warm_start_seconds"]
     again, _, _ = script.main(["--quick", "--out", str(tmp_path), "--summarise-only"])
     pd.testing.assert_frame_equal(again, table, check_dtype=False)
+
+
+def test_seeds_are_explicit(script):
+    assert script.parse_seeds("100-103") == (100, 101, 102, 103)
+    assert script.parse_seeds("0,1,5") == (0, 1, 5)
+    assert script.parse_seeds("0-2,7") == (0, 1, 2, 7)
+    assert script.parse_seeds("4") == (4,)
+    for bad in ("5-2", "a", "1,1", "-3", ""):
+        with pytest.raises(ValueError, match="`--seeds`"):
+            script.parse_seeds(bad)
+
+
+def test_a_degenerate_setting_is_refused_not_an_argmax_over_ties(script):
+    from ustat_rl.pilot.rollouts import Rollouts
+
+    # planted: every run ends at reward 0 (a warm start that solves nothing)
+    zeros = _planted({2: 0.0, 4: 0.0, 8: 0.0}, 0.0, 3)
+    pilot = pd.DataFrame(columns=["N", "pilot_advice", "note"])
+    with pytest.raises(ValueError, match="same final reward .0.: the runs cannot tell group "
+                                         "sizes apart, so no best G is named"):
+        script.summarise(zeros, pilot)
+    # negative control: the same table with one run above 0 is summarised
+    zeros.loc[0, "final_reward"] = 0.01
+    assert len(script.summarise(zeros, pilot)[1]) == 1
+    # planted: a pilot whose rewards are all 0 gets no advice, with the report's reason
+    rng = np.random.default_rng(0)
+    silent = Rollouts(prompt_id=np.repeat(np.arange(6), 4), reward=np.zeros(24),
+                      score=rng.normal(size=(24, 5)))
+    with pytest.raises(ValueError, match="all rewards are equal"):
+        script.advice_rows(silent, [16])
+
+
+def test_the_protocol_driver_writes_each_run_and_a_rerun_skips_it(tmp_path, script,
+                                                                   monkeypatch):
+    from ustat_rl.runs.sweeps import LocalExecutor
+
+    tiny = script.Condition("tiny", 0, 20, (1,), held_out=12)
+    monkeypatch.setattr(script, "CANDIDATES", (tiny,))
+    monkeypatch.setattr(script, "PROTOCOL", dict(
+        budgets=(8,), sizes=(2, 4, 3), steps=2, every=1, train_prompts=16, held_out=12,
+        pilot_prompts=6, hidden=16, learning_rate=5e-4, learning_rates=(5e-4, 1e-3),
+        lr_budget=8))
+    monkeypatch.setattr(script, "PROTOCOL_CONDITIONS", ())
+    with pytest.raises(ValueError, match="PROTOCOL_CONDITIONS is empty"):
+        script.run_protocol(tmp_path, "exploration", (0,), LocalExecutor(1), False)
+    monkeypatch.setattr(script, "PROTOCOL_CONDITIONS", ("tiny",))
+    table = script.run_protocol(tmp_path, "exploration", (0,), LocalExecutor(1), False)
+    # G = 3 does not divide N = 8; both rates at the rate budget
+    assert sorted(zip(table["G"], table["learning_rate"])) == [(2, 5e-4), (2, 1e-3), (4, 5e-4),
+                                                               (4, 1e-3)]
+    assert set(table["phase"]) == {"exploration"} and set(table["condition"]) == {"tiny"}
+    written = pd.read_csv(tmp_path / "advice_protocol.csv")
+    assert len(written) == 4
+    again = script.run_protocol(tmp_path, "exploration", (0,), LocalExecutor(1), False)
+    pd.testing.assert_frame_equal(again.reset_index(drop=True), written, check_dtype=False)
 
 
 def _planted(means: dict, sd: float, seeds: int, N: int = 64) -> pd.DataFrame:

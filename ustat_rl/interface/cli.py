@@ -113,6 +113,10 @@ def _parse_args(argv):
     gstar.add_argument("--group-size", type=int, default=None, metavar="G",
                        help="the G a run uses: the critical rollout count B_noise is reported "
                             "there beside G*'s (default: the recommended G)")
+    gstar.add_argument("--target", default="mse",
+                       help="what the advice minimises: mse (default) or scale_free, the MSE "
+                            "after the best rescaling of the estimate (Adam removes the "
+                            "gradient's scale; docs/theory.md)")
     gstar.add_argument("--level", type=float, default=0.9,
                        help="interval level (default 0.9); with --trajectory the simultaneous "
                             "level of all windows together")
@@ -243,6 +247,9 @@ def _gstar(args) -> int:
             from ..advantages import get_rule
 
             get_rule(args.estimator)
+        from ..theory.group_size import check_advice_target
+
+        check_advice_target(args.target, "--target")
         from ..pilot.report import format_report, gstar_report
         from ..pilot.rollouts import load_rollouts
 
@@ -266,7 +273,8 @@ def _gstar(args) -> int:
 
             replaced = pilot_replace_sampling(rollouts, filtered, args.replace_ratio)
         report = gstar_report(rollouts, grid, args.estimator or "grpo", args.level,
-                              run_group_size=args.group_size)
+                              run_group_size=args.group_size,
+                              target=args.target)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
         print(error_line("gstar", exc, ("budget", "estimator", "level", "group_filter",
                                         "group_filter_param", "replace_ratio",

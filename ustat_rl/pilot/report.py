@@ -126,6 +126,14 @@ class GStarReport:
         recommended ``G``; ``"run_label"`` says which) and ``"gstar"`` at ``min(G*, N)``, each
         :meth:`~ustat_rl.pilot.critical_rollouts.CriticalRolloutIntervals.to_dict` (intervals
         NaN for a weighted prompt set; ``None`` for ``"gstar"`` where ``G*`` is undefined).
+    target : str
+        What the advice minimises (:data:`~ustat_rl.theory.group_size.ADVICE_TARGETS`):
+        ``"mse"``, or ``"scale_free"``, the error left after the best rescaling of the
+        estimate, which an optimiser that removes the gradient's scale (Adam) is left with.
+    scale_free : list of float or None
+        With ``target="scale_free"``, ``estimator``'s plug-in scale-free error over
+        ``group_sizes`` (:func:`~ustat_rl.theory.group_size.scale_free_curve`), the curve the
+        best size and, for rules other than GRPO, the advice are read from; else ``None``.
     """
 
     budget: int
@@ -157,6 +165,8 @@ class GStarReport:
     small_pilot: bool = False
     group_size: owner.GroupSizeAnswer | None = field(default=None, repr=False, compare=False)
     critical_rollouts: dict | None = None
+    target: str = "mse"
+    scale_free: list | None = None
 
     def to_dict(self) -> dict:
         """A JSON-ready dict: NaN as ``null``, ``inf`` as a string (:func:`ustat_rl.formatting.json_ready`)."""
@@ -222,7 +232,7 @@ def all_equal_by_prompt(successes, group_size, sizes):
 
 def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
                  level: float = 0.9, *, extra_estimators=(),
-                 run_group_size=None) -> GStarReport:
+                 run_group_size=None, target: str = "mse") -> GStarReport:
     """Everything ``ustat-rl gstar`` reports for a pilot at budget ``N`` (C6, C10, C17, C32).
 
     Parameters
@@ -242,6 +252,11 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
     run_group_size : int, optional
         The ``G`` a run uses (at least 2), at which the critical rollout count is reported
         beside ``G*``'s; by default the recommended ``G``.
+    target : {"mse", "scale_free"}
+        What the advice minimises (docs/theory.md, "What a step's progress depends on"): the
+        predicted MSE, or the plug-in scale-free error of ``estimator`` (a rule that scales its
+        advantages read from the pilot's binary projection, as its MSE is). GRPO's two targets
+        give the same advice.
 
     Returns
     -------
@@ -255,6 +270,7 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
     estimator = rule.name
     if run_group_size is not None:
         run_group_size = as_int(run_group_size, "run_group_size", 2)
+    target = owner.check_advice_target(target)
     rules = {name: get_rule(name) for name in REPORT_ESTIMATORS}
     for extra in (rule,) + tuple(get_rule(e, "extra_estimators") for e in extra_estimators):
         rules.setdefault(extra.name, extra)
@@ -320,12 +336,16 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
         all_equal, unbiased = frac.tolist(), flags.tolist()
     constants = _constants_dict(point, intervals)
     advised = intervals is not None and estimator == "grpo"
+    free = None
+    if target == "scale_free":
+        free = owner.scale_free_curve(moments if rule.is_affine else binary_projection(moments),
+                                      rule, budget, sizes)
     answer = owner.group_size_answer(
-        grid, point, curve=mse[estimator]["estimate"], estimator=rule,
+        grid, point, curve=mse[estimator]["estimate"] if free is None else free, estimator=rule,
         ratio=regret_interval(intervals) if advised else None,
         gstar_interval=((constants["gstar"]["low"], constants["gstar"]["high"])
                         if intervals is not None else None),
-        grad_norm_sq=moments.grad_norm_sq)
+        grad_norm_sq=moments.grad_norm_sq, target=target)
     advice = pilot_advice(intervals, answer) if advised else None
     bounded = advice.bounded if advised else bool(np.isfinite(constants["gstar"]["estimate"]))
     halve = (prompts_to_halve_width(intervals.ratio, stats.n_prompts)
@@ -346,7 +366,8 @@ def gstar_report(rollouts: Rollouts, budget, estimator: str = "grpo",
         grpo_margin=grpo_margin if intervals is not None else None, grpo_verdict=verdict,
         small_pilot=bool(intervals is not None and intervals.small_pilot), group_size=answer,
         critical_rollouts=_critical_rollouts(stats if iid else None, answer, point,
-                                             run_group_size, level))
+                                             run_group_size, level),
+        target=target, scale_free=None if free is None else free.tolist())
 
 
 def _critical_rollouts(stats, answer: owner.GroupSizeAnswer, constants, run_group_size,

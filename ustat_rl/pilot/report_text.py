@@ -53,7 +53,12 @@ def _advice_lines(report) -> list[str]:
         lines.append(f"use G = {G}: for every c1 the {pct} interval allows, its predicted MSE is "
                      f"within {format_percent(report.worst_excess)} of the best divisor's")
     else:
-        lines.append(f"use G = {G} ({report.estimator}: the argmin at the point estimates)")
+        what = ("scale-free error" if report.target == "scale_free" else "MSE")
+        lines.append(f"use G = {G} ({report.estimator}: the argmin of its {what} at the point "
+                     "estimates)")
+    if report.target == "scale_free":
+        lines.append("target: the scale-free error (the MSE after the best rescaling of the "
+                     "estimate, what an optimiser that removes the gradient's scale sees)")
     lines.append(f"(argmin at the point estimates: G = {report.best_group_size}"
                  + (f"; best integer G = {report.best_group_size_any}"
                     if report.best_group_size_any is not None else "") + ")")

@@ -51,20 +51,21 @@ import numpy as np
 
 from .._validation import as_int
 from ..advantages.registry import get_rule
-from .advantage import TARGETS, minibatch_advantage_mse
+from .advantage import TARGETS, advantage_moments, minibatch_advantage_mse
 from .affine import affine_variance
-from .moments import PromptMoments
+from .moments import PromptMoments, batch_mean_terms
 from .mse import minibatch_mse
 
 if TYPE_CHECKING:  # the fit imports statsmodels, which costs seconds: loaded where it is used
     from ..stats.rates import SlopeFit
 
-__all__ = ["MAX_BUDGET", "SCALED_MAX_GROUP_SIZE", "BudgetGrid", "BudgetOptimum",
+__all__ = ["MAX_BUDGET", "SCALED_MAX_GROUP_SIZE", "ADVICE_TARGETS", "BudgetGrid", "BudgetOptimum",
            "BudgetExponent", "GroupSizeAnswer", "check_budget", "group_size_grid",
            "admissible_group_sizes", "budget_grid", "optimal_group_size", "gstar_of_ratio",
            "gstar_or_nan", "gstar_interval", "best_index",
            "grpo_law", "law_at_gstar", "best_on_grid", "best_law_group_size", "fixed_budget_curve",
-           "fixed_budget_mse", "budget_optimal_group_size", "budget_exponent",
+           "fixed_budget_mse", "scale_free_curve", "scale_free_error", "check_advice_target",
+           "advice_curve", "budget_optimal_group_size", "budget_exponent",
            "robust_group_size", "group_size_answer", "CriticalRollouts", "critical_rollouts",
            "gstar_within_budget"]
 
@@ -473,6 +474,128 @@ def fixed_budget_mse(moments: PromptMoments, estimator, budget, group_size=None,
     return float(out[0]) if raw is not None and raw.ndim == 0 else out
 
 
+# ------------------------------------------------ what the advice minimises: MSE or scale-free
+#: What the advice minimises (docs/theory.md, "What a step's progress depends on"): ``"mse"``,
+#: the fixed-budget MSE against ``g`` (C6, C17), the progress of a step whose size is fixed;
+#: ``"scale_free"``, the MSE left after the best rescaling of the estimate relative to
+#: ``||g||^2``, the progress of a step whose scale the optimiser removes (Adam, a tuned rate).
+ADVICE_TARGETS = ("mse", "scale_free")
+
+
+def check_advice_target(target, name: str = "target") -> str:
+    """``target`` if it is one of :data:`ADVICE_TARGETS`, else one ``ValueError`` naming ``name``."""
+    if target not in ADVICE_TARGETS:
+        raise ValueError(f"`{name}` must be one of {ADVICE_TARGETS}, got {target!r}")
+    return target
+
+
+def scale_free_curve(m: PromptMoments, estimator, budget: int, sizes: np.ndarray) -> np.ndarray:
+    r"""The scale-free error of ``estimator`` at each ``G`` of ``sizes`` with ``B = N/G``.
+
+    .. math::
+
+        \epsilon(G; N) = \min_c \frac{E\|c\,\hat g_B - g\|^2}{\|g\|^2}
+        = 1 - \frac{\langle g, E\hat g_B\rangle^2}{\|g\|^2\,E\|\hat g_B\|^2}
+
+    Checked inputs, as :func:`fixed_budget_curve`; a rule that scales its advantages needs
+    binary-reward moments. An affine rule with mean factor ``k`` has ``E g_B = k g`` and
+    ``E||g_B||^2 = MSE + (2k - 1)||g||^2``, so ``epsilon = MSE_k / (MSE_k + ||g||^2)`` with
+    ``MSE_k = E||g_B/k - g||^2``: for GRPO (``k = 1``) an increasing function of its MSE, the
+    same argmin. A scaled rule's mean and second moment are the exact sums of
+    :mod:`.advantage` composed over ``B`` prompts (:func:`~.moments.batch_mean_terms`).
+    Returns ``(n_G,)``; ``ValueError`` when ``||g||^2 <= 0`` (no direction to err from) or an
+    estimate's second moment is not positive.
+    """
+    norm = float(m.grad_norm_sq)
+    if not norm > 0.0:
+        raise ValueError(f"`moments`: the scale-free error needs ||g||^2 > 0 (a direction to "
+                         f"compare with), got {norm:.3g}")
+    second, projection = np.empty(sizes.size), np.empty(sizes.size)
+    if estimator.is_affine:
+        mse = fixed_budget_curve(m, estimator, budget, sizes)
+        for i, g in enumerate(sizes):
+            _, k = affine_variance(m, estimator, float(g), m.value)
+            second[i], projection[i] = mse[i] + (2.0 * k - 1.0) * norm, k * norm
+    else:
+        f = m.prompt_prob
+        for i, g in enumerate(sizes):
+            parts = advantage_moments(m, estimator, int(g))
+            second[i], projection[i], _ = batch_mean_terms(
+                f @ parts.second_moment, f * parts.mean_factor, m.grad_gram, f, budget // int(g))
+    if not np.all(second > 0.0):
+        raise ValueError(f"`moments`: {estimator.name!r}'s estimate has a second moment <= 0 "
+                         "at some group size, so its scale-free error is undefined")
+    return 1.0 - projection**2 / (norm * second)
+
+
+def scale_free_error(moments: PromptMoments, estimator, budget, group_size=None):
+    r"""Any rule's exact scale-free error at a fixed budget ``N = B G`` (docs/theory.md).
+
+    .. math::
+
+        \epsilon(G; N) = 1 - \frac{\langle g, E\hat g_B\rangle^2}{\|g\|^2\,E\|\hat g_B\|^2},
+        \qquad B = \frac{N}{G}
+
+    The MSE of ``c g_hat_B`` against ``g`` at the best constant ``c``, relative to ``||g||^2``:
+    what an optimiser that removes the estimate's scale (Adam, a learning rate tuned per
+    ``G``) is left with. ``1/(1 + SNR)`` for an unbiased rule, ``SNR = ||g||^2 / tr Cov``.
+
+    Parameters
+    ----------
+    moments : PromptMoments
+    estimator : str or AdvantageRule
+        Any registered rule; one that scales its advantages needs moments of binary rewards.
+    budget : int
+        ``N``, in ``2..MAX_BUDGET``.
+    group_size : int or 1-D array of int, optional
+        Divisors of ``N``, each admissible for the rule; by default every divisor ``>= 2``.
+
+    Returns
+    -------
+    float or ndarray (n_G,)
+        A float for a scalar ``group_size``.
+
+    Examples
+    --------
+    The full mean is ``(G - 1)/G`` times GRPO, a rescaling: the same scale-free error.
+
+    >>> from ustat_rl.policies.softmax import SoftmaxBandit
+    >>> m = SoftmaxBandit([[0.0, 0.0], [0.5, 0.0]], [[1.0, 0.0], [0.2, 0.6]]).moments()
+    >>> a = scale_free_error(m, "grpo", 16, [2, 4, 8])
+    >>> b = scale_free_error(m, "fullmean", 16, [2, 4, 8])
+    >>> bool(abs(a - b).max() < 1e-12), bool(a[0] > a[1])
+    (True, True)
+    """
+    m = _check_moments(moments)
+    rule = get_rule(estimator, "estimator")
+    budget = check_budget(budget)
+    raw = None if group_size is None else np.asarray(group_size)
+    if raw is None:
+        sizes = group_size_grid(budget, low=max(2, rule.min_group_size))
+    else:
+        if raw.ndim > 1 or raw.size == 0:
+            raise ValueError(f"`group_size` must be an integer or a non-empty 1-D array of "
+                             f"integers, got shape {raw.shape}")
+        sizes = np.array([as_int(v.item() if hasattr(v, "item") else v, "group_size",
+                                 rule.min_group_size, rule.min_group_reason)
+                          for v in np.atleast_1d(raw)], dtype=np.int64)
+        if np.any(budget % sizes):
+            raise ValueError(f"`group_size` must divide `budget` N = {budget}, got "
+                             f"{sizes[budget % sizes != 0][0]}")
+    out = scale_free_curve(m, rule, budget, sizes)
+    return float(out[0]) if raw is not None and raw.ndim == 0 else out
+
+
+def advice_curve(m: PromptMoments, estimator, budget: int, sizes: np.ndarray,
+                 target: str) -> np.ndarray:
+    """The curve the advice minimises over ``sizes``: the fixed-budget MSE
+    (:func:`fixed_budget_curve`) or the scale-free error (:func:`scale_free_curve`). Checked
+    inputs; ``target`` one of :data:`ADVICE_TARGETS`."""
+    if target == "mse":
+        return fixed_budget_curve(m, estimator, budget, sizes)
+    return scale_free_curve(m, estimator, budget, sizes)
+
+
 # ------------------------------------------- any rule's MSE at real B = N/G, bias included
 @dataclass(frozen=True)
 class BudgetOptimum:
@@ -794,6 +917,10 @@ class GroupSizeAnswer:
     critical_rollouts : tuple of CriticalRollouts or None
         ``(at the recommended G, at min(G*, N))``: GRPO's critical rollout count
         (:func:`critical_rollouts`), when the caller gave ``||g||^2``; ``None`` otherwise.
+    target : str
+        What ``mse`` holds and the best divisor minimises (:data:`ADVICE_TARGETS`): ``"mse"``,
+        or ``"scale_free"`` (then ``mse`` holds the scale-free error, :func:`scale_free_curve`;
+        for GRPO an increasing function of its MSE, so the same best divisor and advice).
     """
 
     budget: int
@@ -807,6 +934,7 @@ class GroupSizeAnswer:
     recommended_group_size: int
     worst_excess: float
     critical_rollouts: tuple | None = None
+    target: str = "mse"
 
 
 def gstar_within_budget(c1: float, c3: float, budget: int) -> float:
@@ -836,7 +964,8 @@ def _check_pair(value, name: str) -> tuple[float, float] | None:
 
 
 def group_size_answer(budget, constants, curve=None, estimator="grpo", ratio=None,
-                      gstar_interval=None, grad_norm_sq=None) -> GroupSizeAnswer:
+                      gstar_interval=None, grad_norm_sq=None,
+                      target: str = "mse") -> GroupSizeAnswer:
     r"""The group size at budget ``N``: ``G*``, the curve, the best divisor, the advice (C17, C32).
 
     .. math::
@@ -864,6 +993,10 @@ def group_size_answer(budget, constants, curve=None, estimator="grpo", ratio=Non
     grad_norm_sq : float, optional
         ``||g||^2`` (a policy's, or a pilot's unbiased estimate): the answer then carries the
         critical rollout count at the recommended ``G`` and at ``min(G*, N)``.
+    target : {"mse", "scale_free"}
+        What ``curve`` is (:data:`ADVICE_TARGETS`); ``"scale_free"`` needs ``curve``. GRPO's
+        scale-free error is an increasing function of its MSE, so the minimax-regret advice
+        over ``ratio`` (read from the MSE law) is the same for both targets.
 
     Returns
     -------
@@ -880,6 +1013,10 @@ def group_size_answer(budget, constants, curve=None, estimator="grpo", ratio=Non
     c1, c2, c3 = _check_constants(constants)
     rule = get_rule(estimator, "estimator")
     sizes = grid.group_sizes
+    target = check_advice_target(target)
+    if curve is None and target != "mse":
+        raise ValueError("`curve` is required for `target` 'scale_free': the default curve is "
+                         "GRPO's MSE law")
     if curve is None:
         if rule.name != "grpo":
             raise ValueError(f"`curve` is required for `estimator` {rule.name!r}: the default "
@@ -916,4 +1053,4 @@ def group_size_answer(budget, constants, curve=None, estimator="grpo", ratio=Non
                              if rule.name == "grpo" else None),
         gstar=gstar_or_nan(c1, c3), gstar_interval=_check_pair(gstar_interval, "gstar_interval"),
         recommended_group_size=int(recommended), worst_excess=float(excess),
-        critical_rollouts=counts)
+        critical_rollouts=counts, target=target)
