@@ -42,9 +42,20 @@ __all__ = ["SHARDED_ROWS", "SHARDED_CHUNK", "SHARDED_TIMEOUT", "sharded_model", 
 SHARDED_TIMEOUT, SHARDED_RTOL = 120, 1e-10
 
 
+def _start_method() -> str:
+    """``fork`` on Linux (the children share this process's imports: under a second), ``spawn``
+    elsewhere and under coverage: a tracer running in this process's other threads can hold a
+    lock at the fork, and the child then waits on it for ever (seen when
+    ``benchmarks/route_map.py`` ran verify under coverage)."""
+    tracer = sys.modules.get("coverage")
+    measured = tracer is not None and tracer.Coverage.current() is not None
+    return "fork" if sys.platform.startswith("linux") and not measured else "spawn"
+
+
 def run_two_processes(out: Path) -> list:
     """Start the two worker processes (forked on Linux: this process's imports are theirs, so
-    they start in a fraction of a second; spawned elsewhere), wait for both, and return their
+    they start in a fraction of a second; spawned elsewhere and under coverage,
+    :func:`_start_method`), wait for both, and return their
     ``npz`` contents in rank order. Raises :class:`MissingExtra` (verdict ``skipped``) when
     ``torch.distributed`` cannot start, ``RuntimeError`` (verdict ``error``) when a process fails
     or does not finish in :data:`SHARDED_TIMEOUT` seconds."""
@@ -56,7 +67,7 @@ def run_two_processes(out: Path) -> list:
         from torch.distributed.fsdp import fully_shard  # noqa: F401
     except ImportError as exc:
         raise MissingExtra(f"skipped: this torch has no FSDP2 (fully_shard): {exc}") from None
-    context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    context = multiprocessing.get_context(_start_method())
     procs = [context.Process(target=run_rank, args=(str(out), rank), daemon=True)
              for rank in (0, 1)]
     for proc in procs:
