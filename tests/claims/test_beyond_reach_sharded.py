@@ -1,7 +1,8 @@
 """C62 (ustat_rl.claims.beyond_reach.sharded): two gloo processes sketching a model sharded by
 FSDP2. The claim passes on the code as it is; a bug planted in the sharded route (the processes'
 rows gathered out of rank order) turns its verdict to "fail"; and where torch.distributed cannot start, its verdict is "skipped" with the
-reason, never "pass". The processes are forked, so a bug planted here is theirs too."""
+reason, never "pass". The claim spawns its processes; the planted-bug tests fork them instead
+(this test process holds no other thread), so that a bug planted here is theirs too."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from ustat_rl.claims import VerifyContext, registry, run_claim  # noqa: E402
+from ustat_rl.claims.beyond_reach import sharded  # noqa: E402
 from ustat_rl.frameworks import gather  # noqa: E402
 
 pytestmark = [pytest.mark.fast,
@@ -41,6 +43,7 @@ def test_rows_gathered_out_of_rank_order_fail(monkeypatch):
         half = out.shape[0] // 2
         return np.concatenate([out[half:], out[:half]])
 
+    monkeypatch.setattr(sharded, "START_METHOD", "fork")
     monkeypatch.setattr(gather, "gather_rows", reversed_ranks)
     result = _result()
     assert result.verdict == "fail" and "gathered" in result.headline
@@ -49,6 +52,7 @@ def test_rows_gathered_out_of_rank_order_fail(monkeypatch):
 def test_no_gloo_is_skipped_with_the_reason(monkeypatch):
     import torch.distributed as dist
 
+    monkeypatch.setattr(sharded, "START_METHOD", "fork")
     monkeypatch.setattr(dist, "is_gloo_available", lambda: False)
     result = _result()
     assert result.verdict == "skipped"

@@ -20,7 +20,6 @@ Deterministic: no false-failure rate.
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from pathlib import Path
 
@@ -38,24 +37,19 @@ from .sharded_worker import (
 __all__ = ["SHARDED_ROWS", "SHARDED_CHUNK", "SHARDED_TIMEOUT", "sharded_model", "sharded_spec",
            "run_two_processes"]
 
+#: How the two processes start: spawned, not forked. A fork copies whatever lock another thread
+#: of this process holds (a Monte Carlo pool, a progress bar, a tracer), and a child can then
+#: wait on it for ever, as seen under ``benchmarks/calibration.py`` and
+#: ``benchmarks/route_map.py``; spawning costs each child an import of torch, about 3 s. (The
+#: tests fork, single-threaded, so that a bug they plant in this process reaches the children.)
+START_METHOD = "spawn"
+
 #: The seconds two processes may take, and the comparison's relative tolerance (float64).
 SHARDED_TIMEOUT, SHARDED_RTOL = 120, 1e-10
 
 
-def _start_method() -> str:
-    """``fork`` on Linux (the children share this process's imports: under a second), ``spawn``
-    elsewhere and under coverage: a tracer running in this process's other threads can hold a
-    lock at the fork, and the child then waits on it for ever (seen when
-    ``benchmarks/route_map.py`` ran verify under coverage)."""
-    tracer = sys.modules.get("coverage")
-    measured = tracer is not None and tracer.Coverage.current() is not None
-    return "fork" if sys.platform.startswith("linux") and not measured else "spawn"
-
-
 def run_two_processes(out: Path) -> list:
-    """Start the two worker processes (forked on Linux: this process's imports are theirs, so
-    they start in a fraction of a second; spawned elsewhere and under coverage,
-    :func:`_start_method`), wait for both, and return their
+    """Start the two worker processes (spawned: each imports what it needs), wait for both, and return their
     ``npz`` contents in rank order. Raises :class:`MissingExtra` (verdict ``skipped``) when
     ``torch.distributed`` cannot start, ``RuntimeError`` (verdict ``error``) when a process fails
     or does not finish in :data:`SHARDED_TIMEOUT` seconds."""
@@ -67,7 +61,7 @@ def run_two_processes(out: Path) -> list:
         from torch.distributed.fsdp import fully_shard  # noqa: F401
     except ImportError as exc:
         raise MissingExtra(f"skipped: this torch has no FSDP2 (fully_shard): {exc}") from None
-    context = multiprocessing.get_context(_start_method())
+    context = multiprocessing.get_context(START_METHOD)
     procs = [context.Process(target=run_rank, args=(str(out), rank), daemon=True)
              for rank in (0, 1)]
     for proc in procs:
@@ -97,7 +91,7 @@ def run_two_processes(out: Path) -> list:
           "processes, each sketching its own rows and gathering all of them in rank order, "
           "equals the unsharded model's sketch of the same rows",
           "derived (docs/theory.md C62; the sketch of C44 under data parallelism)",
-          "two processes on gloo (forked on Linux, a file store), tiny_causal_lm in float64 with its embedding, "
+          "two processes on gloo (spawned, a file store), tiny_causal_lm in float64 with its embedding, "
           "norm, linear layer and root each under fully_shard, sketch_rows and gather_rows against sketch_rows of "
           "the unsharded model in this process; rel 1e-10. Skipped, with the reason, where "
           "torch.distributed cannot start")
