@@ -437,9 +437,20 @@ def predicted_curves(out: Path, conditions) -> pd.DataFrame:
     from ustat_rl.pilot.report import gstar_report
     from ustat_rl.pilot.rollouts import load_rollouts
 
+    kept = out / "advice_pilot_curves.csv"
+    earlier = pd.read_csv(kept) if kept.exists() else pd.DataFrame(columns=["condition"])
     rows = []
     for name in conditions:
-        rollouts = load_rollouts(out / "pilots" / f"{name}.npz")
+        path = out / "pilots" / f"{name}.npz"
+        if not path.exists():  # the rollouts are not committed: keep the curves read from them
+            found = earlier[earlier["condition"] == name]
+            if found.empty:
+                raise FileNotFoundError(f"{path} is missing and {kept} holds no curves of "
+                                        f"{name!r}: remove its rows from advice_pilots.csv and "
+                                        "run --pilots again")
+            rows.extend(found.to_dict("records"))
+            continue
+        rollouts = load_rollouts(path)
         for N in PROTOCOL["budgets"]:
             paper = gstar_report(rollouts, N, extra_estimators=(TRAINED_RULE,))
             free = gstar_report(rollouts, N, TRAINED_RULE, target="scale_free")

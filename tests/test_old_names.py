@@ -19,7 +19,7 @@ import re
 import sys
 
 import pytest
-from conftest import ROOT
+from script_loader import ROOT
 
 import ustat_rl
 
