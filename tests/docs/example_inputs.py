@@ -35,10 +35,12 @@ GROUP_SIZE = 8
 def _bandit_pilot():
     from ustat_rl import SoftmaxBandit
     from ustat_rl.scores.bandit import bandit_pilot
+    from ustat_rl.scores.spec import SketchSpec
 
     bandit = SoftmaxBandit(logits=[[0.3, -0.2, 0.5], [1.0, 0.0, -1.0]],
                            reward_prob=[[0.9, 0.2, 0.5], [0.1, 0.6, 0.3]])
-    return bandit_pilot(bandit, 64, GROUP_SIZE, np.random.default_rng(SEED), sketch_dim=16)
+    return bandit_pilot(bandit, 64, GROUP_SIZE, np.random.default_rng(SEED),
+                        sketch=SketchSpec(16, seed=SEED))
 
 
 def _pilot(folder: Path, name: str) -> None:
