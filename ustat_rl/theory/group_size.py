@@ -453,12 +453,7 @@ def fixed_budget_mse(moments: PromptMoments, estimator, budget, group_size=None,
                              f"{rule.min_group_size}; pass `group_size` to choose from the "
                              f"divisors of `budget` N = {budget}")
     else:
-        if raw.ndim > 1 or raw.size == 0:
-            raise ValueError(f"`group_size` must be an integer or a non-empty 1-D array of "
-                             f"integers, got shape {raw.shape}")
-        sizes = np.array([as_int(v.item() if hasattr(v, "item") else v, "group_size",
-                                 rule.min_group_size, rule.min_group_reason)
-                          for v in np.atleast_1d(raw)], dtype=np.int64)
+        sizes = _checked_sizes(raw, rule)
         if whole_batches and np.any(budget % sizes):
             raise ValueError(f"`group_size` must divide `budget` N = {budget} (B = N/G whole "
                              f"groups), got {sizes[budget % sizes != 0][0]}; "
@@ -573,17 +568,23 @@ def scale_free_error(moments: PromptMoments, estimator, budget, group_size=None)
     if raw is None:
         sizes = group_size_grid(budget, low=max(2, rule.min_group_size))
     else:
-        if raw.ndim > 1 or raw.size == 0:
-            raise ValueError(f"`group_size` must be an integer or a non-empty 1-D array of "
-                             f"integers, got shape {raw.shape}")
-        sizes = np.array([as_int(v.item() if hasattr(v, "item") else v, "group_size",
-                                 rule.min_group_size, rule.min_group_reason)
-                          for v in np.atleast_1d(raw)], dtype=np.int64)
+        sizes = _checked_sizes(raw, rule)
         if np.any(budget % sizes):
             raise ValueError(f"`group_size` must divide `budget` N = {budget}, got "
                              f"{sizes[budget % sizes != 0][0]}")
     out = scale_free_curve(m, rule, budget, sizes)
     return float(out[0]) if raw is not None and raw.ndim == 0 else out
+
+
+def _checked_sizes(raw: np.ndarray, rule) -> np.ndarray:
+    """``group_size`` (an integer or a non-empty 1-D array) as checked integers, each at least
+    ``rule``'s smallest group."""
+    if raw.ndim > 1 or raw.size == 0:
+        raise ValueError(f"`group_size` must be an integer or a non-empty 1-D array of "
+                         f"integers, got shape {raw.shape}")
+    return np.array([as_int(v.item() if hasattr(v, "item") else v, "group_size",
+                            rule.min_group_size, rule.min_group_reason)
+                     for v in np.atleast_1d(raw)], dtype=np.int64)
 
 
 def advice_curve(m: PromptMoments, estimator, budget: int, sizes: np.ndarray,
