@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from filter_windows import COUNTS, GROUPS, META, G, filter_batches
 
 from ustat_rl.frameworks.config import EstimatorConfig, MonitorConfig
 from ustat_rl.frameworks.trajectory import append_record, read_trajectory
-from ustat_rl.frameworks.window import Batch, window_record
+from ustat_rl.frameworks.window import window_record
 from ustat_rl.pilot.estimate import estimate_moments, pilot_statistics
 from ustat_rl.theory.advantage import binary_projection
 from ustat_rl.theory.dynamic_sampling import filtered_batch_moments
@@ -24,21 +25,6 @@ from ustat_rl.theory.dynamic_sampling_cost import cost_at_keep_probability
 
 pytestmark = pytest.mark.fast
 
-G, GROUPS = 10, 4
-COUNTS = ((1, 5, 0, 9), (10, 1, 3, 1), (2, 7, 1, 4))  # success counts per batch
-META = dict(sketch_kind="gaussian", sketch_seed=None, sketch_blocks=None, sketch_route="dense",
-            model_name="test", param_dim=6)
-
-
-def _batches():
-    rng = np.random.default_rng(11)
-    out = []
-    for b, counts in enumerate(COUNTS):
-        reward = np.concatenate([rng.permutation(np.repeat([1.0, 0.0], [k, G - k]))
-                                 for k in counts])
-        score = rng.normal(size=(reward.size, 6)) + reward[:, None]
-        out.append(Batch(b, G, reward, score, b * GROUPS))
-    return out
 
 
 def _hand_keep(name: str) -> float:
@@ -53,7 +39,7 @@ def _hand_keep(name: str) -> float:
 
 @pytest.mark.parametrize("name", ["verl", "roll"])
 def test_window_reports_the_group_filters_figures(tmp_path, name):
-    batches, budget = _batches(), G * GROUPS
+    batches, budget = filter_batches(), G * GROUPS
     plain, _ = window_record(batches, META, budget,
                              MonitorConfig(estimator=EstimatorConfig(source="test")))
     record, rollouts = window_record(batches, META, budget, MonitorConfig(

@@ -11,32 +11,17 @@ groups than 0.5. The rest of the record is the default record's.
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
+from filter_windows import COUNTS, GROUPS, META, G, filter_batches
 
 from ustat_rl.frameworks.config import EstimatorConfig, MonitorConfig
-from ustat_rl.frameworks.window import Batch, window_record
+from ustat_rl.frameworks.window import window_record
 from ustat_rl.pilot.estimate import estimate_moments, pilot_statistics
 from ustat_rl.theory.advantage import binary_projection
 from ustat_rl.theory.variance_filter import VarianceFilter, variance_filtered_moments
 
 pytestmark = pytest.mark.fast
 
-G, GROUPS = 10, 4
-COUNTS = ((1, 5, 0, 9), (10, 1, 3, 1), (2, 7, 1, 4))  # success counts per batch
-META = dict(sketch_kind="gaussian", sketch_seed=None, sketch_blocks=None, sketch_route="dense",
-            model_name="test", param_dim=6)
-
-
-def _batches():
-    rng = np.random.default_rng(11)
-    out = []
-    for b, counts in enumerate(COUNTS):
-        reward = np.concatenate([rng.permutation(np.repeat([1.0, 0.0], [k, G - k]))
-                                 for k in counts])
-        score = rng.normal(size=(reward.size, 6)) + reward[:, None]
-        out.append(Batch(b, G, reward, score, b * GROUPS))
-    return out
 
 
 def _hand_keep(top_p: float) -> float:
@@ -54,7 +39,7 @@ def _hand_keep(top_p: float) -> float:
 
 @pytest.mark.parametrize("top_p", [0.5, 1.0])
 def test_window_reports_the_filters_figures(top_p):
-    batches, budget = _batches(), G * GROUPS
+    batches, budget = filter_batches(), G * GROUPS
     spec = VarianceFilter("top_p", top_p, name="reward_variance_top_p")
     plain, _ = window_record(batches, META, budget,
                              MonitorConfig(estimator=EstimatorConfig(source="test")))
