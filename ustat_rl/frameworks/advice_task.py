@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -179,7 +180,9 @@ def warm_start(settings: WarmStart = WarmStart(), cache: Path | None = None):
     seconds = time.perf_counter() - start
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(".tmp")
+        # one partial file per process: workers that train the same warm start at once each
+        # write their own and the last rename wins (the same seed gives the same weights)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
         torch.save(model.state_dict(), partial)
         partial.replace(path)
     return model.eval(), seconds
