@@ -13,6 +13,7 @@ them). Negative control: the same batches without the loss's weights give anothe
 
 from __future__ import annotations
 
+import logging
 import math
 import warnings
 
@@ -279,3 +280,13 @@ def test_an_explicit_process_group_is_used(tmp_path):
         dist.destroy_process_group()
     np.testing.assert_equal(got, want)
     assert [r.step for r in read_trajectory(tmp_path / "group.jsonl")] == [0]
+
+
+def test_each_window_is_summarised_on_the_monitor_logger(tmp_path, caplog):
+    from ustat_rl.frameworks.window import _advice_line
+
+    with caplog.at_level(logging.INFO, logger="ustat_rl.monitor"):
+        record = _one_window(tmp_path, "logged")
+    lines = [r.getMessage() for r in caplog.records if r.name == "ustat_rl.monitor"]
+    assert lines == [f"WindowMonitor: {_advice_line(record)}"]
+    assert "advice G = " in lines[0] and "\n" not in lines[0]

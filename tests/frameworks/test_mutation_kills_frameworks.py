@@ -189,14 +189,15 @@ def test_rewards_report_defaults_say_nothing_logged_and_no_scores():
 
 
 # ----------------------------------------------------------------------------- trajectory
-def test_records_carry_format_version_four(tmp_path):
-    # mutants: TRAJECTORY_VERSION moved back to 3, to 5 or None; a reader of saved runs relies on
-    # it (version 4: the group filter is `ds_group_filter`, version 3's `ds_keep_rule`; version
-    # 3: the run's rule is `estimator`, version 2's `rule`)
-    assert TRAJECTORY_VERSION == 4
+def test_records_carry_format_version_five(tmp_path):
+    # mutants: TRAJECTORY_VERSION moved back to 4, to 6 or None; a reader of saved runs relies on
+    # it (version 5 added the run rule's advice and the flat groups; version 4: the group filter
+    # is `ds_group_filter`, version 3's `ds_keep_rule`; version 3: the run's rule is
+    # `estimator`, version 2's `rule`)
+    assert TRAJECTORY_VERSION == 5
     path = tmp_path / "t.jsonl"
     append_record(path, synthetic_record(10, 1.0, 2.0, 49.0, SyntheticErrors(0.01, 0.5)))
-    assert json.loads(path.read_text())["version"] == 4
+    assert json.loads(path.read_text())["version"] == 5
     assert read_trajectory(path)[0].estimator == "grpo"
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from ustat_rl.frameworks.synthetic import SyntheticErrors, SyntheticWindow, synthetic_record
 from ustat_rl.frameworks.trajectory import (
+    ADDED_IN_5,
     GSTAR_ERROR_FIELDS,
     TRAJECTORY_FIELDS,
     TRAJECTORY_VERSION,
@@ -124,9 +125,9 @@ def test_a_version_2_file_reads_into_the_renamed_fields(tmp_path):
     assert window.run_method == raw[2]["run_estimator"]
     assert window.gstar.high == math.inf and window.gstar.low == raw[2]["gstar"]["low"]
     assert old[1].estimator == "trl_group" and old[1].mse_best_estimator is None
-    # written again it is a version 4 file, read back to the same records
+    # written again it is a version 5 file, read back to the same records
     path = _write(tmp_path / "again.jsonl", old)
-    assert {json.loads(line)["version"] for line in path.read_text().splitlines()} == {4}
+    assert {json.loads(line)["version"] for line in path.read_text().splitlines()} == {5}
     again = read_trajectory(path)
     assert [r.to_dict() for r in again] == [r.to_dict() for r in old]
     # the verdict on the old file is the verdict on the new one
@@ -144,7 +145,7 @@ def test_older_layouts_are_read(tmp_path):
     assert second.var_run.estimate == 0.125 and math.isnan(second.var_run.low)
 
 
-@pytest.mark.parametrize("version", [5, 0, "4", True, 2.5])
+@pytest.mark.parametrize("version", [6, 0, "5", True, 2.5])
 def test_an_unknown_version_is_refused_in_one_line(tmp_path, version):
     good = synthetic_record(10, 1.0, 2.0, 49.0, SyntheticErrors(0.05, 2.0)).to_dict()
     path = tmp_path / "run.jsonl"
@@ -154,13 +155,14 @@ def test_an_unknown_version_is_refused_in_one_line(tmp_path, version):
     message = str(info.value)
     assert message.startswith(f"{path}, line 1: `version` {version!r} is not a trajectory layout")
     assert "\n" not in message
-    path.write_text(json.dumps(good) + "\n")  # control: the same line at version 4 is read
+    path.write_text(json.dumps(good) + "\n")  # control: the same line at version 5 is read
     assert read_trajectory(path)[0].step == 10
 
 
 def test_a_version_3_line_reads_its_group_filter_into_the_renamed_field(tmp_path):
     line = synthetic_record(10, 1.0, 2.0, 49.0, SyntheticErrors(0.05, 2.0)).to_dict()
-    line = {("ds_keep_rule" if k == "ds_group_filter" else k): v for k, v in line.items()}
+    line = {("ds_keep_rule" if k == "ds_group_filter" else k): v for k, v in line.items()
+            if k not in ADDED_IN_5}  # version 3 had none of version 5's fields
     path = tmp_path / "run.jsonl"
     path.write_text(json.dumps(dict(line, version=3, ds_keep_rule="roll")) + "\n")
     assert read_trajectory(path)[0].ds_group_filter == "roll"
@@ -168,6 +170,21 @@ def test_a_version_3_line_reads_its_group_filter_into_the_renamed_field(tmp_path
     path.write_text(json.dumps(dict(line, version=4, ds_keep_rule="roll")) + "\n")
     with pytest.raises(ValueError, match="unknown \\['ds_keep_rule'\\]"):
         read_trajectory(path)
+
+
+def test_a_version_4_line_reads_without_the_fields_version_5_added(tmp_path):
+    record = synthetic_record(10, 1.0, 2.0, 49.0, SyntheticErrors(0.05, 2.0))
+    line = {k: v for k, v in record.to_dict().items() if k not in ADDED_IN_5}
+    path = tmp_path / "run.jsonl"
+    path.write_text(json.dumps(dict(line, version=4)) + "\n")
+    old = read_trajectory(path)[0]
+    assert old == record and all(getattr(old, name) is None for name in ADDED_IN_5)
+    # control: a version 4 line holding a field only version 5 writes is refused
+    path.write_text(json.dumps(dict(line, version=4, run_rule_advice_mse=8)) + "\n")
+    with pytest.raises(ValueError, match="unknown \\['run_rule_advice_mse'\\]"):
+        read_trajectory(path)
+    path.write_text(json.dumps(dict(line, version=5, run_rule_advice_mse=8)) + "\n")
+    assert read_trajectory(path)[0].run_rule_advice_mse == 8
 
 
 def test_a_version_3_line_with_version_2_names_is_refused(tmp_path):

@@ -74,10 +74,12 @@ def test_logged_fields_and_trajectory(run):
     assert len(logs) == 4
     assert all(h["ustat/window_skipped"] == 0.0 for h in logs)
     for key in ("ustat/c1", "ustat/c2", "ustat/c3", "ustat/mse_run", "ustat/all_equal_observed",
-                "ustat/recommended_group_size"):
+                "ustat/recommended_group_size", "ustat/advised_group_size", "ustat/flat_share"):
         assert all(key in h for h in logs), key
     records = read_trajectory(tmp / "trajectory.jsonl")
     assert [r.step for r in records] == [0, 1, 2, 3]
+    # GRPOConfig's default optimiser, adamw_torch, removes the gradient's scale
+    assert all(r.advice_target == "scale_free" for r in records)
     assert [r.windows_pooled for r in records] == [1, 2, 3, 3]
     assert all(r.ok and r.estimator == "trl_group" for r in records)
     assert records[-1].n_prompts == 3 * B and records[-1].budget == G * B

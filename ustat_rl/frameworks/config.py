@@ -95,19 +95,29 @@ class EstimatorConfig:
         A dynamic-sampling group filter (``verl``, ``slime``, ``openrlhf``, ``roll``; beyond the
         paper): the records' ``ds_*`` figures under it
         (:func:`~ustat_rl.frameworks.window.window_record`); stored as the checked filter.
+    advice_target : {"scale_free", "mse"}, optional
+        The advice the records say to follow (:data:`~ustat_rl.theory.group_size.ADVICE_TARGETS`;
+        docs/theory.md, "What a step's progress depends on"): ``"scale_free"`` for an optimiser
+        that removes the gradient's scale (Adam), ``"mse"`` for a step of fixed size (SGD).
+        ``None``: read from the trainer by an adapter that can (TRL's ``optim``), else
+        ``"scale_free"``, an Adam-type optimiser.
     """
 
     name: str | None = None
     source: str | None = None
     group_filter: object = None
+    advice_target: str | None = None
 
     def __post_init__(self):
         from ..advantages import get_rule
         from ..advantages.multichannel import MULTI_CHANNEL_RULES
+        from ..theory.group_size import check_advice_target
         from .window import optional_group_filter
 
         if self.name is not None and self.name not in MULTI_CHANNEL_RULES:
             get_rule(self.name, "estimator")
+        if self.advice_target is not None:
+            check_advice_target(self.advice_target, "advice_target")
         _set(self, source="given by the caller" if self.source is None else str(self.source),
              group_filter=optional_group_filter(self.group_filter))
 

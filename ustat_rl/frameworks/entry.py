@@ -7,7 +7,9 @@ the tokens, masks and rewards it already holds, and every ``every`` steps (its
 each completion's score at the current parameters (:func:`ustat_rl.scores.chunks.sketch_rows`),
 pools the last ``pool`` such batches and returns the window's record
 (:func:`ustat_rl.frameworks.window.window_record`), which it also appends to the trajectory
-file (:mod:`ustat_rl.frameworks.trajectory`). A window that cannot be estimated (groups not
+file (:mod:`ustat_rl.frameworks.trajectory`) and summarises in one line on the logger
+``ustat_rl.monitor`` (the ``G`` to follow for the run's rule and target, the paper's advice
+beside it, the flat groups). A window that cannot be estimated (groups not
 contiguous, a NaN reward, no reward variation, a module the sketch cannot follow) is recorded
 as skipped with the reason, and training goes on; bad input is refused before any work.
 
@@ -18,6 +20,7 @@ sketches them; the monitor gathers rows and scores over the process group in ran
 
 from __future__ import annotations
 
+import logging
 import math
 import warnings
 import zlib
@@ -37,9 +40,20 @@ from .gather import gather_rows, unequal_passes, world
 from .generation import Generation, checked_token_ids
 from .trainer_units import NUM_ITEMS_LOSSES, completion_weights
 from .trajectory import WindowRecord, append_record
-from .window import Batch, batch_problem, observed_all_equal, skipped_record, window_record
+from .window import (
+    Batch,
+    _advice_line,
+    batch_problem,
+    observed_all_equal,
+    skipped_record,
+    window_record,
+)
 
 __all__ = ["WindowMonitor", "combined_rewards"]
+
+#: Where each window's summary line goes (:func:`~ustat_rl.frameworks.window._advice_line`), at
+#: level INFO, on rank 0.
+LOGGER = logging.getLogger("ustat_rl.monitor")
 
 
 def combined_rewards(per_function, weights) -> np.ndarray:
@@ -319,6 +333,7 @@ class WindowMonitor:
     def _emit(self, record: WindowRecord, rollouts) -> WindowRecord:
         self.records.append(record)
         if world(self.process_group)[0] == 0:
+            LOGGER.info("%s: %s", self.config.outputs.name, _advice_line(record))
             if self.trajectory is not None:
                 append_record(self.trajectory, record)
             folder = self.config.outputs.save_rollouts

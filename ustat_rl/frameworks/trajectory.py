@@ -8,7 +8,9 @@ interval is ``{"estimate", "low", "high"}`` with ``null`` for NaN and the string
 unbounded end (:func:`ustat_rl.formatting.json_ready`). A window the monitor could not estimate
 is a record too, with ``status`` ``"skipped"``, its ``reason`` in words, and ``null`` estimates.
 
-Layouts read (:meth:`WindowRecord.from_dict`): version 4, written now; version 3, which named the
+Layouts read (:meth:`WindowRecord.from_dict`): version 5, written now; version 4, which lacked
+the advice for the run's own rule and the flat-group figures (:data:`ADDED_IN_5`, read as
+``None``; a version 4 line holding one of them is refused); version 3, which named the
 dynamic-sampling group filter ``ds_keep_rule`` (read into ``ds_group_filter``); versions 2 and 1
 (and a line without ``version``), which named the group filter as version 3 did, the run's
 advantage rule ``rule`` (with ``rule_source``), the rule ``mse_best`` is for ``estimator``, and the
@@ -16,7 +18,8 @@ words behind ``mse_run`` ``run_estimator``; they are read into the fields ``esti
 ``run_method``. Version 1 wrote ``var_run`` as a plug-in number without an interval; it is read
 as an interval with NaN ends. Any other version is refused. The critical rollout count's fields
 (:data:`CRITICAL_FIELDS`) come last and may be absent from a line (files written before they
-existed), so a line of version 3 or 4 is read with or without them.
+existed), so a line of version 3 or 4 is read with or without them; the fields of
+:data:`ADDED_IN_5` come after them and may be absent from a version 5 line too.
 """
 
 from __future__ import annotations
@@ -30,16 +33,17 @@ from pathlib import Path
 from ..formatting import json_ready, parse_number
 
 __all__ = ["WindowRecord", "RecordInterval", "TRAJECTORY_FIELDS", "INTERVAL_FIELDS",
-           "CRITICAL_FIELDS",
+           "CRITICAL_FIELDS", "ADDED_IN_5",
            "GSTAR_ERROR_FIELDS", "TRAJECTORY_VERSION", "READABLE_VERSIONS", "append_record",
            "read_trajectory", "gstar_errors_of"]
 
 #: The layout written: 3 renamed version 2's ``rule``, ``rule_source``, ``estimator`` and
-#: ``run_estimator``, 4 version 3's ``ds_keep_rule`` (the module's docstring).
-TRAJECTORY_VERSION = 4
+#: ``run_estimator``, 4 version 3's ``ds_keep_rule``, 5 added :data:`ADDED_IN_5` (the module's
+#: docstring).
+TRAJECTORY_VERSION = 5
 
 #: The layouts :meth:`WindowRecord.from_dict` reads (``None``: a line without ``version``).
-READABLE_VERSIONS = (None, 1, 2, 3, 4)
+READABLE_VERSIONS = (None, 1, 2, 3, 4, 5)
 
 #: Version 2's names of the fields version 3 renamed.
 _RENAMED_IN_3 = {"rule": "estimator", "rule_source": "estimator_source",
@@ -148,6 +152,28 @@ class WindowRecord:
         The same at ``min(G*, N)`` (``None`` where ``G*`` is undefined).
     grad_norm_sq : RecordInterval or None
         ``||g||^2``, the mean of ``<g_a, g_b>`` over pairs of distinct groups, with its interval.
+    advice_target : str or None
+        The advice's target the run's optimiser pays for
+        (:data:`~ustat_rl.theory.group_size.ADVICE_TARGETS`; docs/theory.md, "What a step's
+        progress depends on"): ``"scale_free"`` for one that removes the gradient's scale (Adam),
+        ``"mse"`` for a step of fixed size (SGD).
+    run_rule_advice_mse, run_rule_advice_scale_free : int or None
+        The advice for the run's own rule (``estimator``) under each target: what
+        ``ustat-rl gstar --estimator <estimator> --target <target>`` answers on the window's
+        groups; ``None`` where it cannot be computed (``run_rule_advice_note`` says why).
+    run_rule_advice_note : str or None
+        Why the run rule's advice is absent (under one target or both), in words.
+    advised_group_size : int or None
+        The ``G`` to follow: the run rule's advice under ``advice_target``, else (it is absent)
+        the paper's ``recommended_group_size``.
+    flat_share : dict or None
+        The share of the window's groups (every pooled batch) with no signal, all rewards equal,
+        by reason (:data:`~ustat_rl.frameworks.flat_groups.REASONS`).
+    flat_expected_run, flat_expected_advised : RecordInterval or None
+        The expected share of flat groups, the prompt average of ``p^G + (1 - p)^G``, at the
+        run's ``G`` and at ``advised_group_size`` (binary rewards; a plug-in, biased upward,
+        where that ``G`` exceeds the run's; :func:`~ustat_rl.frameworks.flat_groups.
+        expected_flat_share`).
     """
 
     step: int
@@ -190,6 +216,14 @@ class WindowRecord:
     critical_inter_gstar: RecordInterval | None = None
     critical_intra_gstar: RecordInterval | None = None
     grad_norm_sq: RecordInterval | None = None
+    advice_target: str | None = None
+    run_rule_advice_mse: int | None = None
+    run_rule_advice_scale_free: int | None = None
+    run_rule_advice_note: str | None = None
+    advised_group_size: int | None = None
+    flat_share: dict | None = None
+    flat_expected_run: RecordInterval | None = None
+    flat_expected_advised: RecordInterval | None = None
 
     def __post_init__(self):
         if self.status not in ("ok", "skipped"):
@@ -210,6 +244,18 @@ class WindowRecord:
         if self.ds_group_filter is not None and not isinstance(self.ds_group_filter, str):
             raise ValueError(f"`ds_group_filter` must be a filter name or None, got "
                              f"{self.ds_group_filter!r}")
+        if self.advice_target is not None and self.advice_target not in ("mse", "scale_free"):
+            raise ValueError(f"`advice_target` must be 'mse', 'scale_free' or None, got "
+                             f"{self.advice_target!r}")
+        for name in ("run_rule_advice_mse", "run_rule_advice_scale_free", "advised_group_size"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 1):
+                raise ValueError(f"`{name}` must be a group size (an integer >= 1) or None, got "
+                                 f"{value!r}")
+        if self.flat_share is not None and not isinstance(self.flat_share, dict):
+            raise ValueError(f"`flat_share` must be a dict of shares by reason or None, got "
+                             f"{self.flat_share!r}")
         if self.ok:
             if not 0.0 < self.level < 1.0:
                 raise ValueError(f"`level` must lie strictly between 0 and 1, got {self.level!r}")
@@ -246,7 +292,10 @@ class WindowRecord:
             raise ValueError(f"`version` {version!r} is not a trajectory layout this reader knows "
                              f"({', '.join(str(v) for v in READABLE_VERSIONS[1:])}, or absent)")
         names = set(raw) - {"version"}
-        if version != TRAJECTORY_VERSION:
+        newer = sorted(names & set(ADDED_IN_5)) if version != TRAJECTORY_VERSION else []
+        if newer:  # a field version 5 added, in a line that says it is older
+            raise ValueError(f"not a trajectory record of version {version} (unknown {newer})")
+        if version not in (4, TRAJECTORY_VERSION):  # version 5 renamed nothing
             renamed = dict(_RENAMED_IN_4, **({} if version == 3 else _RENAMED_IN_3))
             raw = {renamed.get(k, k): v for k, v in raw.items()}
             names = {renamed.get(k, k) for k in names}
@@ -270,6 +319,9 @@ class WindowRecord:
         if isinstance(errors, dict) and set(errors) == set(GSTAR_ERROR_FIELDS):
             values["gstar_errors"] = {k: v if k == "sketch_units" else
                                       _number(v, f"gstar_errors.{k}") for k, v in errors.items()}
+        share = values["flat_share"]
+        if isinstance(share, dict):
+            values["flat_share"] = {k: _number(v, f"flat_share.{k}") for k, v in share.items()}
         for name in ("windows_pooled", "n_prompts", "n_samples"):
             values[name] = 0 if values[name] is None else values[name]
         return cls(**values)
@@ -281,11 +333,16 @@ TRAJECTORY_FIELDS = tuple(f.name for f in fields(WindowRecord))
 #: The fields that hold an interval ``{"estimate", "low", "high"}``.
 INTERVAL_FIELDS = ("c1", "c2", "c3", "gstar", "mse_run", "var_run", "critical_rollouts_run",
                    "critical_inter_run", "critical_intra_run", "critical_rollouts_gstar",
-                   "critical_inter_gstar", "critical_intra_gstar", "grad_norm_sq")
+                   "critical_inter_gstar", "critical_intra_gstar", "grad_norm_sq",
+                   "flat_expected_run", "flat_expected_advised")
 
-#: The critical rollout count's fields (``critical_*``) and ``grad_norm_sq``, last in a line:
-#: version 3 lines written before 0.2.0 added them omit them, and read as ``None``.
-CRITICAL_FIELDS = INTERVAL_FIELDS[6:]
+#: The critical rollout count's fields (``critical_*``) and ``grad_norm_sq``: version 3 lines
+#: written before 0.2.0 added them omit them, and read as ``None``.
+CRITICAL_FIELDS = INTERVAL_FIELDS[6:13]
+
+#: The fields version 5 added, last in a line: the advice for the run's own rule and the
+#: flat-group figures (read as ``None`` from an older line, and refused in one).
+ADDED_IN_5 = TRAJECTORY_FIELDS[TRAJECTORY_FIELDS.index("advice_target"):]
 
 #: Fields every line holds; version 2 wrote every field but the eight of
 #: ``gstar_errors`` .. ``ds_filtered_mse``, which a line may omit (as it may the

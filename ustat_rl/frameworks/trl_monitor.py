@@ -21,7 +21,10 @@ vanilla at the run's ``G``, and the predicted against the observed fraction of a
 rules ``trl_sum_then_normalize*`` and ``trl_normalize_then_sum``, whose advantages need each
 function's reward). The MSE and variance at the run's ``G`` are the run rule's, estimated without
 a moment model and so unbiased for every rule, TRL's default ``scale_rewards="group"`` included
-(:func:`ustat_rl.frameworks.window.window_noise`, docs/theory.md section 8).
+(:func:`ustat_rl.frameworks.window.window_noise`, docs/theory.md section 8). The advice is the
+run rule's too, under the target the trainer's optimiser pays for (:func:`_optimizer_target`:
+scale-free under AdamW, TRL's default), with the paper's GRPO advice beside it
+(:func:`ustat_rl.frameworks.window.window_record`).
 
 Where it hooks in (TRL's public surfaces wherever they carry what a window needs): the
 monitor is a ``transformers`` callback, TRL's documented extension point, and the computation
@@ -102,7 +105,9 @@ __all__ = ["GroupSizeMonitor", "run_rule", "LOGGED"]
 LOGGED = ("gstar", "c1", "c2", "c3", "mse_run", "var_run", "mse_gstar", "grpo_beats_vanilla",
           "ds_keep_prob", "ds_gen_batches", "ds_filtered_mse", "all_equal_predicted",
           "all_equal_observed", "recommended_group_size", "critical_rollouts_run",
-          "critical_inter_run", "critical_intra_run", "critical_rollouts_gstar")
+          "critical_inter_run", "critical_intra_run", "critical_rollouts_gstar",
+          "advised_group_size", "run_rule_advice_mse", "run_rule_advice_scale_free",
+          "flat_expected_run", "flat_expected_advised")
 
 _SCALE_RULES = {"group": "trl_group", True: "trl_group", "batch": "trl_batch",
                 "none": "trl_none", False: "trl_none"}
@@ -131,6 +136,16 @@ def run_rule(args, n_functions: int = 1) -> tuple[str | None, str]:
     if n_functions >= 2:
         return _SUM_RULES[_SCALE_RULES[scale]], source + several
     return _SCALE_RULES[scale], source
+
+
+def _optimizer_target(args) -> str:
+    """The advice target a ``GRPOConfig``'s optimiser (``optim``) pays for (docs/theory.md,
+    "What a step's progress depends on"): ``"mse"`` for a step of fixed size (an ``sgd``
+    optimiser, ``lomo``), ``"scale_free"`` for one that removes the gradient's scale (AdamW,
+    TRL's default, and the other adaptive optimisers)."""
+    optim = getattr(args, "optim", "adamw_torch")
+    name = str(getattr(optim, "value", optim)).lower()
+    return "mse" if "sgd" in name or name == "lomo" else "scale_free"
 
 
 def _is_async(func) -> bool:
@@ -193,7 +208,9 @@ class GroupSizeMonitor(TrainerCallback):
             config, group_size=int(trainer.num_generations),
             sketch=replace(config.sketch,
                            temperature=float(getattr(args, "temperature", 1.0) or 1.0)),
-            estimator=replace(config.estimator, name=rule, source=source),
+            estimator=replace(config.estimator, name=rule, source=source,
+                              advice_target=config.estimator.advice_target
+                              or _optimizer_target(args)),
             loss=LossWeighting(
                 loss_type=self.loss_type if known else None,
                 max_completion_length=getattr(args, "max_completion_length", None),
@@ -357,6 +374,8 @@ class GroupSizeMonitor(TrainerCallback):
                 value = value.estimate
             if value is not None and math.isfinite(float(value)):
                 train[f"ustat/{name}"].append(float(value))
+        if record.flat_share is not None:
+            train["ustat/flat_share"].append(float(sum(record.flat_share.values())))
         if record.gstar is not None:  # an unbounded end is left out (loggers want finite)
             for end in ("low", "high"):
                 if math.isfinite(getattr(record.gstar, end)):

@@ -196,7 +196,9 @@ class VerlWindowMonitor:
     loss_scale_factor : float, optional
         ``actor.loss_scale_factor`` for ``seq-mean-token-sum-norm``.
     adv_estimator, norm_adv_by_std_in_grpo :
-        verl's ``algorithm`` settings, read into the record's rule (:func:`verl_rule`).
+        verl's ``algorithm`` settings, read into the record's rule (:func:`verl_rule`). The
+        records advise under the scale-free target unless ``config.estimator.advice_target``
+        says otherwise: verl's actor optimiser is AdamW.
     process_group : torch.distributed.ProcessGroup, optional
         The data-parallel group (:class:`~ustat_rl.frameworks.entry.WindowMonitor`'s).
 

@@ -28,7 +28,8 @@ from ..pilot.report import all_equal_fraction, gstar_report
 from ..pilot.rollouts import MIN_GROUP_SIZE, Rollouts
 from ..pilot.run_noise import group_terms, run_noise
 from ..theory.dynamic_sampling_cost import cost_at_keep_probability
-from ..theory.group_size import budget_grid, law_at_gstar
+from ..theory.group_size import ADVICE_TARGETS, budget_grid, law_at_gstar
+from .flat_groups import REASONS, window_flat_groups
 from .grouped import all_equal_by_group
 from .trajectory import RecordInterval, WindowRecord, gstar_errors_of
 
@@ -37,6 +38,9 @@ _LOO = get_rule("grpo")
 
 __all__ = ["Batch", "batch_problem", "window_rollouts", "window_record", "skipped_record",
            "observed_all_equal", "run_advantages", "window_noise", "is_multichannel"]
+
+#: What each target's advice is for, in the monitor's summary line.
+_TARGET_WORDS = {"scale_free": "scale-free: an Adam-type step", "mse": "MSE: a fixed-size step"}
 
 
 @dataclass(frozen=True)
@@ -163,8 +167,90 @@ def skipped_record(step, reason: str, config, budget, observed: float = math.nan
     size, level, sketch dimension and rule are recorded); ``observed`` the batch's all-equal
     fraction, when it has whole groups."""
     return WindowRecord(status="skipped", reason=str(reason), all_equal_observed=float(observed),
+                        advice_target=_advice_target(config),
                         **_base(step, config.group_size, budget, config,
                                 config.sketch.dimension))
+
+
+def _advice_target(config) -> str:
+    """The advice target a monitor's records say to follow: ``config.estimator.advice_target``,
+    ``"scale_free"`` (an Adam-type optimiser) when it is ``None``."""
+    target = config.estimator.advice_target
+    return "scale_free" if target is None else target
+
+
+def _run_rule_advice(rollouts: Rollouts, budget, rule, level: float,
+                    run_group_size: int) -> tuple[dict, str | None]:
+    """The advice for the run's own ``rule`` under each target of :data:`ADVICE_TARGETS` on a
+    window's groups, and why any is missing (``None`` when none is).
+
+    Each is the ``recommended_group_size`` of :func:`~ustat_rl.pilot.report.gstar_report` with
+    ``estimator=rule`` and that ``target``: what ``ustat-rl gstar ROLLOUTS --budget N
+    --estimator <rule> --target <target>`` answers for the window's rollouts. Returns
+    ``({target: G or None}, note)``; a rule the pilot cannot advise for (not in the registry, a
+    multi-reward rule, a rule that scales its advantages under non-binary rewards, a rule with
+    a baseline drawn apart from the group) gets ``None`` and the reason in words, never another
+    rule's number.
+    """
+    none = dict.fromkeys(ADVICE_TARGETS)
+    if rule is None:
+        return none, "the run's rule is not in the registry: no advice for it"
+    if is_multichannel(rule):
+        return none, f"{rule} is a multi-reward rule: gstar advises single-reward rules only"
+    out, why = {}, {}
+    for target in ADVICE_TARGETS:
+        try:
+            report = gstar_report(rollouts, budget, rule, level, run_group_size=run_group_size,
+                                  target=target)
+        except ValueError as exc:
+            out[target] = None
+            why[target] = str(exc).splitlines()[0]
+            continue
+        out[target] = int(report.recommended_group_size)
+    if len(why) == len(ADVICE_TARGETS) and len(set(why.values())) == 1:
+        return out, f"no target: {next(iter(why.values()))}"  # one reason for both
+    return out, "; ".join(f"{target}: {reason}" for target, reason in why.items()) or None
+
+
+def _flat_fields(batches, G: int, advised: int | None, level: float) -> dict:
+    """The record's flat-group fields (:func:`~.flat_groups.window_flat_groups` of the pooled
+    batches): the observed share by reason, and the expected share at the run's ``G`` and at
+    ``advised`` with their intervals (``None`` without binary rewards)."""
+    sizes = sorted({G} | ({advised} if advised is not None else set()))
+    window = window_flat_groups(batches, sizes, level)
+    share = {name: window.counts[name] / window.n_groups for name in REASONS}
+
+    def at(size):
+        if size is None or size not in window.group_sizes:
+            return None
+        i = window.group_sizes.index(size)
+        return RecordInterval(window.expected[i], window.low[i], window.high[i])
+
+    return dict(flat_share=share, flat_expected_run=at(G), flat_expected_advised=at(advised))
+
+
+def _advice_line(record: WindowRecord) -> str:
+    """The monitor's summary of one window, in one short line: the ``G`` to follow, for which
+    rule and target, the paper's GRPO advice beside it, and the flat groups."""
+    head = f"step {record.step}, G = {record.group_size}"
+    if not record.ok:
+        return f"{head}: window skipped ({record.reason})"
+    target = _TARGET_WORDS.get(record.advice_target, record.advice_target)
+    own = getattr(record, f"run_rule_advice_{record.advice_target}", None)
+    if own is not None:
+        line = (f"{head}: advice G = {own} for {record.estimator} ({target}); paper's GRPO "
+                f"advice G = {record.recommended_group_size}")
+    else:
+        line = (f"{head}: advice G = {record.advised_group_size}, the paper's GRPO advice (none "
+                f"for {record.estimator or 'a rule outside the registry'}: see "
+                f"run_rule_advice_note)")
+    if record.flat_share is not None:
+        line += f"; flat groups {sum(record.flat_share.values()):.0%}"
+        expected = record.flat_expected_advised
+        if expected is not None:
+            line += (f", expected {expected.estimate:.0%} [{expected.low:.0%}, "
+                     f"{expected.high:.0%}] at G = {record.advised_group_size}")
+    return line
 
 
 def run_advantages(batch: Batch, estimator, weights=None) -> tuple[np.ndarray | None, str]:
@@ -240,7 +326,11 @@ def window_record(batches, meta: dict, budget, config) -> tuple[WindowRecord, Ro
     constants, the advice and GRPO against vanilla are the paper's GRPO rule's; ``mse_best``
     (the run rule's MSE at the best divisor of ``N``) comes from the moment model, exact for an
     affine rule and a plug-in for one that scales its advantages (``mse_best_estimator`` names
-    the rule that curve is for).
+    the rule that curve is for). The run rule's own advice under both targets
+    (:func:`_run_rule_advice`, the route of ``ustat-rl gstar --estimator <rule> --target <t>``)
+    and the flat groups of the window (:func:`~.flat_groups.window_flat_groups`) come last;
+    ``advised_group_size`` is the advice under ``config.estimator.advice_target``
+    (:func:`_advice_target`), the paper's where the run rule has none.
     """
     G = {b.group_size for b in batches}
     if len(G) != 1:
@@ -269,6 +359,12 @@ def window_record(batches, meta: dict, budget, config) -> tuple[WindowRecord, Ro
     mse_gstar = law_at_gstar(consts["c1"], consts["c2"], consts["c3"], budget)
     run = sizes.index(G) if G in sizes else None
     predicted = _predicted_all_equal(batches)
+    target = _advice_target(config)
+    advice, note = _run_rule_advice(rollouts, grid, rule, level, G)
+    advised = advice[target]
+    if advised is None:  # the paper's advice stands in, and the note says so
+        advised = int(report.recommended_group_size)
+        note = f"{note}; advised_group_size is the paper's GRPO advice"
     record = WindowRecord(
         status="ok", windows_pooled=len(batches), n_prompts=report.n_prompts,
         n_samples=report.n_samples,
@@ -290,6 +386,9 @@ def window_record(batches, meta: dict, budget, config) -> tuple[WindowRecord, Ro
         all_equal_observed=observed_all_equal(batches[-1].reward, G),
         gstar_errors=gstar_errors_of(report), units=units, mse_best_estimator=estimator,
         **_critical_fields(report.critical_rollouts),
+        advice_target=target, run_rule_advice_mse=advice["mse"],
+        run_rule_advice_scale_free=advice["scale_free"], run_rule_advice_note=note,
+        advised_group_size=advised, **_flat_fields(batches, G, advised, level),
         **_base(batches[-1].step, G, budget, config, rollouts.score.shape[1]))
     return record, rollouts
 
