@@ -164,6 +164,14 @@ def test_fixed_block_slicing_is_rejected_on_ragged_groups():
     assert not report.passed
     # at equal groups the two slicings agree: the old row accepts the fixed blocks
     assert check_conformance(fixed, "areal_grpo", search=Search(max_examples=40)).passed
+    # docs/conventions.md's batch: blocks of 2 put group 0's reward with one of group 1's, and
+    # the tail, group 1's other reward, is divided by 1e-5 alone; whitened, [0, 0, 1e5] is
+    # (-1, -1, 2)/sqrt(3) where the row gives 0, -1, 1 (up to the epsilons)
+    z, ids = np.array([0.0, 0.0, 1.0]), np.array([0, 1, 1])
+    np.testing.assert_allclose(fixed(z, ids), np.array([-1.0, -1.0, 2.0]) / np.sqrt(3),
+                               rtol=1e-5)
+    np.testing.assert_allclose(advantages("areal_grpo_cbff54d6", z, ids), [0.0, -1.0, 1.0],
+                               atol=2e-5)
 
 
 @pytest.mark.parametrize("neighbour", ["verl_grpo", "rllm_grpo"])
