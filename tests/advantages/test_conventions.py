@@ -98,6 +98,10 @@ def _literal(name, z, ids):
         elif name == "rllm_grpo":  # np.std (ddof 0); a group of one: mean 0, std 1
             out[idx] = ((r - mean) / (r.std(correction=0) + 1e-6) if n > 1
                         else r / (1.0 + 1e-6))
+        elif name == "areal_grpo_cbff54d6":  # each trajectory group, ragged or not
+            out[idx] = (r - mean) / ((std if n > 1 else 1.0) + 1e-5)
+        elif name == "areal_rollout_norm":  # population std + 1e-8; group_size 1 untouched
+            out[idx] = (r - mean) / (r.std(correction=0) + 1e-8) if n > 1 else r
         elif name == "rllm_prpo":  # no group baseline
             out[idx] = r
         elif name == "rllm_reinforce_pp_baseline":  # a singleton: z - z
@@ -114,7 +118,7 @@ def _literal(name, z, ids):
         out = (out - out.mean()) / (out.std() + 1e-4)
     elif name == "roll_batch":  # ROLL's reward_norm, batch mean and batch std
         out = (out - out.mean()) / (out.std() + 1e-6)
-    elif name == "areal_grpo":  # then adv_norm, batch mean and batch std
+    elif name in ("areal_grpo", "areal_grpo_cbff54d6"):  # then adv_norm over the batch
         out = (out - out.mean()) / (out.std() + 1e-5)
     elif name == "verl_gpg":
         out = out * (z.numel() / max(int(torch.count_nonzero(z)), 1))

@@ -74,8 +74,10 @@ def _group_rule(name, r, work):
         return torch.zeros_like(r) if mean <= 0 else (r - mean) / mean
     if name in ("verl_reinforce_pp", "openrlhf_reinforce", "roll_batch"):  # no group baseline
         return r.clone()
-    if name == "areal_grpo":  # reward_norm per group; a group of one: mean z, std 1
+    if name in ("areal_grpo", "areal_grpo_cbff54d6"):  # reward_norm; a group of one: std 1
         return (r - r.mean()) / ((r.std() if n > 1 else 1.0) + 1e-5)
+    if name == "areal_rollout_norm":  # population std, 1e-8 added; group_size 1 untouched
+        return (r - r.mean()) / (r.std(correction=0) + 1e-8) if n > 1 else r.clone()
     if name == "trl_async_grpo":  # population std, 1e-8 added; a singleton (z - z)/1e-8
         return (r - r.mean()) / (r.std(correction=0) + 1e-8)
     if name == "rllm_grpo":  # np.std (ddof 0), 1e-6 added; a group of one: mean 0, std 1
@@ -130,7 +132,7 @@ def framework_style(name, work):
             out = (out - out.mean()) / (out.std() + 1e-4)
         elif name == "roll_batch":  # ROLL's reward_norm over the batch
             out = (out - out.mean()) / (out.std() + 1e-6)
-        elif name == "areal_grpo":  # then adv_norm over the batch
+        elif name in ("areal_grpo", "areal_grpo_cbff54d6"):  # then adv_norm over the batch
             out = (out - out.mean()) / (out.std() + 1e-5)
         elif name == "verl_gpg":  # alpha = N / max(#nonzero rewards, 1), a Python float
             out = out * (z.numel() / max(int(torch.count_nonzero(z)), 1))

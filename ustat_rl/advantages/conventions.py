@@ -18,6 +18,8 @@ batch, and ``n_g`` the size of the group.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from .frameworks import KitWords, convention_rule, framework_provenance
@@ -39,6 +41,9 @@ def _at(pin, path):
     return (pin[0], path, *pin[1:])
 
 
+# Re-read on 2026-12-07 (issue 47, docs/conventions.md "Re-read at each framework's newest
+# commit"): each pin below is still its repository's newest readable commit, and each rule read
+# there is unchanged, except AReaL's, which moved to areal-project/AReaL (_AREAL_2).
 _TRL = ("huggingface/trl", "f2cd57710ae345ea6428ae95363267fcf38a3dc8", "2026-07-24")
 _VERL = ("verl-project/verl", "1dda039b9c6311889a9c9a26040677e1254814f9", "2026-08-22")
 _ORLHF = ("OpenRLHF/OpenRLHF", "3c3be6234e0cb353e76bb8019947db9dfe99fca7", "2026-08-13")
@@ -63,6 +68,10 @@ _SLI_W = _at(_SLIME, "slime/ray/rollout.py, slime/backends/megatron_utils/loss.p
 _ROLL_F = _at(_ROLL, "roll/utils/functionals.py")
 _AREAL = ("inclusionAI/AReaL", "4aef98d8d818af55b43621aaadba047ae10f4e77", "2026-05-21")
 _AREAL_N = _at(_AREAL, "areal/utils/data.py, areal/trainer/ppo/actor.py, areal/api/cli_args.py")
+#: AReaL moved from inclusionAI/AReaL to areal-project/AReaL; the newest commit read there.
+_AREAL_2 = ("areal-project/AReaL", "cbff54d645d2cd8ee1f1c358a82f3f473588433d", "2026-08-22")
+_AREAL_2N = _at(_AREAL_2, "areal/utils/data.py, areal/trainer/ppo/actor.py, areal/api/cli_args.py")
+_AREAL_2R = _at(_AREAL_2, "areal/infra/remote_inf_engine.py, areal/api/cli_args.py")
 _F64_STATS = "float64 statistics, each stage's output cast to float32"
 _RLLM = ("rllm-org/rllm", "9beb6e0f676a46d38858991fd79ac5f8e0b16d4c", "2026-08-15")
 _RLLM_A = _at(_RLLM, "rllm/trainer/algorithms/advantage.py")
@@ -106,6 +115,15 @@ AREAL_REWARD_NORM = _spec(
     _AREAL_N, "(z - m_g) / (s_g + 1e-5)", **_STD, epsilon=1e-5, singleton_divisor=1.0 + 1e-5,
     equal_group_sizes=True, working_precision=_F64_STATS)
 _WHITEN_Z = "z less the batch mean, whitened (no group baseline)"
+
+#: AReaL's first stage at cbff54d6 (PR #1454): the same formula, but its groups are the actor's
+#: trajectory group sizes (``TrajBatchMeta.traj_group_sizes``), so a group that lost a failed or
+#: filtered sample is normalised on its own instead of a fixed-size slice straddling two groups.
+_AREAL_REWARD_NORM_2 = replace(
+    AREAL_REWARD_NORM, name="areal_grpo_cbff54d6:reward_norm", equal_group_sizes=False,
+    provenance=framework_provenance("AReaL", "actor.reward_norm: mean_level=group, "
+                                    "std_level=group, groups of the trajectory group sizes",
+                                    *_AREAL_2N))
 
 
 _SPECS = (
@@ -312,6 +330,35 @@ _SPECS = (
           epsilon_placement="added to std", bessel=False, zero_variance=_ZV_WHITEN,
           singleton="c = 0 (z - z)", working_precision="the rewards' dtype (numpy)",
           project_name=_WHITENED),
+    # read for issue 47 at areal-project/AReaL cbff54d6: the two stages of areal_grpo are the
+    # same formulas, but since PR #1454 the actor normalises each group of its trajectory group
+    # sizes, so ragged groups (a failed or filtered sample) are each their own group;
+    # areal_grpo, pinned at 4aef98d8, slices fixed group_size blocks and needs equal groups
+    _spec("areal_grpo_cbff54d6", "AReaL", "actor.reward_norm: {mean_level: group, std_level: "
+          "group}, actor.adv_norm: {mean_level: batch, std_level: batch}, kl_ctl=0, "
+          "discount=gae_lambda=1, no critic; groups of the trajectory group sizes (ragged "
+          "groups allowed)", _AREAL_2N,
+          "a = (z - m_g) / (s_g + 1e-5) per trajectory group; (a - mean_B a) / (s_B(a) + "
+          "1e-5), Bessel stds, one token per response", baseline=Centring(
+              "group function", function=_AREAL_REWARD_NORM_2.grouped),
+          scale="whiten", epsilon=1e-5, epsilon_placement="added to std", bessel=True,
+          zero_variance="0 after reward_norm; then shifted by the batch mean",
+          singleton="0 (a group of one: mean z, std set to 1)", min_batch_size=2,
+          working_precision=_F64_STATS,
+          project_name="std-normalised full mean, then batch-whitened"),
+    # AReaL's rollout-time normalisation (PR #1516), first read at cbff54d6: each prompt's
+    # n_samples rewards in float32, the population std with 1e-8 added; a group with a failed
+    # rollout is dropped, so groups are complete; group_size 1 is not wrapped (raw z)
+    _spec("areal_rollout_norm", "AReaL", "gconfig.reward_normalization=true (grouped "
+          "InteractionWithTokenLogpReward workflows; actor.reward_norm unset, as PPOConfig "
+          "requires), actor.adv_norm unset (default), kl_ctl=0, discount=gae_lambda=1, no "
+          "critic", _AREAL_2R, "(z - m_g) / (sigma_g + 1e-8), sigma_g the population std, "
+          "in float32; a group with a failed rollout is dropped", scale="group",
+          epsilon=1e-8, epsilon_placement="added to std", bessel=False,
+          singleton_numerator="z", singleton_divisor=1.0,
+          singleton="z (group_size 1 is not normalised)", equal_group_sizes=True,
+          working_precision=_F32,
+          project_name="std-normalised (population std), full-mean numerator"),
     get_rule("grpo"),
     get_rule("fullmean"),
     get_rule("paper_algorithm2"),

@@ -38,6 +38,7 @@ _SLIME = ("THUDM/slime", "624b824a898ab0ec1fcb4d373004c7f3852bf515")
 _ROLL = ("alibaba/ROLL", "8eb27cc2dc34c4d1310b169d9b86d339004d811a")
 _AREAL = ("inclusionAI/AReaL", "4aef98d8d818af55b43621aaadba047ae10f4e77")
 _RLLM = ("rllm-org/rllm", "9beb6e0f676a46d38858991fd79ac5f8e0b16d4c")
+_AREAL_2 = ("areal-project/AReaL", "cbff54d645d2cd8ee1f1c358a82f3f473588433d")
 _PAPER = ("", "")
 
 
@@ -390,6 +391,33 @@ def _areal(rewards, group_ids):
 
 
 # --------------------------------------------------------------------------------------------
+# AReaL at cbff54d6 (areal-project/AReaL): the actor passes its trajectory group sizes to both
+# stages, and reward_norm standardises each run of that many rewards (PR #1454) instead of
+# fixed slices of group_size; the formulas are 4aef98d8's. Its rollout-time normalisation
+# (areal/infra/remote_inf_engine.py, PR #1516) takes each prompt's complete group of rewards
+# as a float32 tensor, subtracts its mean and divides by the population std (unbiased=False)
+# plus 1e-8; a group_size of 1 is never normalised.
+# --------------------------------------------------------------------------------------------
+def _areal_ragged(rewards, group_ids):
+    z = np.asarray(rewards, dtype=np.float64)
+    ids = np.asarray(group_ids)
+    order = np.argsort(ids, kind="stable")
+    runs = np.split(z[order], np.flatnonzero(np.diff(ids[order])) + 1)
+    first = np.concatenate([_standardise(run) for run in runs])
+    out = np.empty(z.shape)
+    out[order] = _standardise(first)
+    return out
+
+
+def _areal_rollout(r):
+    if r.size == 1:
+        return r.copy()
+    dev = r - r[0]
+    dev = dev - dev.mean()
+    return dev / (float(np.sqrt(np.mean(dev * dev))) + 1e-8)
+
+
+# --------------------------------------------------------------------------------------------
 # slime at 624b824a: slime/ray/rollout.py (_post_process_rewards: rewards reshaped into
 # (-1, n_samples_per_prompt), each row less its mean, no std division for
 # reinforce_plus_plus_baseline), slime/backends/megatron_utils/loss.py (the value broadcast to
@@ -501,6 +529,8 @@ LITERAL_FORMS: dict[str, LiteralForm] = {
     "rllm_grpo": _form(_per_group(_rllm_grpo), "plain", _RLLM),
     "rllm_prpo": _form(_rllm_prpo, "plain", _RLLM),
     "rllm_reinforce_pp_baseline": _form(_rllm_reinforce_pp_baseline, "plain", _RLLM),
+    "areal_grpo_cbff54d6": _form(_areal_ragged, "plain", _AREAL_2),
+    "areal_rollout_norm": _form(_per_group(_areal_rollout), "plain", _AREAL_2),
     "grpo": _form(_paper("grpo"), "plain", _PAPER),
     "fullmean": _form(_paper("fullmean"), "plain", _PAPER),
     "paper_algorithm2": _form(_paper("paper_algorithm2"), "plain", _PAPER),
