@@ -473,13 +473,149 @@ def summarise_protocol(out: Path) -> dict:
     _, tuned, tuned_verdicts, rates = analysis.tuned_rate_endpoint(runs, pilots,
                                                                    PROTOCOL["lr_budget"])
     plateau = analysis.plateau(runs, cells)
+    targets = target_difference(analysis, runs, pilots)
     for stem, frame in (("cells", cells), ("endpoint", table), ("verdicts", verdicts),
                         ("shapes", shapes), ("plateau", plateau), ("tuned_endpoint", tuned),
                         ("tuned_verdicts", tuned_verdicts), ("tuned_rates", rates)):
         write_csv_atomic(frame, out / f"advice_protocol_{stem}.csv")
-    return dict(cells=cells, endpoint=table, verdicts=verdicts, shapes=shapes,
-                plateau=plateau, tuned=tuned,
-                tuned_verdicts=tuned_verdicts, tuned_rates=rates)
+    summary = dict(cells=cells, endpoint=table, verdicts=verdicts, shapes=shapes,
+                   plateau=plateau, tuned=tuned, tuned_verdicts=tuned_verdicts,
+                   tuned_rates=rates, targets=targets)
+    text = protocol_markdown(summary, runs, analysis)
+    (out / "advice_protocol_results.md").write_text(text)
+    plot_protocol(runs, cells, analysis, out / "advice_protocol")
+    print(text)
+    return summary
+
+
+#: The advice columns of the pilots' table in words, primary first.
+ADVICE_WORDS = {"advice_trained_scale_free": "trained rule, scale-free (primary)",
+                "advice_trained_mse": "trained rule, MSE",
+                "pilot_advice": "paper estimator, MSE"}
+
+
+def target_difference(analysis, runs: pd.DataFrame, pilots: pd.DataFrame) -> dict:
+    """The protocol's descriptive comparison of the two advice targets: the pooled difference of
+    the scale-free and the MSE advice's regrets (confirmation means; negative: the scale-free
+    target lost less), with its 95% interval, from the frozen analysis's own pooling."""
+    cells, moments = analysis.cell_regrets(runs, pilots)
+    a, b = "advice_trained_scale_free", "advice_trained_mse"
+
+    def difference(row, grid):
+        wa, wb = analysis._rule_weights(row, a, grid), analysis._rule_weights(row, b, grid)
+        return {G: wa.get(G, 0.0) - wb.get(G, 0.0) for G in grid}
+
+    value, se, df = analysis._pooled(cells, moments, difference)
+    low, high = analysis._interval(value, se, df)
+    return dict(difference=value, low=low, high=high)
+
+
+def _confirmation_means(runs: pd.DataFrame, analysis) -> pd.DataFrame:
+    chosen = runs[(runs["phase"] == "confirmation")
+                  & np.isclose(runs["learning_rate"], analysis.PRIMARY_LR)]
+    return chosen.groupby(["condition", "N", "G"])["final_reward"].agg(["mean", "sem", "count"])
+
+
+def _ci(value, low, high, digits=4) -> str:
+    return f"{value:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
+
+
+def protocol_markdown(summary: dict, runs: pd.DataFrame, analysis) -> str:
+    """The second study's results as the page shows them, every figure read from ``summary``
+    (the frozen analysis's output) or from ``runs``."""
+    cells, table, verdicts = summary["cells"], summary["endpoint"], summary["verdicts"]
+    means = _confirmation_means(runs, analysis)
+    lines = ["**Verdicts** (primary endpoint: regret pooled over the "
+             f"{int(verdicts['cells'].iloc[0])} cells at rate {analysis.PRIMARY_LR:g}; "
+             "95% intervals; the negative control is the grid's worst size on exploration):",
+             "", "| advice | verdict | pooled regret [95%] | advised G per cell | negative "
+             "control: worst G's regret (p) |", "|---|---|---|---|---|"]
+    for v in verdicts.to_dict("records"):
+        lines.append(f"| {ADVICE_WORDS[v['advice']]} | **{v['verdict']}** | "
+                     f"{_ci(v['regret'], v['low'], v['high'])} | {v['advised_sizes']} | "
+                     f"{v['control_regret']:+.4f} (p = {v['control_p']:.2g}) |")
+    lines += ["", "**Each advice against each fixed rule** (difference of pooled regrets, "
+              "advice minus rule: negative means the advice lost less; one-sided p-values, "
+              "Holm-adjusted over the four rules):", "",
+              "| advice | rule | rule's regret [95%] | advice - rule [95%] | p (advice better) "
+              "| p (advice worse) |", "|---|---|---|---|---|---|"]
+    for r in table.to_dict("records"):
+        lines.append(f"| {ADVICE_WORDS[r['advice']]} | {r['rule']} | "
+                     f"{_ci(r['rule_regret'], r['rule_low'], r['rule_high'])} | "
+                     f"{_ci(r['difference'], r['difference_low'], r['difference_high'])} | "
+                     f"{r['p_better_holm']:.2g} | {r['p_worse_holm']:.2g} |")
+    t = summary["targets"]
+    lines += ["", "Scale-free against MSE target (descriptive, no verdict rests on it): pooled "
+              f"regret difference {_ci(t['difference'], t['low'], t['high'])}.", "",
+              "**Per cell** (best grid G chosen on exploration seeds; regrets on confirmation "
+              "seeds, each cell's mean over its seeds):", "",
+              "| condition | N | best G | primary advice | MSE advice | paper advice | "
+              "best's reward | regret: primary | G = 8 | G = 4 | smallest |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in cells.to_dict("records"):
+        m = means.loc[(c["condition"], c["N"])]["mean"]
+
+        def regret(G, m=m, c=c):
+            return f"{c['best_mean'] - m[int(G)]:+.4f}"
+
+        lines.append(f"| {c['condition']} | {c['N']} | {c['best_G']} | "
+                     f"{int(c['advice_trained_scale_free'])} | {int(c['advice_trained_mse'])} | "
+                     f"{int(c['pilot_advice'])} | {c['best_mean']:.4f} | "
+                     f"{regret(c['advice_trained_scale_free'])} | {regret(c['G=8'])} | "
+                     f"{regret(c['G=4'])} | {regret(c['smallest G'])} |")
+    shapes = summary["shapes"]
+    lines += ["", "**The law's shape against the trainer's** (confirmation seeds; rho: Spearman "
+              "of the predicted error, negated, with the mean final reward over the grid, "
+              "one-sided permutation p; the asymmetry: the end the law calls worse minus the "
+              "other end, one-sided Welch p):", "",
+              "| condition | N | target | rho (p) | law's worse end | reward gap (p) |",
+              "|---|---|---|---|---|---|"]
+    for r in shapes.to_dict("records"):
+        lines.append(f"| {r['condition']} | {r['N']} | {r['target']} | {r['rho']:+.2f} "
+                     f"({r['p_rho']:.2g}) | G = {r['predicted_worse_end']} | "
+                     f"{r['observed_gap']:+.4f} ({r['p_asymmetry']:.2g}) |")
+    for target, block in shapes.groupby("target"):
+        way = int((block["observed_gap"] < 0).sum())
+        lines.append(f"\nTarget `{target}`: the asymmetry goes the predicted way in {way} of "
+                     f"{len(block)} cells ({int((block['p_asymmetry'] < 0.05).sum())} "
+                     "significant at 5%, unadjusted).")
+    lines += ["", "**Each size at its own rate** (secondary endpoint, N = "
+              f"{PROTOCOL['lr_budget']}: each (condition, G) at its best rate on exploration):",
+              "", "| advice | verdict | pooled regret [95%] |", "|---|---|---|"]
+    for v in summary["tuned_verdicts"].to_dict("records"):
+        lines.append(f"| {ADVICE_WORDS[v['advice']]} | {v['verdict']} | "
+                     f"{_ci(v['regret'], v['low'], v['high'])} |")
+    lines += ["", "**Plateau** (at each cell's best G, confirmation mean held-out reward):", "",
+              "| condition | N | best G | step 100 | step 120 | gap |", "|---|---|---|---|---|---|"]
+    for r in summary["plateau"].to_dict("records"):
+        lines.append(f"| {r['condition']} | {r['N']} | {r['best_G']} | {r['reward_100']:.4f} | "
+                     f"{r['reward_120']:.4f} | {r['gap']:+.4f} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_protocol(runs: pd.DataFrame, cells: pd.DataFrame, analysis, stem: Path):
+    """Per condition, the confirmation mean final reward over G at each budget (+- one standard
+    error), with the primary advice and the exploration-best size marked."""
+    from ustat_rl.interface.plotting import new_figure, save_figure, set_group_size_ticks
+
+    means = _confirmation_means(runs, analysis).reset_index()
+    conditions = sorted(cells["condition"].unique())
+    fig, axes = new_figure(1, len(conditions), panel_size=(3.4, 3.0), sharex=False)
+    for ax, condition in zip(axes[0], conditions):
+        for (N, block), colour in zip(means[means["condition"] == condition].groupby("N"),
+                                      ("tab:blue", "tab:orange", "tab:green")):
+            ax.errorbar(block["G"], block["mean"], yerr=block["sem"], marker="o", capsize=2,
+                        color=colour, label=f"N = {N}")
+            cell = cells[(cells["condition"] == condition) & (cells["N"] == N)].iloc[0]
+            ax.axvline(cell["advice_trained_scale_free"], color=colour, ls="--", lw=0.8)
+            best = block[block["G"] == cell["best_G"]]
+            ax.plot(best["G"], best["mean"], marker="*", ms=12, color=colour, ls="none")
+        set_group_size_ticks(ax, means[means["condition"] == condition]["G"])
+        ax.set_title(condition, fontsize=8)
+        ax.set_xlabel("G (dashed: primary advice; star: best on exploration)", fontsize=6)
+        ax.set_ylabel("final held-out reward (confirmation)")
+        ax.legend(fontsize=6)
+    return save_figure(fig, stem)
 
 
 def _load_analysis():

@@ -175,3 +175,39 @@ def test_the_plateau_report_reads_the_best_sizes_last_checkpoints(protocol):
     assert (out["best_G"] == cells["best_G"]).all() and len(out) == len(cells)
     with pytest.raises(ValueError, match="lacks the checkpoints"):
         protocol.plateau(runs.drop(columns="reward_100"), cells)
+
+
+def _write_study(out, peak_of_advice, rng):
+    """A planted study in the files ``--protocol ... --summarise-only`` reads: the runs (three
+    rates at N = 48, checkpoints 100 and 120), the pilots' three advice and their curves."""
+    runs = planted(lambda c, N: ADVISED[c], 0.002, rng, depth=0.05)
+    extra = runs[runs["N"] == 48]
+    runs = pd.concat([runs] + [extra.assign(learning_rate=lr, final_reward=extra["final_reward"]
+                                            - 0.01) for lr in (2.5e-4, 1e-3)])
+    runs = runs.assign(reward_100=runs["final_reward"] - 0.001, reward_120=runs["final_reward"])
+    runs.to_csv(out / "advice_protocol.csv", index=False)
+    advice_table({"advice_trained_scale_free": peak_of_advice,
+                  "advice_trained_mse": lambda c, N: 2,
+                  "pilot_advice": peak_of_advice}).to_csv(out / "advice_pilots.csv", index=False)
+    curves = [dict(condition=c, N=N, target=t, G=G,
+                   error=(math.log2(G) - math.log2(peak_of_advice(c, N))) ** 2)
+              for c in ADVISED for N, grid in GRIDS.items() for G in grid
+              for t in ("advice_trained_scale_free", "advice_trained_mse", "pilot_advice")]
+    pd.DataFrame(curves).to_csv(out / "advice_pilot_curves.csv", index=False)
+
+
+def test_the_results_page_reads_the_frozen_verdicts(tmp_path):
+    # the page the study's --summarise-only writes names the verdict the frozen analysis gives:
+    # a planted advice at every cell's peak passes, one at the far end of the grid fails
+    study = load_script("simulations/advice_study.py", "advice_study_results")
+    for name, peak, verdict in (("best", lambda c, N: ADVISED[c], "pass"),
+                                ("worst", lambda c, N: 32 if ADVISED[c] <= 4 else 2, "fail")):
+        out = tmp_path / name
+        out.mkdir()
+        _write_study(out, peak, np.random.default_rng(0))
+        summary = study.summarise_protocol(out)
+        text = (out / "advice_protocol_results.md").read_text()
+        primary = summary["verdicts"].set_index("advice").loc["advice_trained_scale_free"]
+        assert primary["verdict"] == verdict
+        assert f"| trained rule, scale-free (primary) | **{verdict}** |" in text
+        assert (out / "advice_protocol.png").is_file()
