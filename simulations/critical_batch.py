@@ -180,6 +180,8 @@ def crossing_steps(steps, curves, target: float) -> np.ndarray:
                          f"{steps.shape} and {curves.shape}")
     if not math.isfinite(target):
         raise ValueError(f"`target` must be finite, got {target}")
+    if not np.all(np.isfinite(curves)):  # a missing evaluation is not a curve below the target
+        raise ValueError("`curves` hold NaN or inf: a run did not finish or missed an evaluation")
     above = curves >= target  # (..., K)
     first = np.argmax(above, axis=-1)  # (...,) index of the first evaluation at the target
     reached = above.any(axis=-1)
@@ -256,6 +258,8 @@ def fit_frontier(curves: dict, steps, target: float, rng, n_boot: int = BOOTSTRA
     rewards at ``steps``; ``S(N)`` is the seed mean's crossing of ``target``. The interval
     redraws the seeds with replacement within each N (the target held), ``n_boot`` times."""
     rng = np.random.default_rng(rng)
+    if int(n_boot) != n_boot or n_boot < 1:
+        raise ValueError(f"`n_boot` must be an integer >= 1, got {n_boot!r}")
     if not 0.0 < level < 1.0:
         raise ValueError(f"`level` must lie strictly between 0 and 1, got {level}")
     budgets = sorted(curves)

@@ -62,6 +62,10 @@ def test_a_curve_that_never_reaches_the_target_is_censored_and_one_already_there
         cb.crossing_steps(STEPS[::-1], curves, 0.25)
     with pytest.raises(ValueError, match="`target`"):
         cb.crossing_steps(STEPS, curves, math.nan)
+    unfinished = curves.copy()
+    unfinished[0, -1] = math.nan  # a run that stopped early is refused, not read as censored
+    with pytest.raises(ValueError, match="`curves`"):
+        cb.crossing_steps(STEPS, unfinished, 0.25)
 
 
 # ---------------------------------------------------------------- the frontier
