@@ -57,7 +57,7 @@ TRL_DEFAULT_G = 8
 #: N = 96 in docs/advice_wins_data/protocol/advice_pilots.csv).
 ADVISED = {"d2-seed0": 4, "d23-seed1": 12}
 FULL = dict(conditions=tuple(ADVISED), budgets=(24, 48, 96, 192), seeds=(0, 1, 2), steps=240,
-            every=10, learning_rate=5e-4)
+            every=2, learning_rate=5e-4)
 # one-digit sums after a 150-step warm start (the advice study's quick task), one G, two budgets,
 # two seeds, 20 steps: every branch (warm start, pilot, prediction, runs, fit, table, figure)
 QUICK = dict(conditions=("d1-seed0-w150",), budgets=(8, 16), seeds=(0, 1), steps=20, every=5,
