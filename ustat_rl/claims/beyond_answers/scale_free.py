@@ -30,7 +30,8 @@ from ...tolerances import Z_STRICT
 from ..registry import check_close, check_exact, check_true, register
 
 __all__ = ["BANDIT_LOGITS", "BANDIT_REWARD_PROB", "BANDIT_PROMPT_PROB", "ADVICE_BUDGET",
-           "ADVICE_SIZES", "ADVICE_RULES", "ADVICE_REPS", "sampled_estimates",
+           "ADVICE_SIZES", "ADVICE_RULES", "ADVICE_REPS", "sampled_batches", "batch_estimates",
+           "sampled_estimates",
            "scale_free_estimate", "hand_gradient"]
 
 #: A three-prompt, three-action softmax bandit with Bernoulli rewards (every ``p`` interior).
@@ -60,8 +61,11 @@ def hand_gradient() -> np.ndarray:
     return (f[:, None] * pi * (q - value)).ravel()  # (P*K,)
 
 
-def _advantages(rule: str, z: np.ndarray) -> np.ndarray:
-    """The rule's advantages of ``z (R, B, G)``, written out."""
+def _advantages(rule, z: np.ndarray) -> np.ndarray:
+    """The rule's advantages of ``z (R, B, G)``, written out (``rule`` a name of
+    :data:`ADVICE_RULES`, or a function of ``z`` that writes out another rule)."""
+    if callable(rule):
+        return rule(z)
     G = z.shape[-1]
     if rule == "grpo":  # leave-one-out: each reward less the mean of the others
         return z - (z.sum(axis=-1, keepdims=True) - z) / (G - 1)
@@ -72,9 +76,9 @@ def _advantages(rule: str, z: np.ndarray) -> np.ndarray:
     raise ValueError(f"`rule` must be one of {ADVICE_RULES}, got {rule!r}")
 
 
-def sampled_estimates(rule: str, group_size: int, budget: int, reps: int, rng) -> np.ndarray:
-    """``reps`` batch estimates ``g_B (reps, P*K)``: ``B = budget / group_size`` prompts drawn
-    from ``f``, ``G`` actions each from ``pi``, Bernoulli rewards, the rule's advantages."""
+def sampled_batches(group_size: int, budget: int, reps: int, rng):
+    """``(x (R, B), a (R, B, G), z (R, B, G))``: ``reps`` batches of ``B = budget / group_size``
+    prompts drawn from ``f``, ``G`` actions each from ``pi`` and their Bernoulli rewards."""
     pi, q = _policy()
     f = np.asarray(BANDIT_PROMPT_PROB)
     P, K = pi.shape
@@ -84,14 +88,30 @@ def sampled_estimates(rule: str, group_size: int, budget: int, reps: int, rng) -
     a = (u[..., None] > np.cumsum(pi, axis=1)[x][:, :, None, :]).sum(axis=-1)  # (R, B, G)
     a = np.minimum(a, K - 1)  # a cumulative sum rounding to just under 1
     z = (rng.random((reps, B, G)) < q[x[..., None], a]).astype(np.float64)  # (R, B, G)
-    adv = _advantages(rule, z) / (G * B)  # (R, B, G), the batch mean's weights folded in
+    return x, a, z
+
+
+def batch_estimates(adv: np.ndarray, x: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """``g_B = (1/B) sum_b (1/G) sum_i A_bi (e_{a_bi} - pi(x_b))`` in block ``x_b``, per batch:
+    ``(R, P*K)`` from advantages ``adv (R, B, G)``."""
+    pi, _ = _policy()
+    P, K = pi.shape
+    reps, B, G = adv.shape
+    w = adv / (G * B)  # the batch mean's weights folded in
     rows = np.arange(reps)[:, None, None]
     # sum_i A_i e_{a_i} in block x, then - (sum_i A_i) pi(x) in the same block
-    plus = np.bincount((rows * P * K + x[..., None] * K + a).ravel(), adv.ravel(),
+    plus = np.bincount((rows * P * K + x[..., None] * K + a).ravel(), w.ravel(),
                        reps * P * K).reshape(reps, P, K)
-    minus = np.bincount((np.arange(reps)[:, None] * P + x).ravel(), adv.sum(axis=-1).ravel(),
+    minus = np.bincount((np.arange(reps)[:, None] * P + x).ravel(), w.sum(axis=-1).ravel(),
                         reps * P).reshape(reps, P, 1) * pi[None]
     return (plus - minus).reshape(reps, P * K)
+
+
+def sampled_estimates(rule, group_size: int, budget: int, reps: int, rng) -> np.ndarray:
+    """``reps`` batch estimates ``g_B (reps, P*K)`` of :func:`sampled_batches` with the rule's
+    advantages (``rule`` as :func:`_advantages` takes it)."""
+    x, a, z = sampled_batches(group_size, budget, reps, rng)
+    return batch_estimates(_advantages(rule, z), x, a)
 
 
 def scale_free_estimate(estimates: np.ndarray, grad: np.ndarray) -> tuple[float, float]:
