@@ -13,7 +13,11 @@
   against a least-squares line and its saturation budget read off by hand;
 * :meth:`ustat_rl.pilot.uncertainty.PilotIntervals.gstar_at`: at the pilot's own level it is the
   interval for ``G*`` the pilot reports, and its intervals are nested in the level (0.5, 0.9,
-  0.99; the lower ends strictly, so a level that is not used is caught).
+  0.99; the lower ends strictly, so a level that is not used is caught) from every level whose
+  Fieller set for ``rho`` reaches above 0. Where a level's set lies wholly at or below 0,
+  ``gstar_at`` answers ``(1, inf)`` by design (:func:`~ustat_rl.pilot.uncertainty.fieller_gstar`),
+  which a higher level's bounded-below interval does not contain: measured on 12 of 240 pilots
+  (seeds 65000-65239), so no nesting is claimed from such a level.
 
 All exact (rtol 1e-10, or integer equality), no sampling but the pilot's draw: no false-failure
 rate.
@@ -129,15 +133,18 @@ def _gstar_checks(seed) -> list:
     rollouts = bandit_pilot(interior_optimum_bandit(), *GSTAR_PILOT, np.random.default_rng(seed))
     intervals = pilot_intervals(rollouts, 0.9)
     own = intervals.optimal_group_size
-    at = intervals.gstar_at(0.9)
-    narrow, wide = intervals.gstar_at(0.5), intervals.gstar_at(0.99)
-    nested = wide[0] < at[0] < narrow[0] and narrow[1] <= at[1] <= wide[1]
+    levels = (0.5, 0.9, 0.99)
+    ends = [intervals.gstar_at(level) for level in levels]
+    # (1, inf) is the documented answer where a level's Fieller set for rho lies wholly at or
+    # below 0 (fieller_gstar): no nesting is claimed from such a level
+    informative = [(i, j) for i in range(3) for j in range(i + 1, 3) if ends[i][0] > 1.0]
+    nested = all(ends[j][0] < ends[i][0] and ends[j][1] >= ends[i][1] for i, j in informative)
     return [check_true(f"gstar_at(0.9) on a pilot of {GSTAR_PILOT[0]} x {GSTAR_PILOT[1]} is its "
                        f"reported interval for G* ({own.low:.4g}, {own.high:.4g})",
-                       not intervals.small_pilot and at == (own.low, own.high), at[0]),
-            check_true("gstar_at's intervals are nested: 0.5 inside 0.9 inside 0.99, the lower "
-                       "ends strictly", nested,
-                       wide[1] - wide[0])]
+                       not intervals.small_pilot and ends[1] == (own.low, own.high), ends[1][0]),
+            check_true(f"gstar_at's intervals at levels {levels} are nested, the lower ends "
+                       f"strictly, from each level whose set for rho reaches above 0 "
+                       f"({len(informative)} pairs)", nested, float(len(informative)))]
 
 
 @register("C70", "Beyond the paper: welch equals scipy's Welch t-test, best_group_size the "
