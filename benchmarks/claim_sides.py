@@ -180,9 +180,9 @@ def _c67_sides():
     from ustat_rl.claims.beyond_answers.ustatistic import (
         ZETA_LOGITS,
         ZETA_REWARD_PROB,
-        _looped,
         enumerated_zetas,
         grpo_kernel,
+        looped_statistics,
         outcomes,
     )
     from ustat_rl.policies.softmax import SoftmaxBandit
@@ -193,14 +193,14 @@ def _c67_sides():
     sample = outcomes(1)[0][[0, 1, 3, 4, 5]]
     return {"package": lambda: (kernel_zetas(moments), estimate_zetas(grpo_kernel, sample),
                                 u_statistic(grpo_kernel, sample)),
-            "enumeration and loops": lambda: (enumerated_zetas(1), _looped(sample))}
+            "enumeration and loops": lambda: (enumerated_zetas(1), looped_statistics(sample))}
 
 
 def _c69_sides():
     """The running normalisation's exact form and loop against both written out."""
     import numpy as np
 
-    from ustat_rl.claims.beyond_answers.running_norm import _written_loop, hand_population
+    from ustat_rl.claims.beyond_answers.running_norm import hand_population, written_loop
     from ustat_rl.claims.beyond_answers.scale_free import (
         BANDIT_LOGITS,
         BANDIT_PROMPT_PROB,
@@ -213,7 +213,7 @@ def _c69_sides():
     return {"package": lambda: (fixed_statistics_exact(bandit, 4, 2),
                                 running_norm_monte_carlo(bandit, 4, 2, (1, 3), 16, 0)),
             "written out": lambda: (hand_population(),
-                                    _written_loop(3, 16, np.random.default_rng(0)))}
+                                    written_loop(3, 16, np.random.default_rng(0)))}
 
 
 #: Claim -> a function returning its sides (name -> zero-argument callable).

@@ -46,9 +46,9 @@ def test_written_out_rules_match_the_literal_forms():
     from ustat_rl.claims.literal_forms import LITERAL_FORMS
 
     z = (np.random.default_rng(0).random((5, 2, 4)) < 0.5).astype(float)
-    assert np.allclose(claim._advantages("grpo", z).ravel(),
+    assert np.allclose(claim.written_advantages("grpo", z).ravel(),
                        LITERAL_FORMS["grpo"].fn(z.ravel(), np.repeat(np.arange(10), 4)))
-    assert np.allclose(claim._advantages("trl_group", z).ravel(),
+    assert np.allclose(claim.written_advantages("trl_group", z).ravel(),
                        LITERAL_FORMS["trl_group"].fn(z.ravel(), 4))
 
 

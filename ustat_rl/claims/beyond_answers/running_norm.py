@@ -35,14 +35,14 @@ from .scale_free import (
     BANDIT_LOGITS,
     BANDIT_PROMPT_PROB,
     BANDIT_REWARD_PROB,
-    _policy,
     batch_estimates,
     hand_gradient,
+    policy_tables,
     sampled_batches,
 )
 
 __all__ = ["RUN_GROUP_SIZE", "RUN_BATCH_SIZE", "RUN_STEPS", "RUN_CHAINS", "RUN_EPSILON",
-           "hand_population"]
+           "hand_population", "written_loop"]
 
 #: ``G``, ``B``, the loop's steps compared and its chains (quick, full).
 RUN_GROUP_SIZE, RUN_BATCH_SIZE = 4, 2
@@ -56,7 +56,7 @@ def hand_population() -> tuple[float, float, float]:
     """``(mu, sigma, between)``: the mean and sd of one response's reward (a prompt from ``f``,
     a response from ``pi``) and the sd of the prompts' mean rewards alone, summed over the
     bandit."""
-    pi, q = _policy()
+    pi, q = policy_tables()
     f = np.asarray(BANDIT_PROMPT_PROB)
     value = (pi * q).sum(axis=1)  # (P,) P(Z = 1 | x)
     mu = float(f @ value)
@@ -72,7 +72,7 @@ def _moments(est: np.ndarray, grad: np.ndarray):
     return along.mean(), along.std(ddof=1) / n, err.mean(), err.std(ddof=1) / n
 
 
-def _written_loop(step: int, reps: int, rng):
+def written_loop(step: int, reps: int, rng):
     """The loop written out: ``step`` batches per chain, the last one's advantages from the mean
     and Bessel std of every reward so far, pooled by concatenation."""
     G, N = RUN_GROUP_SIZE, RUN_GROUP_SIZE * RUN_BATCH_SIZE
@@ -136,7 +136,7 @@ def check_c69(ctx) -> list:
                              evidence="monte-carlo", note="a power check, no rate"))
     loop = running_norm_monte_carlo(bandit, G, B, RUN_STEPS, reps, rng)
     for step, got in zip(loop.steps, loop.moments):
-        mine = _moments(_written_loop(step, reps, rng), grad)
+        mine = _moments(written_loop(step, reps, rng), grad)
         for name, value, se, i in (("mean factor", got.mean_factor, got.mean_factor_se, 0),
                                    ("MSE", got.mse, got.mse_se, 2)):
             checks.append(check_close(

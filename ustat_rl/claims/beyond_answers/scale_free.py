@@ -31,7 +31,7 @@ from ..registry import check_close, check_exact, check_true, register
 
 __all__ = ["BANDIT_LOGITS", "BANDIT_REWARD_PROB", "BANDIT_PROMPT_PROB", "ADVICE_BUDGET",
            "ADVICE_SIZES", "ADVICE_RULES", "ADVICE_REPS", "sampled_batches", "batch_estimates",
-           "sampled_estimates",
+           "sampled_estimates", "policy_tables", "written_advantages",
            "scale_free_estimate", "hand_gradient"]
 
 #: A three-prompt, three-action softmax bandit with Bernoulli rewards (every ``p`` interior).
@@ -47,7 +47,7 @@ ADVICE_RULES = ("grpo", "trl_group")
 ADVICE_REPS = (40_000, 400_000)
 
 
-def _policy():
+def policy_tables():
     logits = np.asarray(BANDIT_LOGITS)
     pi = np.exp(logits - logits.max(axis=1, keepdims=True))
     return pi / pi.sum(axis=1, keepdims=True), np.asarray(BANDIT_REWARD_PROB)
@@ -55,13 +55,13 @@ def _policy():
 
 def hand_gradient() -> np.ndarray:
     """``g = sum_x f(x) sum_a pi(a|x) q(x, a) (e_a - pi(x))`` in block ``x``, flattened."""
-    pi, q = _policy()
+    pi, q = policy_tables()
     f = np.asarray(BANDIT_PROMPT_PROB)
     value = (pi * q).sum(axis=1, keepdims=True)  # (P, 1) mean reward of each prompt
     return (f[:, None] * pi * (q - value)).ravel()  # (P*K,)
 
 
-def _advantages(rule, z: np.ndarray) -> np.ndarray:
+def written_advantages(rule, z: np.ndarray) -> np.ndarray:
     """The rule's advantages of ``z (R, B, G)``, written out (``rule`` a name of
     :data:`ADVICE_RULES`, or a function of ``z`` that writes out another rule)."""
     if callable(rule):
@@ -79,7 +79,7 @@ def _advantages(rule, z: np.ndarray) -> np.ndarray:
 def sampled_batches(group_size: int, budget: int, reps: int, rng):
     """``(x (R, B), a (R, B, G), z (R, B, G))``: ``reps`` batches of ``B = budget / group_size``
     prompts drawn from ``f``, ``G`` actions each from ``pi`` and their Bernoulli rewards."""
-    pi, q = _policy()
+    pi, q = policy_tables()
     f = np.asarray(BANDIT_PROMPT_PROB)
     P, K = pi.shape
     G, B = int(group_size), int(budget) // int(group_size)
@@ -94,7 +94,7 @@ def sampled_batches(group_size: int, budget: int, reps: int, rng):
 def batch_estimates(adv: np.ndarray, x: np.ndarray, a: np.ndarray) -> np.ndarray:
     """``g_B = (1/B) sum_b (1/G) sum_i A_bi (e_{a_bi} - pi(x_b))`` in block ``x_b``, per batch:
     ``(R, P*K)`` from advantages ``adv (R, B, G)``."""
-    pi, _ = _policy()
+    pi, _ = policy_tables()
     P, K = pi.shape
     reps, B, G = adv.shape
     w = adv / (G * B)  # the batch mean's weights folded in
@@ -109,9 +109,9 @@ def batch_estimates(adv: np.ndarray, x: np.ndarray, a: np.ndarray) -> np.ndarray
 
 def sampled_estimates(rule, group_size: int, budget: int, reps: int, rng) -> np.ndarray:
     """``reps`` batch estimates ``g_B (reps, P*K)`` of :func:`sampled_batches` with the rule's
-    advantages (``rule`` as :func:`_advantages` takes it)."""
+    advantages (``rule`` as :func:`written_advantages` takes it)."""
     x, a, z = sampled_batches(group_size, budget, reps, rng)
-    return batch_estimates(_advantages(rule, z), x, a)
+    return batch_estimates(written_advantages(rule, z), x, a)
 
 
 def scale_free_estimate(estimates: np.ndarray, grad: np.ndarray) -> tuple[float, float]:

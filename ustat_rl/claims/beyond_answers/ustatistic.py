@@ -30,7 +30,7 @@ from ...tolerances import Z_STRICT
 from ..registry import check_close, check_exact, check_true, register
 
 __all__ = ["ZETA_LOGITS", "ZETA_REWARD_PROB", "ZETA_PROMPT", "ZETA_SAMPLE", "ZETA_REPS",
-           "outcomes", "grpo_kernel", "enumerated_zetas"]
+           "outcomes", "grpo_kernel", "enumerated_zetas", "looped_statistics"]
 
 #: A two-prompt, three-action softmax bandit with Bernoulli rewards.
 ZETA_LOGITS = ((0.3, -0.2, 0.0), (1.0, 0.0, -1.0))
@@ -38,7 +38,7 @@ ZETA_REWARD_PROB = ((0.8, 0.3, 0.5), (0.2, 0.6, 0.9))
 #: The prompt of the Monte Carlo comparisons, the sample size and the samples (quick, full).
 ZETA_PROMPT = 1
 ZETA_SAMPLE = 8
-ZETA_REPS = (3_000, 30_000)
+ZETA_REPS = (10_000, 100_000)
 
 
 def outcomes(prompt: int) -> tuple[np.ndarray, np.ndarray]:
@@ -75,7 +75,7 @@ def enumerated_zetas(prompt: int) -> tuple[float, float, float, np.ndarray]:
     return zeta1, zeta2, float(h0 @ h0), h0
 
 
-def _looped(sample: np.ndarray) -> tuple[np.ndarray, float, float, float]:
+def looped_statistics(sample: np.ndarray) -> tuple[np.ndarray, float, float, float]:
     """``U`` over pairs ``i < j``, and the means over ordered distinct pairs, triples and
     quadruples of ``||h_ij||^2``, ``<h_ij, h_ik>`` and ``<h_ij, h_kl>``, looped."""
     n = sample.shape[0]
@@ -93,7 +93,7 @@ def _looped(sample: np.ndarray) -> tuple[np.ndarray, float, float, float]:
           "derived (docs/theory.md C67; section 3, Lemma 1)",
           "kernel_zetas against the 2K x 2K outcome enumeration of a 2-prompt bandit (1e-10); "
           "u_statistic and estimate_zetas on a sample of 6 against loops over pairs, triples "
-          "and quadruples (1e-10); 3000 samples of 8 outcomes, means within 4.5 se of the "
+          "and quadruples (1e-10); 10000 samples of 8 outcomes, means within 4.5 se of the "
           "enumerated zetas; the plug-in ||U||^2 as the negative control")
 def check_c67(ctx) -> list:
     from ...policies.softmax import SoftmaxBandit
@@ -110,7 +110,7 @@ def check_c67(ctx) -> list:
     rng = np.random.default_rng(ctx.seed_for("C67"))
     rows, prob = outcomes(ZETA_PROMPT)
     small = rows[rng.choice(prob.size, size=6, p=prob)]  # (6, K + 1)
-    u, pairs, triples, quads = _looped(small)
+    u, pairs, triples, quads = looped_statistics(small)
     est = estimate_zetas(grpo_kernel, small)
     checks.append(check_exact("u_statistic on 6 outcomes equals the mean over pairs i < j",
                               u, u_statistic(grpo_kernel, small)))

@@ -32,7 +32,7 @@ import math
 
 import numpy as np
 
-from ..beyond_frameworks.variance_filter import _literal_mask
+from ..beyond_frameworks.variance_filter import literal_mask
 from ..registry import check_exact, check_true, register
 
 __all__ = ["PILOT_SUCCESSES", "PILOT_SAMPLES", "PILOT_BUDGET", "KIT_RANDOM", "literal_filter",
@@ -48,7 +48,7 @@ KIT_RANDOM = 120
 
 def literal_filter(top_p: float):
     """C58's literal reading of the definition, in the kit's signature."""
-    return lambda r, g: np.array(_literal_mask(r, g.tolist(), top_p))
+    return lambda r, g: np.array(literal_mask(r, g.tolist(), top_p))
 
 
 def _groups(rewards, group_ids):
