@@ -138,9 +138,88 @@ def _c64_sides():
                                            [[np.var(v, ddof=1) for v in table.values()]], 3)}
 
 
+def _c65_sides():
+    """The exact scale-free error against batches drawn and scored by the rule written out."""
+    import numpy as np
+
+    from ustat_rl.claims.beyond_answers.scale_free import (
+        BANDIT_LOGITS,
+        BANDIT_PROMPT_PROB,
+        BANDIT_REWARD_PROB,
+        hand_gradient,
+        sampled_estimates,
+        scale_free_estimate,
+    )
+    from ustat_rl.policies.softmax import SoftmaxBandit
+    from ustat_rl.theory.group_size import scale_free_error
+
+    bandit = SoftmaxBandit(BANDIT_LOGITS, BANDIT_REWARD_PROB, BANDIT_PROMPT_PROB)
+    return {"exact": lambda: scale_free_error(bandit.moments(), "trl_group", 8, [2, 4, 8]),
+            "monte carlo": lambda: scale_free_estimate(
+                sampled_estimates("trl_group", 4, 8, 64, np.random.default_rng(0)),
+                hand_gradient())}
+
+
+def _c66_sides():
+    """The report's expected share of simulated groups against the share summed over the law."""
+    import numpy as np
+
+    from ustat_rl.claims.beyond_answers.flat_groups import exact_flat_share
+    from ustat_rl.frameworks import GroupedRewards
+    from ustat_rl.frameworks.flat_groups import flat_group_report
+
+    z = (np.random.default_rng(0).random(32) < 0.5).astype(float)
+    table = GroupedRewards(np.repeat(np.arange(4), 8).astype(str), z)
+    return {"report": lambda: flat_group_report(table, (2, 4)),
+            "exact": lambda: exact_flat_share((2, 4))}
+
+
+def _c67_sides():
+    """The package's zetas (exact and estimated) against enumeration and loops over indices."""
+
+    from ustat_rl.claims.beyond_answers.ustatistic import (
+        ZETA_LOGITS,
+        ZETA_REWARD_PROB,
+        enumerated_zetas,
+        grpo_kernel,
+        looped_statistics,
+        outcomes,
+    )
+    from ustat_rl.policies.softmax import SoftmaxBandit
+    from ustat_rl.stats.ustatistics import estimate_zetas, u_statistic
+    from ustat_rl.theory.hoeffding import kernel_zetas
+
+    moments = SoftmaxBandit(ZETA_LOGITS, ZETA_REWARD_PROB).moments()
+    sample = outcomes(1)[0][[0, 1, 3, 4, 5]]
+    return {"package": lambda: (kernel_zetas(moments), estimate_zetas(grpo_kernel, sample),
+                                u_statistic(grpo_kernel, sample)),
+            "enumeration and loops": lambda: (enumerated_zetas(1), looped_statistics(sample))}
+
+
+def _c69_sides():
+    """The running normalisation's exact form and loop against both written out."""
+    import numpy as np
+
+    from ustat_rl.claims.beyond_answers.running_norm import hand_population, written_loop
+    from ustat_rl.claims.beyond_answers.scale_free import (
+        BANDIT_LOGITS,
+        BANDIT_PROMPT_PROB,
+        BANDIT_REWARD_PROB,
+    )
+    from ustat_rl.policies.softmax import SoftmaxBandit
+    from ustat_rl.theory.running_norm import fixed_statistics_exact, running_norm_monte_carlo
+
+    bandit = SoftmaxBandit(BANDIT_LOGITS, BANDIT_REWARD_PROB, BANDIT_PROMPT_PROB)
+    return {"package": lambda: (fixed_statistics_exact(bandit, 4, 2),
+                                running_norm_monte_carlo(bandit, 4, 2, (1, 3), 16, 0)),
+            "written out": lambda: (hand_population(),
+                                    written_loop(3, 16, np.random.default_rng(0)))}
+
+
 #: Claim -> a function returning its sides (name -> zero-argument callable).
 SIDES = {"C46": _c46_sides, "C57": _c57_sides, "C60": _c60_sides, "C61": _c61_sides,
-         "C64": _c64_sides}
+         "C64": _c64_sides, "C65": _c65_sides, "C66": _c66_sides, "C67": _c67_sides,
+         "C69": _c69_sides}
 
 #: Claim -> shared function -> why sharing it does not hide a bug of the route under test. A
 #: prefix ending in "." allows every function of a module.
@@ -163,6 +242,10 @@ SHARED_ALLOWED = {
         "ustat_rl.seeding.": "seed derivation only",
     },
     "C60": {},
+    "C65": {},
+    "C66": {},
+    "C67": {},
+    "C69": {},
     "C61": {
         "ustat_rl.scores.": "the sketch is C44's claim (factored sketch against exact scores)",
         "ustat_rl.frameworks.window.": "window_record is the reference the entry is checked "

@@ -54,7 +54,7 @@ def _specs():
                                                              divisor="batch"))
 
 
-def _literal_mask(rewards, group_ids, top_p: float) -> list:
+def literal_mask(rewards, group_ids, top_p: float) -> list:
     """The definition read literally, in exact rational arithmetic: sample variances, a stable
     descending sort, and the shortest prefix whose sum reaches ``top_p`` of the total (the
     batch whole when the total is 0)."""
@@ -88,7 +88,7 @@ def literal_checks(seed: int) -> list:
         rewards = rng.choice((0.0, 1.0), size=len(ids))
         top_p = float(rng.choice((0.3, 0.5, 0.7, 0.9, 1.0)))
         got = variance_filter_mask(rewards, ids, VarianceFilter("top_p", top_p))
-        worst += int(got.tolist() != _literal_mask(rewards, ids.tolist(), top_p))
+        worst += int(got.tolist() != literal_mask(rewards, ids.tolist(), top_p))
     return [check_true(f"the reference mask is the definition read literally on {N_LITERAL} "
                        "ragged batches (sample variance, stable sort, shortest prefix)",
                        worst == 0, worst, note="measured: batches that differ")]

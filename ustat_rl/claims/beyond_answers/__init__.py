@@ -1,0 +1,17 @@
+"""Beyond the paper: answering routes of the toolkit that no claim ran (docs/theory.md C65-C70).
+
+* :mod:`.scale_free`: C65, the advice's two targets (the scale-free error and the fixed-budget
+  MSE) of two rules against Monte Carlo whose advantages are the rules' formulas written out;
+* :mod:`.flat_groups`: C66, the flat-group report: each group's reason on a planted table, and
+  the expected share of flat groups at other group sizes against simulated groups;
+* :mod:`.ustatistic`: C67, the order-2 U-statistic and its zeta estimates against brute-force
+  enumeration and Monte Carlo, and the GRPO kernel's exact zetas against enumeration;
+* :mod:`.variance_filter_kit`: C68, the reward-variance filter's conformance kit on the
+  definition written out and on two planted wrong filters, and the filter's report from a pilot;
+* :mod:`.running_norm`: C69, ROLL's running reward normalisation: its state, its long-run form
+  and its loop against the same written out;
+* :mod:`.small_answers`: C70, Welch's comparison, the law's best integer ``G``, the budget
+  exponent and ``gstar_at`` against scipy, brute force and the pilot's own interval.
+
+Each module registers its claims when imported (:func:`ustat_rl.claims.load_checks`).
+"""
