@@ -353,39 +353,67 @@ def markdown(summary: pd.DataFrame) -> str:
     """The results table of docs/critical_batch.md (every fraction; the primary is 1/2)."""
     budgets = sorted(int(c[2:]) for c in summary.columns if c.startswith("S_")
                      and c[2:].isdigit())
-    lines = ["| condition | G | f | target | " + " | ".join(f"S({N})" for N in budgets)
-             + " | S_min | E_min | B_crit [95%] | B_noise(G) [95%] | ratio [>= 90%] | verdict |",
-             "|---|---|---|---|" + "---|" * len(budgets) + "---|---|---|---|---|---|"]
+    head = (["condition", "G", "f", "start", "smallest rise", "target"]
+            + [f"S({N})" for N in budgets]
+            + ["S_min", "E_min", "B_crit [95%]", "B_noise(G) [95%]", "ratio [>= 90%]", "verdict"])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
     def num(x):
         return "n/a" if not isinstance(x, (int, float)) or math.isnan(x) else f"{x:.3g}"
 
     for r in summary.to_dict("records"):
-        steps = " | ".join("censored" if math.isnan(r.get(f"S_{N}", math.nan)) else
-                           f"{r[f'S_{N}']:.1f}" for N in budgets)
-        lines.append(
-            f"| {r['condition']} | {r['G']} | {r['fraction']:g} | {num(r['target'])} | {steps} "
-            f"| {num(r.get('S_min'))} | {num(r.get('E_min'))} "
-            f"| {num(r.get('B_crit'))} [{num(r.get('B_crit_low'))}, {num(r.get('B_crit_high'))}] "
-            f"| {num(r['predicted'])} [{num(r['predicted_low'])}, {num(r['predicted_high'])}] "
-            f"| {num(r.get('ratio'))} [{num(r.get('ratio_low'))}, {num(r.get('ratio_high'))}] "
-            f"| {r['verdict']} |")
+        steps = ["censored" if math.isnan(r.get(f"S_{N}", math.nan)) else f"{r[f'S_{N}']:.1f}"
+                 for N in budgets]
+        cells = ([r["condition"], str(r["G"]), f"{r['fraction']:g}", f"{r['start']:.4f}",
+                  f"{r['rise_min']:+.4f}", num(r["target"])] + steps
+                 + [num(r.get("S_min")), num(r.get("E_min")),
+                    f"{num(r.get('B_crit'))} [{num(r.get('B_crit_low'))}, "
+                    f"{num(r.get('B_crit_high'))}]",
+                    f"{num(r['predicted'])} [{num(r['predicted_low'])}, "
+                    f"{num(r['predicted_high'])}]",
+                    f"{num(r.get('ratio'))} [{num(r.get('ratio_low'))}, "
+                    f"{num(r.get('ratio_high'))}]", r["verdict"]])
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def plot(summary: pd.DataFrame, stem: Path):
+def plot(summary: pd.DataFrame, stem: Path, table: pd.DataFrame | None = None):
     """Per condition: S(N) against N at the primary fraction, the fitted frontier, and the
-    measured B_crit beside the predicted count."""
+    measured B_crit beside the predicted count; with ``table``, a second row of panels with the
+    seed-mean held-out reward along training for every (G, N) and the primary target."""
     from ustat_rl.interface.plotting import new_figure, save_figure
 
     primary = summary[summary["fraction"] == FRACTIONS[0]]
     names = list(dict.fromkeys(primary["condition"]))
-    fig, axes = new_figure(1, len(names), panel_size=(4.2, 3.2), sharex=False)
+    rows = 1 if table is None else 2
+    fig, axes = new_figure(rows, len(names), panel_size=(4.2, 3.2), sharex=False)
+    if table is not None:
+        columns = sorted((c for c in table.columns if c.startswith("reward_")),
+                         key=lambda c: int(c.split("_")[1]))
+        x = [int(c.split("_")[1]) for c in columns]
+        for ax, name in zip(axes[1], names):
+            runs = table[table["condition"] == name]
+            for (G, N), cell in runs.groupby(["G", "N"]):
+                ax.plot(x, cell[columns].mean().to_numpy(float), lw=1,
+                        ls="-" if G == runs["G"].min() else "--", label=f"G = {G}, N = {N}")
+            start = float(runs["reward_0"].iloc[0])
+            ax.axhline(start, color="grey", ls=":", lw=0.8, label="warm start")
+            target = primary[primary["condition"] == name]["target"].iloc[0]
+            if math.isfinite(target):
+                ax.axhline(target, color="black", lw=0.8, label="target (f = 1/2)")
+            ax.set_xlabel("training step (constant rate)")
+            ax.set_ylabel("held-out reward, mean over seeds")
+            ax.set_title(f"{name}: along training", fontsize=8)
+            ax.legend(fontsize=5, ncol=2)
     budgets = sorted(int(c[2:]) for c in summary.columns if c.startswith("S_")
                      and c[2:].isdigit())
     for ax, name in zip(axes[0], names):
         for r in primary[primary["condition"] == name].to_dict("records"):
             if r["verdict"] == "did not rise":
+                ax.text(0.5, 0.5 - 0.1 * (r["G"] != primary[primary["condition"] == name]["G"]
+                                          .min()),
+                        f"G = {r['G']}: did not rise (smallest rise {r['rise_min']:+.3f})",
+                        transform=ax.transAxes, ha="center", fontsize=7)
                 continue
             line = ax.plot(budgets, [r[f"S_{N}"] for N in budgets], "o", label=f"G = {r['G']}")
             grid = np.geomspace(min(budgets), max(budgets), 50)
@@ -490,7 +518,7 @@ def main(argv=None):
     write_csv_atomic(summary, out / f"{NAME}_summary.csv")
     text = markdown(summary)
     (out / f"{NAME}_table.md").write_text(text)
-    plot(summary, out / NAME)
+    plot(summary, out / NAME, table)
     print(text)
     cost = table.groupby("N")["seconds"].mean()
     print("mean seconds per run by N: " + ", ".join(f"{int(N)}: {s:.1f}" for N, s in
