@@ -216,10 +216,37 @@ def _c69_sides():
                                     written_loop(3, 16, np.random.default_rng(0)))}
 
 
+def _c71_sides():
+    """The exact moment routes against every outcome enumerated, advantages written out."""
+    from ustat_rl.claims.beyond_answers.enumerated_routes import (
+        ROUTE_PRIOR,
+        batch_mse,
+        covariance,
+        dynamic_sampling,
+        loo,
+        prompt_mse,
+        route_bandit,
+    )
+    from ustat_rl.theory.advantage import dynamic_sampling_mse, per_prompt_advantage_mse
+    from ustat_rl.theory.ebpo import EBPOPrior, ebpo_advantages, ebpo_exact
+    from ustat_rl.theory.mse import per_prompt_covariance
+
+    bandit = route_bandit()
+    prior = EBPOPrior(*ROUTE_PRIOR)
+    return {"exact": lambda: (per_prompt_advantage_mse(bandit.moments(), "grpo", 3, "arcsin"),
+                              dynamic_sampling_mse(bandit.moments(), "grpo", 3, 2),
+                              per_prompt_covariance(bandit.moments(matrices=True), "grpo", 3),
+                              ebpo_exact(bandit.moments(), 3, 2, prior)),
+            "enumeration": lambda: (prompt_mse(bandit, 3, loo, True),
+                                    dynamic_sampling(bandit, 3, 2, loo),
+                                    covariance(bandit, 3, loo),
+                                    batch_mse(bandit, 3, 2, lambda z: ebpo_advantages(z, prior)))}
+
+
 #: Claim -> a function returning its sides (name -> zero-argument callable).
 SIDES = {"C46": _c46_sides, "C57": _c57_sides, "C60": _c60_sides, "C61": _c61_sides,
          "C64": _c64_sides, "C65": _c65_sides, "C66": _c66_sides, "C67": _c67_sides,
-         "C69": _c69_sides}
+         "C69": _c69_sides, "C71": _c71_sides}
 
 #: Claim -> shared function -> why sharing it does not hide a bug of the route under test. A
 #: prefix ending in "." allows every function of a module.
@@ -246,6 +273,12 @@ SHARED_ALLOWED = {
     "C66": {},
     "C67": {},
     "C69": {},
+    "C71": {
+        "ustat_rl._validation.": "argument checks only",
+        "ustat_rl.theory.ebpo._prior": "the prior's type check only",
+        "ustat_rl.theory.ebpo.EBPOPrior.weight": "EBPO's S: the claim also sets ebpo_advantages "
+                                                 "against S written out",
+    },
     "C61": {
         "ustat_rl.scores.": "the sketch is C44's claim (factored sketch against exact scores)",
         "ustat_rl.frameworks.window.": "window_record is the reference the entry is checked "

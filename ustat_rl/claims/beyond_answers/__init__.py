@@ -1,4 +1,4 @@
-"""Beyond the paper: answering routes of the toolkit that no claim ran (docs/theory.md C65-C70).
+"""Beyond the paper: answering routes of the toolkit that no claim ran (docs/theory.md C65-C71).
 
 * :mod:`.scale_free`: C65, the advice's two targets (the scale-free error and the fixed-budget
   MSE) of two rules against Monte Carlo whose advantages are the rules' formulas written out;
@@ -11,7 +11,9 @@
 * :mod:`.running_norm`: C69, ROLL's running reward normalisation: its state, its long-run form
   and its loop against the same written out;
 * :mod:`.small_answers`: C70, Welch's comparison, the law's best integer ``G``, the budget
-  exponent and ``gstar_at`` against scipy, brute force and the pilot's own interval.
+  exponent and ``gstar_at`` against scipy, brute force and the pilot's own interval;
+* :mod:`.enumerated_routes`: C71, the per-prompt MSE, dynamic sampling's MSE, the per-prompt
+  covariance and EBPO's advantages against every outcome of a group, advantages written out.
 
 Each module registers its claims when imported (:func:`ustat_rl.claims.load_checks`).
 """
