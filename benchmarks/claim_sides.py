@@ -243,10 +243,35 @@ def _c71_sides():
                                     batch_mse(bandit, 3, 2, lambda z: ebpo_advantages(z, prior)))}
 
 
+def _c72_sides():
+    """The reports a user reads against the keep probabilities and binomial sums written out
+    and section 7's dynamic-sampling MSE at the pilot's moments made binary."""
+    from ustat_rl.claims.beyond_answers.filter_reports import (
+        REPORT_BUDGET,
+        hand_keep,
+        hand_replace,
+        report_pilot,
+    )
+    from ustat_rl.pilot.dynamic_sampling import pilot_dynamic_sampling
+    from ustat_rl.pilot.estimate import estimate_moments, pilot_statistics
+    from ustat_rl.pilot.replace_sampling import pilot_replace_sampling
+    from ustat_rl.theory.advantage import binary_projection, dynamic_sampling_mse
+
+    rollouts = report_pilot(0)
+    moments = estimate_moments(pilot_statistics(rollouts))
+    return {"report": lambda: pilot_replace_sampling(
+                rollouts, pilot_dynamic_sampling(rollouts, REPORT_BUDGET)),
+            "written out and section 7": lambda: (
+                hand_keep(rollouts.reward, rollouts.prompt_id, (2, 4, 8, 16)),
+                hand_replace(0.5, 4, 0.3),
+                dynamic_sampling_mse(binary_projection(moments), "grpo", 4, 4))}
+
+
 #: Claim -> a function returning its sides (name -> zero-argument callable).
 SIDES = {"C46": _c46_sides, "C57": _c57_sides, "C60": _c60_sides, "C61": _c61_sides,
          "C64": _c64_sides, "C65": _c65_sides, "C66": _c66_sides, "C67": _c67_sides,
-         "C69": _c69_sides, "C71": _c71_sides}
+         "C69": _c69_sides, "C71": _c71_sides,
+         "C72": _c72_sides}
 
 #: Claim -> shared function -> why sharing it does not hide a bug of the route under test. A
 #: prefix ending in "." allows every function of a module.
@@ -273,6 +298,19 @@ SHARED_ALLOWED = {
     "C66": {},
     "C67": {},
     "C69": {},
+    "C72": {
+        "ustat_rl.theory.advantage.": "section 7's per-count terms (c(x), E||g_hat(x)||^2, the "
+                                      "all-equal probability), the projection to binary and "
+                                      "the unfiltered batch's MSE: the input of both sides, "
+                                      "set against every outcome enumerated by C71 and C46; "
+                                      "C72 tests the reports' assembly from them",
+        "ustat_rl.theory.moments.": "the moments' container, validation and batch terms "
+                                    "(C71 checks the batch MSE built on them)",
+        "ustat_rl.theory.gram.": "the Gram matrix's container",
+        "ustat_rl.advantages.": "leave-one-out's table, read by both sides (C46 sets the tables "
+                                "against enumeration)",
+        "ustat_rl._validation.": "argument checks only",
+    },
     "C71": {
         "ustat_rl._validation.": "argument checks only",
         "ustat_rl.theory.ebpo._prior": "the prior's type check only",

@@ -1,4 +1,4 @@
-"""Beyond the paper: answering routes of the toolkit that no claim ran (docs/theory.md C65-C71).
+"""Beyond the paper: answering routes of the toolkit that no claim ran (docs/theory.md C65-C72).
 
 * :mod:`.scale_free`: C65, the advice's two targets (the scale-free error and the fixed-budget
   MSE) of two rules against Monte Carlo whose advantages are the rules' formulas written out;
@@ -13,7 +13,9 @@
 * :mod:`.small_answers`: C70, Welch's comparison, the law's best integer ``G``, the budget
   exponent and ``gstar_at`` against scipy, brute force and the pilot's own interval;
 * :mod:`.enumerated_routes`: C71, the per-prompt MSE, dynamic sampling's MSE, the per-prompt
-  covariance and EBPO's advantages against every outcome of a group, advantages written out.
+  covariance and EBPO's advantages against every outcome of a group, advantages written out;
+* :mod:`.filter_reports`: C72, the dynamic-sampling and replace reports' columns against the
+  keep probabilities and binomial sums written out and section 7's exact batch routes.
 
 Each module registers its claims when imported (:func:`ustat_rl.claims.load_checks`).
 """
