@@ -267,11 +267,31 @@ def _c72_sides():
                 dynamic_sampling_mse(binary_projection(moments), "grpo", 4, 4))}
 
 
+def _c73_sides():
+    """The limit law and the eigenbasis form against the Lyapunov equation solved by hand."""
+    import numpy as np
+
+    from ustat_rl.claims.beyond_answers.quadratic_law import (
+        kronecker_sigma,
+        law_problem,
+        range_basis,
+    )
+    from ustat_rl.theory.limit_law import eigenbasis_covariance, quadratic_limit_law
+
+    problem = law_problem()
+    lam, basis = range_basis(problem.curvature)
+    omega = 4.0 * basis.T @ problem.noise_cov @ basis
+    return {"package": lambda: (quadratic_limit_law(problem, 2.0),
+                                eigenbasis_covariance(lam, omega, 2.0)),
+            "by hand": lambda: np.linalg.eigvals(
+                np.diag(lam) @ kronecker_sigma(np.diag(lam), omega, 2.0))}
+
+
 #: Claim -> a function returning its sides (name -> zero-argument callable).
 SIDES = {"C46": _c46_sides, "C57": _c57_sides, "C60": _c60_sides, "C61": _c61_sides,
          "C64": _c64_sides, "C65": _c65_sides, "C66": _c66_sides, "C67": _c67_sides,
          "C69": _c69_sides, "C71": _c71_sides,
-         "C72": _c72_sides}
+         "C72": _c72_sides, "C73": _c73_sides}
 
 #: Claim -> shared function -> why sharing it does not hide a bug of the route under test. A
 #: prefix ending in "." allows every function of a module.
@@ -311,6 +331,7 @@ SHARED_ALLOWED = {
                                 "against enumeration)",
         "ustat_rl._validation.": "argument checks only",
     },
+    "C73": {},
     "C71": {
         "ustat_rl._validation.": "argument checks only",
         "ustat_rl.theory.ebpo._prior": "the prior's type check only",

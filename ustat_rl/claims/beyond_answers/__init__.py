@@ -1,4 +1,4 @@
-"""Beyond the paper: answering routes of the toolkit that no claim ran (docs/theory.md C65-C72).
+"""Beyond the paper: answering routes of the toolkit that no claim ran (docs/theory.md C65-C73).
 
 * :mod:`.scale_free`: C65, the advice's two targets (the scale-free error and the fixed-budget
   MSE) of two rules against Monte Carlo whose advantages are the rules' formulas written out;
@@ -15,7 +15,9 @@
 * :mod:`.enumerated_routes`: C71, the per-prompt MSE, dynamic sampling's MSE, the per-prompt
   covariance and EBPO's advantages against every outcome of a group, advantages written out;
 * :mod:`.filter_reports`: C72, the dynamic-sampling and replace reports' columns against the
-  keep probabilities and binomial sums written out and section 7's exact batch routes.
+  keep probabilities and binomial sums written out and section 7's exact batch routes;
+* :mod:`.quadratic_law`: C73, Theorem 8's limit law on a noisy quadratic and its eigenbasis
+  form against the Lyapunov equation solved by hand.
 
 Each module registers its claims when imported (:func:`ustat_rl.claims.load_checks`).
 """
