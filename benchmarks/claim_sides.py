@@ -287,11 +287,34 @@ def _c73_sides():
                 np.diag(lam) @ kronecker_sigma(np.diag(lam), omega, 2.0))}
 
 
+def _c74_sides():
+    """The multi-reward kit's rule and tolerance against TRL's orders written out."""
+    import numpy as np
+
+    from ustat_rl.claims.beyond_answers.multichannel_kit import (
+        KIT_WEIGHTS,
+        float32_sum_then_normalize,
+        kit_batch,
+        normalize_then_sum,
+    )
+    from ustat_rl.advantages.multichannel import get_multichannel_rule
+    from ustat_rl.conformance.multichannel import multichannel_tolerance
+
+    z, ids = kit_batch()
+    w = np.array(KIT_WEIGHTS)
+    rule = get_multichannel_rule("trl_normalize_then_sum")
+    return {"kit": lambda: (rule.advantages(z, ids, w),
+                            multichannel_tolerance(rule, z, ids, w)),
+            "written out": lambda: (normalize_then_sum(z, ids, w),
+                                    float32_sum_then_normalize(z, ids, w))}
+
+
 #: Claim -> a function returning its sides (name -> zero-argument callable).
 SIDES = {"C46": _c46_sides, "C57": _c57_sides, "C60": _c60_sides, "C61": _c61_sides,
          "C64": _c64_sides, "C65": _c65_sides, "C66": _c66_sides, "C67": _c67_sides,
          "C69": _c69_sides, "C71": _c71_sides,
-         "C72": _c72_sides, "C73": _c73_sides}
+         "C72": _c72_sides, "C73": _c73_sides,
+         "C74": _c74_sides}
 
 #: Claim -> shared function -> why sharing it does not hide a bug of the route under test. A
 #: prefix ending in "." allows every function of a module.
@@ -332,6 +355,7 @@ SHARED_ALLOWED = {
         "ustat_rl._validation.": "argument checks only",
     },
     "C73": {},
+    "C74": {},
     "C71": {
         "ustat_rl._validation.": "argument checks only",
         "ustat_rl.theory.ebpo._prior": "the prior's type check only",

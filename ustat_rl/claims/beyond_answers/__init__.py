@@ -1,4 +1,4 @@
-"""Beyond the paper: answering routes of the toolkit that no claim ran (docs/theory.md C65-C73).
+"""Beyond the paper: answering routes of the toolkit that no claim ran (docs/theory.md C65-C74).
 
 * :mod:`.scale_free`: C65, the advice's two targets (the scale-free error and the fixed-budget
   MSE) of two rules against Monte Carlo whose advantages are the rules' formulas written out;
@@ -17,7 +17,9 @@
 * :mod:`.filter_reports`: C72, the dynamic-sampling and replace reports' columns against the
   keep probabilities and binomial sums written out and section 7's exact batch routes;
 * :mod:`.quadratic_law`: C73, Theorem 8's limit law on a noisy quadratic and its eigenbasis
-  form against the Lyapunov equation solved by hand.
+  form against the Lyapunov equation solved by hand;
+* :mod:`.multichannel_kit`: C74, the multi-reward conformance kit, its tolerance, its weights
+  check and both kits' probes on functions written here and planted wrong ones.
 
 Each module registers its claims when imported (:func:`ustat_rl.claims.load_checks`).
 """
