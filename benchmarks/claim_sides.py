@@ -309,12 +309,49 @@ def _c74_sides():
                                     float32_sum_then_normalize(z, ids, w))}
 
 
+def _c75_sides():
+    """The Monte Carlo routes against the enumeration, opo written out and the brute force."""
+    import numpy as np
+
+    from ustat_rl.claims.beyond_answers.enumerated_routes import (
+        batch_mse,
+        full_mean,
+        loo,
+        prompt_mse,
+        route_bandit,
+    )
+    from ustat_rl.claims.beyond_answers.sampled_routes import brute_force_allocation, written_opo
+    from ustat_rl.montecarlo import run_monte_carlo
+    from ustat_rl.montecarlo.bandit import (
+        per_sample_squared_errors,
+        prompt_averaged_squared_errors,
+    )
+    from ustat_rl.montecarlo.opo_lengths import iid_lengths, opo_advantages, opo_monte_carlo
+    from ustat_rl.policies.examples import heterogeneous_score_bandit
+    from ustat_rl.training.allocation import allocated_sizes
+
+    bandit = route_bandit()
+    loglinear, theta = heterogeneous_score_bandit()
+    moments = loglinear.moments(theta, matrices=False)
+    z, T = np.array([[1.0, 0.0, 1.0]]), np.array([[2, 5, 1]])
+    return {"monte carlo": lambda: (
+                prompt_averaged_squared_errors(bandit, ("grpo",), (2,), 64, 0),
+                run_monte_carlo(per_sample_squared_errors(bandit, "grpo", 3, 2), 64, 0),
+                opo_advantages(z, T),
+                opo_monte_carlo(bandit, 4, 2, 16, np.random.default_rng(0), iid_lengths(1, 8)),
+                allocated_sizes(loglinear, theta, "optimal", "grpo", 16)),
+            "enumeration and written out": lambda: (
+                prompt_mse(bandit, 2, loo), batch_mse(bandit, 3, 2, loo),
+                batch_mse(bandit, 4, 2, full_mean), written_opo(z, T),
+                brute_force_allocation(moments, 16))}
+
+
 #: Claim -> a function returning its sides (name -> zero-argument callable).
 SIDES = {"C46": _c46_sides, "C57": _c57_sides, "C60": _c60_sides, "C61": _c61_sides,
          "C64": _c64_sides, "C65": _c65_sides, "C66": _c66_sides, "C67": _c67_sides,
          "C69": _c69_sides, "C71": _c71_sides,
          "C72": _c72_sides, "C73": _c73_sides,
-         "C74": _c74_sides}
+         "C74": _c74_sides, "C75": _c75_sides}
 
 #: Claim -> shared function -> why sharing it does not hide a bug of the route under test. A
 #: prefix ending in "." allows every function of a module.
@@ -356,6 +393,17 @@ SHARED_ALLOWED = {
     },
     "C73": {},
     "C74": {},
+    "C75": {
+        "ustat_rl.theory.mse.": "the per-prompt MSE is the objective both the allocation and "
+                                "the brute force minimise: the comparison tests the search "
+                                "(C5 and C71 set the MSE against enumeration)",
+        "ustat_rl.theory.affine.": "the per-prompt MSE's affine form, as above",
+        "ustat_rl.theory.moments.": "the moments' container",
+        "ustat_rl.advantages.": "leave-one-out's coefficients inside the per-prompt MSE, as above",
+        "ustat_rl.policies.softmax.": "the bandit's scores are the problem, not the route "
+                                      "(C1-C10 check them)",
+        "ustat_rl._validation.": "argument checks only",
+    },
     "C71": {
         "ustat_rl._validation.": "argument checks only",
         "ustat_rl.theory.ebpo._prior": "the prior's type check only",
