@@ -291,13 +291,13 @@ def _c74_sides():
     """The multi-reward kit's rule and tolerance against TRL's orders written out."""
     import numpy as np
 
+    from ustat_rl.advantages.multichannel import get_multichannel_rule
     from ustat_rl.claims.beyond_answers.multichannel_kit import (
         KIT_WEIGHTS,
         float32_sum_then_normalize,
         kit_batch,
         normalize_then_sum,
     )
-    from ustat_rl.advantages.multichannel import get_multichannel_rule
     from ustat_rl.conformance.multichannel import multichannel_tolerance
 
     z, ids = kit_batch()
