@@ -346,12 +346,33 @@ def _c75_sides():
                 brute_force_allocation(moments, 16))}
 
 
+def _c76_sides():
+    """The log-linear bandit's exact routes against its groups enumerated in parameter space."""
+    from ustat_rl.claims.beyond_answers.enumerated_routes import loo
+    from ustat_rl.claims.beyond_answers.loglinear_routes import (
+        loglinear_problem,
+        parameter_moments,
+        parameter_mse,
+    )
+    from ustat_rl.theory.mse import minibatch_mse
+
+    bandit, theta = loglinear_problem()
+    return {"package": lambda: (bandit.prompt_covariance(theta, "grpo", 3),
+                                bandit.exact_mse(theta, "grpo", 3, 4),
+                                minibatch_mse(bandit.moments(theta, matrices=False)
+                                              .restrict([0, 2]).reweight([0.4, 0.6]),
+                                              "grpo", 3, 4)),
+            "enumeration": lambda: parameter_mse(
+                parameter_moments(bandit, theta, 3, lambda z, x: loo(z)), bandit.prompt_prob, 4)}
+
+
 #: Claim -> a function returning its sides (name -> zero-argument callable).
 SIDES = {"C46": _c46_sides, "C57": _c57_sides, "C60": _c60_sides, "C61": _c61_sides,
          "C64": _c64_sides, "C65": _c65_sides, "C66": _c66_sides, "C67": _c67_sides,
          "C69": _c69_sides, "C71": _c71_sides,
          "C72": _c72_sides, "C73": _c73_sides,
-         "C74": _c74_sides, "C75": _c75_sides}
+         "C74": _c74_sides, "C75": _c75_sides,
+         "C76": _c76_sides}
 
 #: Claim -> shared function -> why sharing it does not hide a bug of the route under test. A
 #: prefix ending in "." allows every function of a module.
@@ -392,6 +413,16 @@ SHARED_ALLOWED = {
         "ustat_rl._validation.": "argument checks only",
     },
     "C73": {},
+    "C76": {
+        "ustat_rl.theory.moments.": "the tabular bandit validates its own moments when it is "
+                                    "made; the enumeration reads only its probabilities and "
+                                    "scores",
+        "ustat_rl.theory.mse._check_moments": "the same construction's argument check",
+        "ustat_rl.theory.mse.prompt_heterogeneity": "computed when the tabular bandit is made; "
+                                                    "no enumerated number reads it",
+        "ustat_rl.policies.loglinear.LogLinearBandit._theta": "theta's shape check",
+        "ustat_rl._validation.": "argument checks only",
+    },
     "C74": {},
     "C75": {
         "ustat_rl.theory.mse.": "the per-prompt MSE is the objective both the allocation and "

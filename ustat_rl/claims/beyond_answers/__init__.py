@@ -1,4 +1,4 @@
-"""Beyond the paper: answering routes of the toolkit that no claim ran (docs/theory.md C65-C75).
+"""Beyond the paper: answering routes of the toolkit that no claim ran (docs/theory.md C65-C76).
 
 * :mod:`.scale_free`: C65, the advice's two targets (the scale-free error and the fixed-budget
   MSE) of two rules against Monte Carlo whose advantages are the rules' formulas written out;
@@ -21,7 +21,9 @@
 * :mod:`.multichannel_kit`: C74, the multi-reward conformance kit, its tolerance, its weights
   check and both kits' probes on functions written here and planted wrong ones;
 * :mod:`.sampled_routes`: C75, the bandit's Monte Carlo routes, verl's opo under length models
-  and the allocated training step against exact expectations computed without them.
+  and the allocated training step against exact expectations computed without them;
+* :mod:`.loglinear_routes`: C76, the log-linear bandit's covariance and batch MSE and the
+  moments' restriction and reweighting against its groups enumerated in parameter space.
 
 Each module registers its claims when imported (:func:`ustat_rl.claims.load_checks`).
 """
