@@ -216,10 +216,163 @@ def _c69_sides():
                                     written_loop(3, 16, np.random.default_rng(0)))}
 
 
+def _c71_sides():
+    """The exact moment routes against every outcome enumerated, advantages written out."""
+    from ustat_rl.claims.beyond_answers.enumerated_routes import (
+        ROUTE_PRIOR,
+        batch_mse,
+        covariance,
+        dynamic_sampling,
+        loo,
+        prompt_mse,
+        route_bandit,
+    )
+    from ustat_rl.theory.advantage import dynamic_sampling_mse, per_prompt_advantage_mse
+    from ustat_rl.theory.ebpo import EBPOPrior, ebpo_advantages, ebpo_exact
+    from ustat_rl.theory.mse import per_prompt_covariance
+
+    bandit = route_bandit()
+    prior = EBPOPrior(*ROUTE_PRIOR)
+    return {"exact": lambda: (per_prompt_advantage_mse(bandit.moments(), "grpo", 3, "arcsin"),
+                              dynamic_sampling_mse(bandit.moments(), "grpo", 3, 2),
+                              per_prompt_covariance(bandit.moments(matrices=True), "grpo", 3),
+                              ebpo_exact(bandit.moments(), 3, 2, prior)),
+            "enumeration": lambda: (prompt_mse(bandit, 3, loo, True),
+                                    dynamic_sampling(bandit, 3, 2, loo),
+                                    covariance(bandit, 3, loo),
+                                    batch_mse(bandit, 3, 2, lambda z: ebpo_advantages(z, prior)))}
+
+
+def _c72_sides():
+    """The reports a user reads against the keep probabilities and binomial sums written out
+    and section 7's dynamic-sampling MSE at the pilot's moments made binary."""
+    from ustat_rl.claims.beyond_answers.filter_reports import (
+        REPORT_BUDGET,
+        hand_keep,
+        hand_replace,
+        report_pilot,
+    )
+    from ustat_rl.pilot.dynamic_sampling import pilot_dynamic_sampling
+    from ustat_rl.pilot.estimate import estimate_moments, pilot_statistics
+    from ustat_rl.pilot.replace_sampling import pilot_replace_sampling
+    from ustat_rl.theory.advantage import binary_projection, dynamic_sampling_mse
+
+    rollouts = report_pilot(0)
+    moments = estimate_moments(pilot_statistics(rollouts))
+    return {"report": lambda: pilot_replace_sampling(
+                rollouts, pilot_dynamic_sampling(rollouts, REPORT_BUDGET)),
+            "written out and section 7": lambda: (
+                hand_keep(rollouts.reward, rollouts.prompt_id, (2, 4, 8, 16)),
+                hand_replace(0.5, 4, 0.3),
+                dynamic_sampling_mse(binary_projection(moments), "grpo", 4, 4))}
+
+
+def _c73_sides():
+    """The limit law and the eigenbasis form against the Lyapunov equation solved by hand."""
+    import numpy as np
+
+    from ustat_rl.claims.beyond_answers.quadratic_law import (
+        kronecker_sigma,
+        law_problem,
+        range_basis,
+    )
+    from ustat_rl.theory.limit_law import eigenbasis_covariance, quadratic_limit_law
+
+    problem = law_problem()
+    lam, basis = range_basis(problem.curvature)
+    omega = 4.0 * basis.T @ problem.noise_cov @ basis
+    return {"package": lambda: (quadratic_limit_law(problem, 2.0),
+                                eigenbasis_covariance(lam, omega, 2.0)),
+            "by hand": lambda: np.linalg.eigvals(
+                np.diag(lam) @ kronecker_sigma(np.diag(lam), omega, 2.0))}
+
+
+def _c74_sides():
+    """The multi-reward kit's rule and tolerance against TRL's orders written out."""
+    import numpy as np
+
+    from ustat_rl.advantages.multichannel import get_multichannel_rule
+    from ustat_rl.claims.beyond_answers.multichannel_kit import (
+        KIT_WEIGHTS,
+        float32_sum_then_normalize,
+        kit_batch,
+        normalize_then_sum,
+    )
+    from ustat_rl.conformance.multichannel import multichannel_tolerance
+
+    z, ids = kit_batch()
+    w = np.array(KIT_WEIGHTS)
+    rule = get_multichannel_rule("trl_normalize_then_sum")
+    return {"kit": lambda: (rule.advantages(z, ids, w),
+                            multichannel_tolerance(rule, z, ids, w)),
+            "written out": lambda: (normalize_then_sum(z, ids, w),
+                                    float32_sum_then_normalize(z, ids, w))}
+
+
+def _c75_sides():
+    """The Monte Carlo routes against the enumeration, opo written out and the brute force."""
+    import numpy as np
+
+    from ustat_rl.claims.beyond_answers.enumerated_routes import (
+        batch_mse,
+        full_mean,
+        loo,
+        prompt_mse,
+        route_bandit,
+    )
+    from ustat_rl.claims.beyond_answers.sampled_routes import brute_force_allocation, written_opo
+    from ustat_rl.montecarlo import run_monte_carlo
+    from ustat_rl.montecarlo.bandit import (
+        per_sample_squared_errors,
+        prompt_averaged_squared_errors,
+    )
+    from ustat_rl.montecarlo.opo_lengths import iid_lengths, opo_advantages, opo_monte_carlo
+    from ustat_rl.policies.examples import heterogeneous_score_bandit
+    from ustat_rl.training.allocation import allocated_sizes
+
+    bandit = route_bandit()
+    loglinear, theta = heterogeneous_score_bandit()
+    moments = loglinear.moments(theta, matrices=False)
+    z, T = np.array([[1.0, 0.0, 1.0]]), np.array([[2, 5, 1]])
+    return {"monte carlo": lambda: (
+                prompt_averaged_squared_errors(bandit, ("grpo",), (2,), 64, 0),
+                run_monte_carlo(per_sample_squared_errors(bandit, "grpo", 3, 2), 64, 0),
+                opo_advantages(z, T),
+                opo_monte_carlo(bandit, 4, 2, 16, np.random.default_rng(0), iid_lengths(1, 8)),
+                allocated_sizes(loglinear, theta, "optimal", "grpo", 16)),
+            "enumeration and written out": lambda: (
+                prompt_mse(bandit, 2, loo), batch_mse(bandit, 3, 2, loo),
+                batch_mse(bandit, 4, 2, full_mean), written_opo(z, T),
+                brute_force_allocation(moments, 16))}
+
+
+def _c76_sides():
+    """The log-linear bandit's exact routes against its groups enumerated in parameter space."""
+    from ustat_rl.claims.beyond_answers.enumerated_routes import loo
+    from ustat_rl.claims.beyond_answers.loglinear_routes import (
+        loglinear_problem,
+        parameter_moments,
+        parameter_mse,
+    )
+    from ustat_rl.theory.mse import minibatch_mse
+
+    bandit, theta = loglinear_problem()
+    return {"package": lambda: (bandit.prompt_covariance(theta, "grpo", 3),
+                                bandit.exact_mse(theta, "grpo", 3, 4),
+                                minibatch_mse(bandit.moments(theta, matrices=False)
+                                              .restrict([0, 2]).reweight([0.4, 0.6]),
+                                              "grpo", 3, 4)),
+            "enumeration": lambda: parameter_mse(
+                parameter_moments(bandit, theta, 3, lambda z, x: loo(z)), bandit.prompt_prob, 4)}
+
+
 #: Claim -> a function returning its sides (name -> zero-argument callable).
 SIDES = {"C46": _c46_sides, "C57": _c57_sides, "C60": _c60_sides, "C61": _c61_sides,
          "C64": _c64_sides, "C65": _c65_sides, "C66": _c66_sides, "C67": _c67_sides,
-         "C69": _c69_sides}
+         "C69": _c69_sides, "C71": _c71_sides,
+         "C72": _c72_sides, "C73": _c73_sides,
+         "C74": _c74_sides, "C75": _c75_sides,
+         "C76": _c76_sides}
 
 #: Claim -> shared function -> why sharing it does not hide a bug of the route under test. A
 #: prefix ending in "." allows every function of a module.
@@ -246,6 +399,48 @@ SHARED_ALLOWED = {
     "C66": {},
     "C67": {},
     "C69": {},
+    "C72": {
+        "ustat_rl.theory.advantage.": "section 7's per-count terms (c(x), E||g_hat(x)||^2, the "
+                                      "all-equal probability), the projection to binary and "
+                                      "the unfiltered batch's MSE: the input of both sides, "
+                                      "set against every outcome enumerated by C71 and C46; "
+                                      "C72 tests the reports' assembly from them",
+        "ustat_rl.theory.moments.": "the moments' container, validation and batch terms "
+                                    "(C71 checks the batch MSE built on them)",
+        "ustat_rl.theory.gram.": "the Gram matrix's container",
+        "ustat_rl.advantages.": "leave-one-out's table, read by both sides (C46 sets the tables "
+                                "against enumeration)",
+        "ustat_rl._validation.": "argument checks only",
+    },
+    "C73": {},
+    "C76": {
+        "ustat_rl.theory.moments.": "the tabular bandit validates its own moments when it is "
+                                    "made; the enumeration reads only its probabilities and "
+                                    "scores",
+        "ustat_rl.theory.mse._check_moments": "the same construction's argument check",
+        "ustat_rl.theory.mse.prompt_heterogeneity": "computed when the tabular bandit is made; "
+                                                    "no enumerated number reads it",
+        "ustat_rl.policies.loglinear.LogLinearBandit._theta": "theta's shape check",
+        "ustat_rl._validation.": "argument checks only",
+    },
+    "C74": {},
+    "C75": {
+        "ustat_rl.theory.mse.": "the per-prompt MSE is the objective both the allocation and "
+                                "the brute force minimise: the comparison tests the search "
+                                "(C5 and C71 set the MSE against enumeration)",
+        "ustat_rl.theory.affine.": "the per-prompt MSE's affine form, as above",
+        "ustat_rl.theory.moments.": "the moments' container",
+        "ustat_rl.advantages.": "leave-one-out's coefficients inside the per-prompt MSE, as above",
+        "ustat_rl.policies.softmax.": "the bandit's scores are the problem, not the route "
+                                      "(C1-C10 check them)",
+        "ustat_rl._validation.": "argument checks only",
+    },
+    "C71": {
+        "ustat_rl._validation.": "argument checks only",
+        "ustat_rl.theory.ebpo._prior": "the prior's type check only",
+        "ustat_rl.theory.ebpo.EBPOPrior.weight": "EBPO's S: the claim also sets ebpo_advantages "
+                                                 "against S written out",
+    },
     "C61": {
         "ustat_rl.scores.": "the sketch is C44's claim (factored sketch against exact scores)",
         "ustat_rl.frameworks.window.": "window_record is the reference the entry is checked "

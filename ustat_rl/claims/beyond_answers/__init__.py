@@ -1,4 +1,4 @@
-"""Beyond the paper: answering routes of the toolkit that no claim ran (docs/theory.md C65-C70).
+"""Beyond the paper: answering routes of the toolkit that no claim ran (docs/theory.md C65-C76).
 
 * :mod:`.scale_free`: C65, the advice's two targets (the scale-free error and the fixed-budget
   MSE) of two rules against Monte Carlo whose advantages are the rules' formulas written out;
@@ -11,7 +11,19 @@
 * :mod:`.running_norm`: C69, ROLL's running reward normalisation: its state, its long-run form
   and its loop against the same written out;
 * :mod:`.small_answers`: C70, Welch's comparison, the law's best integer ``G``, the budget
-  exponent and ``gstar_at`` against scipy, brute force and the pilot's own interval.
+  exponent and ``gstar_at`` against scipy, brute force and the pilot's own interval;
+* :mod:`.enumerated_routes`: C71, the per-prompt MSE, dynamic sampling's MSE, the per-prompt
+  covariance and EBPO's advantages against every outcome of a group, advantages written out;
+* :mod:`.filter_reports`: C72, the dynamic-sampling and replace reports' columns against the
+  keep probabilities and binomial sums written out and section 7's exact batch routes;
+* :mod:`.quadratic_law`: C73, Theorem 8's limit law on a noisy quadratic and its eigenbasis
+  form against the Lyapunov equation solved by hand;
+* :mod:`.multichannel_kit`: C74, the multi-reward conformance kit, its tolerance, its weights
+  check and both kits' probes on functions written here and planted wrong ones;
+* :mod:`.sampled_routes`: C75, the bandit's Monte Carlo routes, verl's opo under length models
+  and the allocated training step against exact expectations computed without them;
+* :mod:`.loglinear_routes`: C76, the log-linear bandit's covariance and batch MSE and the
+  moments' restriction and reweighting against its groups enumerated in parameter space.
 
 Each module registers its claims when imported (:func:`ustat_rl.claims.load_checks`).
 """

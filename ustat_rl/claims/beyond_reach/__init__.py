@@ -1,4 +1,4 @@
-"""Beyond the paper: the answering routes no other claim ran (docs/theory.md C60-C64; C65-C70
+"""Beyond the paper: the answering routes no other claim ran (docs/theory.md C60-C64; C65-C76
 are in :mod:`ustat_rl.claims.beyond_answers`).
 
 * :mod:`.reductions`: C60, every loss reduction's per-completion weights against the
