@@ -120,3 +120,16 @@ def test_common_argmin_tolerates_noise_that_moves_a_point_argmin():
         common_argmin(_cells([(1.0, 1.0, 1.0)], 50, rng), 100, rng, level=1.0)
     with pytest.raises(ValueError, match="`cells`"):
         common_argmin([], 100, rng)
+
+
+def test_eigenbasis_covariance_refuses_what_has_no_stationary_covariance():
+    # beta * lambda_min <= 1/2 (Theorem 8's condition), a shape mismatch, a non-finite entry:
+    # each a one-line error naming the parameter, never a finite number
+    lam, om = np.array([1.0, 2.0]), np.eye(2)
+    with pytest.raises(ValueError, match="beta \\* lambda_min"):
+        eigenbasis_covariance(lam, om, 0.4)
+    with pytest.raises(ValueError, match="omega_eigenbasis"):
+        eigenbasis_covariance(lam, np.eye(3), 1.0)
+    with pytest.raises(ValueError, match="learning_rate"):
+        eigenbasis_covariance(lam, om, float("nan"))
+    assert np.isfinite(eigenbasis_covariance(lam, om, 1.0)).all()

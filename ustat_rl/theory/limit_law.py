@@ -109,9 +109,14 @@ def eigenbasis_covariance(curvature_eigenvalues, omega_eigenbasis, learning_rate
 
     An independent route to :func:`lyapunov_covariance` (docs/theory.md C20).
     """
-    lam = np.asarray(curvature_eigenvalues, dtype=np.float64)
-    beta = float(learning_rate)
-    return np.asarray(omega_eigenbasis) / (beta * (lam[:, None] + lam[None, :]) - 1.0)
+    lam = as_finite_array(curvature_eigenvalues, "curvature_eigenvalues", ndim=(1,))
+    omega = as_finite_array(omega_eigenbasis, "omega_eigenbasis", ndim=(2,))
+    beta = as_float(learning_rate, "learning_rate", low=0.0)
+    if omega.shape != (lam.size, lam.size):
+        raise ValueError(f"`omega_eigenbasis` must be {lam.size} x {lam.size} (one row and column "
+                         f"per eigenvalue), got {omega.shape}")
+    _check_stable(np.diag(lam), beta)
+    return omega / (beta * (lam[:, None] + lam[None, :]) - 1.0)
 
 
 def limit_weights(curvature, sigma) -> np.ndarray:
