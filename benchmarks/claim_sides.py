@@ -447,6 +447,8 @@ SHARED_ALLOWED = {
                                        "against; C48 checks it against gstar_report",
         "ustat_rl.frameworks.trajectory.": "the record's container and its serialisation",
         "ustat_rl.frameworks.grouped.": "the all-equal fraction inside window_record (C48)",
+        "ustat_rl.frameworks.flat_groups.": "the window's flat-group shares inside window_record "
+                                            "(C66 checks them against simulated groups)",
         "ustat_rl.frameworks.generation.": "the Generation container (reference side builds "
                                            "it only to feed the entry's inputs)",
         "ustat_rl.frameworks.aggregation.prompt_mean_weights": "the loop's weights are an "
