@@ -43,6 +43,9 @@ def test_cli_output_is_identical_for_npz_and_parquet(tmp_path, pilot, capsys):
         assert (tmp_path / f"mse{suffix}.png").stat().st_size > 0
     assert outputs[0] == outputs[1]
     assert "G* = 1 + sqrt(c3/c1)" in outputs[0][0]
+    # the advice says what a trainer has (not) shown of it (docs/advice_wins.md)
+    from ustat_rl.pilot.report_text import ADVICE_CAVEAT
+    assert ADVICE_CAVEAT in outputs[0][0]
 
 
 @pytest.mark.parametrize("extra, name", [

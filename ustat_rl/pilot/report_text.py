@@ -33,6 +33,12 @@ def format_mse(estimate: float, high: float) -> str:
     return f"<{high:.3g}" if high > 0.0 and math.isfinite(high) else "unresolved"
 
 
+#: What a trainer has shown of the advice (docs/advice_wins.md, "The second study: results"):
+#: printed under every advice, because the gradient's error is exact but the reward is not.
+ADVICE_CAVEAT = ("this G minimises the gradient's error; that it also trains best is not "
+                 "confirmed (docs/advice_wins.md: with TRL, no better than G = 8 or G = 4)")
+
+
 def _advice_lines(report) -> list[str]:
     pct = f"{100 * report.level:g}%"
     g, G = report.gstar, report.recommended_group_size
@@ -62,6 +68,7 @@ def _advice_lines(report) -> list[str]:
     lines.append(f"(argmin at the point estimates: G = {report.best_group_size}"
                  + (f"; best integer G = {report.best_group_size_any}"
                     if report.best_group_size_any is not None else "") + ")")
+    lines.append(ADVICE_CAVEAT)
     more = report.prompts_to_bound
     if not report.bounded and math.isfinite(more):
         ref = "its estimate" if report.constants["c1"]["estimate"] > 0 else \
