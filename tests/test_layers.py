@@ -255,7 +255,10 @@ LOO_HOME = "ustat_rl/advantages/parts.py"
 LOO_ELSEWHERE = {"ustat_rl/pilot/replicates.py": "leave-one-prompt-out means of the jackknife",
                  "ustat_rl/claims/literal_forms.py": "the frameworks' formulas written out for "
                                                      "C46: a route independent of the registry "
-                                                     "(slime's Bessel factor n/(n - 1) among them)"}
+                                                     "(slime's Bessel factor n/(n - 1) among them)",
+                 "ustat_rl/claims/beyond_answers/enumerated_routes.py":
+                     "C71's advantages written out: the side independent of the package's "
+                     "routes it checks (benchmarks/claim_sides.py)"}
 
 
 def _modules(root: Path):

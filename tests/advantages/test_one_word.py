@@ -43,6 +43,12 @@ ADVANTAGE_RULE_NAMES = {
     "claims/beyond_frameworks/batch_rules.py": "the claim on the batch-statistic advantage rules",
     "frameworks/rewards_only.py:RewardsReport(logged_rule_matches)":
         "the registered advantage rules that reproduce a run's logged advantages",
+    "frameworks/trajectory.py:WindowRecord(run_rule_advice_mse)":
+        "the advice for the advantage rule the run trains, MSE target",
+    "frameworks/trajectory.py:WindowRecord(run_rule_advice_scale_free)":
+        "the advice for the advantage rule the run trains, scale-free target",
+    "frameworks/trajectory.py:WindowRecord(run_rule_advice_note)":
+        "why the run's advantage rule gets no advice",
 }
 
 

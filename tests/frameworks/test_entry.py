@@ -283,10 +283,10 @@ def test_an_explicit_process_group_is_used(tmp_path):
 
 
 def test_each_window_is_summarised_on_the_monitor_logger(tmp_path, caplog):
-    from ustat_rl.frameworks.window import _advice_line
+    from ustat_rl.frameworks.window import advice_line
 
     with caplog.at_level(logging.INFO, logger="ustat_rl.monitor"):
         record = _one_window(tmp_path, "logged")
     lines = [r.getMessage() for r in caplog.records if r.name == "ustat_rl.monitor"]
-    assert lines == [f"WindowMonitor: {_advice_line(record)}"]
+    assert lines == [f"WindowMonitor: {advice_line(record)}"]
     assert "advice G = " in lines[0] and "\n" not in lines[0]

@@ -25,7 +25,7 @@ from ustat_rl.frameworks.config import EstimatorConfig, MonitorConfig
 from ustat_rl.frameworks.flat_groups import REASONS, flat_group_report
 from ustat_rl.frameworks.grouped import GroupedRewards
 from ustat_rl.frameworks.trajectory import append_record, read_trajectory
-from ustat_rl.frameworks.window import Batch, _advice_line, window_record
+from ustat_rl.frameworks.window import Batch, advice_line, window_record
 from ustat_rl.interface.cli import main
 from ustat_rl.policies.examples import interior_optimum_bandit
 from ustat_rl.scores.bandit import bandit_pilot
@@ -81,7 +81,7 @@ def test_the_record_advises_for_the_run_rule_as_gstar_does(tmp_path, capsys):
     assert record.recommended_group_size == grpo["mse"]
     # negative control: advising grpo while the run trains trl_group fails the comparison
     assert not _matches(record, grpo)
-    line = _advice_line(record)
+    line = advice_line(record)
     assert f"advice G = {record.advised_group_size} for trl_group (scale-free" in line
     assert f"paper's GRPO advice G = {record.recommended_group_size}" in line
 
@@ -90,7 +90,7 @@ def test_a_fixed_step_follows_the_mse_advice():
     record, _ = _record(_batches(8), "trl_group", "mse")
     assert record.advice_target == "mse"
     assert record.advised_group_size == record.run_rule_advice_mse
-    assert "(MSE: a fixed-size step)" in _advice_line(record)
+    assert "(MSE: a fixed-size step)" in advice_line(record)
 
 
 @pytest.mark.parametrize("rule, words", [
@@ -104,7 +104,7 @@ def test_a_rule_gstar_cannot_advise_for_gets_no_number_and_a_reason(rule, words)
     assert words in record.run_rule_advice_note
     assert "paper's GRPO advice" in record.run_rule_advice_note
     assert record.advised_group_size == record.recommended_group_size
-    assert "the paper's GRPO advice (none for" in _advice_line(record)
+    assert "the paper's GRPO advice (none for" in advice_line(record)
 
 
 def _flat_matches(record, batches, G: int) -> bool:

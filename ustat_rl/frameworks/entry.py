@@ -42,7 +42,7 @@ from .trainer_units import NUM_ITEMS_LOSSES, completion_weights
 from .trajectory import WindowRecord, append_record
 from .window import (
     Batch,
-    _advice_line,
+    advice_line,
     batch_problem,
     observed_all_equal,
     skipped_record,
@@ -51,7 +51,7 @@ from .window import (
 
 __all__ = ["WindowMonitor", "combined_rewards"]
 
-#: Where each window's summary line goes (:func:`~ustat_rl.frameworks.window._advice_line`), at
+#: Where each window's summary line goes (:func:`~ustat_rl.frameworks.window.advice_line`), at
 #: level INFO, on rank 0.
 LOGGER = logging.getLogger("ustat_rl.monitor")
 
@@ -333,7 +333,7 @@ class WindowMonitor:
     def _emit(self, record: WindowRecord, rollouts) -> WindowRecord:
         self.records.append(record)
         if world(self.process_group)[0] == 0:
-            LOGGER.info("%s: %s", self.config.outputs.name, _advice_line(record))
+            LOGGER.info("%s: %s", self.config.outputs.name, advice_line(record))
             if self.trajectory is not None:
                 append_record(self.trajectory, record)
             folder = self.config.outputs.save_rollouts

@@ -37,7 +37,8 @@ from .trajectory import RecordInterval, WindowRecord, gstar_errors_of
 _LOO = get_rule("grpo")
 
 __all__ = ["Batch", "batch_problem", "window_rollouts", "window_record", "skipped_record",
-           "observed_all_equal", "run_advantages", "window_noise", "is_multichannel"]
+           "observed_all_equal", "run_advantages", "window_noise", "is_multichannel",
+           "advice_line"]
 
 #: What each target's advice is for, in the monitor's summary line.
 _TARGET_WORDS = {"scale_free": "scale-free: an Adam-type step", "mse": "MSE: a fixed-size step"}
@@ -229,7 +230,7 @@ def _flat_fields(batches, G: int, advised: int | None, level: float) -> dict:
     return dict(flat_share=share, flat_expected_run=at(G), flat_expected_advised=at(advised))
 
 
-def _advice_line(record: WindowRecord) -> str:
+def advice_line(record: WindowRecord) -> str:
     """The monitor's summary of one window, in one short line: the ``G`` to follow, for which
     rule and target, the paper's GRPO advice beside it, and the flat groups."""
     head = f"step {record.step}, G = {record.group_size}"

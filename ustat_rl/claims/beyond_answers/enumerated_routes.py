@@ -76,21 +76,21 @@ def vanilla(z):
     return z
 
 
-def enumerated(bandit, prompt: int, G: int, advantage, full: bool = False):
+def enumerated(bandit, prompt: int, G: int, estimator, full: bool = False):
     """``(estimates (M, d), probabilities (M,), rewards (M, G))`` of every outcome of a group,
     ``g_hat = (1/G) sum_i a_i W_i`` with ``a = advantage(rewards)``; ``full`` embeds the scores
     in the whole parameter (else the prompt's own block)."""
     action, reward, prob = bandit.enumerate_groups(prompt, G)
     score = bandit.scores(np.full(len(prob), prompt), action, full=full)  # (M, G, d)
-    return np.einsum("mg,mgd->md", advantage(reward), score) / G, prob, reward
+    return np.einsum("mg,mgd->md", estimator(reward), score) / G, prob, reward
 
 
-def prompt_mse(bandit, G: int, advantage, arcsin: bool = False) -> np.ndarray:
+def prompt_mse(bandit, G: int, estimator, arcsin: bool = False) -> np.ndarray:
     """``E||g_hat(x) - t(x)||^2`` per prompt by enumeration, ``t = g(x)`` or
     ``g(x)/sqrt(V(1 - V))``."""
     out = []
     for x in range(bandit.n_prompts):
-        est, prob, _ = enumerated(bandit, x, G, advantage)
+        est, prob, _ = enumerated(bandit, x, G, estimator)
         target = bandit.grad_per_prompt[x]
         if arcsin:
             target = target / np.sqrt(bandit.value[x] * (1.0 - bandit.value[x]))
@@ -98,26 +98,26 @@ def prompt_mse(bandit, G: int, advantage, arcsin: bool = False) -> np.ndarray:
     return np.array(out)
 
 
-def batch_mse(bandit, G: int, B: int, advantage) -> float:
+def batch_mse(bandit, G: int, B: int, estimator) -> float:
     """``E||(1/B) sum_b g_hat(X_b) - g||^2`` over ``B`` i.i.d. prompts, by enumeration."""
     f = bandit.prompt_prob
     mean, second = np.zeros(bandit.grad.size), 0.0
     for x in range(bandit.n_prompts):
-        est, prob, _ = enumerated(bandit, x, G, advantage, full=True)
+        est, prob, _ = enumerated(bandit, x, G, estimator, full=True)
         mean += f[x] * (prob @ est)
         second += f[x] * (prob @ np.sum(est**2, axis=1))
     g = bandit.grad
     return float(second / B + (1.0 - 1.0 / B) * mean @ mean - 2.0 * mean @ g + g @ g)
 
 
-def dynamic_sampling(bandit, G: int, B: int, advantage) -> tuple[float, float]:
+def dynamic_sampling(bandit, G: int, B: int, estimator) -> tuple[float, float]:
     """``(1/(1 - Q), MSE)`` of ``B`` groups kept from draws whose rewards are not all equal:
     each kept group is a draw of ``(x, outcome)`` with probability ``f(x) P(outcome)/(1 - Q)``
     over the outcomes kept."""
     f = bandit.prompt_prob
     mean, second, keep = np.zeros(bandit.grad.size), 0.0, 0.0
     for x in range(bandit.n_prompts):
-        est, prob, reward = enumerated(bandit, x, G, advantage, full=True)
+        est, prob, reward = enumerated(bandit, x, G, estimator, full=True)
         kept = reward.min(axis=1) != reward.max(axis=1)
         w = f[x] * prob * kept  # (M,) joint probability of (x, outcome) among kept draws
         keep += w.sum()
@@ -128,11 +128,11 @@ def dynamic_sampling(bandit, G: int, B: int, advantage) -> tuple[float, float]:
     return 1.0 / keep, float(second / B + (1.0 - 1.0 / B) * mean @ mean - 2.0 * mean @ g + g @ g)
 
 
-def covariance(bandit, G: int, advantage) -> np.ndarray:
+def covariance(bandit, G: int, estimator) -> np.ndarray:
     """``Cov(g_hat(x) | x)`` per prompt, ``(P, d, d)``, over the whole parameter."""
     out = []
     for x in range(bandit.n_prompts):
-        est, prob, _ = enumerated(bandit, x, G, advantage, full=True)
+        est, prob, _ = enumerated(bandit, x, G, estimator, full=True)
         mean = prob @ est
         out.append(np.einsum("m,mk,ml->kl", prob, est, est) - np.outer(mean, mean))
     return np.array(out)

@@ -47,7 +47,7 @@ def loglinear_problem():
     return bandit, rng.normal(size=LOGLINEAR_SHAPE[2])
 
 
-def parameter_moments(bandit, theta, G: int, advantage):
+def parameter_moments(bandit, theta, G: int, estimator):
     """Per prompt, ``(E g_hat(x), E||g_hat(x)||^2, Cov g_hat(x), g(x))`` in parameter space, by
     enumeration of the tabular policy's groups; ``advantage(rewards (M, G), x)``."""
     from .enumerated_routes import enumerated
@@ -55,7 +55,7 @@ def parameter_moments(bandit, theta, G: int, advantage):
     tabular = bandit.as_softmax_bandit(theta)
     out = []
     for x in range(bandit.n_prompts):
-        est, prob, _ = enumerated(tabular, x, G, lambda z, x=x: advantage(z, x))  # (M, K)
+        est, prob, _ = enumerated(tabular, x, G, lambda z, x=x: estimator(z, x))  # (M, K)
         est = est @ bandit.features[x]  # (M, d) the score phi(x, a) - E phi mapped by phi^T
         mean = prob @ est
         out.append((mean, prob @ np.sum(est**2, axis=1),

@@ -61,19 +61,19 @@ def hand_gradient() -> np.ndarray:
     return (f[:, None] * pi * (q - value)).ravel()  # (P*K,)
 
 
-def written_advantages(rule, z: np.ndarray) -> np.ndarray:
-    """The rule's advantages of ``z (R, B, G)``, written out (``rule`` a name of
+def written_advantages(estimator, z: np.ndarray) -> np.ndarray:
+    """The rule's advantages of ``z (R, B, G)``, written out (``estimator`` a name of
     :data:`ADVICE_RULES`, or a function of ``z`` that writes out another rule)."""
-    if callable(rule):
-        return rule(z)
+    if callable(estimator):
+        return estimator(z)
     G = z.shape[-1]
-    if rule == "grpo":  # leave-one-out: each reward less the mean of the others
+    if estimator == "grpo":  # leave-one-out: each reward less the mean of the others
         return z - (z.sum(axis=-1, keepdims=True) - z) / (G - 1)
-    if rule == "trl_group":  # TRL scale_rewards="group": (z - mean) / (Bessel std + 1e-4)
+    if estimator == "trl_group":  # TRL scale_rewards="group": (z - mean) / (Bessel std + 1e-4)
         centred = z - z.mean(axis=-1, keepdims=True)
         std = np.sqrt((centred**2).sum(axis=-1, keepdims=True) / (G - 1))
         return centred / (std + 1e-4)
-    raise ValueError(f"`rule` must be one of {ADVICE_RULES}, got {rule!r}")
+    raise ValueError(f"`estimator` must be one of {ADVICE_RULES}, got {estimator!r}")
 
 
 def sampled_batches(group_size: int, budget: int, reps: int, rng):
@@ -107,11 +107,11 @@ def batch_estimates(adv: np.ndarray, x: np.ndarray, a: np.ndarray) -> np.ndarray
     return (plus - minus).reshape(reps, P * K)
 
 
-def sampled_estimates(rule, group_size: int, budget: int, reps: int, rng) -> np.ndarray:
+def sampled_estimates(estimator, group_size: int, budget: int, reps: int, rng) -> np.ndarray:
     """``reps`` batch estimates ``g_B (reps, P*K)`` of :func:`sampled_batches` with the rule's
-    advantages (``rule`` as :func:`written_advantages` takes it)."""
+    advantages (``estimator`` as :func:`written_advantages` takes it)."""
     x, a, z = sampled_batches(group_size, budget, reps, rng)
-    return batch_estimates(written_advantages(rule, z), x, a)
+    return batch_estimates(written_advantages(estimator, z), x, a)
 
 
 def scale_free_estimate(estimates: np.ndarray, grad: np.ndarray) -> tuple[float, float]:
