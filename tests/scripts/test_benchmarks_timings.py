@@ -35,7 +35,9 @@ def _fake(monkeypatch, tmp_path, code: str, counts: str):
 
 
 def test_a_measurement_records_counts_machine_and_load(monkeypatch, tmp_path):
-    _fake(monkeypatch, tmp_path, "print('3 passed, 1 skipped in 0.1s')", "pytest")
+    # the fake sleeps so that its wall time, recorded to 0.1 s, cannot round to 0
+    _fake(monkeypatch, tmp_path, "import time; time.sleep(0.2); print('3 passed, 1 skipped in 0.1s')",
+          "pytest")
     out = tmp_path / "measured"
     assert timings.main(["--only", "fast-tier", "--out", str(out)]) == 0
     record = json.loads((out / "timings.json").read_text())["fast-tier"]
