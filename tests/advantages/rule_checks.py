@@ -10,12 +10,33 @@ import re
 
 import numpy as np
 
+from ustat_rl import theory
 from ustat_rl.advantages import get_rule
 from ustat_rl.advantages.conventions import CONVENTION_NAMES, CONVENTIONS
 from ustat_rl.montecarlo import Backend, bandit_squared_errors, run_monte_carlo
+from ustat_rl.policies.enumeration import enumerate_prompt_estimates
 from ustat_rl.policies.examples import small_bandit
 from ustat_rl.tolerances import Z_CHECK
 from ustat_rl.training.batch_study import batch_enumeration, batch_monte_carlo
+
+
+def check_exact_moments_by_enumeration(name: str, sizes, rtol: float = 1e-12,
+                                       atol: float = 1e-14) -> None:
+    """The rule's exact mean factor and MSE against g (``theory.advantage_moments``) equal the
+    sums over every outcome of a group (``enumerate_prompt_estimates``) on the small bandit, at
+    each ``G`` of ``sizes``: two float64 routes, to rounding."""
+    bandit = small_bandit()
+    moments = bandit.moments()
+    for G in sizes:
+        out = theory.advantage_moments(moments, name, G)
+        means, mses = [], []
+        for x in range(bandit.n_prompts):
+            values, prob = enumerate_prompt_estimates(bandit, x, G, name)
+            means.append(prob @ values)
+            mses.append(prob @ np.sum((values - bandit.grad_per_prompt[x]) ** 2, axis=1))
+        np.testing.assert_allclose(out.mean_factor[:, None] * bandit.grad_per_prompt,
+                                   np.array(means), rtol=rtol, atol=atol, err_msg=f"G={G}")
+        np.testing.assert_allclose(out.mse_grad, mses, rtol=rtol, atol=atol)
 
 
 def check_provenance(names, page: str) -> None:

@@ -33,18 +33,16 @@ import pytest
 import torch
 from rule_checks import (
     check_batch_rule_monte_carlo,
+    check_exact_moments_by_enumeration,
     check_group_rules_monte_carlo,
     check_provenance,
 )
 from script_loader import DATA, ROOT
 
-from ustat_rl import theory
 from ustat_rl.advantages import get_rule
 from ustat_rl.advantages.conventions import advantages
 from ustat_rl.conformance.kit import check_conformance
 from ustat_rl.conformance.search import Search
-from ustat_rl.policies.enumeration import enumerate_prompt_estimates
-from ustat_rl.policies.examples import small_bandit
 
 pytestmark = pytest.mark.integration  # conformance runs and Monte Carlo on both backends
 
@@ -188,18 +186,7 @@ def test_planted_bessel_std_in_the_rollout_step_is_rejected():
 
 
 def test_rollout_exact_moments_equal_enumeration():
-    bandit = small_bandit()
-    moments = bandit.moments()
-    for G in range(2, 6):
-        out = theory.advantage_moments(moments, "areal_rollout_norm", G)
-        means, mses = [], []
-        for x in range(bandit.n_prompts):
-            values, prob = enumerate_prompt_estimates(bandit, x, G, "areal_rollout_norm")
-            means.append(prob @ values)
-            mses.append(prob @ np.sum((values - bandit.grad_per_prompt[x]) ** 2, axis=1))
-        np.testing.assert_allclose(out.mean_factor[:, None] * bandit.grad_per_prompt,
-                                   np.array(means), rtol=1e-12, atol=1e-14, err_msg=f"G={G}")
-        np.testing.assert_allclose(out.mse_grad, mses, rtol=1e-12, atol=1e-14)
+    check_exact_moments_by_enumeration("areal_rollout_norm", range(2, 6))
 
 
 @pytest.mark.parametrize("backend", ["numba", "torch"])
