@@ -58,3 +58,22 @@ def test_intervals_contain_the_estimates_and_bad_input(stats):
         bootstrap_t_intervals(stats, 0.9, 10)
     with pytest.raises(ValueError, match="`level`"):
         bootstrap_t_intervals(stats, 1.5)
+
+
+def test_the_projection_variance_widens_a_sketched_pilot_s_intervals(interior_pilot):
+    """With a k = 4 projection the standard error adds the projection's variance: each interval
+    is at least as wide as without it, and c1's (whose projection variance is positive here)
+    strictly wider. A sign slip that subtracts the term narrows them (or leaves a NaN)."""
+    from ustat_rl.scores.spec import SketchSpec
+
+    sketched = pilot_statistics(interior_pilot(12, 6, 20260304, 1, SketchSpec(4, seed=11)))
+    assert sketched.sketched
+    width = {}
+    for include in (True, False):
+        out = bootstrap_t_intervals(sketched, 0.9, 199, child_rng(20260304, 3),
+                                    include_sketch=include)
+        width[include] = {name: out[name][1] - out[name][0] for name in ("c1", "c2", "c3")}
+        assert all(np.isfinite(out[name]).all() for name in ("c1", "c2", "c3"))
+    for name in ("c1", "c2", "c3"):
+        assert width[True][name] >= width[False][name] * (1 - 1e-12), name
+    assert width[True]["c1"] > width[False]["c1"] * 1.001
