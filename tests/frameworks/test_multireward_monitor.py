@@ -59,6 +59,21 @@ def test_estimates_are_unbiased_at_one_prompt():
     assert off.reshape(4, 4).diagonal().all()  # the i = j terms bias every diagonal entry
 
 
+def test_cross_prompt_terms_are_inner_products_of_the_prompts_outcome_means():
+    """Across prompts the estimate is <S_o(x)/n_x, S_o'(y)/n_y> (a sum over coordinates of
+    products, not a product of coordinate sums): the one-prompt test above never reaches it."""
+    rng = np.random.default_rng(5)
+    ids = np.array([3, 3, 3, 8, 8, 8, 8])
+    z = np.array([[0, 1], [1, 1], [0, 1], [1, 0], [0, 0], [1, 0], [0, 1]], dtype=float)
+    score = rng.normal(size=(7, 3))
+    m = estimate_channel_moments(ids, z, score)
+    outcome = (z @ [1, 2]).astype(int)
+    means = [np.eye(4)[outcome[ids == x]].T @ score[ids == x] / np.sum(ids == x)
+             for x in (3, 8)]  # (O, d) each, prompts in order of first draw
+    np.testing.assert_allclose(m.mean_gram[0, :, 1, :], means[0] @ means[1].T, rtol=1e-12)
+    np.testing.assert_allclose(m.mean_gram[1, :, 0, :], means[1] @ means[0].T, rtol=1e-12)
+
+
 def test_bad_rollouts_name_the_parameter():
     with pytest.raises(ValueError, match="`channels` must be binary"):
         estimate_channel_moments([0, 0], [[0.5, 1.0], [0.0, 1.0]], np.ones((2, 3)))

@@ -74,7 +74,7 @@ def estimate_channel_moments(prompt_id, channels, score) -> ChannelMoments:
     np.add.at(t, x, onehot * sq[:, None])
     np.add.at(S, x, onehot[:, :, None] * W[:, None, :])
     mean = S / n[:, None, None]  # (P, O, d) unbiased nu_o(x)
-    gram = np.einsum("xod,ype->xoyp", mean, mean)  # cross-prompt terms
+    gram = np.einsum("xod,ypd->xoyp", mean, mean)  # cross-prompt inner products
     for p in range(P):  # within a prompt: distinct pairs only
         diag = np.diag(t[p])  # sum_i ||W_i||^2 1{O_i = o = o'}
         gram[p, :, p, :] = (S[p] @ S[p].T - diag) / (n[p] * (n[p] - 1.0))
