@@ -366,13 +366,78 @@ def _c76_sides():
                 parameter_moments(bandit, theta, 3, lambda z, x: loo(z)), bandit.prompt_prob, 4)}
 
 
+def _c77_sides():
+    """A user's registered affine rule by name against every outcome of a group."""
+    from ustat_rl.advantages.registry import register_rule, unregister_rule
+    from ustat_rl.claims.beyond_answers.enumerated_routes import route_bandit
+    from ustat_rl.claims.beyond_answers.user_rules import (
+        USER_RULE_NAME,
+        enumerated_moments,
+        user_rule,
+        written_out,
+    )
+    from ustat_rl.theory.mse import per_prompt_covariance, per_prompt_mse
+
+    bandit = route_bandit()
+    moments = bandit.moments(matrices=True)
+
+    def package():
+        register_rule(user_rule(), replace=True)
+        try:
+            return (per_prompt_mse(moments, USER_RULE_NAME, 3),
+                    per_prompt_covariance(moments, USER_RULE_NAME, 3))
+        finally:
+            unregister_rule(USER_RULE_NAME)
+
+    return {"package": package,
+            "enumeration": lambda: enumerated_moments(bandit, 3, written_out)}
+
+
+def _c78_sides():
+    """The aggregation's exact mean against every group of outputs, weights written out."""
+    import numpy as np
+
+    from ustat_rl.claims.beyond_answers.aggregation_means import (
+        HORIZON,
+        OUTPUT_LENGTHS,
+        OUTPUT_PROB,
+        OUTPUT_REWARD,
+        enumerated_mean,
+        output_scores,
+    )
+    from ustat_rl.claims.beyond_answers.enumerated_routes import loo
+    from ustat_rl.frameworks.aggregation import AGGREGATIONS, exact_aggregation_mean
+
+    args = (np.array(OUTPUT_PROB), np.array(OUTPUT_REWARD), np.array(OUTPUT_LENGTHS),
+            output_scores())
+    return {"package": lambda: [exact_aggregation_mean(*args, "grpo", 3, mode, horizon=HORIZON)
+                                for mode in AGGREGATIONS],
+            "enumeration": lambda: [enumerated_mean(3, loo, mode) for mode in AGGREGATIONS]}
+
+
+def _c52_pilot_sides():
+    """The multi-reward pilot's moments against their U-statistics by loops over the draws."""
+    import numpy as np
+
+    from ustat_rl.claims.beyond_frameworks.multireward import looped_channel_moments
+    from ustat_rl.pilot.channels import estimate_channel_moments
+
+    rng = np.random.default_rng(0)
+    prompt_id = rng.permutation(np.repeat([7, 2, 5], [3, 4, 6]))
+    channels = (rng.random((prompt_id.size, 2)) < 0.5).astype(float)
+    score = rng.normal(size=(prompt_id.size, 3))
+    return {"package": lambda: estimate_channel_moments(prompt_id, channels, score),
+            "loops": lambda: looped_channel_moments(prompt_id, channels, score)}
+
+
 #: Claim -> a function returning its sides (name -> zero-argument callable).
 SIDES = {"C46": _c46_sides, "C57": _c57_sides, "C60": _c60_sides, "C61": _c61_sides,
          "C64": _c64_sides, "C65": _c65_sides, "C66": _c66_sides, "C67": _c67_sides,
          "C69": _c69_sides, "C71": _c71_sides,
          "C72": _c72_sides, "C73": _c73_sides,
          "C74": _c74_sides, "C75": _c75_sides,
-         "C76": _c76_sides}
+         "C76": _c76_sides, "C77": _c77_sides, "C78": _c78_sides,
+         "C52.pilot": _c52_pilot_sides}
 
 #: Claim -> shared function -> why sharing it does not hide a bug of the route under test. A
 #: prefix ending in "." allows every function of a module.
@@ -424,6 +489,9 @@ SHARED_ALLOWED = {
         "ustat_rl._validation.": "argument checks only",
     },
     "C74": {},
+    "C77": {"ustat_rl._validation.": "argument checks only (the enumeration's group size)"},
+    "C78": {},
+    "C52.pilot": {},
     "C75": {
         "ustat_rl.theory.mse.": "the per-prompt MSE is the objective both the allocation and "
                                 "the brute force minimise: the comparison tests the search "

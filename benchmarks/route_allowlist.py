@@ -40,8 +40,6 @@ ALLOW = {
     # ---- printing
     "ustat_rl.advantages.frameworks.KitWords":
         "printing: a convention in the conformance kit's words",
-    "ustat_rl.advantages.registry.unknown_name":
-        "printing: the refusal's message for an unknown rule name",
     "ustat_rl.advantages.rule.AdvantageRule.baseline":
         "printing: the rule's numerator in the kit's words",
     "ustat_rl.advantages.rule.AdvantageRule.singleton_numerator":
@@ -165,6 +163,10 @@ ALLOW = {
         "construction: the transformer policies' warm-up",
     # ---- verify runner
     "ustat_rl.claims.registry.ClaimResult.to_dict": "verify runner: verify --json's record",
+    "ustat_rl.claims.registry.Check.detectable": "verify runner: a comparison's detectable "
+                                                 "error, for --details and --json",
+    "ustat_rl.claims.registry.detectable_error": "verify runner: the detectable error of a "
+                                                 "comparison (benchmarks/power_audit.py)",
     "ustat_rl.claims.registry.register": "verify runner: registers a claim at import",
     "ustat_rl.claims.registry.load_checks": "verify runner: imports the claim modules",
     "ustat_rl.claims.registry.registry": "verify runner: the registered claims",
@@ -180,18 +182,13 @@ ALLOW = {
     "ustat_rl.runs.sweeps.run_cells": "script infrastructure: runs the scripts' cells in processes",
     # ---- answering routes no claim executes: the to-do list
     "ustat_rl.advantages.multichannel.register_multichannel_rule": UNCLAIMED,
-    "ustat_rl.advantages.registry.unregister_rule": UNCLAIMED,
     "ustat_rl.advantages.rule.AdvantageRule.function": UNCLAIMED,
     "ustat_rl.conformance.search.bounded_calls": UNCLAIMED,
     "ustat_rl.frameworks.advice_task.answer_probability": UNCLAIMED,
-    "ustat_rl.frameworks.aggregation.exact_aggregation_mean": UNCLAIMED,
-    "ustat_rl.frameworks.aggregation.softmax_k3_expected_gradient": UNCLAIMED,
     "ustat_rl.frameworks.config.LossWeighting.ratio_factor": UNCLAIMED,
     "ustat_rl.frameworks.entry.WindowMonitor.skip": UNCLAIMED,
     "ustat_rl.frameworks.entry.WindowMonitor.weights": UNCLAIMED,
     "ustat_rl.frameworks.grouped.GroupedRewards.to_rollouts": UNCLAIMED,
-    "ustat_rl.frameworks.logs.consistent_group_sizes": UNCLAIMED,
-    "ustat_rl.frameworks.trajectory.RecordInterval.covers": UNCLAIMED,
     "ustat_rl.frameworks.trl_monitor.run_rule": UNCLAIMED,
     "ustat_rl.frameworks.trl_monitor.GroupSizeMonitor.estimator": UNCLAIMED,
     "ustat_rl.frameworks.verl.verl_rollouts": UNCLAIMED,
@@ -202,11 +199,7 @@ ALLOW = {
     "ustat_rl.frameworks.verl_worker.worker_rows": UNCLAIMED,
     "ustat_rl.frameworks.verl_worker.gathered_rows": UNCLAIMED,
     "ustat_rl.frameworks.verl_worker.rank_share": UNCLAIMED,
-    "ustat_rl.pilot.allocation.RatioInterval.within_noise": UNCLAIMED,
     "ustat_rl.pilot.bootstrap.bootstrap_t_intervals": UNCLAIMED,
-    "ustat_rl.pilot.channels.estimate_channel_moments": UNCLAIMED,
-    "ustat_rl.pilot.estimate.group_moments": UNCLAIMED,
-    "ustat_rl.pilot.uncertainty.Interval.width": UNCLAIMED,
     "ustat_rl.policies.transformer.model.TransformerPolicy.scores_by_loop": UNCLAIMED,
     "ustat_rl.policies.transformer.model.TransformerPolicy.flat_grad": UNCLAIMED,
     "ustat_rl.scores.causal_lm": UNCLAIMED,
@@ -217,8 +210,6 @@ ALLOW = {
     "ustat_rl.scores.sketch.project_scores": UNCLAIMED,
     "ustat_rl.scores.sketch.sketch_scores": UNCLAIMED,
     "ustat_rl.scores.sketch.torch_projection_matrix": UNCLAIMED,
-    "ustat_rl.stats.rates.SlopeFit.contains": UNCLAIMED,
-    "ustat_rl.theory.allocation.Allocation.budget": UNCLAIMED,
     "ustat_rl.theory.gram.FactoredGram.restrict": UNCLAIMED,
     "ustat_rl.theory.gram.FactoredGram.copy": UNCLAIMED,
     "ustat_rl.theory.greedy_baseline.greedy_baseline_monte_carlo": UNCLAIMED,

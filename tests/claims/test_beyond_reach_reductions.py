@@ -105,3 +105,19 @@ def test_k3_factor_with_an_exclusive_value_clip_fails(monkeypatch):
     monkeypatch.setattr(aggregation, "k3_clamped_gradient_factor", exclusive)
     result = run_claim(registry()["C27.clamp"], CTX)
     assert result.verdict == "fail" and "d K3" in result.headline
+
+
+def test_c27_clamp_fails_when_the_expected_gradient_ignores_the_clamps(monkeypatch):
+    """C27.clamp's softmax check: the expected per-sample gradient with the clamps dropped
+    (the factor 1 - r everywhere) differs where the reference puts almost no mass on an action."""
+    def unclamped(logits, ref_logits, log_ratio_clip=20.0, value_clip=10.0):
+        logits, ref_logits = np.asarray(logits, float), np.asarray(ref_logits, float)
+        log_pi = logits - np.logaddexp.reduce(logits)
+        log_ref = ref_logits - np.logaddexp.reduce(ref_logits)
+        pi, f = np.exp(log_pi), 1.0 - np.exp(log_ref - log_pi)
+        return pi * f - pi * float(pi @ f)
+
+    assert run_claim(registry()["C27.clamp"], CTX).verdict == "pass"
+    monkeypatch.setattr(aggregation, "softmax_k3_expected_gradient", unclamped)
+    result = run_claim(registry()["C27.clamp"], CTX)
+    assert result.verdict == "fail" and "a clamp binds" in result.headline

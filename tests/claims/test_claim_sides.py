@@ -18,12 +18,13 @@ def test_every_shared_function_has_a_reason(claim):
     assert missing == [], f"{claim}: shared without a reason: {missing}"
 
 
-@pytest.mark.parametrize("claim", ["C60", "C65", "C66", "C67", "C69", "C73", "C74"])
+@pytest.mark.parametrize("claim", ["C60", "C65", "C66", "C67", "C69", "C73", "C74", "C78",
+                                   "C52.pilot"])
 def test_the_written_out_sides_share_nothing(claim):
     """C60's two sides (the package's weights, the reductions written out and differentiated),
-    and C65-C67's, C69's, C73's and C74's (the package's exact answers and kit against sampling,
-    enumeration, loops, a linear solve and formulas written in the claims package) share no
-    package function at all."""
+    and C65-C67's, C69's, C73's, C74's, C78's and C52.pilot's (the package's exact answers and kit
+    against sampling, enumeration, loops, a linear solve and formulas written in the claims
+    package) share no package function at all."""
     both, _ = sides.scan([claim])[claim]
     assert both == []
 

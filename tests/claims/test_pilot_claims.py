@@ -15,3 +15,21 @@ def test_c32_coverage_band_rejects_under_coverage_and_accepts_the_band():
     assert not coverage_in_band("x", 109, 150).passed  # 72.7%: a method at 73% is rejected
     # 1500 pilots (a full run): 100% is above 0.95 + 4 sqrt(0.95 * 0.05 / 1500) = 0.973
     assert not coverage_in_band("x", 1500, 1500).passed
+
+
+def test_c31_group_passes_and_a_one_in_a_million_error_of_one_moment_turns_it(monkeypatch):
+    import ustat_rl.claims.paper_pilot as paper_pilot
+    from ustat_rl.claims import VerifyContext, registry, run_claim
+
+    claim = registry()["C31.group"]
+    assert run_claim(claim, VerifyContext()).verdict == "pass"
+    real = paper_pilot.group_moments
+
+    def planted(reward, score):
+        out = real(reward, score)
+        out["score_sq_centred"] *= 1 + 1e-6
+        return out
+
+    monkeypatch.setattr(paper_pilot, "group_moments", planted)
+    result = run_claim(claim, VerifyContext())
+    assert result.verdict == "fail" and result.headline.startswith("group of 3")

@@ -126,3 +126,32 @@ def test_claim_catches_theorem3_with_a_unit_diagonal(monkeypatch):
     monkeypatch.setattr(correlation_module, "expected_sample_correlation", unit)
     failing = _failing(_run())
     assert any("harness's C_hat" in n for n in failing), failing
+
+
+def test_c52_pilot_passes_and_fails_with_the_cross_prompt_terms_summed_per_coordinate(monkeypatch):
+    """The bug C52.pilot found: across prompts the estimate summed each mean's coordinates and
+    multiplied the sums (einsum "xod,ype") instead of taking inner products."""
+    import ustat_rl.pilot.channels as channels
+
+    claim = registry()["C52.pilot"]
+    assert run_claim(claim, VerifyContext()).verdict == "pass"
+    real = channels.estimate_channel_moments
+
+    def planted(prompt_id, z, score):
+        m = real(prompt_id, z, score)
+        ids = list(dict.fromkeys(int(i) for i in prompt_id))
+        outcome = (np.asarray(z) @ (2 ** np.arange(np.shape(z)[1]))).astype(int)
+        O = m.outcome_prob.shape[1]
+        sums = np.array([np.eye(O)[outcome[np.asarray(prompt_id) == x]].T
+                         @ np.asarray(score)[np.asarray(prompt_id) == x]
+                         / np.sum(np.asarray(prompt_id) == x) for x in ids]).sum(axis=2)
+        gram = m.mean_gram.copy()
+        for a in range(len(ids)):
+            for b in range(len(ids)):
+                if a != b:
+                    gram[a, :, b, :] = np.outer(sums[a], sums[b])
+        return replace(m, mean_gram=gram)
+
+    monkeypatch.setattr(channels, "estimate_channel_moments", planted)
+    result = run_claim(claim, VerifyContext())
+    assert result.verdict == "fail" and "nu_o" in result.headline

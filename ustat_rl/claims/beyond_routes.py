@@ -260,7 +260,8 @@ def block_inner_products(sketch: np.ndarray, blocks: int, pairs) -> np.ndarray:
 
 @register("C44", "Beyond the paper: the pilot's default factored sketch is the full per-sample "
           "scores times its materialised matrix (a plain embedding and a Gemma-style scaled "
-          "one), and its projected inner products are unbiased for the exact ones",
+          "one), and its projected inner products are unbiased for the exact ones (the "
+          "inner products of nearly orthogonal scores only to tens of percent: docs/power.md)",
           "derived (docs/theory.md C44; the sketches behind C31)",
           "factored_sketch_scores on a small float64 causal LM against ustat_rl.scores.sketch."
           "full_scores times factored_projection_matrix; block inner products over independent "

@@ -70,8 +70,8 @@ def check_c19(ctx):
     fit = _slope(marks, dist2)
     limit = float(np.trace(law.sigma))
     scaled = marks[-1] * dist2[:, -1]
-    checks = [check_interval(f"log-log slope of E d^2 over n in {list(marks)}", -1.0, fit.slope,
-                             fit.ci_low, fit.ci_high,
+    checks = [check_interval(f"log-log slope of E d^2 over n in {[int(n) for n in marks]}", -1.0,
+                             fit.slope, fit.ci_low, fit.ci_high,
                              note="99.99% GLS interval (two-sided false-failure rate 1e-4)"),
               check_close(f"n E d^2 at n = {marks[-1]} == tr Sigma (Lyapunov)", limit,
                           scaled.mean(), scaled.std(ddof=1) / math.sqrt(n_runs)),

@@ -12,6 +12,9 @@ method reaching its level, on the bandit and (G*, full runs only) on the transfo
 the same intervals without the projection noise fall below the band; G*'s interval is unbounded
 above exactly when c1's reaches 0 (an honest answer, accepted), and one large pilot's interval
 covers G* and excludes G = 2.
+C31.group: the one-group entry :func:`~ustat_rl.pilot.estimate.group_moments` (power sums) equals
+the average of each section-7 kernel over the group's distinct ordered tuples, written out here
+as loops over the permutations of the group's indices (no package code on that side), on groups of 3, 4 and 7.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import math
 
 import numpy as np
 
-from ..pilot.estimate import SCORE_MOMENTS, estimate_moments
+from ..pilot.estimate import SCORE_MOMENTS, estimate_moments, group_moments
 from ..pilot.uncertainty import pilot_intervals
 from ..policies.examples import interior_optimum_bandit
 from ..policies.transformer import exact_moments, load_study_policy, make_splits
@@ -38,7 +41,7 @@ from ..tolerances import (
     strict_reps,
 )
 from ..training.transformer import moderate_questions
-from .registry import check_close, check_true, register
+from .registry import check_close, check_exact, check_true, register
 from .symbolic import symbolic_checks
 
 _FIELDS = ("value", "reward_var") + SCORE_MOMENTS
@@ -70,7 +73,9 @@ def _summary(m) -> list[float]:
 
 
 @register("C31", "U-statistic estimates of every per-prompt moment, of ||g||^2 and of c1, c2, "
-          "c3' from a pilot are unbiased, with full or randomly projected scores",
+          "c3' from a pilot are unbiased, with full or randomly projected scores (at quick "
+          "sizes the means of ||g||^2 and c1, small differences of large terms, see only errors "
+          "of tens of percent: docs/power.md)",
           "derived (docs/theory.md section 7)",
           "mean over independent 32 x 8 pilots vs exact moments of a bandit and of a transformer "
           "policy on a finite question population (full scores and k = 8); sympy expectation of "
@@ -103,6 +108,53 @@ def check_c31(ctx):
         checks += _mean_checks(f"transformer ({population.n_questions} questions), {label}",
                                truth, rows, names)
     return checks + symbolic_checks("C31")
+
+
+def kernel_averages(reward, score) -> dict:
+    """Each section-7 kernel averaged over the distinct ordered tuples of one group, by loops
+    (the brute-force side of C31.group; ``s_i = ||W_i||^2``)."""
+    from itertools import permutations
+
+    z = [float(v) for v in reward]
+    w = [np.asarray(row, dtype=np.float64) for row in score]
+    s = [float(row @ row) for row in w]
+    n = len(z)
+
+    def mean(values):
+        values = list(values)
+        return sum(values) / len(values)
+
+    pairs, triples = list(permutations(range(n), 2)), list(permutations(range(n), 3))
+    return {
+        "value": mean(z),
+        "reward_var": mean((z[i] - z[j]) ** 2 / 2 for i, j in pairs),
+        "score_sq": mean(s),
+        "score_sq_reward": mean(s[i] * z[i] for i in range(n)),
+        "score_sq_reward_sq": mean(s[i] * z[i] ** 2 for i in range(n)),
+        "grad_sq": mean(float(w[i] @ w[j]) * z[i] * z[j] for i, j in pairs),
+        "score_sq_reward_var": mean(s[i] * (z[j] - z[k]) ** 2 / 2 for i, j, k in triples),
+        "score_sq_centred": mean(s[i] * (z[i] - z[j]) * (z[i] - z[k]) for i, j, k in triples),
+    }
+
+
+@register("C31.group", "The one-group moment estimates (group_moments, by power sums) equal the "
+          "average of each section-7 kernel over the group's distinct ordered tuples",
+          "derived (docs/theory.md section 7)",
+          "group_moments against loops over itertools.permutations of random groups of 3, 4 and "
+          "7 with 3-column scores and real-valued rewards")
+def check_c31_group(ctx):
+    rng = np.random.default_rng(ctx.seed_for("C31.group"))
+    checks = []
+    for n in (3, 4, 7):
+        reward = rng.normal(0.5, 1.0, n)
+        score = rng.normal(size=(n, 3))
+        fast, loops = group_moments(reward, score), kernel_averages(reward, score)
+        names = sorted(loops)
+        checks.append(check_exact(
+            f"group of {n}: every kernel average by power sums = by loops over ordered tuples",
+            [loops[k] for k in names], [fast[k] for k in names], rtol=1e-10, atol=1e-12,
+            note=f"the {len(names)} moments {', '.join(names)}"))
+    return checks
 
 
 def coverage_in_band(name: str, hits: int, n: int, note: str = ""):

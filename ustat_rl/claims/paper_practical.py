@@ -188,13 +188,43 @@ def k3_clamp_written_out(log_ratio, log_ratio_clip: float, value_clip: float):
     return k3.detach().numpy(), grad.numpy()
 
 
+#: Softmax policies (logits, reference logits) for the expected clamped-K3 gradient: one where
+#: no clamp binds, one where the reference puts almost no mass on an action (|log r| > 20).
+K3_SOFTMAX_CASES = (((0.3, -0.5, 1.1, 0.0), (0.1, 0.2, 0.7, -0.4)),
+                    ((0.3, -0.5, 1.1, 0.0), (0.1, -30.0, 0.7, -0.4)))
+
+
+def k3_expected_gradient_written_out(logits, ref_logits, log_ratio_clip: float,
+                                     value_clip: float) -> np.ndarray:
+    """``sum_y pi(y) grad_theta K3_clamped(y)`` by autograd through ``log_softmax`` and the
+    clamps written out in torch, each sample's probability held fixed (a per-sample gradient)."""
+    import torch
+
+    theta = torch.tensor(logits, dtype=torch.float64, requires_grad=True)
+    log_pi = torch.log_softmax(theta, dim=0)
+    log_ref = torch.log_softmax(torch.tensor(ref_logits, dtype=torch.float64), dim=0)
+    lr = torch.clamp(log_ref - log_pi, min=-log_ratio_clip, max=log_ratio_clip)
+    k3 = torch.clamp(torch.exp(lr) - lr - 1.0, min=-value_clip, max=value_clip)
+    (grad,) = torch.autograd.grad((log_pi.exp().detach() * k3).sum(), theta)
+    return grad.numpy()
+
+
 @register("C27.clamp", "verl's clamped K3 penalty (log ratio clipped at 20, K3 at 10) and its "
-          "gradient factor equal torch.clamp's arithmetic, on each clamp's boundary too",
+          "gradient factor equal torch.clamp's arithmetic, on each clamp's boundary too; the "
+          "exact expected per-sample gradient on a softmax equals autograd's, and pi - pi_ref "
+          "where no clamp binds",
           "Appendix A (K3 penalty of Algorithm 2); docs/theory.md C27; verl's low_var_kl",
           "k3_clamped and k3_clamped_gradient_factor against autograd on the clamps written "
-          "out in torch, at log ratios inside, beyond and exactly on each clip")
+          "out in torch, at log ratios inside, beyond and exactly on each clip; "
+          "softmax_k3_expected_gradient against autograd through log_softmax")
 def check_c27_clamp(ctx) -> list:
-    from ..frameworks.aggregation import k3_clamped, k3_clamped_gradient_factor
+    from ..frameworks.aggregation import (
+        K3_LOG_RATIO_CLIP,
+        K3_VALUE_CLIP,
+        k3_clamped,
+        k3_clamped_gradient_factor,
+        softmax_k3_expected_gradient,
+    )
 
     checks, rejected = [], []
     for (clip, value_clip), log_ratio in K3_CLIP_CASES:
@@ -219,6 +249,17 @@ def check_c27_clamp(ctx) -> list:
                              float(sum(rejected)),
                              note="with verl's clips K3 > 10 wherever |log r| >= 20, so only "
                                   "the value clip's boundary could matter there"))
+    for i, (logits, ref) in enumerate(K3_SOFTMAX_CASES):
+        got = softmax_k3_expected_gradient(logits, ref)
+        checks.append(check_exact(
+            f"softmax {i + 1} ({'no clamp binds' if i == 0 else 'a clamp binds'}): E_pi grad "
+            f"K3_clamped = autograd's", k3_expected_gradient_written_out(
+                logits, ref, K3_LOG_RATIO_CLIP, K3_VALUE_CLIP), got, rtol=1e-12, atol=1e-15))
+        if i == 0:
+            pi = np.exp(np.array(logits) - np.logaddexp.reduce(logits))
+            pi_ref = np.exp(np.array(ref) - np.logaddexp.reduce(ref))
+            checks.append(check_exact("softmax 1: E_pi grad K3 = pi - pi_ref (grad KL(pi_ref || "
+                                      "pi))", pi - pi_ref, got, rtol=1e-12, atol=1e-15))
     return checks
 
 
@@ -388,7 +429,8 @@ def c25_slope_checks(bandit, exponent: float = 2.0) -> list:
 
 @register("C25", "Algorithm 2 with m minibatch updates from one batch (token ratio, no "
           "clipping, K3 penalty): the squared bias of the m-th gradient estimate grows like "
-          "(m eta)^2 and vanishes as eta -> 0",
+          "(m eta)^2 and vanishes as eta -> 0 (its Monte Carlo point sees only errors of tens "
+          "of percent, docs/power.md: the exact enumeration carries the claim)",
           "Theorem 12, Appendix A; docs/theory.md C25",
           "exact enumeration of every batch on a 3-action softmax bandit (slopes, Richardson), "
           "Monte Carlo at one (m, eta), and the K3 direction's eta-independent part")

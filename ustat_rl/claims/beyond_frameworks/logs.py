@@ -11,6 +11,13 @@ box). The check: at each ``G`` at least ``MIN_COVERED`` of ``WINDOWS`` independe
 it, false failure at most ``P(Binomial(WINDOWS, level) < MIN_COVERED)`` per size (1e-4 at most,
 summed over the sizes below ``CLAIM_BUDGET``). Negative control: the same logs read with a wrong
 ``G0`` fail the same check at the run's ``G``.
+
+Exact sub-checks of the group size the logs admit
+(:func:`~ustat_rl.frameworks.logs.consistent_group_sizes`, the sizes the ``--group-size``
+refusal names): the synthetic logs admit their own ``G0``; the logs of a run whose generation
+batch is one group (``n = G``, the largest size a batch admits, :data:`ONE_GROUP_G`) admit
+exactly that ``G``, a boundary a range that stops one short would miss; and every admitted size
+divides the logged batch.
 """
 
 from __future__ import annotations
@@ -32,6 +39,9 @@ SIZES, WRONG_G0, LEVEL = (2, 32), 4, 0.9
 
 #: The false-failure rate allowed per size.
 RATE_PER_SIZE = 1e-4
+
+#: The group size of the one-group-per-batch logs, and their successes per logged batch.
+ONE_GROUP_G, ONE_GROUP_SUCCESSES = 6, (1, 2, 3, 4, 5, 2, 4)
 
 
 def beta_all_equal(G: int) -> float:
@@ -64,6 +74,20 @@ def synthetic_state(rng) -> dict:
     return {"global_step": len(entries), "logging_steps": 1, "log_history": entries}
 
 
+def one_group_state() -> dict:
+    """TRL-style logs of a run whose generation batch is one group of ``ONE_GROUP_G``: entries
+    with ``k`` successes of :data:`ONE_GROUP_SUCCESSES` (never all equal, so every entry is read).
+    Of the sizes ``G >= 2`` dividing 6, 2 and 3 need 3 and 2 mixed groups and so ``k = 3`` and
+    ``2 <= k <= 4``: only ``G = 6`` fits every entry."""
+    entries = []
+    for step, k in enumerate(ONE_GROUP_SUCCESSES, start=1):
+        r = np.zeros(ONE_GROUP_G)
+        r[:k] = 1.0
+        entries.append({"step": step, "loss": 0.0, "grad_norm": 0.5, "reward": float(r.mean()),
+                        "reward_std": float(r.std(ddof=1)), "frac_reward_zero_std": 0.0})
+    return {"global_step": len(entries), "logging_steps": 1, "log_history": entries}
+
+
 def coverage(report, G: int) -> int:
     """Windows whose bounds at ``G`` hold the exact fraction."""
     i, truth = report.group_sizes.index(G), beta_all_equal(G)
@@ -80,7 +104,7 @@ def coverage(report, G: int) -> int:
           "read and reported as the command does; coverage counts over independent windows "
           "against a binomial bound; the wrong G0 as the negative control")
 def check_c56(ctx) -> list:
-    from ...frameworks.logs import read_trainer_state
+    from ...frameworks.logs import batch_counts, consistent_group_sizes, read_trainer_state
     from ...frameworks.logs_report import logs_report
 
     rng = np.random.default_rng(ctx.seed_for("C56"))
@@ -88,6 +112,8 @@ def check_c56(ctx) -> list:
         path = Path(folder) / "trainer_state.json"
         path.write_text(json.dumps(synthetic_state(rng)))
         history = read_trainer_state(path)
+        path.write_text(json.dumps(one_group_state()))
+        one_group = read_trainer_state(path)
     sizes = SIZES + (G0,)
     report = logs_report(history, G0, WINDOW, LEVEL, group_sizes=sizes)
     wrong = logs_report(history, WRONG_G0, WINDOW, LEVEL, group_sizes=(G0,))
@@ -104,4 +130,16 @@ def check_c56(ctx) -> list:
         f"fraction in fewer than {need} windows", missed < need, float(missed),
         evidence="monte-carlo", note="measured: the windows that hold it; a power check, no "
                                      "rate stated"))
+    admitted = consistent_group_sizes(history)
+    n_logged = GROUPS * G0
+    checks.append(check_true(
+        f"the logs admit their own G0 = {G0}, and every admitted size divides the {n_logged} "
+        f"rewards of a logged batch", G0 in admitted and all(n_logged % G == 0 for G in admitted)
+        and bool(np.all(batch_counts(history)[0] == n_logged)), float(len(admitted)),
+        note=f"exact: consistent_group_sizes gives {admitted}; measured: how many"))
+    one = consistent_group_sizes(one_group)
+    checks.append(check_true(
+        f"logs of one group of {ONE_GROUP_G} per batch admit exactly G = {ONE_GROUP_G} (the "
+        f"whole batch: the largest size)", one == [ONE_GROUP_G], float(max(one, default=0)),
+        note=f"exact: consistent_group_sizes gives {one}; measured: the largest"))
     return checks
