@@ -38,6 +38,7 @@ __all__ = [
     "check_exact",
     "check_interval",
     "check_true",
+    "detectable_error",
     "MissingExtra",
     "require_extra",
 ]
@@ -94,6 +95,33 @@ class Check:
     required: bool = True
     refutes: bool = False
 
+    @property
+    def detectable(self) -> float:
+        """The error of ``predicted``, relative to ``|predicted|``, that this comparison rejects
+        at least half the time (:func:`detectable_error`); NaN for a yes/no condition or a
+        prediction of 0."""
+        return detectable_error(self.predicted, self.measured, self.ci_low, self.ci_high)
+
+
+def detectable_error(predicted: float, measured: float, ci_low: float, ci_high: float) -> float:
+    """The smallest error a comparison would see, relative to the value it predicts.
+
+    A comparison passes when ``predicted`` lies in ``[ci_low, ci_high]``, an interval about
+    ``measured``. Were the truth off the prediction by ``d``, the interval would sit about a
+    measured value centred ``d`` away; with noise of median 0 it leaves the prediction outside
+    at least half the time once ``|d|`` reaches the interval's larger half-width. That
+    half-width over ``|predicted|`` is returned: a check detects, with probability at least
+    one half, a relative error this large, and may well miss a smaller one.
+
+    Returns NaN where there is no finite interval (a yes/no condition) or ``predicted`` is 0
+    or not finite (a relative error is undefined there).
+    """
+    predicted, measured = float(predicted), float(measured)
+    low, high = float(ci_low), float(ci_high)
+    if not all(math.isfinite(v) for v in (predicted, measured, low, high)) or predicted == 0.0:
+        return float("nan")
+    return max(high - measured, measured - low) / abs(predicted)
+
 
 @dataclass(frozen=True)
 class ClaimResult:
@@ -128,8 +156,12 @@ class ClaimResult:
 
     def to_dict(self) -> dict:
         """JSON-ready dictionary: NaN (nothing measured) becomes ``null``, ``±inf`` the strings
-        ``"inf"`` and ``"-inf"`` (JSON has no literal for them)."""
-        return _jsonable(asdict(self))
+        ``"inf"`` and ``"-inf"`` (JSON has no literal for them). Each check carries its
+        ``detectable`` relative error (:attr:`Check.detectable`)."""
+        out = asdict(self)
+        for row, check in zip(out["checks"], self.checks):
+            row["detectable"] = check.detectable
+        return _jsonable(out)
 
 
 _jsonable = json_ready

@@ -137,8 +137,11 @@ def print_table(results, details: bool, stream) -> None:
                 flag = "ok " if c.passed else ("FAIL" if c.required else "DIFF")
             if details and c.name == r.headline:
                 flag = "*" + flag
+            # the error it would see, with --details (benchmarks/power_audit.py, docs/power.md)
+            sees = (f" (detects a {c.detectable:.2g} relative error at least half the time)"
+                    if details and math.isfinite(c.detectable) else "")
             print(f"    {flag} {c.name}: predicted {_fmt(c.predicted)}, measured "
-                  f"{_fmt(c.measured)} [{_fmt(c.ci_low)}, {_fmt(c.ci_high)}]  {c.note}",
+                  f"{_fmt(c.measured)} [{_fmt(c.ci_low)}, {_fmt(c.ci_high)}]{sees}  {c.note}",
                   file=stream)
         if r.error:
             print("    " + r.error.strip().replace("\n", "\n    "), file=stream)

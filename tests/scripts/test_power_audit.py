@@ -1,0 +1,110 @@
+"""The detectable error of a comparison (ustat_rl.claims.detectable_error) and the power audit
+(benchmarks/power_audit.py, docs/power.md).
+
+The figure is checked against its definition by simulation (a shift of the interval's larger
+half-width is rejected about half the time, a quarter of it rarely), on planted verify payloads
+(a blunt required comparison is listed, a sharp one is not; conditions and predictions of 0
+are counted, not ranked), and the committed page is checked to list every registered claim.
+"""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from script_loader import ROOT, load_script
+
+from ustat_rl.claims import (
+    Check,
+    ClaimResult,
+    check_close,
+    check_exact,
+    check_true,
+    detectable_error,
+    registry,
+)
+
+pytestmark = pytest.mark.fast
+
+power = load_script("benchmarks/power_audit.py", "power_audit_script")
+
+
+def test_the_figure_is_the_larger_half_width_over_the_prediction():
+    assert detectable_error(2.0, 2.1, 1.9, 2.5) == pytest.approx(0.4 / 2.0)
+    assert detectable_error(-4.0, -4.0, -4.8, -3.6) == pytest.approx(0.8 / 4.0)
+    # no interval, or a prediction of 0: no relative figure (NaN, never a finite guess)
+    assert math.isnan(detectable_error(1.0, 1.0, float("nan"), float("nan")))
+    assert math.isnan(detectable_error(0.0, 0.1, -0.1, 0.3))
+    assert math.isnan(detectable_error(1.0, 1.0, 0.5, float("inf")))
+
+
+def test_a_shift_of_the_figure_is_rejected_half_the_time_and_a_quarter_of_it_rarely():
+    """The definition, by simulation: check_close of a truth shifted by d * detectable."""
+    rng = np.random.default_rng(7)
+    predicted, se = 3.0, 0.05
+    figure = check_close("x", predicted, predicted, se).detectable
+    assert figure == pytest.approx(4 * se / predicted)  # Z_CHECK = 4
+    n = 4000
+    for share, low, high in ((1.0, 0.45, 0.55), (0.25, 0.0, 0.01), (1.5, 0.97, 1.0)):
+        truth = predicted * (1 + share * figure)
+        measured = truth + se * rng.standard_normal(n)
+        rejected = np.mean([not check_close("x", predicted, m, se).passed for m in measured])
+        # binomial sd at n = 4000 is at most 0.008: the bands are more than 6 sd wide
+        assert low <= rejected <= high, (share, rejected)
+
+
+def test_every_check_carries_its_figure_into_the_json():
+    checks = (check_close("mc", 2.0, 2.0, 0.1), check_true("order", True),
+              check_exact("exact", 1.0, 1.0))
+    result = ClaimResult("C0", "s", "src", "m", 2.0, 2.0, 1.6, 2.4, "pass", 0.1,
+                         ("monte-carlo",), checks)
+    rows = json.loads(json.dumps(result.to_dict()))["checks"]
+    assert rows[0]["detectable"] == pytest.approx(0.2)
+    assert rows[1]["detectable"] is None  # NaN is written as null
+    assert rows[2]["detectable"] < 1e-8
+
+
+def _payload(*results):
+    return {"mode": "quick", "seed": 1, "version": "t",
+            "results": [ClaimResult(cid, "s", "src", "m", 0, 0, 0, 0, "pass", 0.0,
+                                    ("monte-carlo",), tuple(checks)).to_dict()
+                        for cid, checks in results]}
+
+
+def test_a_blunt_required_comparison_is_listed_and_a_sharp_one_is_not():
+    payload = _payload(
+        ("C1", [check_close("sharp", 1.0, 1.0, 0.01), check_close("blunt", 1.0, 1.0, 0.05),
+                Check("optional blunt", 1.0, 1.0, 0.0, 2.0, True, "monte-carlo", required=False),
+                check_true("ordering", True), check_close("bias", 0.0, 0.0, 0.01),
+                check_exact("identity", 1.0, 1.0)]),
+        ("C2", [check_close("only blunt", 1.0, 1.0, 0.1)]),
+        ("C3", [check_exact("identity", [1.0, 2.0], [1.0, 2.0])]))
+    rows = {r.claim_id: r for r in power.audit(payload, line=0.10)}
+    c1 = rows["C1"]
+    assert (c1.sampled, c1.sampled_at_zero, c1.exact, c1.conditions) == (3, 1, 1, 1)
+    assert c1.sharpest == pytest.approx(0.04) and c1.sharpest_name == "sharp"
+    assert c1.bluntest == pytest.approx(1.0) and c1.bluntest_name == "optional blunt"
+    assert [name for name, _ in c1.blunt] == ["blunt"]  # the optional one is not required
+    assert rows["C2"].blunt == [("only blunt", pytest.approx(0.4))]
+    assert rows["C3"].sampled == 0 and rows["C3"].exact == 1
+    page = power.markdown(list(rows.values()), payload, 0.10, "test")
+    assert "C2 (sharpest 40.0%)" in page  # no sampled comparison of C2 sees 10%
+    assert "C1 (sharpest" not in page
+    assert "- **C1**: blunt (20.0%)" in page
+    # the same payload at a line of 50%: nothing is blunt
+    assert all(not r.blunt for r in power.audit(payload, line=0.5))
+
+
+@pytest.mark.parametrize("payload, line", [({"results": []}, 0.1), ({}, 0.1),
+                                           (_payload(("C1", [])), 0.0)])
+def test_bad_input_is_refused_naming_what_is_wrong(payload, line):
+    with pytest.raises(ValueError, match="results|line"):
+        power.audit(payload, line)
+
+
+def test_the_committed_page_lists_every_registered_claim():
+    page = (ROOT / "docs" / "power.md").read_text(encoding="utf-8")
+    assert "Generated by `python benchmarks/power_audit.py" in page
+    rows = {line.split("|")[1].strip() for line in page.splitlines()
+            if line.startswith("| C")}
+    assert rows == set(registry()), sorted(set(registry()) ^ rows)
