@@ -33,6 +33,8 @@ RECORD_PAGES = {
                       "computes it",
     "docs/calibration.md": "the calibration study's dated log (benchmarks/calibration.py)",
     "docs/mutation.md": "the mutation study's dated log (benchmarks/mutation.py)",
+    "docs/power.md": "written by `python benchmarks/power_audit.py --markdown docs/power.md`; "
+                     "tests/scripts/test_power_audit.py checks it lists every claim",
     "docs/advice_wins.md": "the advice study's report, its table included from "
                            "docs/advice_wins_data; its costs are checked below",
 }

@@ -58,14 +58,14 @@ def written_weights(T: np.ndarray, mode: str) -> np.ndarray:
     raise ValueError(f"unknown mode {mode!r}")
 
 
-def enumerated_mean(G: int, advantage, mode: str) -> np.ndarray:
+def enumerated_mean(G: int, estimator, mode: str) -> np.ndarray:
     """``E sum_i c_i A_i W_i`` over every ordered group of ``G`` outputs ``(3,)``."""
     p, z = np.array(OUTPUT_PROB), np.array(OUTPUT_REWARD)
     T, W = np.array(OUTPUT_LENGTHS, dtype=np.float64), output_scores()
     groups = np.array(list(itertools.product(range(p.size), repeat=G)))  # (M, G)
     prob = np.prod(p[groups], axis=1)
     c = written_weights(T[groups], mode)
-    a = advantage(z[groups])
+    a = estimator(z[groups])
     return np.einsum("m,mg,mgk->k", prob, c * a, W[groups])
 
 
@@ -83,12 +83,12 @@ def check_c78(ctx) -> list:
     p, z, T, W = (np.array(OUTPUT_PROB), np.array(OUTPUT_REWARD), np.array(OUTPUT_LENGTHS),
                   output_scores())
     checks = []
-    for name, advantage in (("grpo", loo), ("trl_group", trl_group)):
+    for name, written in (("grpo", loo), ("trl_group", trl_group)):
         for G in SIZES:
             for mode in AGGREGATIONS:
                 checks.append(check_exact(
                     f"{name}, G = {G}, {mode}: exact_aggregation_mean = every group",
-                    enumerated_mean(G, advantage, mode),
+                    enumerated_mean(G, written, mode),
                     exact_aggregation_mean(p, z, T, W, name, G, mode, horizon=HORIZON),
                     rtol=ROUTE_RTOL, atol=1e-13))
     answer = exact_aggregation_mean(p, z, T, W, "grpo", 3, "token-mean")

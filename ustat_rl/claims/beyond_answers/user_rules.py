@@ -58,12 +58,12 @@ def written_out(z: np.ndarray, value: float) -> np.ndarray:
     return z - w_m * (z - full_mean(z)) - w_l * (z - loo(z)) - w_r * value
 
 
-def enumerated_moments(bandit, G: int, advantage) -> tuple[np.ndarray, np.ndarray]:
+def enumerated_moments(bandit, G: int, estimator) -> tuple[np.ndarray, np.ndarray]:
     """Per prompt, ``E||g_hat(x) - g(x)||^2`` ``(P,)`` and ``Cov(g_hat(x) | x)`` ``(P, d, d)``
-    over every outcome of a group; ``advantage(z, V(x))`` gives the outcomes' advantages."""
+    over every outcome of a group; ``estimator(z, V(x))`` gives the outcomes' advantages."""
     mse, cov = [], []
     for x in range(bandit.n_prompts):
-        est, prob, _ = enumerated(bandit, x, G, lambda z, v=bandit.value[x]: advantage(z, v),
+        est, prob, _ = enumerated(bandit, x, G, lambda z, v=bandit.value[x]: estimator(z, v),
                                   full=True)
         mean = prob @ est
         mse.append(prob @ np.sum((est - _target(bandit, x)) ** 2, axis=1))
