@@ -17,7 +17,7 @@ from ustat_rl.claims import VerifyContext, registry, run_claim  # noqa: E402
 from ustat_rl.claims.beyond_reach import sharded  # noqa: E402
 from ustat_rl.frameworks import gather  # noqa: E402
 
-pytestmark = [pytest.mark.fast,
+pytestmark = [pytest.mark.integration,  # whole claim C62: two gloo processes per run
               pytest.mark.skipif(not sys.platform.startswith("linux"),
                                  reason="the planted bugs reach the processes by fork (Linux)")]
 

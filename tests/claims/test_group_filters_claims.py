@@ -59,23 +59,3 @@ def test_c56_one_group_logs_admit_only_the_whole_batch(tmp_path):
     path = tmp_path / "trainer_state.json"
     path.write_text(json.dumps(c56.one_group_state()))
     assert consistent_group_sizes(read_trainer_state(path)) == [c56.ONE_GROUP_G]
-
-
-def test_c56_fails_when_the_admitted_sizes_stop_short_of_the_batch(monkeypatch):
-    """A planted boundary bug: the range of sizes stops one short of the whole batch."""
-    import numpy as np
-
-    import ustat_rl.frameworks.logs as logs
-
-    def short(history):
-        n, k = logs.batch_counts(history)
-        read = np.flatnonzero(n)
-        largest = int(n[read].min()) if read.size else 0
-        return [G for G in range(2, largest)
-                if all(logs._entry_problem(int(n[i]), int(k[i]), float(history.all_equal[i]), G)
-                       is None for i in read)]
-
-    monkeypatch.setattr(logs, "consistent_group_sizes", short)
-    result = run_claim(registry()["C56"], VerifyContext())
-    assert result.verdict == "fail"
-    assert result.headline.startswith("logs of one group of 6")

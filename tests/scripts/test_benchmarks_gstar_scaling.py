@@ -13,7 +13,7 @@ import csv
 import pytest
 from script_loader import load_script
 
-pytestmark = pytest.mark.fast
+pytestmark = pytest.mark.integration  # a benchmark script's quick run: 8 ustat-rl gstar children
 
 
 @pytest.fixture(scope="module")
