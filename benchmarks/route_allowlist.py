@@ -213,8 +213,6 @@ ALLOW = {
     "ustat_rl.theory.gram.FactoredGram.restrict": UNCLAIMED,
     "ustat_rl.theory.gram.FactoredGram.copy": UNCLAIMED,
     "ustat_rl.theory.greedy_baseline.greedy_baseline_monte_carlo": UNCLAIMED,
-    "ustat_rl.theory.multichannel.MultiChannelMoments.mean_factor": UNCLAIMED,
-    "ustat_rl.theory.multichannel.MultiChannelMoments.mean_cosine": UNCLAIMED,
     "ustat_rl.training.allocation.train_allocated": UNCLAIMED,
     "ustat_rl.training.batch_study.batch_monte_carlo": UNCLAIMED,
     "ustat_rl.training.std.trl_group_rule": UNCLAIMED,

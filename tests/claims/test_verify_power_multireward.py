@@ -155,3 +155,16 @@ def test_c52_pilot_passes_and_fails_with_the_cross_prompt_terms_summed_per_coord
     monkeypatch.setattr(channels, "estimate_channel_moments", planted)
     result = run_claim(claim, VerifyContext())
     assert result.verdict == "fail" and "nu_o" in result.headline
+
+
+@pytest.mark.parametrize("name, planted", [
+    ("mean_factor", property(lambda self: self.mean_projection / self.mean_norm_sq)),
+    ("mean_cosine", property(lambda self: self.mean_projection
+                             / (self.mean_norm_sq * self.target_norm_sq))),
+])
+def test_c52_fails_with_the_mean_direction_misread(monkeypatch, name, planted):
+    """The mean's factor taken against ||E g_hat||^2 instead of ||t||^2, and the cosine without
+    its square root: C52's direction check turns."""
+    monkeypatch.setattr(theory_module.MultiChannelMoments, name, planted)
+    result = run_claim(registry()["C52"], VerifyContext())
+    assert result.verdict == "fail" and "mean_factor" in result.headline

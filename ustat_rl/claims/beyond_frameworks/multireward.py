@@ -73,7 +73,32 @@ def _exact_checks(bandit, moments) -> list:
     checks.append(check_exact("normalize_then_sum's mean is sum_k w_k c_k(x) g_k(x) / d with "
                               "c_k channel k's single-reward trl_group factor (section 7), "
                               "G = 4, 8", want, got, rtol=1e-11, atol=1e-15))
+    checks.append(_direction_check(bandit, moments))
     return checks
+
+
+def _direction_check(bandit, moments):
+    """The mean's factor <E g_hat, t>/||t||^2 and cosine along the target, as the moments report
+    them (``mean_factor``, ``mean_cosine``), against the enumerated mean and the target written
+    out (``t = sum_x f(x) t(x)``, ``t(x) = E[(w . Z) W | x]``), at G = 3 for both orders."""
+    from ...theory.multichannel import multichannel_moments
+
+    f, w = bandit.prompt_prob, np.asarray(WEIGHTS)
+    A, P = bandit.n_actions, bandit.n_prompts
+    target = np.zeros(P * A)
+    for x in range(P):
+        target[x * A:(x + 1) * A] = f[x] * np.einsum(
+            "a,ao,o,ab->b", bandit.policy[x], bandit.outcome_prob[x], bandit.outcomes @ w,
+            np.eye(A) - bandit.policy[x])
+    want, got = [], []
+    for name in (SUM, NORMALIZE):
+        mean = f @ enumerate_multichannel_moments(bandit, name, 3, WEIGHTS)[0]  # (P A,)
+        out = multichannel_moments(moments, name, 3, WEIGHTS)
+        want += [mean @ target / (target @ target),
+                 mean @ target / np.sqrt((mean @ mean) * (target @ target))]
+        got += [out.mean_factor, out.mean_cosine]
+    return check_exact("mean_factor and mean_cosine of both orders at G = 3 = the enumerated "
+                       "mean against the target written out", want, got, rtol=1e-11)
 
 
 def get_rule_scaling(name):
