@@ -57,11 +57,8 @@ class ClaimPower:
 
 
 def _number(value) -> float:
-    if value is None:
-        return float("nan")
-    if isinstance(value, str):
-        return float(value)  # "inf" / "-inf", as verify writes them
-    return float(value)
+    """A JSON number of verify's: ``null`` is NaN, the strings ``"inf"``/``"-inf"`` infinite."""
+    return float("nan") if value is None else float(value)
 
 
 def audit(payload: dict, line: float = 0.10) -> list[ClaimPower]:

@@ -14,7 +14,8 @@ above exactly when c1's reaches 0 (an honest answer, accepted), and one large pi
 covers G* and excludes G = 2.
 C31.group: the one-group entry :func:`~ustat_rl.pilot.estimate.group_moments` (power sums) equals
 the average of each section-7 kernel over the group's distinct ordered tuples, written out here
-as loops over the permutations of the group's indices (no package code on that side), on groups of 3, 4 and 7.
+as loops over the permutations of the group's indices (no package code on that side), on groups
+of 3, 4 and 7.
 """
 
 from __future__ import annotations

@@ -61,17 +61,26 @@ def min_covered() -> tuple[int, float]:
     return c, float(binom.cdf(c - 1, WINDOWS, LEVEL))
 
 
+def logged_entry(step: int, r: np.ndarray) -> dict:
+    """TRL's log entry of one generation batch of 0/1 rewards ``r`` (groups, G)."""
+    return {"step": step, "loss": 0.0, "grad_norm": 0.5, "reward": float(r.mean()),
+            "reward_std": float(r.std(ddof=1)),
+            "frac_reward_zero_std": float(np.mean(r.std(axis=1) == 0)),
+            "rewards/accuracy/mean": float(r.mean())}
+
+
+def trainer_state(entries: list) -> dict:
+    """A TRL-style ``trainer_state.json`` holding ``entries``."""
+    return {"global_step": len(entries), "logging_steps": 1, "log_history": entries}
+
+
 def synthetic_state(rng) -> dict:
     """A TRL-style ``trainer_state.json`` of ``WINDOW * WINDOWS`` logged generation batches."""
     entries = []
     for step in range(1, WINDOW * WINDOWS + 1):
         p = rng.beta(*BETA, size=GROUPS)
-        r = (rng.random((GROUPS, G0)) < p[:, None]).astype(float)
-        entries.append({"step": step, "loss": 0.0, "grad_norm": 0.5, "reward": float(r.mean()),
-                        "reward_std": float(r.std(ddof=1)),
-                        "frac_reward_zero_std": float(np.mean(r.std(axis=1) == 0)),
-                        "rewards/accuracy/mean": float(r.mean())})
-    return {"global_step": len(entries), "logging_steps": 1, "log_history": entries}
+        entries.append(logged_entry(step, (rng.random((GROUPS, G0)) < p[:, None]).astype(float)))
+    return trainer_state(entries)
 
 
 def one_group_state() -> dict:
@@ -79,13 +88,8 @@ def one_group_state() -> dict:
     with ``k`` successes of :data:`ONE_GROUP_SUCCESSES` (never all equal, so every entry is read).
     Of the sizes ``G >= 2`` dividing 6, 2 and 3 need 3 and 2 mixed groups and so ``k = 3`` and
     ``2 <= k <= 4``: only ``G = 6`` fits every entry."""
-    entries = []
-    for step, k in enumerate(ONE_GROUP_SUCCESSES, start=1):
-        r = np.zeros(ONE_GROUP_G)
-        r[:k] = 1.0
-        entries.append({"step": step, "loss": 0.0, "grad_norm": 0.5, "reward": float(r.mean()),
-                        "reward_std": float(r.std(ddof=1)), "frac_reward_zero_std": 0.0})
-    return {"global_step": len(entries), "logging_steps": 1, "log_history": entries}
+    return trainer_state([logged_entry(step, (np.arange(ONE_GROUP_G) < k)[None, :].astype(float))
+                          for step, k in enumerate(ONE_GROUP_SUCCESSES, start=1)])
 
 
 def coverage(report, G: int) -> int:

@@ -79,17 +79,14 @@ def _exact_checks(bandit, moments) -> list:
 
 def _direction_check(bandit, moments):
     """The mean's factor <E g_hat, t>/||t||^2 and cosine along the target, as the moments report
-    them (``mean_factor``, ``mean_cosine``), against the enumerated mean and the target written
-    out (``t = sum_x f(x) t(x)``, ``t(x) = E[(w . Z) W | x]``), at G = 3 for both orders."""
+    them (``mean_factor``, ``mean_cosine``), against the enumerated mean and the target
+    ``t = sum_x f(x) sum_k w_k g_k(x)`` from each channel's single-reward bandit, at G = 3 for
+    both orders."""
     from ...theory.multichannel import multichannel_moments
 
-    f, w = bandit.prompt_prob, np.asarray(WEIGHTS)
-    A, P = bandit.n_actions, bandit.n_prompts
-    target = np.zeros(P * A)
-    for x in range(P):
-        target[x * A:(x + 1) * A] = f[x] * np.einsum(
-            "a,ao,o,ab->b", bandit.policy[x], bandit.outcome_prob[x], bandit.outcomes @ w,
-            np.eye(A) - bandit.policy[x])
+    f = bandit.prompt_prob
+    target = (f[:, None] * sum(wk * bandit.channel_bandit(k).grad_per_prompt
+                               for k, wk in enumerate(WEIGHTS))).ravel()  # (P A,)
     want, got = [], []
     for name in (SUM, NORMALIZE):
         mean = f @ enumerate_multichannel_moments(bandit, name, 3, WEIGHTS)[0]  # (P A,)
