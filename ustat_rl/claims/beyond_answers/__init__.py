@@ -1,4 +1,5 @@
-"""Beyond the paper: answering routes of the toolkit that no claim ran (docs/theory.md C65-C76).
+"""Beyond the paper: answering routes of the toolkit that no claim ran (docs/theory.md C65-C79,
+C81 and C82).
 
 * :mod:`.scale_free`: C65, the advice's two targets (the scale-free error and the fixed-budget
   MSE) of two rules against Monte Carlo whose advantages are the rules' formulas written out;
@@ -23,7 +24,17 @@
 * :mod:`.sampled_routes`: C75, the bandit's Monte Carlo routes, verl's opo under length models
   and the allocated training step against exact expectations computed without them;
 * :mod:`.loglinear_routes`: C76, the log-linear bandit's covariance and batch MSE and the
-  moments' restriction and reweighting against its groups enumerated in parameter space.
+  moments' restriction and reweighting against its groups enumerated in parameter space;
+* :mod:`.user_rules`: C77, a user's own affine rule, registered by name, against every outcome
+  of a group;
+* :mod:`.aggregation_means`: C78, the exact mean under each loss aggregation against every group
+  of outputs;
+* :mod:`.answer_boundaries`: C79, the answer objects' small verdicts at their boundaries;
+* :mod:`.small_routes`: C81, TRL's group rule, a factored Gram matrix's copy and restriction, a
+  rule's function, the loss's factor at ratio 1, a grouped table's rollouts and a transformer
+  policy's loop scores against their written-out forms;
+* :mod:`.study_routes`: C82, the numpy study routes of batch rules and ReMax's greedy baseline
+  against exact moments.
 
 Each module registers its claims when imported (:func:`ustat_rl.claims.load_checks`).
 """
