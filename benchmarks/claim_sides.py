@@ -430,6 +430,48 @@ def _c52_pilot_sides():
             "loops": lambda: looped_channel_moments(prompt_id, channels, score)}
 
 
+def _c80_sides():
+    """A causal LM's pilot (full route) against per-answer gradients of the log-probability
+    written out position by position."""
+    from ustat_rl.claims.beyond_reach.causal_lm_routes import (
+        TEMPERATURE,
+        _padded,
+        _pilot,
+        gated_lm,
+        written_scores,
+    )
+
+    model = gated_lm()
+    _, seen = _pilot(model, 3, None, "auto")
+    answers = _padded(seen)
+    return {"package": lambda: _pilot(model, 3, None, "auto"),
+            "written out": lambda: written_scores(model, answers, TEMPERATURE)}
+
+
+def _c81_sides():
+    """Small routes (TRL's group rule, a rule's function, the Gram matrix's restriction)
+    against their forms written out in the claims package."""
+    import numpy as np
+
+    from ustat_rl.advantages.registry import get_rule
+    from ustat_rl.claims.beyond_answers.small_routes import loo_written, trl_group_written
+    from ustat_rl.theory.gram import FactoredGram
+    from ustat_rl.training.std import trl_group_rule
+
+    z, groups = np.array([1.0, 0.0, 1.0, 0.0, 0.0]), np.array([0, 0, 0, 1, 1])
+    factor, diagonal = np.arange(6.0).reshape(3, 2), np.ones(3)
+
+    def written():
+        dense = factor @ factor.T
+        dense[np.diag_indices(3)] = diagonal
+        return trl_group_written(1.0, 2, 4), loo_written(z, groups), dense[np.ix_([2, 0], [2, 0])]
+
+    return {"package": lambda: (trl_group_rule(1.0, 2, 4),
+                                get_rule("grpo").function(z, groups, np.bincount(groups)),
+                                FactoredGram(factor, diagonal).restrict([2, 0]).copy()),
+            "written out": written}
+
+
 #: Claim -> a function returning its sides (name -> zero-argument callable).
 SIDES = {"C46": _c46_sides, "C57": _c57_sides, "C60": _c60_sides, "C61": _c61_sides,
          "C64": _c64_sides, "C65": _c65_sides, "C66": _c66_sides, "C67": _c67_sides,
@@ -437,7 +479,7 @@ SIDES = {"C46": _c46_sides, "C57": _c57_sides, "C60": _c60_sides, "C61": _c61_si
          "C72": _c72_sides, "C73": _c73_sides,
          "C74": _c74_sides, "C75": _c75_sides,
          "C76": _c76_sides, "C77": _c77_sides, "C78": _c78_sides,
-         "C52.pilot": _c52_pilot_sides}
+         "C80": _c80_sides, "C81": _c81_sides, "C52.pilot": _c52_pilot_sides}
 
 #: Claim -> shared function -> why sharing it does not hide a bug of the route under test. A
 #: prefix ending in "." allows every function of a module.
