@@ -1,5 +1,5 @@
-"""Beyond the paper: answering routes of the toolkit that no claim ran (docs/theory.md C65-C79,
-C81 and C82).
+"""Beyond the paper: answering routes of the toolkit that no claim ran (docs/theory.md C65-C79
+and C81-C84).
 
 * :mod:`.scale_free`: C65, the advice's two targets (the scale-free error and the fixed-budget
   MSE) of two rules against Monte Carlo whose advantages are the rules' formulas written out;
@@ -34,7 +34,11 @@ C81 and C82).
   rule's function, the loss's factor at ratio 1, a grouped table's rollouts and a transformer
   policy's loop scores against their written-out forms;
 * :mod:`.study_routes`: C82, the numpy study routes of batch rules and ReMax's greedy baseline
-  against exact moments.
+  against exact moments;
+* :mod:`.advice_task_routes`: C83, the advice study's exact held-out reward and its reward on
+  token ids against the product and the event written out;
+* :mod:`.trl_config_rules`: C84, a TRL run's configuration read as the rule it trains, against
+  TRL's arithmetic written out.
 
 Each module registers its claims when imported (:func:`ustat_rl.claims.load_checks`).
 """

@@ -1,5 +1,5 @@
 """Beyond the paper: the answering routes no other claim ran (docs/theory.md C60-C64 and C80;
-C65-C79 and C81 are in :mod:`ustat_rl.claims.beyond_answers`).
+C65-C79 and C81-C84 are in :mod:`ustat_rl.claims.beyond_answers`).
 
 * :mod:`.reductions`: C60, every loss reduction's per-completion weights against the
   framework's arithmetic written out token by token;
