@@ -134,8 +134,6 @@ ALLOW = {
     "ustat_rl.frameworks.demo":
         "construction: the demo's tokenizer, models, prompts, reward and trainer",
     "ustat_rl.frameworks.advice_task.draw_problems": "construction: the advice study's problems",
-    "ustat_rl.frameworks.advice_task.exact_reward":
-        "construction: the advice study's reward function",
     "ustat_rl.frameworks.advice_task.task_model":
         "construction: the advice study's untrained model",
     "ustat_rl.frameworks.advice_task.warm_start":
@@ -172,10 +170,8 @@ ALLOW = {
     # ---- answering routes no claim executes: the to-do list
     "ustat_rl.advantages.multichannel.register_multichannel_rule": UNCLAIMED,
     "ustat_rl.conformance.search.bounded_calls": UNCLAIMED,
-    "ustat_rl.frameworks.advice_task.answer_probability": UNCLAIMED,
     "ustat_rl.frameworks.entry.WindowMonitor.skip": UNCLAIMED,
     "ustat_rl.frameworks.entry.WindowMonitor.weights": UNCLAIMED,
-    "ustat_rl.frameworks.trl_monitor.run_rule": UNCLAIMED,
     "ustat_rl.frameworks.trl_monitor.GroupSizeMonitor.estimator": UNCLAIMED,
     "ustat_rl.frameworks.verl.verl_rollouts": UNCLAIMED,
     "ustat_rl.frameworks.verl_monitor.verl_rule": UNCLAIMED,
