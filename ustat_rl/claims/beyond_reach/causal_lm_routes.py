@@ -31,7 +31,8 @@ at temperature 0.8 with an end token, three prompts of unequal length and ``G = 
   exact scores, both kinds of entries: compared at ``Z_STRICT`` (4.5 se, 6.8e-6 two-sided each;
   18 comparisons); the negative control, rows scaled by ``sqrt(1.25)`` (a 25% error of every
   squared norm), is rejected by the same comparison. Power: the squared norms' standard error is
-  ``sqrt(2/k)`` of the value for Gaussian rows, so at ``k = 4096`` an error of about 10% is seen.
+  ``sqrt(2/k)`` of the value for Gaussian rows, so at ``k = 4096`` an error of about 10% is seen;
+  the cross inner product, of two nearly orthogonal scores, only about 45% (docs/power.md).
 
 The key-value cache branch of the sampler is not reached (the model takes no cache); the tests
 run it on a cached model (``tests/scores/test_causal_lm.py``).
