@@ -340,7 +340,8 @@ def _law_checks(ctx, model, exact: np.ndarray) -> list:
           "pilot, samples from the model's own law at its temperature, and on every route "
           "(full, dense, jvp, factored with a module only the exact fallback covers) records "
           "the reward function's rewards and scores equal to the written-out gradients times "
-          "the route's projection, whose rows satisfy E[R^T R] = I",
+          "the route's projection, whose rows satisfy E[R^T R] = I (the inner products of nearly "
+          "orthogonal scores checked only to tens of percent: docs/power.md)",
           "derived (docs/theory.md C80; section 7's pilot and projections)",
           "a float64 causal LM with a custom gate: causal_lm_log_prob against log-softmax "
           "summed by position; sample_answers' frequencies against the 73 exact answer "
