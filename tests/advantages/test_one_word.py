@@ -42,6 +42,7 @@ ADVANTAGE_RULE_NAMES = {
     "montecarlo/batch_rules.py": "Monte Carlo of the advantage rules whose statistics are the batch's",
     "claims/beyond_frameworks/batch_rules.py": "the claim on the batch-statistic advantage rules",
     "claims/beyond_answers/user_rules.py": "the claim on a user's own advantage rule (C77)",
+    "claims/beyond_answers/trl_config_rules.py": "the claim on the advantage rule a TRL config names (C84)",
     "frameworks/rewards_only.py:RewardsReport(logged_rule_matches)":
         "the registered advantage rules that reproduce a run's logged advantages",
     "frameworks/trajectory.py:WindowRecord(run_rule_advice_mse)":
