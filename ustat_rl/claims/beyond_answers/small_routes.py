@@ -32,7 +32,7 @@ import numpy as np
 
 from ..registry import check_exact, check_true, register
 
-__all__ = ["trl_group_written", "loo_written"]
+__all__ = ["trl_written", "trl_group_written", "loo_written"]
 
 #: TRL's epsilon in ``(r - mean)/(std + epsilon)``.
 TRL_EPSILON = 1e-4
@@ -41,9 +41,29 @@ TRL_SIZES = (2, 3, 4, 5, 6)
 RTOL, ATOL = 1e-12, 1e-14
 
 
+def trl_written(rewards: np.ndarray, groups: np.ndarray, scale="group") -> np.ndarray:
+    """TRL's ``sum_then_normalize`` advantage of rewards ``(n,)`` with group ids ``groups``:
+    ``r - group mean``, over ``group std + 1e-4`` (``"group"``, ``True``) or ``batch std +
+    1e-4`` (``"batch"``), or undivided (``"none"``, ``False``); sample stds, by loops."""
+    rewards, groups = np.asarray(rewards, dtype=np.float64), np.asarray(groups)
+    out = np.empty_like(rewards)
+    for g in np.unique(groups):
+        rows = rewards[groups == g]
+        centred = rows - rows.mean()
+        if scale in ("group", True):
+            centred = centred / (rows.std(ddof=1) + TRL_EPSILON)
+        elif scale == "batch":
+            centred = centred / (rewards.std(ddof=1) + TRL_EPSILON)
+        out[groups == g] = centred
+    return out
+
+
 def trl_group_written(z: float, m: int, G: int, ddof: int = 1) -> float:
-    """The advantage of reward ``z`` in a group of ``G`` binary rewards with ``m`` ones."""
+    """The advantage of reward ``z`` in a group of ``G`` binary rewards with ``m`` ones (the
+    population std with ``ddof=0``, for the negative control)."""
     rewards = np.array([1.0] * m + [0.0] * (G - m))
+    if ddof == 1:
+        return float(trl_written(rewards, np.zeros(G))[0 if z == 1.0 else G - 1])
     return float((z - rewards.mean()) / (rewards.std(ddof=ddof) + TRL_EPSILON))
 
 
@@ -108,10 +128,7 @@ def _rule_function_checks() -> list:
     counts = np.bincount(groups)
     loo = get_rule("grpo").function(z, groups, counts)
     trl = get_rule("trl_group").function(z, groups, counts)
-    trl_want = np.empty_like(z)
-    for g in range(counts.size):
-        rows = z[groups == g]
-        trl_want[groups == g] = (rows - rows.mean()) / (rows.std(ddof=1) + TRL_EPSILON)
+    trl_want = trl_written(z, groups)
     own = loo_written(z, groups, own_mean=True)
     return [check_exact("AdvantageRule.function of 'grpo' = z minus the mean of the others, "
                         "groups of 3, 4 and 2", loo_written(z, groups), loo, rtol=RTOL,

@@ -5,7 +5,8 @@
 the TRL monitor then advises for; every later answer of the monitor is for that rule. Here, for
 every value of ``scale_rewards`` TRL accepts (``"group"``, ``"batch"``, ``"none"``, ``True``,
 ``False``), with one and with two reward functions, the named rule's advantages on a batch of
-three groups of four are set against TRL's arithmetic written out in this module: the
+three groups of four are set against TRL's arithmetic written out by loops in C81's module
+(:func:`~ustat_rl.claims.beyond_answers.small_routes.trl_written`): the
 (weighted) sum of the rewards, minus its group's mean, divided by the group's or the batch's
 sample std plus 1e-4, or not divided. With ``normalize_then_sum`` the name is TRL's
 normalise-then-sum rule whatever ``scale_rewards`` says (its arithmetic is C74's); an order TRL
@@ -21,13 +22,13 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..registry import check_exact, check_true, register, require_extra
+from .small_routes import trl_written
 
-__all__ = ["trl_written"]
+__all__: list[str] = []
 
 #: Three groups of four; two reward functions with weights 1 and 0.5.
 G, B = 4, 3
 WEIGHTS = (1.0, 0.5)
-EPSILON = 1e-4
 
 
 def _rewards() -> np.ndarray:
@@ -35,21 +36,6 @@ def _rewards() -> np.ndarray:
     first = np.array([1, 0, 0, 1, 1, 1, 0, 1, 0, 0, 1, 0], dtype=np.float64)
     second = np.array([0.2, 0.9, 0.4, 0.4, 0.0, 0.7, 0.1, 0.3, 0.8, 0.6, 0.6, 0.5])
     return np.column_stack([first, second])
-
-
-def trl_written(rewards: np.ndarray, scale) -> np.ndarray:
-    """TRL's ``sum_then_normalize`` advantage of rewards ``(n,)`` in contiguous groups of
-    :data:`G`: ``r - group mean``, over ``group std + 1e-4`` (``"group"``, ``True``) or
-    ``batch std + 1e-4`` (``"batch"``), or undivided (``"none"``, ``False``); sample stds."""
-    groups = rewards.reshape(-1, G)
-    centred = (groups - groups.mean(axis=1, keepdims=True)).ravel()
-    if scale in ("group", True):
-        spread = np.repeat(groups.std(axis=1, ddof=1), G)
-    elif scale == "batch":
-        spread = np.full(rewards.size, rewards.std(ddof=1))
-    else:
-        return centred
-    return centred / (spread + EPSILON)
 
 
 @register("C84", "Beyond the paper: the TRL monitor reads a GRPOConfig as the rule TRL trains: "
@@ -80,11 +66,12 @@ def check_c84(ctx) -> list:
         got_two = get_multichannel_rule(two).apply(rewards, inverse, counts, weights)
         checks += [
             check_exact(f"scale_rewards={scale!r}, one reward function: {one} = TRL's "
-                        f"arithmetic", trl_written(rewards[:, 0], scale), got_one, rtol=1e-12,
-                        atol=1e-14),
+                        f"arithmetic", trl_written(rewards[:, 0], inverse, scale), got_one,
+                        rtol=1e-12, atol=1e-14),
             check_exact(f"scale_rewards={scale!r}, two reward functions (weights {WEIGHTS}): "
                         f"{two} = TRL's arithmetic on the weighted sum",
-                        trl_written(rewards @ weights, scale), got_two, rtol=1e-12, atol=1e-14)]
+                        trl_written(rewards @ weights, inverse, scale), got_two, rtol=1e-12,
+                        atol=1e-14)]
     names = {run_rule(SimpleNamespace(scale_rewards=scale,
                                       multi_objective_aggregation="normalize_then_sum"), n)[0]
              for scale in ("group", "batch", "none") for n in (1, 2)}
@@ -99,6 +86,6 @@ def check_c84(ctx) -> list:
     checks.append(check_true(
         "negative control: the batch rule's advantages against the group-std arithmetic are "
         "rejected by the same comparison",
-        not check_exact("", trl_written(rewards[:, 0], "group"), batch, rtol=1e-12,
+        not check_exact("", trl_written(rewards[:, 0], inverse, "group"), batch, rtol=1e-12,
                         atol=1e-14).passed, 1.0))
     return checks
